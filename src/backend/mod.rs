@@ -1,0 +1,135 @@
+//! Backends: the only code that calls a GPU API. The engine drives one through the
+//! `Backend` trait, one call per script line; a backend never decides what a lab
+//! means, it only does the call and reports what the driver said.
+#![allow(unsafe_code)]
+
+pub mod discover;
+pub mod opencl;
+
+use crate::lab::{Api, ObjKind};
+
+pub type Result<T, E = BackendError> = std::result::Result<T, E>;
+
+/// Backend-assigned id of an API object; the ledger uses the same id.
+pub type ObjId = u64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// No library, platform or device: `gpulab doctor` explains.
+    #[error("{what}: {why}")]
+    Unavailable { what: String, why: String },
+    /// The device was found but setting it up failed.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// A status code the driver returned, with its name (`CL_INVALID_MEM_OBJECT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverError {
+    pub code: i64,
+    pub name: String,
+}
+
+impl std::fmt::Display for DriverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.name, self.code)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceKind {
+    Gpu,
+    Cpu,
+    Other,
+}
+
+impl DeviceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Other => "other",
+        }
+    }
+}
+
+/// The device a backend opened, as the meta event reports it.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub vendor: String,
+    pub driver_version: String,
+    pub platform: String,
+    pub kind: DeviceKind,
+    pub total_bytes: Option<u64>,
+    /// `0000:01:00.0` style, when the platform exposes it (NVIDIA does).
+    pub pci_bus_id: Option<String>,
+}
+
+/// A resolved argument of a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operand {
+    Obj(ObjId),
+    Objs(Vec<ObjId>),
+    Bytes(u64),
+    Ms(f64),
+    Kernel(String),
+    Bool(bool),
+}
+
+/// What a successful call produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    /// The new object, for calls that create one (an enqueue bound to a name creates
+    /// its event).
+    pub created: Option<ObjId>,
+    /// Bytes the new object holds on the device.
+    pub bytes: u64,
+}
+
+/// Things the driver tells us after the fact, collected by `Backend::drain`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// Device work finished; times are host CLOCK_MONOTONIC ns.
+    Span {
+        call_seq: u64,
+        queue: ObjId,
+        name: String,
+        queued_ns: u64,
+        begin_ns: u64,
+        end_ns: u64,
+    },
+    /// The implementation destroyed the object (destructor callback).
+    Destroyed { obj: ObjId, t_ns: u64 },
+}
+
+/// One device, driven one call at a time.
+pub trait Backend {
+    fn device(&self) -> &DeviceInfo;
+
+    /// Error bound of the device-to-host clock mapping, when known.
+    fn clock_error_ns(&self) -> Option<u64> {
+        None
+    }
+
+    /// Do one call. `want_event` is set when the script binds the call's event to a
+    /// name; otherwise any event gpulab needs for profiling is its own, released as
+    /// soon as it has been read.
+    fn call(
+        &mut self,
+        seq: u64,
+        api: Api,
+        operands: &[Operand],
+        want_event: bool,
+    ) -> std::result::Result<Outcome, DriverError>;
+
+    /// Spans and destructor callbacks that arrived since the last drain.
+    fn drain(&mut self) -> Vec<Notice>;
+
+    /// Wait up to `timeout_ms` for outstanding device work to report its spans
+    /// (called once at the end of a script; never releases a lab object).
+    fn settle(&mut self, timeout_ms: u64);
+
+    /// The kind of object a backend id refers to, if it made it.
+    fn kind_of(&self, obj: ObjId) -> Option<ObjKind>;
+}

@@ -1,0 +1,1 @@
+//! The engine (in progress).

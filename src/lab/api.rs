@@ -1,0 +1,375 @@
+//! The catalog of calls a script may make: C name, driver-side name, arguments,
+//! what the call creates, retains or releases. Validation and the engine both read
+//! this one table, so a call's meaning is written down once.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::BackendKind;
+
+/// Kinds of API object the ledger counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjKind {
+    Context,
+    Queue,
+    Buffer,
+    Program,
+    Kernel,
+    Event,
+}
+
+impl ObjKind {
+    pub const ALL: [ObjKind; 6] = [
+        ObjKind::Context,
+        ObjKind::Queue,
+        ObjKind::Buffer,
+        ObjKind::Program,
+        ObjKind::Kernel,
+        ObjKind::Event,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjKind::Context => "context",
+            ObjKind::Queue => "queue",
+            ObjKind::Buffer => "buffer",
+            ObjKind::Program => "program",
+            ObjKind::Kernel => "kernel",
+            ObjKind::Event => "event",
+        }
+    }
+
+    /// Plural names as claims write them: `live(buffers)`.
+    pub fn from_plural(s: &str) -> Option<ObjKind> {
+        ObjKind::ALL
+            .into_iter()
+            .find(|k| s == k.plural() || s == k.as_str())
+    }
+
+    pub fn plural(self) -> &'static str {
+        match self {
+            ObjKind::Context => "contexts",
+            ObjKind::Queue => "queues",
+            ObjKind::Buffer => "buffers",
+            ObjKind::Program => "programs",
+            ObjKind::Kernel => "kernels",
+            ObjKind::Event => "events",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Api {
+    ClCreateContext,
+    ClCreateCommandQueue,
+    ClCreateBuffer,
+    ClCreateProgramWithSource,
+    ClBuildProgram,
+    ClCreateKernel,
+    ClEnqueueNDRangeKernel,
+    ClEnqueueReadBuffer,
+    ClEnqueueWriteBuffer,
+    ClFinish,
+    ClFlush,
+    ClWaitForEvents,
+    ClRetainContext,
+    ClRetainCommandQueue,
+    ClRetainMemObject,
+    ClRetainProgram,
+    ClRetainKernel,
+    ClRetainEvent,
+    ClReleaseContext,
+    ClReleaseCommandQueue,
+    ClReleaseMemObject,
+    ClReleaseProgram,
+    ClReleaseKernel,
+    ClReleaseEvent,
+}
+
+/// What kind of value an argument position takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    Obj(ObjKind),
+    /// One or more handles of this kind (`clWaitForEvents(e1, e2)`).
+    Objs(ObjKind),
+    Size,
+    Duration,
+    Kernel,
+    Bool,
+}
+
+impl ArgKind {
+    pub fn describe(self) -> String {
+        match self {
+            ArgKind::Obj(k) => format!("a {} handle", k.as_str()),
+            ArgKind::Objs(k) => format!("one or more {} handles", k.as_str()),
+            ArgKind::Size => "a size such as `64 MiB` or `{size_mib} MiB`".into(),
+            ArgKind::Duration => "a duration such as `50 ms` or `{kernel_ms} ms`".into(),
+            ArgKind::Kernel => "a kernel name (`spin`)".into(),
+            ArgKind::Bool => "`CL_TRUE` or `CL_FALSE`".into(),
+        }
+    }
+}
+
+/// What a call does to the lifetime of the objects it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Returns a new object (bound to the name on the left of `=`).
+    Create(ObjKind),
+    /// Adds one reference to its first argument.
+    Retain,
+    /// Drops one reference from its first argument.
+    Release,
+    /// Uses its arguments, creates nothing; may return an event when bound.
+    Use,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ApiSpec {
+    pub api: Api,
+    pub name: &'static str,
+    pub backend: BackendKind,
+    /// The driver entry points the line really calls, shown beside the C name.
+    pub driver: &'static str,
+    pub args: &'static [ArgKind],
+    pub effect: Effect,
+    /// A `Use` call that may be bound to a name returns an event (`ev = clEnqueueReadBuffer(…)`).
+    pub may_return_event: bool,
+}
+
+use ArgKind::{Bool, Duration, Kernel, Obj, Objs, Size};
+use ObjKind::{Buffer, Context, Event, Queue};
+
+const fn spec(
+    api: Api,
+    name: &'static str,
+    driver: &'static str,
+    args: &'static [ArgKind],
+    effect: Effect,
+) -> ApiSpec {
+    ApiSpec {
+        api,
+        name,
+        backend: BackendKind::OpenCl,
+        driver,
+        args,
+        effect,
+        may_return_event: false,
+    }
+}
+
+const fn with_event(mut s: ApiSpec) -> ApiSpec {
+    s.may_return_event = true;
+    s
+}
+
+pub static CATALOG: &[ApiSpec] = &[
+    spec(
+        Api::ClCreateContext,
+        "clCreateContext",
+        "clCreateContext + clSetContextDestructorCallback",
+        &[],
+        Effect::Create(Context),
+    ),
+    spec(
+        Api::ClCreateCommandQueue,
+        "clCreateCommandQueue",
+        "clCreateCommandQueueWithProperties(PROFILING_ENABLE)",
+        &[Obj(Context)],
+        Effect::Create(Queue),
+    ),
+    spec(
+        Api::ClCreateBuffer,
+        "clCreateBuffer",
+        "clCreateBuffer(COPY_HOST_PTR) + clSetMemObjectDestructorCallback",
+        &[Obj(Context), Size],
+        Effect::Create(Buffer),
+    ),
+    spec(
+        Api::ClCreateProgramWithSource,
+        "clCreateProgramWithSource",
+        "clCreateProgramWithSource",
+        &[Obj(Context), Kernel],
+        Effect::Create(ObjKind::Program),
+    ),
+    spec(
+        Api::ClBuildProgram,
+        "clBuildProgram",
+        "clBuildProgram",
+        &[Obj(ObjKind::Program)],
+        Effect::Use,
+    ),
+    spec(
+        Api::ClCreateKernel,
+        "clCreateKernel",
+        "clCreateKernel",
+        &[Obj(ObjKind::Program), Kernel],
+        Effect::Create(ObjKind::Kernel),
+    ),
+    spec(
+        Api::ClEnqueueNDRangeKernel,
+        "clEnqueueNDRangeKernel",
+        "clSetKernelArg + clEnqueueNDRangeKernel",
+        &[Obj(Queue), Obj(ObjKind::Kernel), Obj(Buffer), Duration],
+        Effect::Create(Event),
+    ),
+    with_event(spec(
+        Api::ClEnqueueReadBuffer,
+        "clEnqueueReadBuffer",
+        "clEnqueueReadBuffer",
+        &[Obj(Queue), Obj(Buffer), Bool],
+        Effect::Use,
+    )),
+    with_event(spec(
+        Api::ClEnqueueWriteBuffer,
+        "clEnqueueWriteBuffer",
+        "clEnqueueWriteBuffer",
+        &[Obj(Queue), Obj(Buffer), Bool],
+        Effect::Use,
+    )),
+    spec(Api::ClFinish, "clFinish", "clFinish", &[Obj(Queue)], Effect::Use),
+    spec(Api::ClFlush, "clFlush", "clFlush", &[Obj(Queue)], Effect::Use),
+    spec(
+        Api::ClWaitForEvents,
+        "clWaitForEvents",
+        "clWaitForEvents",
+        &[Objs(Event)],
+        Effect::Use,
+    ),
+    spec(
+        Api::ClRetainContext,
+        "clRetainContext",
+        "clRetainContext",
+        &[Obj(Context)],
+        Effect::Retain,
+    ),
+    spec(
+        Api::ClRetainCommandQueue,
+        "clRetainCommandQueue",
+        "clRetainCommandQueue",
+        &[Obj(Queue)],
+        Effect::Retain,
+    ),
+    spec(
+        Api::ClRetainMemObject,
+        "clRetainMemObject",
+        "clRetainMemObject",
+        &[Obj(Buffer)],
+        Effect::Retain,
+    ),
+    spec(
+        Api::ClRetainProgram,
+        "clRetainProgram",
+        "clRetainProgram",
+        &[Obj(ObjKind::Program)],
+        Effect::Retain,
+    ),
+    spec(
+        Api::ClRetainKernel,
+        "clRetainKernel",
+        "clRetainKernel",
+        &[Obj(ObjKind::Kernel)],
+        Effect::Retain,
+    ),
+    spec(
+        Api::ClRetainEvent,
+        "clRetainEvent",
+        "clRetainEvent",
+        &[Obj(Event)],
+        Effect::Retain,
+    ),
+    spec(
+        Api::ClReleaseContext,
+        "clReleaseContext",
+        "clReleaseContext",
+        &[Obj(Context)],
+        Effect::Release,
+    ),
+    spec(
+        Api::ClReleaseCommandQueue,
+        "clReleaseCommandQueue",
+        "clReleaseCommandQueue",
+        &[Obj(Queue)],
+        Effect::Release,
+    ),
+    spec(
+        Api::ClReleaseMemObject,
+        "clReleaseMemObject",
+        "clReleaseMemObject",
+        &[Obj(Buffer)],
+        Effect::Release,
+    ),
+    spec(
+        Api::ClReleaseProgram,
+        "clReleaseProgram",
+        "clReleaseProgram",
+        &[Obj(ObjKind::Program)],
+        Effect::Release,
+    ),
+    spec(
+        Api::ClReleaseKernel,
+        "clReleaseKernel",
+        "clReleaseKernel",
+        &[Obj(ObjKind::Kernel)],
+        Effect::Release,
+    ),
+    spec(
+        Api::ClReleaseEvent,
+        "clReleaseEvent",
+        "clReleaseEvent",
+        &[Obj(Event)],
+        Effect::Release,
+    ),
+];
+
+/// Kernels that scripts may name; their sources ship in `labs/kernels/`.
+pub const KERNELS: &[&str] = &["spin"];
+
+impl Api {
+    pub fn spec(self) -> &'static ApiSpec {
+        // The catalog lists every variant; the test below keeps it that way.
+        CATALOG
+            .iter()
+            .find(|s| s.api == self)
+            .unwrap_or(&CATALOG[0])
+    }
+
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    pub fn lookup(name: &str) -> Option<&'static ApiSpec> {
+        CATALOG.iter().find(|s| s.name == name)
+    }
+
+    /// The catalog name closest to a misspelt one, for "did you mean".
+    pub fn suggest(name: &str) -> Option<&'static str> {
+        crate::lab::suggest::nearest(name, CATALOG.iter().map(|s| s.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_api_has_exactly_one_catalog_entry() {
+        for s in CATALOG {
+            assert_eq!(CATALOG.iter().filter(|o| o.api == s.api).count(), 1);
+            assert_eq!(s.api.spec().name, s.name);
+        }
+    }
+
+    #[test]
+    fn misspelt_calls_get_a_suggestion() {
+        assert_eq!(Api::suggest("clRelaseMemObject"), Some("clReleaseMemObject"));
+        assert_eq!(Api::suggest("clfinish"), Some("clFinish"));
+    }
+
+    #[test]
+    fn plural_kinds_parse() {
+        assert_eq!(ObjKind::from_plural("events"), Some(ObjKind::Event));
+        assert_eq!(ObjKind::from_plural("buffer"), Some(ObjKind::Buffer));
+        assert_eq!(ObjKind::from_plural("widgets"), None);
+    }
+}

@@ -1,0 +1,149 @@
+//! Claim expressions: the AST, and the catalog of metrics a claim may name.
+//! Parsing lives in `claim_parse.rs`; evaluation over a run lives in `crate::verdict`.
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Num(f64),
+    /// A parameter (`kernel_ms`) or an argument-less metric (`bytes_live_mib`).
+    Var(String),
+    /// A metric over a tag or an object kind: `host_ms(release)`, `live(events)`.
+    Metric { name: String, arg: String },
+    Neg(Box<Expr>),
+    Not(Box<Expr>),
+    Bin(BinOp, Box<Expr>, Box<Expr>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+        }
+    }
+}
+
+/// What a metric's argument names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricArg {
+    /// A `# name:` tag of a line or `repeat` block.
+    Tag,
+    /// An object kind, plural (`events`) or singular (`event`).
+    Kind,
+    /// No argument: written as a bare name.
+    None,
+}
+
+pub struct MetricSpec {
+    pub name: &'static str,
+    pub arg: MetricArg,
+    pub help: &'static str,
+}
+
+/// Every metric a claim can use. `docs/lab-format.md` documents the same list.
+pub static METRICS: &[MetricSpec] = &[
+    MetricSpec {
+        name: "host_ms",
+        arg: MetricArg::Tag,
+        help: "host time of the tagged call (or the whole tagged block), ms",
+    },
+    MetricSpec {
+        name: "vram_delta_mib",
+        arg: MetricArg::Tag,
+        help: "device memory after minus before the tagged call or block, MiB",
+    },
+    MetricSpec {
+        name: "vram_mib",
+        arg: MetricArg::Tag,
+        help: "device memory above the run's baseline right after the tagged call or block, MiB",
+    },
+    MetricSpec {
+        name: "release_lag_ms",
+        arg: MetricArg::Tag,
+        help: "from the end of the tagged release to the first reading that shows its bytes gone, ms (inf if never)",
+    },
+    MetricSpec {
+        name: "destroy_lag_ms",
+        arg: MetricArg::Tag,
+        help: "from the end of the tagged release to the driver's destructor callback, ms (inf if never)",
+    },
+    MetricSpec {
+        name: "span_ms",
+        arg: MetricArg::Tag,
+        help: "device time of the work the tagged enqueue started (first iteration), ms",
+    },
+    MetricSpec {
+        name: "busy_ms",
+        arg: MetricArg::Tag,
+        help: "device work still outstanding when the tagged call began, ms (0 if the device was idle)",
+    },
+    MetricSpec {
+        name: "iterations",
+        arg: MetricArg::Tag,
+        help: "iterations the tagged repeat block really ran (the budget may stop it early)",
+    },
+    MetricSpec {
+        name: "live",
+        arg: MetricArg::Kind,
+        help: "objects of that kind alive in the ledger at the end of the script",
+    },
+    MetricSpec {
+        name: "bytes_live_mib",
+        arg: MetricArg::None,
+        help: "bytes of buffers alive in the ledger at the end of the script, MiB",
+    },
+];
+
+pub fn metric(name: &str) -> Option<&'static MetricSpec> {
+    METRICS.iter().find(|m| m.name == name)
+}
+
+impl Expr {
+    /// Every (metric, argument) pair the expression reads, in order.
+    pub fn metrics(&self) -> Vec<(&str, &str)> {
+        let mut out = Vec::new();
+        self.walk(&mut |e| {
+            if let Expr::Metric { name, arg } = e {
+                out.push((name.as_str(), arg.as_str()));
+            }
+        });
+        out
+    }
+
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
+        f(self);
+        match self {
+            Expr::Neg(e) | Expr::Not(e) => e.walk(f),
+            Expr::Bin(_, l, r) => {
+                l.walk(f);
+                r.walk(f);
+            }
+            Expr::Num(_) | Expr::Var(_) | Expr::Metric { .. } => {}
+        }
+    }
+}

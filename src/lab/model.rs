@@ -1,0 +1,232 @@
+//! The validated lab: what the engine may trust. Built only by `validate`, never by
+//! hand outside tests, so every handle, call and tag in it is known to be consistent.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::api::Api;
+use super::expr::Expr;
+
+/// Parameter values after defaults and `--param` overrides, in the lab's own units.
+pub type Params = BTreeMap<String, f64>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    #[serde(rename = "opencl")]
+    OpenCl,
+    Cuda,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::OpenCl => "opencl",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+/// Where a lab came from: shipped inside the binary or read from a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Builtin,
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct Lab {
+    pub id: String,
+    pub title: String,
+    pub backend: BackendKind,
+    /// The one-line claim shown in `gpulab list`.
+    pub claim: String,
+    pub teaching: Teaching,
+    pub params: Vec<Param>,
+    pub variants: Vec<Variant>,
+    pub claims: Vec<Claim>,
+    pub origin: Origin,
+    /// The file's text, kept so a worker can be handed exactly what the parent validated.
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Teaching {
+    /// What to look at while it runs.
+    pub look: String,
+    /// Why it happens.
+    pub why: String,
+    /// What to write instead.
+    pub instead: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Param {
+    pub name: String,
+    pub default: f64,
+    pub min: f64,
+    pub max: f64,
+    pub unit: String,
+    pub help: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub name: String,
+    pub description: String,
+    pub script: Vec<Stmt>,
+}
+
+/// One script line (or one `repeat` block with its body).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stmt {
+    /// 1-based line in the lab file.
+    pub line: u32,
+    /// The line as written, without its comment.
+    pub text: String,
+    /// `# name: tag` on this line.
+    pub tag: Option<String>,
+    /// `# expect-error`: the line is expected to fail (a double free, say).
+    pub expect_error: bool,
+    pub kind: StmtKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StmtKind {
+    Call {
+        bind: Option<String>,
+        api: Api,
+        args: Vec<Arg>,
+    },
+    Repeat {
+        count: Quantity,
+        body: Vec<Stmt>,
+    },
+    Sleep {
+        duration: Quantity,
+    },
+    Mark {
+        text: String,
+    },
+    /// Drop the name without releasing the object: the leak is real.
+    Forget {
+        handle: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arg {
+    Handle(String),
+    Quantity(Quantity),
+    /// A kernel from `labs/kernels/`, e.g. `spin`.
+    Kernel(String),
+    /// `CL_TRUE` / `CL_FALSE`.
+    Bool(bool),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quantity {
+    pub value: Number,
+    pub unit: Unit,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Number {
+    Lit(f64),
+    Param(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    None,
+    Bytes,
+    KiB,
+    MiB,
+    GiB,
+    Us,
+    Ms,
+    S,
+}
+
+impl Unit {
+    pub fn parse(s: &str) -> Option<Unit> {
+        Some(match s {
+            "B" | "bytes" => Unit::Bytes,
+            "KiB" => Unit::KiB,
+            "MiB" => Unit::MiB,
+            "GiB" => Unit::GiB,
+            "us" => Unit::Us,
+            "ms" => Unit::Ms,
+            "s" => Unit::S,
+            _ => return None,
+        })
+    }
+
+    pub fn is_size(self) -> bool {
+        matches!(self, Unit::Bytes | Unit::KiB | Unit::MiB | Unit::GiB)
+    }
+
+    pub fn is_time(self) -> bool {
+        matches!(self, Unit::Us | Unit::Ms | Unit::S)
+    }
+
+    /// Factor to bytes for sizes, to milliseconds for durations, 1 otherwise.
+    pub fn factor(self) -> f64 {
+        match self {
+            Unit::None | Unit::Bytes => 1.0,
+            Unit::KiB => 1024.0,
+            Unit::MiB => 1024.0 * 1024.0,
+            Unit::GiB => 1024.0 * 1024.0 * 1024.0,
+            Unit::Us => 1e-3,
+            Unit::Ms => 1.0,
+            Unit::S => 1e3,
+        }
+    }
+}
+
+impl Quantity {
+    /// Bytes for sizes, milliseconds for durations, the plain number otherwise.
+    /// Validation guarantees every `Param` here names a parameter of the lab.
+    pub fn resolve(&self, params: &Params) -> f64 {
+        let v = match &self.value {
+            Number::Lit(v) => *v,
+            Number::Param(p) => params.get(p).copied().unwrap_or(f64::NAN),
+        };
+        v * self.unit.factor()
+    }
+}
+
+/// A claim: an expression over the run's measurements, and what must be true for
+/// the claim to have been tested at all.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub name: String,
+    pub text: String,
+    pub expr: Expr,
+    pub expr_src: String,
+    pub requires: Option<Expr>,
+    pub requires_src: Option<String>,
+    /// Variants the claim applies to; all when empty.
+    pub variants: Vec<String>,
+}
+
+impl Claim {
+    pub fn applies_to(&self, variant: &str) -> bool {
+        self.variants.is_empty() || self.variants.iter().any(|v| v == variant)
+    }
+}
+
+impl Lab {
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+
+    pub fn default_params(&self) -> Params {
+        self.params
+            .iter()
+            .map(|p| (p.name.clone(), p.default))
+            .collect()
+    }
+}

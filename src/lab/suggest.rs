@@ -1,0 +1,28 @@
+//! "Did you mean": the nearest known name to a misspelt one.
+
+/// The candidate nearest to `wanted`, if it is near enough to be a plausible typo.
+pub fn nearest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let wanted_lower = wanted.to_ascii_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| {
+            let d = strsim::damerau_levenshtein(&wanted_lower, &c.to_ascii_lowercase());
+            (d, c)
+        })
+        .filter(|(d, c)| *d <= (c.len().max(wanted.len()) / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nearest;
+
+    #[test]
+    fn finds_close_names_only() {
+        let labs = ["cl-finish", "cl-event-wait", "cl-premature-release"];
+        assert_eq!(nearest("cl-finsh", labs), Some("cl-finish"));
+        assert_eq!(nearest("cl-premature", labs), None);
+        assert_eq!(nearest("zzz", labs), None);
+    }
+}

@@ -1,0 +1,17 @@
+//! gpulab: a terminal laboratory for GPU memory lifetime.
+//!
+//! The worker side runs `lab` → `engine` → `backend`; the parent side runs
+//! `source` (spawns workers, owns telemetry) → `trace` (events) → `run` (the Run
+//! model) → `report`. Nothing here prints except `report` rendering to strings.
+#![deny(unsafe_code)]
+
+pub mod backend;
+pub mod clock;
+pub mod engine;
+pub mod lab;
+pub mod report;
+pub mod run;
+pub mod source;
+pub mod telemetry;
+pub mod trace;
+pub mod verdict;

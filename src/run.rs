@@ -1,0 +1,1 @@
+//! Run model (in progress).

@@ -1,0 +1,1 @@
+//! Run source (in progress).

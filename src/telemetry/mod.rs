@@ -1,0 +1,1 @@
+//! Telemetry (in progress).

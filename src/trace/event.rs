@@ -1,0 +1,293 @@
+//! The event stream: one JSON object per line, `{"type": …, "data": …}`. Live runs,
+//! recordings and replays all speak it; `docs/event-format.md` documents it.
+//!
+//! Events carry no lab-only assumptions: a script line is optional, pid and thread
+//! are always there, so an agent inside someone else's program can emit them too.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::lab::ObjKind;
+
+/// Bumped when a reader of the old format would misread the new one.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum Event {
+    /// First event of every stream: who ran what, where.
+    Meta(Meta),
+    /// One API call, with the device memory the worker read right before and after it.
+    Call(Call),
+    /// A lifetime change of an API object, as the ledger sees it.
+    Object(ObjectEvent),
+    /// Work the device did (a kernel, a copy), in host time.
+    DeviceSpan(DeviceSpan),
+    /// A tagged `repeat` block finished (or was stopped by the budget).
+    Block(Block),
+    /// A memory reading by the parent's sampler.
+    Sample(Sample),
+    /// Something the reader should know: a fallback taken, a budget reached.
+    Note(Note),
+    /// A claim's verdict, computed from this stream by the parent.
+    Claim(ClaimVerdict),
+    /// The worker is done (or was stopped, or died).
+    End(End),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    pub format_version: u32,
+    pub gpulab_version: String,
+    pub t_ns: u64,
+    pub pid: u32,
+    pub hostname: String,
+    pub backend: String,
+    pub platform: String,
+    pub device: DeviceMeta,
+    pub lab: Option<LabMeta>,
+    /// Memory in use on the device (or the worker's RSS) before the first line.
+    pub baseline_bytes: Option<u64>,
+    /// The run stops allocating before it would go past baseline + budget.
+    pub budget_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceMeta {
+    pub name: String,
+    pub vendor: String,
+    pub driver_version: String,
+    /// `gpu`, `cpu` or `other`.
+    pub kind: String,
+    pub total_bytes: Option<u64>,
+    /// What "device memory" means on this device: `nvml` (device memory) or
+    /// `rss` (host memory of the worker, for CPU OpenCL devices).
+    pub memory_source: String,
+    pub pci_bus_id: Option<String>,
+    /// Profiling-to-host clock mapping error bound, ns, when known.
+    pub clock_error_ns: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabMeta {
+    pub id: String,
+    pub title: String,
+    pub variant: String,
+    pub params: BTreeMap<String, f64>,
+    /// The variant's script lines as (line number, text), for replay without the file.
+    pub script: Vec<(u32, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    /// Order of the call in the run, from 0.
+    pub seq: u64,
+    pub pid: u32,
+    pub thread: u64,
+    /// Script line, when the call came from a lab.
+    pub line: Option<u32>,
+    /// Iteration indices of the enclosing `repeat` blocks, outermost first.
+    pub iter: Vec<u32>,
+    pub tag: Option<String>,
+    /// The C name as the script wrote it.
+    pub api: String,
+    /// What the driver really got called with.
+    pub driver: String,
+    pub begin_ns: u64,
+    pub end_ns: u64,
+    pub status: CallStatus,
+    pub expect_error: bool,
+    pub mem_before: Option<u64>,
+    pub mem_after: Option<u64>,
+    /// Ledger object this call created, released or retained, if any.
+    pub object: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CallStatus {
+    Ok,
+    /// The driver returned an error status.
+    Error {
+        code: i64,
+        name: String,
+    },
+    /// gpulab itself did the line (sleep, mark, forget).
+    Directive,
+}
+
+impl CallStatus {
+    pub fn is_ok(&self) -> bool {
+        !matches!(self, CallStatus::Error { .. })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectAction {
+    Created,
+    Retained,
+    Released,
+    /// The lab dropped its name without releasing (`forget`).
+    Forgotten,
+    /// The driver's destructor callback fired: the implementation freed it.
+    Destroyed,
+    /// Released by gpulab's cleanup after the script failed.
+    CleanedUp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectEvent {
+    pub t_ns: u64,
+    pub id: u64,
+    pub kind: ObjKind,
+    pub action: ObjectAction,
+    /// The script's name for it (`buf`), when it has one.
+    pub handle: Option<String>,
+    pub bytes: u64,
+    /// The lab's references after this change (0 = released by the lab).
+    pub refcount: u32,
+    /// Objects this one refers to (an event to its queue, kernel and buffer).
+    pub refs: Vec<u64>,
+    pub line: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpan {
+    /// Ledger id of the queue or stream, and its script name.
+    pub queue: u64,
+    pub queue_name: Option<String>,
+    pub name: String,
+    /// Seq of the call that enqueued it.
+    pub call_seq: u64,
+    pub line: Option<u32>,
+    pub queued_ns: u64,
+    pub begin_ns: u64,
+    pub end_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Block {
+    pub line: u32,
+    pub tag: Option<String>,
+    pub iterations: u32,
+    pub planned: u32,
+    pub begin_ns: u64,
+    pub end_ns: u64,
+    pub mem_before: Option<u64>,
+    pub mem_after: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sample {
+    pub t_ns: u64,
+    /// `nvml`, `rss` or `worker`.
+    pub source: String,
+    /// Device memory in use (all processes), or the worker's RSS.
+    pub used_bytes: u64,
+    pub total_bytes: Option<u64>,
+    /// The worker process's own usage, where the source can tell.
+    pub process_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Note {
+    pub t_ns: u64,
+    pub level: NoteLevel,
+    pub text: String,
+    pub line: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteLevel {
+    Info,
+    Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimVerdict {
+    pub name: String,
+    pub text: String,
+    pub expr: String,
+    pub requires: Option<String>,
+    /// Every metric and parameter the claim read, by the name it was written with.
+    pub values: BTreeMap<String, f64>,
+    pub verdict: Verdict,
+    /// Why the verdict is inconclusive; empty otherwise.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Holds,
+    DoesNotHold,
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::DoesNotHold => "does not hold",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct End {
+    pub t_ns: u64,
+    pub status: EndStatus,
+    /// Lab objects still alive when the script ended (leaked on purpose or not).
+    pub leaked: Vec<Leak>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Leak {
+    pub id: u64,
+    pub kind: ObjKind,
+    pub handle: Option<String>,
+    pub bytes: u64,
+    /// True when the lab said `forget`: the leak is the lesson.
+    pub forgotten: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum EndStatus {
+    /// Every line ran.
+    Finished,
+    /// A line failed that was not expected to.
+    Failed { line: Option<u32>, error: String },
+    /// Stopped on request (Esc, Ctrl-C, `stop`).
+    Cancelled,
+    /// The worker died (a signal, or it exited without an `end`).
+    Crashed { signal: Option<i32>, detail: String },
+}
+
+impl EndStatus {
+    pub fn label(&self) -> String {
+        match self {
+            EndStatus::Finished => "finished".into(),
+            EndStatus::Failed { line: Some(l), error } => format!("failed at line {l}: {error}"),
+            EndStatus::Failed { line: None, error } => format!("failed: {error}"),
+            EndStatus::Cancelled => "cancelled".into(),
+            EndStatus::Crashed { detail, .. } => format!("worker crashed: {detail}"),
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Events and their JSON Lines form. The only format gpulab writes or reads.
+
+pub mod event;
+pub mod jsonl;
+
+pub use event::*;
+pub use jsonl::{read_events, to_line, TraceError};

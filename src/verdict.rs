@@ -1,0 +1,1 @@
+//! Verdicts (in progress).
