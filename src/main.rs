@@ -1,3 +1,26 @@
+//! gpulab's entry point: parse arguments, hand over to a command, map the outcome
+//! to an exit status. Everything else lives in the library.
+
+mod cli;
+mod commands;
+
+use clap::Parser;
+
 fn main() {
-    println!("gpulab");
+    // Before any OpenCL call and before any thread exists: make an installed but
+    // unregistered NVIDIA OpenCL driver visible to the ICD loader.
+    let icd_note = gpulab::backend::discover::prepare_icd_environment();
+    let cli = cli::Cli::parse();
+    let code = match commands::dispatch(cli, icd_note) {
+        Ok(code) => code,
+        Err(e) => {
+            let code = e
+                .downcast_ref::<commands::Failure>()
+                .map(|f| f.code)
+                .unwrap_or(commands::EXIT_ERROR);
+            eprintln!("gpulab: {e:#}");
+            code
+        }
+    };
+    std::process::exit(code);
 }

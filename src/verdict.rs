@@ -1,1 +1,346 @@
-//! Verdicts (in progress).
+//! Claims judged from a run's measurements. Evaluated by the parent (not the
+//! worker) because `release_lag_ms` needs the parent's samples; the result goes
+//! into the stream as `claim` events, so a replay shows the verdict as recorded.
+//!
+//! Nothing here knows what any lab is expected to show: a metric that could not be
+//! measured makes the claim inconclusive, and says why.
+
+use std::collections::BTreeMap;
+
+use crate::lab::{BinOp, Claim, Effect, Expr, Lab, ObjKind, Params, expr};
+use crate::run::Run;
+use crate::trace::{CallStatus, ClaimVerdict, ObjectAction, Verdict};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A value a claim computes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Value {
+    Num(f64),
+    Bool(bool),
+}
+
+/// Why a value could not be computed; becomes the "inconclusive" reason.
+type Why = String;
+
+struct Env<'a> {
+    run: &'a Run,
+    params: &'a Params,
+    values: BTreeMap<String, f64>,
+}
+
+/// Judges every claim of `lab` that applies to the run's variant.
+pub fn judge(lab: &Lab, run: &Run) -> Vec<ClaimVerdict> {
+    let variant = run.variant().unwrap_or_default().to_string();
+    let params = run
+        .meta
+        .as_ref()
+        .and_then(|m| m.lab.as_ref())
+        .map(|l| l.params.clone())
+        .unwrap_or_else(|| lab.default_params());
+    lab.claims
+        .iter()
+        .filter(|c| c.applies_to(&variant))
+        .map(|c| judge_one(c, run, &params))
+        .collect()
+}
+
+fn judge_one(claim: &Claim, run: &Run, params: &Params) -> ClaimVerdict {
+    let mut env = Env {
+        run,
+        params,
+        values: BTreeMap::new(),
+    };
+    let (verdict, reason) = match decide(claim, &mut env) {
+        Ok(v) => (v, None),
+        Err(why) => (Verdict::Inconclusive, Some(why)),
+    };
+    ClaimVerdict {
+        name: claim.name.clone(),
+        text: claim.text.clone(),
+        expr: claim.expr_src.clone(),
+        requires: claim.requires_src.clone(),
+        values: env.values,
+        verdict,
+        reason,
+    }
+}
+
+fn decide(claim: &Claim, env: &mut Env) -> Result<Verdict, Why> {
+    if let Some(req) = &claim.requires {
+        let met = truth(env.eval(req)?)?;
+        if !met {
+            return Err(format!(
+                "precondition not met: {} was false, so the claim was never tested",
+                claim.requires_src.as_deref().unwrap_or("requires")
+            ));
+        }
+    }
+    if !run_reached_end(env.run) {
+        // A partial run can still decide a claim over what it measured, but a
+        // claim over the end state needs the end.
+        if uses_end_state(&claim.expr) {
+            return Err("the run did not finish, so the end state is unknown".into());
+        }
+    }
+    Ok(if truth(env.eval(&claim.expr)?)? {
+        Verdict::Holds
+    } else {
+        Verdict::DoesNotHold
+    })
+}
+
+fn run_reached_end(run: &Run) -> bool {
+    run.end.is_some()
+}
+
+fn uses_end_state(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| match x {
+        Expr::Metric { name, .. } if name == "live" => found = true,
+        Expr::Var(v) if v == "bytes_live_mib" => found = true,
+        _ => {}
+    });
+    found
+}
+
+fn truth(v: Value) -> Result<bool, Why> {
+    match v {
+        Value::Bool(b) => Ok(b),
+        Value::Num(_) => Err("the claim computes a number, not a comparison".into()),
+    }
+}
+
+fn num(v: Value) -> Result<f64, Why> {
+    match v {
+        Value::Num(n) => Ok(n),
+        Value::Bool(_) => Err("a comparison was used where a number is needed".into()),
+    }
+}
+
+impl Env<'_> {
+    fn eval(&mut self, e: &Expr) -> Result<Value, Why> {
+        Ok(match e {
+            Expr::Num(n) => Value::Num(*n),
+            Expr::Var(name) => {
+                let v = if let Some(p) = self.params.get(name) {
+                    *p
+                } else {
+                    self.metric(name, "")?
+                };
+                self.values.insert(name.clone(), v);
+                Value::Num(v)
+            }
+            Expr::Metric { name, arg } => {
+                let v = self.metric(name, arg)?;
+                self.values.insert(format!("{name}({arg})"), v);
+                Value::Num(v)
+            }
+            Expr::Neg(x) => Value::Num(-num(self.eval(x)?)?),
+            Expr::Not(x) => Value::Bool(!truth(self.eval(x)?)?),
+            Expr::Bin(op, l, r) => {
+                let (a, b) = (self.eval(l)?, self.eval(r)?);
+                match op {
+                    BinOp::And => Value::Bool(truth(a)? && truth(b)?),
+                    BinOp::Or => Value::Bool(truth(a)? || truth(b)?),
+                    BinOp::Add => Value::Num(num(a)? + num(b)?),
+                    BinOp::Sub => Value::Num(num(a)? - num(b)?),
+                    BinOp::Mul => Value::Num(num(a)? * num(b)?),
+                    BinOp::Div => Value::Num(num(a)? / num(b)?),
+                    cmp => {
+                        let (x, y) = (num(a)?, num(b)?);
+                        if x.is_nan() || y.is_nan() {
+                            return Err(format!("a value in `{}` is not a number", cmp.symbol()));
+                        }
+                        Value::Bool(match cmp {
+                            BinOp::Lt => x < y,
+                            BinOp::Le => x <= y,
+                            BinOp::Gt => x > y,
+                            BinOp::Ge => x >= y,
+                            BinOp::Eq => x == y,
+                            _ => x != y,
+                        })
+                    }
+                }
+            }
+        })
+    }
+
+    fn metric(&self, name: &str, arg: &str) -> Result<f64, Why> {
+        let run = self.run;
+        match name {
+            "host_ms" => {
+                if let Some(b) = run.tagged_block(arg) {
+                    return Ok(ms(b.end_ns.saturating_sub(b.begin_ns)));
+                }
+                let calls: Vec<_> = run.tagged_calls(arg).collect();
+                if calls.is_empty() {
+                    return Err(never_ran(arg));
+                }
+                let total: u64 = calls
+                    .iter()
+                    .map(|c| c.end_ns.saturating_sub(c.begin_ns))
+                    .sum();
+                Ok(ms(total) / calls.len() as f64)
+            }
+            "vram_delta_mib" => {
+                if let Some(b) = run.tagged_block(arg) {
+                    return match (b.mem_before, b.mem_after) {
+                        (Some(x), Some(y)) => Ok((y as f64 - x as f64) / MIB),
+                        _ => Err(no_memory()),
+                    };
+                }
+                let mut sum = None;
+                for c in run.tagged_calls(arg) {
+                    let (Some(x), Some(y)) = (c.mem_before, c.mem_after) else {
+                        return Err(no_memory());
+                    };
+                    *sum.get_or_insert(0.0) += y as f64 - x as f64;
+                }
+                sum.map(|s| s / MIB).ok_or_else(|| never_ran(arg))
+            }
+            "vram_mib" => {
+                let base = run.baseline().ok_or_else(no_memory)?;
+                let after = match run.tagged_block(arg) {
+                    Some(b) => b.mem_after,
+                    None => {
+                        run.tagged_calls(arg)
+                            .last()
+                            .ok_or_else(|| never_ran(arg))?
+                            .mem_after
+                    }
+                };
+                let after = after.ok_or_else(no_memory)?;
+                Ok((after as f64 - base as f64) / MIB)
+            }
+            "release_lag_ms" => self.release_lag(arg),
+            "destroy_lag_ms" => self.destroy_lag(arg),
+            "span_ms" => {
+                let seqs: Vec<u64> = run.tagged_calls(arg).map(|c| c.seq).collect();
+                if seqs.is_empty() {
+                    return Err(never_ran(arg));
+                }
+                let spans: Vec<_> = run
+                    .spans
+                    .iter()
+                    .filter(|s| seqs.contains(&s.call_seq))
+                    .collect();
+                if spans.is_empty() {
+                    return Err(format!("no device span was reported for `{arg}`"));
+                }
+                let total: u64 = spans
+                    .iter()
+                    .map(|s| s.end_ns.saturating_sub(s.begin_ns))
+                    .sum();
+                Ok(ms(total) / spans.len() as f64)
+            }
+            "busy_ms" => {
+                let c = run.tagged_calls(arg).next().ok_or_else(|| never_ran(arg))?;
+                let outstanding = run
+                    .spans
+                    .iter()
+                    .filter(|s| s.call_seq < c.seq)
+                    .map(|s| s.end_ns.saturating_sub(c.begin_ns))
+                    .max()
+                    .unwrap_or(0);
+                Ok(ms(outstanding))
+            }
+            "iterations" => run
+                .tagged_block(arg)
+                .map(|b| b.iterations as f64)
+                .ok_or_else(|| never_ran(arg)),
+            "live" => {
+                let kind = ObjKind::from_plural(arg)
+                    .ok_or_else(|| format!("unknown object kind `{arg}`"))?;
+                Ok(run.live_at_end().get(&kind).copied().unwrap_or(0) as f64)
+            }
+            "bytes_live_mib" => {
+                let end = run.end.as_ref().ok_or("the run did not finish")?;
+                Ok(end.leaked.iter().map(|l| l.bytes).sum::<u64>() as f64 / MIB)
+            }
+            other => Err(match expr::metric(other) {
+                Some(_) => format!("metric `{other}` is not measured by this gpulab"),
+                None => format!("unknown name `{other}`"),
+            }),
+        }
+    }
+
+    /// The tagged release: its call and the bytes it let go of.
+    fn release_call<'s>(&'s self, tag: &'s str) -> Result<(&'s crate::trace::Call, u64, u64), Why> {
+        let run = self.run;
+        let c = run.tagged_calls(tag).next().ok_or_else(|| never_ran(tag))?;
+        let is_release =
+            crate::lab::Api::lookup(&c.api).is_some_and(|s| s.effect == Effect::Release);
+        if !is_release {
+            return Err(format!("`{tag}` is not a release call"));
+        }
+        if !matches!(c.status, CallStatus::Ok) {
+            return Err(format!("`{tag}` failed, so nothing was released"));
+        }
+        let id = c
+            .object
+            .ok_or_else(|| format!("`{tag}` released no object gpulab knows"))?;
+        let bytes = run
+            .objects
+            .iter()
+            .find(|o| o.id == id)
+            .map(|o| o.bytes)
+            .unwrap_or(0);
+        Ok((c, id, bytes))
+    }
+
+    fn release_lag(&self, tag: &str) -> Result<f64, Why> {
+        let (c, _, bytes) = self.release_call(tag)?;
+        if bytes == 0 {
+            return Err(format!("`{tag}` released an object that holds no memory"));
+        }
+        let before = c.mem_before.ok_or_else(no_memory)?;
+        let threshold = before.saturating_sub(bytes / 2);
+        let gone = self
+            .run
+            .readings()
+            .into_iter()
+            .find(|(t, v)| *t >= c.end_ns && *v <= threshold);
+        Ok(match gone {
+            Some((t, _)) => ms(t - c.end_ns),
+            None => f64::INFINITY,
+        })
+    }
+
+    fn destroy_lag(&self, tag: &str) -> Result<f64, Why> {
+        let (c, id, _) = self.release_call(tag)?;
+        let any_callback = self
+            .run
+            .objects
+            .iter()
+            .any(|o| o.action == ObjectAction::Destroyed);
+        let destroyed = self
+            .run
+            .objects
+            .iter()
+            .find(|o| o.id == id && o.action == ObjectAction::Destroyed);
+        match destroyed {
+            Some(o) => Ok(ms(o.t_ns.saturating_sub(c.end_ns))),
+            None if any_callback => Ok(f64::INFINITY),
+            None => Err(
+                "no destructor callback fired in this run (the platform may not support them)"
+                    .into(),
+            ),
+        }
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn never_ran(tag: &str) -> Why {
+    format!("`{tag}` never ran in this run")
+}
+
+fn no_memory() -> Why {
+    "no memory telemetry on this device".into()
+}
+
+#[cfg(test)]
+mod tests;

@@ -227,8 +227,20 @@ pub static CATALOG: &[ApiSpec] = &[
         &[Obj(Queue), Obj(Buffer), Bool],
         Effect::Use,
     )),
-    spec(Api::ClFinish, "clFinish", "clFinish", &[Obj(Queue)], Effect::Use),
-    spec(Api::ClFlush, "clFlush", "clFlush", &[Obj(Queue)], Effect::Use),
+    spec(
+        Api::ClFinish,
+        "clFinish",
+        "clFinish",
+        &[Obj(Queue)],
+        Effect::Use,
+    ),
+    spec(
+        Api::ClFlush,
+        "clFlush",
+        "clFlush",
+        &[Obj(Queue)],
+        Effect::Use,
+    ),
     spec(
         Api::ClWaitForEvents,
         "clWaitForEvents",
@@ -362,7 +374,10 @@ mod tests {
 
     #[test]
     fn misspelt_calls_get_a_suggestion() {
-        assert_eq!(Api::suggest("clRelaseMemObject"), Some("clReleaseMemObject"));
+        assert_eq!(
+            Api::suggest("clRelaseMemObject"),
+            Some("clReleaseMemObject")
+        );
         assert_eq!(Api::suggest("clfinish"), Some("clFinish"));
     }
 

@@ -3,11 +3,27 @@
 
 use std::path::{Path, PathBuf};
 
+use super::diagnostic::Diagnostic;
 use super::error::{LabError, Result};
 use super::model::{Lab, Origin, Params};
+use super::{raw, suggest, validate};
 
 /// Shipped labs, compiled in so `gpulab` works from any directory.
-pub const SHIPPED: &[(&str, &str)] = &[];
+pub const SHIPPED: &[(&str, &str)] = &[
+    (
+        "cl-premature-release.toml",
+        include_str!("../../labs/cl-premature-release.toml"),
+    ),
+    ("cl-finish.toml", include_str!("../../labs/cl-finish.toml")),
+    (
+        "cl-event-wait.toml",
+        include_str!("../../labs/cl-event-wait.toml"),
+    ),
+    (
+        "cl-forgotten-events.toml",
+        include_str!("../../labs/cl-forgotten-events.toml"),
+    ),
+];
 
 pub struct LabSet {
     labs: Vec<Lab>,
@@ -16,22 +32,115 @@ pub struct LabSet {
 }
 
 impl LabSet {
-    pub fn load(_extra_dirs: &[PathBuf]) -> LabSet {
-        todo!("helper: shipped + XDG + dirs")
+    /// The shipped labs, then `$XDG_CONFIG_HOME/gpulab/labs` (or
+    /// `~/.config/gpulab/labs`), then each of `extra_dirs`; a later lab replaces an
+    /// earlier one with the same id. Never fails: what cannot be read or parsed
+    /// lands in `problems`.
+    pub fn load(extra_dirs: &[PathBuf]) -> LabSet {
+        let mut set = LabSet {
+            labs: Vec::new(),
+            problems: Vec::new(),
+        };
+        for (name, text) in SHIPPED {
+            match parse(&format!("labs/{name}"), text, Origin::Builtin) {
+                Ok(lab) => set.insert(lab),
+                Err(e) => set.problems.push(e),
+            }
+        }
+        if let Some(dir) = config_dir() {
+            set.load_dir(&dir, false);
+        }
+        for dir in extra_dirs {
+            set.load_dir(dir, true);
+        }
+        set
+    }
+
+    /// A set of already parsed labs, for tests and tools.
+    pub fn from_labs(labs: Vec<Lab>) -> LabSet {
+        let mut set = LabSet {
+            labs: Vec::new(),
+            problems: Vec::new(),
+        };
+        for lab in labs {
+            set.insert(lab);
+        }
+        set
+    }
+
+    fn insert(&mut self, lab: Lab) {
+        match self.labs.iter_mut().find(|l| l.id == lab.id) {
+            Some(old) => *old = lab,
+            None => self.labs.push(lab),
+        }
+    }
+
+    /// Every `*.toml` in `dir`, in name order. A missing folder is a problem only
+    /// when the user named it.
+    fn load_dir(&mut self, dir: &Path, named: bool) {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if !named && e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(source) => {
+                self.problems.push(LabError::Io {
+                    path: dir.to_owned(),
+                    source,
+                });
+                return;
+            }
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+            .collect();
+        files.sort();
+        for path in files {
+            match load_file(&path) {
+                Ok(lab) => self.insert(lab),
+                Err(e) => self.problems.push(e),
+            }
+        }
     }
 
     pub fn labs(&self) -> &[Lab] {
         &self.labs
     }
 
-    pub fn get(&self, _id: &str) -> Result<&Lab> {
-        todo!("helper: UnknownLab with suggestion")
+    pub fn get(&self, id: &str) -> Result<&Lab> {
+        if let Some(lab) = self.labs.iter().find(|l| l.id == id) {
+            return Ok(lab);
+        }
+        let ids = || self.labs.iter().map(|l| l.id.as_str());
+        let suggestion = suggest::nearest(id, ids()).or_else(|| {
+            // `premature` → `cl-premature-release`: a part of the id, if only one has it.
+            let wanted = id.to_ascii_lowercase();
+            let mut hits = ids().filter(|i| !wanted.is_empty() && i.contains(wanted.as_str()));
+            match (hits.next(), hits.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            }
+        });
+        Err(LabError::UnknownLab {
+            id: id.to_owned(),
+            suggestion: suggestion.map(str::to_owned),
+        })
     }
 }
 
+/// `$XDG_CONFIG_HOME/gpulab/labs`, else `~/.config/gpulab/labs`.
+fn config_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("gpulab").join("labs"))
+}
+
 /// Parse and validate one lab from text; `file` names it in messages.
-pub fn parse(_file: &str, _text: &str, _origin: Origin) -> Result<Lab> {
-    todo!("helper")
+pub fn parse(file: &str, text: &str, origin: Origin) -> Result<Lab> {
+    raw::read(text)
+        .and_then(|raw| validate::lab(raw, text, origin))
+        .map_err(|p| LabError::Invalid(Box::new(Diagnostic::from_problem(file, text, &p))))
 }
 
 pub fn load_file(path: &Path) -> Result<Lab> {
@@ -39,10 +148,61 @@ pub fn load_file(path: &Path) -> Result<Lab> {
         path: path.to_owned(),
         source,
     })?;
-    parse(&path.display().to_string(), &text, Origin::File(path.to_owned()))
+    parse(
+        &path.display().to_string(),
+        &text,
+        Origin::File(path.to_owned()),
+    )
 }
 
 /// Defaults overridden by `key=value` texts from `--param`, each range-checked.
-pub fn resolve_params(_lab: &Lab, _overrides: &[String]) -> Result<Params> {
-    todo!("helper")
+pub fn resolve_params(lab: &Lab, overrides: &[String]) -> Result<Params> {
+    let mut params = lab.default_params();
+    for text in overrides {
+        let bad = |reason: String| LabError::BadParam {
+            text: text.clone(),
+            reason,
+        };
+        let Some((name, value)) = text.split_once('=') else {
+            return Err(bad("expected NAME=VALUE, e.g. `size_mib=64`".into()));
+        };
+        let (name, value) = (name.trim(), value.trim());
+        let Some(p) = lab.params.iter().find(|p| p.name == name) else {
+            let known = lab.params.iter().map(|p| p.name.as_str());
+            let reason = match suggest::nearest(name, known) {
+                Some(s) => format!(
+                    "lab `{}` has no parameter `{name}`; did you mean `{s}`?",
+                    lab.id
+                ),
+                None if lab.params.is_empty() => format!("lab `{}` has no parameters", lab.id),
+                None => format!(
+                    "lab `{}` has no parameter `{name}` (parameters: {})",
+                    lab.id,
+                    lab.params
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            return Err(bad(reason));
+        };
+        let v = match value.parse::<f64>() {
+            Ok(v) if v.is_finite() => v,
+            _ => return Err(bad(format!("`{value}` is not a number"))),
+        };
+        if !(p.min..=p.max).contains(&v) {
+            let unit = if p.unit.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", p.unit)
+            };
+            return Err(bad(format!(
+                "{v} is outside the range of `{name}`: {}..={}{unit}",
+                p.min, p.max
+            )));
+        }
+        params.insert(name.to_owned(), v);
+    }
+    Ok(params)
 }

@@ -3,6 +3,10 @@
 
 use std::fmt;
 
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteSpanContents};
+
+use super::mistake::{Problem, Span};
+
 /// A mistake in a lab file. `Display` gives the one-line form
 /// `file:line:col: message`; `render` adds the offending line with a caret.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,10 +27,221 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)?;
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )?;
         if let Some(help) = &self.help {
             write!(f, "; {help}")?;
         }
         Ok(())
+    }
+}
+
+/// 1-based line and character column of a byte offset (clamped into the text).
+pub fn line_col(text: &str, offset: usize) -> (u32, u32) {
+    let offset = floor_char_boundary(text, offset);
+    let before = &text[..offset];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = before.matches('\n').count() + 1;
+    let col = before[line_start..].chars().count() + 1;
+    (to_u32(line), to_u32(col))
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn floor_char_boundary(text: &str, offset: usize) -> usize {
+    let mut i = offset.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+impl Diagnostic {
+    /// Words `problem` and locates it in `text`, the file's contents.
+    pub fn from_problem(file: &str, text: &str, problem: &Problem) -> Diagnostic {
+        let (message, help) = problem.mistake.words();
+        Diagnostic::at(file, text, problem.span.clone(), message, help)
+    }
+
+    /// A diagnostic about the bytes `span` of `text`.
+    pub fn at(
+        file: &str,
+        text: &str,
+        span: Span,
+        message: String,
+        help: Option<String>,
+    ) -> Diagnostic {
+        let start = floor_char_boundary(text, span.start);
+        let (line, col) = line_col(text, start);
+        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+        let end = floor_char_boundary(text, span.end.clamp(start, line_end));
+        let source_line = text[line_start..line_end].trim_end_matches('\r').to_owned();
+        Diagnostic {
+            file: file.to_owned(),
+            line,
+            col,
+            len: to_u32(text[start..end].chars().count().max(1)),
+            message,
+            help,
+            source_line,
+        }
+    }
+
+    /// The one-line form, then the offending line with the span underlined and the
+    /// help, drawn by miette. `color` picks ANSI colours and Unicode lines; without
+    /// it the drawing is plain ASCII with `^` under the span.
+    pub fn render(&self, color: bool) -> String {
+        let theme = if color {
+            GraphicalTheme::unicode()
+        } else {
+            GraphicalTheme::none()
+        };
+        let handler = GraphicalReportHandler::new_themed(theme)
+            .with_width(usize::MAX / 4)
+            .with_context_lines(0);
+        let mut drawn = String::new();
+        let header = format!("{}:{}:{}: {}", self.file, self.line, self.col, self.message);
+        if handler.render_report(&mut drawn, &Snippet(self)).is_err() {
+            return self.to_string();
+        }
+        // miette opens with its own `× message` line; ours replaces it so the first
+        // line is the same `file:line:col:` every editor and terminal can jump to.
+        let body: Vec<&str> = drawn.lines().skip(1).collect();
+        format!("{header}\n{}\n", body.join("\n"))
+    }
+
+    /// Byte range of the span inside `source_line`.
+    fn line_span(&self) -> Span {
+        let byte_at = |chars: usize| {
+            self.source_line
+                .char_indices()
+                .nth(chars)
+                .map_or(self.source_line.len(), |(i, _)| i)
+        };
+        let col = self.col.saturating_sub(1) as usize;
+        let start = byte_at(col);
+        let end = byte_at(col + self.len as usize).max(start);
+        start..end
+    }
+}
+
+/// The diagnostic as miette sees it: one line of source that claims its real line
+/// number, so the gutter shows the line in the file.
+struct Snippet<'a>(&'a Diagnostic);
+
+impl fmt::Debug for Snippet<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.0, f)
+    }
+}
+
+impl fmt::Display for Snippet<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.message)
+    }
+}
+
+impl std::error::Error for Snippet<'_> {}
+
+impl miette::Diagnostic for Snippet<'_> {
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.0
+            .help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(self)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        let span = self.0.line_span();
+        let label = LabeledSpan::new_primary_with_span(None, span.start..span.end);
+        Some(Box::new(std::iter::once(label)))
+    }
+}
+
+impl miette::SourceCode for Snippet<'_> {
+    fn read_span<'a>(
+        &'a self,
+        span: &miette::SourceSpan,
+        _before: usize,
+        _after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
+        let d = self.0;
+        if span.offset() + span.len() > d.source_line.len() {
+            return Err(miette::MietteError::OutOfBounds);
+        }
+        Ok(Box::new(MietteSpanContents::new_named(
+            d.file.clone(),
+            d.source_line.as_bytes(),
+            (0, d.source_line.len()).into(),
+            d.line.saturating_sub(1) as usize,
+            0,
+            1,
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_characters() {
+        let text = "ab\ncé d\n";
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 3), (2, 1));
+        // `é` is two bytes, one column.
+        assert_eq!(line_col(text, 6), (2, 3));
+        assert_eq!(line_col(text, 999), (3, 1));
+    }
+
+    #[test]
+    fn at_clamps_span_to_its_line() {
+        let text = "one\ntwo three\nfour";
+        let d = Diagnostic::at("f.toml", text, 8..100, "bad".into(), Some("fix".into()));
+        assert_eq!(d.to_string(), "f.toml:2:5: bad; fix");
+        assert_eq!(d.source_line, "two three");
+        assert_eq!(d.len, 5);
+    }
+
+    #[test]
+    fn render_shows_line_and_caret() {
+        let text = "a = 1\nclFnish(q)\n";
+        let d = Diagnostic::at(
+            "x.toml",
+            text,
+            6..13,
+            "unknown call".into(),
+            Some("did you mean `clFinish`?".into()),
+        );
+        let out = d.render(false);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "x.toml:2:1: unknown call");
+        let code = lines
+            .iter()
+            .position(|l| l.ends_with("clFnish(q)"))
+            .unwrap_or(0);
+        assert!(code > 0, "{out}");
+        assert!(lines[code].trim_start().starts_with('2'), "{out}");
+        let caret = lines[code + 1];
+        let col_of_code = lines[code].find("clFnish").unwrap_or(0);
+        assert_eq!(caret.find('^'), Some(col_of_code), "{out}");
+        assert!(out.contains("did you mean `clFinish`?"), "{out}");
+    }
+
+    #[test]
+    fn render_survives_empty_lines_and_colour() {
+        let d = Diagnostic::at("e.toml", "", 0..0, "empty".into(), None);
+        assert!(d.render(false).starts_with("e.toml:1:1: empty"));
+        assert!(d.render(true).starts_with("e.toml:1:1: empty"));
     }
 }

@@ -7,7 +7,10 @@ pub enum Expr {
     /// A parameter (`kernel_ms`) or an argument-less metric (`bytes_live_mib`).
     Var(String),
     /// A metric over a tag or an object kind: `host_ms(release)`, `live(events)`.
-    Metric { name: String, arg: String },
+    Metric {
+        name: String,
+        arg: String,
+    },
     Neg(Box<Expr>),
     Not(Box<Expr>),
     Bin(BinOp, Box<Expr>, Box<Expr>),

@@ -7,11 +7,17 @@
 
 pub mod api;
 pub mod catalog;
+pub mod claim_parse;
 pub mod diagnostic;
 pub mod error;
 pub mod expr;
+pub mod mistake;
 pub mod model;
+pub mod raw;
+pub mod script;
+pub mod simulate;
 pub mod suggest;
+pub mod validate;
 
 pub use api::{Api, ApiSpec, ArgKind, Effect, ObjKind};
 pub use catalog::LabSet;

@@ -1,1 +1,73 @@
-//! Run source (in progress).
+//! The run source: starts workers, steers them, samples telemetry, and hands one
+//! stream of events to whoever listens (the headless CLI today, the dashboard
+//! next). Local today; the same interface can start `gpulab worker` over ssh, since
+//! the stream is already text on a pipe.
+
+mod local;
+
+use std::sync::mpsc::Receiver;
+
+use crate::engine::Command;
+use crate::lab::Lab;
+use crate::trace::Event;
+
+pub use local::LocalSource;
+
+pub type Result<T, E = SourceError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot start the worker process ({exe}): {source}")]
+    Spawn { exe: String, source: std::io::Error },
+    #[error("cannot find gpulab's own executable to start a worker: {0}")]
+    NoExe(std::io::Error),
+}
+
+/// One run to start.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub lab: Lab,
+    pub variant: String,
+    /// `key=value` overrides, already checked by the parent.
+    pub params: Vec<String>,
+    pub device: Option<String>,
+    pub budget_bytes: Option<u64>,
+    pub unbounded: bool,
+    /// Start paused; `Command::Step` runs one line, `Command::Run` the rest.
+    pub step: bool,
+    /// Telemetry rate while the worker runs.
+    pub sample_hz: f64,
+}
+
+/// Something that can run labs: a local child process, later a remote host.
+pub trait RunSource {
+    fn start(&self, req: RunRequest) -> Result<RunHandle>;
+}
+
+/// Steering a started run.
+pub trait RunControl: Send {
+    fn send(&mut self, cmd: Command);
+    /// Kill the worker now; the stream ends with a cancelled `end` event.
+    fn cancel(&mut self);
+}
+
+/// A started run: its events (worker's, samples, then claim verdicts) and its
+/// controls. The channel closes after the last event.
+pub struct RunHandle {
+    pub events: Receiver<Event>,
+    pub control: Box<dyn RunControl>,
+}
+
+impl RunHandle {
+    pub fn step(&mut self) {
+        self.control.send(Command::Step);
+    }
+
+    pub fn run_to_end(&mut self) {
+        self.control.send(Command::Run);
+    }
+
+    pub fn cancel(&mut self) {
+        self.control.cancel();
+    }
+}

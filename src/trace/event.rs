@@ -17,7 +17,7 @@ pub const FORMAT_VERSION: u32 = 1;
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
 pub enum Event {
     /// First event of every stream: who ran what, where.
-    Meta(Meta),
+    Meta(Box<Meta>),
     /// One API call, with the device memory the worker read right before and after it.
     Call(Call),
     /// A lifetime change of an API object, as the ledger sees it.
@@ -284,7 +284,10 @@ impl EndStatus {
     pub fn label(&self) -> String {
         match self {
             EndStatus::Finished => "finished".into(),
-            EndStatus::Failed { line: Some(l), error } => format!("failed at line {l}: {error}"),
+            EndStatus::Failed {
+                line: Some(l),
+                error,
+            } => format!("failed at line {l}: {error}"),
             EndStatus::Failed { line: None, error } => format!("failed: {error}"),
             EndStatus::Cancelled => "cancelled".into(),
             EndStatus::Crashed { detail, .. } => format!("worker crashed: {detail}"),

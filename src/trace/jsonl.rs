@@ -11,7 +11,9 @@ pub type Result<T, E = TraceError> = std::result::Result<T, E>;
 pub enum TraceError {
     #[error("line {line}: {message}")]
     Malformed { line: usize, message: String },
-    #[error("line {line}: recorded with event format {found}, this gpulab reads up to {FORMAT_VERSION}; upgrade gpulab")]
+    #[error(
+        "line {line}: recorded with event format {found}, this gpulab reads up to {FORMAT_VERSION}; upgrade gpulab"
+    )]
     TooNew { line: usize, found: u32 },
     #[error("the stream does not start with a `meta` event")]
     MissingMeta,
@@ -88,8 +90,11 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_refused() {
-        let err = parse_line(7, r#"{"type":"note","data":{"t_ns":1,"level":"info","text":"x","line":null,"extra":1}}"#)
-            .unwrap_err();
+        let err = parse_line(
+            7,
+            r#"{"type":"note","data":{"t_ns":1,"level":"info","text":"x","line":null,"extra":1}}"#,
+        )
+        .unwrap_err();
         assert!(err.to_string().starts_with("line 7:"), "{err}");
     }
 

@@ -4,4 +4,4 @@ pub mod event;
 pub mod jsonl;
 
 pub use event::*;
-pub use jsonl::{read_events, to_line, TraceError};
+pub use jsonl::{TraceError, read_events, to_line};

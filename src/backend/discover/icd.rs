@@ -1,0 +1,238 @@
+//! Makes an installed-but-unregistered NVIDIA OpenCL ICD visible to gpulab.
+//!
+//! Containers and some driver installs ship `libnvidia-opencl.so.1` without an
+//! `/etc/OpenCL/vendors/nvidia.icd` naming it, so the ICD loader only sees PoCL.
+//! Debian's ocl-icd 2.3 ignores `OCL_ICD_FILENAMES` (only the Khronos loader reads
+//! it; measured: with it set to a missing library and `OCL_ICD_VENDORS` at an empty
+//! directory, ocl-icd lists nothing). Both loaders read `OCL_ICD_VENDORS` as a
+//! directory that replaces the vendors directory, so gpulab writes its own: a copy
+//! of every system `.icd` file plus one naming the NVIDIA library, and points
+//! `OCL_ICD_VENDORS` at it. Workers inherit the variable.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+const NVIDIA_LIB: &str = "libnvidia-opencl.so.1";
+/// Set beside `OCL_ICD_VENDORS` when gpulab made the directory, so a worker (which
+/// inherits both) and `doctor` can tell gpulab's choice from the user's.
+const ADDED_MARK: &str = "GPULAB_ICD_ADDED";
+
+/// What the OpenCL loader will see, as `doctor` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct IcdState {
+    /// The directory of `.icd` files the system registers (`/etc/OpenCL/vendors`).
+    pub vendors_dir: String,
+    /// Libraries the `.icd` files there name.
+    pub registered: Vec<String>,
+    pub nvidia_library: Option<String>,
+    pub nvidia_registered: bool,
+    /// gpulab's own vendors directory, when it added the NVIDIA ICD itself.
+    pub added_by_gpulab: Option<String>,
+    /// `OCL_ICD_VENDORS` / `OCL_ICD_FILENAMES` as the user set them.
+    pub user_override: Option<String>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn system_vendors_dir() -> PathBuf {
+    PathBuf::from(env("OPENCL_VENDOR_PATH").unwrap_or_else(|| "/etc/OpenCL/vendors".into()))
+}
+
+/// `(file name, library named on its first line)` of each `.icd` file in `dir`.
+fn icd_files(dir: &Path) -> Vec<(String, String)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            if !name.ends_with(".icd") {
+                return None;
+            }
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            Some((name, text.lines().next().unwrap_or("").trim().to_string()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Looks for the NVIDIA OpenCL library where drivers and containers put it, then
+/// asks the dynamic linker (ld.so.cache, `LD_LIBRARY_PATH`) by loading it.
+pub fn find_nvidia_opencl() -> Option<String> {
+    let mut dirs: Vec<PathBuf> = [
+        "/usr/local/nvidia/lib64",
+        "/usr/local/nvidia/lib",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    if let Ok(rd) = std::fs::read_dir("/usr/lib") {
+        let mut nv: Vec<PathBuf> = rd
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("nvidia"))
+            .map(|e| e.path())
+            .collect();
+        nv.sort();
+        dirs.extend(nv);
+    }
+    if let Some(ld) = env("LD_LIBRARY_PATH") {
+        dirs.extend(ld.split(':').filter(|d| !d.is_empty()).map(PathBuf::from));
+    }
+    if let Some(p) = dirs
+        .iter()
+        .map(|d| d.join(NVIDIA_LIB))
+        .find(|p| p.is_file())
+    {
+        return Some(p.to_string_lossy().into_owned());
+    }
+    // SAFETY: loading runs the library's initialisers; the NVIDIA ICD's are the ones
+    // any OpenCL program runs on load, and the library is closed again right away.
+    let loadable = unsafe { libloading::Library::new(NVIDIA_LIB) }.is_ok();
+    loadable.then(|| NVIDIA_LIB.to_string())
+}
+
+fn own_vendors_dir() -> PathBuf {
+    let base = env("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .or_else(|| env("XDG_CACHE_HOME").map(PathBuf::from))
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".cache")))
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("gpulab-{}", rustix::process::getuid().as_raw()))
+        });
+    base.join("gpulab").join("icd-vendors")
+}
+
+/// Writes `dst` as a vendors directory: every `.icd` file of `src` plus one naming
+/// `extra_lib`. Stale `.icd` files in `dst` are removed.
+pub fn write_vendors_dir(src: &Path, extra_lib: &str, dst: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for (name, _) in icd_files(dst) {
+        std::fs::remove_file(dst.join(name))?;
+    }
+    for (name, lib) in icd_files(src) {
+        std::fs::write(dst.join(&name), format!("{lib}\n"))?;
+    }
+    std::fs::write(dst.join("gpulab-nvidia.icd"), format!("{extra_lib}\n"))
+}
+
+pub fn icd_state() -> IcdState {
+    let dir = system_vendors_dir();
+    let registered: Vec<String> = icd_files(&dir).into_iter().map(|(_, lib)| lib).collect();
+    let nvidia_registered = registered.iter().any(|l| l.contains("libnvidia-opencl"));
+    let added = env(ADDED_MARK).and(env("OCL_ICD_VENDORS"));
+    let user_override = if added.is_some() {
+        None
+    } else {
+        ["OCL_ICD_VENDORS", "OCL_ICD_FILENAMES"]
+            .iter()
+            .find_map(|n| env(n).map(|v| format!("{n}={v}")))
+    };
+    IcdState {
+        vendors_dir: dir.to_string_lossy().into_owned(),
+        registered,
+        nvidia_library: find_nvidia_opencl(),
+        nvidia_registered,
+        added_by_gpulab: added,
+        user_override,
+    }
+}
+
+/// Call from `main` before any OpenCL call. When the NVIDIA OpenCL library exists
+/// but no vendors file names it, registers it for this process and its workers
+/// (see the module doc) and returns a note saying so. Leaves everything alone when
+/// the user set `OCL_ICD_VENDORS`, or named the library in `OCL_ICD_FILENAMES`.
+pub fn prepare_icd_environment() -> Option<String> {
+    if env(ADDED_MARK).is_some() && env("OCL_ICD_VENDORS").is_some() {
+        return None; // a parent gpulab already did it; the worker inherits it
+    }
+    if let Some(v) = env("OCL_ICD_VENDORS") {
+        return Some(format!(
+            "OCL_ICD_VENDORS={v} is set; gpulab leaves OpenCL ICD registration as it is"
+        ));
+    }
+    if env("OCL_ICD_FILENAMES").is_some_and(|f| f.contains("libnvidia-opencl")) {
+        return None;
+    }
+    let src = system_vendors_dir();
+    if icd_files(&src)
+        .iter()
+        .any(|(_, lib)| lib.contains("libnvidia-opencl"))
+    {
+        return None;
+    }
+    let lib = find_nvidia_opencl()?;
+    let dst = own_vendors_dir();
+    if let Err(e) = write_vendors_dir(&src, &lib, &dst) {
+        return Some(format!(
+            "NVIDIA OpenCL library found at {lib} but not registered in {}, and gpulab could \
+             not write its own vendors directory {}: {e}",
+            src.display(),
+            dst.display()
+        ));
+    }
+    // SAFETY: the documented contract is that main calls this before starting any
+    // thread, so no other thread can read the environment concurrently.
+    unsafe {
+        std::env::set_var("OCL_ICD_VENDORS", &dst);
+        std::env::set_var(ADDED_MARK, &lib);
+    }
+    Some(format!(
+        "NVIDIA OpenCL library found at {lib} but not registered in {}; gpulab registered \
+         it for its own processes (OCL_ICD_VENDORS={})",
+        src.display(),
+        dst.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mechanism, with PoCL standing in for NVIDIA: an empty system vendors
+    /// directory plus gpulab's extra entry must make the loader list the library.
+    #[test]
+    fn own_vendors_dir_makes_the_loader_see_an_unregistered_icd() {
+        let pocl = icd_files(Path::new("/etc/OpenCL/vendors"))
+            .into_iter()
+            .map(|(_, lib)| lib)
+            .find(|l| l.contains("pocl"));
+        let (Some(pocl), true) = (pocl, Path::new("/usr/bin/clinfo").exists()) else {
+            eprintln!("skipped: needs PoCL registered and clinfo");
+            return;
+        };
+        let Ok(tmp) = tempfile::tempdir() else { return };
+        let (empty, dst) = (tmp.path().join("empty"), tmp.path().join("own"));
+        assert!(std::fs::create_dir_all(&empty).is_ok());
+        assert!(write_vendors_dir(&empty, &pocl, &dst).is_ok());
+        assert_eq!(icd_files(&dst).len(), 1);
+        let run = |dir: &Path| {
+            std::process::Command::new("clinfo")
+                .arg("-l")
+                .env("OCL_ICD_VENDORS", dir)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        assert!(!run(&empty).contains("Portable Computing Language"));
+        assert!(run(&dst).contains("Portable Computing Language"));
+    }
+
+    #[test]
+    fn state_reads_the_system_vendors_dir() {
+        let s = icd_state();
+        assert!(!s.vendors_dir.is_empty());
+        if Path::new("/etc/OpenCL/vendors/pocl.icd").exists() && env("OPENCL_VENDOR_PATH").is_none()
+        {
+            assert!(s.registered.iter().any(|l| l.contains("pocl")));
+        }
+    }
+}

@@ -1,1 +1,0 @@
-//! OpenCL backend (in progress).

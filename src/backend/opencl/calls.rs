@@ -1,0 +1,430 @@
+//! One script line, one raw cl3 call: the dispatch from `Api` to the driver, with
+//! the few documented helpers (kernel arguments, destructor and event callbacks).
+
+use std::ffi::c_void;
+use std::ptr;
+
+use cl3::command_queue::{enqueue_read_buffer, enqueue_write_buffer, finish, flush};
+use cl3::context::{
+    create_context, release_context, retain_context, set_context_destructor_callback,
+};
+use cl3::error_codes::{
+    CL_INVALID_COMMAND_QUEUE, CL_INVALID_CONTEXT, CL_INVALID_EVENT, CL_INVALID_KERNEL,
+    CL_INVALID_MEM_OBJECT, CL_INVALID_PROGRAM, CL_OUT_OF_HOST_MEMORY,
+};
+use cl3::event::{
+    CL_COMPLETE, CL_EVENT_REFERENCE_COUNT, get_event_info, release_event, retain_event,
+    set_event_callback, wait_for_events,
+};
+use cl3::info_type::InfoType;
+use cl3::kernel::{create_kernel, release_kernel, retain_kernel};
+use cl3::memory::{
+    CL_MEM_COPY_HOST_PTR, CL_MEM_READ_WRITE, create_buffer, release_mem_object, retain_mem_object,
+    set_mem_object_destructor_callback,
+};
+use cl3::program::{
+    CL_PROGRAM_BUILD_LOG, build_program, create_program_with_source, get_program_build_data,
+    release_program, retain_program,
+};
+use cl3::types::{CL_BLOCKING, CL_NON_BLOCKING, cl_event, cl_int};
+
+use super::callbacks::{self, EventCtx, ObjCtx};
+use super::errors::{GPULAB_BAD_OPERANDS, GPULAB_HOST_ALLOC_FAILED, driver_error};
+use super::{Entry, OpenClBackend, Pending, create_profiling_queue, release_queue, spin};
+use crate::backend::{DriverError, ObjId, Operand, Outcome};
+use crate::clock::now_ns;
+use crate::lab::{Api, ObjKind};
+
+/// Zeroed host memory from `calloc` (untouched pages stay uncommitted), so a huge
+/// request fails as a status instead of aborting the worker.
+pub struct HostBuf {
+    ptr: *mut c_void,
+}
+
+impl HostBuf {
+    pub fn zeroed(len: usize) -> Result<HostBuf, DriverError> {
+        // SAFETY: calloc with a nonzero size; a null result is handled below.
+        let ptr = unsafe { libc::calloc(len.max(1), 1) };
+        if ptr.is_null() {
+            return Err(DriverError {
+                code: i64::from(GPULAB_HOST_ALLOC_FAILED),
+                name: format!("GPULAB_HOST_ALLOC_FAILED ({len} bytes of host memory)"),
+            });
+        }
+        Ok(HostBuf { ptr })
+    }
+}
+
+impl Drop for HostBuf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from calloc and is freed once; a HostBuf a command may
+        // still use is `mem::forget`-ed instead of dropped.
+        unsafe { libc::free(self.ptr) };
+    }
+}
+
+fn bad(what: &str) -> DriverError {
+    DriverError {
+        code: i64::from(GPULAB_BAD_OPERANDS),
+        name: format!("GPULAB_BAD_OPERANDS ({what})"),
+    }
+}
+
+fn invalid_code(kind: ObjKind) -> cl_int {
+    match kind {
+        ObjKind::Context => CL_INVALID_CONTEXT,
+        ObjKind::Queue => CL_INVALID_COMMAND_QUEUE,
+        ObjKind::Buffer => CL_INVALID_MEM_OBJECT,
+        ObjKind::Program => CL_INVALID_PROGRAM,
+        ObjKind::Kernel => CL_INVALID_KERNEL,
+        ObjKind::Event => CL_INVALID_EVENT,
+    }
+}
+
+pub fn event_refcount(ev: *mut c_void) -> Result<u32, DriverError> {
+    match get_event_info(ev, CL_EVENT_REFERENCE_COUNT) {
+        Ok(InfoType::Uint(n)) => Ok(n),
+        Ok(_) => Err(bad("CL_EVENT_REFERENCE_COUNT is not a cl_uint")),
+        Err(e) => Err(driver_error(e)),
+    }
+}
+
+fn ok<T>(r: Result<T, cl_int>) -> Result<T, DriverError> {
+    r.map_err(driver_error)
+}
+
+impl OpenClBackend {
+    /// The handle of a lab object of `kind` the lab still holds a reference on.
+    pub(super) fn live_handle(&self, id: ObjId, kind: ObjKind) -> Result<*mut c_void, DriverError> {
+        let e = self.objects.get(&id).ok_or_else(|| bad("unknown object"))?;
+        if e.kind != kind {
+            return Err(bad("object of another kind"));
+        }
+        if e.refs == 0 && !self.pass_released {
+            return Err(driver_error(invalid_code(kind)));
+        }
+        Ok(e.handle)
+    }
+
+    fn arg(
+        &self,
+        ops: &[Operand],
+        i: usize,
+        kind: ObjKind,
+    ) -> Result<(ObjId, *mut c_void), DriverError> {
+        match ops.get(i) {
+            Some(Operand::Obj(id)) => Ok((*id, self.live_handle(*id, kind)?)),
+            _ => Err(bad("expected an object")),
+        }
+    }
+
+    fn insert(&mut self, kind: ObjKind, handle: *mut c_void, bytes: u64) -> ObjId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.objects.insert(
+            id,
+            Entry {
+                kind,
+                handle,
+                refs: 1,
+                bytes,
+            },
+        );
+        id
+    }
+
+    fn created(&mut self, kind: ObjKind, handle: *mut c_void, bytes: u64) -> Outcome {
+        Outcome {
+            created: Some(self.insert(kind, handle, bytes)),
+            bytes,
+        }
+    }
+
+    fn refs(&mut self, id: ObjId, delta: i64) {
+        if let Some(e) = self.objects.get_mut(&id) {
+            e.refs = e.refs.saturating_add_signed(delta);
+        }
+    }
+
+    pub(super) fn dispatch(
+        &mut self,
+        seq: u64,
+        api: Api,
+        ops: &[Operand],
+        want_event: bool,
+    ) -> Result<Outcome, DriverError> {
+        use ObjKind as K;
+        match api {
+            Api::ClCreateContext => {
+                let ctx = ok(create_context(
+                    &[self.device],
+                    ptr::null(),
+                    None,
+                    ptr::null_mut(),
+                ))?;
+                let out = self.created(K::Context, ctx, 0);
+                if self.platform_version >= (3, 0)
+                    && let Some(id) = out.created
+                {
+                    let data = callbacks::leak(ObjCtx {
+                        sink: self.sink.clone(),
+                        obj: id,
+                    });
+                    if set_context_destructor_callback(
+                        ctx,
+                        Some(callbacks::on_context_destroyed),
+                        data,
+                    )
+                    .is_err()
+                    {
+                        // SAFETY: the driver refused the registration; `data` is ours.
+                        unsafe { callbacks::reclaim::<ObjCtx>(data) };
+                    }
+                }
+                Ok(out)
+            }
+            Api::ClCreateCommandQueue => {
+                let (_, ctx) = self.arg(ops, 0, K::Context)?;
+                let q = ok(create_profiling_queue(
+                    ctx,
+                    self.device,
+                    self.platform_version,
+                ))?;
+                Ok(self.created(K::Queue, q, 0))
+            }
+            Api::ClCreateBuffer => {
+                let (_, ctx) = self.arg(ops, 0, K::Context)?;
+                let Some(&Operand::Bytes(bytes)) = ops.get(1) else {
+                    return Err(bad("expected a size"));
+                };
+                let size =
+                    usize::try_from(bytes).map_err(|_| driver_error(CL_OUT_OF_HOST_MEMORY))?;
+                // Copying from zeroed host memory makes the implementation commit the
+                // allocation now, so memory telemetry sees it at this line.
+                let (flags, host) = if size == 0 {
+                    (CL_MEM_READ_WRITE, None)
+                } else {
+                    (
+                        CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                        Some(HostBuf::zeroed(size)?),
+                    )
+                };
+                let host_ptr = host.as_ref().map_or(ptr::null_mut(), |h| h.ptr);
+                // SAFETY: with COPY_HOST_PTR, host_ptr points to `size` readable bytes
+                // that live until the call returns (the copy happens inside it).
+                let mem = ok(unsafe { create_buffer(ctx, flags, size, host_ptr) })?;
+                drop(host);
+                let out = self.created(K::Buffer, mem, bytes);
+                if let Some(id) = out.created {
+                    let data = callbacks::leak(ObjCtx {
+                        sink: self.sink.clone(),
+                        obj: id,
+                    });
+                    // SAFETY: `data` is a leaked ObjCtx the callback takes ownership of.
+                    let r = unsafe {
+                        set_mem_object_destructor_callback(mem, callbacks::on_mem_destroyed, data)
+                    };
+                    if r.is_err() {
+                        // SAFETY: the driver refused the registration; `data` is ours.
+                        unsafe { callbacks::reclaim::<ObjCtx>(data) };
+                    }
+                }
+                Ok(out)
+            }
+            Api::ClCreateProgramWithSource => {
+                let (_, ctx) = self.arg(ops, 0, K::Context)?;
+                match ops.get(1) {
+                    Some(Operand::Kernel(k)) if k == "spin" => {}
+                    _ => return Err(bad("unknown kernel source")),
+                }
+                let p = ok(create_program_with_source(ctx, &[spin::SOURCE]))?;
+                Ok(self.created(K::Program, p, 0))
+            }
+            Api::ClBuildProgram => {
+                let (_, p) = self.arg(ops, 0, K::Program)?;
+                let r = build_program(p, &[self.device], c"", None, ptr::null_mut());
+                self.last_build_log = get_program_build_data(p, self.device, CL_PROGRAM_BUILD_LOG)
+                    .ok()
+                    .map(|b| {
+                        String::from_utf8_lossy(&b)
+                            .trim_end_matches('\0')
+                            .trim()
+                            .to_string()
+                    })
+                    .filter(|s| !s.is_empty());
+                ok(r).map(|()| Outcome::default())
+            }
+            Api::ClCreateKernel => {
+                let (_, p) = self.arg(ops, 0, K::Program)?;
+                match ops.get(1) {
+                    Some(Operand::Kernel(k)) if k == "spin" => {}
+                    _ => return Err(bad("unknown kernel")),
+                }
+                let k = ok(create_kernel(p, spin::KERNEL))?;
+                Ok(self.created(K::Kernel, k, 0))
+            }
+            Api::ClEnqueueNDRangeKernel => {
+                let (qid, q) = self.arg(ops, 0, K::Queue)?;
+                let (_, k) = self.arg(ops, 1, K::Kernel)?;
+                let (bid, buf) = self.arg(ops, 2, K::Buffer)?;
+                let Some(&Operand::Ms(ms)) = ops.get(3) else {
+                    return Err(bad("expected a duration"));
+                };
+                let bytes = self.objects.get(&bid).map_or(0, |e| e.bytes);
+                ok(spin::set_args(k, buf, self.cal.iterations(ms), bytes))?;
+                let (ev, h0, h1) = ok(spin::enqueue(q, k, self.cal.shape))?;
+                Ok(self.track(seq, qid, "spin", ev, h0, h1, None, want_event, false))
+            }
+            Api::ClEnqueueReadBuffer | Api::ClEnqueueWriteBuffer => {
+                let (qid, q) = self.arg(ops, 0, K::Queue)?;
+                let (bid, buf) = self.arg(ops, 1, K::Buffer)?;
+                let Some(&Operand::Bool(blocking)) = ops.get(2) else {
+                    return Err(bad("expected CL_TRUE/CL_FALSE"));
+                };
+                let bytes = self.objects.get(&bid).map_or(0, |e| e.bytes);
+                let size =
+                    usize::try_from(bytes).map_err(|_| driver_error(CL_OUT_OF_HOST_MEMORY))?;
+                let host = HostBuf::zeroed(size)?;
+                let flag = if blocking {
+                    CL_BLOCKING
+                } else {
+                    CL_NON_BLOCKING
+                };
+                let read = api == Api::ClEnqueueReadBuffer;
+                let h0 = now_ns();
+                // SAFETY: `host` holds `size` bytes and is kept (in `pending`, or leaked)
+                // until the command completed; `buf` is a live buffer of `size` bytes.
+                let ev = ok(unsafe {
+                    if read {
+                        enqueue_read_buffer(q, buf, flag, 0, size, host.ptr, 0, ptr::null())
+                    } else {
+                        enqueue_write_buffer(q, buf, flag, 0, size, host.ptr, 0, ptr::null())
+                    }
+                })?;
+                let h1 = now_ns();
+                let name = if read { "read" } else { "write" };
+                Ok(self.track(seq, qid, name, ev, h0, h1, Some(host), want_event, blocking))
+            }
+            Api::ClFinish => ok(finish(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
+            Api::ClFlush => ok(flush(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
+            Api::ClWaitForEvents => {
+                let ids = match ops.first() {
+                    Some(Operand::Objs(ids)) => ids.clone(),
+                    Some(Operand::Obj(id)) => vec![*id],
+                    _ => return Err(bad("expected events")),
+                };
+                let evs = ids
+                    .iter()
+                    .map(|&id| self.live_handle(id, K::Event))
+                    .collect::<Result<Vec<cl_event>, _>>()?;
+                ok(wait_for_events(&evs)).map(|()| Outcome::default())
+            }
+            Api::ClRetainContext => {
+                self.lifetime(ops, K::Context, 1, |h| unsafe { retain_context(h) })
+            }
+            Api::ClRetainCommandQueue => self.lifetime(ops, K::Queue, 1, |h| unsafe {
+                cl3::command_queue::retain_command_queue(h)
+            }),
+            Api::ClRetainMemObject => {
+                self.lifetime(ops, K::Buffer, 1, |h| unsafe { retain_mem_object(h) })
+            }
+            Api::ClRetainProgram => {
+                self.lifetime(ops, K::Program, 1, |h| unsafe { retain_program(h) })
+            }
+            Api::ClRetainKernel => {
+                self.lifetime(ops, K::Kernel, 1, |h| unsafe { retain_kernel(h) })
+            }
+            Api::ClRetainEvent => self.lifetime(ops, K::Event, 1, |h| unsafe { retain_event(h) }),
+            Api::ClReleaseContext => {
+                self.lifetime(ops, K::Context, -1, |h| unsafe { release_context(h) })
+            }
+            Api::ClReleaseCommandQueue => {
+                self.lifetime(ops, K::Queue, -1, |h| unsafe { release_queue(h) })
+            }
+            Api::ClReleaseMemObject => {
+                self.lifetime(ops, K::Buffer, -1, |h| unsafe { release_mem_object(h) })
+            }
+            Api::ClReleaseProgram => {
+                self.lifetime(ops, K::Program, -1, |h| unsafe { release_program(h) })
+            }
+            Api::ClReleaseKernel => {
+                self.lifetime(ops, K::Kernel, -1, |h| unsafe { release_kernel(h) })
+            }
+            Api::ClReleaseEvent => {
+                self.lifetime(ops, K::Event, -1, |h| unsafe { release_event(h) })
+            }
+        }
+    }
+
+    /// One retain or release on the lab's behalf. The closures are `unsafe` calls
+    /// whose one precondition (a handle of the right kind the lab holds a
+    /// reference on) `arg` checked just before.
+    fn lifetime(
+        &mut self,
+        ops: &[Operand],
+        kind: ObjKind,
+        delta: i64,
+        call: impl FnOnce(*mut c_void) -> Result<(), cl_int>,
+    ) -> Result<Outcome, DriverError> {
+        let (id, h) = self.arg(ops, 0, kind)?;
+        ok(call(h))?;
+        self.refs(id, delta);
+        Ok(Outcome::default())
+    }
+
+    /// Registers the completion callback of an enqueue's event and, when the lab
+    /// binds it, enters the event in the table (refcount exactly 1: gpulab adds none).
+    #[allow(clippy::too_many_arguments)]
+    fn track(
+        &mut self,
+        seq: u64,
+        queue: ObjId,
+        name: &'static str,
+        ev: cl_event,
+        h0: u64,
+        h1: u64,
+        host: Option<HostBuf>,
+        want_event: bool,
+        blocking: bool,
+    ) -> Outcome {
+        let token = self.next_token;
+        self.next_token += 1;
+        let data = callbacks::leak(EventCtx {
+            sink: self.sink.clone(),
+            token,
+        });
+        let private = (!want_event).then_some(ev);
+        let registered =
+            set_event_callback(ev, CL_COMPLETE, callbacks::on_event_complete, data).is_ok();
+        if registered {
+            self.pending.insert(
+                token,
+                Pending {
+                    seq,
+                    queue,
+                    name,
+                    h0,
+                    h1,
+                    private,
+                    host,
+                },
+            );
+        } else {
+            // SAFETY: the driver refused the registration; `data` is ours.
+            unsafe { callbacks::reclaim::<EventCtx>(data) };
+            if let Some(ev) = private {
+                // SAFETY: gpulab's own event; without a callback there is nothing to read.
+                let _ = unsafe { release_event(ev) };
+            }
+            match host {
+                Some(h) if !blocking => self.orphans.push(h),
+                h => drop(h),
+            }
+        }
+        if want_event {
+            self.created(ObjKind::Event, ev, 0)
+        } else {
+            Outcome::default()
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The spin kernel: its source, the launch shape, and the calibration that turns a
+//! requested duration into loop iterations for this device.
+//!
+//! Calibration runs at `open` on a private context, queue, program and buffer,
+//! all released before `open` returns, so the lab starts from a clean memory
+//! baseline. It times the kernel at a few iteration counts with profiling and fits
+//! `t = launch + iters / rate` by least squares.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use cl3::command_queue::{enqueue_nd_range_kernel, finish};
+use cl3::context::{create_context, release_context};
+use cl3::event::{release_event, wait_for_events};
+use cl3::kernel::{create_kernel, release_kernel, set_kernel_arg};
+use cl3::memory::{CL_MEM_READ_WRITE, create_buffer, release_mem_object};
+use cl3::program::{build_program, create_program_with_source, release_program};
+use cl3::types::{
+    cl_command_queue, cl_context, cl_device_id, cl_event, cl_int, cl_kernel, cl_mem, cl_program,
+    cl_ulong,
+};
+
+use super::callbacks::{Stamps, read_stamps};
+use super::{create_profiling_queue, release_queue};
+use crate::backend::DeviceKind;
+use crate::clock::now_ns;
+
+pub const SOURCE: &str = include_str!("../../../labs/kernels/spin.cl");
+pub const KERNEL: &std::ffi::CStr = c"spin";
+
+/// Bytes of the private buffer calibration touches (one page).
+const CAL_BYTES: usize = 4096;
+
+/// How many work-items a spin launch uses: one work-group's worth on a GPU (the
+/// time is the loop, not the launch), a single work-item on a CPU device, where a
+/// work-group runs its items one after another on one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub global: usize,
+    pub local: usize,
+}
+
+impl Shape {
+    pub fn for_device(kind: DeviceKind, max_work_group: usize) -> Shape {
+        let n = match kind {
+            DeviceKind::Cpu => 1,
+            _ => max_work_group.clamp(1, 64),
+        };
+        Shape {
+            global: n,
+            local: n,
+        }
+    }
+}
+
+/// `t_ms = launch_ms + iters / iters_per_ms`, fitted at open.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    pub shape: Shape,
+    pub iters_per_ms: f64,
+    pub launch_ms: f64,
+    /// Wall time calibration took, build included.
+    pub took_ms: f64,
+}
+
+impl Calibration {
+    pub fn iterations(&self, ms: f64) -> cl_ulong {
+        if !ms.is_finite() || ms <= 0.0 {
+            return 0;
+        }
+        let it = ((ms - self.launch_ms).max(0.0) * self.iters_per_ms).round();
+        if it >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            it as u64
+        }
+    }
+}
+
+/// One timed kernel run of calibration: host stamps around the enqueue call and
+/// the command's profiling stamps, so the clock map can learn from it too.
+#[derive(Debug, Clone, Copy)]
+pub struct Run {
+    pub iters: u64,
+    pub h0: u64,
+    pub h1: u64,
+    pub stamps: Stamps,
+}
+
+impl Run {
+    fn ms(&self) -> f64 {
+        self.stamps.end.saturating_sub(self.stamps.start) as f64 / 1e6
+    }
+}
+
+/// Sets the three spin arguments; `buf` must be a live buffer of `bytes`.
+pub fn set_args(k: cl_kernel, buf: cl_mem, iters: cl_ulong, bytes: u64) -> Result<(), cl_int> {
+    let words: cl_ulong = bytes / 4;
+    // SAFETY: argument 0 is `__global uint *` (a cl_mem), 1 and 2 are `ulong`; each
+    // pointer is to a local of exactly the size passed, read during the call only.
+    unsafe {
+        set_kernel_arg(k, 0, size_of::<cl_mem>(), (&raw const buf).cast::<c_void>())?;
+        set_kernel_arg(k, 1, size_of::<cl_ulong>(), (&raw const iters).cast())?;
+        set_kernel_arg(k, 2, size_of::<cl_ulong>(), (&raw const words).cast())
+    }
+}
+
+/// Enqueues one spin launch; returns the event (caller owns it) and host stamps.
+pub fn enqueue(
+    q: cl_command_queue,
+    k: cl_kernel,
+    shape: Shape,
+) -> Result<(cl_event, u64, u64), cl_int> {
+    let global = [shape.global];
+    let local = [shape.local];
+    let h0 = now_ns();
+    // SAFETY: q and k are live handles; the size arrays outlive the call and the
+    // kernel's arguments were set by `set_args`.
+    let ev = unsafe {
+        enqueue_nd_range_kernel(
+            q,
+            k,
+            1,
+            ptr::null(),
+            global.as_ptr(),
+            local.as_ptr(),
+            0,
+            ptr::null(),
+        )
+    }?;
+    Ok((ev, h0, now_ns()))
+}
+
+/// gpulab's own calibration objects; released on every exit path.
+#[derive(Default)]
+struct Private {
+    ctx: Option<cl_context>,
+    q: Option<cl_command_queue>,
+    prog: Option<cl_program>,
+    k: Option<cl_kernel>,
+    buf: Option<cl_mem>,
+}
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        // SAFETY: each handle was created by `calibrate` and is released once here;
+        // release failures are ignored (nothing else holds these objects).
+        unsafe {
+            if let Some(q) = self.q {
+                let _ = finish(q);
+            }
+            if let Some(k) = self.k.take() {
+                let _ = release_kernel(k);
+            }
+            if let Some(p) = self.prog.take() {
+                let _ = release_program(p);
+            }
+            if let Some(b) = self.buf.take() {
+                let _ = release_mem_object(b);
+            }
+            if let Some(q) = self.q.take() {
+                let _ = release_queue(q);
+            }
+            if let Some(c) = self.ctx.take() {
+                let _ = release_context(c);
+            }
+        }
+    }
+}
+
+fn timed(
+    q: cl_command_queue,
+    k: cl_kernel,
+    buf: cl_mem,
+    shape: Shape,
+    iters: u64,
+) -> Result<Run, String> {
+    set_args(k, buf, iters, CAL_BYTES as u64).map_err(|e| step("clSetKernelArg", e))?;
+    let (ev, h0, h1) = enqueue(q, k, shape).map_err(|e| step("clEnqueueNDRangeKernel", e))?;
+    let waited = wait_for_events(&[ev]);
+    let stamps = read_stamps(ev);
+    // SAFETY: `ev` is calibration's own event, released once, after its info was read.
+    let _ = unsafe { release_event(ev) };
+    waited.map_err(|e| step("clWaitForEvents", e))?;
+    let stamps = stamps.ok_or("calibration: no profiling info for the spin kernel")?;
+    Ok(Run {
+        iters,
+        h0,
+        h1,
+        stamps,
+    })
+}
+
+fn step(call: &str, code: cl_int) -> String {
+    format!("calibration: {call} failed: {}", super::errors::name(code))
+}
+
+/// Builds the spin kernel on a private context and fits its speed on `device`.
+pub fn calibrate(
+    device: cl_device_id,
+    platform_version: (u32, u32),
+    shape: Shape,
+) -> Result<(Calibration, Vec<Run>), String> {
+    let t0 = now_ns();
+    let mut p = Private::default();
+    let ctx = create_context(&[device], ptr::null(), None, ptr::null_mut())
+        .map_err(|e| step("clCreateContext", e))?;
+    p.ctx = Some(ctx);
+    p.q = Some(
+        create_profiling_queue(ctx, device, platform_version)
+            .map_err(|e| step("clCreateCommandQueue", e))?,
+    );
+    let prog = create_program_with_source(ctx, &[SOURCE])
+        .map_err(|e| step("clCreateProgramWithSource", e))?;
+    p.prog = Some(prog);
+    build_program(prog, &[device], c"", None, ptr::null_mut())
+        .map_err(|e| step("clBuildProgram", e))?;
+    p.k = Some(create_kernel(prog, KERNEL).map_err(|e| step("clCreateKernel", e))?);
+    // SAFETY: no host pointer is passed, so the flags need none.
+    let buf = unsafe { create_buffer(ctx, CL_MEM_READ_WRITE, CAL_BYTES, ptr::null_mut()) }
+        .map_err(|e| step("clCreateBuffer", e))?;
+    p.buf = Some(buf);
+    let (q, k) = match (p.q, p.k) {
+        (Some(q), Some(k)) => (q, k),
+        _ => return Err("calibration: setup incomplete".into()),
+    };
+
+    let mut runs = vec![timed(q, k, buf, shape, 1_000)?]; // warm-up (first-launch JIT)
+    // Grow until one run is long enough to time (≥ 2 ms).
+    let mut iters: u64 = 100_000;
+    let probe = loop {
+        let r = timed(q, k, buf, shape, iters)?;
+        runs.push(r);
+        if r.ms() >= 2.0 || iters >= 1 << 40 {
+            break r;
+        }
+        iters = iters.saturating_mul(if r.ms() < 0.2 { 10 } else { 4 });
+    };
+    let rate = probe.iters as f64 / probe.ms().max(1e-3);
+    let mut points = vec![probe];
+    for target_ms in [10.0, 40.0] {
+        let r = timed(q, k, buf, shape, (rate * target_ms) as u64)?;
+        runs.push(r);
+        points.push(r);
+    }
+    let (launch_ms, ms_per_iter) = fit(&points);
+    if !(ms_per_iter.is_finite() && ms_per_iter > 0.0) {
+        return Err(format!(
+            "calibration: the spin kernel's time does not grow with its loop ({points:?})"
+        ));
+    }
+    drop(p);
+    let cal = Calibration {
+        shape,
+        iters_per_ms: 1.0 / ms_per_iter,
+        launch_ms: launch_ms.max(0.0),
+        took_ms: (now_ns() - t0) as f64 / 1e6,
+    };
+    Ok((cal, runs))
+}
+
+/// Least squares `ms = a + b * iters`; returns `(a, b)`.
+fn fit(points: &[Run]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(sx, sy), r| (sx + r.iters as f64, sy + r.ms()));
+    let (mx, my) = (sx / n, sy / n);
+    let (sxy, sxx) = points.iter().fold((0.0, 0.0), |(sxy, sxx), r| {
+        let dx = r.iters as f64 - mx;
+        (sxy + dx * (r.ms() - my), sxx + dx * dx)
+    });
+    let b = if sxx > 0.0 {
+        sxy / sxx
+    } else {
+        my / mx.max(1.0)
+    };
+    (my - b * mx, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_map_to_iterations() {
+        let c = Calibration {
+            shape: Shape {
+                global: 1,
+                local: 1,
+            },
+            iters_per_ms: 1000.0,
+            launch_ms: 0.5,
+            took_ms: 0.0,
+        };
+        assert_eq!(c.iterations(10.5), 10_000);
+        assert_eq!(c.iterations(0.1), 0);
+        assert_eq!(c.iterations(f64::NAN), 0);
+        assert_eq!(Shape::for_device(DeviceKind::Gpu, 1024).global, 64);
+        assert_eq!(Shape::for_device(DeviceKind::Cpu, 4096).global, 1);
+    }
+}

@@ -1,0 +1,153 @@
+//! Command-line arguments. Parsing only: each command hands over to `commands`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpulab",
+    version,
+    about = "A terminal laboratory for GPU memory lifetime: run real OpenCL/CUDA calls, watch memory live and die, and check each lab's claim on this device.",
+    after_help = "Examples:\n  gpulab list\n  gpulab run cl-premature-release\n  gpulab run cl-forgotten-events --all-variants\n  gpulab run cl-finish --step\n  gpulab doctor"
+)]
+pub struct Cli {
+    /// Extra folder of lab files (`*.toml`); may be given more than once.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub labs: Vec<PathBuf>,
+
+    /// OpenCL device: index as `gpulab doctor` lists them, or part of its name.
+    /// Default: the first GPU, else the first device.
+    #[arg(long, global = true, value_name = "INDEX|NAME")]
+    pub device: Option<String>,
+
+    /// Open on this lab (the dashboard is not built yet: shows the lab and how to run it).
+    #[arg(long, value_name = "ID")]
+    pub lab: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Option<Cmd>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// List every lab: id, backend, title and claim.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a lab on the real device and report what it measured.
+    Run(RunArgs),
+    /// Validate lab files and show each mistake with its line and column.
+    Check {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Show OpenCL platforms, CUDA and NVML, and how to fix what is missing.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the report of a recorded run (`--record FILE`).
+    Report {
+        file: PathBuf,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Runs one lab variant and streams events on stdout (started by gpulab itself).
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args, Default, Clone, Copy)]
+#[group(multiple = false)]
+pub struct Format {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the report as Markdown.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Lab id, as `gpulab list` shows it.
+    pub id: String,
+
+    /// Variant to run (default: the lab's first).
+    #[arg(long, conflicts_with = "all_variants")]
+    pub variant: Option<String>,
+
+    /// Run every variant, each in its own worker, and print them side by side.
+    #[arg(long)]
+    pub all_variants: bool,
+
+    /// Set a parameter: `--param size_mib=64`.
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+
+    #[command(flatten)]
+    pub format: Format,
+
+    /// Write the run's event stream (JSON Lines) to FILE. With --all-variants, one
+    /// file per variant: FILE with `--VARIANT` before the extension.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+
+    /// Exit with status 1 when a claim ends with this verdict (may repeat).
+    #[arg(long, value_enum, value_name = "VERDICT")]
+    pub fail_on: Vec<FailOn>,
+
+    /// Memory budget in MiB above the baseline (default: half the free memory).
+    #[arg(long, value_name = "MIB")]
+    pub budget: Option<f64>,
+
+    /// No memory budget: loops allocate until the driver says no.
+    #[arg(long, conflicts_with = "budget")]
+    pub until_failure: bool,
+
+    /// Run one line per Enter, to teach without the dashboard.
+    #[arg(long, conflicts_with = "all_variants")]
+    pub step: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    DoesNotHold,
+    Inconclusive,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// `builtin:ID` or a lab file path.
+    #[arg(long)]
+    pub lab: String,
+    #[arg(long)]
+    pub variant: String,
+    #[arg(long = "param")]
+    pub params: Vec<String>,
+    #[arg(long)]
+    pub budget_bytes: Option<u64>,
+    #[arg(long)]
+    pub until_failure: bool,
+    #[arg(long)]
+    pub step: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn variant_and_all_variants_exclude_each_other() {
+        let r = Cli::try_parse_from(["gpulab", "run", "x", "--variant", "a", "--all-variants"]);
+        assert!(r.is_err());
+    }
+}

@@ -1,0 +1,88 @@
+//! `gpulab list`, and what plain `gpulab` shows until the dashboard exists.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use gpulab::lab::{Lab, LabSet};
+
+use super::{EXIT_OK, EXIT_USAGE, fail};
+
+#[derive(Serialize)]
+struct LabRow<'a> {
+    id: &'a str,
+    backend: &'a str,
+    title: &'a str,
+    claim: &'a str,
+    variants: Vec<&'a str>,
+    params: Vec<&'a str>,
+}
+
+fn row(lab: &Lab) -> LabRow<'_> {
+    LabRow {
+        id: &lab.id,
+        backend: lab.backend.as_str(),
+        title: &lab.title,
+        claim: &lab.claim,
+        variants: lab.variants.iter().map(|v| v.name.as_str()).collect(),
+        params: lab.params.iter().map(|p| p.name.as_str()).collect(),
+    }
+}
+
+pub fn list(dirs: &[PathBuf], json: bool) -> anyhow::Result<i32> {
+    let set = LabSet::load(dirs);
+    for p in &set.problems {
+        eprintln!("gpulab: skipped a lab file: {p}");
+    }
+    if json {
+        let rows: Vec<LabRow> = set.labs().iter().map(row).collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(EXIT_OK);
+    }
+    print!("{}", table(set.labs()));
+    Ok(EXIT_OK)
+}
+
+fn table(labs: &[Lab]) -> String {
+    let idw = labs.iter().map(|l| l.id.len()).max().unwrap_or(2).max(2);
+    let mut out = format!("{:<idw$}  {:<7}  {}\n", "id", "backend", "title — claim");
+    for l in labs {
+        out.push_str(&format!(
+            "{:<idw$}  {:<7}  {} — {}\n",
+            l.id,
+            l.backend.as_str(),
+            l.title,
+            l.claim
+        ));
+    }
+    out
+}
+
+/// `gpulab` with no command: the labs, and how to run one.
+pub fn overview(dirs: &[PathBuf], lab: Option<&str>) -> anyhow::Result<i32> {
+    let set = LabSet::load(dirs);
+    if let Some(id) = lab {
+        let lab = set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+        println!("{} — {}\n\nclaim: {}\n", lab.id, lab.title, lab.claim);
+        println!(
+            "look:    {}\nwhy:     {}\ninstead: {}\n",
+            lab.teaching.look, lab.teaching.why, lab.teaching.instead
+        );
+        for v in &lab.variants {
+            println!("variant {}: {}", v.name, v.description);
+        }
+        println!(
+            "\nrun it:  gpulab run {}   (or --all-variants, --step)",
+            lab.id
+        );
+        return Ok(EXIT_OK);
+    }
+    print!("{}", table(set.labs()));
+    println!(
+        "\nrun one:  gpulab run <id>      ·  set-up problems: gpulab doctor  ·  all commands: gpulab --help"
+    );
+    println!(
+        "(the live dashboard is the next milestone; `gpulab run --step` steps through a lab line by line today)"
+    );
+    Ok(EXIT_OK)
+}

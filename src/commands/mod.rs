@@ -1,0 +1,59 @@
+//! The commands behind the CLI: glue between arguments, the library and the
+//! terminal. The only code besides `main.rs` that prints.
+
+mod check;
+mod doctor;
+mod list;
+mod report;
+mod run;
+mod worker;
+
+use crate::cli::{Cli, Cmd};
+
+/// Exit statuses, documented in the README.
+pub const EXIT_OK: i32 = 0;
+/// `--fail-on` matched a verdict.
+pub const EXIT_VERDICT: i32 = 1;
+/// Bad input: unknown lab, bad parameter, malformed lab file.
+pub const EXIT_USAGE: i32 = 2;
+/// No device, platform or driver library to run on (`gpulab doctor` explains).
+pub const EXIT_UNAVAILABLE: i32 = 3;
+/// The run failed or the worker crashed.
+pub const EXIT_ERROR: i32 = 4;
+/// Cancelled with Ctrl-C.
+pub const EXIT_CANCELLED: i32 = 130;
+
+/// An error that carries its exit status.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+pub fn fail(code: i32, message: impl Into<String>) -> anyhow::Error {
+    Failure {
+        code,
+        message: message.into(),
+    }
+    .into()
+}
+
+pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
+    match cli.command {
+        Some(Cmd::List { json }) => list::list(&cli.labs, json),
+        Some(Cmd::Run(args)) => run::run(&cli.labs, cli.device.as_deref(), &args),
+        Some(Cmd::Check { files }) => check::check(&files),
+        Some(Cmd::Doctor { json }) => doctor::doctor(json, icd_note),
+        Some(Cmd::Report { file, format }) => report::report(&file, format),
+        Some(Cmd::Worker(args)) => worker::worker(cli.device, args),
+        None => list::overview(&cli.labs, cli.lab.as_deref()),
+    }
+}

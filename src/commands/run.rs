@@ -1,0 +1,325 @@
+//! `gpulab run`: start workers through the run source, show progress (or step
+//! line by line), record, and print the report.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use gpulab::lab::{BackendKind, Lab, LabError, LabSet, catalog};
+use gpulab::report::{self, Summary};
+use gpulab::run::Run;
+use gpulab::source::{LocalSource, RunRequest, RunSource};
+use gpulab::trace::{self, CallStatus, EndStatus, Event, Verdict};
+
+use super::{
+    EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail,
+};
+use crate::cli::{FailOn, RunArgs};
+
+/// Telemetry rate while a headless run is on.
+const SAMPLE_HZ: f64 = 1000.0;
+
+pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
+    let set = LabSet::load(dirs);
+    let lab = set
+        .get(&args.id)
+        .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    catalog::resolve_params(lab, &args.params).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    let variants: Vec<String> = if args.all_variants {
+        lab.variants.iter().map(|v| v.name.clone()).collect()
+    } else {
+        let name = match &args.variant {
+            Some(v) => v.clone(),
+            None => lab
+                .variants
+                .first()
+                .map(|v| v.name.clone())
+                .unwrap_or_default(),
+        };
+        if lab.variant(&name).is_none() {
+            let known: Vec<String> = lab.variants.iter().map(|v| v.name.clone()).collect();
+            let suggestion = gpulab::lab::suggest::nearest(&name, known.iter().map(String::as_str))
+                .map(str::to_string);
+            return Err(fail(
+                EXIT_USAGE,
+                LabError::UnknownVariant {
+                    lab: lab.id.clone(),
+                    variant: name,
+                    suggestion,
+                    known,
+                }
+                .to_string(),
+            ));
+        }
+        vec![name]
+    };
+    check_backend(lab)?;
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    {
+        let cancel = cancel.clone();
+        // A second Ctrl-C while the first is handled is harmless; failing to install
+        // the handler only costs the partial report.
+        let _ = ctrlc::set_handler(move || cancel.store(true, Ordering::SeqCst));
+    }
+    let source = LocalSource::new()?;
+    let mut summaries = Vec::new();
+    let mut runs = Vec::new();
+    for variant in &variants {
+        let record = args
+            .record
+            .as_ref()
+            .map(|r| record_path(r, variant, variants.len() > 1));
+        let run = run_variant(
+            &source,
+            lab,
+            variant,
+            device,
+            args,
+            record.as_deref(),
+            &cancel,
+        )?;
+        summaries.push(Summary::of(&run));
+        runs.push(run);
+        if cancel.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+
+    let format = args.format;
+    if summaries.len() > 1 && !format.json {
+        if !format.markdown {
+            println!("{}\n", report::side_by_side(&summaries));
+        }
+        for s in &summaries {
+            print!("{}", super::report::render(s, format)?);
+            println!();
+        }
+    } else if format.json && summaries.len() > 1 {
+        println!("{}", serde_json::to_string_pretty(&summaries)?);
+    } else if let Some(s) = summaries.first() {
+        print!("{}", super::report::render(s, format)?);
+    }
+    Ok(exit_code(&runs, &args.fail_on))
+}
+
+/// Refuses early, with exit 3, when nothing can run this lab's backend.
+fn check_backend(lab: &Lab) -> anyhow::Result<()> {
+    match lab.backend {
+        BackendKind::OpenCl => match gpulab::backend::discover::opencl_devices() {
+            Ok(d) if !d.is_empty() => Ok(()),
+            Ok(_) => Err(fail(
+                EXIT_UNAVAILABLE,
+                "no OpenCL device found; `gpulab doctor` says what is missing and how to fix it",
+            )),
+            Err(e) => Err(fail(
+                EXIT_UNAVAILABLE,
+                format!("{e}; `gpulab doctor` says how to fix it"),
+            )),
+        },
+        BackendKind::Cuda => Err(fail(
+            EXIT_UNAVAILABLE,
+            format!(
+                "{}: the CUDA backend is not in this build yet; `gpulab doctor` shows what CUDA support this machine has",
+                lab.id
+            ),
+        )),
+    }
+}
+
+fn record_path(base: &Path, variant: &str, several: bool) -> PathBuf {
+    if !several {
+        return base.to_path_buf();
+    }
+    let stem = base
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into());
+    let ext = base
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    base.with_file_name(format!("{stem}--{variant}{ext}"))
+}
+
+fn run_variant(
+    source: &LocalSource,
+    lab: &Lab,
+    variant: &str,
+    device: Option<&str>,
+    args: &RunArgs,
+    record: Option<&Path>,
+    cancel: &AtomicBool,
+) -> anyhow::Result<Run> {
+    let mut recorder = match record {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let mut handle = source.start(RunRequest {
+        lab: lab.clone(),
+        variant: variant.to_string(),
+        params: args.params.clone(),
+        device: device.map(str::to_string),
+        budget_bytes: args.budget.map(|mib| (mib * 1024.0 * 1024.0) as u64),
+        unbounded: args.until_failure,
+        step: args.step,
+        sample_hz: SAMPLE_HZ,
+    })?;
+    let stepper = args.step.then(spawn_stepper);
+    let progress = std::io::stderr().is_terminal() && !args.step;
+    let started = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut run = Run::default();
+    loop {
+        if cancel.load(Ordering::SeqCst) {
+            handle.cancel();
+        }
+        if let Some(rx) = &stepper {
+            while let Ok(cmd) = rx.try_recv() {
+                match cmd {
+                    StepKey::Next => handle.step(),
+                    StepKey::Continue => handle.run_to_end(),
+                    StepKey::Quit => handle.cancel(),
+                }
+            }
+        }
+        match handle.events.recv_timeout(Duration::from_millis(100)) {
+            Ok(event) => {
+                if let Some(w) = &mut recorder {
+                    w.write_all(trace::to_line(&event).as_bytes())?;
+                }
+                if args.step {
+                    show_step(&run, &event);
+                }
+                run.apply(&event);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if progress
+            && started.elapsed() > Duration::from_secs(1)
+            && last_progress.elapsed() > Duration::from_millis(250)
+        {
+            last_progress = Instant::now();
+            let line = run
+                .calls
+                .last()
+                .and_then(|c| c.line)
+                .map(|l| format!("line {l}"))
+                .unwrap_or_default();
+            eprint!(
+                "\r\x1b[2K{} [{variant}] running · {line} · {:.1} s",
+                lab.id,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    if progress && started.elapsed() > Duration::from_secs(1) {
+        eprint!("\r\x1b[2K");
+    }
+    if let Some(w) = &mut recorder {
+        w.flush()?;
+    }
+    Ok(run)
+}
+
+enum StepKey {
+    Next,
+    Continue,
+    Quit,
+}
+
+fn spawn_stepper() -> std::sync::mpsc::Receiver<StepKey> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    eprintln!("step mode: Enter runs the next line · c + Enter runs to the end · q + Enter stops");
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            let key = match line.trim() {
+                "c" => StepKey::Continue,
+                "q" => StepKey::Quit,
+                _ => StepKey::Next,
+            };
+            if tx.send(key).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// In step mode: each call as it happens, then what comes next.
+fn show_step(run: &Run, event: &Event) {
+    let script = run
+        .meta
+        .as_ref()
+        .and_then(|m| m.lab.as_ref())
+        .map(|l| l.script.clone())
+        .unwrap_or_default();
+    match event {
+        Event::Meta(m) => {
+            if let Some(first) = m.lab.as_ref().and_then(|l| l.script.first()) {
+                eprintln!("next  {:>4}  {}", first.0, first.1);
+            }
+        }
+        Event::Call(c) => {
+            let result = match &c.status {
+                CallStatus::Ok | CallStatus::Directive => "ok".to_string(),
+                CallStatus::Error { name, .. } => name.clone(),
+            };
+            let mem = match (c.mem_before, c.mem_after) {
+                (Some(b), Some(a)) => format!("{:+.1} MiB", (a as f64 - b as f64) / 1048576.0),
+                _ => String::new(),
+            };
+            eprintln!(
+                "done  {:>4}  {:<48} {:<10} {:>9.3} ms  {mem}",
+                c.line.unwrap_or(0),
+                script
+                    .iter()
+                    .find(|(l, _)| Some(*l) == c.line)
+                    .map(|(_, t)| t.as_str())
+                    .unwrap_or(&c.api),
+                result,
+                (c.end_ns - c.begin_ns) as f64 / 1e6
+            );
+            if let Some(pos) = script.iter().position(|(l, _)| Some(*l) == c.line)
+                && let Some((l, t)) = script.get(pos + 1)
+            {
+                eprintln!("next  {l:>4}  {t}");
+            }
+        }
+        Event::Note(n) => eprintln!("note  {}", n.text),
+        _ => {}
+    }
+}
+
+fn exit_code(runs: &[Run], fail_on: &[FailOn]) -> i32 {
+    let mut code = EXIT_OK;
+    for run in runs {
+        match run.end.as_ref().map(|e| &e.status) {
+            Some(EndStatus::Cancelled) => return EXIT_CANCELLED,
+            Some(EndStatus::Failed { .. } | EndStatus::Crashed { .. }) | None => code = EXIT_ERROR,
+            Some(EndStatus::Finished) => {}
+        }
+    }
+    if code != EXIT_OK {
+        return code;
+    }
+    let hit = runs.iter().flat_map(|r| r.claims.iter()).any(|c| {
+        fail_on.iter().any(|f| {
+            matches!(
+                (f, c.verdict),
+                (FailOn::DoesNotHold, Verdict::DoesNotHold)
+                    | (FailOn::Inconclusive, Verdict::Inconclusive)
+            )
+        })
+    });
+    if hit { EXIT_VERDICT } else { EXIT_OK }
+}

@@ -1,0 +1,577 @@
+//! The interpreter: walks a validated script, does each call through the backend,
+//! reads memory right before and after it, keeps the ledger and emits events.
+//! Never prints, never touches the terminal.
+
+use std::collections::HashMap;
+
+use crate::backend::{Backend, DriverError, Notice, ObjId, Operand};
+use crate::clock::now_ns;
+use crate::lab::{Api, Arg, ArgKind, Effect, ObjKind, Params, Stmt, StmtKind};
+use crate::trace::{
+    Block, Call, CallStatus, DeviceSpan, End, EndStatus, Event, Leak, Note, NoteLevel,
+    ObjectAction, ObjectEvent,
+};
+
+use super::ledger::{Ledger, State};
+use super::protocol::{Command, Control, Gone, Sink};
+
+/// Reads the device memory in use right now (bytes), as the worker sees it.
+pub type MemoryReader<'a> = &'a mut dyn FnMut() -> Option<u64>;
+
+/// How long the engine waits at the end for spans and destructor callbacks.
+const SETTLE_MS: u64 = 2_000;
+
+pub struct Engine<'a> {
+    backend: &'a mut dyn Backend,
+    memory: MemoryReader<'a>,
+    sink: &'a mut dyn Sink,
+    control: &'a mut dyn Control,
+    params: &'a Params,
+    names: HashMap<String, ObjId>,
+    ledger: Ledger,
+    /// Per call seq: its line, for spans reported later.
+    lines: HashMap<u64, Option<u32>>,
+    seq: u64,
+    iter: Vec<u32>,
+    pid: u32,
+    thread: u64,
+    baseline: Option<u64>,
+    budget: Option<u64>,
+}
+
+/// Why the walk over statements stopped early.
+enum Stop {
+    /// A line failed that was not expected to.
+    Failed { line: u32, error: String },
+    /// The parent asked to stop.
+    Cancelled,
+    /// The reader of events is gone.
+    Gone,
+    /// The budget would be exceeded: leave the innermost loop.
+    Budget,
+}
+
+impl From<Gone> for Stop {
+    fn from(_: Gone) -> Self {
+        Stop::Gone
+    }
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(
+        backend: &'a mut dyn Backend,
+        memory: MemoryReader<'a>,
+        sink: &'a mut dyn Sink,
+        control: &'a mut dyn Control,
+        params: &'a Params,
+    ) -> Self {
+        Engine {
+            backend,
+            memory,
+            sink,
+            control,
+            params,
+            names: HashMap::new(),
+            ledger: Ledger::default(),
+            lines: HashMap::new(),
+            seq: 0,
+            iter: Vec::new(),
+            pid: std::process::id(),
+            thread: 0,
+            baseline: None,
+            budget: None,
+        }
+    }
+
+    /// Allocation stops before memory above `baseline` would pass `budget`.
+    pub fn with_budget(mut self, baseline: Option<u64>, budget: Option<u64>) -> Self {
+        self.baseline = baseline;
+        self.budget = budget;
+        self
+    }
+
+    /// Runs the script to its end (or until it fails, is stopped or the reader is
+    /// gone) and emits the `end` event. Returns the status it ended with.
+    pub fn run(mut self, script: &[Stmt]) -> EndStatus {
+        let status = match self.walk(script) {
+            Ok(()) | Err(Stop::Budget) => EndStatus::Finished,
+            Err(Stop::Failed { line, error }) => {
+                let _ = self.cleanup();
+                EndStatus::Failed {
+                    line: Some(line),
+                    error,
+                }
+            }
+            Err(Stop::Cancelled) => EndStatus::Cancelled,
+            Err(Stop::Gone) => return EndStatus::Cancelled,
+        };
+        self.backend.settle(SETTLE_MS);
+        let _ = self.drain();
+        let leaked = self
+            .ledger
+            .live()
+            .map(|e| Leak {
+                id: e.id,
+                kind: e.kind,
+                handle: e.handle.clone(),
+                bytes: e.bytes,
+                forgotten: e.state == State::Forgotten,
+            })
+            .collect();
+        let _ = self.sink.emit(Event::End(End {
+            t_ns: now_ns(),
+            status: status.clone(),
+            leaked,
+        }));
+        status
+    }
+
+    fn walk(&mut self, script: &[Stmt]) -> Result<(), Stop> {
+        for stmt in script {
+            self.stmt(stmt)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) -> Result<(), Stop> {
+        match &stmt.kind {
+            StmtKind::Repeat { count, body } => self.repeat(stmt, count.resolve(self.params), body),
+            _ => {
+                if self.control.before_line() == Command::Stop {
+                    return Err(Stop::Cancelled);
+                }
+                match &stmt.kind {
+                    StmtKind::Call { bind, api, args } => {
+                        self.call(stmt, bind.as_deref(), *api, args)
+                    }
+                    StmtKind::Sleep { duration } => {
+                        let ms = duration.resolve(self.params).max(0.0);
+                        self.directive(stmt, "sleep", format!("{ms} ms"), || {
+                            std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3))
+                        })
+                    }
+                    StmtKind::Mark { text } => self.directive(stmt, "mark", text.clone(), || {}),
+                    StmtKind::Forget { handle } => self.forget(stmt, handle),
+                    StmtKind::Repeat { .. } => Ok(()),
+                }
+            }
+        }
+    }
+
+    fn repeat(&mut self, stmt: &Stmt, count: f64, body: &[Stmt]) -> Result<(), Stop> {
+        let planned = if count.is_finite() && count > 0.0 {
+            count.round() as u32
+        } else {
+            0
+        };
+        let mem_before = (self.memory)();
+        let begin_ns = now_ns();
+        let mut done = 0;
+        let mut result = Ok(());
+        for i in 0..planned {
+            self.iter.push(i);
+            let r = self.walk(body);
+            self.iter.pop();
+            match r {
+                Ok(()) => done += 1,
+                Err(Stop::Budget) => {
+                    self.note(
+                        NoteLevel::Warning,
+                        format!(
+                            "memory budget reached: loop stopped after {done} of {planned} iterations"
+                        ),
+                        Some(stmt.line),
+                    )?;
+                    break;
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let end_ns = now_ns();
+        let mem_after = (self.memory)();
+        self.sink.emit(Event::Block(Block {
+            line: stmt.line,
+            tag: stmt.tag.clone(),
+            iterations: done,
+            planned,
+            begin_ns,
+            end_ns,
+            mem_before,
+            mem_after,
+        }))?;
+        result
+    }
+
+    fn operands(&self, api: Api, args: &[Arg]) -> Vec<Operand> {
+        let kinds = api.spec().args;
+        let mut ops = Vec::with_capacity(args.len());
+        let mut variadic = Vec::new();
+        for (i, arg) in args.iter().enumerate() {
+            let kind = kinds.get(i.min(kinds.len().saturating_sub(1))).copied();
+            let op = match arg {
+                // Validation guarantees names are bound; an unbound one (only on an
+                // `expect-error` line) goes to the driver as id 0, a null handle.
+                Arg::Handle(name) => Operand::Obj(self.names.get(name).copied().unwrap_or(0)),
+                Arg::Quantity(q) => match kind {
+                    Some(ArgKind::Size) => Operand::Bytes(q.resolve(self.params).max(0.0) as u64),
+                    _ => Operand::Ms(q.resolve(self.params)),
+                },
+                Arg::Kernel(k) => Operand::Kernel(k.clone()),
+                Arg::Bool(b) => Operand::Bool(*b),
+            };
+            if let (Some(ArgKind::Objs(_)), Operand::Obj(id)) = (kind, &op) {
+                variadic.push(*id);
+            } else {
+                ops.push(op);
+            }
+        }
+        if !variadic.is_empty() {
+            ops.push(Operand::Objs(variadic));
+        }
+        ops
+    }
+
+    /// Memory above the baseline as the worker sees it, or the ledger's bytes when
+    /// the device cannot be read.
+    fn in_use(&mut self) -> u64 {
+        match ((self.memory)(), self.baseline) {
+            (Some(now), Some(base)) => now.saturating_sub(base).max(self.ledger.live_bytes()),
+            _ => self.ledger.live_bytes(),
+        }
+    }
+
+    fn call(
+        &mut self,
+        stmt: &Stmt,
+        bind: Option<&str>,
+        api: Api,
+        args: &[Arg],
+    ) -> Result<(), Stop> {
+        let spec = api.spec();
+        let operands = self.operands(api, args);
+        if let (Some(budget), Effect::Create(ObjKind::Buffer)) = (self.budget, spec.effect) {
+            let bytes = operands
+                .iter()
+                .find_map(|o| match o {
+                    Operand::Bytes(b) => Some(*b),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            if self.in_use() + bytes > budget {
+                if self.iter.is_empty() {
+                    let msg = format!(
+                        "memory budget reached: {} would pass the budget of {}",
+                        api.name(),
+                        mib(budget)
+                    );
+                    self.note(NoteLevel::Warning, msg.clone(), Some(stmt.line))?;
+                    return Err(Stop::Failed {
+                        line: stmt.line,
+                        error: msg,
+                    });
+                }
+                return Err(Stop::Budget);
+            }
+        }
+        let want_event = bind.is_some();
+        let seq = self.seq;
+        self.seq += 1;
+        self.lines.insert(seq, Some(stmt.line));
+        let mem_before = (self.memory)();
+        let begin_ns = now_ns();
+        let result = self.backend.call(seq, api, &operands, want_event);
+        let end_ns = now_ns();
+        let mem_after = (self.memory)();
+
+        let (status, object, objects) = match &result {
+            Ok(out) => {
+                let (object, objects) =
+                    self.account(stmt, bind, api, &operands, out.created, out.bytes, end_ns);
+                (CallStatus::Ok, object, objects)
+            }
+            Err(e) => (
+                CallStatus::Error {
+                    code: e.code,
+                    name: e.name.clone(),
+                },
+                None,
+                Vec::new(),
+            ),
+        };
+        self.sink.emit(Event::Call(Call {
+            seq,
+            pid: self.pid,
+            thread: self.thread,
+            line: Some(stmt.line),
+            iter: self.iter.clone(),
+            tag: stmt.tag.clone(),
+            api: api.name().to_string(),
+            driver: spec.driver.to_string(),
+            begin_ns,
+            end_ns,
+            status,
+            expect_error: stmt.expect_error,
+            mem_before,
+            mem_after,
+            object,
+        }))?;
+        for o in objects {
+            self.sink.emit(Event::Object(o))?;
+        }
+        self.drain()?;
+        match result {
+            Err(DriverError { name, code }) if !stmt.expect_error => Err(Stop::Failed {
+                line: stmt.line,
+                error: format!("{} returned {name} ({code})", api.name()),
+            }),
+            Ok(_) if stmt.expect_error => {
+                self.note(
+                    NoteLevel::Warning,
+                    format!("{} was expected to fail but succeeded", api.name()),
+                    Some(stmt.line),
+                )?;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Updates the ledger for a successful call; returns the object it touched and
+    /// the object events to emit after the call.
+    #[allow(clippy::too_many_arguments)]
+    fn account(
+        &mut self,
+        stmt: &Stmt,
+        bind: Option<&str>,
+        api: Api,
+        operands: &[Operand],
+        created: Option<ObjId>,
+        bytes: u64,
+        t_ns: u64,
+    ) -> (Option<u64>, Vec<ObjectEvent>) {
+        let spec = api.spec();
+        let line = Some(stmt.line);
+        let first_obj = operands.iter().find_map(|o| match o {
+            Operand::Obj(id) => Some(*id),
+            _ => None,
+        });
+        let event = |e: &super::ledger::Entry, action| ObjectEvent {
+            t_ns,
+            id: e.id,
+            kind: e.kind,
+            action,
+            handle: e.handle.clone(),
+            bytes: e.bytes,
+            refcount: e.refcount,
+            refs: e.refs.clone(),
+            line,
+        };
+        match (spec.effect, created) {
+            (Effect::Create(_), Some(id)) | (Effect::Use, Some(id)) => {
+                let kind = match spec.effect {
+                    Effect::Create(k) => k,
+                    _ => ObjKind::Event,
+                };
+                let refs: Vec<ObjId> = operands
+                    .iter()
+                    .flat_map(|o| match o {
+                        Operand::Obj(id) => vec![*id],
+                        Operand::Objs(ids) => ids.clone(),
+                        _ => vec![],
+                    })
+                    .collect();
+                if let Some(name) = bind {
+                    self.names.insert(name.to_string(), id);
+                }
+                let e = self
+                    .ledger
+                    .create(id, kind, bind.map(str::to_string), bytes, refs, line);
+                (Some(id), vec![event(e, ObjectAction::Created)])
+            }
+            (Effect::Retain, _) => match first_obj.and_then(|id| self.ledger.retain(id)) {
+                Some(e) => (Some(e.id), vec![event(e, ObjectAction::Retained)]),
+                None => (None, vec![]),
+            },
+            (Effect::Release, _) => match first_obj.and_then(|id| self.ledger.release(id)) {
+                Some(e) => (Some(e.id), vec![event(e, ObjectAction::Released)]),
+                None => (None, vec![]),
+            },
+            _ => (None, vec![]),
+        }
+    }
+
+    fn forget(&mut self, stmt: &Stmt, handle: &str) -> Result<(), Stop> {
+        let t = now_ns();
+        self.directive(stmt, "forget", handle.to_string(), || {})?;
+        if let Some(id) = self.names.remove(handle)
+            && let Some(e) = self.ledger.forget(id)
+        {
+            let ev = ObjectEvent {
+                t_ns: t,
+                id: e.id,
+                kind: e.kind,
+                action: ObjectAction::Forgotten,
+                handle: e.handle.clone(),
+                bytes: e.bytes,
+                refcount: e.refcount,
+                refs: e.refs.clone(),
+                line: Some(stmt.line),
+            };
+            self.sink.emit(Event::Object(ev))?;
+        }
+        Ok(())
+    }
+
+    /// A line gpulab does itself; recorded as a call so the timeline shows it.
+    fn directive(
+        &mut self,
+        stmt: &Stmt,
+        name: &str,
+        detail: String,
+        act: impl FnOnce(),
+    ) -> Result<(), Stop> {
+        let seq = self.seq;
+        self.seq += 1;
+        let mem_before = (self.memory)();
+        let begin_ns = now_ns();
+        act();
+        let end_ns = now_ns();
+        let mem_after = (self.memory)();
+        self.sink.emit(Event::Call(Call {
+            seq,
+            pid: self.pid,
+            thread: self.thread,
+            line: Some(stmt.line),
+            iter: self.iter.clone(),
+            tag: stmt.tag.clone(),
+            api: name.to_string(),
+            driver: detail,
+            begin_ns,
+            end_ns,
+            status: CallStatus::Directive,
+            expect_error: false,
+            mem_before,
+            mem_after,
+            object: None,
+        }))?;
+        self.drain()?;
+        Ok(())
+    }
+
+    fn note(&mut self, level: NoteLevel, text: String, line: Option<u32>) -> Result<(), Gone> {
+        self.sink.emit(Event::Note(Note {
+            t_ns: now_ns(),
+            level,
+            text,
+            line,
+        }))
+    }
+
+    /// Turns the backend's late news (spans, destructor callbacks) into events.
+    fn drain(&mut self) -> Result<(), Gone> {
+        for notice in self.backend.drain() {
+            match notice {
+                Notice::Span {
+                    call_seq,
+                    queue,
+                    name,
+                    queued_ns,
+                    begin_ns,
+                    end_ns,
+                } => {
+                    let queue_name = self.ledger.get(queue).and_then(|e| e.handle.clone());
+                    self.sink.emit(Event::DeviceSpan(DeviceSpan {
+                        queue,
+                        queue_name,
+                        name,
+                        call_seq,
+                        line: self.lines.get(&call_seq).copied().flatten(),
+                        queued_ns,
+                        begin_ns,
+                        end_ns,
+                    }))?;
+                }
+                Notice::Destroyed { obj, t_ns } => {
+                    if let Some(e) = self.ledger.destroyed(obj, t_ns) {
+                        let ev = ObjectEvent {
+                            t_ns,
+                            id: e.id,
+                            kind: e.kind,
+                            action: ObjectAction::Destroyed,
+                            handle: e.handle.clone(),
+                            bytes: e.bytes,
+                            refcount: e.refcount,
+                            refs: e.refs.clone(),
+                            line: None,
+                        };
+                        self.sink.emit(Event::Object(ev))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After a failure: release what the lab still holds, newest first, so a failed
+    /// run does not look like a leak. Errors here are reported, never fatal.
+    fn cleanup(&mut self) -> Result<(), Gone> {
+        let live: Vec<(ObjId, ObjKind)> = self
+            .ledger
+            .live()
+            .filter(|e| e.state == State::Live)
+            .map(|e| (e.id, e.kind))
+            .collect();
+        for (id, kind) in live.into_iter().rev() {
+            let Some(release) = release_api(kind) else {
+                continue;
+            };
+            let refcount = self.ledger.get(id).map_or(0, |e| e.refcount);
+            for _ in 0..refcount {
+                let seq = self.seq;
+                self.seq += 1;
+                match self.backend.call(seq, release, &[Operand::Obj(id)], false) {
+                    Ok(_) => {
+                        if let Some(e) = self.ledger.release(id) {
+                            let ev = ObjectEvent {
+                                t_ns: now_ns(),
+                                id,
+                                kind,
+                                action: ObjectAction::CleanedUp,
+                                handle: e.handle.clone(),
+                                bytes: e.bytes,
+                                refcount: e.refcount,
+                                refs: e.refs.clone(),
+                                line: None,
+                            };
+                            self.sink.emit(Event::Object(ev))?;
+                        }
+                    }
+                    Err(err) => {
+                        self.note(
+                            NoteLevel::Warning,
+                            format!("cleanup: {} on object {id} returned {err}", release.name()),
+                            None,
+                        )?;
+                        break;
+                    }
+                }
+            }
+        }
+        self.drain()
+    }
+}
+
+/// The call that drops one reference of an object of this kind.
+fn release_api(kind: ObjKind) -> Option<Api> {
+    crate::lab::api::CATALOG
+        .iter()
+        .find(|s| s.effect == Effect::Release && s.args == [ArgKind::Obj(kind)])
+        .map(|s| s.api)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}

@@ -1,0 +1,154 @@
+//! The ledger: gpulab's own count of the lab's live objects and their bytes, and
+//! which object refers to which. It never asks the driver for reference counts:
+//! what the driver still holds is the *difference* between this ledger and the
+//! device's memory, and that difference is what the labs are about.
+
+use std::collections::BTreeMap;
+
+use crate::backend::ObjId;
+use crate::lab::ObjKind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// The lab holds at least one reference.
+    Live,
+    /// The lab released its last reference.
+    Released,
+    /// The lab dropped the name without releasing: a deliberate leak.
+    Forgotten,
+}
+
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub id: ObjId,
+    pub kind: ObjKind,
+    pub handle: Option<String>,
+    pub bytes: u64,
+    pub refcount: u32,
+    pub refs: Vec<ObjId>,
+    pub state: State,
+    pub line: Option<u32>,
+    /// When the driver's destructor callback said the object is gone.
+    pub destroyed_ns: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    entries: BTreeMap<ObjId, Entry>,
+}
+
+impl Ledger {
+    pub fn create(
+        &mut self,
+        id: ObjId,
+        kind: ObjKind,
+        handle: Option<String>,
+        bytes: u64,
+        refs: Vec<ObjId>,
+        line: Option<u32>,
+    ) -> &Entry {
+        self.entries.insert(
+            id,
+            Entry {
+                id,
+                kind,
+                handle,
+                bytes,
+                refcount: 1,
+                refs,
+                state: State::Live,
+                line,
+                destroyed_ns: None,
+            },
+        );
+        &self.entries[&id]
+    }
+
+    pub fn retain(&mut self, id: ObjId) -> Option<&Entry> {
+        let e = self.entries.get_mut(&id)?;
+        if e.state == State::Live {
+            e.refcount += 1;
+        }
+        Some(e)
+    }
+
+    /// Drops one lab reference; at zero the object counts as released.
+    pub fn release(&mut self, id: ObjId) -> Option<&Entry> {
+        let e = self.entries.get_mut(&id)?;
+        if e.state == State::Live {
+            e.refcount = e.refcount.saturating_sub(1);
+            if e.refcount == 0 {
+                e.state = State::Released;
+            }
+        }
+        Some(e)
+    }
+
+    pub fn forget(&mut self, id: ObjId) -> Option<&Entry> {
+        let e = self.entries.get_mut(&id)?;
+        if e.state == State::Live {
+            e.state = State::Forgotten;
+        }
+        Some(e)
+    }
+
+    pub fn destroyed(&mut self, id: ObjId, t_ns: u64) -> Option<&Entry> {
+        let e = self.entries.get_mut(&id)?;
+        e.destroyed_ns = Some(t_ns);
+        Some(e)
+    }
+
+    pub fn get(&self, id: ObjId) -> Option<&Entry> {
+        self.entries.get(&id)
+    }
+
+    /// Objects the lab has not released (forgotten ones included: they leak).
+    pub fn live(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.values().filter(|e| e.state != State::Released)
+    }
+
+    pub fn live_count(&self, kind: ObjKind) -> usize {
+        self.live().filter(|e| e.kind == kind).count()
+    }
+
+    pub fn live_bytes(&self) -> u64 {
+        self.live().map(|e| e.bytes).sum()
+    }
+
+    /// Live objects that refer to `id`: what may keep a released buffer pinned.
+    pub fn referrers(&self, id: ObjId) -> Vec<ObjId> {
+        self.live()
+            .filter(|e| e.refs.contains(&id))
+            .map(|e| e.id)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retain_and_release_pair_up() {
+        let mut l = Ledger::default();
+        l.create(1, ObjKind::Buffer, Some("buf".into()), 64, vec![], Some(3));
+        l.retain(1);
+        assert_eq!(l.release(1).map(|e| e.state), Some(State::Live));
+        assert_eq!(l.release(1).map(|e| e.state), Some(State::Released));
+        assert_eq!(l.live_count(ObjKind::Buffer), 0);
+        // A release past zero (a double free) does not go negative.
+        assert_eq!(l.release(1).map(|e| e.refcount), Some(0));
+    }
+
+    #[test]
+    fn forgotten_objects_stay_live_and_name_their_referrers() {
+        let mut l = Ledger::default();
+        l.create(1, ObjKind::Buffer, None, 100, vec![], None);
+        l.create(2, ObjKind::Event, Some("ev".into()), 0, vec![1], None);
+        l.release(1);
+        l.forget(2);
+        assert_eq!(l.live_count(ObjKind::Event), 1);
+        assert_eq!(l.live_bytes(), 0);
+        assert_eq!(l.referrers(1), vec![2]);
+    }
+}

@@ -1,0 +1,440 @@
+//! Claim expressions (`host_ms(release) < 0.2 * kernel_ms`) → `Expr`, with the span
+//! of every name so validation can point at a misspelt metric. Checks syntax and that
+//! numbers and comparisons are combined sensibly; what names mean is `validate`'s job.
+//!
+//! Precedence, loosest first: `or`, `and`, `not`, comparisons (not chained),
+//! `+ -`, `* /`, unary `-`.
+
+use winnow::ascii::space0;
+use winnow::combinator::{alt, cut_err, delimited, not, opt, preceded, repeat, terminated};
+use winnow::prelude::*;
+use winnow::token::one_of;
+
+use super::expr::{BinOp, Expr};
+use super::mistake::{Mistake, Problem, Span};
+use super::raw::{RawText, Sp};
+use super::script::{In, expected, found_at, ident, number, run_until};
+
+/// A parsed claim expression and every name it mentions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedExpr {
+    pub expr: Expr,
+    pub refs: Vec<NameRef>,
+}
+
+/// A bare name (`kernel_ms`) or a metric call (`host_ms(release)`), in file spans.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NameRef {
+    pub name: Sp<String>,
+    pub arg: Option<Sp<String>>,
+}
+
+/// The expression with spans, before types are checked.
+#[derive(Debug, Clone)]
+struct Node {
+    span: Span,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Num(f64),
+    Name(Sp<String>),
+    Metric(Sp<String>, Sp<String>),
+    Neg(Box<Node>),
+    Not(Box<Node>),
+    Bin(BinOp, Box<Node>, Box<Node>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    Num,
+    Bool,
+}
+
+pub fn parse_expr(text: &RawText) -> Result<ParsedExpr, Problem> {
+    let src = text.value.as_str();
+    let node = run_until(
+        delimited(space0, or_expr, space0),
+        src,
+        "an operator or the end",
+    )
+    .map_err(|(offset, expected)| {
+        let (found, span) = found_at(src, offset);
+        let found = if found == "end of line" {
+            "the end".into()
+        } else {
+            found
+        };
+        Problem::new(
+            text.file_span(span),
+            Mistake::ExprSyntax { expected, found },
+        )
+    })?;
+    let mut refs = Vec::new();
+    let (expr, ty) = lower(&node, text, &mut refs)?;
+    if ty != Ty::Bool {
+        return Err(Problem::new(
+            text.file_span(node.span),
+            Mistake::ExprType {
+                message: "a claim must compare, e.g. `host_ms(release) < 0.2 * kernel_ms`",
+            },
+        ));
+    }
+    Ok(ParsedExpr { expr, refs })
+}
+
+fn lower(n: &Node, text: &RawText, refs: &mut Vec<NameRef>) -> Result<(Expr, Ty), Problem> {
+    let fail = |node: &Node, message| {
+        Err(Problem::new(
+            text.file_span(node.span.clone()),
+            Mistake::ExprType { message },
+        ))
+    };
+    let file = |s: &Sp<String>| Sp::new(s.value.clone(), text.file_span(s.span.clone()));
+    Ok(match &n.kind {
+        Kind::Num(v) => (Expr::Num(*v), Ty::Num),
+        Kind::Name(name) => {
+            refs.push(NameRef {
+                name: file(name),
+                arg: None,
+            });
+            (Expr::Var(name.value.clone()), Ty::Num)
+        }
+        Kind::Metric(name, arg) => {
+            refs.push(NameRef {
+                name: file(name),
+                arg: Some(file(arg)),
+            });
+            let expr = Expr::Metric {
+                name: name.value.clone(),
+                arg: arg.value.clone(),
+            };
+            (expr, Ty::Num)
+        }
+        Kind::Neg(e) => match lower(e, text, refs)? {
+            (e, Ty::Num) => (Expr::Neg(Box::new(e)), Ty::Num),
+            _ => return fail(e, "`-` needs a number, not a comparison"),
+        },
+        Kind::Not(e) => match lower(e, text, refs)? {
+            (e, Ty::Bool) => (Expr::Not(Box::new(e)), Ty::Bool),
+            _ => return fail(e, "`not` needs a comparison after it"),
+        },
+        Kind::Bin(op, l, r) => {
+            let (le, lt) = lower(l, text, refs)?;
+            let (re, rt) = lower(r, text, refs)?;
+            let (want, out, message) = match op {
+                BinOp::And | BinOp::Or => (
+                    Ty::Bool,
+                    Ty::Bool,
+                    "`and`/`or` join comparisons such as `a < b`",
+                ),
+                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => (
+                    Ty::Num,
+                    Ty::Num,
+                    "arithmetic needs numbers, not comparisons",
+                ),
+                _ => (
+                    Ty::Num,
+                    Ty::Bool,
+                    "a comparison needs numbers on both sides; join comparisons with `and`/`or`",
+                ),
+            };
+            if lt != want {
+                return fail(l, message);
+            }
+            if rt != want {
+                return fail(r, message);
+            }
+            (Expr::Bin(*op, Box::new(le), Box::new(re)), out)
+        }
+    })
+}
+
+const KEYWORDS: &[&str] = &["and", "or", "not"];
+
+fn keyword<'a>(
+    word: &'static str,
+) -> impl Parser<In<'a>, &'a str, winnow::error::ErrMode<winnow::error::ContextError>> {
+    terminated(
+        word,
+        not(one_of(|c: char| c.is_ascii_alphanumeric() || c == '_')),
+    )
+}
+
+fn bin(op: BinOp, l: Node, r: Node) -> Node {
+    Node {
+        span: l.span.start..r.span.end,
+        kind: Kind::Bin(op, Box::new(l), Box::new(r)),
+    }
+}
+
+fn fold(first: Node, rest: Vec<(BinOp, Node)>) -> Node {
+    rest.into_iter().fold(first, |l, (op, r)| bin(op, l, r))
+}
+
+fn or_expr(i: &mut In<'_>) -> ModalResult<Node> {
+    let first = and_expr(i)?;
+    let rest = repeat(
+        0..,
+        preceded(
+            (space0, keyword("or"), space0),
+            cut_err(and_expr).context(expected("a comparison")),
+        )
+        .map(|r| (BinOp::Or, r)),
+    )
+    .parse_next(i)?;
+    Ok(fold(first, rest))
+}
+
+fn and_expr(i: &mut In<'_>) -> ModalResult<Node> {
+    let first = not_expr(i)?;
+    let rest = repeat(
+        0..,
+        preceded(
+            (space0, keyword("and"), space0),
+            cut_err(not_expr).context(expected("a comparison")),
+        )
+        .map(|r| (BinOp::And, r)),
+    )
+    .parse_next(i)?;
+    Ok(fold(first, rest))
+}
+
+fn not_expr(i: &mut In<'_>) -> ModalResult<Node> {
+    alt((
+        (
+            keyword("not").span(),
+            preceded(space0, cut_err(not_expr).context(expected("a comparison"))),
+        )
+            .map(|(kw, e)| Node {
+                span: kw.start..e.span.end,
+                kind: Kind::Not(Box::new(e)),
+            }),
+        cmp_expr,
+    ))
+    .parse_next(i)
+}
+
+fn cmp_op(i: &mut In<'_>) -> ModalResult<BinOp> {
+    alt((
+        "<=".value(BinOp::Le),
+        ">=".value(BinOp::Ge),
+        "==".value(BinOp::Eq),
+        "!=".value(BinOp::Ne),
+        "<".value(BinOp::Lt),
+        ">".value(BinOp::Gt),
+    ))
+    .parse_next(i)
+}
+
+fn cmp_expr(i: &mut In<'_>) -> ModalResult<Node> {
+    let l = add_expr(i)?;
+    let r = opt((
+        preceded(space0, cmp_op),
+        preceded(
+            space0,
+            cut_err(add_expr).context(expected("a number or a name")),
+        ),
+    ))
+    .parse_next(i)?;
+    Ok(match r {
+        Some((op, r)) => bin(op, l, r),
+        None => l,
+    })
+}
+
+fn add_expr(i: &mut In<'_>) -> ModalResult<Node> {
+    let first = mul_expr(i)?;
+    let op = alt(('+'.value(BinOp::Add), '-'.value(BinOp::Sub)));
+    let rest = repeat(
+        0..,
+        (
+            preceded(space0, op),
+            preceded(
+                space0,
+                cut_err(mul_expr).context(expected("a number or a name")),
+            ),
+        ),
+    )
+    .parse_next(i)?;
+    Ok(fold(first, rest))
+}
+
+fn mul_expr(i: &mut In<'_>) -> ModalResult<Node> {
+    let first = unary(i)?;
+    let op = alt(('*'.value(BinOp::Mul), '/'.value(BinOp::Div)));
+    let rest = repeat(
+        0..,
+        (
+            preceded(space0, op),
+            preceded(
+                space0,
+                cut_err(unary).context(expected("a number or a name")),
+            ),
+        ),
+    )
+    .parse_next(i)?;
+    Ok(fold(first, rest))
+}
+
+fn unary(i: &mut In<'_>) -> ModalResult<Node> {
+    alt((
+        (
+            '-'.span(),
+            preceded(
+                space0,
+                cut_err(unary).context(expected("a number or a name")),
+            ),
+        )
+            .map(|(minus, e)| Node {
+                span: minus.start..e.span.end,
+                kind: Kind::Neg(Box::new(e)),
+            }),
+        atom,
+    ))
+    .parse_next(i)
+}
+
+fn atom(i: &mut In<'_>) -> ModalResult<Node> {
+    alt((
+        number.with_span().map(|(v, span)| Node {
+            span,
+            kind: Kind::Num(v),
+        }),
+        (
+            ident.verify(|s: &Sp<String>| !KEYWORDS.contains(&s.value.as_str())),
+            opt(preceded(
+                (space0, '(', space0),
+                cut_err(terminated(
+                    ident.context(expected("a tag or object kind")),
+                    (space0, cut_err(')').context(expected("`)`"))),
+                )),
+            )),
+        )
+            .with_span()
+            .map(|((name, arg), span)| Node {
+                span,
+                kind: match arg {
+                    Some(arg) => Kind::Metric(name, arg),
+                    None => Kind::Name(name),
+                },
+            }),
+        (
+            '(',
+            delimited(space0, cut_err(or_expr), space0),
+            cut_err(')').context(expected("`)`")),
+        )
+            .with_span()
+            .map(|((_, e, _), span)| Node { span, ..e }),
+    ))
+    .context(expected("a number, a name or `(`"))
+    .parse_next(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Expr {
+        parse_expr(&RawText::for_tests(s)).unwrap().expr
+    }
+
+    fn e(s: &str) -> Problem {
+        parse_expr(&RawText::for_tests(s)).unwrap_err()
+    }
+
+    fn num(v: f64) -> Box<Expr> {
+        Box::new(Expr::Num(v))
+    }
+
+    fn var(v: &str) -> Box<Expr> {
+        Box::new(Expr::Var(v.into()))
+    }
+
+    #[test]
+    fn precedence_and_associativity() {
+        // 1 + 2 * 3 - 4 < x  ==  ((1 + (2*3)) - 4) < x
+        let got = p("1 + 2 * 3 - 4 < x");
+        let want = Expr::Bin(
+            BinOp::Lt,
+            Box::new(Expr::Bin(
+                BinOp::Sub,
+                Box::new(Expr::Bin(
+                    BinOp::Add,
+                    num(1.0),
+                    Box::new(Expr::Bin(BinOp::Mul, num(2.0), num(3.0))),
+                )),
+                num(4.0),
+            )),
+            var("x"),
+        );
+        assert_eq!(got, want);
+        // `and` binds tighter than `or`, `not` looser than a comparison.
+        let got = p("a < 1 or not b > 2 and c == 3");
+        let Expr::Bin(BinOp::Or, _, r) = got else {
+            panic!("{got:?}")
+        };
+        let Expr::Bin(BinOp::And, l, _) = *r else {
+            panic!()
+        };
+        assert!(matches!(*l, Expr::Not(ref inner) if matches!(**inner, Expr::Bin(BinOp::Gt, ..))));
+    }
+
+    #[test]
+    fn metrics_negation_and_parentheses() {
+        let got = p("-(host_ms( release ) - 1) / 2 >= live(events)");
+        let Expr::Bin(BinOp::Ge, l, r) = got else {
+            panic!()
+        };
+        assert!(matches!(*l, Expr::Bin(BinOp::Div, ref n, _) if matches!(**n, Expr::Neg(_))));
+        assert_eq!(
+            *r,
+            Expr::Metric {
+                name: "live".into(),
+                arg: "events".into()
+            }
+        );
+        let parsed = parse_expr(&RawText::for_tests("host_ms(release) < 0.2 * kernel_ms")).unwrap();
+        assert_eq!(parsed.refs.len(), 2);
+        assert_eq!(parsed.refs[0].name.span, 0..7);
+        assert_eq!(
+            parsed.refs[0].arg.as_ref().map(|a| a.span.clone()),
+            Some(8..15)
+        );
+        assert_eq!(parsed.refs[1].name.value, "kernel_ms");
+        // `order` and `notes` are names, not keywords.
+        assert!(matches!(p("order < notes"), Expr::Bin(BinOp::Lt, ..)));
+    }
+
+    #[test]
+    fn syntax_errors_point_at_the_column() {
+        let x = e("host_ms(release) < ");
+        assert_eq!(x.span, 19..19);
+        assert!(matches!(x.mistake, Mistake::ExprSyntax { ref found, .. } if found == "the end"));
+        let x = e("host_ms(release < 1");
+        assert!(matches!(x.mistake, Mistake::ExprSyntax { ref expected, .. } if expected == "`)`"));
+        let x = e("a < b < c");
+        assert_eq!(x.span, 6..7);
+        let x = e("a << b");
+        assert_eq!(x.span, 3..4);
+        let x = e("(a < b");
+        assert!(matches!(x.mistake, Mistake::ExprSyntax { ref expected, .. } if expected == "`)`"));
+        assert!(matches!(e("").mistake, Mistake::ExprSyntax { .. }));
+    }
+
+    #[test]
+    fn types_must_fit() {
+        assert!(matches!(
+            e("host_ms(x) * 2").mistake,
+            Mistake::ExprType { .. }
+        ));
+        assert!(matches!(e("a and b < 1").mistake, Mistake::ExprType { .. }));
+        assert!(matches!(
+            e("(a < 1) + 2 > 0").mistake,
+            Mistake::ExprType { .. }
+        ));
+        assert!(matches!(e("not a").mistake, Mistake::ExprType { .. }));
+        assert_eq!(e("1 < 2 and 3").span, 10..11);
+    }
+}

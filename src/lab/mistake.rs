@@ -1,0 +1,513 @@
+//! Every mistake a lab file can hold, and the one table that words them. Parsers and
+//! validation only say *what* is wrong and *where* (a byte span); `Diagnostic` turns
+//! that into `file:line:col: message; help`.
+
+use std::ops::Range;
+
+use super::api::ObjKind;
+use super::model::BackendKind;
+
+/// Byte offsets into the lab file's text.
+pub type Span = Range<usize>;
+
+/// A mistake and the bytes of the file it is about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub span: Span,
+    pub mistake: Mistake,
+}
+
+impl Problem {
+    pub fn new(span: Span, mistake: Mistake) -> Problem {
+        Problem { span, mistake }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mistake {
+    // --- TOML shape ---
+    Toml {
+        message: String,
+    },
+    DuplicateKey {
+        key: String,
+    },
+    UnknownKey {
+        key: String,
+        table: &'static str,
+        suggestion: Option<&'static str>,
+    },
+    MissingKey {
+        key: &'static str,
+        table: &'static str,
+    },
+    WrongType {
+        key: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    /// `[variants]` where `[[variants]]` was meant.
+    NotArrayOfTables {
+        key: &'static str,
+    },
+    NotFinite {
+        key: &'static str,
+    },
+    // --- header ---
+    BadId {
+        id: String,
+    },
+    UnknownBackend {
+        name: String,
+        suggestion: Option<&'static str>,
+    },
+    MultiLine {
+        key: &'static str,
+    },
+    Empty {
+        key: &'static str,
+    },
+    BadName {
+        what: &'static str,
+        name: String,
+        rule: &'static str,
+    },
+    Duplicate {
+        what: &'static str,
+        name: String,
+        first_line: u32,
+    },
+    ParamIsMetric {
+        name: String,
+    },
+    DefaultOutOfRange {
+        name: String,
+        default: f64,
+        min: f64,
+        max: f64,
+    },
+    MinAboveMax {
+        name: String,
+        min: f64,
+        max: f64,
+    },
+    NoVariants,
+    // --- script lines ---
+    EmptyScript {
+        variant: String,
+    },
+    ScriptSyntax {
+        expected: String,
+        found: String,
+    },
+    BadTag,
+    TagOnClose,
+    UnclosedRepeat,
+    StrayClose,
+    BadRepeatCount {
+        count: f64,
+    },
+    UnknownCall {
+        name: String,
+        suggestion: Option<&'static str>,
+    },
+    OtherBackend {
+        call: &'static str,
+        call_backend: BackendKind,
+        lab_backend: BackendKind,
+    },
+    ArgCount {
+        call: &'static str,
+        expected: usize,
+        at_least: bool,
+        found: usize,
+        signature: String,
+    },
+    ArgType {
+        call: &'static str,
+        position: usize,
+        expected: String,
+        found: String,
+    },
+    NeedsUnit {
+        size: bool,
+        example: String,
+    },
+    WrongUnit {
+        unit: String,
+        expected: String,
+    },
+    UnknownUnit {
+        unit: String,
+        suggestion: Option<&'static str>,
+    },
+    UnknownParam {
+        name: String,
+        suggestion: Option<String>,
+    },
+    ParamUnit {
+        name: String,
+        unit: String,
+    },
+    UnknownKernel {
+        name: String,
+        suggestion: Option<&'static str>,
+    },
+    UndefinedHandle {
+        name: String,
+        suggestion: Option<String>,
+    },
+    WrongKind {
+        name: String,
+        is: ObjKind,
+        call: &'static str,
+        expected: String,
+    },
+    UseAfterRelease {
+        name: String,
+        line: u32,
+        earlier_iteration: bool,
+    },
+    UseAfterForget {
+        name: String,
+        line: u32,
+    },
+    DoubleRelease {
+        name: String,
+        line: u32,
+        earlier_iteration: bool,
+    },
+    BindsNothing {
+        call: &'static str,
+    },
+    ForgetUndefined {
+        name: String,
+        suggestion: Option<String>,
+    },
+    DuplicateTag {
+        tag: String,
+        first_line: u32,
+    },
+    // --- claims ---
+    ExprSyntax {
+        expected: String,
+        found: String,
+    },
+    ExprType {
+        message: &'static str,
+    },
+    UnknownMetric {
+        name: String,
+        suggestion: Option<&'static str>,
+    },
+    MetricNeedsArg {
+        name: &'static str,
+        arg: &'static str,
+    },
+    MetricTakesNoArg {
+        name: &'static str,
+    },
+    TagNotInVariant {
+        tag: String,
+        variant: String,
+        suggestion: Option<String>,
+    },
+    UnknownKind {
+        kind: String,
+    },
+    BareVariable {
+        name: String,
+        suggestion: Option<String>,
+    },
+    UnknownVariant {
+        name: String,
+        suggestion: Option<String>,
+    },
+}
+
+fn did_you_mean(s: Option<&str>) -> Option<String> {
+    s.map(|s| format!("did you mean `{s}`?"))
+}
+
+fn kinds_list() -> String {
+    ObjKind::ALL.map(|k| k.plural()).join(", ")
+}
+
+fn earlier(flag: bool) -> &'static str {
+    if flag {
+        ", in an earlier iteration of its `repeat`"
+    } else {
+        ""
+    }
+}
+
+fn backend_name(b: BackendKind) -> &'static str {
+    match b {
+        BackendKind::OpenCl => "an OpenCL",
+        BackendKind::Cuda => "a CUDA",
+    }
+}
+
+impl Mistake {
+    /// The message and, where there is one, a help text.
+    pub fn words(&self) -> (String, Option<String>) {
+        use Mistake as M;
+        match self {
+            M::Toml { message } => (format!("invalid TOML: {message}"), None),
+            M::DuplicateKey { key } => (
+                format!("`{key}` is defined twice"),
+                Some("remove one of them".into()),
+            ),
+            M::UnknownKey {
+                key,
+                table,
+                suggestion,
+            } => (
+                format!("unknown key `{key}` in {table}"),
+                did_you_mean(*suggestion),
+            ),
+            M::MissingKey { key, table } => (format!("{table} needs a `{key}` key"), None),
+            M::WrongType {
+                key,
+                expected,
+                found,
+            } => (format!("`{key}` must be {expected}, found {found}"), None),
+            M::NotArrayOfTables { key } => (
+                format!("`{key}` must be an array of tables"),
+                Some(format!("write each one under its own `[[{key}]]` header")),
+            ),
+            M::NotFinite { key } => (format!("`{key}` must be a finite number"), None),
+            M::BadId { id } => (
+                format!("lab id `{id}` may only hold lower-case letters, digits and `-`"),
+                Some(format!(
+                    "try `{}`",
+                    id.to_ascii_lowercase()
+                        .chars()
+                        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                        .collect::<String>()
+                )),
+            ),
+            M::UnknownBackend { name, suggestion } => (
+                format!("unknown backend `{name}` (opencl | cuda)"),
+                did_you_mean(*suggestion),
+            ),
+            M::MultiLine { key } => (
+                format!("`{key}` must fit on one line"),
+                Some("longer text belongs in [teaching]".into()),
+            ),
+            M::Empty { key } => (format!("`{key}` must not be empty"), None),
+            M::BadName { what, name, rule } => (format!("{what} name `{name}` {rule}"), None),
+            M::Duplicate {
+                what,
+                name,
+                first_line,
+            } => (
+                format!("{what} `{name}` is already defined on line {first_line}"),
+                None,
+            ),
+            M::ParamIsMetric { name } => (
+                format!("parameter `{name}` has the name of a metric"),
+                Some("claims could not tell them apart; rename the parameter".into()),
+            ),
+            M::DefaultOutOfRange {
+                name,
+                default,
+                min,
+                max,
+            } => (
+                format!("default {default} of `{name}` is outside its range {min}..={max}"),
+                None,
+            ),
+            M::MinAboveMax { name, min, max } => {
+                (format!("`{name}` has min {min} above max {max}"), None)
+            }
+            M::NoVariants => ("a lab needs at least one `[[variants]]`".into(), None),
+            M::EmptyScript { variant } => (
+                format!("variant `{variant}` has an empty script"),
+                Some("write one API call a line, e.g. `ctx = clCreateContext()`".into()),
+            ),
+            M::ScriptSyntax { expected, found } => {
+                (format!("expected {expected}, found {found}"), None)
+            }
+            M::BadTag => (
+                "expected a tag after `name:`".into(),
+                Some("a tag is a word of letters, digits and `_`: `# name: release`".into()),
+            ),
+            M::TagOnClose => (
+                "a tag on `}` tags nothing".into(),
+                Some("put `# name: …` on the `repeat` line to tag the block".into()),
+            ),
+            M::UnclosedRepeat => (
+                "this `repeat {` is never closed".into(),
+                Some("add a line with `}` after its body".into()),
+            ),
+            M::StrayClose => ("`}` without a `repeat {` to close".into(), None),
+            M::BadRepeatCount { count } => {
+                (format!("repeat count {count} is not a whole number"), None)
+            }
+            M::UnknownCall { name, suggestion } => {
+                (format!("unknown call `{name}`"), did_you_mean(*suggestion))
+            }
+            M::OtherBackend {
+                call,
+                call_backend,
+                lab_backend,
+            } => (
+                format!(
+                    "`{call}` is {} call, but this lab's backend is `{}`",
+                    backend_name(*call_backend),
+                    lab_backend.as_str()
+                ),
+                None,
+            ),
+            M::ArgCount {
+                call,
+                expected,
+                at_least,
+                found,
+                signature,
+            } => {
+                let plural = if *expected == 1 { "" } else { "s" };
+                let least = if *at_least { "at least " } else { "" };
+                (
+                    format!("`{call}` takes {least}{expected} argument{plural}, found {found}"),
+                    Some(format!("write `{signature}`")),
+                )
+            }
+            M::ArgType {
+                call,
+                position,
+                expected,
+                found,
+            } => (
+                format!("argument {position} of `{call}` must be {expected}, found {found}"),
+                None,
+            ),
+            M::NeedsUnit { size, example } => (
+                if *size {
+                    "a size needs a unit (B, KiB, MiB, GiB)".into()
+                } else {
+                    "a duration needs a unit (us, ms, s)".into()
+                },
+                Some(format!("write `{example}`")),
+            ),
+            M::WrongUnit { unit, expected } => (
+                format!("`{unit}` is the wrong unit here: expected {expected}"),
+                None,
+            ),
+            M::UnknownUnit { unit, suggestion } => (
+                format!("unknown unit `{unit}` (B, KiB, MiB, GiB, us, ms, s)"),
+                did_you_mean(*suggestion),
+            ),
+            M::UnknownParam { name, suggestion } => (
+                format!("unknown parameter `{{{name}}}`"),
+                did_you_mean(suggestion.as_deref()),
+            ),
+            M::ParamUnit { name, unit } => (
+                format!("parameter `{name}` is in {unit}"),
+                Some(format!("write `{{{name}}} {unit}`")),
+            ),
+            M::UnknownKernel { name, suggestion } => (
+                format!("unknown kernel `{name}`"),
+                did_you_mean(*suggestion).or(Some("the kernels are: spin".into())),
+            ),
+            M::UndefinedHandle { name, suggestion } => (
+                format!("`{name}` is not defined"),
+                did_you_mean(suggestion.as_deref()),
+            ),
+            M::WrongKind {
+                name,
+                is,
+                call,
+                expected,
+            } => (
+                format!(
+                    "`{name}` is a {} handle, but `{call}` expects {expected} here",
+                    is.as_str()
+                ),
+                None,
+            ),
+            M::UseAfterRelease {
+                name,
+                line,
+                earlier_iteration,
+            } => (
+                format!(
+                    "`{name}` is used after it was released on line {line}{}",
+                    earlier(*earlier_iteration)
+                ),
+                Some("if that is the lesson, end the line with `# expect-error`".into()),
+            ),
+            M::UseAfterForget { name, line } => (
+                format!("`{name}` was forgotten on line {line} and has no object any more"),
+                None,
+            ),
+            M::DoubleRelease {
+                name,
+                line,
+                earlier_iteration,
+            } => (
+                format!(
+                    "`{name}` is released again; it was released on line {line}{}",
+                    earlier(*earlier_iteration)
+                ),
+                Some(
+                    "if the double release is the lesson, end the line with `# expect-error`"
+                        .into(),
+                ),
+            ),
+            M::BindsNothing { call } => (
+                format!("`{call}` returns no object to name"),
+                Some(format!("drop the `name =` before `{call}`")),
+            ),
+            M::ForgetUndefined { name, suggestion } => (
+                format!("`forget {name}`: `{name}` is not defined"),
+                did_you_mean(suggestion.as_deref()),
+            ),
+            M::DuplicateTag { tag, first_line } => (
+                format!("tag `{tag}` is already used on line {first_line} of this variant"),
+                None,
+            ),
+            M::ExprSyntax { expected, found } => (
+                format!("in claim expression: expected {expected}, found {found}"),
+                None,
+            ),
+            M::ExprType { message } => (format!("in claim expression: {message}"), None),
+            M::UnknownMetric { name, suggestion } => (
+                format!("unknown metric `{name}`"),
+                did_you_mean(*suggestion),
+            ),
+            M::MetricNeedsArg { name, arg } => (
+                format!("metric `{name}` needs {arg}"),
+                Some(format!("write `{name}(…)`")),
+            ),
+            M::MetricTakesNoArg { name } => (
+                format!("metric `{name}` takes no argument"),
+                Some(format!("write `{name}` alone")),
+            ),
+            M::TagNotInVariant {
+                tag,
+                variant,
+                suggestion,
+            } => (
+                format!("tag `{tag}` is not defined in variant `{variant}`"),
+                did_you_mean(suggestion.as_deref()).or(Some(
+                    "tag a line with `# name: …`, or limit the claim with `variants = [...]`"
+                        .into(),
+                )),
+            ),
+            M::UnknownKind { kind } => (
+                format!("unknown object kind `{kind}`"),
+                Some(format!("kinds are: {}", kinds_list())),
+            ),
+            M::BareVariable { name, suggestion } => (
+                format!("`{name}` is neither a parameter nor a metric without argument"),
+                did_you_mean(suggestion.as_deref()),
+            ),
+            M::UnknownVariant { name, suggestion } => (
+                format!("unknown variant `{name}`"),
+                did_you_mean(suggestion.as_deref()),
+            ),
+        }
+    }
+}

@@ -1,0 +1,551 @@
+//! Phase two: a `RawLab` becomes a `Lab` the engine can trust, or the first
+//! `Problem` in it. Header, parameters and claims are checked here; each variant's
+//! script goes through `simulate`.
+
+use std::collections::BTreeMap;
+
+use super::api::ObjKind;
+use super::claim_parse::{NameRef, ParsedExpr, parse_expr};
+use super::diagnostic::line_col;
+use super::expr::{self, METRICS, MetricArg};
+use super::mistake::{Mistake, Problem, Span};
+use super::model::{BackendKind, Claim, Lab, Origin, Param, Teaching, Variant};
+use super::raw::{RawLab, RawText, Sp};
+use super::script::parse_script;
+use super::simulate::Simulator;
+use super::suggest;
+
+type Res<T> = Result<T, Problem>;
+
+const NAME_RULE: &str = "may only hold lower-case letters, digits and `-`";
+const PARAM_RULE: &str =
+    "must start with a lower-case letter and hold only lower-case letters, digits and `_`";
+
+fn is_slug(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+fn is_param_name(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_lowercase())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Validates a raw lab read from `text`.
+pub fn lab(raw: RawLab, text: &str, origin: Origin) -> Res<Lab> {
+    let line = |span: &Span| line_col(text, span.start).0;
+    if !is_slug(&raw.id.value) {
+        return Err(Problem::new(
+            raw.id.span,
+            Mistake::BadId { id: raw.id.value },
+        ));
+    }
+    one_line(&raw.title, "title")?;
+    let backend = match raw.backend.value.as_str() {
+        "opencl" => BackendKind::OpenCl,
+        "cuda" => BackendKind::Cuda,
+        other => {
+            return Err(Problem::new(
+                raw.backend.span.clone(),
+                Mistake::UnknownBackend {
+                    name: other.to_owned(),
+                    suggestion: suggest::nearest(other, ["opencl", "cuda"]),
+                },
+            ));
+        }
+    };
+    one_line(&raw.claim, "claim")?;
+
+    let mut params = Vec::new();
+    let mut seen = BTreeMap::new();
+    for p in raw.params {
+        let name = &p.name;
+        if !is_param_name(&name.value) {
+            return Err(bad_name(name, "parameter", PARAM_RULE));
+        }
+        unique(&mut seen, name, "parameter", line(&name.span))?;
+        // `iterations` (a parameter) and `iterations(loop)` (a metric) read apart;
+        // a parameter named like an argument-less metric would not.
+        if expr::metric(&name.value).is_some_and(|m| m.arg == MetricArg::None) {
+            return Err(Problem::new(
+                name.span.clone(),
+                Mistake::ParamIsMetric {
+                    name: name.value.clone(),
+                },
+            ));
+        }
+        if p.min.value > p.max.value {
+            return Err(Problem::new(
+                p.max.span,
+                Mistake::MinAboveMax {
+                    name: name.value.clone(),
+                    min: p.min.value,
+                    max: p.max.value,
+                },
+            ));
+        }
+        if !(p.min.value..=p.max.value).contains(&p.default.value) {
+            return Err(Problem::new(
+                p.default.span,
+                Mistake::DefaultOutOfRange {
+                    name: name.value.clone(),
+                    default: p.default.value,
+                    min: p.min.value,
+                    max: p.max.value,
+                },
+            ));
+        }
+        params.push(Param {
+            name: p.name.value,
+            default: p.default.value,
+            min: p.min.value,
+            max: p.max.value,
+            unit: p.unit,
+            help: p.help,
+        });
+    }
+
+    if raw.variants.is_empty() {
+        return Err(Problem::new(raw.variants_span, Mistake::NoVariants));
+    }
+    let mut variants = Vec::new();
+    let mut tags: Vec<BTreeMap<String, u32>> = Vec::new();
+    let mut seen = BTreeMap::new();
+    for v in &raw.variants {
+        if !is_slug(&v.name.value) {
+            return Err(bad_name(&v.name, "variant", NAME_RULE));
+        }
+        unique(&mut seen, &v.name, "variant", line(&v.name.span))?;
+        let stmts = parse_script(&v.script)?;
+        if stmts.is_empty() {
+            return Err(Problem::new(
+                v.script.span.clone(),
+                Mistake::EmptyScript {
+                    variant: v.name.value.clone(),
+                },
+            ));
+        }
+        let checked = Simulator::new(text, backend, &params).run(&stmts)?;
+        tags.push(checked.tags);
+        variants.push(Variant {
+            name: v.name.value.clone(),
+            description: v.description.clone(),
+            script: checked.script,
+        });
+    }
+
+    let mut claims = Vec::new();
+    let mut seen = BTreeMap::new();
+    for c in raw.claims {
+        if !is_slug(&c.name.value) {
+            return Err(bad_name(&c.name, "claim", NAME_RULE));
+        }
+        unique(&mut seen, &c.name, "claim", line(&c.name.span))?;
+        let names: Vec<String> = match &c.variants {
+            Some(list) => {
+                for v in list {
+                    if !variants.iter().any(|x| x.name == v.value) {
+                        let known = variants.iter().map(|x| x.name.as_str());
+                        return Err(Problem::new(
+                            v.span.clone(),
+                            Mistake::UnknownVariant {
+                                name: v.value.clone(),
+                                suggestion: suggest::nearest(&v.value, known).map(str::to_owned),
+                            },
+                        ));
+                    }
+                }
+                list.iter().map(|v| v.value.clone()).collect()
+            }
+            None => Vec::new(),
+        };
+        let scope = Scope {
+            params: &params,
+            variants: &variants,
+            tags: &tags,
+            applies: &names,
+        };
+        let expr = scope.expr(&c.expr)?;
+        let requires = c.requires.as_ref().map(|r| scope.expr(r)).transpose()?;
+        claims.push(Claim {
+            name: c.name.value,
+            text: c.text,
+            expr: expr.expr,
+            expr_src: c.expr.value,
+            requires: requires.map(|r| r.expr),
+            requires_src: c.requires.map(|r| r.value),
+            variants: names,
+        });
+    }
+
+    Ok(Lab {
+        id: raw.id.value,
+        title: raw.title.value,
+        backend,
+        claim: raw.claim.value,
+        teaching: Teaching {
+            look: raw.look,
+            why: raw.why,
+            instead: raw.instead,
+        },
+        params,
+        variants,
+        claims,
+        origin,
+        source: text.to_owned(),
+    })
+}
+
+fn one_line(s: &Sp<String>, key: &'static str) -> Res<()> {
+    if s.value.trim().is_empty() {
+        return Err(Problem::new(s.span.clone(), Mistake::Empty { key }));
+    }
+    if s.value.contains('\n') {
+        return Err(Problem::new(s.span.clone(), Mistake::MultiLine { key }));
+    }
+    Ok(())
+}
+
+fn bad_name(name: &Sp<String>, what: &'static str, rule: &'static str) -> Problem {
+    Problem::new(
+        name.span.clone(),
+        Mistake::BadName {
+            what,
+            name: name.value.clone(),
+            rule,
+        },
+    )
+}
+
+fn unique(
+    seen: &mut BTreeMap<String, u32>,
+    name: &Sp<String>,
+    what: &'static str,
+    line: u32,
+) -> Res<()> {
+    if let Some(&first_line) = seen.get(&name.value) {
+        return Err(Problem::new(
+            name.span.clone(),
+            Mistake::Duplicate {
+                what,
+                name: name.value.clone(),
+                first_line,
+            },
+        ));
+    }
+    seen.insert(name.value.clone(), line);
+    Ok(())
+}
+
+/// What a claim's names may refer to.
+struct Scope<'a> {
+    params: &'a [Param],
+    variants: &'a [Variant],
+    /// Tags of each variant, in the order of `variants`.
+    tags: &'a [BTreeMap<String, u32>],
+    /// Variants the claim applies to; all when empty.
+    applies: &'a [String],
+}
+
+impl Scope<'_> {
+    fn expr(&self, text: &RawText) -> Res<ParsedExpr> {
+        let parsed = parse_expr(text)?;
+        for r in &parsed.refs {
+            self.name(r)?;
+        }
+        Ok(parsed)
+    }
+
+    fn name(&self, r: &NameRef) -> Res<()> {
+        let name = &r.name;
+        let Some(arg) = &r.arg else {
+            if self.params.iter().any(|p| p.name == name.value) {
+                return Ok(());
+            }
+            return match expr::metric(&name.value) {
+                Some(m) if m.arg == MetricArg::None => Ok(()),
+                Some(m) => Err(Problem::new(
+                    name.span.clone(),
+                    Mistake::MetricNeedsArg {
+                        name: m.name,
+                        arg: if m.arg == MetricArg::Tag {
+                            "a tag"
+                        } else {
+                            "an object kind"
+                        },
+                    },
+                )),
+                None => {
+                    let known = self
+                        .params
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .chain(METRICS.iter().map(|m| m.name));
+                    Err(Problem::new(
+                        name.span.clone(),
+                        Mistake::BareVariable {
+                            name: name.value.clone(),
+                            suggestion: suggest::nearest(&name.value, known).map(str::to_owned),
+                        },
+                    ))
+                }
+            };
+        };
+        let Some(m) = expr::metric(&name.value) else {
+            return Err(Problem::new(
+                name.span.clone(),
+                Mistake::UnknownMetric {
+                    name: name.value.clone(),
+                    suggestion: suggest::nearest(&name.value, METRICS.iter().map(|m| m.name)),
+                },
+            ));
+        };
+        match m.arg {
+            MetricArg::None => Err(Problem::new(
+                name.span.start..arg.span.end + 1,
+                Mistake::MetricTakesNoArg { name: m.name },
+            )),
+            MetricArg::Kind => match ObjKind::from_plural(&arg.value) {
+                Some(_) => Ok(()),
+                None => Err(Problem::new(
+                    arg.span.clone(),
+                    Mistake::UnknownKind {
+                        kind: arg.value.clone(),
+                    },
+                )),
+            },
+            MetricArg::Tag => {
+                for (v, tags) in self.variants.iter().zip(self.tags) {
+                    let applies = self.applies.is_empty() || self.applies.contains(&v.name);
+                    if applies && !tags.contains_key(&arg.value) {
+                        return Err(Problem::new(
+                            arg.span.clone(),
+                            Mistake::TagNotInVariant {
+                                tag: arg.value.clone(),
+                                variant: v.name.clone(),
+                                suggestion: suggest::nearest(
+                                    &arg.value,
+                                    tags.keys().map(String::as_str),
+                                )
+                                .map(str::to_owned),
+                            },
+                        ));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::model::{Arg, Number, StmtKind, Unit};
+    use crate::lab::raw;
+
+    const HEAD: &str = "id = \"t\"\ntitle = \"t\"\nbackend = \"opencl\"\nclaim = \"c\"\n\
+        [teaching]\nlook = \"l\"\nwhy = \"w\"\ninstead = \"i\"\n\
+        [[params]]\nname = \"n\"\ndefault = 3\nmin = 1\nmax = 10\n";
+
+    fn check(script: &str, claims: &str) -> Res<Lab> {
+        let text =
+            format!("{HEAD}[[variants]]\nname = \"v\"\nscript = '''\n{script}\n'''\n{claims}");
+        let raw = raw::read(&text)?;
+        lab(raw, &text, Origin::Builtin)
+    }
+
+    fn mistake(script: &str) -> Mistake {
+        match check(script, "") {
+            Ok(_) => panic!("no mistake in {script}"),
+            Err(p) => p.mistake,
+        }
+    }
+
+    const SETUP: &str =
+        "ctx = clCreateContext()\nq = clCreateCommandQueue(ctx)\nb = clCreateBuffer(ctx, 1 MiB)\n";
+
+    #[test]
+    fn builds_statements_with_file_lines() {
+        let lab = check(
+            &format!("{SETUP}repeat {{n}} {{ # name: loop\n  clFinish(q)\n}}"),
+            "",
+        )
+        .unwrap();
+        let script = &lab.variants[0].script;
+        // The script's first line is line 17 of the file.
+        assert_eq!(script[0].line, 17);
+        assert_eq!(script[2].text, "b = clCreateBuffer(ctx, 1 MiB)");
+        let StmtKind::Call { args, .. } = &script[2].kind else {
+            panic!()
+        };
+        assert_eq!(
+            args[1],
+            Arg::Quantity(crate::lab::model::Quantity {
+                value: Number::Lit(1.0),
+                unit: Unit::MiB
+            })
+        );
+        assert_eq!(script[3].tag.as_deref(), Some("loop"));
+        assert!(
+            matches!(&script[3].kind, StmtKind::Repeat { body, .. } if body.len() == 1 && body[0].line == 21)
+        );
+    }
+
+    #[test]
+    fn refcounts_follow_retain_and_release() {
+        // Retained once: two releases are fine, the third is a double release.
+        let s =
+            format!("{SETUP}clRetainMemObject(b)\nclReleaseMemObject(b)\nclReleaseMemObject(b)");
+        assert!(check(&s, "").is_ok());
+        let m = mistake(&format!("{s}\nclReleaseMemObject(b)"));
+        assert!(
+            matches!(
+                m,
+                Mistake::DoubleRelease {
+                    line: 22,
+                    earlier_iteration: false,
+                    ..
+                }
+            ),
+            "{m:?}"
+        );
+        assert!(check(&format!("{s}\nclReleaseMemObject(b) # expect-error"), "").is_ok());
+    }
+
+    #[test]
+    fn rebinding_leaks_and_revives_the_name() {
+        let s = format!(
+            "{SETUP}clReleaseMemObject(b)\nb = clCreateBuffer(ctx, 2 MiB)\nclEnqueueWriteBuffer(q, b, CL_TRUE)"
+        );
+        assert!(check(&s, "").is_ok());
+    }
+
+    #[test]
+    fn events_come_from_bound_enqueues_only() {
+        let enq = "p = clCreateProgramWithSource(ctx, spin)\nk = clCreateKernel(p, spin)\n";
+        let ok = format!(
+            "{SETUP}{enq}e = clEnqueueNDRangeKernel(q, k, b, 5 ms)\nr = clEnqueueReadBuffer(q, b, CL_TRUE)\nclWaitForEvents(e, r)\nclReleaseEvent(e)"
+        );
+        assert!(check(&ok, "").is_ok());
+        let unbound =
+            format!("{SETUP}{enq}clEnqueueNDRangeKernel(q, k, b, 5 ms)\nclReleaseEvent(e)");
+        assert!(matches!(mistake(&unbound), Mistake::UndefinedHandle { .. }));
+        let m = mistake(&format!("{SETUP}clWaitForEvents()"));
+        assert!(
+            matches!(
+                m,
+                Mistake::ArgCount {
+                    at_least: true,
+                    expected: 1,
+                    found: 0,
+                    ..
+                }
+            ),
+            "{m:?}"
+        );
+    }
+
+    #[test]
+    fn loops_are_simulated_twice_only_when_they_can_repeat() {
+        let body = "{\n  clEnqueueWriteBuffer(q, b, CL_TRUE)\n  clReleaseMemObject(b)\n}";
+        let m = mistake(&format!("{SETUP}repeat 2 {body}"));
+        assert!(
+            matches!(
+                m,
+                Mistake::UseAfterRelease {
+                    earlier_iteration: true,
+                    ..
+                }
+            ),
+            "{m:?}"
+        );
+        assert!(check(&format!("{SETUP}repeat 1 {body}"), "").is_ok());
+        assert!(matches!(
+            mistake(&format!("{SETUP}repeat {{n}} {body}")),
+            Mistake::UseAfterRelease { .. }
+        ));
+        // Creating inside the body makes every iteration fine, and tags inside a
+        // loop are not duplicates of themselves.
+        let fresh = "{\n  c = clCreateBuffer(ctx, 1 MiB) # name: make\n  clReleaseMemObject(c)\n}";
+        assert!(check(&format!("{SETUP}repeat 5 {fresh}"), "").is_ok());
+    }
+
+    #[test]
+    fn forget_kills_the_name_without_releasing() {
+        let m = mistake(&format!("{SETUP}forget b\nclReleaseMemObject(b)"));
+        assert!(
+            matches!(m, Mistake::UseAfterForget { line: 20, .. }),
+            "{m:?}"
+        );
+        assert!(
+            check(
+                &format!("{SETUP}forget b\nclReleaseMemObject(b) # expect-error"),
+                ""
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn claims_see_params_metrics_tags_and_kinds() {
+        let s = format!("{SETUP}clFinish(q) # name: fin");
+        let claim = |e: &str| format!("[[claims]]\nname = \"c\"\ntext = \"t\"\nexpr = \"{e}\"\n");
+        assert!(
+            check(
+                &s,
+                &claim("host_ms(fin) < n and live(buffer) >= 0 and bytes_live_mib >= 0")
+            )
+            .is_ok()
+        );
+        let err = |e: &str| check(&s, &claim(e)).unwrap_err().mistake;
+        assert!(
+            matches!(err("host_ms(fn) < 1"), Mistake::TagNotInVariant { ref suggestion, .. } if suggestion.as_deref() == Some("fin"))
+        );
+        assert!(matches!(
+            err("bytes_live_mib(fin) < 1"),
+            Mistake::MetricTakesNoArg { .. }
+        ));
+        assert!(matches!(
+            err("live < 1"),
+            Mistake::MetricNeedsArg {
+                arg: "an object kind",
+                ..
+            }
+        ));
+        assert!(matches!(err("m < 1"), Mistake::BareVariable { .. }));
+    }
+
+    #[test]
+    fn names_and_params_are_checked() {
+        let p = |extra: &str| {
+            let text =
+                format!("{HEAD}{extra}[[variants]]\nname = \"v\"\nscript = 'clCreateContext()'\n");
+            lab(raw::read(&text).unwrap(), &text, Origin::Builtin)
+                .unwrap_err()
+                .mistake
+        };
+        assert!(matches!(
+            p("[[params]]\nname = \"n\"\ndefault = 1\nmin = 0\nmax = 1\n"),
+            Mistake::Duplicate { first_line: 10, .. }
+        ));
+        assert!(matches!(
+            p("[[params]]\nname = \"Big\"\ndefault = 1\nmin = 0\nmax = 1\n"),
+            Mistake::BadName { .. }
+        ));
+        assert!(matches!(
+            p("[[params]]\nname = \"bytes_live_mib\"\ndefault = 1\nmin = 0\nmax = 1\n"),
+            Mistake::ParamIsMetric { .. }
+        ));
+        let text = HEAD.replace("title = \"t\"", "title = \"a\\nb\"")
+            + "[[variants]]\nname = \"v\"\nscript = 'clCreateContext()'\n";
+        assert!(matches!(
+            lab(raw::read(&text).unwrap(), &text, Origin::Builtin)
+                .unwrap_err()
+                .mistake,
+            Mistake::MultiLine { key: "title" }
+        ));
+    }
+}

@@ -1,0 +1,370 @@
+//! The local run source: a `gpulab worker` child per run, its stdout read as
+//! events, a sampler on its memory, and the verdicts once it is gone.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command as Process, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::backend::{DeviceInfo, DeviceKind};
+use crate::clock::now_ns;
+use crate::engine::Command;
+use crate::lab::{Lab, Origin};
+use crate::run::Run;
+use crate::telemetry::{Probe, Sampler};
+use crate::trace::{self, End, EndStatus, Event, Meta, Note, NoteLevel};
+
+use super::{Result, RunControl, RunHandle, RunRequest, RunSource, SourceError};
+
+/// After the worker exits, how long the parent watches device memory come back.
+const AFTER_EXIT_WATCH: Duration = Duration::from_millis(1500);
+/// Device memory within this of its level at the start counts as "back".
+const BACK_SLACK_BYTES: u64 = 4 << 20;
+
+pub struct LocalSource {
+    exe: PathBuf,
+}
+
+impl LocalSource {
+    /// Workers are this same executable, started with the hidden `worker` command.
+    pub fn new() -> Result<Self> {
+        let exe = std::env::current_exe().map_err(SourceError::NoExe)?;
+        Ok(LocalSource { exe })
+    }
+
+    pub fn with_exe(exe: PathBuf) -> Self {
+        LocalSource { exe }
+    }
+}
+
+/// How the worker finds the lab the parent validated.
+pub fn lab_spec(lab: &Lab) -> String {
+    match &lab.origin {
+        Origin::Builtin => format!("builtin:{}", lab.id),
+        Origin::File(p) => p.display().to_string(),
+    }
+}
+
+impl RunSource for LocalSource {
+    fn start(&self, req: RunRequest) -> Result<RunHandle> {
+        let mut cmd = Process::new(&self.exe);
+        cmd.arg("worker")
+            .arg("--lab")
+            .arg(lab_spec(&req.lab))
+            .arg("--variant")
+            .arg(&req.variant);
+        for p in &req.params {
+            cmd.arg("--param").arg(p);
+        }
+        if let Some(d) = &req.device {
+            cmd.arg("--device").arg(d);
+        }
+        if let Some(b) = req.budget_bytes {
+            cmd.arg("--budget-bytes").arg(b.to_string());
+        }
+        if req.unbounded {
+            cmd.arg("--until-failure");
+        }
+        if req.step {
+            cmd.arg("--step");
+        }
+        // Its own process group: Ctrl-C in the terminal reaches the parent only,
+        // which then decides to cancel, so a partial run is still reported.
+        cmd.process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|source| SourceError::Spawn {
+            exe: self.exe.display().to_string(),
+            source,
+        })?;
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let killed = Arc::new(AtomicBool::new(false));
+        let exited = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+
+        let stderr_tail = Arc::new(Mutex::new(String::new()));
+        if let Some(err) = child.stderr.take() {
+            let tail = stderr_tail.clone();
+            std::thread::spawn(move || collect_tail(err, &tail));
+        }
+        let watch = Watch {
+            child,
+            lab: req.lab.clone(),
+            tx,
+            killed: killed.clone(),
+            exited: exited.clone(),
+            stderr_tail,
+            sample_hz: req.sample_hz,
+        };
+        std::thread::Builder::new()
+            .name("gpulab-run".into())
+            .spawn(move || watch.run())
+            .map_err(|source| SourceError::Spawn {
+                exe: "run thread".into(),
+                source,
+            })?;
+        Ok(RunHandle {
+            events: rx,
+            control: Box::new(LocalControl {
+                stdin,
+                pid,
+                killed,
+                exited,
+            }),
+        })
+    }
+}
+
+struct LocalControl {
+    stdin: Option<ChildStdin>,
+    pid: u32,
+    killed: Arc<AtomicBool>,
+    exited: Arc<AtomicBool>,
+}
+
+impl RunControl for LocalControl {
+    fn send(&mut self, cmd: Command) {
+        if let Some(stdin) = &mut self.stdin
+            && writeln!(stdin, "{}", cmd.word())
+                .and_then(|_| stdin.flush())
+                .is_err()
+        {
+            self.stdin = None;
+        }
+    }
+
+    fn cancel(&mut self) {
+        if self.exited.load(Ordering::SeqCst) {
+            return;
+        }
+        self.killed.store(true, Ordering::SeqCst);
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+impl Drop for LocalControl {
+    /// A run nobody steers any more is cancelled, so no worker outlives its parent's
+    /// interest in it.
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+/// Everything the run thread owns.
+struct Watch {
+    child: Child,
+    lab: Lab,
+    tx: Sender<Event>,
+    killed: Arc<AtomicBool>,
+    exited: Arc<AtomicBool>,
+    stderr_tail: Arc<Mutex<String>>,
+    sample_hz: f64,
+}
+
+impl Watch {
+    fn run(mut self) {
+        let pid = self.child.id();
+        let mut run = Run::default();
+        let mut sampler = None;
+        let mut start_used = None;
+        let mut device = None;
+        let (sample_tx, sample_rx) = mpsc::channel::<Vec<trace::Sample>>();
+        // Samples and worker events meet in one channel, in arrival order.
+        let forward_tx = self.tx.clone();
+        let forwarder = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for batch in sample_rx {
+                for s in batch {
+                    seen.push(s.clone());
+                    if forward_tx.send(Event::Sample(s)).is_err() {
+                        return seen;
+                    }
+                }
+            }
+            seen
+        });
+
+        if let Some(out) = self.child.stdout.take() {
+            for (i, line) in BufReader::new(out).lines().enumerate() {
+                let Ok(line) = line else { break };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let event = match trace::jsonl::parse_line(i + 1, &line) {
+                    Ok(e) => e,
+                    Err(e) => Event::Note(Note {
+                        t_ns: now_ns(),
+                        level: NoteLevel::Warning,
+                        text: format!("worker sent an unreadable event: {e}"),
+                        line: None,
+                    }),
+                };
+                let meta = match &event {
+                    Event::Meta(m) => Some(device_info(m)),
+                    _ => None,
+                };
+                self.emit(&mut run, event);
+                if let Some(info) = meta {
+                    // The worker made the same probe and already reported its notes.
+                    let (mut probe, _notes) = Probe::for_device(&info, pid);
+                    start_used = probe.read().map(|r| r.used_bytes);
+                    sampler = Some(Sampler::spawn(probe, self.sample_hz, sample_tx.clone()));
+                    device = Some(info);
+                }
+            }
+        }
+        let status = self.child.wait();
+        self.exited.store(true, Ordering::SeqCst);
+        if let Some(mut s) = sampler.take() {
+            s.stop();
+        }
+        drop(sample_tx);
+        // Samples are folded into the Run here too, so verdicts see them.
+        if let Ok(seen) = forwarder.join() {
+            for s in seen {
+                run.apply(&Event::Sample(s));
+            }
+        }
+
+        if run.end.is_none() {
+            let status = if self.killed.load(Ordering::SeqCst) {
+                EndStatus::Cancelled
+            } else {
+                let tail = self
+                    .stderr_tail
+                    .lock()
+                    .map(|t| t.clone())
+                    .unwrap_or_default();
+                let (signal, detail) = match &status {
+                    Ok(s) if s.signal().is_some() => {
+                        let sig = s.signal().unwrap_or(0);
+                        (
+                            Some(sig),
+                            format!("killed by signal {sig} ({})", signal_name(sig)),
+                        )
+                    }
+                    Ok(s) => (None, format!("exited with {s} before its end event")),
+                    Err(e) => (None, format!("could not wait for it: {e}")),
+                };
+                let detail = if tail.trim().is_empty() {
+                    detail
+                } else {
+                    format!("{detail}; stderr: {}", tail.trim())
+                };
+                EndStatus::Crashed { signal, detail }
+            };
+            let leaked = Vec::new();
+            self.emit(
+                &mut run,
+                Event::End(End {
+                    t_ns: now_ns(),
+                    status,
+                    leaked,
+                }),
+            );
+        }
+
+        if let Some(info) = &device {
+            self.watch_after_exit(&mut run, info, pid, start_used);
+        }
+        for verdict in crate::verdict::judge(&self.lab, &run) {
+            self.emit(&mut run, Event::Claim(verdict));
+        }
+    }
+
+    fn emit(&self, run: &mut Run, event: Event) {
+        run.apply(&event);
+        let _ = self.tx.send(event);
+    }
+
+    /// Device memory after the worker is gone: the driver takes back everything
+    /// the process held, leaks included. Samples until it is back near the level
+    /// seen at the start, or a short while has passed.
+    fn watch_after_exit(
+        &self,
+        run: &mut Run,
+        info: &DeviceInfo,
+        pid: u32,
+        start_used: Option<u64>,
+    ) {
+        if info.kind == DeviceKind::Cpu {
+            self.emit(run, Event::Note(Note {
+                t_ns: now_ns(),
+                level: NoteLevel::Info,
+                text: "the worker has exited; its host memory (all this CPU device held) went back to the OS with it".into(),
+                line: None,
+            }));
+            return;
+        }
+        let (mut probe, _) = Probe::for_device(info, pid);
+        let deadline = Instant::now() + AFTER_EXIT_WATCH;
+        loop {
+            let Some(r) = probe.read() else { return };
+            let back = start_used.is_some_and(|s| r.used_bytes <= s + BACK_SLACK_BYTES);
+            let mut sample = r.into_sample(probe.source());
+            // The process is gone: only the device-wide figure means anything now.
+            sample.process_bytes = None;
+            self.emit(run, Event::Sample(sample));
+            if back || Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn device_info(m: &Meta) -> DeviceInfo {
+    DeviceInfo {
+        name: m.device.name.clone(),
+        vendor: m.device.vendor.clone(),
+        driver_version: m.device.driver_version.clone(),
+        platform: m.platform.clone(),
+        kind: match m.device.kind.as_str() {
+            "gpu" => DeviceKind::Gpu,
+            "cpu" => DeviceKind::Cpu,
+            _ => DeviceKind::Other,
+        },
+        total_bytes: m.device.total_bytes,
+        pci_bus_id: m.device.pci_bus_id.clone(),
+    }
+}
+
+fn collect_tail(mut err: impl Read, tail: &Mutex<String>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = err.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        if let Ok(mut t) = tail.lock() {
+            t.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if t.len() > 4096 {
+                let cut = t.len() - 4096;
+                let cut = (cut..t.len())
+                    .find(|i| t.is_char_boundary(*i))
+                    .unwrap_or(t.len());
+                t.replace_range(..cut, "");
+            }
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}

@@ -1,0 +1,417 @@
+//! The NVML side of a probe: finds the NVML device behind an OpenCL/CUDA device by
+//! PCI bus id and reads its memory and the worker's own share of it.
+
+use nvml_wrapper::Nvml;
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+
+use super::probe::Reading;
+use super::{Result, TelemetryError};
+use crate::backend::DeviceInfo;
+use crate::clock::now_ns;
+
+pub(crate) const UNAVAILABLE: &str =
+    "NVML unavailable: libnvidia-ml.so.1 not found — no device-memory telemetry";
+
+/// Device memory grown this far over the baseline, for `UNLISTED_FOR_NS`, with NVML
+/// still not listing the worker means NVML cannot see its pid. Measured on an H100:
+/// a new CUDA context shows ~20 MiB in "used" a few ms before NVML lists its process,
+/// so growth alone proves nothing; a full second of it does.
+const UNLISTED_SLACK: u64 = 16 << 20;
+const UNLISTED_FOR_NS: u64 = 1_000_000_000;
+
+/// What NVML's process list has told us about the worker so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PidState {
+    /// Not listed yet; since when memory has grown without it being listed.
+    NotYetListed {
+        grown_since: Option<u64>,
+    },
+    Listed,
+    /// NVML lists other pids (or none) while memory grew: inside a container the
+    /// driver reports host pids, which never match the worker's.
+    Unmatched,
+}
+
+/// Follows the worker's pid through NVML's process lists.
+#[derive(Debug, Clone)]
+pub(crate) struct PidTracker {
+    pid: u32,
+    baseline: u64,
+    state: PidState,
+}
+
+impl PidTracker {
+    pub(crate) fn new(pid: u32, baseline: u64) -> PidTracker {
+        PidTracker {
+            pid,
+            baseline,
+            state: PidState::NotYetListed { grown_since: None },
+        }
+    }
+
+    /// The worker's own bytes from one process list (None when the list could not
+    /// be read), and a note when the tracker changes its mind about what it shows.
+    pub(crate) fn observe(
+        &mut self,
+        t_ns: u64,
+        listed: Option<&[(u32, Option<u64>)]>,
+        used: u64,
+    ) -> (Option<u64>, Option<String>) {
+        let Some(listed) = listed else {
+            return (None, None);
+        };
+        let pid = self.pid;
+        let mut found = false;
+        let mut known: Option<u64> = None;
+        // A process can be listed once per MIG instance; its share is the sum.
+        for &(p, bytes) in listed {
+            if p == pid {
+                found = true;
+                if let Some(b) = bytes {
+                    known = Some(known.unwrap_or(0) + b);
+                }
+            }
+        }
+        if found {
+            let note = (self.state == PidState::Unmatched).then(|| {
+                format!("NVML now lists the worker (pid {pid}): showing its own memory again")
+            });
+            self.state = PidState::Listed;
+            return (known, note);
+        }
+        let grown = used > self.baseline.saturating_add(UNLISTED_SLACK);
+        match self.state {
+            // Listed before and gone now: the worker destroyed its context.
+            PidState::Listed => (Some(0), None),
+            PidState::Unmatched => (None, None),
+            PidState::NotYetListed { grown_since } => match (grown, grown_since) {
+                (false, _) => {
+                    self.state = PidState::NotYetListed { grown_since: None };
+                    (None, None)
+                }
+                (true, None) => {
+                    self.state = PidState::NotYetListed {
+                        grown_since: Some(t_ns),
+                    };
+                    (None, None)
+                }
+                (true, Some(since)) if t_ns.saturating_sub(since) >= UNLISTED_FOR_NS => {
+                    self.state = PidState::Unmatched;
+                    let note = format!(
+                        "NVML does not list the worker (pid {pid}) although device memory grew \
+                         by {} MiB (inside a container NVML reports host pids): showing \
+                         device-wide memory above the run's baseline of {} MiB instead of the \
+                         worker's own",
+                        (used - self.baseline) >> 20,
+                        self.baseline >> 20,
+                    );
+                    (None, Some(note))
+                }
+                (true, Some(_)) => (None, None),
+            },
+        }
+    }
+
+    #[cfg(test)]
+    fn state(&self) -> PidState {
+        self.state
+    }
+}
+
+pub(crate) struct NvmlProbe {
+    // Kept by index, not `Device<'_>`: a device handle borrows the `Nvml` and the
+    // probe owns both; getting the handle again is a table lookup inside NVML.
+    nvml: Nvml,
+    index: u32,
+    total: u64,
+    baseline: u64,
+    tracker: PidTracker,
+}
+
+impl NvmlProbe {
+    /// The probe for `info`, or None with the reason in `notes`.
+    pub(crate) fn open(info: &DeviceInfo, pid: u32, notes: &mut Vec<String>) -> Option<NvmlProbe> {
+        let nvml = match Nvml::init() {
+            Ok(nvml) => nvml,
+            Err(e) => {
+                notes.push(unavailable_note(&e));
+                return None;
+            }
+        };
+        let index = pick_device(&nvml, info, notes)?;
+        let mem = nvml.device_by_index(index).and_then(|d| d.memory_info());
+        let mem = match mem {
+            Ok(mem) => mem,
+            Err(e) => {
+                notes.push(format!(
+                    "NVML cannot read memory of device {index}: {e} — no device-memory telemetry"
+                ));
+                return None;
+            }
+        };
+        Some(NvmlProbe {
+            nvml,
+            index,
+            total: mem.total,
+            baseline: mem.used,
+            tracker: PidTracker::new(pid, mem.used),
+        })
+    }
+
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Device-wide memory in use when the probe was made.
+    pub(crate) fn baseline(&self) -> u64 {
+        self.baseline
+    }
+
+    /// One reading, and a note the first time NVML turns out not to see the worker.
+    pub(crate) fn read(&mut self) -> Result<(Reading, Option<String>)> {
+        let t_ns = now_ns();
+        let device = self.nvml.device_by_index(self.index).map_err(nvml_error)?;
+        let mem = device.memory_info().map_err(nvml_error)?;
+        // Not supported everywhere (some vGPU and MIG setups): then device-wide only.
+        let listed: Option<Vec<(u32, Option<u64>)>> =
+            device.running_compute_processes().ok().map(|list| {
+                list.into_iter()
+                    .map(|p| {
+                        let bytes = match p.used_gpu_memory {
+                            UsedGpuMemory::Used(b) => Some(b),
+                            UsedGpuMemory::Unavailable => None,
+                        };
+                        (p.pid, bytes)
+                    })
+                    .collect()
+            });
+        let (process_bytes, note) = self.tracker.observe(t_ns, listed.as_deref(), mem.used);
+        let reading = Reading {
+            t_ns,
+            used_bytes: mem.used,
+            total_bytes: Some(mem.total),
+            process_bytes,
+        };
+        Ok((reading, note))
+    }
+
+    pub(crate) fn free_bytes(&self) -> Option<u64> {
+        let device = self.nvml.device_by_index(self.index).ok()?;
+        device.memory_info().ok().map(|m| m.free)
+    }
+}
+
+/// The NVML device for `info`: by PCI bus id, else device 0 with a note when the
+/// device is NVIDIA's; None with a note otherwise.
+fn pick_device(nvml: &Nvml, info: &DeviceInfo, notes: &mut Vec<String>) -> Option<u32> {
+    let raw = info.pci_bus_id.as_deref();
+    if let Some(index) = raw
+        .and_then(normalize_pci_bus_id)
+        .and_then(|id| find_by_bus(nvml, &id))
+    {
+        return Some(index);
+    }
+    let nvidia = info.vendor.to_ascii_lowercase().contains("nvidia");
+    let count = nvml.device_count().unwrap_or(0);
+    if !nvidia || count == 0 {
+        notes.push(match raw {
+            Some(id) => format!(
+                "NVML has no device at PCI bus id {id} ({}) — no device-memory telemetry",
+                info.name
+            ),
+            None => "NVML sees no NVIDIA device — no device-memory telemetry".to_string(),
+        });
+        return None;
+    }
+    let first = nvml
+        .device_by_index(0)
+        .and_then(|d| d.name())
+        .unwrap_or_else(|_| "unknown".into());
+    let which = if count > 1 {
+        format!("NVML device 0 ({first}) of {count}; it may be another GPU")
+    } else {
+        format!("NVML device 0 ({first}), the only one")
+    };
+    notes.push(match raw {
+        Some(id) => format!("NVML has no device at PCI bus id {id}; reading {which}"),
+        None => format!("no PCI bus id for {}; reading {which}", info.name),
+    });
+    Some(0)
+}
+
+fn find_by_bus(nvml: &Nvml, id: &str) -> Option<u32> {
+    if let Ok(index) = nvml.device_by_pci_bus_id(id).and_then(|d| d.index()) {
+        return Some(index);
+    }
+    // NVML's own parser is picky about some spellings; compare normalised ids too.
+    let count = nvml.device_count().ok()?;
+    (0..count).find(|&i| {
+        nvml.device_by_index(i)
+            .and_then(|d| d.pci_info())
+            .ok()
+            .and_then(|p| normalize_pci_bus_id(&p.bus_id))
+            .is_some_and(|bus| bus == id)
+    })
+}
+
+/// A PCI address in NVML's spelling, `00000000:01:00.0` (8-digit domain, upper-case
+/// hex), from any of `0000:01:00.0`, `01:00.0` or NVML's own. None when `raw` is
+/// not a PCI address.
+pub fn normalize_pci_bus_id(raw: &str) -> Option<String> {
+    let raw = raw.trim().trim_end_matches('\0');
+    let (rest, function) = raw.rsplit_once('.')?;
+    let mut parts = rest.rsplit(':');
+    let device = parts.next()?;
+    let bus = parts.next()?;
+    let domain = parts.next().unwrap_or("0");
+    if parts.next().is_some() {
+        return None;
+    }
+    let hex = |s: &str, max_digits: usize| -> Option<u32> {
+        if s.is_empty() || s.len() > max_digits {
+            return None;
+        }
+        u32::from_str_radix(s, 16).ok()
+    };
+    let domain = hex(domain, 8)?;
+    let bus = hex(bus, 2)?;
+    let device = hex(device, 2).filter(|d| *d < 32)?;
+    let function = hex(function, 1).filter(|f| *f < 8)?;
+    Some(format!("{domain:08X}:{bus:02X}:{device:02X}.{function:X}"))
+}
+
+fn unavailable_note(e: &NvmlError) -> String {
+    match e {
+        NvmlError::LibloadingError(_) | NvmlError::LibraryNotFound => UNAVAILABLE.to_string(),
+        NvmlError::DriverNotLoaded => {
+            "NVML unavailable: the NVIDIA driver is not loaded — no device-memory telemetry".into()
+        }
+        NvmlError::NoPermission => {
+            "NVML unavailable: no permission to talk to the NVIDIA driver — no device-memory \
+             telemetry"
+                .into()
+        }
+        e => format!("NVML unavailable: {e} — no device-memory telemetry"),
+    }
+}
+
+fn nvml_error(e: NvmlError) -> TelemetryError {
+    TelemetryError::Nvml(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_ids_normalise_to_nvml_spelling() {
+        let n = |s| normalize_pci_bus_id(s);
+        assert_eq!(n("00000000:01:00.0").as_deref(), Some("00000000:01:00.0"));
+        assert_eq!(n("0000:01:00.0").as_deref(), Some("00000000:01:00.0"));
+        assert_eq!(n("01:00.0").as_deref(), Some("00000000:01:00.0"));
+        assert_eq!(n("0000:3b:00.0").as_deref(), Some("00000000:3B:00.0"));
+        assert_eq!(n(" 0001:c1:1f.7\0\0").as_deref(), Some("00000001:C1:1F.7"));
+        assert_eq!(n("0000:3b:00.0"), n("00000000:3B:00.0"));
+    }
+
+    #[test]
+    fn bad_bus_ids_are_rejected() {
+        for bad in [
+            "",
+            "garbage",
+            "01:00",
+            "0000:01:00.8",
+            "0000:01:20.0",
+            "0000:001:00.0",
+            "000000000:01:00.0",
+            "0:0000:01:00.0",
+            "0000:zz:00.0",
+            "0000::00.0",
+        ] {
+            assert_eq!(normalize_pci_bus_id(bad), None, "{bad:?}");
+        }
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn worker_listed_gives_its_own_bytes() {
+        let mut t = PidTracker::new(42, 500 * MIB);
+        let listed = [(7, Some(100 * MIB)), (42, Some(300 * MIB))];
+        assert_eq!(
+            t.observe(0, Some(&listed), 900 * MIB),
+            (Some(300 * MIB), None)
+        );
+        assert_eq!(t.state(), PidState::Listed);
+        // The worker's context is gone: it holds nothing on the device any more.
+        let others = [(7, Some(MIB))];
+        assert_eq!(t.observe(1, Some(&others), 0), (Some(0), None));
+        // NVML cannot say how much (WDDM): the worker is there, its bytes unknown.
+        let mut t = PidTracker::new(42, 0);
+        assert_eq!(t.observe(0, Some(&[(42, None)]), 0), (None, None));
+    }
+
+    #[test]
+    fn a_context_being_made_is_not_a_container() {
+        // As measured on an H100: used grows before NVML lists the new process.
+        let mut t = PidTracker::new(42, 0);
+        assert_eq!(t.observe(0, Some(&[]), 19 * MIB), (None, None));
+        assert_eq!(t.observe(SEC / 50, Some(&[]), 21 * MIB), (None, None));
+        let listed = [(42, Some(14 * MIB))];
+        assert_eq!(
+            t.observe(SEC / 25, Some(&listed), 21 * MIB),
+            (Some(14 * MIB), None)
+        );
+    }
+
+    #[test]
+    fn host_pids_fall_back_to_device_wide_with_one_note() {
+        let mut t = PidTracker::new(42, 500 * MIB);
+        let listed = [(81234, Some(400 * MIB))];
+        // Before the worker touches the device nothing is concluded.
+        assert_eq!(t.observe(0, Some(&listed), 500 * MIB), (None, None));
+        assert_eq!(t.observe(SEC, Some(&listed), 900 * MIB), (None, None));
+        assert_eq!(
+            t.observe(SEC + SEC / 2, Some(&listed), 900 * MIB),
+            (None, None)
+        );
+        let (bytes, note) = t.observe(2 * SEC, Some(&listed), 900 * MIB);
+        assert_eq!(bytes, None);
+        let note = note.unwrap_or_default();
+        assert!(
+            note.contains("pid 42") && note.contains("baseline of 500 MiB"),
+            "{note}"
+        );
+        assert_eq!(t.state(), PidState::Unmatched);
+        // Said once.
+        assert_eq!(t.observe(3 * SEC, Some(&listed), 950 * MIB), (None, None));
+        // And taken back if NVML lists the worker after all.
+        let (bytes, note) = t.observe(4 * SEC, Some(&[(42, Some(MIB))]), 950 * MIB);
+        assert_eq!(bytes, Some(MIB));
+        assert!(note.is_some_and(|n| n.contains("now lists")));
+    }
+
+    #[test]
+    fn growth_must_last_to_count() {
+        let mut t = PidTracker::new(42, 0);
+        assert_eq!(t.observe(0, Some(&[]), 900 * MIB), (None, None));
+        // Memory went back down: the clock restarts.
+        assert_eq!(t.observe(SEC / 2, Some(&[]), 0), (None, None));
+        assert_eq!(t.observe(SEC, Some(&[]), 900 * MIB), (None, None));
+        assert_eq!(t.observe(SEC + SEC / 2, Some(&[]), 900 * MIB), (None, None));
+        assert!(t.observe(2 * SEC, Some(&[]), 900 * MIB).1.is_some());
+        // No list at all (not supported): nothing to conclude.
+        let mut t = PidTracker::new(42, 0);
+        assert_eq!(t.observe(0, None, 900 * MIB), (None, None));
+        assert_eq!(t.observe(5 * SEC, None, 900 * MIB), (None, None));
+    }
+
+    #[test]
+    fn missing_library_note_names_it() {
+        assert_eq!(unavailable_note(&NvmlError::LibraryNotFound), UNAVAILABLE);
+        assert!(unavailable_note(&NvmlError::DriverNotLoaded).starts_with("NVML unavailable"));
+    }
+}

@@ -1,0 +1,352 @@
+//! A probe reads "device memory" for one device: NVML for an NVIDIA GPU, the
+//! worker's RSS for a CPU OpenCL device (its device memory is host memory), or
+//! nothing, with a note saying why.
+
+use super::nvml::NvmlProbe;
+use super::procfs::{self, Statm};
+use super::{Result, TelemetryError};
+use crate::backend::{DeviceInfo, DeviceKind};
+use crate::clock::now_ns;
+use crate::trace::event::Sample;
+
+/// One memory reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// CLOCK_MONOTONIC ns, taken right before the read.
+    pub t_ns: u64,
+    /// Device memory in use by all processes (NVML), or the worker's RSS.
+    pub used_bytes: u64,
+    pub total_bytes: Option<u64>,
+    /// The worker's own usage, where the source can tell it apart.
+    pub process_bytes: Option<u64>,
+}
+
+impl Reading {
+    /// The `sample` event for this reading; `source` is the probe's `source()`.
+    pub fn into_sample(self, source: &str) -> Sample {
+        Sample {
+            t_ns: self.t_ns,
+            source: source.to_string(),
+            used_bytes: self.used_bytes,
+            total_bytes: self.total_bytes,
+            process_bytes: self.process_bytes,
+        }
+    }
+}
+
+enum Inner {
+    // Boxed: an `Nvml` is a table of a few hundred symbols.
+    Nvml(Box<NvmlProbe>),
+    Rss { statm: Statm, total: Option<u64> },
+    None,
+}
+
+/// Reads memory for one device. Owned by one thread at a time (the sampler's), never
+/// shared: NVML handles and open `/proc` files are per-probe.
+pub struct Probe {
+    inner: Inner,
+    pid: u32,
+    notes: Vec<String>,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("source", &self.source())
+            .field("pid", &self.pid)
+            .finish()
+    }
+}
+
+impl Probe {
+    /// The probe for `info`, reading on behalf of the worker `pid`, and notes for
+    /// the user (a fallback taken, telemetry missing). Never fails: without a
+    /// source the probe's `source()` is `none` and `read()` returns None.
+    ///
+    /// NVML's device-wide baseline is taken here, so make the probe before the run.
+    pub fn for_device(info: &DeviceInfo, pid: u32) -> (Probe, Vec<String>) {
+        let mut notes = Vec::new();
+        let nvidia = info.vendor.to_ascii_lowercase().contains("nvidia");
+        let probe = if info.kind == DeviceKind::Cpu {
+            match Probe::rss(pid) {
+                Ok(probe) => {
+                    notes.push(format!(
+                        "{} is a CPU device: its memory is host memory, shown as the worker's \
+                         RSS (pid {pid})",
+                        info.name
+                    ));
+                    probe
+                }
+                Err(e) => {
+                    notes.push(format!("no memory telemetry for {}: {e}", info.name));
+                    Probe::none(pid)
+                }
+            }
+        } else if nvidia || info.pci_bus_id.is_some() {
+            match NvmlProbe::open(info, pid, &mut notes) {
+                Some(nvml) => Probe {
+                    inner: Inner::Nvml(Box::new(nvml)),
+                    pid,
+                    notes: Vec::new(),
+                },
+                None => Probe::none(pid),
+            }
+        } else {
+            notes.push(format!(
+                "no device-memory telemetry for {} ({}): gpulab reads NVIDIA GPUs through NVML \
+                 and CPU devices through the worker's RSS",
+                info.name, info.vendor
+            ));
+            Probe::none(pid)
+        };
+        (probe, notes)
+    }
+
+    /// A probe of process `pid`'s resident memory.
+    pub fn rss(pid: u32) -> Result<Probe> {
+        let statm = Statm::open(pid)?;
+        // Fails now, not at the first sample, when the pid is already gone.
+        statm.rss_bytes()?;
+        let total = procfs::meminfo().and_then(|m| m.total);
+        Ok(Probe {
+            inner: Inner::Rss { statm, total },
+            pid,
+            notes: Vec::new(),
+        })
+    }
+
+    /// A probe with no source: every read is `NoSource`.
+    pub fn none(pid: u32) -> Probe {
+        Probe {
+            inner: Inner::None,
+            pid,
+            notes: Vec::new(),
+        }
+    }
+
+    /// `nvml`, `rss` or `none`; the `source` of the samples it makes.
+    pub fn source(&self) -> &'static str {
+        match self.inner {
+            Inner::Nvml(_) => "nvml",
+            Inner::Rss { .. } => "rss",
+            Inner::None => "none",
+        }
+    }
+
+    /// What the numbers mean, for a chart's axis.
+    pub fn label(&self) -> &'static str {
+        match self.inner {
+            Inner::Nvml(_) => "device memory (NVML)",
+            Inner::Rss { .. } => "host memory (worker RSS)",
+            Inner::None => "no memory telemetry",
+        }
+    }
+
+    /// The worker process this probe reads for.
+    pub fn pid(&self) -> u32 {
+        match &self.inner {
+            Inner::Rss { statm, .. } => statm.pid(),
+            _ => self.pid,
+        }
+    }
+
+    pub fn total_bytes(&self) -> Option<u64> {
+        match &self.inner {
+            Inner::Nvml(n) => Some(n.total()),
+            Inner::Rss { total, .. } => *total,
+            Inner::None => None,
+        }
+    }
+
+    /// Device-wide memory in use when an NVML probe was made: what "above the run's
+    /// baseline" is measured from when NVML cannot see the worker's pid.
+    pub fn baseline_bytes(&self) -> Option<u64> {
+        match &self.inner {
+            Inner::Nvml(n) => Some(n.baseline()),
+            _ => None,
+        }
+    }
+
+    /// One reading, or None (the reason is what `try_read` returns).
+    pub fn read(&mut self) -> Option<Reading> {
+        self.try_read().ok()
+    }
+
+    pub fn try_read(&mut self) -> Result<Reading> {
+        match &mut self.inner {
+            Inner::Nvml(n) => {
+                let (reading, note) = n.read()?;
+                self.notes.extend(note);
+                Ok(reading)
+            }
+            Inner::Rss { statm, total } => {
+                let t_ns = now_ns();
+                let rss = statm.rss_bytes()?;
+                Ok(Reading {
+                    t_ns,
+                    used_bytes: rss,
+                    total_bytes: *total,
+                    process_bytes: Some(rss),
+                })
+            }
+            Inner::None => Err(TelemetryError::NoSource),
+        }
+    }
+
+    /// Memory that can still be allocated: NVML's free bytes, or `MemAvailable`
+    /// for host memory. The default run budget is a fraction of it.
+    pub fn available_bytes(&mut self) -> Option<u64> {
+        match &self.inner {
+            Inner::Nvml(n) => n.free_bytes(),
+            Inner::Rss { .. } => procfs::meminfo().and_then(|m| m.available),
+            Inner::None => None,
+        }
+    }
+
+    /// Notes that came up while reading (a fallback taken), each handed out once.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::nvml::UNAVAILABLE;
+
+    fn device(kind: DeviceKind, vendor: &str, bus: Option<&str>) -> DeviceInfo {
+        DeviceInfo {
+            name: "test device".into(),
+            vendor: vendor.into(),
+            driver_version: "1".into(),
+            platform: "test".into(),
+            kind,
+            total_bytes: None,
+            pci_bus_id: bus.map(str::to_string),
+        }
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn rss_probe_sees_a_touched_allocation_come_and_go() {
+        let mut probe = match Probe::rss(std::process::id()) {
+            Ok(p) => p,
+            Err(e) => panic!("rss probe of this process: {e}"),
+        };
+        assert_eq!(probe.source(), "rss");
+        let mut rss = || match probe.try_read() {
+            Ok(r) => r.used_bytes,
+            Err(e) => panic!("rss read failed: {e}"),
+        };
+        let before = rss();
+        let mut block = vec![0u8; 64 * MIB as usize];
+        for i in (0..block.len()).step_by(4096) {
+            block[i] = 1;
+        }
+        std::hint::black_box(&block);
+        let during = rss();
+        drop(block);
+        let after = rss();
+        // Other tests run in this process too: allow them a few MiB either way.
+        assert!(
+            during >= before + 56 * MIB,
+            "before {before} during {during}"
+        );
+        assert!(after + 56 * MIB <= during, "during {during} after {after}");
+    }
+
+    #[test]
+    fn cpu_device_reads_rss_with_a_host_memory_note() {
+        let (mut probe, notes) =
+            Probe::for_device(&device(DeviceKind::Cpu, "pocl", None), std::process::id());
+        assert_eq!(probe.source(), "rss");
+        assert!(notes.iter().any(|n| n.contains("host memory")), "{notes:?}");
+        let reading = probe.read();
+        assert!(reading.is_some_and(|r| r.used_bytes > 0 && r.process_bytes == Some(r.used_bytes)));
+        assert!(probe.total_bytes().is_some_and(|t| t > 0));
+        assert!(probe.available_bytes().is_some_and(|a| a > 0));
+        let sample = reading.map(|r| r.into_sample(probe.source()));
+        assert_eq!(sample.map(|s| s.source), Some("rss".to_string()));
+    }
+
+    #[test]
+    fn nvml_probe_never_panics_and_explains_itself() {
+        let info = device(DeviceKind::Gpu, "NVIDIA Corporation", Some("0000:01:00.0"));
+        let (mut probe, notes) = Probe::for_device(&info, std::process::id());
+        match probe.source() {
+            // No driver here: a note, and reads that return nothing.
+            "none" => {
+                assert!(
+                    notes.iter().any(|n| n.starts_with("NVML unavailable")),
+                    "{notes:?}"
+                );
+                assert_eq!(probe.read(), None);
+                assert_eq!(probe.try_read(), Err(TelemetryError::NoSource));
+                assert_eq!(probe.available_bytes(), None);
+            }
+            // A machine with a GPU.
+            "nvml" => {
+                // An idle GPU may well report 0 bytes used.
+                let r = probe.read();
+                assert!(
+                    r.is_some_and(|r| r.total_bytes.is_some_and(|t| t > 0 && t >= r.used_bytes))
+                );
+                assert!(probe.available_bytes().is_some());
+                assert!(probe.baseline_bytes().is_some());
+            }
+            other => panic!("unexpected source {other}"),
+        }
+    }
+
+    #[test]
+    fn missing_nvml_note_is_the_documented_text() {
+        // Only checkable where libnvidia-ml.so.1 is really absent.
+        if nvml_wrapper::Nvml::init()
+            .is_err_and(|e| matches!(e, nvml_wrapper::error::NvmlError::LibloadingError(_)))
+        {
+            let info = device(DeviceKind::Gpu, "NVIDIA Corporation", None);
+            let (probe, notes) = Probe::for_device(&info, 1);
+            assert_eq!(probe.source(), "none");
+            assert_eq!(notes, vec![UNAVAILABLE.to_string()]);
+        }
+    }
+
+    #[test]
+    fn other_vendors_get_no_source_and_a_note() {
+        let (probe, notes) = Probe::for_device(&device(DeviceKind::Gpu, "AMD", None), 1);
+        assert_eq!(probe.source(), "none");
+        assert_eq!(notes.len(), 1);
+    }
+
+    #[test]
+    fn vanished_pid_is_an_error_not_zero_bytes() {
+        let Ok(mut child) = std::process::Command::new("sleep").arg("10").spawn() else {
+            return; // no `sleep` binary: nothing to test against
+        };
+        let pid = child.id();
+        let probe = Probe::rss(pid);
+        let _ = child.kill();
+        let Ok(mut probe) = probe else {
+            panic!("rss probe of a live child failed");
+        };
+        // Killed but not yet reaped, the child is a zombie whose statm reads zeros.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let gone = loop {
+            match probe.try_read() {
+                Ok(r) if std::time::Instant::now() < deadline => {
+                    assert!(r.used_bytes > 0, "a dying process read as 0 bytes");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => break other,
+            }
+        };
+        assert_eq!(gone, Err(TelemetryError::ProcessGone { pid }));
+        let _ = child.wait();
+        assert_eq!(probe.try_read(), Err(TelemetryError::ProcessGone { pid }));
+        assert!(matches!(
+            Probe::rss(pid),
+            Err(TelemetryError::ProcessGone { .. })
+        ));
+    }
+}

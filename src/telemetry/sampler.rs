@@ -1,0 +1,370 @@
+//! The sampler thread: owns its probe, reads it at the rate asked, and sends
+//! batches of samples. Everything it shares it shares by message — control in,
+//! batches and status out — so nothing sits behind a lock.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::probe::Probe;
+use super::ring::Ring;
+use crate::trace::event::Sample;
+
+/// The fastest rate a sampler runs at.
+pub const MAX_HZ: f64 = 1000.0;
+
+/// Samples the ring keeps: four seconds at the full rate.
+pub const RING_CAPACITY: usize = 4096;
+
+/// Samples are held back at most this long, so 1 kHz costs ~30 sends a second and a
+/// 30 fps chart still sees every batch in its frame.
+const BATCH_WINDOW: Duration = Duration::from_millis(33);
+
+/// How long `recent()` waits for a busy sampler (one NVML read takes well under this).
+const REPLY_WAIT: Duration = Duration::from_secs(1);
+
+enum Control {
+    SetRate(f64),
+    Recent(Sender<Vec<Sample>>),
+    Stop,
+}
+
+enum Status {
+    Note(String),
+    Ended {
+        error: Option<String>,
+        recent: Vec<Sample>,
+    },
+}
+
+pub struct Sampler;
+
+impl Sampler {
+    /// Starts sampling `probe` at `hz` (0 pauses; above `MAX_HZ` is `MAX_HZ`) and
+    /// sending batches on `tx`. The thread ends when the handle stops or drops, when
+    /// the receiver is gone, or at the first failed read (see `last_error`).
+    pub fn spawn(probe: Probe, hz: f64, tx: Sender<Vec<Sample>>) -> SamplerHandle {
+        let (ctl_tx, ctl_rx) = mpsc::channel();
+        let (status_tx, status_rx) = mpsc::channel();
+        let source = probe.source();
+        let thread = std::thread::Builder::new()
+            .name("gpulab-sampler".into())
+            .spawn(move || sample_loop(probe, hz, tx, ctl_rx, status_tx));
+        let (thread, last_error) = match thread {
+            Ok(t) => (Some(t), None),
+            Err(e) => (
+                None,
+                Some(format!("could not start the sampler thread: {e}")),
+            ),
+        };
+        SamplerHandle {
+            ctl: ctl_tx,
+            status: status_rx,
+            thread,
+            source,
+            notes: Vec::new(),
+            last_error,
+            final_recent: None,
+        }
+    }
+}
+
+/// Steers a sampler thread; stopping or dropping it joins the thread.
+pub struct SamplerHandle {
+    ctl: Sender<Control>,
+    status: Receiver<Status>,
+    thread: Option<JoinHandle<()>>,
+    source: &'static str,
+    notes: Vec<String>,
+    last_error: Option<String>,
+    /// The ring as the thread left it, once it has ended.
+    final_recent: Option<Vec<Sample>>,
+}
+
+impl SamplerHandle {
+    /// The probe's source: `nvml`, `rss` or `none`.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// Samples per second from now on: up to `MAX_HZ` during a run, a few when
+    /// idle, 0 to pause.
+    pub fn set_rate(&self, hz: f64) {
+        let _ = self.ctl.send(Control::SetRate(hz));
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// The last `RING_CAPACITY` samples, oldest first.
+    pub fn recent(&mut self) -> Vec<Sample> {
+        let (reply_tx, reply_rx) = mpsc::channel();
+        if self.ctl.send(Control::Recent(reply_tx)).is_ok()
+            && let Ok(samples) = reply_rx.recv_timeout(REPLY_WAIT)
+        {
+            return samples;
+        }
+        // The thread has ended (or is stuck in a read): its parting copy, if any.
+        self.drain_status();
+        self.final_recent.clone().unwrap_or_default()
+    }
+
+    /// Why sampling ended early (a read failed, the worker exited), if it did.
+    pub fn last_error(&mut self) -> Option<String> {
+        self.drain_status();
+        self.last_error.clone()
+    }
+
+    /// Notes the probe raised while sampling (a fallback taken), each handed out once.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        self.drain_status();
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Stops the thread and waits for it; pending samples are sent first.
+    pub fn stop(&mut self) {
+        let _ = self.ctl.send(Control::Stop);
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            self.last_error = Some("the sampler thread panicked".into());
+        }
+        self.drain_status();
+    }
+
+    fn drain_status(&mut self) {
+        while let Ok(status) = self.status.try_recv() {
+            match status {
+                Status::Note(note) => self.notes.push(note),
+                Status::Ended { error, recent } => {
+                    if error.is_some() {
+                        self.last_error = error;
+                    }
+                    self.final_recent = Some(recent);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for SamplerHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// None pauses sampling.
+fn period_of(hz: f64) -> Option<Duration> {
+    if hz.is_nan() || hz <= 0.0 {
+        return None;
+    }
+    Some(Duration::from_secs_f64(1.0 / hz.min(MAX_HZ)))
+}
+
+fn sample_loop(
+    mut probe: Probe,
+    hz: f64,
+    tx: Sender<Vec<Sample>>,
+    ctl: Receiver<Control>,
+    status: Sender<Status>,
+) {
+    let source = probe.source();
+    let mut ring = Ring::new(RING_CAPACITY);
+    let mut batch: Vec<Sample> = Vec::new();
+    let mut period = period_of(hz);
+    let mut next = Instant::now();
+    let mut last_send = Instant::now();
+
+    let error = loop {
+        let now = Instant::now();
+        if let Some(p) = period
+            && now >= next
+        {
+            let sample = match probe.try_read() {
+                Ok(reading) => reading.into_sample(source),
+                Err(e) => break Some(e.to_string()),
+            };
+            for note in probe.take_notes() {
+                let _ = status.send(Status::Note(note));
+            }
+            ring.push(sample.clone());
+            batch.push(sample);
+            // Fixed deadlines keep the rate; after a stall (a slow NVML call, a
+            // descheduled thread) skip ahead rather than burst to catch up.
+            next += p;
+            if next < now {
+                next = now + p;
+            }
+            if p >= BATCH_WINDOW || now.duration_since(last_send) >= BATCH_WINDOW {
+                if !send_batch(&tx, &mut batch) {
+                    break None;
+                }
+                last_send = now;
+            }
+            continue;
+        }
+        let control = match period {
+            Some(_) => ctl.recv_timeout(next.saturating_duration_since(now)),
+            // Paused: held batches go out now, then sleep until told otherwise.
+            None => {
+                if !send_batch(&tx, &mut batch) {
+                    break None;
+                }
+                ctl.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            }
+        };
+        match control {
+            Ok(Control::SetRate(hz)) => {
+                let was = period;
+                period = period_of(hz);
+                if let Some(p) = period {
+                    let soonest = Instant::now() + p;
+                    if was.is_none() || next > soonest {
+                        next = soonest;
+                    }
+                }
+            }
+            Ok(Control::Recent(reply)) => {
+                let _ = reply.send(ring.to_vec());
+            }
+            Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => break None,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    };
+    // Samples taken before the end still count; a receiver that is gone does not mind.
+    send_batch(&tx, &mut batch);
+    let _ = status.send(Status::Ended {
+        error,
+        recent: ring.to_vec(),
+    });
+}
+
+/// Sends and empties `batch`; false when the receiver is gone.
+fn send_batch(tx: &Sender<Vec<Sample>>, batch: &mut Vec<Sample>) -> bool {
+    if batch.is_empty() {
+        return true;
+    }
+    tx.send(std::mem::take(batch)).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::TelemetryError;
+
+    fn self_probe() -> Probe {
+        match Probe::rss(std::process::id()) {
+            Ok(p) => p,
+            Err(e) => panic!("rss probe of this process: {e}"),
+        }
+    }
+
+    fn wait_until(mut done: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if done() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    #[test]
+    fn delivers_roughly_the_rate_asked_in_batches() {
+        let (tx, rx) = mpsc::channel();
+        let mut handle = Sampler::spawn(self_probe(), 200.0, tx);
+        std::thread::sleep(Duration::from_millis(300));
+        handle.stop();
+        let batches: Vec<Vec<Sample>> = rx.try_iter().collect();
+        let samples: Vec<&Sample> = batches.iter().flatten().collect();
+        // 60 expected; a loaded 2-core CI box may deliver far fewer.
+        assert!(samples.len() >= 20, "{} samples", samples.len());
+        assert!(samples.len() <= 80, "{} samples", samples.len());
+        assert!(batches.len() < samples.len(), "samples were not batched");
+        assert!(samples.windows(2).all(|w| w[0].t_ns < w[1].t_ns));
+        assert!(
+            samples
+                .iter()
+                .all(|s| s.source == "rss" && s.used_bytes > 0)
+        );
+        assert_eq!(handle.recent().len(), samples.len());
+        assert_eq!(handle.last_error(), None);
+    }
+
+    #[test]
+    fn set_rate_pauses_and_resumes() {
+        let (tx, rx) = mpsc::channel();
+        let mut handle = Sampler::spawn(self_probe(), 0.0, tx);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(handle.recent().is_empty());
+        handle.set_rate(500.0);
+        assert!(wait_until(|| handle.recent().len() >= 10));
+        handle.set_rate(0.0);
+        let held = handle.recent().len();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(handle.recent().len(), held);
+        drop(handle);
+        assert_eq!(rx.try_iter().flatten().count(), held);
+    }
+
+    #[test]
+    fn stops_on_drop() {
+        let (tx, rx) = mpsc::channel();
+        let handle = Sampler::spawn(self_probe(), 1000.0, tx);
+        std::thread::sleep(Duration::from_millis(20));
+        drop(handle);
+        // Joined: the thread's sender is gone, so the channel ends after what it sent.
+        let _ = rx.try_iter().count();
+        assert!(matches!(
+            rx.try_recv(),
+            Err(mpsc::TryRecvError::Disconnected)
+        ));
+    }
+
+    #[test]
+    fn ends_quietly_when_the_receiver_is_gone() {
+        let (tx, rx) = mpsc::channel();
+        let mut handle = Sampler::spawn(self_probe(), 1000.0, tx);
+        drop(rx);
+        assert!(wait_until(|| !handle.is_running()));
+        assert_eq!(handle.last_error(), None);
+        assert!(!handle.recent().is_empty());
+        handle.set_rate(10.0);
+        handle.stop();
+    }
+
+    #[test]
+    fn vanished_pid_ends_sampling_with_an_error() {
+        let Ok(mut child) = std::process::Command::new("sleep").arg("10").spawn() else {
+            return; // no `sleep` binary: nothing to test against
+        };
+        let probe = Probe::rss(child.id());
+        let (tx, rx) = mpsc::channel();
+        let mut handle = match probe {
+            Ok(p) => Sampler::spawn(p, 200.0, tx),
+            Err(e) => panic!("rss probe of a live child: {e}"),
+        };
+        std::thread::sleep(Duration::from_millis(30));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(wait_until(|| !handle.is_running()));
+        let expected = TelemetryError::ProcessGone { pid: child.id() }.to_string();
+        assert_eq!(handle.last_error(), Some(expected));
+        assert!(rx.try_iter().flatten().all(|s| s.used_bytes > 0));
+    }
+
+    #[test]
+    fn a_probe_without_source_ends_at_once() {
+        let (tx, rx) = mpsc::channel();
+        let mut handle = Sampler::spawn(Probe::none(1), 10.0, tx);
+        assert!(wait_until(|| !handle.is_running()));
+        assert_eq!(handle.source(), "none");
+        assert_eq!(
+            handle.last_error(),
+            Some(TelemetryError::NoSource.to_string())
+        );
+        assert!(rx.try_iter().next().is_none());
+    }
+}

@@ -1,0 +1,53 @@
+//! Shared by the integration tests: the real binary, and whether OpenCL is here.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub fn gpulab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gpulab"))
+}
+
+pub fn run(args: &[&str]) -> Output {
+    gpulab()
+        .args(args)
+        .output()
+        .expect("the gpulab binary starts")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// True when an OpenCL device exists. Without one the caller skips with a printed
+/// notice, unless `GPULAB_REQUIRE_OPENCL=1` (CI), where a missing platform fails.
+pub fn opencl_or_skip(test: &str) -> bool {
+    // Asked once per test binary: concurrent first calls into an ICD loader are
+    // not something to rely on.
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let found = *FOUND
+        .get_or_init(|| gpulab::backend::discover::opencl_devices().is_ok_and(|d| !d.is_empty()));
+    if found {
+        return true;
+    }
+    if std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() == Ok("1") {
+        panic!(
+            "{test}: no OpenCL platform, and GPULAB_REQUIRE_OPENCL=1 requires one (install pocl-opencl-icd)"
+        );
+    }
+    eprintln!("skipping {test}: no OpenCL platform found (install pocl-opencl-icd to run it)");
+    false
+}
+
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temporary directory")
+}
+
+pub fn repo_file(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
+}

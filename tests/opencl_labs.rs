@@ -1,0 +1,294 @@
+//! Every shipped OpenCL lab, every variant, through the real binary on the OpenCL
+//! device this machine has (PoCL in CI). Checks that the stream is complete and the
+//! verdicts were computed — never what they are: that is the device's business.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use gpulab::lab::{BackendKind, LabSet, ObjKind};
+use gpulab::run::Run;
+use gpulab::trace::{EndStatus, Event, ObjectAction, read_events};
+
+/// Small sizes keep the suite quick on two CPU cores; the code paths are the same.
+fn params_for(lab: &str) -> Vec<&'static str> {
+    match lab {
+        "cl-forgotten-events" => vec!["iterations=4", "size_mib=16", "kernel_ms=5"],
+        _ => vec!["size_mib=16", "kernel_ms=60"],
+    }
+}
+
+fn record(lab: &str, variant: &str, dir: &std::path::Path) -> (std::process::Output, Vec<Event>) {
+    let file = dir.join(format!("{lab}--{variant}.jsonl"));
+    let file_s = file.display().to_string();
+    let mut args = vec!["run", lab, "--variant", variant, "--record", &file_s];
+    let params = params_for(lab);
+    for p in &params {
+        args.push("--param");
+        args.push(p);
+    }
+    let out = common::run(&args);
+    let events = read_events(std::io::BufReader::new(
+        std::fs::File::open(&file).expect("the recording exists"),
+    ))
+    .expect("the recording reads back");
+    (out, events)
+}
+
+#[test]
+fn every_opencl_lab_runs_to_a_complete_stream() {
+    if !common::opencl_or_skip("every_opencl_lab_runs_to_a_complete_stream") {
+        return;
+    }
+    let set = LabSet::load(&[]);
+    let dir = common::temp_dir();
+    let mut ran = 0;
+    for lab in set
+        .labs()
+        .iter()
+        .filter(|l| l.backend == BackendKind::OpenCl)
+    {
+        for variant in &lab.variants {
+            let what = format!("{} [{}]", lab.id, variant.name);
+            let (out, events) = record(&lab.id, &variant.name, dir.path());
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{what}: {}",
+                common::stderr(&out)
+            );
+            let run = Run::from_events(&events);
+
+            // The stream is whole: meta first, an end, every script line ran once.
+            assert!(matches!(events.first(), Some(Event::Meta(_))), "{what}");
+            let end = run.end.as_ref().expect("an end event");
+            assert_eq!(end.status, EndStatus::Finished, "{what}");
+            let lines = run.lines();
+            assert!(
+                lines.iter().all(|l| l.calls > 0),
+                "{what}: a line never ran: {lines:?}"
+            );
+            assert!(lines.iter().all(|l| l.errors == 0), "{what}: {lines:?}");
+
+            // Every kernel reported its device span, in order and after its enqueue.
+            let enqueues = run
+                .calls
+                .iter()
+                .filter(|c| c.api == "clEnqueueNDRangeKernel")
+                .count();
+            let spans = run.spans.iter().filter(|s| s.name == "spin").count();
+            assert_eq!(spans, enqueues, "{what}: spans");
+            for s in &run.spans {
+                assert!(s.begin_ns <= s.end_ns, "{what}: {s:?}");
+            }
+
+            // Verdicts are computed for every claim that applies, whatever they are.
+            let expected: Vec<&str> = lab
+                .claims
+                .iter()
+                .filter(|c| c.applies_to(&variant.name))
+                .map(|c| c.name.as_str())
+                .collect();
+            let got: Vec<&str> = run.claims.iter().map(|c| c.name.as_str()).collect();
+            assert_eq!(got, expected, "{what}");
+            for c in &run.claims {
+                assert!(c.reason.is_some() || !c.values.is_empty(), "{what}: {c:?}");
+            }
+
+            // The ledger ends at zero except for what the lab leaks on purpose.
+            for leak in &end.leaked {
+                assert!(leak.forgotten, "{what}: {leak:?} leaked without `forget`");
+            }
+            let forgets = run.calls.iter().filter(|c| c.api == "forget").count();
+            assert_eq!(end.leaked.len(), forgets, "{what}");
+            let report = common::stdout(&out);
+            if forgets > 0 {
+                assert!(
+                    report.contains("forgotten on purpose"),
+                    "{what}: the report names the leak"
+                );
+            }
+
+            // Memory measured around every call, and back at the baseline after the
+            // worker: on a CPU device the worker's memory is its RSS, gone with it.
+            assert!(
+                run.calls
+                    .iter()
+                    .all(|c| c.mem_before.is_some() && c.mem_after.is_some()),
+                "{what}"
+            );
+            let meta = run.meta.as_ref().expect("meta");
+            if meta.device.memory_source == "rss" {
+                assert!(
+                    !pid_alive(meta.pid),
+                    "{what}: the worker {} still runs",
+                    meta.pid
+                );
+            }
+            ran += 1;
+        }
+    }
+    assert!(ran >= 8, "ran {ran} variants");
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+#[test]
+fn a_forgotten_event_is_counted_per_iteration_and_named() {
+    if !common::opencl_or_skip("a_forgotten_event_is_counted_per_iteration_and_named") {
+        return;
+    }
+    let dir = common::temp_dir();
+    let (_, events) = record("cl-forgotten-events", "forgotten", dir.path());
+    let run = Run::from_events(&events);
+    let block = run.tagged_block("loop").expect("the loop block");
+    let end = run.end.as_ref().expect("end");
+    let mut leaked: BTreeMap<ObjKind, usize> = BTreeMap::new();
+    for l in &end.leaked {
+        *leaked.entry(l.kind).or_default() += 1;
+    }
+    assert_eq!(
+        leaked.get(&ObjKind::Event).copied(),
+        Some(block.iterations as usize)
+    );
+    assert_eq!(leaked.len(), 1, "only events leak: {leaked:?}");
+    // gpulab never released the lab's event behind its back.
+    assert!(
+        !run.objects
+            .iter()
+            .any(|o| o.kind == ObjKind::Event && o.action == ObjectAction::Released)
+    );
+}
+
+#[test]
+fn all_variants_print_side_by_side() {
+    if !common::opencl_or_skip("all_variants_print_side_by_side") {
+        return;
+    }
+    let out = common::run(&[
+        "run",
+        "cl-event-wait",
+        "--all-variants",
+        "--param",
+        "kernel_ms=30",
+        "--param",
+        "size_mib=8",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let text = common::stdout(&out);
+    let header = text.lines().next().unwrap_or_default();
+    for v in ["wait-for-event", "finish", "release-then-finish"] {
+        assert!(header.contains(v), "{header}");
+    }
+    assert!(text.contains("wait-blocks"));
+}
+
+#[test]
+fn json_and_markdown_reports_carry_the_claims() {
+    if !common::opencl_or_skip("json_and_markdown_reports_carry_the_claims") {
+        return;
+    }
+    let out = common::run(&[
+        "run",
+        "cl-finish",
+        "--variant",
+        "no-wait",
+        "--json",
+        "--param",
+        "kernel_ms=40",
+        "--param",
+        "size_mib=8",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(v["lab"], "cl-finish");
+    assert!(v["claims"].as_array().is_some_and(|c| !c.is_empty()));
+    assert!(v["lines"].as_array().is_some_and(|l| l.len() >= 10));
+    let md = common::run(&[
+        "run",
+        "cl-finish",
+        "--variant",
+        "no-wait",
+        "--markdown",
+        "--param",
+        "kernel_ms=40",
+        "--param",
+        "size_mib=8",
+    ]);
+    assert!(common::stdout(&md).contains("| line | call | result |"));
+}
+
+#[test]
+fn fail_on_turns_a_verdict_into_the_exit_status() {
+    if !common::opencl_or_skip("fail_on_turns_a_verdict_into_the_exit_status") {
+        return;
+    }
+    let dir = common::temp_dir();
+    let file = dir.path().join("run.jsonl");
+    let file_s = file.display().to_string();
+    let out = common::run(&[
+        "run",
+        "cl-finish",
+        "--variant",
+        "finish",
+        "--record",
+        &file_s,
+        "--param",
+        "kernel_ms=40",
+        "--param",
+        "size_mib=8",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let events = read_events(std::io::BufReader::new(std::fs::File::open(&file).unwrap())).unwrap();
+    let run = Run::from_events(&events);
+    // Whatever this device says, --fail-on for that verdict must exit 1 and the
+    // other must not: the user states the expectation, the run decides.
+    let verdicts: Vec<_> = run.claims.iter().map(|c| c.verdict).collect();
+    let any_not = verdicts.contains(&gpulab::trace::Verdict::DoesNotHold);
+    let out = common::run(&[
+        "run",
+        "cl-finish",
+        "--variant",
+        "finish",
+        "--fail-on",
+        "does-not-hold",
+        "--param",
+        "kernel_ms=40",
+        "--param",
+        "size_mib=8",
+    ]);
+    // A second run may measure differently; judge by its own report.
+    let text = common::stdout(&out);
+    let holds_all = !text.contains("does not hold —");
+    assert_eq!(
+        out.status.code(),
+        Some(if holds_all { 0 } else { 1 }),
+        "{text} (first run had does-not-hold: {any_not})"
+    );
+}
+
+#[test]
+fn report_of_a_recording_equals_the_live_report() {
+    if !common::opencl_or_skip("report_of_a_recording_equals_the_live_report") {
+        return;
+    }
+    let dir = common::temp_dir();
+    let file = dir.path().join("run.jsonl");
+    let file_s = file.display().to_string();
+    let live = common::run(&[
+        "run",
+        "cl-event-wait",
+        "--record",
+        &file_s,
+        "--param",
+        "kernel_ms=30",
+        "--param",
+        "size_mib=8",
+    ]);
+    assert_eq!(live.status.code(), Some(0), "{}", common::stderr(&live));
+    let replay = common::run(&["report", &file_s]);
+    assert_eq!(common::stdout(&replay), common::stdout(&live));
+}
