@@ -358,6 +358,7 @@ pub fn text(s: &Summary) -> String {
     }
     for d in &s.destroyed {
         let when = match d.after_release_ms {
+            Some(ms) if ms <= 0.0 => "during its release call".to_string(),
             Some(ms) => format!("{ms:.3} ms after its release"),
             None => "never, while the worker lived: something still held it".into(),
         };

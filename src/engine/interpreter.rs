@@ -20,6 +20,8 @@ pub type MemoryReader<'a> = &'a mut dyn FnMut() -> Option<u64>;
 
 /// How long the engine waits at the end for spans and destructor callbacks.
 const SETTLE_MS: u64 = 2_000;
+/// How long the engine waits at the end for late destructor callbacks.
+const DESTRUCTOR_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 pub struct Engine<'a> {
     backend: &'a mut dyn Backend,
@@ -106,7 +108,7 @@ impl<'a> Engine<'a> {
             Err(Stop::Gone) => return EndStatus::Cancelled,
         };
         self.backend.settle(SETTLE_MS);
-        let _ = self.drain();
+        let _ = self.await_destructors();
         let leaked = self
             .ledger
             .live()
@@ -513,6 +515,24 @@ impl<'a> Engine<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Destructor callbacks may run on a driver thread a little after the last
+    /// release; give them a moment so the stream says whether they fired.
+    fn await_destructors(&mut self) -> Result<(), Gone> {
+        let deadline = std::time::Instant::now() + DESTRUCTOR_WAIT;
+        loop {
+            self.drain()?;
+            let waiting = self.ledger.all().any(|e| {
+                e.state == State::Released
+                    && e.destroyed_ns.is_none()
+                    && matches!(e.kind, ObjKind::Buffer | ObjKind::Context)
+            });
+            if !waiting || std::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     /// After a failure: release what the lab still holds, newest first, so a failed

@@ -102,6 +102,10 @@ impl Ledger {
         self.entries.get(&id)
     }
 
+    pub fn all(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.values()
+    }
+
     /// Objects the lab has not released (forgotten ones included: they leak).
     pub fn live(&self) -> impl Iterator<Item = &Entry> {
         self.entries.values().filter(|e| e.state != State::Released)

@@ -223,6 +223,7 @@ pub struct ClaimVerdict {
     pub expr: String,
     pub requires: Option<String>,
     /// Every metric and parameter the claim read, by the name it was written with.
+    #[serde(with = "values_serde")]
     pub values: BTreeMap<String, f64>,
     pub verdict: Verdict,
     /// Why the verdict is inconclusive; empty otherwise.
@@ -292,5 +293,62 @@ impl EndStatus {
             EndStatus::Cancelled => "cancelled".into(),
             EndStatus::Crashed { detail, .. } => format!("worker crashed: {detail}"),
         }
+    }
+}
+
+/// Claim values as JSON: finite numbers as numbers, infinities (memory that never
+/// came back) as the strings `"inf"`/`"-inf"` and NaN as `"nan"`. serde_json would
+/// otherwise write `null`, which reads back as an error.
+mod values_serde {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        Num(f64),
+        Text(String),
+    }
+
+    pub fn serialize<S: Serializer>(map: &BTreeMap<String, f64>, s: S) -> Result<S::Ok, S::Error> {
+        let out: BTreeMap<&String, Value> = map
+            .iter()
+            .map(|(k, v)| {
+                let v = if v.is_finite() {
+                    Value::Num(*v)
+                } else if v.is_nan() {
+                    Value::Text("nan".into())
+                } else if *v > 0.0 {
+                    Value::Text("inf".into())
+                } else {
+                    Value::Text("-inf".into())
+                };
+                (k, v)
+            })
+            .collect();
+        out.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, f64>, D::Error> {
+        let raw = BTreeMap::<String, Value>::deserialize(d)?;
+        raw.into_iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Value::Num(n) => n,
+                    Value::Text(t) => match t.as_str() {
+                        "inf" => f64::INFINITY,
+                        "-inf" => f64::NEG_INFINITY,
+                        "nan" => f64::NAN,
+                        other => {
+                            return Err(serde::de::Error::custom(format!(
+                                "claim value `{other}` is not a number"
+                            )));
+                        }
+                    },
+                };
+                Ok((k, v))
+            })
+            .collect()
     }
 }

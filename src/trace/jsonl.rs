@@ -89,6 +89,27 @@ mod tests {
     }
 
     #[test]
+    fn infinite_claim_values_survive_a_round_trip() {
+        let e = Event::Claim(ClaimVerdict {
+            name: "c".into(),
+            text: "t".into(),
+            expr: "release_lag_ms(r) < 5".into(),
+            requires: None,
+            values: [
+                ("release_lag_ms(r)".to_string(), f64::INFINITY),
+                ("x".to_string(), 1.5),
+            ]
+            .into_iter()
+            .collect(),
+            verdict: Verdict::DoesNotHold,
+            reason: None,
+        });
+        let line = to_line(&e);
+        assert!(line.contains(r#""release_lag_ms(r)":"inf""#), "{line}");
+        assert_eq!(parse_line(1, line.trim_end()).unwrap(), e);
+    }
+
+    #[test]
     fn unknown_fields_are_refused() {
         let err = parse_line(
             7,

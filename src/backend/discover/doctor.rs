@@ -181,7 +181,7 @@ fn cuda_section() -> Section {
             checks.push(check(
                 "libcuda.so.1",
                 Status::Missing,
-                e.to_string(),
+                format!("libcuda.so.1 not loadable ({e})"),
                 Some("install the NVIDIA driver; in a container run with `--gpus all` (NVIDIA container toolkit)"),
             ));
             return Section {
