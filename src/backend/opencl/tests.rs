@@ -200,7 +200,9 @@ fn mini_script_reports_spans_destructors_and_refcounts() {
     {
         assert!(queued_ns <= begin_ns && begin_ns <= end_ns && *end_ns <= t_finish + 1_000_000);
     }
-    // Double release: an error with its CL name, never a crash.
+    // Double release: by default it reaches the driver (and may crash the worker,
+    // which is the finding); in-process here, the refusal path answers instead.
+    b.set_pass_released_handles(false);
     let again = call(&mut b, 17, Api::ClReleaseMemObject, &[Obj(buf)], false);
     assert_eq!(
         again.map_err(|e| e.name),
