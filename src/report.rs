@@ -229,6 +229,20 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
     rows
 }
 
+/// Rows that say the same thing, once each with how many there were (the first
+/// row of a group stands for it), in first-seen order.
+fn group<T, K: PartialEq>(rows: &[T], key: impl Fn(&T) -> K) -> Vec<(&T, usize)> {
+    let mut out: Vec<(K, &T, usize)> = Vec::new();
+    for r in rows {
+        let k = key(r);
+        match out.iter_mut().find(|(g, _, _)| *g == k) {
+            Some((_, _, n)) => *n += 1,
+            None => out.push((k, r, 1)),
+        }
+    }
+    out.into_iter().map(|(_, r, n)| (r, n)).collect()
+}
+
 fn verdict_mark(v: Verdict) -> &'static str {
     match v {
         Verdict::Holds => "✓",
@@ -342,29 +356,44 @@ pub fn text(s: &Summary) -> String {
         .map(|(k, n)| format!("{k} {n}"))
         .collect();
     let _ = writeln!(o, "\nlive at end  {}", counts.join(" · "));
-    for l in &s.leaked {
+    for (l, n) in group(&s.leaked, |l| (l.handle.clone(), l.kind, l.forgotten)) {
         let why = if l.forgotten {
             "forgotten on purpose (`forget`)"
         } else {
             "never released"
         };
+        let times = if n > 1 {
+            format!(" ×{n}")
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "  leaked {} ({}, {:.1} MiB): {why}",
+            "  leaked {}{times} ({}, {:.1} MiB each): {why}",
             l.handle,
             l.kind.as_str(),
             l.bytes as f64 / MIB
         );
     }
-    for d in &s.destroyed {
+    let bucket = |d: &DestroyRow| match d.after_release_ms {
+        None => 0,
+        Some(ms) if ms <= 0.0 => 1,
+        Some(_) => 2,
+    };
+    for (d, n) in group(&s.destroyed, |d| (d.handle.clone(), d.kind, bucket(d))) {
+        let times = if n > 1 {
+            format!(" ×{n}")
+        } else {
+            String::new()
+        };
         let when = match d.after_release_ms {
+            None => "never, while the worker lived: something still held it".to_string(),
             Some(ms) if ms <= 0.0 => "during its release call".to_string(),
             Some(ms) => format!("{ms:.3} ms after its release"),
-            None => "never, while the worker lived: something still held it".into(),
         };
         let _ = writeln!(
             o,
-            "  {} {} destroyed by the driver {when}",
+            "  {} {}{times} destroyed by the driver {when}",
             d.kind.as_str(),
             d.handle
         );

@@ -73,37 +73,37 @@ pub static METRICS: &[MetricSpec] = &[
     MetricSpec {
         name: "host_ms",
         arg: MetricArg::Tag,
-        help: "host time of the tagged call (or the whole tagged block), ms",
+        help: "host time of the tagged call, ms (the mean when the line ran several times; the whole duration for a tagged block)",
     },
     MetricSpec {
         name: "vram_delta_mib",
         arg: MetricArg::Tag,
-        help: "device memory after minus before the tagged call or block, MiB",
+        help: "device memory after minus before the tagged call or block, MiB (summed over every execution of a call)",
     },
     MetricSpec {
         name: "vram_mib",
         arg: MetricArg::Tag,
-        help: "device memory above the run's baseline right after the tagged call or block, MiB",
+        help: "device memory above the run's baseline right after the tagged call or block (its last execution), MiB",
     },
     MetricSpec {
         name: "release_lag_ms",
         arg: MetricArg::Tag,
-        help: "from the end of the tagged release to the first reading that shows its bytes gone, ms (inf if never)",
+        help: "from the end of the tagged release (its first execution) to the first reading, the worker's or the sampler's, that shows half its bytes gone, ms (inf if never while the worker lived)",
     },
     MetricSpec {
         name: "destroy_lag_ms",
         arg: MetricArg::Tag,
-        help: "from the end of the tagged release to the driver's destructor callback, ms (inf if never)",
+        help: "from the end of the tagged release (its first execution) to the driver's destructor callback, ms (0 when it fired inside the call; inf if never while the worker lived)",
     },
     MetricSpec {
         name: "span_ms",
         arg: MetricArg::Tag,
-        help: "device time of the work the tagged enqueue started (first iteration), ms",
+        help: "device time of the work the tagged enqueue started, ms (the mean over its executions)",
     },
     MetricSpec {
         name: "busy_ms",
         arg: MetricArg::Tag,
-        help: "device work still outstanding when the tagged call began, ms (0 if the device was idle)",
+        help: "device work enqueued earlier and still outstanding when the tagged call (its first execution) began, ms (0 if the device was idle)",
     },
     MetricSpec {
         name: "iterations",

@@ -275,6 +275,10 @@ impl Watch {
         if let Some(info) = &device {
             self.watch_after_exit(&mut run, info, pid, start_used);
         }
+        if run.meta.is_none() {
+            // It never started: there is nothing to judge.
+            return;
+        }
         for verdict in crate::verdict::judge(&self.lab, &run) {
             self.emit(&mut run, Event::Claim(verdict));
         }

@@ -45,9 +45,10 @@ fn pci_bus_id(id: cl_device_id) -> Option<String> {
             uint(id, CL_DEVICE_PCI_SLOT_ID_NV),
         )
     {
-        // The NV slot id packs device and function as PCI does: dev << 3 | fn.
+        // The NV slot id is the PCI device number: an H100 on driver 580 reports
+        // bus 0, slot 6 where NVML says 00000000:00:06.0.
         let domain = uint(id, CL_DEVICE_PCI_DOMAIN_ID_NV).unwrap_or(0);
-        return Some(format_bus_id(domain, bus, slot >> 3, slot & 7));
+        return Some(format_bus_id(domain, bus, slot, 0));
     }
     if ext.contains("cl_khr_pci_bus_info") {
         let b = get_device_data(id, CL_DEVICE_PCI_BUS_INFO_KHR).ok()?;
