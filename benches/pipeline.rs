@@ -1,0 +1,146 @@
+//! What the parent does with a run, timed: parse labs, read a recording, fold it into
+//! the Run model, judge the claims and render the report. Figures in
+//! docs/benchmarks.md.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+
+use gpulab::lab::{LabSet, Origin, catalog};
+use gpulab::report::{self, Summary};
+use gpulab::run::Run;
+use gpulab::trace::{self, Event};
+
+/// A recording-sized stream: cl-forgotten-events at 20 iterations with 1 kHz samples
+/// over 5 s, built from the shipped lab so it stays in step with the event types.
+fn stream() -> Vec<Event> {
+    let lab = LabSet::load(&[])
+        .get("cl-forgotten-events")
+        .cloned()
+        .expect("shipped lab");
+    let mut meta_lines = vec![];
+    for (line, text) in lab.source.lines().enumerate() {
+        meta_lines.push(((line + 1) as u32, text.to_string()));
+    }
+    let mut lines = vec![trace::to_line(&Event::Meta(Box::new(trace::Meta {
+        format_version: trace::FORMAT_VERSION,
+        gpulab_version: "bench".into(),
+        t_ns: 0,
+        pid: 1,
+        hostname: "bench".into(),
+        backend: "opencl".into(),
+        platform: "bench".into(),
+        device: trace::DeviceMeta {
+            name: "bench".into(),
+            vendor: "bench".into(),
+            driver_version: "0".into(),
+            kind: "gpu".into(),
+            total_bytes: Some(80 << 30),
+            memory_source: "nvml".into(),
+            pci_bus_id: None,
+            clock_error_ns: Some(7000),
+        },
+        lab: Some(trace::LabMeta {
+            id: lab.id.clone(),
+            title: lab.title.clone(),
+            variant: "forgotten".into(),
+            params: lab.default_params(),
+            script: meta_lines,
+        }),
+        baseline_bytes: Some(3 << 20),
+        budget_bytes: None,
+    })))];
+    let mut t = 1_000u64;
+    let mut seq = 0;
+    let mut mem = 3u64 << 20;
+    for i in 0..20u32 {
+        for (k, api) in [
+            "clCreateContext",
+            "clCreateCommandQueue",
+            "clCreateBuffer",
+            "clCreateProgramWithSource",
+            "clBuildProgram",
+            "clCreateKernel",
+            "clEnqueueNDRangeKernel",
+            "clFinish",
+            "forget",
+            "clReleaseKernel",
+            "clReleaseProgram",
+            "clReleaseMemObject",
+            "clReleaseCommandQueue",
+            "clReleaseContext",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let before = mem;
+            if k == 0 {
+                mem += 515 << 20;
+            }
+            lines.push(trace::to_line(&Event::Call(trace::Call {
+                seq,
+                pid: 1,
+                thread: 0,
+                line: Some(47 + k as u32),
+                iter: vec![i],
+                tag: (k == 11).then(|| "release_buf".to_string()),
+                api: api.to_string(),
+                driver: api.to_string(),
+                begin_ns: t,
+                end_ns: t + 50_000,
+                status: trace::CallStatus::Ok,
+                expect_error: false,
+                mem_before: Some(before),
+                mem_after: Some(mem),
+                object: Some(seq),
+            })));
+            seq += 1;
+            t += 250_000_000 / 14;
+        }
+    }
+    for s in 0..5_000u64 {
+        lines.push(trace::to_line(&Event::Sample(trace::Sample {
+            t_ns: s * 1_000_000,
+            source: "nvml".into(),
+            used_bytes: mem,
+            total_bytes: Some(80 << 30),
+            process_bytes: None,
+        })));
+    }
+    lines.push(trace::to_line(&Event::End(trace::End {
+        t_ns: t,
+        status: trace::EndStatus::Finished,
+        leaked: vec![],
+    })));
+    let text = lines.concat();
+    trace::read_events(std::io::Cursor::new(text)).expect("the stream reads back")
+}
+
+fn benches(c: &mut Criterion) {
+    c.bench_function("parse and validate the shipped labs", |b| {
+        b.iter(|| {
+            for (file, text) in catalog::SHIPPED {
+                black_box(catalog::parse(file, text, Origin::Builtin).ok());
+            }
+        })
+    });
+    let events = stream();
+    let text: String = events.iter().map(trace::to_line).collect();
+    c.bench_function("read a 5,300-event recording (JSONL)", |b| {
+        b.iter(|| black_box(trace::read_events(std::io::Cursor::new(text.as_bytes())).ok()))
+    });
+    let lab = LabSet::load(&[])
+        .get("cl-forgotten-events")
+        .cloned()
+        .expect("shipped lab");
+    c.bench_function("fold, judge and report a 5,300-event run", |b| {
+        b.iter(|| {
+            let mut run = Run::from_events(&events);
+            run.claims = gpulab::verdict::judge(&lab, &run);
+            black_box(report::text(&Summary::of(&run)))
+        })
+    });
+}
+
+criterion_group!(pipeline, benches);
+criterion_main!(pipeline);

@@ -1,0 +1,202 @@
+//! The run source on its own: stepping, cancelling, a crashing worker, Ctrl-C.
+//! Real workers on the OpenCL device this machine has (PoCL in CI).
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use gpulab::lab::{Lab, LabSet};
+use gpulab::source::{LocalSource, RunHandle, RunRequest, RunSource};
+use gpulab::trace::{EndStatus, Event};
+
+fn lab(id: &str) -> Lab {
+    LabSet::load(&[]).get(id).expect("a shipped lab").clone()
+}
+
+fn request(id: &str, params: &[&str], step: bool) -> RunRequest {
+    RunRequest {
+        lab: lab(id),
+        variant: lab(id).variants[0].name.clone(),
+        params: params.iter().map(|p| p.to_string()).collect(),
+        device: None,
+        budget_bytes: None,
+        unbounded: false,
+        step,
+        sample_hz: 200.0,
+    }
+}
+
+fn source() -> LocalSource {
+    LocalSource::with_exe(PathBuf::from(env!("CARGO_BIN_EXE_gpulab")))
+}
+
+/// Next event other than a memory sample within `wait`, if any (samples arrive
+/// all the time while a worker lives).
+fn next(rx: &Receiver<Event>, wait: Duration) -> Option<Event> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        match rx.recv_timeout(left).ok()? {
+            Event::Sample(_) => continue,
+            e => return Some(e),
+        }
+    }
+}
+
+fn drain(handle: &RunHandle) -> Vec<Event> {
+    let mut out = Vec::new();
+    while let Ok(e) = handle.events.recv_timeout(Duration::from_secs(30)) {
+        out.push(e);
+    }
+    out
+}
+
+fn end_of(events: &[Event]) -> Option<EndStatus> {
+    events.iter().find_map(|e| match e {
+        Event::End(end) => Some(end.status.clone()),
+        _ => None,
+    })
+}
+
+#[test]
+fn stepping_runs_one_line_per_step() {
+    if !common::opencl_or_skip("stepping_runs_one_line_per_step") {
+        return;
+    }
+    let mut handle = source()
+        .start(request("cl-finish", &["kernel_ms=20", "size_mib=4"], true))
+        .unwrap();
+    // Nothing runs until asked: meta and notes come, calls do not.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut saw_meta = false;
+    while Instant::now() < deadline {
+        match next(&handle.events, Duration::from_millis(300)) {
+            Some(Event::Meta(_)) => saw_meta = true,
+            Some(Event::Call(c)) => panic!("a call ran before any step: {c:?}"),
+            Some(_) => {}
+            None if saw_meta => break,
+            None => {}
+        }
+    }
+    assert!(saw_meta);
+    for expected_line in [36, 37] {
+        handle.step();
+        let call = loop {
+            match next(&handle.events, Duration::from_secs(20)) {
+                Some(Event::Call(c)) => break c,
+                Some(_) => {}
+                None => panic!("no call after a step"),
+            }
+        };
+        assert_eq!(call.line, Some(expected_line));
+        // And no further line until the next step.
+        while let Some(e) = next(&handle.events, Duration::from_millis(200)) {
+            assert!(!matches!(e, Event::Call(_)), "ran ahead: {e:?}");
+        }
+    }
+    handle.run_to_end();
+    assert_eq!(end_of(&drain(&handle)), Some(EndStatus::Finished));
+}
+
+#[test]
+fn cancel_kills_the_worker_and_ends_the_stream_as_cancelled() {
+    if !common::opencl_or_skip("cancel_kills_the_worker_and_ends_the_stream_as_cancelled") {
+        return;
+    }
+    let mut handle = source()
+        .start(request(
+            "cl-finish",
+            &["kernel_ms=5000", "size_mib=4"],
+            false,
+        ))
+        .unwrap();
+    let mut pid = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Wait until the kernel is enqueued, then cancel mid-kernel.
+    while Instant::now() < deadline {
+        match next(&handle.events, Duration::from_secs(1)) {
+            Some(Event::Meta(m)) => pid = Some(m.pid),
+            Some(Event::Call(c)) if c.api == "clEnqueueNDRangeKernel" => break,
+            _ => {}
+        }
+    }
+    let started = Instant::now();
+    handle.cancel();
+    let events = drain(&handle);
+    assert_eq!(end_of(&events), Some(EndStatus::Cancelled));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "cancel waited for the kernel"
+    );
+    let pid = pid.expect("meta");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}/stat")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+    );
+}
+
+/// A stand-in worker that dies of SIGSEGV, as a driver crash would.
+fn crashing_worker(dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("crashing-worker");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\necho 'driver said goodbye' >&2\nkill -SEGV $$\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn a_crashed_worker_is_reported_with_its_signal() {
+    let dir = common::temp_dir();
+    let source = LocalSource::with_exe(crashing_worker(dir.path()));
+    let handle = source.start(request("cl-finish", &[], false)).unwrap();
+    let events = drain(&handle);
+    match end_of(&events) {
+        Some(EndStatus::Crashed { signal, detail }) => {
+            assert_eq!(signal, Some(11));
+            assert!(detail.contains("SIGSEGV"), "{detail}");
+            assert!(detail.contains("driver said goodbye"), "{detail}");
+        }
+        other => panic!("expected a crash, got {other:?}"),
+    }
+    // The parent is fine and can start the next run.
+    let again = source.start(request("cl-finish", &[], false)).unwrap();
+    assert!(matches!(
+        end_of(&drain(&again)),
+        Some(EndStatus::Crashed { .. })
+    ));
+}
+
+#[test]
+fn ctrl_c_prints_the_partial_run_and_exits_130() {
+    if !common::opencl_or_skip("ctrl_c_prints_the_partial_run_and_exits_130") {
+        return;
+    }
+    let child = common::gpulab()
+        .args([
+            "run",
+            "cl-finish",
+            "--param",
+            "kernel_ms=6000",
+            "--param",
+            "size_mib=4",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", common::stderr(&out));
+    let text = common::stdout(&out);
+    assert!(text.contains("status   cancelled"), "{text}");
+    assert!(text.contains("clCreateContext"), "{text}");
+}
