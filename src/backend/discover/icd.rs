@@ -181,16 +181,27 @@ pub fn prepare_icd_environment() -> Option<String> {
     }
     // SAFETY: the documented contract is that main calls this before starting any
     // thread, so no other thread can read the environment concurrently.
+    let value = vendors_value(&dst);
     unsafe {
-        std::env::set_var("OCL_ICD_VENDORS", &dst);
+        std::env::set_var("OCL_ICD_VENDORS", &value);
         std::env::set_var(ADDED_MARK, &lib);
     }
     Some(format!(
         "NVIDIA OpenCL library found at {lib} but not registered in {}; gpulab registered \
-         it for its own processes (OCL_ICD_VENDORS={})",
+         it for its own processes (OCL_ICD_VENDORS={value})",
         src.display(),
-        dst.display()
     ))
+}
+
+/// `OCL_ICD_VENDORS` for a directory. ocl-icd 2.3.2 (Ubuntu, the H100 machine) joins
+/// the variable and each file name without a separator, so without the trailing
+/// slash it finds no platform at all; 2.3.1 (Debian) accepts both.
+fn vendors_value(dir: &Path) -> String {
+    let mut v = dir.display().to_string();
+    if !v.ends_with('/') {
+        v.push('/');
+    }
+    v
 }
 
 #[cfg(test)]
@@ -217,7 +228,7 @@ mod tests {
         let run = |dir: &Path| {
             std::process::Command::new("clinfo")
                 .arg("-l")
-                .env("OCL_ICD_VENDORS", dir)
+                .env("OCL_ICD_VENDORS", vendors_value(dir))
                 .output()
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
                 .unwrap_or_default()
