@@ -223,8 +223,12 @@ impl Watch {
         }
         let status = self.child.wait();
         self.exited.store(true, Ordering::SeqCst);
+        let mut sampler_notes = Vec::new();
         if let Some(mut s) = sampler.take() {
             s.stop();
+            // A fallback the sampler only found while sampling (NVML listing other
+            // pids than the worker's, in a container) belongs in the report.
+            sampler_notes = s.take_notes();
         }
         drop(sample_tx);
         // Samples are folded into the Run here too, so verdicts see them.
@@ -234,6 +238,17 @@ impl Watch {
             }
         }
 
+        for text in sampler_notes {
+            if !run.notes.iter().any(|n| n.text == text) {
+                let note = Note {
+                    t_ns: now_ns(),
+                    level: NoteLevel::Warning,
+                    text: format!("telemetry: {text}"),
+                    line: None,
+                };
+                self.emit(&mut run, Event::Note(note));
+            }
+        }
         if run.end.is_none() {
             let status = if self.killed.load(Ordering::SeqCst) {
                 EndStatus::Cancelled
