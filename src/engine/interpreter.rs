@@ -170,10 +170,22 @@ impl<'a> Engine<'a> {
         let begin_ns = now_ns();
         let mut done = 0;
         let mut result = Ok(());
+        // The largest growth one iteration has shown so far: an iteration that
+        // would pass the budget is not started (a context alone can be 500 MiB,
+        // more than any buffer the budget check before an allocation sees).
+        let mut step_growth = 0u64;
         for i in 0..planned {
-            self.iter.push(i);
-            let r = self.walk(body);
-            self.iter.pop();
+            let start = self.in_use();
+            let r = match self.budget {
+                Some(budget) if i > 0 && start + step_growth > budget => Err(Stop::Budget),
+                _ => {
+                    self.iter.push(i);
+                    let r = self.walk(body);
+                    self.iter.pop();
+                    r
+                }
+            };
+            step_growth = step_growth.max(self.in_use().saturating_sub(start));
             match r {
                 Ok(()) => done += 1,
                 Err(Stop::Budget) => {
