@@ -6,16 +6,20 @@ use anyhow::Context;
 
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
-use gpulab::trace::read_events;
+use gpulab::trace::read_recording;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::Format;
 
 pub fn report(file: &Path, format: Format) -> anyhow::Result<i32> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-    let events = read_events(std::io::BufReader::new(f))
+    let rec = read_recording(std::io::BufReader::new(f))
         .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
-    let run = Run::from_events(&events);
+    // A damaged recording still shows what it holds; each skipped line is named.
+    for p in &rec.problems {
+        eprintln!("gpulab: {}: {p}", file.display());
+    }
+    let run = Run::from_events(&rec.events);
     print!("{}", render(&Summary::of(&run), format)?);
     Ok(EXIT_OK)
 }

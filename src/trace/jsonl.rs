@@ -5,6 +5,12 @@ use std::io::{BufRead, Write};
 
 use super::event::{Event, FORMAT_VERSION};
 
+/// The oldest event format this gpulab still reads.
+pub const MIN_FORMAT_VERSION: u32 = 1;
+
+/// No event comes near this; a longer line is damage, not data.
+pub const MAX_LINE: usize = 16 << 20;
+
 pub type Result<T, E = TraceError> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -15,8 +21,16 @@ pub enum TraceError {
         "line {line}: recorded with event format {found}, this gpulab reads up to {FORMAT_VERSION}; upgrade gpulab"
     )]
     TooNew { line: usize, found: u32 },
-    #[error("the stream does not start with a `meta` event")]
+    #[error(
+        "line {line}: recorded with event format {found}, which this gpulab no longer reads (it reads {MIN_FORMAT_VERSION} to {FORMAT_VERSION}); re-record it, or report it with the gpulab that made it"
+    )]
+    TooOld { line: usize, found: u32 },
+    #[error("the stream does not start with a `meta` event (is this a gpulab recording?)")]
     MissingMeta,
+    #[error("line {line}: longer than {} MiB; skipped", MAX_LINE >> 20)]
+    HugeLine { line: usize },
+    #[error("line {line}: not UTF-8 text (binary data?); skipped")]
+    NotText { line: usize },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -43,31 +57,121 @@ pub fn parse_line(line_no: usize, line: &str) -> Result<Event> {
         line: line_no,
         message: e.to_string(),
     })?;
-    if let Event::Meta(m) = &event
-        && m.format_version > FORMAT_VERSION
-    {
-        return Err(TraceError::TooNew {
-            line: line_no,
-            found: m.format_version,
-        });
+    if let Event::Meta(m) = &event {
+        if m.format_version > FORMAT_VERSION {
+            return Err(TraceError::TooNew {
+                line: line_no,
+                found: m.format_version,
+            });
+        }
+        if m.format_version < MIN_FORMAT_VERSION {
+            return Err(TraceError::TooOld {
+                line: line_no,
+                found: m.format_version,
+            });
+        }
     }
     Ok(event)
 }
 
-/// Read a whole stream; stops at the first bad line and says which.
-pub fn read_events(input: impl BufRead) -> Result<Vec<Event>> {
-    let mut events = Vec::new();
-    for (i, line) in input.lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
+/// A recording as far as it could be read: its events, and what was wrong with the
+/// lines that were skipped (a truncated last line, a damaged one in the middle).
+#[derive(Debug, Default)]
+pub struct Recording {
+    pub events: Vec<Event>,
+    pub problems: Vec<TraceError>,
+}
+
+/// Reads a recording, skipping damaged lines and saying which. Refuses outright only
+/// what cannot be a gpulab recording of a version it reads: no `meta` first, or a
+/// `meta` from a newer or too old format.
+pub fn read_recording(mut input: impl BufRead) -> Result<Recording> {
+    let mut rec = Recording::default();
+    let mut buf = Vec::new();
+    let mut line_no = 0;
+    loop {
+        buf.clear();
+        line_no += 1;
+        let (n, complete) = read_bounded_line(&mut input, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if !complete {
+            rec.problems.push(TraceError::HugeLine { line: line_no });
             continue;
         }
-        events.push(parse_line(i + 1, &line)?);
+        let Ok(text) = std::str::from_utf8(&buf) else {
+            if rec.events.is_empty() {
+                return Err(TraceError::MissingMeta);
+            }
+            rec.problems.push(TraceError::NotText { line: line_no });
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line_no, text.trim_end()) {
+            Ok(event) => {
+                if rec.events.is_empty() && !matches!(event, Event::Meta(_)) {
+                    return Err(TraceError::MissingMeta);
+                }
+                rec.events.push(event);
+            }
+            Err(e @ (TraceError::TooNew { .. } | TraceError::TooOld { .. })) => return Err(e),
+            Err(_) if rec.events.is_empty() => return Err(TraceError::MissingMeta),
+            Err(e) => rec.problems.push(e),
+        }
     }
-    if !matches!(events.first(), Some(Event::Meta(_))) {
+    if rec.events.is_empty() {
         return Err(TraceError::MissingMeta);
     }
-    Ok(events)
+    Ok(rec)
+}
+
+/// One line into `buf` (without its newline), reading at most `MAX_LINE` bytes of
+/// it; the rest of a longer line is consumed and dropped. Returns the bytes consumed
+/// and whether the line was whole.
+fn read_bounded_line(
+    input: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<(usize, bool)> {
+    let mut consumed = 0;
+    let mut complete = true;
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok((consumed, complete));
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let body = if done {
+            &chunk[..take - 1]
+        } else {
+            &chunk[..take]
+        };
+        if buf.len() + body.len() > MAX_LINE {
+            complete = false;
+        }
+        if complete {
+            buf.extend_from_slice(body);
+        }
+        input.consume(take);
+        consumed += take;
+        if done {
+            return Ok((consumed, complete));
+        }
+    }
+}
+
+/// Read a whole stream strictly: the first damaged line is an error that says which.
+pub fn read_events(input: impl BufRead) -> Result<Vec<Event>> {
+    let rec = read_recording(input)?;
+    match rec.problems.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(rec.events),
+    }
 }
 
 #[cfg(test)]

@@ -4,4 +4,4 @@ pub mod event;
 pub mod jsonl;
 
 pub use event::*;
-pub use jsonl::{TraceError, read_events, to_line};
+pub use jsonl::{Recording, TraceError, read_events, read_recording, to_line};

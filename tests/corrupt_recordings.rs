@@ -1,0 +1,200 @@
+//! Damaged recordings: each gets its own message, readable lines are still
+//! reported, and nothing panics — neither the library nor `gpulab report`.
+
+mod common;
+
+use gpulab::trace::read_recording;
+
+fn good() -> String {
+    std::fs::read_to_string(common::repo_file(
+        "tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl",
+    ))
+    .unwrap()
+}
+
+fn lines() -> Vec<String> {
+    good().lines().map(str::to_string).collect()
+}
+
+fn join(lines: &[String]) -> String {
+    lines.join("\n") + "\n"
+}
+
+enum Expect {
+    /// Refused: the message contains this.
+    Refused(&'static str),
+    /// Read, with a skipped line whose message contains this.
+    Skipped(&'static str),
+}
+
+fn cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
+    let l = lines();
+    let n = l.len();
+    let mut v: Vec<(&'static str, Vec<u8>, Expect)> = Vec::new();
+    let cut = good();
+    v.push((
+        "truncated last line",
+        cut.as_bytes()[..cut.len() - 40].to_vec(),
+        Expect::Skipped(format!("line {n}:").leak()),
+    ));
+    let mut mid = l.clone();
+    mid[5] = mid[5][..mid[5].len() / 2].to_string();
+    v.push((
+        "a line cut in the middle of the file",
+        join(&mid).into_bytes(),
+        Expect::Skipped("line 6:"),
+    ));
+    v.push((
+        "newer format version",
+        good()
+            .replacen("\"format_version\":1", "\"format_version\":9", 1)
+            .into_bytes(),
+        Expect::Refused("format 9"),
+    ));
+    v.push((
+        "format version 0",
+        good()
+            .replacen("\"format_version\":1", "\"format_version\":0", 1)
+            .into_bytes(),
+        Expect::Refused("no longer reads"),
+    ));
+    let mut unknown = l.clone();
+    unknown.insert(3, r#"{"type":"telepathy","data":{}}"#.into());
+    v.push((
+        "unknown event type",
+        join(&unknown).into_bytes(),
+        Expect::Skipped("unknown variant `telepathy`"),
+    ));
+    v.push((
+        "missing meta",
+        join(&l[1..]).into_bytes(),
+        Expect::Refused("does not start with a `meta`"),
+    ));
+    let mut huge = l.clone();
+    huge.insert(
+        4,
+        format!(
+            r#"{{"type":"note","data":{{"text":"{}"}}}}"#,
+            "x".repeat(17 << 20)
+        ),
+    );
+    v.push((
+        "a huge line",
+        join(&huge).into_bytes(),
+        Expect::Skipped("longer than 16 MiB"),
+    ));
+    v.push((
+        "binary garbage",
+        (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect(),
+        Expect::Refused("meta"),
+    ));
+    let mut bin_mid = join(&l[..6]).into_bytes();
+    bin_mid.extend_from_slice(&[0xff, 0xfe, 0x00, 0x80, b'\n']);
+    bin_mid.extend_from_slice(join(&l[6..]).as_bytes());
+    v.push((
+        "binary bytes in the middle",
+        bin_mid,
+        Expect::Skipped("not UTF-8"),
+    ));
+    v.push(("empty file", Vec::new(), Expect::Refused("meta")));
+    v.push((
+        "only blank lines",
+        b"\n\n  \n".to_vec(),
+        Expect::Refused("meta"),
+    ));
+    let mut extra = l.clone();
+    extra[2] = extra[2].replacen("\"seq\"", "\"colour\":\"red\",\"seq\"", 1);
+    v.push((
+        "an unknown field",
+        join(&extra).into_bytes(),
+        Expect::Skipped("unknown field `colour`"),
+    ));
+    let mut wrong_type = l.clone();
+    let call = l.iter().rposition(|x| x.contains("\"seq\":")).unwrap();
+    wrong_type[call] = wrong_type[call].replacen("\"seq\":", "\"seq\":\"first\",\"x\":", 1);
+    v.push((
+        "a field of the wrong type",
+        join(&wrong_type).into_bytes(),
+        Expect::Skipped("invalid type: string \"first\""),
+    ));
+    let mut not_json = l.clone();
+    not_json.insert(7, "this is not json".into());
+    v.push((
+        "a line of prose",
+        join(&not_json).into_bytes(),
+        Expect::Skipped("line 8:"),
+    ));
+    let mut no_envelope = l.clone();
+    no_envelope.insert(2, r#"{"t_ns":5,"level":"info","text":"bare"}"#.into());
+    v.push((
+        "an event without its envelope",
+        join(&no_envelope).into_bytes(),
+        Expect::Skipped("line 3:"),
+    ));
+    let mut meta_broken = l.clone();
+    meta_broken[0] = meta_broken[0].replacen("\"device\":", "\"devise\":", 1);
+    v.push((
+        "a damaged meta",
+        join(&meta_broken).into_bytes(),
+        Expect::Refused("meta"),
+    ));
+    let mut array = l.clone();
+    array.insert(2, "[1,2,3]".into());
+    v.push((
+        "a JSON array line",
+        join(&array).into_bytes(),
+        Expect::Skipped("line 3:"),
+    ));
+    v
+}
+
+#[test]
+fn every_damaged_recording_gets_its_message() {
+    let cases = cases();
+    assert!(cases.len() >= 15);
+    for (name, bytes, expect) in cases {
+        let got = read_recording(std::io::Cursor::new(&bytes));
+        match (expect, got) {
+            (Expect::Refused(needle), Err(e)) => {
+                assert!(e.to_string().contains(needle), "{name}: {e}")
+            }
+            (Expect::Skipped(needle), Ok(rec)) => {
+                assert!(!rec.events.is_empty(), "{name}: nothing read");
+                let msgs: Vec<String> = rec.problems.iter().map(|p| p.to_string()).collect();
+                assert!(msgs.iter().any(|m| m.contains(needle)), "{name}: {msgs:?}");
+            }
+            (Expect::Refused(_), Ok(rec)) => panic!(
+                "{name}: read {} events, expected a refusal",
+                rec.events.len()
+            ),
+            (Expect::Skipped(_), Err(e)) => {
+                panic!("{name}: refused ({e}), expected a partial read")
+            }
+        }
+    }
+}
+
+#[test]
+fn gpulab_report_survives_every_damaged_recording() {
+    let dir = common::temp_dir();
+    for (i, (name, bytes, expect)) in cases().into_iter().enumerate() {
+        let f = dir.path().join(format!("{i}.jsonl"));
+        std::fs::write(&f, &bytes).unwrap();
+        let out = common::run(&["report", &f.display().to_string()]);
+        let err = common::stderr(&out);
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        match expect {
+            Expect::Refused(_) => assert_eq!(out.status.code(), Some(2), "{name}: {err}"),
+            Expect::Skipped(_) => {
+                assert_eq!(out.status.code(), Some(0), "{name}: {err}");
+                assert!(
+                    err.contains("skipped") || err.contains("line "),
+                    "{name}: {err}"
+                );
+                assert!(common::stdout(&out).contains("cl-finish"), "{name}");
+            }
+        }
+    }
+}
