@@ -27,6 +27,8 @@ pub enum TraceError {
     TooOld { line: usize, found: u32 },
     #[error("the stream does not start with a `meta` event (is this a gpulab recording?)")]
     MissingMeta,
+    #[error("line {line}: the first event must be a readable `meta` event: {message}")]
+    BadMeta { line: usize, message: String },
     #[error("line {line}: longer than {} MiB; skipped", MAX_LINE >> 20)]
     HugeLine { line: usize },
     #[error("line {line}: not UTF-8 text (binary data?); skipped")]
@@ -118,7 +120,9 @@ pub fn read_recording(mut input: impl BufRead) -> Result<Recording> {
                 rec.events.push(event);
             }
             Err(e @ (TraceError::TooNew { .. } | TraceError::TooOld { .. })) => return Err(e),
-            Err(_) if rec.events.is_empty() => return Err(TraceError::MissingMeta),
+            Err(TraceError::Malformed { line, message }) if rec.events.is_empty() => {
+                return Err(TraceError::BadMeta { line, message });
+            }
             Err(e) => rec.problems.push(e),
         }
     }
