@@ -54,6 +54,14 @@ pub enum Cmd {
         #[command(flatten)]
         format: Format,
     },
+    /// Export a recorded run for other tools.
+    Export {
+        /// A recording (`gpulab run … --record FILE`).
+        file: PathBuf,
+        /// Write Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev) to OUT.
+        #[arg(long, value_name = "OUT", required = true)]
+        chrome: PathBuf,
+    },
     /// Runs one lab variant and streams events on stdout (started by gpulab itself).
     #[command(hide = true)]
     Worker(WorkerArgs),

@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod clock;
 pub mod engine;
+pub mod export;
 pub mod lab;
 pub mod report;
 pub mod run;

@@ -3,6 +3,7 @@
 
 mod check;
 mod doctor;
+mod export;
 mod list;
 mod report;
 mod run;
@@ -53,6 +54,7 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
         Some(Cmd::Check { files }) => check::check(&files),
         Some(Cmd::Doctor { json }) => doctor::doctor(json, icd_note),
         Some(Cmd::Report { file, format }) => report::report(&file, format),
+        Some(Cmd::Export { file, chrome }) => export::chrome(&file, &chrome),
         Some(Cmd::Worker(args)) => worker::worker(cli.device, args),
         None => list::overview(&cli.labs, cli.lab.as_deref()),
     }

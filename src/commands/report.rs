@@ -12,16 +12,21 @@ use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::Format;
 
 pub fn report(file: &Path, format: Format) -> anyhow::Result<i32> {
+    let run = load(file)?;
+    print!("{}", render(&Summary::of(&run), format)?);
+    Ok(EXIT_OK)
+}
+
+/// A recording as a Run. A damaged recording still shows what it holds; each
+/// skipped line is named on stderr.
+pub fn load(file: &Path) -> anyhow::Result<Run> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
     let rec = read_recording(std::io::BufReader::new(f))
         .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
-    // A damaged recording still shows what it holds; each skipped line is named.
     for p in &rec.problems {
         eprintln!("gpulab: {}: {p}", file.display());
     }
-    let run = Run::from_events(&rec.events);
-    print!("{}", render(&Summary::of(&run), format)?);
-    Ok(EXIT_OK)
+    Ok(Run::from_events(&rec.events))
 }
 
 pub fn render(s: &Summary, format: Format) -> anyhow::Result<String> {
