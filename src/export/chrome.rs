@@ -133,7 +133,7 @@ fn lifetimes(run: &Run, out: &mut Vec<Value>, pid: u32, us: &impl Fn(u64) -> f64
                     && o.refcount == 0
             })
             .map(|o| o.t_ns)
-            .last();
+            .next_back();
         let destroyed = evs
             .iter()
             .find(|o| o.action == ObjectAction::Destroyed)
