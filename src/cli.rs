@@ -59,8 +59,17 @@ pub enum Cmd {
         /// A recording (`gpulab run … --record FILE`).
         file: PathBuf,
         /// Write Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev) to OUT.
-        #[arg(long, value_name = "OUT", required = true)]
-        chrome: PathBuf,
+        #[arg(long, value_name = "OUT", required_unless_present_any = ["svg", "png"])]
+        chrome: Option<PathBuf>,
+        /// Write a figure (memory over time above the timeline) as SVG.
+        #[arg(long, value_name = "OUT")]
+        svg: Option<PathBuf>,
+        /// Write the same figure as PNG.
+        #[arg(long, value_name = "OUT")]
+        png: Option<PathBuf>,
+        /// Put a second recording beside the first, on the same axes.
+        #[arg(long, value_name = "OTHER")]
+        compare: Option<PathBuf>,
     },
     /// Runs one lab variant and streams events on stdout (started by gpulab itself).
     #[command(hide = true)]

@@ -97,3 +97,82 @@ fn a_forgotten_event_shows_its_context_held_by_the_driver() {
         .count();
     assert_eq!(held, 20);
 }
+
+fn figure(args: &[&str], out_name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = common::temp_dir();
+    let out = dir.path().join(out_name);
+    let fx = |f: &str| {
+        common::repo_file(&format!("tests/fixtures/recordings/{f}"))
+            .display()
+            .to_string()
+    };
+    let mut full: Vec<String> = vec![
+        "export".into(),
+        fx("h100-opencl--cl-premature-release--release-then-finish.jsonl"),
+    ];
+    for a in args {
+        full.push(if a.ends_with(".jsonl") {
+            fx(a)
+        } else {
+            a.to_string()
+        });
+    }
+    full.push(out.display().to_string());
+    let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+    let r = common::run(&refs);
+    assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+    (dir, out)
+}
+
+#[test]
+fn svg_figures_hold_the_memory_series_and_the_lanes() {
+    let (_dir, out) = figure(
+        &[
+            "--compare",
+            "h100-opencl--cl-premature-release--finish-then-release.jsonl",
+            "--svg",
+        ],
+        "fig.svg",
+    );
+    let text = std::fs::read_to_string(out).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let polylines = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .count();
+    assert!(polylines >= 2, "one memory series per run, got {polylines}");
+    let texts: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(str::to_string))
+        .collect();
+    for needle in [
+        "release-then-finish",
+        "finish-then-release",
+        "host",
+        "queue q",
+        "clReleaseMemObject [release]",
+    ] {
+        assert!(
+            texts.iter().any(|t| t.contains(needle)),
+            "{needle} not in {texts:?}"
+        );
+    }
+    let rects = doc.descendants().filter(|n| n.has_tag_name("rect")).count();
+    assert!(rects > 20, "timeline spans are drawn ({rects} rects)");
+}
+
+#[test]
+fn png_figures_decode_at_projector_size() {
+    let (_dir, out) = figure(&["--png"], "fig.png");
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(out).unwrap()));
+    let reader = decoder.read_info().expect("a PNG");
+    let info = reader.info();
+    assert_eq!(
+        (info.width, info.height),
+        (
+            gpulab::export::figure::WIDTH,
+            gpulab::export::figure::HEIGHT
+        )
+    );
+}

@@ -1,20 +1,48 @@
-//! `gpulab export FILE --chrome OUT`: a recording for chrome://tracing or Perfetto.
+//! `gpulab export FILE`: a recording for Perfetto (`--chrome`) or for a slide
+//! (`--svg`, `--png`, optionally `--compare OTHER` side by side).
 
 use std::path::Path;
 
 use anyhow::Context;
 
-use gpulab::export::chrome;
+use gpulab::export::{chrome, figure};
 
-use super::EXIT_OK;
+use super::{EXIT_OK, EXIT_USAGE, fail};
 
-pub fn chrome(file: &Path, out: &Path) -> anyhow::Result<i32> {
+pub fn export(
+    file: &Path,
+    chrome_out: Option<&Path>,
+    svg_out: Option<&Path>,
+    png_out: Option<&Path>,
+    compare: Option<&Path>,
+) -> anyhow::Result<i32> {
     let run = super::report::load(file)?;
-    let text = serde_json::to_string(&chrome::trace(&run))?;
-    std::fs::write(out, text).with_context(|| format!("cannot write {}", out.display()))?;
-    eprintln!(
-        "wrote {} (open it in ui.perfetto.dev or chrome://tracing)",
-        out.display()
-    );
+    if let Some(out) = chrome_out {
+        if compare.is_some() {
+            return Err(fail(
+                EXIT_USAGE,
+                "--compare draws figures; a Chrome trace holds one run",
+            ));
+        }
+        let text = serde_json::to_string(&chrome::trace(&run))?;
+        write(out, text.as_bytes())?;
+    }
+    if svg_out.is_some() || png_out.is_some() {
+        let other = compare.map(super::report::load).transpose()?;
+        let runs: Vec<_> = std::iter::once(&run).chain(other.as_ref()).collect();
+        let svg = figure::svg(&runs)?;
+        if let Some(out) = svg_out {
+            write(out, svg.as_bytes())?;
+        }
+        if let Some(out) = png_out {
+            write(out, &figure::png(&svg)?)?;
+        }
+    }
     Ok(EXIT_OK)
+}
+
+fn write(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    std::fs::write(out, bytes).with_context(|| format!("cannot write {}", out.display()))?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
 }

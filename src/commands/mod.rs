@@ -54,7 +54,19 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
         Some(Cmd::Check { files }) => check::check(&files),
         Some(Cmd::Doctor { json }) => doctor::doctor(json, icd_note),
         Some(Cmd::Report { file, format }) => report::report(&file, format),
-        Some(Cmd::Export { file, chrome }) => export::chrome(&file, &chrome),
+        Some(Cmd::Export {
+            file,
+            chrome,
+            svg,
+            png,
+            compare,
+        }) => export::export(
+            &file,
+            chrome.as_deref(),
+            svg.as_deref(),
+            png.as_deref(),
+            compare.as_deref(),
+        ),
         Some(Cmd::Worker(args)) => worker::worker(cli.device, args),
         None => list::overview(&cli.labs, cli.lab.as_deref()),
     }

@@ -1,4 +1,5 @@
-//! Exports of a run for other tools: Chrome/Perfetto trace JSON today; SVG/PNG
-//! figures are the next step (issue 7). Pure functions of a `Run`; never prints.
+//! Exports of a run for other tools: Chrome/Perfetto trace JSON, and SVG/PNG
+//! figures for slides. Pure functions of a `Run`; never prints.
 
 pub mod chrome;
+pub mod figure;
