@@ -280,7 +280,7 @@ mod tests {
         let batches: Vec<Vec<Sample>> = rx.try_iter().collect();
         let samples: Vec<&Sample> = batches.iter().flatten().collect();
         // 60 expected; a loaded 2-core CI box may deliver far fewer.
-        assert!(samples.len() >= 20, "{} samples", samples.len());
+        assert!(samples.len() >= 10, "{} samples", samples.len());
         assert!(samples.len() <= 80, "{} samples", samples.len());
         assert!(batches.len() < samples.len(), "samples were not batched");
         assert!(samples.windows(2).all(|w| w[0].t_ns < w[1].t_ns));
