@@ -195,7 +195,7 @@ pub const KEYS: &[Binding] = &[
         Mode::Main,
         &[K::Char('c')],
         Action::Compare,
-        "compare: run this variant and the next side by side (on a recording: open it beside the shown run)",
+        "compare: this variant and the next side by side (a recording: beside the shown run)",
         Some("compare"),
     ),
     b(

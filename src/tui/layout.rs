@@ -74,7 +74,7 @@ impl Screen {
             let lw = (w / 4).clamp(24, 40);
             let [left, right] =
                 Layout::horizontal([Constraint::Length(lw), Constraint::Min(1)]).areas(body);
-            let objects_h = (body.height / 2).min(14);
+            let objects_h = (body.height / 2).min(20);
             let [labs, objects] =
                 Layout::vertical([Constraint::Min(3), Constraint::Length(objects_h)]).areas(left);
             panels.push((Panel::Labs, 0, labs));
@@ -111,7 +111,7 @@ impl Screen {
 /// Script, memory, timeline and verdicts stacked; the chart gets the most room.
 fn column(area: Rect) -> [Rect; 4] {
     let h = area.height;
-    let timeline = if h >= 40 { 8 } else { 5 };
+    let timeline = if h >= 40 { 7 } else { 5 };
     let script = (h.saturating_sub(timeline) * 3 / 10).max(5);
     let memory = (h.saturating_sub(timeline) * 4 / 10).max(6);
     Layout::vertical([

@@ -42,7 +42,7 @@ impl Widget for &HelpOverlay {
             "mouse wheel: scroll the panel under the pointer · any key closes this",
             t.dim(),
         ));
-        let r = centered(area, 96, lines.len() as u16 + 2);
+        let r = centered(area, 112, lines.len() as u16 + 2);
         Clear.render(r, buf);
         let b = block("Keys", true, t);
         let inner = b.inner(r);

@@ -72,7 +72,7 @@ impl LabsPanel<'_> {
                         if let Some(v) = lab.variants.get(self.variant) {
                             out.push(Line::styled(
                                 format!(
-                                    "    variant {} ({}/{})",
+                                    "  ↳ {} {}/{}",
                                     v.name,
                                     self.variant + 1,
                                     lab.variants.len()

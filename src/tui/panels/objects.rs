@@ -25,7 +25,8 @@ pub struct ObjectsPanel<'a> {
 }
 
 impl ObjectsPanel<'_> {
-    fn lines(&self, run: &RunState) -> Vec<Line<'static>> {
+    fn lines(&self, run: &RunState, w: usize) -> Vec<Line<'static>> {
+        let bw = w.saturating_sub(15).min(10);
         let t = self.theme;
         let live: BTreeMap<ObjKind, usize> = run.run.live_at_end();
         let mut bytes: BTreeMap<ObjKind, u64> = BTreeMap::new();
@@ -33,20 +34,25 @@ impl ObjectsPanel<'_> {
             *bytes.entry(o.kind).or_default() += o.bytes;
         }
         let mut out = vec![Line::styled(
-            format!("{:<9}{:>5} {:>10}", "kind", "live", "bytes"),
+            format!(
+                "{:<9}{:>5} {:>bw$}",
+                "kind",
+                "live",
+                if bw >= 5 { "bytes" } else { "" }
+            ),
             t.dim(),
         )];
         for kind in ObjKind::ALL {
             let n = live.get(&kind).copied().unwrap_or(0);
             let b = bytes.get(&kind).copied().unwrap_or(0);
             let style = if n > 0 { Style::new() } else { t.dim() };
-            let b = if b > 0 {
+            let b = if b > 0 && bw >= 8 {
                 fmt_mib(b as f64)
             } else {
                 String::new()
             };
             out.push(Line::styled(
-                format!("{:<9}{n:>5} {b:>10}", plural(kind)),
+                format!("{:<9}{n:>5} {b:>bw$}", plural(kind)),
                 style,
             ));
         }
@@ -115,7 +121,7 @@ impl Widget for &ObjectsPanel<'_> {
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
         let lines = match self.run {
-            Some(run) if run.run.meta.is_some() => self.lines(run),
+            Some(run) if run.run.meta.is_some() => self.lines(run, inner.width as usize),
             _ => vec![Line::styled("no run yet", self.theme.dim())],
         };
         Paragraph::new(lines)

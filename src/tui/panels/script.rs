@@ -152,17 +152,24 @@ impl Widget for &ScriptPanel<'_> {
         };
         let mut lines: Vec<Line> = Vec::new();
         let header = self.header();
-        let body_h = inner.height as usize - usize::from(header.is_some() && inner.height > 2);
+        let with_header = header.is_some() && inner.height > 4;
+        let body_h = inner.height as usize - usize::from(with_header);
         // Keep the next line in view; the user's scroll moves from there.
         let cur_idx = current.and_then(|c| rows.iter().position(|r| r.line == c));
         let auto = cur_idx.map(|i| i.saturating_sub(body_h / 2)).unwrap_or(0);
         let max_start = rows.len().saturating_sub(body_h);
         let start = (auto + self.scroll as usize).min(max_start);
-        if let Some(h) = header.filter(|_| inner.height > 2) {
+        if let Some(h) = header.filter(|_| with_header) {
             lines.push(Line::styled(h, t.dim()));
         }
         let w = inner.width as usize;
-        let stats_w = 34usize.min(w / 2);
+        // Narrow panels (80 columns, compare mode) keep host ms and drop the rest first.
+        let (res_w, mem_w) = match w {
+            0..=47 => (0, 0),
+            48..=69 => (7, 0),
+            _ => (14, 10),
+        };
+        let stats_w = res_w + 10 + mem_w;
         let text_w = w.saturating_sub(8 + stats_w);
         for r in rows.iter().skip(start).take(body_h) {
             let is_cur = Some(r.line) == current;
@@ -175,14 +182,16 @@ impl Widget for &ScriptPanel<'_> {
                 " "
             };
             let base = if is_cur { t.current() } else { Style::new() };
+            let mem = r
+                .mem
+                .filter(|m| m.abs() >= 0.05)
+                .map(|m| format!("{m:+.1}M"))
+                .unwrap_or_default();
             let stats = format!(
-                "{:<14}{:>10}{:>10}",
-                fit(&r.result, 13),
+                "{:<res_w$}{:>10}{:>mem_w$}",
+                fit(&r.result, res_w.saturating_sub(1)),
                 r.host_ms.map(|m| format!("{m:.3}ms")).unwrap_or_default(),
-                r.mem
-                    .filter(|m| m.abs() >= 0.05)
-                    .map(|m| format!("{m:+.1}M"))
-                    .unwrap_or_default()
+                if mem_w > 0 { mem } else { String::new() },
             );
             let result_style = if r.bad {
                 t.bad()
