@@ -112,6 +112,13 @@ pub fn of(run: &RunState) -> Gap {
             if contexts == 1 { "" } else { "s" }
         ));
     }
+    let anything_held = objs.values().any(|o| o.held() || o.forgotten);
+    if run.run.end.is_some() && !anything_held && device.is_some_and(|d| d - ledger > 4 << 20) {
+        causes.push(
+            "the program holds nothing: the driver keeps this until the worker process exits"
+                .into(),
+        );
+    }
     Gap {
         ledger,
         device,

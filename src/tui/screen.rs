@@ -45,9 +45,9 @@ impl Widget for &Dashboard<'_> {
             [app.shown(), None]
         };
         // Compare mode: both runs on the same time span and memory range.
-        let shared = app
-            .compare
-            .then(|| Axes::of(&runs.iter().flatten().copied().collect::<Vec<_>>()));
+        // One pass over the readings for both the chart and the timeline.
+        let runs_shown: Vec<&RunState> = runs.iter().flatten().copied().collect();
+        let shared = (!runs_shown.is_empty()).then(|| Axes::of(&runs_shown));
         let entries = app.entries();
         let selected_lab = app.selected_lab();
         for (panel, slot, rect) in &screen.panels {

@@ -94,8 +94,8 @@ impl Axes {
         if width == 0 {
             return 0;
         }
-        let dt = t.saturating_sub(t0) as u128;
-        let c = dt * width as u128 / u128::from(self.dur_ns.max(1));
+        // f64, not integer division: this runs once per reading per frame.
+        let c = t.saturating_sub(t0) as f64 * width as f64 / self.dur_ns.max(1) as f64;
         (c as usize).min(width - 1)
     }
 }

@@ -100,7 +100,8 @@ fn came_back(run: &RunState) -> Option<String> {
     let start = run.run.samples.first().map(|s| s.used_bytes)?;
     let diff = *after as i64 - start as i64;
     let cancelled = matches!(end.status, EndStatus::Cancelled);
-    Some(if diff.unsigned_abs() as f64 <= 4.0 * MIB {
+    // Below the start counts as back: other processes may have freed memory too.
+    Some(if diff as f64 <= 4.0 * MIB {
         format!(
             "worker {}: device memory back to its level at the start ({})",
             if cancelled { "killed" } else { "exited" },
