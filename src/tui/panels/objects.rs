@@ -28,7 +28,17 @@ impl ObjectsPanel<'_> {
     fn lines(&self, run: &RunState, w: usize) -> Vec<Line<'static>> {
         let bw = w.saturating_sub(15).min(10);
         let t = self.theme;
-        let live: BTreeMap<ObjKind, usize> = run.run.live_at_end();
+        // A killed or crashed worker wrote no list of what was left: the ledger's
+        // running counts are then the last word.
+        let live: BTreeMap<ObjKind, usize> = match run.run.end.as_ref().map(|e| &e.status) {
+            Some(EndStatus::Cancelled | EndStatus::Crashed { .. }) => run
+                .run
+                .live
+                .iter()
+                .map(|(k, n)| (*k, (*n).max(0) as usize))
+                .collect(),
+            _ => run.run.live_at_end(),
+        };
         let mut bytes: BTreeMap<ObjKind, u64> = BTreeMap::new();
         for o in run.objects.values().filter(|o| o.held()) {
             *bytes.entry(o.kind).or_default() += o.bytes;
