@@ -21,9 +21,17 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "INDEX|NAME")]
     pub device: Option<String>,
 
-    /// Open on this lab (the dashboard is not built yet: shows the lab and how to run it).
+    /// Open the dashboard on this lab (without a terminal: print the lab and how to run it).
     #[arg(long, value_name = "ID")]
     pub lab: Option<String>,
+
+    /// With --lab: the variant the dashboard starts on.
+    #[arg(long, requires = "lab", value_name = "NAME")]
+    pub variant: Option<String>,
+
+    /// With --lab: set a parameter, `--param size_mib=64` (the dashboard edits them too).
+    #[arg(long = "param", requires = "lab", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
 
     #[command(subcommand)]
     pub command: Option<Cmd>,

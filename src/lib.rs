@@ -15,4 +15,5 @@ pub mod run;
 pub mod source;
 pub mod telemetry;
 pub mod trace;
+pub mod tui;
 pub mod verdict;

@@ -266,7 +266,8 @@ fn fail_on_turns_a_verdict_into_the_exit_status() {
     assert_eq!(
         out.status.code(),
         Some(if holds_all { 0 } else { 1 }),
-        "{text} (first run had does-not-hold: {any_not})"
+        "{text}\nstderr: {}\n(first run had does-not-hold: {any_not})",
+        common::stderr(&out)
     );
 }
 

@@ -1,4 +1,4 @@
-//! `gpulab list`, and what plain `gpulab` shows until the dashboard exists.
+//! `gpulab list`, and what plain `gpulab` prints when stdout is not a terminal.
 
 use std::path::PathBuf;
 
@@ -81,8 +81,6 @@ pub fn overview(dirs: &[PathBuf], lab: Option<&str>) -> anyhow::Result<i32> {
     println!(
         "\nrun one:  gpulab run <id>      ·  set-up problems: gpulab doctor  ·  all commands: gpulab --help"
     );
-    println!(
-        "(the live dashboard is the next milestone; `gpulab run --step` steps through a lab line by line today)"
-    );
+    println!("(in a terminal, plain `gpulab` opens the live dashboard)");
     Ok(EXIT_OK)
 }

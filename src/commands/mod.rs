@@ -2,6 +2,7 @@
 //! terminal. The only code besides `main.rs` that prints.
 
 mod check;
+mod dashboard;
 mod doctor;
 mod export;
 mod list;
@@ -68,6 +69,13 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
             compare.as_deref(),
         ),
         Some(Cmd::Worker(args)) => worker::worker(cli.device, args),
-        None => list::overview(&cli.labs, cli.lab.as_deref()),
+        None => {
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                dashboard::dashboard(&cli)
+            } else {
+                // CI logs and pipes keep the plain text overview.
+                list::overview(&cli.labs, cli.lab.as_deref())
+            }
+        }
     }
 }

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod dash;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

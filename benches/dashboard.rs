@@ -1,0 +1,154 @@
+//! Draw time of one full dashboard frame at 200×60 with a heavy run: 60 s of 1 kHz
+//! memory samples, 1,000 host calls and 1,000 device spans. Bar: under 2 ms a
+//! frame on the 2-core development VM. Figures in docs/benchmarks.md.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::widgets::Widget;
+
+use gpulab::lab::{LabSet, ObjKind};
+use gpulab::trace::{self, Event};
+use gpulab::tui::app::{App, Effect, Msg};
+use gpulab::tui::probe::Availability;
+use gpulab::tui::{Dashboard, Theme};
+
+const SECOND: u64 = 1_000_000_000;
+
+fn heavy_run(app: &mut App) {
+    app.update(Msg::Doctor(Availability::device("bench device")));
+    let pos = app
+        .labs
+        .iter()
+        .position(|l| l.id == "cl-forgotten-events")
+        .expect("shipped lab");
+    app.selected = pos;
+    let fx = app.update(Msg::Key(ratatui::crossterm::event::KeyEvent::from(
+        ratatui::crossterm::event::KeyCode::Char('r'),
+    )));
+    let Some(Effect::Start { slot, epoch, req }) = fx.into_iter().next() else {
+        panic!("the run starts");
+    };
+    let lab = &req.lab;
+    let script: Vec<(u32, String)> = lab
+        .source
+        .lines()
+        .enumerate()
+        .map(|(i, t)| ((i + 1) as u32, t.to_string()))
+        .collect();
+    let mut events = vec![Event::Meta(Box::new(trace::Meta {
+        format_version: trace::FORMAT_VERSION,
+        gpulab_version: "bench".into(),
+        t_ns: 0,
+        pid: 1,
+        hostname: "bench".into(),
+        backend: "opencl".into(),
+        platform: "bench".into(),
+        device: trace::DeviceMeta {
+            name: "bench GPU".into(),
+            vendor: "bench".into(),
+            driver_version: "0".into(),
+            kind: "gpu".into(),
+            total_bytes: Some(80 << 30),
+            memory_source: "nvml".into(),
+            pci_bus_id: None,
+            clock_error_ns: Some(7000),
+        },
+        lab: Some(trace::LabMeta {
+            id: lab.id.clone(),
+            title: lab.title.clone(),
+            variant: req.variant.clone(),
+            params: lab.default_params(),
+            script,
+        }),
+        baseline_bytes: Some(0),
+        budget_bytes: Some(40 << 30),
+    }))];
+    let mut mem = 0u64;
+    for i in 0..1000u64 {
+        let t = i * 60 * SECOND / 1000;
+        let before = mem;
+        mem = (mem + (17 << 20)) % (12 << 30);
+        events.push(Event::Call(trace::Call {
+            seq: i,
+            pid: 1,
+            thread: 0,
+            line: Some(48 + (i % 14) as u32),
+            iter: vec![(i / 14) as u32],
+            tag: None,
+            api: "clEnqueueNDRangeKernel".into(),
+            driver: "clEnqueueNDRangeKernel".into(),
+            begin_ns: t,
+            end_ns: t + 2_000_000,
+            status: trace::CallStatus::Ok,
+            expect_error: false,
+            mem_before: Some(before),
+            mem_after: Some(mem),
+            object: Some(i),
+        }));
+        events.push(Event::Object(trace::ObjectEvent {
+            t_ns: t,
+            id: i,
+            kind: ObjKind::Event,
+            action: trace::ObjectAction::Created,
+            handle: Some("ev".into()),
+            bytes: 0,
+            refcount: 1,
+            refs: vec![],
+            line: Some(54),
+        }));
+        events.push(Event::DeviceSpan(trace::DeviceSpan {
+            queue: 2,
+            queue_name: Some("q".into()),
+            name: "spin".into(),
+            call_seq: i,
+            line: Some(54),
+            queued_ns: t,
+            begin_ns: t + 1_000_000,
+            end_ns: t + 40_000_000,
+        }));
+    }
+    for s in 0..60_000u64 {
+        events.push(Event::Sample(trace::Sample {
+            t_ns: s * 1_000_000,
+            source: "nvml".into(),
+            used_bytes: (s * 7919 % 4096) << 20,
+            total_bytes: Some(80 << 30),
+            process_bytes: None,
+        }));
+    }
+    for event in events {
+        app.update(Msg::Run { slot, epoch, event });
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let mut app = App::new(LabSet::load(&[]).labs().to_vec(), vec![], Theme::from_env());
+    heavy_run(&mut app);
+    let area = Rect::new(0, 0, 200, 60);
+    let mut buf = Buffer::empty(area);
+    c.bench_function(
+        "draw a 200x60 frame: 60 s of 1 kHz samples, 1,000 spans",
+        |b| {
+            b.iter(|| {
+                buf.reset();
+                (&Dashboard { app: &app }).render(area, &mut buf);
+                black_box(&buf);
+            })
+        },
+    );
+    app.compare = true;
+    app.slots[1] = app.slots[0].clone();
+    c.bench_function("draw a 200x60 compare frame: two such runs", |b| {
+        b.iter(|| {
+            buf.reset();
+            (&Dashboard { app: &app }).render(area, &mut buf);
+            black_box(&buf);
+        })
+    });
+}
+
+criterion_group!(dashboard, benches);
+criterion_main!(dashboard);

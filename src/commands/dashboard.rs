@@ -1,0 +1,53 @@
+//! Plain `gpulab` in a terminal: check `--lab/--variant/--param` before the
+//! screen changes (a mistake is a message and exit 2, as everywhere), then hand
+//! over to the dashboard.
+
+use gpulab::lab::{LabError, LabSet, catalog, suggest};
+use gpulab::source::LocalSource;
+use gpulab::tui::{self, App, Theme};
+
+use super::{EXIT_OK, EXIT_USAGE, fail};
+use crate::cli::Cli;
+
+pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
+    let set = LabSet::load(&cli.labs);
+    let mut params = None;
+    if let Some(id) = &cli.lab {
+        let lab = set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+        if let Some(v) = &cli.variant
+            && lab.variant(v).is_none()
+        {
+            let known: Vec<String> = lab.variants.iter().map(|v| v.name.clone()).collect();
+            let suggestion =
+                suggest::nearest(v, known.iter().map(String::as_str)).map(str::to_string);
+            let e = LabError::UnknownVariant {
+                lab: lab.id.clone(),
+                variant: v.clone(),
+                suggestion,
+                known,
+            };
+            return Err(fail(EXIT_USAGE, e.to_string()));
+        }
+        params = Some(
+            catalog::resolve_params(lab, &cli.params)
+                .map_err(|e| fail(EXIT_USAGE, e.to_string()))?,
+        );
+    }
+    for p in &set.problems {
+        eprintln!("gpulab: skipped a lab file: {p}");
+    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut app = App::new(
+        set.labs().to_vec(),
+        tui::recordings::find(&cwd),
+        Theme::from_env(),
+    );
+    app.device = cli.device.clone();
+    if let Some(id) = &cli.lab {
+        app.select_lab(id, cli.variant.as_deref(), params);
+    }
+    let source = LocalSource::new()?;
+    let exe = std::env::current_exe()?;
+    tui::terminal::open(app, &source, exe)?;
+    Ok(EXIT_OK)
+}

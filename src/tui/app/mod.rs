@@ -1,0 +1,438 @@
+//! The dashboard's state machine: messages in (keys, mouse, run events, the doctor's
+//! answer), state changed, effects out (start a worker, step it, cancel it, open a
+//! recording). Never touches a terminal, a worker or a clock, so tests drive it
+//! with key sequences alone.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent, MouseEventKind};
+
+use crate::engine::Command;
+use crate::lab::{Lab, Params};
+use crate::source::RunRequest;
+use crate::trace::Event;
+
+mod edit;
+mod runs;
+
+use super::keys::{self, Action, Mode};
+use super::layout::{Panel, Screen};
+use super::probe::Availability;
+use super::recordings;
+use super::runstate::{Origin, RunState};
+use super::theme::Theme;
+
+/// Slot of the run on the left (and only) side, and of the compared one.
+pub const A: usize = 0;
+pub const B: usize = 1;
+
+#[derive(Debug)]
+pub enum Msg {
+    Key(KeyEvent),
+    Mouse(MouseEvent),
+    Resize(u16, u16),
+    /// An event of the run in `slot`; `epoch` tells a replaced run's stragglers apart.
+    Run {
+        slot: usize,
+        epoch: u64,
+        event: Event,
+    },
+    /// The run's stream ended (with why, for a recording that could not be read).
+    Closed {
+        slot: usize,
+        epoch: u64,
+        error: Option<String>,
+    },
+    Doctor(Availability),
+    Tick,
+}
+
+#[derive(Debug, Clone)]
+pub enum Effect {
+    Start {
+        slot: usize,
+        epoch: u64,
+        req: Box<RunRequest>,
+    },
+    Open {
+        slot: usize,
+        epoch: u64,
+        path: PathBuf,
+    },
+    Control {
+        slot: usize,
+        cmd: Command,
+    },
+    Cancel {
+        slot: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    Lab(usize),
+    Recording(usize),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Overlay {
+    None,
+    Help,
+    Params { selected: usize, typed: String },
+}
+
+pub struct App {
+    pub labs: Vec<Lab>,
+    pub recordings: Vec<PathBuf>,
+    /// `None` until the doctor has answered.
+    pub availability: Option<Availability>,
+    /// Index into `entries()`.
+    pub selected: usize,
+    pub filter: String,
+    pub filtering: bool,
+    /// Chosen variant per lab id.
+    pub variants: BTreeMap<String, usize>,
+    /// Parameter values per lab id, when changed from the defaults.
+    pub params: BTreeMap<String, Params>,
+    pub slots: [Option<RunState>; 2],
+    epochs: [u64; 2],
+    pub compare: bool,
+    /// The compared variant starts when the first one is done: two workers at once
+    /// would disturb each other's timings.
+    queued: Option<Box<RunRequest>>,
+    pub overlay: Overlay,
+    pub focus: Panel,
+    pub script_scroll: u16,
+    pub verdict_scroll: u16,
+    pub message: Option<String>,
+    pub sample_hz: f64,
+    pub device: Option<String>,
+    pub size: (u16, u16),
+    pub theme: Theme,
+    pub quit: bool,
+    /// Something changed since the last frame.
+    pub dirty: bool,
+}
+
+impl App {
+    pub fn new(labs: Vec<Lab>, recordings: Vec<PathBuf>, theme: Theme) -> App {
+        App {
+            labs,
+            recordings,
+            availability: None,
+            selected: 0,
+            filter: String::new(),
+            filtering: false,
+            variants: BTreeMap::new(),
+            params: BTreeMap::new(),
+            slots: [None, None],
+            epochs: [0, 0],
+            compare: false,
+            queued: None,
+            overlay: Overlay::None,
+            focus: Panel::Labs,
+            script_scroll: 0,
+            verdict_scroll: 0,
+            message: None,
+            sample_hz: 1000.0,
+            device: None,
+            size: (80, 24),
+            theme,
+            quit: false,
+            dirty: true,
+        }
+    }
+
+    /// Opens on a lab (`--lab`), with a variant and parameters already checked.
+    pub fn select_lab(&mut self, id: &str, variant: Option<&str>, params: Option<Params>) {
+        if let Some(i) = self.labs.iter().position(|l| l.id == id) {
+            if let Some(v) =
+                variant.and_then(|v| self.labs[i].variants.iter().position(|x| x.name == v))
+            {
+                self.variants.insert(id.to_string(), v);
+            }
+            if let Some(p) = params {
+                self.params.insert(id.to_string(), p);
+            }
+            if let Some(pos) = self.entries().iter().position(|e| *e == Entry::Lab(i)) {
+                self.selected = pos;
+            }
+        }
+    }
+
+    pub fn entries(&self) -> Vec<Entry> {
+        let f = self.filter.to_lowercase();
+        let hit = |s: &str| f.is_empty() || s.to_lowercase().contains(&f);
+        let labs = self.labs.iter().enumerate();
+        let labs = labs.filter(|(_, l)| hit(&l.id) || hit(&l.title) || hit(l.backend.as_str()));
+        let recs = self.recordings.iter().enumerate();
+        let recs = recs.filter(|(_, p)| hit(&recordings::label(p)));
+        labs.map(|(i, _)| Entry::Lab(i))
+            .chain(recs.map(|(i, _)| Entry::Recording(i)))
+            .collect()
+    }
+
+    pub fn selected_entry(&self) -> Option<Entry> {
+        self.entries().get(self.selected).copied()
+    }
+
+    /// The lab of the selection: the lab itself, or the one a recording ran.
+    pub fn selected_lab(&self) -> Option<&Lab> {
+        match self.selected_entry()? {
+            Entry::Lab(i) => self.labs.get(i),
+            Entry::Recording(_) => {
+                let id = self.shown().and_then(|s| s.lab_id())?;
+                self.labs.iter().find(|l| l.id == id)
+            }
+        }
+    }
+
+    pub fn lab_for(&self, run: &RunState) -> Option<&Lab> {
+        let id = run.lab_id()?;
+        self.labs.iter().find(|l| l.id == id)
+    }
+
+    pub fn variant_of(&self, lab: &Lab) -> usize {
+        self.variants
+            .get(&lab.id)
+            .copied()
+            .unwrap_or(0)
+            .min(lab.variants.len().saturating_sub(1))
+    }
+
+    pub fn params_of(&self, lab: &Lab) -> Params {
+        self.params
+            .get(&lab.id)
+            .cloned()
+            .unwrap_or_else(|| lab.default_params())
+    }
+
+    /// The run the panels show: the one in slot A when it belongs to the selection
+    /// (or is still running, or compare mode is on).
+    pub fn shown(&self) -> Option<&RunState> {
+        let run = self.slots[A].as_ref()?;
+        if self.compare || run.running() {
+            return Some(run);
+        }
+        let belongs = match (self.selected_entry()?, &run.origin) {
+            (Entry::Lab(i), Origin::Live { lab, .. }) => {
+                self.labs.get(i).is_some_and(|l| &l.id == lab)
+            }
+            (Entry::Recording(i), Origin::Recording(p)) => self.recordings.get(i) == Some(p),
+            _ => false,
+        };
+        belongs.then_some(run)
+    }
+
+    pub fn running(&self) -> bool {
+        self.slots.iter().flatten().any(RunState::running) || self.queued.is_some()
+    }
+
+    pub fn mode(&self) -> Mode {
+        match (&self.overlay, self.filtering) {
+            (Overlay::Params { .. }, _) => Mode::Params,
+            (_, true) => Mode::Filter,
+            _ => Mode::Main,
+        }
+    }
+
+    /// Folds one message in; what the loop must do about it comes back.
+    pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
+        match msg {
+            Msg::Tick => Vec::new(),
+            Msg::Resize(w, h) => {
+                self.size = (w, h);
+                self.dirty = true;
+                Vec::new()
+            }
+            Msg::Doctor(a) => {
+                self.availability = Some(a);
+                self.dirty = true;
+                Vec::new()
+            }
+            Msg::Run { slot, epoch, event } => {
+                if let Some(run) = self.live_slot(slot, epoch) {
+                    run.apply(&event);
+                    self.dirty = true;
+                }
+                Vec::new()
+            }
+            Msg::Closed { slot, epoch, error } => {
+                let mut out = Vec::new();
+                if let Some(run) = self.live_slot(slot, epoch) {
+                    run.closed = true;
+                    run.error = error;
+                    self.dirty = true;
+                    if slot == A
+                        && let Some(req) = self.queued.take()
+                    {
+                        out.push(self.start_in(B, *req));
+                    }
+                }
+                out
+            }
+            Msg::Mouse(m) => {
+                self.mouse(m);
+                Vec::new()
+            }
+            Msg::Key(k) => {
+                self.dirty = true;
+                self.key(k)
+            }
+        }
+    }
+
+    fn live_slot(&mut self, slot: usize, epoch: u64) -> Option<&mut RunState> {
+        if self.epochs.get(slot) != Some(&epoch) {
+            return None;
+        }
+        self.slots.get_mut(slot)?.as_mut()
+    }
+
+    fn key(&mut self, k: KeyEvent) -> Vec<Effect> {
+        if self.overlay == Overlay::Help {
+            // Any key closes the overlay; it never acts behind it.
+            self.overlay = Overlay::None;
+            return Vec::new();
+        }
+        let mode = self.mode();
+        match mode {
+            Mode::Filter => match k.code {
+                KeyCode::Char(c) if keys::action(&k, mode).is_none() && !c.is_control() => {
+                    self.filter.push(c);
+                    self.selected = 0;
+                    return Vec::new();
+                }
+                KeyCode::Backspace => {
+                    self.filter.pop();
+                    self.selected = 0;
+                    return Vec::new();
+                }
+                _ => {}
+            },
+            Mode::Params => match k.code {
+                KeyCode::Char(c) if c.is_ascii_digit() || c == '.' => {
+                    if let Overlay::Params { typed, .. } = &mut self.overlay {
+                        typed.push(c);
+                    }
+                    return Vec::new();
+                }
+                KeyCode::Backspace => {
+                    if let Overlay::Params { typed, .. } = &mut self.overlay {
+                        typed.pop();
+                    }
+                    return Vec::new();
+                }
+                _ => {}
+            },
+            Mode::Main => {}
+        }
+        match keys::action(&k, mode) {
+            Some(a) => self.act(a, mode),
+            None => Vec::new(),
+        }
+    }
+
+    fn act(&mut self, a: Action, mode: Mode) -> Vec<Effect> {
+        match mode {
+            Mode::Filter => {
+                match a {
+                    Action::Run => self.filtering = false,
+                    Action::Cancel => {
+                        self.filter.clear();
+                        self.filtering = false;
+                    }
+                    Action::Up | Action::Down => self.move_selection(a),
+                    _ => {}
+                }
+                return Vec::new();
+            }
+            Mode::Params => {
+                self.param_action(a);
+                return Vec::new();
+            }
+            Mode::Main => {}
+        }
+        self.message = None;
+        match a {
+            Action::Quit => {
+                self.quit = true;
+                self.queued = None;
+                return self.cancel_all();
+            }
+            Action::Help => self.overlay = Overlay::Help,
+            Action::Up | Action::Down => self.move_selection(a),
+            Action::Filter => self.filtering = true,
+            Action::Run => return self.run_or_continue(),
+            Action::Step => return self.step(),
+            Action::Cancel => {
+                if self.running() {
+                    self.queued = None;
+                    self.message = Some(
+                        "cancelled: the worker was killed; the driver takes its memory back".into(),
+                    );
+                    return self.cancel_all();
+                }
+                if !self.filter.is_empty() {
+                    self.filter.clear();
+                    self.selected = 0;
+                }
+            }
+            Action::NextVariant | Action::PrevVariant => {
+                self.cycle_variant(a == Action::NextVariant)
+            }
+            Action::Params => self.open_params(),
+            Action::Compare => return self.compare(),
+            Action::FocusNext | Action::FocusPrev => {
+                self.focus = self.focus.cycle(a == Action::FocusNext);
+            }
+            Action::PageUp | Action::PageDown => {
+                let up = a == Action::PageUp;
+                self.scroll(self.focus, if up { -5 } else { 5 });
+            }
+            Action::Less | Action::More | Action::Reset => {}
+        }
+        Vec::new()
+    }
+
+    fn move_selection(&mut self, a: Action) {
+        let n = self.entries().len();
+        if n == 0 {
+            return;
+        }
+        self.selected = match a {
+            Action::Up => self.selected.saturating_sub(1),
+            _ => (self.selected + 1).min(n - 1),
+        };
+        self.script_scroll = 0;
+        self.verdict_scroll = 0;
+    }
+
+    pub fn scroll(&mut self, panel: Panel, by: i32) {
+        let apply = |v: u16| (i32::from(v) + by).clamp(0, 10_000) as u16;
+        match panel {
+            Panel::Labs => {
+                for _ in 0..by.unsigned_abs() {
+                    self.move_selection(if by < 0 { Action::Up } else { Action::Down });
+                }
+            }
+            Panel::Script => self.script_scroll = apply(self.script_scroll),
+            Panel::Verdict => self.verdict_scroll = apply(self.verdict_scroll),
+            _ => {}
+        }
+        self.dirty = true;
+    }
+
+    fn mouse(&mut self, m: MouseEvent) {
+        let by = match m.kind {
+            MouseEventKind::ScrollUp => -1,
+            MouseEventKind::ScrollDown => 1,
+            _ => return,
+        };
+        let screen = Screen::new(self.size.0, self.size.1, self.compare);
+        if let Some(panel) = screen.panel_at(m.column, m.row) {
+            self.scroll(panel, by * if panel == Panel::Labs { 1 } else { 3 });
+        }
+    }
+}

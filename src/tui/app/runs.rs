@@ -1,0 +1,176 @@
+//! Starting, stepping, comparing and cancelling runs, and opening recordings:
+//! the app's side of it, as effects the loop carries out.
+
+use crate::engine::Command;
+use crate::lab::Lab;
+use crate::source::RunRequest;
+
+use super::{A, App, B, Effect, Entry};
+use crate::tui::runstate::{Origin, RunState};
+
+impl App {
+    pub(super) fn cancel_all(&mut self) -> Vec<Effect> {
+        (0..2)
+            .filter(|s| self.slots[*s].as_ref().is_some_and(RunState::running))
+            .map(|slot| Effect::Cancel { slot })
+            .collect()
+    }
+
+    pub(super) fn blocked(&mut self, lab: &Lab) -> bool {
+        let why = match &self.availability {
+            None => Some(
+                "still asking the worker side which devices exist; try again in a moment"
+                    .to_string(),
+            ),
+            Some(a) => a.blocker(lab.backend),
+        };
+        if let Some(why) = &why {
+            self.message = Some(format!("{} cannot run here: {why}", lab.id));
+        }
+        why.is_some()
+    }
+
+    pub(super) fn run_or_continue(&mut self) -> Vec<Effect> {
+        if let Some(run) = self.slots[A].as_ref().filter(|r| r.running()) {
+            if run.step_mode() {
+                return vec![Effect::Control {
+                    slot: A,
+                    cmd: Command::Run,
+                }];
+            }
+            self.message = Some("a run is in progress: Esc cancels it".into());
+            return Vec::new();
+        }
+        if self.running() {
+            self.message = Some("a run is in progress: Esc cancels it".into());
+            return Vec::new();
+        }
+        match self.selected_entry() {
+            Some(Entry::Lab(i)) => self.start_lab(i, false),
+            Some(Entry::Recording(i)) => {
+                self.compare = false;
+                self.slots[B] = None;
+                self.open(A, i)
+            }
+            None => Vec::new(),
+        }
+    }
+
+    pub(super) fn step(&mut self) -> Vec<Effect> {
+        if let Some(run) = self.slots[A].as_ref().filter(|r| r.running()) {
+            if run.step_mode() {
+                return vec![Effect::Control {
+                    slot: A,
+                    cmd: Command::Step,
+                }];
+            }
+            self.message = Some(
+                "this run is not in step mode: Esc cancels it, then s starts a stepped run".into(),
+            );
+            return Vec::new();
+        }
+        match self.selected_entry() {
+            Some(Entry::Lab(i)) if !self.running() => self.start_lab(i, true),
+            _ => Vec::new(),
+        }
+    }
+
+    pub(super) fn start_lab(&mut self, i: usize, step: bool) -> Vec<Effect> {
+        let Some(lab) = self.labs.get(i).cloned() else {
+            return Vec::new();
+        };
+        if self.blocked(&lab) {
+            return Vec::new();
+        }
+        self.compare = false;
+        self.slots[B] = None;
+        let v = self.variant_of(&lab);
+        let req = self.request(&lab, v, step);
+        vec![self.start_in(A, req)]
+    }
+
+    pub(super) fn request(&self, lab: &Lab, variant: usize, step: bool) -> RunRequest {
+        let params = self.params_of(lab);
+        RunRequest {
+            variant: lab
+                .variants
+                .get(variant)
+                .map(|v| v.name.clone())
+                .unwrap_or_default(),
+            params: params.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            lab: lab.clone(),
+            device: self.device.clone(),
+            budget_bytes: None,
+            unbounded: false,
+            step,
+            sample_hz: self.sample_hz,
+        }
+    }
+
+    pub(super) fn start_in(&mut self, slot: usize, req: RunRequest) -> Effect {
+        self.epochs[slot] += 1;
+        self.slots[slot] = Some(RunState::new(Origin::Live {
+            lab: req.lab.id.clone(),
+            variant: req.variant.clone(),
+            step: req.step,
+        }));
+        self.script_scroll = 0;
+        Effect::Start {
+            slot,
+            epoch: self.epochs[slot],
+            req: Box::new(req),
+        }
+    }
+
+    pub(super) fn open(&mut self, slot: usize, i: usize) -> Vec<Effect> {
+        let Some(path) = self.recordings.get(i).cloned() else {
+            return Vec::new();
+        };
+        self.epochs[slot] += 1;
+        self.slots[slot] = Some(RunState::new(Origin::Recording(path.clone())));
+        vec![Effect::Open {
+            slot,
+            epoch: self.epochs[slot],
+            path,
+        }]
+    }
+
+    pub(super) fn compare(&mut self) -> Vec<Effect> {
+        if self.running() {
+            self.message = Some("a run is in progress: Esc cancels it".into());
+            return Vec::new();
+        }
+        match self.selected_entry() {
+            Some(Entry::Lab(i)) => {
+                let Some(lab) = self.labs.get(i).cloned() else {
+                    return Vec::new();
+                };
+                if lab.variants.len() < 2 {
+                    self.message = Some(format!("{} has one variant: nothing to compare", lab.id));
+                    return Vec::new();
+                }
+                if self.blocked(&lab) {
+                    return Vec::new();
+                }
+                let v = self.variant_of(&lab);
+                let first = self.request(&lab, v, false);
+                self.queued = Some(Box::new(self.request(
+                    &lab,
+                    (v + 1) % lab.variants.len(),
+                    false,
+                )));
+                self.slots[B] = None;
+                self.compare = true;
+                vec![self.start_in(A, first)]
+            }
+            Some(Entry::Recording(i)) => {
+                if self.slots[A].is_none() {
+                    return self.open(A, i);
+                }
+                self.compare = true;
+                self.open(B, i)
+            }
+            None => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Why the device holds more than the ledger: causes the run itself can show
+//! (forgotten events, events still referring to released buffers, released objects
+//! the driver has not destroyed, contexts' own reserve). Never a driver refcount.
+
+use crate::lab::ObjKind;
+use crate::trace::ObjectAction;
+
+use super::runstate::RunState;
+
+/// The ledger against the device, bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gap {
+    /// Bytes of buffers the program still holds.
+    pub ledger: i64,
+    /// Latest reading above the baseline.
+    pub device: Option<i64>,
+    pub causes: Vec<String>,
+}
+
+impl Gap {
+    /// Device bytes the ledger does not account for.
+    pub fn unexplained(&self) -> Option<i64> {
+        Some(self.device? - self.ledger)
+    }
+
+    /// Large enough to highlight: 4 MiB, or a tenth of what the device holds.
+    pub fn notable(&self) -> bool {
+        let Some(d) = self.device else { return false };
+        let g = d - self.ledger;
+        g.abs() > (4 << 20).max(d.abs() / 10)
+    }
+}
+
+pub fn of(run: &RunState) -> Gap {
+    let ledger = run.run.live_bytes;
+    let device = run.device_above_baseline();
+    let mut causes = Vec::new();
+    let objs = &run.objects;
+    let destroys = |kind: ObjKind| {
+        run.run
+            .objects
+            .iter()
+            .any(|o| o.kind == kind && o.action == ObjectAction::Destroyed)
+    };
+
+    let forgotten: Vec<_> = objs
+        .values()
+        .filter(|o| o.forgotten && !o.destroyed)
+        .collect();
+    if let Some(first) = forgotten.first() {
+        let line = first
+            .line
+            .map(|l| format!(" (line {l})"))
+            .unwrap_or_default();
+        causes.push(format!(
+            "{} {}{} forgotten, never released{line}",
+            forgotten.len(),
+            first.kind.as_str(),
+            if forgotten.len() == 1 { "" } else { "s" }
+        ));
+    }
+    for (_, o) in objs
+        .iter()
+        .filter(|(_, o)| o.kind == ObjKind::Event && o.held())
+    {
+        for r in &o.refs {
+            if let Some(buf) = objs
+                .get(r)
+                .filter(|b| b.kind == ObjKind::Buffer && !b.held())
+            {
+                causes.push(format!(
+                    "live event {} refers to released buffer {}",
+                    o.name(),
+                    buf.name()
+                ));
+            }
+        }
+    }
+    for kind in [ObjKind::Buffer, ObjKind::Context] {
+        if !destroys(kind) {
+            continue;
+        }
+        let pending: Vec<_> = objs
+            .values()
+            .filter(|o| o.kind == kind && o.refcount == 0 && !o.destroyed)
+            .collect();
+        if let Some(first) = pending.first() {
+            let what = if kind == ObjKind::Buffer {
+                "pending free"
+            } else {
+                "context never destroyed"
+            };
+            causes.push(format!(
+                "{} {} released, not destroyed by the driver yet ({what}{})",
+                kind.as_str(),
+                first.name(),
+                if pending.len() > 1 {
+                    format!(", {} in all", pending.len())
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    let contexts = objs
+        .values()
+        .filter(|o| o.kind == ObjKind::Context && o.held())
+        .count();
+    if contexts > 0 && device.is_some_and(|d| d - ledger > 4 << 20) {
+        causes.push(format!(
+            "context reserve: {contexts} live context{} hold device memory of their own",
+            if contexts == 1 { "" } else { "s" }
+        ));
+    }
+    let anything_held = objs.values().any(|o| o.held() || o.forgotten);
+    if run.run.end.is_some() && !anything_held && device.is_some_and(|d| d - ledger > 4 << 20) {
+        causes.push(
+            "the program holds nothing: the driver keeps this until the worker process exits"
+                .into(),
+        );
+    }
+    Gap {
+        ledger,
+        device,
+        causes,
+    }
+}

@@ -1,0 +1,379 @@
+//! Every key of the dashboard in one table. Key handling, the `?` overlay and the
+//! status bar's hints all read it, so a hint never drifts from its binding.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+/// What a key asks for; the app state machine decides what that means right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Quit,
+    Help,
+    Up,
+    Down,
+    Filter,
+    Run,
+    Step,
+    Cancel,
+    NextVariant,
+    PrevVariant,
+    Params,
+    Compare,
+    FocusNext,
+    FocusPrev,
+    PageUp,
+    PageDown,
+    /// Parameter editor: smaller / larger value.
+    Less,
+    More,
+    /// Parameter editor: back to the lab's default.
+    Reset,
+}
+
+/// Where a key applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Main,
+    /// Typing a filter for the labs list: printable keys are text.
+    Filter,
+    /// The parameter editor: digits are text.
+    Params,
+}
+
+impl Mode {
+    pub fn title(self) -> &'static str {
+        match self {
+            Mode::Main => "dashboard",
+            Mode::Filter => "filter (after /)",
+            Mode::Params => "parameters (after p)",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum K {
+    Char(char),
+    Ctrl(char),
+    Enter,
+    Esc,
+    Up,
+    Down,
+    Left,
+    Right,
+    PageUp,
+    PageDown,
+    Tab,
+    BackTab,
+}
+
+impl K {
+    pub fn label(self) -> String {
+        match self {
+            K::Char(' ') => "Space".into(),
+            K::Char(c) => c.to_string(),
+            K::Ctrl(c) => format!("Ctrl-{}", c.to_ascii_uppercase()),
+            K::Enter => "Enter".into(),
+            K::Esc => "Esc".into(),
+            K::Up => "↑".into(),
+            K::Down => "↓".into(),
+            K::Left => "←".into(),
+            K::Right => "→".into(),
+            K::PageUp => "PgUp".into(),
+            K::PageDown => "PgDn".into(),
+            K::Tab => "Tab".into(),
+            K::BackTab => "Shift-Tab".into(),
+        }
+    }
+
+    fn matches(self, ev: &KeyEvent) -> bool {
+        let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
+        match (self, ev.code) {
+            (K::Ctrl(c), KeyCode::Char(x)) => ctrl && x.eq_ignore_ascii_case(&c),
+            (K::Char(c), KeyCode::Char(x)) => !ctrl && x == c,
+            (K::Enter, KeyCode::Enter) => true,
+            (K::Esc, KeyCode::Esc) => true,
+            (K::Up, KeyCode::Up) => true,
+            (K::Down, KeyCode::Down) => true,
+            (K::Left, KeyCode::Left) => true,
+            (K::Right, KeyCode::Right) => true,
+            (K::PageUp, KeyCode::PageUp) => true,
+            (K::PageDown, KeyCode::PageDown) => true,
+            (K::Tab, KeyCode::Tab) => true,
+            (K::BackTab, KeyCode::BackTab) => true,
+            _ => false,
+        }
+    }
+}
+
+pub struct Binding {
+    pub mode: Mode,
+    pub keys: &'static [K],
+    pub action: Action,
+    pub help: &'static str,
+    /// Short label for the status bar; bindings without one stay in `?` only.
+    pub hint: Option<&'static str>,
+}
+
+pub const KEYS: &[Binding] = &[
+    b(
+        Mode::Main,
+        &[K::Char('?')],
+        Action::Help,
+        "show / hide this help",
+        Some("help"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('q'), K::Ctrl('c')],
+        Action::Quit,
+        "quit (a running worker is killed first)",
+        Some("quit"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Up, K::Char('k')],
+        Action::Up,
+        "previous lab or recording",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::Down, K::Char('j')],
+        Action::Down,
+        "next lab or recording",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('/')],
+        Action::Filter,
+        "filter the labs list by typing",
+        Some("filter"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Enter, K::Char('r')],
+        Action::Run,
+        "run the lab (in step mode: run to the end); open a recording",
+        Some("run"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('s'), K::Char(' ')],
+        Action::Step,
+        "step: start paused, then one script line per press",
+        Some("step"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Esc],
+        Action::Cancel,
+        "cancel the running lab (its worker is killed)",
+        Some("cancel"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('v')],
+        Action::NextVariant,
+        "next variant of the lab",
+        Some("variant"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('V')],
+        Action::PrevVariant,
+        "previous variant",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('p')],
+        Action::Params,
+        "edit the lab's parameters",
+        Some("params"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('c')],
+        Action::Compare,
+        "compare: this variant and the next side by side (a recording: beside the shown run)",
+        Some("compare"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Tab],
+        Action::FocusNext,
+        "focus the next panel (for scrolling)",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::BackTab],
+        Action::FocusPrev,
+        "focus the previous panel",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::PageUp],
+        Action::PageUp,
+        "scroll the focused panel up (mouse wheel: the panel under the pointer)",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::PageDown],
+        Action::PageDown,
+        "scroll the focused panel down",
+        None,
+    ),
+    b(
+        Mode::Filter,
+        &[K::Enter],
+        Action::Run,
+        "keep the filter and go back to the list",
+        None,
+    ),
+    b(
+        Mode::Filter,
+        &[K::Esc],
+        Action::Cancel,
+        "clear the filter",
+        None,
+    ),
+    b(Mode::Filter, &[K::Up], Action::Up, "previous match", None),
+    b(Mode::Filter, &[K::Down], Action::Down, "next match", None),
+    b(
+        Mode::Params,
+        &[K::Up, K::Char('k')],
+        Action::Up,
+        "previous parameter",
+        None,
+    ),
+    b(
+        Mode::Params,
+        &[K::Down, K::Char('j')],
+        Action::Down,
+        "next parameter",
+        None,
+    ),
+    b(
+        Mode::Params,
+        &[K::Left, K::Char('-')],
+        Action::Less,
+        "smaller (stays within the range)",
+        None,
+    ),
+    b(
+        Mode::Params,
+        &[K::Right, K::Char('+')],
+        Action::More,
+        "larger (stays within the range)",
+        None,
+    ),
+    b(
+        Mode::Params,
+        &[K::Char('d')],
+        Action::Reset,
+        "back to the lab's default",
+        None,
+    ),
+    b(
+        Mode::Params,
+        &[K::Enter],
+        Action::Run,
+        "set the typed number (digits and . type a value)",
+        None,
+    ),
+    b(
+        Mode::Params,
+        &[K::Esc, K::Char('p')],
+        Action::Cancel,
+        "close the editor",
+        None,
+    ),
+];
+
+const fn b(
+    mode: Mode,
+    keys: &'static [K],
+    action: Action,
+    help: &'static str,
+    hint: Option<&'static str>,
+) -> Binding {
+    Binding {
+        mode,
+        keys,
+        action,
+        help,
+        hint,
+    }
+}
+
+/// The action a key press has in `mode`, if any. Releases and repeats of
+/// non-navigation keys are ignored (Windows-style terminals report both).
+pub fn action(ev: &KeyEvent, mode: Mode) -> Option<Action> {
+    if ev.kind == KeyEventKind::Release {
+        return None;
+    }
+    KEYS.iter()
+        .filter(|b| b.mode == mode)
+        .find(|b| b.keys.iter().any(|k| k.matches(ev)))
+        .map(|b| b.action)
+}
+
+/// `Enter/r`: the labels of a binding's keys.
+pub fn label(b: &Binding) -> String {
+    b.keys
+        .iter()
+        .map(|k| k.label())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Status bar hints, in table order: (first key, hint).
+pub fn hints() -> impl Iterator<Item = (String, &'static str)> {
+    KEYS.iter()
+        .filter(|b| b.mode == Mode::Main)
+        .filter_map(|b| Some((b.keys.first()?.label(), b.hint?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn no_key_is_bound_twice_in_one_mode() {
+        for (i, a) in KEYS.iter().enumerate() {
+            for b in &KEYS[i + 1..] {
+                if a.mode == b.mode {
+                    for k in a.keys {
+                        assert!(!b.keys.contains(k), "{k:?} bound twice in {:?}", a.mode);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn keys_map_to_their_actions() {
+        assert_eq!(
+            action(&key(KeyCode::Char('q')), Mode::Main),
+            Some(Action::Quit)
+        );
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(action(&ctrl_c, Mode::Main), Some(Action::Quit));
+        assert_eq!(
+            action(&key(KeyCode::Char('c')), Mode::Main),
+            Some(Action::Compare)
+        );
+        assert_eq!(action(&key(KeyCode::Char('x')), Mode::Main), None);
+        assert_eq!(
+            action(&key(KeyCode::Left), Mode::Params),
+            Some(Action::Less)
+        );
+    }
+}

@@ -1,0 +1,21 @@
+//! The dashboard: app state fed by channels (input, run events, samples, a frame
+//! tick), one widget per panel drawn purely from that state, and a loop generic
+//! over ratatui's `Backend`. Never calls a GPU API: runs go through the run
+//! source, and what this machine can run is asked of a `gpulab doctor` child.
+
+pub mod app;
+pub mod event_loop;
+pub mod gap;
+pub mod keys;
+pub mod layout;
+pub mod panels;
+pub mod probe;
+pub mod recordings;
+pub mod runstate;
+pub mod screen;
+pub mod terminal;
+pub mod theme;
+
+pub use app::{App, Effect, Msg};
+pub use screen::Dashboard;
+pub use theme::Theme;

@@ -1,0 +1,147 @@
+//! The labs list: each lab with its backend, greyed with the reason when this
+//! machine cannot run it (as the doctor child said), the chosen variant under the
+//! selection, then the recordings that open read-only. `/` filters.
+
+use std::path::PathBuf;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+use super::{block, fit, usable};
+use crate::lab::Lab;
+use crate::tui::app::Entry;
+use crate::tui::probe::Availability;
+use crate::tui::recordings;
+use crate::tui::theme::Theme;
+
+pub struct LabsPanel<'a> {
+    pub labs: &'a [Lab],
+    pub recordings: &'a [PathBuf],
+    pub entries: &'a [Entry],
+    pub selected: usize,
+    /// Variant index of the selected lab.
+    pub variant: usize,
+    pub filter: &'a str,
+    pub filtering: bool,
+    pub availability: Option<&'a Availability>,
+    pub theme: Theme,
+    pub focused: bool,
+}
+
+impl LabsPanel<'_> {
+    fn lines(&self, w: usize) -> (Vec<Line<'static>>, usize) {
+        let t = self.theme;
+        let mut out = Vec::new();
+        let mut selected_row = 0;
+        match self.availability {
+            None => out.push(Line::styled("checking devices…", t.dim())),
+            Some(a) if !a.any() => {
+                let why = a.opencl.as_ref().err().cloned().unwrap_or_default();
+                out.push(Line::styled(format!("no device here: {why}"), t.warn()));
+                if !self.recordings.is_empty() {
+                    out.push(Line::styled("recordings below open read-only", t.warn()));
+                }
+            }
+            Some(_) => {}
+        }
+        let mut in_recordings = false;
+        for (i, e) in self.entries.iter().enumerate() {
+            let sel = i == self.selected;
+            if sel {
+                selected_row = out.len();
+            }
+            let mark = if sel { "▶ " } else { "  " };
+            match *e {
+                Entry::Lab(li) => {
+                    let Some(lab) = self.labs.get(li) else {
+                        continue;
+                    };
+                    let blocker = self.availability.and_then(|a| a.blocker(lab.backend));
+                    let backend = lab.backend.as_str();
+                    let idw = w.saturating_sub(backend.len() + 3);
+                    let text = format!("{mark}{:<idw$} {backend}", fit(&lab.id, idw));
+                    let style = match (sel, blocker.is_some()) {
+                        (true, _) => t.selected(),
+                        (false, true) => t.dim(),
+                        (false, false) => ratatui::style::Style::new(),
+                    };
+                    out.push(Line::styled(text, style));
+                    if sel {
+                        if let Some(v) = lab.variants.get(self.variant) {
+                            out.push(Line::styled(
+                                format!(
+                                    "  ↳ {} {}/{}",
+                                    v.name,
+                                    self.variant + 1,
+                                    lab.variants.len()
+                                ),
+                                t.dim(),
+                            ));
+                        }
+                        if let Some(why) = blocker {
+                            out.push(Line::styled(format!("    can't run: {why}"), t.warn()));
+                        }
+                    }
+                }
+                Entry::Recording(ri) => {
+                    if !in_recordings {
+                        in_recordings = true;
+                        out.push(Line::styled("recordings (read-only)", t.title()));
+                        if sel {
+                            selected_row = out.len();
+                        }
+                    }
+                    let Some(p) = self.recordings.get(ri) else {
+                        continue;
+                    };
+                    let text = format!("{mark}{}", fit(&recordings::label(p), w.saturating_sub(2)));
+                    out.push(Line::styled(
+                        text,
+                        if sel {
+                            t.selected()
+                        } else {
+                            ratatui::style::Style::new()
+                        },
+                    ));
+                }
+            }
+        }
+        if self.entries.is_empty() {
+            out.push(Line::styled("nothing matches the filter", t.dim()));
+        }
+        (out, selected_row)
+    }
+}
+
+impl Widget for &LabsPanel<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let b = block("Labs", self.focused, self.theme);
+        let inner = b.inner(area);
+        b.render(area, buf);
+        let Some(mut inner) = usable(inner) else {
+            return;
+        };
+        if (self.filtering || !self.filter.is_empty()) && inner.height > 1 {
+            let cursor = if self.filtering { "▏" } else { "" };
+            let y = inner.y + inner.height - 1;
+            buf.set_stringn(
+                inner.x,
+                y,
+                format!("/{}{cursor}", self.filter),
+                inner.width as usize,
+                self.theme.key(),
+            );
+            inner.height -= 1;
+        }
+        let (lines, selected_row) = self.lines(inner.width as usize);
+        // Keep the selection in view (the variant lines under it too).
+        let h = inner.height as usize;
+        let scroll = (selected_row + 3).saturating_sub(h);
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((scroll as u16, 0))
+            .render(inner, buf);
+    }
+}

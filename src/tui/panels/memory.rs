@@ -1,0 +1,195 @@
+//! The memory chart: device memory (or, on a CPU OpenCL device, the worker's host
+//! memory) over the run in Braille, y in MiB, with baseline and budget lines and a
+//! marker under every call. Readings are decimated per dot column keeping min and
+//! max, so 1 kHz sampling costs one pass per frame and never hides a spike.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget};
+
+use super::braille::Grid;
+use super::{Axes, GUTTER, MIB, axis_labels, block, usable};
+use crate::trace::CallStatus;
+use crate::tui::runstate::RunState;
+use crate::tui::theme::Theme;
+
+pub struct MemoryPanel<'a> {
+    pub run: Option<&'a RunState>,
+    /// Shared with the other run in compare mode; `None` = this run's own.
+    pub axes: Option<Axes>,
+    pub theme: Theme,
+    pub focused: bool,
+    /// The curve's style (the second run of a compare gets another colour).
+    pub curve: Style,
+}
+
+const BASELINE: u8 = 1;
+const BUDGET: u8 = 2;
+const CURVE: u8 = 3;
+
+impl MemoryPanel<'_> {
+    fn title(&self) -> String {
+        let Some(run) = self.run else {
+            return "Device memory".into();
+        };
+        let Some(meta) = run.run.meta.as_ref() else {
+            return "Device memory (MiB)".into();
+        };
+        if run.cpu_device() {
+            return "Host memory of the worker, MiB (CPU OpenCL device: its memory is host RAM)"
+                .into();
+        }
+        let total = meta
+            .device
+            .total_bytes
+            .map(|t| format!(" · {:.1} GiB total", t as f64 / MIB / 1024.0))
+            .unwrap_or_default();
+        format!("Device memory, MiB · {}{total}", meta.device.name)
+    }
+}
+
+impl Widget for &MemoryPanel<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let b = block(self.title(), self.focused, self.theme);
+        let inner = b.inner(area);
+        b.render(area, buf);
+        let Some(inner) = usable(inner) else { return };
+        let Some(run) = self.run.filter(|r| !r.readings.is_empty()) else {
+            let text = match self.run {
+                Some(r) if r.run.meta.is_none() => "waiting for the worker…",
+                Some(_) => "no memory readings in this run",
+                None => "no run yet: Enter runs the lab, s steps through it",
+            };
+            Paragraph::new(Span::styled(text, self.theme.dim())).render(inner, buf);
+            return;
+        };
+        let axes = self.axes.unwrap_or_else(|| Axes::of(&[run]));
+        let gutter = GUTTER.min(inner.width / 3);
+        let plot_w = inner.width.saturating_sub(gutter);
+        // Rows: curve, then a call-marker row and the time axis when there is room.
+        let extra = match inner.height {
+            0..=2 => 0,
+            3..=4 => 1,
+            _ => 2,
+        };
+        let plot_h = inner.height - extra;
+        if plot_w == 0 || plot_h == 0 {
+            return;
+        }
+        let mut grid = Grid::new(plot_w as usize, plot_h as usize);
+        let (gw, gh) = (grid.width(), grid.height());
+        let y_of = |mib: f64| -> usize {
+            let f = ((mib - axes.lo) / (axes.hi - axes.lo).max(1e-9)).clamp(0.0, 1.0);
+            (gh - 1) - (f * (gh - 1) as f64).round() as usize
+        };
+        let t0 = run.t0();
+        if let Some(base) = run.run.baseline() {
+            let base_mib = base as f64 / MIB;
+            grid.hline(y_of(base_mib), BASELINE);
+            if let Some(budget) = run.run.meta.as_ref().and_then(|m| m.budget_bytes) {
+                let top = base_mib + budget as f64 / MIB;
+                if top <= axes.hi {
+                    grid.hline(y_of(top), BUDGET);
+                }
+            }
+        }
+        // Decimate: min, max and last reading per dot column.
+        let mut lo = vec![usize::MAX; gw];
+        let mut hi = vec![0usize; gw];
+        let mut last = vec![usize::MAX; gw];
+        for (t, v) in &run.readings {
+            let x = axes.col(t0, *t, gw);
+            let y = y_of(*v as f64 / MIB);
+            lo[x] = lo[x].min(y);
+            hi[x] = hi[x].max(y);
+            last[x] = y;
+        }
+        let end_x = run
+            .readings
+            .last()
+            .map(|(t, _)| axes.col(t0, *t, gw))
+            .unwrap_or(0);
+        let mut prev: Option<usize> = None;
+        for x in 0..=end_x.min(gw - 1) {
+            if last[x] == usize::MAX {
+                // No reading in this column: memory stayed where it was.
+                if let Some(p) = prev {
+                    grid.set(x, p, CURVE);
+                }
+                continue;
+            }
+            let (mut a, mut b) = (lo[x], hi[x]);
+            if let Some(p) = prev {
+                a = a.min(p);
+                b = b.max(p);
+            }
+            grid.vline(x, a, b, CURVE);
+            prev = Some(last[x]);
+        }
+        let plot = Rect::new(inner.x + gutter, inner.y, plot_w, plot_h);
+        let styles = [
+            Style::new(),
+            self.theme.baseline(),
+            self.theme.budget(),
+            self.curve,
+        ];
+        grid.render(plot, buf, &styles);
+
+        // Y labels: top, bottom, and the baseline's row.
+        let label = |mib: f64| format!("{:>w$.1}", mib, w = gutter.saturating_sub(1) as usize);
+        let mut put_label = |row: u16, text: String, style: Style| {
+            if gutter > 1 && row < plot_h {
+                buf.set_stringn(inner.x, inner.y + row, text, gutter as usize - 1, style);
+            }
+        };
+        put_label(0, label(axes.hi), self.theme.dim());
+        put_label(plot_h - 1, label(axes.lo), self.theme.dim());
+        if let Some(base) = run.run.baseline() {
+            let row = (y_of(base as f64 / MIB) / 4) as u16;
+            if row > 0 && row + 1 < plot_h {
+                put_label(
+                    row,
+                    format!("{:>w$}", "base", w = gutter as usize - 1),
+                    self.theme.baseline(),
+                );
+            }
+        }
+
+        if extra >= 1 {
+            // One marker per call column; red where a call failed.
+            let w = plot_w as usize;
+            let mut marks = vec![0u8; w];
+            for c in &run.run.calls {
+                if c.status == CallStatus::Directive {
+                    continue;
+                }
+                let x = axes.col(t0, c.begin_ns, w);
+                let m = if c.status.is_ok() { 1 } else { 2 };
+                marks[x] = marks[x].max(m);
+            }
+            let spans: Vec<Span> = marks
+                .iter()
+                .map(|m| match m {
+                    0 => Span::raw(" "),
+                    1 => Span::styled("╵", self.theme.dim()),
+                    _ => Span::styled("╵", self.theme.bad()),
+                })
+                .collect();
+            let row = inner.y + plot_h;
+            buf.set_stringn(inner.x, row, "calls", gutter as usize, self.theme.dim());
+            Line::from(spans).render(Rect::new(plot.x, row, plot_w, 1), buf);
+        }
+        if extra >= 2 {
+            let row = inner.y + plot_h + 1;
+            buf.set_stringn(
+                plot.x,
+                row,
+                axis_labels(axes.dur_ns, plot_w as usize),
+                plot_w as usize,
+                self.theme.dim(),
+            );
+        }
+    }
+}

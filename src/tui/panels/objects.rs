@@ -1,0 +1,142 @@
+//! Live objects as gpulab's ledger counts them (never driver reference counts),
+//! the bytes the ledger holds against the bytes the device holds above the
+//! baseline, the gap highlighted with its causes, and whether memory came back
+//! once the worker was gone.
+
+use std::collections::BTreeMap;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+use super::{MIB, block, fmt_mib, fmt_signed_mib, usable};
+use crate::lab::ObjKind;
+use crate::trace::EndStatus;
+use crate::tui::gap;
+use crate::tui::runstate::RunState;
+use crate::tui::theme::Theme;
+
+pub struct ObjectsPanel<'a> {
+    pub run: Option<&'a RunState>,
+    pub theme: Theme,
+    pub focused: bool,
+}
+
+impl ObjectsPanel<'_> {
+    fn lines(&self, run: &RunState, w: usize) -> Vec<Line<'static>> {
+        let bw = w.saturating_sub(15).min(10);
+        let t = self.theme;
+        // A killed or crashed worker wrote no list of what was left: the ledger's
+        // running counts are then the last word.
+        let live: BTreeMap<ObjKind, usize> = match run.run.end.as_ref().map(|e| &e.status) {
+            Some(EndStatus::Cancelled | EndStatus::Crashed { .. }) => run
+                .run
+                .live
+                .iter()
+                .map(|(k, n)| (*k, (*n).max(0) as usize))
+                .collect(),
+            _ => run.run.live_at_end(),
+        };
+        let mut bytes: BTreeMap<ObjKind, u64> = BTreeMap::new();
+        for o in run.objects.values().filter(|o| o.held()) {
+            *bytes.entry(o.kind).or_default() += o.bytes;
+        }
+        let mut out = vec![Line::styled(
+            format!(
+                "{:<9}{:>5} {:>bw$}",
+                "kind",
+                "live",
+                if bw >= 5 { "bytes" } else { "" }
+            ),
+            t.dim(),
+        )];
+        for kind in ObjKind::ALL {
+            let n = live.get(&kind).copied().unwrap_or(0);
+            let b = bytes.get(&kind).copied().unwrap_or(0);
+            let style = if n > 0 { Style::new() } else { t.dim() };
+            let b = if b > 0 && bw >= 8 {
+                fmt_mib(b as f64)
+            } else {
+                String::new()
+            };
+            out.push(Line::styled(
+                format!("{:<9}{n:>5} {b:>bw$}", plural(kind)),
+                style,
+            ));
+        }
+        let g = gap::of(run);
+        out.push(Line::from(vec![
+            Span::styled("ledger  ", t.dim()),
+            Span::raw(fmt_mib(g.ledger as f64)),
+        ]));
+        if let Some(d) = g.device {
+            out.push(Line::from(vec![
+                Span::styled("device  ", t.dim()),
+                Span::raw(format!("{} above baseline", fmt_signed_mib(d))),
+            ]));
+        }
+        if let Some(u) = g.unexplained().filter(|_| g.notable()) {
+            out.push(Line::styled(
+                format!("gap     {} the ledger does not hold", fmt_signed_mib(u)),
+                t.warn().add_modifier(ratatui::style::Modifier::BOLD),
+            ));
+        }
+        for c in &g.causes {
+            out.push(Line::styled(format!("· {c}"), t.warn()));
+        }
+        if let Some(line) = came_back(run) {
+            out.push(Line::styled(line, t.ok()));
+        }
+        out
+    }
+}
+
+fn plural(kind: ObjKind) -> String {
+    match kind {
+        ObjKind::Queue => "queues".into(),
+        k => format!("{}s", k.as_str()),
+    }
+}
+
+/// After the worker is gone: did the memory come back?
+fn came_back(run: &RunState) -> Option<String> {
+    let end = run.run.end.as_ref()?;
+    if run.cpu_device() {
+        return Some("worker exited: its host memory went back to the OS".into());
+    }
+    let (_, after) = run.after_exit.last()?;
+    let start = run.run.samples.first().map(|s| s.used_bytes)?;
+    let diff = *after as i64 - start as i64;
+    let cancelled = matches!(end.status, EndStatus::Cancelled);
+    // Below the start counts as back: other processes may have freed memory too.
+    Some(if diff as f64 <= 4.0 * MIB {
+        format!(
+            "worker {}: device memory back to its level at the start ({})",
+            if cancelled { "killed" } else { "exited" },
+            fmt_signed_mib(diff)
+        )
+    } else {
+        format!(
+            "worker exited: device memory {} from the start, still coming back",
+            fmt_signed_mib(diff)
+        )
+    })
+}
+
+impl Widget for &ObjectsPanel<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let b = block("Live objects (ledger)", self.focused, self.theme);
+        let inner = b.inner(area);
+        b.render(area, buf);
+        let Some(inner) = usable(inner) else { return };
+        let lines = match self.run {
+            Some(run) if run.run.meta.is_some() => self.lines(run, inner.width as usize),
+            _ => vec![Line::styled("no run yet", self.theme.dim())],
+        };
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .render(inner, buf);
+    }
+}

@@ -1,0 +1,218 @@
+//! The script of the chosen variant: per line its result, host time and memory
+//! delta as the run measured them, and the line the worker runs next highlighted
+//! (step mode pauses right before it).
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget};
+
+use super::{MIB, block, fit, usable};
+use crate::lab::{Lab, Params, Stmt, StmtKind};
+use crate::trace::EndStatus;
+use crate::tui::runstate::RunState;
+use crate::tui::theme::Theme;
+
+pub struct ScriptPanel<'a> {
+    pub lab: Option<&'a Lab>,
+    pub variant: usize,
+    pub params: Option<&'a Params>,
+    pub run: Option<&'a RunState>,
+    pub scroll: u16,
+    pub theme: Theme,
+    pub focused: bool,
+}
+
+struct Row {
+    line: u32,
+    text: String,
+    result: String,
+    bad: bool,
+    host_ms: Option<f64>,
+    mem: Option<f64>,
+}
+
+fn flatten(stmts: &[Stmt], out: &mut Vec<(u32, String)>) {
+    for s in stmts {
+        out.push((s.line, s.text.clone()));
+        if let StmtKind::Repeat { body, .. } = &s.kind {
+            flatten(body, out);
+        }
+    }
+}
+
+impl ScriptPanel<'_> {
+    fn rows(&self) -> Vec<Row> {
+        if let Some(run) = self.run.filter(|r| r.run.meta.is_some()) {
+            return run
+                .run
+                .lines()
+                .into_iter()
+                .map(|l| Row {
+                    result: match (&l.error, l.calls) {
+                        (_, 0) => String::new(),
+                        (Some(e), _) if l.expect_error => format!("{e} (expected)"),
+                        (Some(e), _) => e.clone(),
+                        (None, n) if n > 1 => format!("ok ×{n}"),
+                        (None, _) => "ok".into(),
+                    },
+                    bad: l.error.is_some() && !l.expect_error,
+                    host_ms: (l.calls > 0).then(|| l.host_ms_mean()),
+                    mem: l.mem_delta.map(|d| d as f64 / MIB),
+                    line: l.line,
+                    text: l.text,
+                })
+                .collect();
+        }
+        let mut lines = Vec::new();
+        if let Some(v) = self.lab.and_then(|l| l.variants.get(self.variant)) {
+            flatten(&v.script, &mut lines);
+        }
+        lines
+            .into_iter()
+            .map(|(line, text)| Row {
+                line,
+                text,
+                result: String::new(),
+                bad: false,
+                host_ms: None,
+                mem: None,
+            })
+            .collect()
+    }
+
+    fn title(&self) -> String {
+        let variant = self
+            .run
+            .map(RunState::variant)
+            .filter(|v| !v.is_empty())
+            .or_else(|| {
+                self.lab
+                    .and_then(|l| l.variants.get(self.variant))
+                    .map(|v| v.name.clone())
+            })
+            .unwrap_or_default();
+        let id = self
+            .run
+            .and_then(RunState::lab_id)
+            .or_else(|| self.lab.map(|l| l.id.clone()))
+            .unwrap_or_else(|| "no lab".into());
+        let status = self
+            .run
+            .map(|r| format!(" · {}", r.status_word()))
+            .unwrap_or_default();
+        format!("Script · {id} [{variant}]{status}")
+    }
+
+    fn header(&self) -> Option<String> {
+        let lab = self.lab?;
+        let v = lab.variants.get(self.variant)?;
+        let params = match self.run.and_then(|r| r.run.meta.as_ref()?.lab.as_ref()) {
+            Some(l) => l.params.clone(),
+            None => self.params.cloned().unwrap_or_else(|| lab.default_params()),
+        };
+        let p: Vec<String> = lab
+            .params
+            .iter()
+            .map(|p| {
+                let v = params.get(&p.name).copied().unwrap_or(p.default);
+                format!(
+                    "{}={v}{}",
+                    p.name,
+                    if p.unit.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {}", p.unit)
+                    }
+                )
+            })
+            .collect();
+        let desc = if self.run.is_some() {
+            String::new()
+        } else {
+            format!("{} · ", v.description)
+        };
+        Some(format!("{desc}{}", p.join("  ")))
+    }
+}
+
+impl Widget for &ScriptPanel<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let b = block(self.title(), self.focused, self.theme);
+        let inner = b.inner(area);
+        b.render(area, buf);
+        let Some(inner) = usable(inner) else { return };
+        let t = self.theme;
+        let rows = self.rows();
+        let current = self.run.and_then(RunState::next_line);
+        let failed = match self.run.and_then(|r| r.run.end.as_ref()).map(|e| &e.status) {
+            Some(EndStatus::Failed { line, .. }) => *line,
+            _ => None,
+        };
+        let mut lines: Vec<Line> = Vec::new();
+        let header = self.header();
+        let with_header = header.is_some() && inner.height > 4;
+        let body_h = inner.height as usize - usize::from(with_header);
+        // Keep the next line in view; the user's scroll moves from there.
+        let cur_idx = current.and_then(|c| rows.iter().position(|r| r.line == c));
+        let auto = cur_idx.map(|i| i.saturating_sub(body_h / 2)).unwrap_or(0);
+        let max_start = rows.len().saturating_sub(body_h);
+        let start = (auto + self.scroll as usize).min(max_start);
+        if let Some(h) = header.filter(|_| with_header) {
+            lines.push(Line::styled(h, t.dim()));
+        }
+        let w = inner.width as usize;
+        // Narrow panels (80 columns, compare mode) keep host ms and drop the rest first.
+        let (res_w, mem_w) = match w {
+            0..=47 => (0, 0),
+            48..=69 => (7, 0),
+            _ => (14, 10),
+        };
+        let stats_w = res_w + 10 + mem_w;
+        let text_w = w.saturating_sub(8 + stats_w);
+        for r in rows.iter().skip(start).take(body_h) {
+            let is_cur = Some(r.line) == current;
+            let is_failed = Some(r.line) == failed;
+            let mark = if is_cur {
+                "▶"
+            } else if is_failed {
+                "✗"
+            } else {
+                " "
+            };
+            let base = if is_cur { t.current() } else { Style::new() };
+            let mem = r
+                .mem
+                .filter(|m| m.abs() >= 0.05)
+                .map(|m| format!("{m:+.1}M"))
+                .unwrap_or_default();
+            let stats = format!(
+                "{:<res_w$}{:>10}{:>mem_w$}",
+                fit(&r.result, res_w.saturating_sub(1)),
+                r.host_ms.map(|m| format!("{m:.3}ms")).unwrap_or_default(),
+                if mem_w > 0 { mem } else { String::new() },
+            );
+            let result_style = if r.bad {
+                t.bad()
+            } else if r.result.is_empty() {
+                t.dim()
+            } else {
+                t.ok()
+            };
+            lines.push(Line::from(vec![
+                Span::styled(
+                    format!("{mark}{:>4}  ", r.line),
+                    if is_cur { base } else { t.dim() },
+                ),
+                Span::styled(format!("{:<text_w$}", fit(&r.text, text_w)), base),
+                Span::raw(" "),
+                Span::styled(fit(&stats, stats_w), result_style),
+            ]));
+        }
+        if rows.is_empty() {
+            lines.push(Line::styled("select a lab on the left", t.dim()));
+        }
+        Paragraph::new(lines).render(inner, buf);
+    }
+}

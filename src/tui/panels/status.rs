@@ -1,0 +1,73 @@
+//! The status bar: device, driver, backend and sampling rate of what is shown, then
+//! either the latest message or the key hints from the keys table.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use crate::tui::keys;
+use crate::tui::probe::Availability;
+use crate::tui::runstate::RunState;
+use crate::tui::theme::Theme;
+
+pub struct StatusBar<'a> {
+    pub run: Option<&'a RunState>,
+    pub availability: Option<&'a Availability>,
+    pub sample_hz: f64,
+    pub message: Option<&'a str>,
+    pub theme: Theme,
+}
+
+impl StatusBar<'_> {
+    fn device(&self) -> String {
+        if let Some(m) = self.run.and_then(|r| r.run.meta.as_ref()) {
+            let rate = self.run.map(measured_rate).unwrap_or_default();
+            return format!(
+                "{} · driver {} · {} · {}{rate}",
+                m.device.name, m.device.driver_version, m.backend, m.device.memory_source
+            );
+        }
+        match self.availability {
+            None => "checking devices…".into(),
+            Some(a) => match &a.opencl {
+                Ok(d) => format!("{d} · opencl · {} Hz in runs", self.sample_hz),
+                Err(_) => "no device: recordings only".into(),
+            },
+        }
+    }
+}
+
+/// Samples per second the run really got (not the rate asked for).
+fn measured_rate(run: &RunState) -> String {
+    let s = &run.run.samples;
+    let (Some(a), Some(b)) = (s.first(), s.last()) else {
+        return String::new();
+    };
+    let dt = b.t_ns.saturating_sub(a.t_ns) as f64 / 1e9;
+    if dt <= 0.0 {
+        return String::new();
+    }
+    format!(" {:.0} Hz", (s.len() - 1) as f64 / dt)
+}
+
+impl Widget for &StatusBar<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let t = self.theme;
+        buf.set_style(area, t.status_bar());
+        // The device takes at most half the bar; the hints get the rest.
+        let device = super::fit(&self.device(), (area.width as usize / 2).saturating_sub(2));
+        let mut spans = vec![Span::raw(format!(" {device} "))];
+        spans.push(Span::raw("│ "));
+        match self.message {
+            Some(m) => spans.push(Span::styled(m.to_string(), t.warn())),
+            None => {
+                for (key, hint) in keys::hints() {
+                    spans.push(Span::styled(key, t.key()));
+                    spans.push(Span::raw(format!(" {hint}  ")));
+                }
+            }
+        }
+        Line::from(spans).style(t.status_bar()).render(area, buf);
+    }
+}

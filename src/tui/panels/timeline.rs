@@ -1,0 +1,138 @@
+//! The timeline: the host thread's calls as spans on one lane and each queue's
+//! device spans on its own lane, on the same time axis (and the same columns) as
+//! the memory chart above it, so waits, serialisation and overlap show at a glance.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::Span;
+use ratatui::widgets::{Paragraph, Widget};
+
+use super::{Axes, GUTTER, axis_labels, block, fit, usable};
+use crate::trace::CallStatus;
+use crate::tui::runstate::RunState;
+use crate::tui::theme::Theme;
+
+pub struct TimelinePanel<'a> {
+    pub run: Option<&'a RunState>,
+    pub axes: Option<Axes>,
+    pub theme: Theme,
+    pub focused: bool,
+}
+
+/// A host call this long is a wait worth seeing.
+const WAIT_NS: u64 = 1_000_000;
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Cell {
+    Empty,
+    Call,
+    Wait,
+    Copy,
+    Kernel,
+    Error,
+}
+
+impl Widget for &TimelinePanel<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let b = block(
+            "Timeline · host calls and device work",
+            self.focused,
+            self.theme,
+        );
+        let inner = b.inner(area);
+        b.render(area, buf);
+        let Some(inner) = usable(inner) else { return };
+        let Some(run) = self.run.filter(|r| !r.run.calls.is_empty()) else {
+            Paragraph::new(Span::styled("no calls yet", self.theme.dim())).render(inner, buf);
+            return;
+        };
+        let axes = self.axes.unwrap_or_else(|| Axes::of(&[run]));
+        let gutter = GUTTER.min(inner.width / 3);
+        let w = inner.width.saturating_sub(gutter) as usize;
+        if w == 0 {
+            return;
+        }
+        let t0 = run.t0();
+        // Queues with the same script name (a loop re-creating `q`) share a lane.
+        let mut names: Vec<String> = Vec::new();
+        for s in &run.run.spans {
+            let n = s
+                .queue_name
+                .clone()
+                .unwrap_or_else(|| format!("queue {}", s.queue));
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        let axis = u16::from(inner.height >= 3);
+        let rows = (inner.height - axis) as usize;
+        let mut lanes: Vec<(String, Vec<Cell>)> = vec![("host".into(), vec![Cell::Empty; w])];
+        lanes.extend(names.iter().map(|n| (n.clone(), vec![Cell::Empty; w])));
+        let mark = |lane: &mut Vec<Cell>, b: u64, e: u64, c: Cell| {
+            let (x0, x1) = (axes.col(t0, b, w), axes.col(t0, e, w));
+            for cell in &mut lane[x0..=x1.max(x0)] {
+                *cell = (*cell).max(c);
+            }
+        };
+        for c in &run.run.calls {
+            let kind = match &c.status {
+                CallStatus::Directive => continue,
+                CallStatus::Error { .. } => Cell::Error,
+                CallStatus::Ok if c.end_ns.saturating_sub(c.begin_ns) >= WAIT_NS => Cell::Wait,
+                CallStatus::Ok => Cell::Call,
+            };
+            mark(&mut lanes[0].1, c.begin_ns, c.end_ns, kind);
+        }
+        for s in &run.run.spans {
+            let n = s
+                .queue_name
+                .clone()
+                .unwrap_or_else(|| format!("queue {}", s.queue));
+            let i = names.iter().position(|x| *x == n).unwrap_or(0) + 1;
+            let kind = if matches!(s.name.as_str(), "read" | "write" | "copy") {
+                Cell::Copy
+            } else {
+                Cell::Kernel
+            };
+            mark(&mut lanes[i].1, s.begin_ns, s.end_ns, kind);
+        }
+        let hidden = lanes.len().saturating_sub(rows);
+        for (row, (name, cells)) in lanes.iter().take(rows).enumerate() {
+            let y = inner.y + row as u16;
+            let label = if hidden > 0 && row + 1 == rows {
+                format!("+{hidden} more")
+            } else {
+                name.clone()
+            };
+            buf.set_stringn(
+                inner.x,
+                y,
+                fit(&label, gutter.saturating_sub(1) as usize),
+                gutter as usize,
+                self.theme.dim(),
+            );
+            for (x, c) in cells.iter().enumerate() {
+                let (ch, style): (&str, Style) = match c {
+                    Cell::Empty => continue,
+                    Cell::Call => ("▬", self.theme.host()),
+                    Cell::Wait => ("━", self.theme.warn()),
+                    Cell::Error => ("✗", self.theme.bad()),
+                    Cell::Kernel => ("█", self.theme.device()),
+                    Cell::Copy => ("▓", self.theme.device()),
+                };
+                buf.set_string(inner.x + gutter + x as u16, y, ch, style);
+            }
+        }
+        if axis == 1 {
+            let y = inner.y + inner.height - 1;
+            buf.set_stringn(
+                inner.x + gutter,
+                y,
+                axis_labels(axes.dur_ns, w),
+                w,
+                self.theme.dim(),
+            );
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Each claim's verdict with the numbers that decided it, the run's notes, then the
+//! lab's teaching text (look / why / instead), scrollable.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+use super::{block, usable};
+use crate::lab::Lab;
+use crate::trace::{EndStatus, NoteLevel, Verdict};
+use crate::tui::runstate::RunState;
+use crate::tui::theme::Theme;
+
+pub struct VerdictPanel<'a> {
+    pub lab: Option<&'a Lab>,
+    pub run: Option<&'a RunState>,
+    pub scroll: u16,
+    pub theme: Theme,
+    pub focused: bool,
+}
+
+fn number(v: f64) -> String {
+    if v.is_infinite() {
+        "never".into()
+    } else if v.fract() == 0.0 && v.abs() < 1e9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+impl VerdictPanel<'_> {
+    fn lines(&self) -> Vec<Line<'static>> {
+        let t = self.theme;
+        let mut out = Vec::new();
+        let claims = self.run.map(|r| r.run.claims.as_slice()).unwrap_or(&[]);
+        for c in claims {
+            let (mark, style) = match c.verdict {
+                Verdict::Holds => ("✓", t.ok()),
+                Verdict::DoesNotHold => ("✗", t.bad()),
+                Verdict::Inconclusive => ("?", t.warn()),
+            };
+            out.push(Line::from(vec![
+                Span::styled(format!("{mark} {} ", c.verdict.label()), style),
+                Span::styled(format!("— {}: ", c.name), t.dim()),
+                Span::raw(c.text.clone()),
+            ]));
+            let values: Vec<String> = c
+                .values
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", number(*v)))
+                .collect();
+            out.push(Line::styled(
+                format!("    {}    {}", c.expr, values.join(", ")),
+                t.dim(),
+            ));
+            if let Some(r) = &c.reason {
+                out.push(Line::styled(format!("    why inconclusive: {r}"), t.warn()));
+            }
+        }
+        if claims.is_empty()
+            && let Some(lab) = self.lab
+        {
+            let why = match self.run {
+                Some(r) if r.running() => "verdicts come when the run ends",
+                Some(_) => "no verdicts: the run ended before they could be judged",
+                None => "not run yet on this device",
+            };
+            out.push(Line::styled(format!("claims ({why}):"), t.dim()));
+            for c in &lab.claims {
+                out.push(Line::from(vec![
+                    Span::styled("○ ", t.dim()),
+                    Span::raw(format!("{}: {}", c.name, c.text)),
+                ]));
+                out.push(Line::styled(format!("    {}", c.expr_src), t.dim()));
+            }
+        }
+        if let Some(run) = self.run {
+            if let Some(end) = &run.run.end
+                && !matches!(end.status, EndStatus::Finished)
+            {
+                out.push(Line::styled(format!("run {}", end.status.label()), t.bad()));
+            }
+            for n in &run.run.notes {
+                let style = if n.level == NoteLevel::Warning {
+                    t.warn()
+                } else {
+                    t.dim()
+                };
+                out.push(Line::styled(format!("note: {}", n.text), style));
+            }
+            if let Some(e) = &run.error {
+                out.push(Line::styled(format!("recording: {e}"), t.bad()));
+            }
+        }
+        if let Some(lab) = self.lab {
+            out.push(Line::raw(""));
+            for (head, text) in [
+                ("Look", &lab.teaching.look),
+                ("Why", &lab.teaching.why),
+                ("Instead", &lab.teaching.instead),
+            ] {
+                out.push(Line::from(vec![
+                    Span::styled(format!("{head}: "), t.title()),
+                    Span::raw(text.replace('\n', " ")),
+                ]));
+            }
+        }
+        out
+    }
+}
+
+impl Widget for &VerdictPanel<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let b = block(
+            "Verdicts on this device · teaching (PgUp/PgDn)",
+            self.focused,
+            self.theme,
+        );
+        let inner = b.inner(area);
+        b.render(area, buf);
+        let Some(inner) = usable(inner) else { return };
+        Paragraph::new(self.lines())
+            .wrap(Wrap { trim: false })
+            .scroll((self.scroll, 0))
+            .render(inner, buf);
+    }
+}

@@ -1,0 +1,97 @@
+//! The real terminal: raw mode and the alternate screen, restored on every way
+//! out (return, error, panic), and the threads that feed the loop: input, the
+//! frame tick and the doctor probe.
+
+use std::io::{self, Stdout};
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Sender};
+use std::thread;
+use std::time::Duration;
+
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
+use ratatui::crossterm::execute;
+use ratatui::crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+
+use crate::source::RunSource;
+
+use super::app::{App, Msg};
+use super::event_loop;
+use super::probe::Availability;
+
+/// 25 frames a second at most; an idle dashboard wakes this often and draws nothing.
+pub const FRAME: Duration = Duration::from_millis(40);
+
+fn restore() {
+    let _ = disable_raw_mode();
+    let _ = execute!(io::stdout(), DisableMouseCapture, LeaveAlternateScreen);
+    let _ = execute!(io::stdout(), ratatui::crossterm::cursor::Show);
+}
+
+/// Restores the terminal when dropped, whichever way the dashboard ends.
+struct Guard;
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Opens the dashboard on this terminal and runs it until the user quits.
+/// `exe` is gpulab itself, asked (as a child) which devices exist.
+pub fn open(mut app: App, source: &dyn RunSource, exe: PathBuf) -> io::Result<()> {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        previous(info);
+    }));
+    enable_raw_mode()?;
+    let _guard = Guard;
+    execute!(io::stdout(), EnterAlternateScreen, EnableMouseCapture)?;
+    let mut terminal: Terminal<CrosstermBackend<Stdout>> =
+        Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    terminal.hide_cursor()?;
+    let size = terminal.size()?;
+    app.size = (size.width, size.height);
+
+    let (tx, rx) = mpsc::channel();
+    spawn_input(tx.clone());
+    spawn_ticker(tx.clone());
+    {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let _ = tx.send(Msg::Doctor(Availability::probe(&exe)));
+        });
+    }
+    event_loop::run(&mut terminal, &mut app, &rx, &tx, source)?;
+    terminal.show_cursor()?;
+    Ok(())
+}
+
+fn spawn_input(tx: Sender<Msg>) {
+    thread::spawn(move || {
+        loop {
+            let msg = match event::read() {
+                Ok(Event::Key(k)) => Msg::Key(k),
+                Ok(Event::Mouse(m)) => Msg::Mouse(m),
+                Ok(Event::Resize(w, h)) => Msg::Resize(w, h),
+                Ok(_) => continue,
+                Err(_) => return,
+            };
+            if tx.send(msg).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+fn spawn_ticker(tx: Sender<Msg>) {
+    thread::spawn(move || {
+        while tx.send(Msg::Tick).is_ok() {
+            thread::sleep(FRAME);
+        }
+    });
+}

@@ -1,0 +1,167 @@
+//! Whole dashboard frames and single panels from the fixture recordings, as text
+//! snapshots (insta). Deterministic: frames depend on the recorded events only.
+
+mod common;
+
+use common::dash::{self, app, events, feed, key, keys, open, screen};
+use gpulab::trace::{Call, CallStatus, End, EndStatus, Event};
+use ratatui::crossterm::event::KeyCode;
+
+const H100_RELEASE: &str = "h100-opencl--cl-premature-release--release-then-finish";
+const H100_FINISH: &str = "h100-opencl--cl-premature-release--finish-then-release";
+const H100_FORGOTTEN: &str = "h100-opencl--cl-forgotten-events--forgotten";
+const POCL_FINISH: &str = "pocl--cl-finish--no-wait";
+
+#[test]
+fn h100_recording_full_screens() {
+    let mut a = app();
+    open(&mut a, H100_RELEASE, false);
+    insta::assert_snapshot!("h100_release_80x24", screen(&mut a, 80, 24));
+    insta::assert_snapshot!("h100_release_160x48", screen(&mut a, 160, 48));
+}
+
+#[test]
+fn h100_forgotten_events_shows_the_gap_and_its_causes() {
+    let mut a = app();
+    open(&mut a, H100_FORGOTTEN, false);
+    let s = screen(&mut a, 160, 48);
+    insta::assert_snapshot!("h100_forgotten_160x48", s);
+}
+
+#[test]
+fn pocl_recording_full_screens() {
+    let mut a = app();
+    open(&mut a, POCL_FINISH, false);
+    let small = screen(&mut a, 80, 24);
+    assert!(
+        small.contains("Host memory"),
+        "a CPU device says it is host memory"
+    );
+    insta::assert_snapshot!("pocl_no_wait_80x24", small);
+    insta::assert_snapshot!("pocl_no_wait_160x48", screen(&mut a, 160, 48));
+}
+
+#[test]
+fn compare_mode_puts_two_runs_on_shared_axes() {
+    let mut a = app();
+    open(&mut a, H100_RELEASE, false);
+    open(&mut a, H100_FINISH, true);
+    assert!(a.compare);
+    insta::assert_snapshot!("compare_80x24", screen(&mut a, 80, 24));
+    insta::assert_snapshot!("compare_160x48", screen(&mut a, 160, 48));
+}
+
+/// The PoCL recording's events up to (not including) the `n`-th call.
+fn first_calls(n: usize) -> Vec<Event> {
+    let mut calls = 0;
+    let mut out = Vec::new();
+    for e in events(POCL_FINISH) {
+        if matches!(e, Event::Call(_)) {
+            calls += 1;
+            if calls > n {
+                break;
+            }
+        }
+        out.push(e);
+    }
+    out
+}
+
+#[test]
+fn step_mode_highlights_the_line_that_runs_next() {
+    let mut a = app();
+    dash::select(&mut a, "cl-finish");
+    keys(&mut a, "v"); // the recording's variant: no-wait
+    let started = keys(&mut a, "s");
+    feed(&mut a, &started, &first_calls(3), false);
+    let s = screen(&mut a, 160, 48);
+    assert!(s.contains("paused (step mode)"), "{s}");
+    assert!(s.contains("▶  58"), "the next line is marked:\n{s}");
+    insta::assert_snapshot!("step_160x48", s);
+    insta::assert_snapshot!("step_80x24", screen(&mut a, 80, 24));
+}
+
+#[test]
+fn a_failed_lab_shows_the_failing_line_and_why() {
+    let mut a = app();
+    dash::select(&mut a, "cl-finish");
+    keys(&mut a, "v");
+    let started = keys(&mut a, "r");
+    let mut evs = first_calls(3);
+    let t = match evs.iter().rev().find(|e| matches!(e, Event::Call(_))) {
+        Some(Event::Call(c)) => c.end_ns,
+        _ => 0,
+    };
+    let failed = Call {
+        seq: 3,
+        pid: 693,
+        thread: 0,
+        line: Some(58),
+        iter: vec![],
+        tag: None,
+        api: "clCreateProgramWithSource".into(),
+        driver: "clCreateProgramWithSource".into(),
+        begin_ns: t + 1_000,
+        end_ns: t + 51_000,
+        status: CallStatus::Error {
+            code: -5,
+            name: "CL_OUT_OF_RESOURCES".into(),
+        },
+        expect_error: false,
+        mem_before: None,
+        mem_after: None,
+        object: None,
+    };
+    evs.push(Event::Call(failed));
+    evs.push(Event::End(End {
+        t_ns: t + 60_000,
+        status: EndStatus::Failed {
+            line: Some(58),
+            error: "CL_OUT_OF_RESOURCES (-5)".into(),
+        },
+        leaked: vec![],
+    }));
+    feed(&mut a, &started, &evs, true);
+    let s = screen(&mut a, 160, 48);
+    assert!(s.contains("failed at line 58"), "{s}");
+    insta::assert_snapshot!("failed_160x48", s);
+}
+
+#[test]
+fn a_tiny_terminal_gets_a_clear_message() {
+    let mut a = app();
+    let s = screen(&mut a, 60, 20);
+    assert!(s.contains("at least 80×24"), "{s}");
+    insta::assert_snapshot!("tiny_60x20", s);
+}
+
+#[test]
+fn without_a_device_the_dashboard_says_why_and_offers_recordings() {
+    let mut a = app();
+    a.update(gpulab::tui::Msg::Doctor(
+        gpulab::tui::probe::Availability::none(
+            "no OpenCL device: libOpenCL.so.1 not found; fix: apt-get install ocl-icd-libopencl1",
+        ),
+    ));
+    let fx = key(&mut a, KeyCode::Enter);
+    assert!(fx.is_empty(), "nothing starts without a device");
+    let s = screen(&mut a, 80, 24);
+    assert!(s.contains("recordings"), "{s}");
+    insta::assert_snapshot!("no_device_80x24", s);
+}
+
+#[test]
+fn help_and_parameter_overlays() {
+    let mut a = app();
+    keys(&mut a, "?");
+    let help = screen(&mut a, 160, 48);
+    for b in gpulab::tui::keys::KEYS {
+        assert!(help.contains(b.help), "help lists `{}`", b.help);
+    }
+    insta::assert_snapshot!("help_160x48", help);
+    key(&mut a, KeyCode::Esc);
+    dash::select(&mut a, "cl-finish");
+    keys(&mut a, "p");
+    key(&mut a, KeyCode::Right);
+    insta::assert_snapshot!("params_80x24", screen(&mut a, 80, 24));
+}

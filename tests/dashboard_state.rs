@@ -1,0 +1,226 @@
+//! The dashboard's state machine driven by key sequences, no terminal: what each
+//! key changes and which effects (start, step, cancel, open) it asks the loop for.
+
+mod common;
+
+use common::dash::{app, carry_out, feed, key, keys, open, select};
+use gpulab::engine::Command;
+use gpulab::tui::app::{A, B, Effect, Msg, Overlay};
+use gpulab::tui::layout::{Panel, Screen};
+use ratatui::crossterm::event::{KeyCode, KeyModifiers, MouseEvent, MouseEventKind};
+
+#[test]
+fn filter_narrows_the_list_and_esc_clears_it() {
+    let mut a = app();
+    let all = a.entries().len();
+    keys(&mut a, "/forgot");
+    assert!(a.filtering);
+    assert_eq!(a.filter, "forgot");
+    assert_eq!(a.entries().len(), 2, "the lab and its recording");
+    key(&mut a, KeyCode::Backspace);
+    assert_eq!(a.filter, "forgo");
+    key(&mut a, KeyCode::Enter);
+    assert!(!a.filtering, "Enter keeps the filter and leaves typing");
+    assert_eq!(a.filter, "forgo");
+    // `q` is a key again once typing is over, not text.
+    keys(&mut a, "/");
+    key(&mut a, KeyCode::Esc);
+    assert_eq!(a.filter, "");
+    assert_eq!(a.entries().len(), all);
+}
+
+#[test]
+fn run_step_and_cancel_ask_the_worker() {
+    let mut a = app();
+    select(&mut a, "cl-finish");
+    let fx = keys(&mut a, "s");
+    match fx.as_slice() {
+        [Effect::Start { slot: A, req, .. }] => {
+            assert!(req.step);
+            assert_eq!(req.lab.id, "cl-finish");
+            assert_eq!(req.variant, "finish");
+        }
+        other => panic!("{other:?}"),
+    }
+    feed(&mut a, &fx, &[], false);
+    assert!(matches!(
+        keys(&mut a, "s").as_slice(),
+        [Effect::Control {
+            slot: A,
+            cmd: Command::Step
+        }]
+    ));
+    assert!(matches!(
+        key(&mut a, KeyCode::Enter).as_slice(),
+        [Effect::Control {
+            slot: A,
+            cmd: Command::Run
+        }]
+    ));
+    assert!(matches!(
+        key(&mut a, KeyCode::Esc).as_slice(),
+        [Effect::Cancel { slot: A }]
+    ));
+    assert!(a.message.as_deref().unwrap_or("").contains("cancelled"));
+}
+
+#[test]
+fn a_second_run_waits_for_the_first() {
+    let mut a = app();
+    select(&mut a, "cl-finish");
+    let fx = keys(&mut a, "r");
+    feed(&mut a, &fx, &[], false);
+    assert!(keys(&mut a, "r").is_empty());
+    assert!(a.message.as_deref().unwrap_or("").contains("in progress"));
+}
+
+#[test]
+fn variants_cycle_and_parameters_stay_in_range() {
+    let mut a = app();
+    select(&mut a, "cl-finish");
+    keys(&mut a, "v");
+    assert_eq!(a.variants["cl-finish"], 1);
+    keys(&mut a, "V");
+    assert_eq!(a.variants["cl-finish"], 0);
+    keys(&mut a, "p");
+    assert!(matches!(a.overlay, Overlay::Params { .. }));
+    // kernel_ms: 200 → 500; then type 10 and Enter.
+    key(&mut a, KeyCode::Right);
+    assert_eq!(a.params["cl-finish"]["kernel_ms"], 500.0);
+    keys(&mut a, "99999");
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(
+        a.params["cl-finish"]["kernel_ms"], 500.0,
+        "out of range is refused"
+    );
+    keys(&mut a, "10");
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.params["cl-finish"]["kernel_ms"], 10.0);
+    for _ in 0..5 {
+        key(&mut a, KeyCode::Left);
+    }
+    assert_eq!(a.params["cl-finish"]["kernel_ms"], 10.0, "min is 10");
+    key(&mut a, KeyCode::Esc);
+    assert_eq!(a.overlay, Overlay::None);
+    match keys(&mut a, "r").as_slice() {
+        [Effect::Start { req, .. }] => assert!(req.params.contains(&"kernel_ms=10".to_string())),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn compare_runs_the_next_variant_after_the_first() {
+    let mut a = app();
+    select(&mut a, "cl-event-wait");
+    let fx = keys(&mut a, "c");
+    assert!(a.compare);
+    let Some(Effect::Start {
+        slot: A,
+        epoch,
+        req,
+    }) = fx.first().cloned()
+    else {
+        panic!("{fx:?}");
+    };
+    assert_eq!(req.variant, "wait-for-event");
+    let next = a.update(Msg::Closed {
+        slot: A,
+        epoch,
+        error: None,
+    });
+    match next.as_slice() {
+        [Effect::Start { slot: B, req, .. }] => assert_eq!(req.variant, "finish"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn recordings_open_and_compare_read_only() {
+    let mut a = app();
+    open(&mut a, "release-then-finish", false);
+    assert!(a.shown().is_some_and(|r| r.closed && r.run.end.is_some()));
+    open(&mut a, "finish-then-release", true);
+    assert!(a.compare && a.slots[B].is_some());
+    // Stale events of a replaced run are ignored.
+    select(&mut a, "pocl");
+    let fx = key(&mut a, KeyCode::Enter);
+    assert!(!a.compare);
+    carry_out(&mut a, fx);
+    assert_eq!(
+        a.shown().and_then(|r| r.lab_id()).as_deref(),
+        Some("cl-finish")
+    );
+}
+
+#[test]
+fn nothing_runs_before_the_doctor_answers_or_without_a_device() {
+    let mut a = gpulab::tui::App::new(
+        common::dash::shipped_labs(),
+        vec![],
+        gpulab::tui::Theme::PLAIN,
+    );
+    assert!(keys(&mut a, "r").is_empty());
+    assert!(a.message.as_deref().unwrap_or("").contains("still asking"));
+    a.update(Msg::Doctor(gpulab::tui::probe::Availability::none(
+        "no OpenCL platform",
+    )));
+    assert!(keys(&mut a, "r").is_empty());
+    assert!(
+        a.message
+            .as_deref()
+            .unwrap_or("")
+            .contains("no OpenCL platform")
+    );
+}
+
+#[test]
+fn help_opens_and_any_key_closes_it_without_acting() {
+    let mut a = app();
+    keys(&mut a, "?");
+    assert_eq!(a.overlay, Overlay::Help);
+    assert!(keys(&mut a, "q").is_empty());
+    assert_eq!(a.overlay, Overlay::None);
+    assert!(!a.quit, "q closed the overlay, it did not quit");
+}
+
+#[test]
+fn quit_with_q_or_ctrl_c_cancels_running_workers() {
+    let mut a = app();
+    select(&mut a, "cl-finish");
+    let fx = keys(&mut a, "r");
+    feed(&mut a, &fx, &[], false);
+    let out = a.update(Msg::Key(ratatui::crossterm::event::KeyEvent::new(
+        KeyCode::Char('c'),
+        KeyModifiers::CONTROL,
+    )));
+    assert!(a.quit);
+    assert!(matches!(out.as_slice(), [Effect::Cancel { slot: A }]));
+    let mut b = app();
+    keys(&mut b, "q");
+    assert!(b.quit);
+}
+
+#[test]
+fn the_mouse_wheel_scrolls_the_panel_under_the_pointer() {
+    let mut a = app();
+    a.update(Msg::Resize(160, 48));
+    let verdict = Screen::new(160, 48, false)
+        .get(Panel::Verdict, 0)
+        .expect("verdict panel");
+    let wheel = |kind| MouseEvent {
+        kind,
+        column: verdict.x + 2,
+        row: verdict.y + 2,
+        modifiers: KeyModifiers::NONE,
+    };
+    a.update(Msg::Mouse(wheel(MouseEventKind::ScrollDown)));
+    a.update(Msg::Mouse(wheel(MouseEventKind::ScrollDown)));
+    assert_eq!(a.verdict_scroll, 6);
+    a.update(Msg::Mouse(wheel(MouseEventKind::ScrollUp)));
+    assert_eq!(a.verdict_scroll, 3);
+    // Tab moves focus; PgDn scrolls the focused panel.
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focus, Panel::Script);
+    key(&mut a, KeyCode::PageDown);
+    assert_eq!(a.script_scroll, 5);
+}

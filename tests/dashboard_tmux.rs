@@ -1,0 +1,120 @@
+//! End to end: the real binary in tmux on the OpenCL device here (PoCL in CI).
+//! Keys select `cl-finish` and run it; `capture-pane` reads the screen back.
+//! Skipped with a notice when tmux is missing (`.ci/run` installs it).
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "e2e"]).stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.cmd(&["send-keys", "-t", "e2e", k]);
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool, secs: u64) -> String {
+        let until = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < until,
+                "waited {secs} s for {what}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+#[test]
+fn dashboard_runs_cl_finish_in_tmux() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping dashboard_runs_cl_finish_in_tmux: tmux is not installed");
+        return;
+    }
+    if !common::opencl_or_skip("dashboard_runs_cl_finish_in_tmux") {
+        return;
+    }
+    let tmux = Tmux {
+        socket: format!("gpulab-e2e-{}", std::process::id()),
+    };
+    let bin = env!("CARGO_BIN_EXE_gpulab");
+    let dir = common::temp_dir();
+    let out = Command::new("tmux")
+        .args([
+            "-L",
+            &tmux.socket,
+            "new-session",
+            "-d",
+            "-s",
+            "e2e",
+            "-x",
+            "120",
+            "-y",
+            "36",
+        ])
+        .arg("-c")
+        .arg(dir.path())
+        .arg(bin)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("tmux starts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    tmux.wait_for(
+        "the doctor's answer",
+        |s| s.contains("Labs") && !s.contains("checking devices"),
+        60,
+    );
+    tmux.keys(&["/", "cl-finish", "Enter", "Enter"]);
+    let s = tmux.wait_for(
+        "the run to finish",
+        |s| s.contains("[finish] · finished"),
+        120,
+    );
+    assert!(s.contains("clCreateContext()"), "{s}");
+    assert!(s.contains("holds"), "a verdict is shown:\n{s}");
+    assert!(
+        s.contains("Host memory") || s.contains("Device memory"),
+        "{s}"
+    );
+    assert!(s.contains("█"), "the queue lane shows the kernel:\n{s}");
+    tmux.keys(&["q"]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while tmux.cmd(&["has-session", "-t", "e2e"]).status.success() {
+        assert!(Instant::now() < until, "q did not quit:\n{}", tmux.screen());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
