@@ -87,6 +87,7 @@ fn heavy_run(app: &mut App) {
             mem_before: Some(before),
             mem_after: Some(mem),
             object: Some(i),
+            cuda: None,
         }));
         events.push(Event::Object(trace::ObjectEvent {
             t_ns: t,
@@ -120,7 +121,11 @@ fn heavy_run(app: &mut App) {
         }));
     }
     for event in events {
-        app.update(Msg::Run { slot, epoch, event });
+        app.update(Msg::Run {
+            slot,
+            epoch,
+            event: Box::new(event),
+        });
     }
 }
 

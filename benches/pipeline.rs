@@ -93,6 +93,7 @@ fn stream() -> Vec<Event> {
                 mem_before: Some(before),
                 mem_after: Some(mem),
                 object: Some(seq),
+                cuda: None,
             })));
             seq += 1;
             t += 250_000_000 / 14;

@@ -16,7 +16,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub labs: Vec<PathBuf>,
 
-    /// OpenCL device: index as `gpulab doctor` lists them, or part of its name.
+    /// Device: index as `gpulab doctor` lists them (OpenCL devices, or CUDA ordinals for CUDA labs), or part of its name.
     /// Default: the first GPU, else the first device.
     #[arg(long, global = true, value_name = "INDEX|NAME")]
     pub device: Option<String>,

@@ -10,6 +10,8 @@ use crate::lab::ObjKind;
 use crate::run::Run;
 use crate::trace::{ClaimVerdict, ObjectAction, Verdict};
 
+mod cuda;
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// Everything a report shows, measured in the run it came from.
@@ -25,6 +27,9 @@ pub struct Summary {
     /// `nvml` (device memory) or `rss` (host memory of the worker).
     pub memory_source: String,
     pub lines: Vec<LineRow>,
+    /// CUDA runs: the default pool and the device after each line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pool: Vec<cuda::PoolRow>,
     pub spans: Vec<SpanRow>,
     pub live_at_end: BTreeMap<String, usize>,
     pub leaked: Vec<LeakRow>,
@@ -152,6 +157,7 @@ impl Summary {
                 .map(|m| m.device.memory_source.clone())
                 .unwrap_or_default(),
             lines,
+            pool: cuda::rows(run),
             spans,
             live_at_end: run
                 .live_at_end()
@@ -197,6 +203,10 @@ fn after_exit_mib(run: &Run) -> Option<f64> {
 
 fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
     let mut rows = Vec::new();
+    // CUDA has no destructor callbacks: "never destroyed" would be a false finding.
+    if run.meta.as_ref().is_some_and(|m| m.backend == "cuda") {
+        return rows;
+    }
     for created in run
         .objects
         .iter()
@@ -332,6 +342,7 @@ pub fn text(s: &Summary) -> String {
                 .unwrap_or_default()
         );
     }
+    cuda::text(&s.pool, &mut o);
     if !s.spans.is_empty() {
         let _ = writeln!(o, "\ndevice spans (ms from the start of the run)");
         for sp in s.spans.iter().take(20) {

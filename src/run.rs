@@ -268,6 +268,7 @@ mod tests {
             mem_before: Some(mem.0),
             mem_after: Some(mem.1),
             object: None,
+            cuda: None,
         })
     }
 

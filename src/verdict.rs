@@ -254,6 +254,10 @@ impl Env<'_> {
                     .ok_or_else(|| format!("unknown object kind `{arg}`"))?;
                 Ok(run.live_at_end().get(&kind).copied().unwrap_or(0) as f64)
             }
+            "overlap" => cuda::overlap(run, arg),
+            "errors" => cuda::errors(run, arg),
+            "pool_reserved_mib" => cuda::pool_mib(run, arg, true),
+            "pool_used_mib" => cuda::pool_mib(run, arg, false),
             "bytes_live_mib" => {
                 let end = run.end.as_ref().ok_or("the run did not finish")?;
                 Ok(end.leaked.iter().map(|l| l.bytes).sum::<u64>() as f64 / MIB)
@@ -342,5 +346,6 @@ fn no_memory() -> Why {
     "no memory telemetry on this device".into()
 }
 
+mod cuda;
 #[cfg(test)]
 mod tests;

@@ -111,6 +111,7 @@ fn a_failed_lab_shows_the_failing_line_and_why() {
         mem_before: None,
         mem_after: None,
         object: None,
+        cuda: None,
     };
     evs.push(Event::Call(failed));
     evs.push(Event::End(End {

@@ -13,15 +13,15 @@ use ratatui::crossterm::event::{KeyCode, KeyModifiers, MouseEvent, MouseEventKin
 fn filter_narrows_the_list_and_esc_clears_it() {
     let mut a = app();
     let all = a.entries().len();
-    keys(&mut a, "/forgot");
+    keys(&mut a, "/cl-forgot");
     assert!(a.filtering);
-    assert_eq!(a.filter, "forgot");
+    assert_eq!(a.filter, "cl-forgot");
     assert_eq!(a.entries().len(), 2, "the lab and its recording");
     key(&mut a, KeyCode::Backspace);
-    assert_eq!(a.filter, "forgo");
+    assert_eq!(a.filter, "cl-forgo");
     key(&mut a, KeyCode::Enter);
     assert!(!a.filtering, "Enter keeps the filter and leaves typing");
-    assert_eq!(a.filter, "forgo");
+    assert_eq!(a.filter, "cl-forgo");
     // `q` is a key again once typing is over, not text.
     keys(&mut a, "/");
     key(&mut a, KeyCode::Esc);

@@ -3,10 +3,12 @@
 //! means, it only does the call and reports what the driver said.
 #![allow(unsafe_code)]
 
+pub mod cuda;
 pub mod discover;
 pub mod opencl;
 
-use crate::lab::{Api, ObjKind};
+use crate::lab::{Api, BackendKind, ObjKind};
+use crate::trace::CudaMemory;
 
 pub type Result<T, E = BackendError> = std::result::Result<T, E>;
 
@@ -132,4 +134,28 @@ pub trait Backend {
 
     /// The kind of object a backend id refers to, if it made it.
     fn kind_of(&self, obj: ObjId) -> Option<ObjKind>;
+
+    /// Which API this backend drives (picks the release call gpulab's cleanup uses).
+    fn kind(&self) -> BackendKind {
+        BackendKind::OpenCl
+    }
+
+    /// Whether an unexpected error ends the script. OpenCL: every error (a lab
+    /// built on a failed call teaches nothing). CUDA: only an error that leaves the
+    /// context unusable; others are the driver's answer, and the lab goes on.
+    fn error_ends_run(&self, _e: &DriverError) -> bool {
+        true
+    }
+
+    /// True after a sticky error: every further call would fail, so gpulab's
+    /// cleanup is skipped and the worker's exit hands the memory back.
+    fn context_lost(&self) -> bool {
+        false
+    }
+
+    /// CUDA's view of device memory after a call: the default pool's reserved and
+    /// used bytes, and `cuMemGetInfo`. `None` where the backend has no such view.
+    fn cuda_memory(&mut self) -> Option<CudaMemory> {
+        None
+    }
 }

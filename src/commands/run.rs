@@ -116,19 +116,23 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     Ok(exit_code(&runs, &args.fail_on))
 }
 
-/// Refuses early, with exit 3, a backend this build cannot drive. Whether a device
-/// exists is the worker's to find out: the parent never initialises a GPU API
-/// (NVIDIA's OpenCL then failed to appear in the worker on the H100 machine).
+/// Refuses early, with exit 3, a CUDA lab on a machine without the CUDA driver
+/// library. Only the library's presence is checked here (libloading, no cuInit):
+/// whether a device exists is the worker's to find out, as the parent never
+/// initialises a GPU API (NVIDIA's OpenCL then failed to appear in the worker on
+/// the H100 machine).
 fn check_backend(lab: &Lab) -> anyhow::Result<()> {
     match lab.backend {
         BackendKind::OpenCl => Ok(()),
-        BackendKind::Cuda => Err(fail(
-            EXIT_UNAVAILABLE,
-            format!(
-                "{}: the CUDA backend is not in this build yet; `gpulab doctor` shows what CUDA support this machine has",
-                lab.id
-            ),
-        )),
+        BackendKind::Cuda => gpulab::backend::cuda::load::driver_present().map_err(|e| {
+            fail(
+                EXIT_UNAVAILABLE,
+                format!(
+                    "{}: {e}\n`gpulab doctor` shows what CUDA support this machine has",
+                    lab.id
+                ),
+            )
+        }),
     }
 }
 
@@ -187,6 +191,8 @@ fn run_variant(
     let started = Instant::now();
     let mut last_progress = Instant::now();
     let mut run = Run::default();
+    // A recording is written at the end, with idle samples thinned (trace::decimate).
+    let mut recorded: Vec<Event> = Vec::new();
     loop {
         if cancel.load(Ordering::SeqCst) {
             handle.cancel();
@@ -202,8 +208,8 @@ fn run_variant(
         }
         match handle.events.recv_timeout(Duration::from_millis(100)) {
             Ok(event) => {
-                if let Some(w) = &mut recorder {
-                    w.write_all(trace::to_line(&event).as_bytes())?;
+                if recorder.is_some() {
+                    recorded.push(event.clone());
                 }
                 if args.step {
                     show_step(&run, &event);
@@ -235,6 +241,9 @@ fn run_variant(
         eprint!("\r\x1b[2K");
     }
     if let Some(w) = &mut recorder {
+        for event in trace::decimate::decimate(&recorded) {
+            w.write_all(trace::to_line(event).as_bytes())?;
+        }
         w.flush()?;
     }
     Ok(run)

@@ -98,7 +98,9 @@ impl<'a> Engine<'a> {
         let status = match self.walk(script) {
             Ok(()) | Err(Stop::Budget) => EndStatus::Finished,
             Err(Stop::Failed { line, error }) => {
-                let _ = self.cleanup();
+                if !self.backend.context_lost() {
+                    let _ = self.cleanup();
+                }
                 EndStatus::Failed {
                     line: Some(line),
                     error,
@@ -299,6 +301,7 @@ impl<'a> Engine<'a> {
         let result = self.backend.call(seq, api, &operands, want_event);
         let end_ns = now_ns();
         let mem_after = (self.memory)();
+        let cuda = self.backend.cuda_memory();
 
         let (status, object, objects) = match &result {
             Ok(out) => {
@@ -331,16 +334,36 @@ impl<'a> Engine<'a> {
             mem_before,
             mem_after,
             object,
+            cuda,
         }))?;
         for o in objects {
             self.sink.emit(Event::Object(o))?;
         }
         self.drain()?;
         match result {
-            Err(DriverError { name, code }) if !stmt.expect_error => Err(Stop::Failed {
-                line: stmt.line,
-                error: format!("{} returned {name} ({code})", api.name()),
-            }),
+            Err(e) if !stmt.expect_error && self.backend.error_ends_run(&e) => {
+                let DriverError { name, code } = e;
+                let lost = if self.backend.context_lost() {
+                    "; the context is unusable from here on (a sticky error): the script stops, and the worker's exit hands its memory back"
+                } else {
+                    ""
+                };
+                Err(Stop::Failed {
+                    line: stmt.line,
+                    error: format!("{} returned {name} ({code}){lost}", api.name()),
+                })
+            }
+            Err(e) if !stmt.expect_error => {
+                self.note(
+                    NoteLevel::Warning,
+                    format!(
+                        "{} returned {e}; the lab goes on (CUDA errors end a run only when they leave the context unusable)",
+                        api.name()
+                    ),
+                    Some(stmt.line),
+                )?;
+                Ok(())
+            }
             Ok(_) if stmt.expect_error => {
                 self.note(
                     NoteLevel::Warning,
@@ -470,6 +493,7 @@ impl<'a> Engine<'a> {
             mem_before,
             mem_after,
             object: None,
+            cuda: self.backend.cuda_memory(),
         }))?;
         self.drain()?;
         Ok(())
@@ -557,7 +581,7 @@ impl<'a> Engine<'a> {
             .map(|e| (e.id, e.kind))
             .collect();
         for (id, kind) in live.into_iter().rev() {
-            let Some(release) = release_api(kind) else {
+            let Some(release) = Api::release_of(kind, self.backend.kind()) else {
                 continue;
             };
             let refcount = self.ledger.get(id).map_or(0, |e| e.refcount);
@@ -594,14 +618,6 @@ impl<'a> Engine<'a> {
         }
         self.drain()
     }
-}
-
-/// The call that drops one reference of an object of this kind.
-fn release_api(kind: ObjKind) -> Option<Api> {
-    crate::lab::api::CATALOG
-        .iter()
-        .find(|s| s.effect == Effect::Release && s.args == [ArgKind::Obj(kind)])
-        .map(|s| s.api)
 }
 
 fn mib(bytes: u64) -> String {

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use crate::backend::{Backend, opencl::OpenClBackend};
+use crate::backend::{Backend, cuda::CudaBackend, opencl::OpenClBackend};
 use crate::clock::now_ns;
 use crate::lab::{self, BackendKind, Lab};
 use crate::telemetry::Probe;
@@ -81,7 +81,7 @@ fn prepare_and_run(req: &WorkerRequest, sink: &mut dyn Sink) -> Result<EndStatus
     let params = lab::catalog::resolve_params(&lab, &req.params)?;
     let mut backend: Box<dyn Backend> = match lab.backend {
         BackendKind::OpenCl => Box::new(OpenClBackend::open(req.device.as_deref())?),
-        BackendKind::Cuda => return Err(EngineError::UnsupportedBackend("cuda")),
+        BackendKind::Cuda => Box::new(CudaBackend::open(req.device.as_deref())?),
     };
     let pid = std::process::id();
     let (mut probe, notes) = Probe::for_device(backend.device(), pid);

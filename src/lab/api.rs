@@ -16,16 +16,22 @@ pub enum ObjKind {
     Program,
     Kernel,
     Event,
+    /// A CUDA stream (`cudaStreamCreate`).
+    Stream,
+    /// Pinned host memory (`cudaMallocHost`).
+    HostBuffer,
 }
 
 impl ObjKind {
-    pub const ALL: [ObjKind; 6] = [
+    pub const ALL: [ObjKind; 8] = [
         ObjKind::Context,
         ObjKind::Queue,
         ObjKind::Buffer,
         ObjKind::Program,
         ObjKind::Kernel,
         ObjKind::Event,
+        ObjKind::Stream,
+        ObjKind::HostBuffer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -36,6 +42,8 @@ impl ObjKind {
             ObjKind::Program => "program",
             ObjKind::Kernel => "kernel",
             ObjKind::Event => "event",
+            ObjKind::Stream => "stream",
+            ObjKind::HostBuffer => "host_buffer",
         }
     }
 
@@ -54,6 +62,8 @@ impl ObjKind {
             ObjKind::Program => "programs",
             ObjKind::Kernel => "kernels",
             ObjKind::Event => "events",
+            ObjKind::Stream => "streams",
+            ObjKind::HostBuffer => "host_buffers",
         }
     }
 }
@@ -84,6 +94,28 @@ pub enum Api {
     ClReleaseProgram,
     ClReleaseKernel,
     ClReleaseEvent,
+    CudaMalloc,
+    CudaFree,
+    CudaMallocAsync,
+    CudaFreeAsync,
+    CudaStreamCreate,
+    CudaStreamDestroy,
+    CudaEventCreate,
+    CudaEventRecord,
+    CudaEventSynchronize,
+    CudaEventQuery,
+    CudaEventDestroy,
+    CudaStreamWaitEvent,
+    CudaStreamSynchronize,
+    CudaDeviceSynchronize,
+    CudaLaunchKernel,
+    CudaMemcpyAsync,
+    CudaMemsetAsync,
+    CudaMallocHost,
+    CudaFreeHost,
+    CudaMemPoolSetAttribute,
+    CudaMemPoolTrimTo,
+    CudaMemGetInfo,
 }
 
 /// What kind of value an argument position takes.
@@ -138,7 +170,7 @@ pub struct ApiSpec {
 }
 
 use ArgKind::{Bool, Duration, Kernel, Obj, Objs, Size};
-use ObjKind::{Buffer, Context, Event, Queue};
+use ObjKind::{Buffer, Context, Event, HostBuffer, Queue, Stream};
 
 const fn spec(
     api: Api,
@@ -151,6 +183,24 @@ const fn spec(
         api,
         name,
         backend: BackendKind::OpenCl,
+        driver,
+        args,
+        effect,
+        may_return_event: false,
+    }
+}
+
+const fn cuda(
+    api: Api,
+    name: &'static str,
+    driver: &'static str,
+    args: &'static [ArgKind],
+    effect: Effect,
+) -> ApiSpec {
+    ApiSpec {
+        api,
+        name,
+        backend: BackendKind::Cuda,
         driver,
         args,
         effect,
@@ -332,6 +382,164 @@ pub static CATALOG: &[ApiSpec] = &[
         &[Obj(Event)],
         Effect::Release,
     ),
+    // CUDA runtime names, each mapped onto the one driver call it stands for. The
+    // primary context is retained when the backend opens (as the runtime does on its
+    // first call) and the spin kernel's module is loaded then, so a line never hides
+    // a context creation or a module load.
+    cuda(
+        Api::CudaMalloc,
+        "cudaMalloc",
+        "cuMemAlloc_v2",
+        &[Size],
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaFree,
+        "cudaFree",
+        "cuMemFree_v2",
+        &[Obj(Buffer)],
+        Effect::Release,
+    ),
+    cuda(
+        Api::CudaMallocAsync,
+        "cudaMallocAsync",
+        "cuMemAllocAsync",
+        &[Size, Obj(Stream)],
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaFreeAsync,
+        "cudaFreeAsync",
+        "cuMemFreeAsync",
+        &[Obj(Buffer), Obj(Stream)],
+        Effect::Release,
+    ),
+    cuda(
+        Api::CudaStreamCreate,
+        "cudaStreamCreate",
+        "cuStreamCreate(CU_STREAM_DEFAULT)",
+        &[],
+        Effect::Create(Stream),
+    ),
+    cuda(
+        Api::CudaStreamDestroy,
+        "cudaStreamDestroy",
+        "cuStreamDestroy_v2",
+        &[Obj(Stream)],
+        Effect::Release,
+    ),
+    cuda(
+        Api::CudaEventCreate,
+        "cudaEventCreate",
+        "cuEventCreate(CU_EVENT_DEFAULT)",
+        &[],
+        Effect::Create(Event),
+    ),
+    cuda(
+        Api::CudaEventRecord,
+        "cudaEventRecord",
+        "cuEventRecord",
+        &[Obj(Event), Obj(Stream)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaEventSynchronize,
+        "cudaEventSynchronize",
+        "cuEventSynchronize",
+        &[Obj(Event)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaEventQuery,
+        "cudaEventQuery",
+        "cuEventQuery",
+        &[Obj(Event)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaEventDestroy,
+        "cudaEventDestroy",
+        "cuEventDestroy_v2",
+        &[Obj(Event)],
+        Effect::Release,
+    ),
+    cuda(
+        Api::CudaStreamWaitEvent,
+        "cudaStreamWaitEvent",
+        "cuStreamWaitEvent",
+        &[Obj(Stream), Obj(Event)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaStreamSynchronize,
+        "cudaStreamSynchronize",
+        "cuStreamSynchronize",
+        &[Obj(Stream)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaDeviceSynchronize,
+        "cudaDeviceSynchronize",
+        "cuCtxSynchronize",
+        &[],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaLaunchKernel,
+        "cudaLaunchKernel",
+        "cuLaunchKernel (+ cuEventRecord of gpulab's span events)",
+        &[Obj(Stream), Kernel, Obj(Buffer), Duration],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemcpyAsync,
+        "cudaMemcpyAsync",
+        "cuMemcpyDtoHAsync_v2 (device to pinned host)",
+        &[Obj(HostBuffer), Obj(Buffer), Obj(Stream)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemsetAsync,
+        "cudaMemsetAsync",
+        "cuMemsetD8Async",
+        &[Obj(Buffer), Obj(Stream)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMallocHost,
+        "cudaMallocHost",
+        "cuMemAllocHost_v2",
+        &[Size],
+        Effect::Create(HostBuffer),
+    ),
+    cuda(
+        Api::CudaFreeHost,
+        "cudaFreeHost",
+        "cuMemFreeHost",
+        &[Obj(HostBuffer)],
+        Effect::Release,
+    ),
+    cuda(
+        Api::CudaMemPoolSetAttribute,
+        "cudaMemPoolSetAttribute",
+        "cuMemPoolSetAttribute(default pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
+        &[Size],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemPoolTrimTo,
+        "cudaMemPoolTrimTo",
+        "cuMemPoolTrimTo(default pool)",
+        &[Size],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemGetInfo,
+        "cudaMemGetInfo",
+        "cuMemGetInfo_v2",
+        &[],
+        Effect::Use,
+    ),
 ];
 
 /// Kernels that scripts may name; their sources ship in `labs/kernels/`.
@@ -350,8 +558,32 @@ impl Api {
         self.spec().name
     }
 
+    /// The call that drops one reference of an object of `kind` on `backend`
+    /// (`clReleaseMemObject` or `cudaFree` for a buffer).
+    pub fn release_of(kind: ObjKind, backend: BackendKind) -> Option<Api> {
+        CATALOG
+            .iter()
+            .find(|s| s.backend == backend && s.effect == Effect::Release && s.args == [Obj(kind)])
+            .map(|s| s.api)
+    }
+
     pub fn lookup(name: &str) -> Option<&'static ApiSpec> {
         CATALOG.iter().find(|s| s.name == name)
+    }
+
+    /// Object kinds the calls of one backend can create, in `ObjKind::ALL` order:
+    /// what a live-objects view lists for a run of that backend.
+    pub fn kinds_of(backend: BackendKind) -> Vec<ObjKind> {
+        ObjKind::ALL
+            .into_iter()
+            .filter(|k| {
+                CATALOG.iter().any(|s| {
+                    s.backend == backend
+                        && (s.effect == Effect::Create(*k)
+                            || (*k == ObjKind::Event && s.may_return_event))
+                })
+            })
+            .collect()
     }
 
     /// The catalog name closest to a misspelt one, for "did you mean".
@@ -379,6 +611,43 @@ mod tests {
             Some("clReleaseMemObject")
         );
         assert_eq!(Api::suggest("clfinish"), Some("clFinish"));
+    }
+
+    #[test]
+    fn cuda_calls_name_their_driver_entry_point() {
+        let free = Api::lookup("cudaFree").map(|s| (s.backend, s.driver));
+        assert_eq!(free, Some((BackendKind::Cuda, "cuMemFree_v2")));
+        let free_async = Api::lookup("cudaFreeAsync").map(|s| s.driver);
+        assert_eq!(free_async, Some("cuMemFreeAsync"));
+        for s in CATALOG.iter().filter(|s| s.name.starts_with("cuda")) {
+            assert_eq!(s.backend, BackendKind::Cuda, "{}", s.name);
+            assert!(s.driver.starts_with("cu"), "{}: {}", s.name, s.driver);
+        }
+        for s in CATALOG.iter().filter(|s| s.name.starts_with("cl")) {
+            assert_eq!(s.backend, BackendKind::OpenCl, "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn release_calls_follow_the_backend() {
+        assert_eq!(
+            Api::release_of(ObjKind::Buffer, BackendKind::Cuda),
+            Some(Api::CudaFree)
+        );
+        assert_eq!(
+            Api::release_of(ObjKind::Buffer, BackendKind::OpenCl),
+            Some(Api::ClReleaseMemObject)
+        );
+        assert_eq!(
+            Api::release_of(ObjKind::Stream, BackendKind::Cuda),
+            Some(Api::CudaStreamDestroy)
+        );
+        assert_eq!(Api::release_of(ObjKind::Stream, BackendKind::OpenCl), None);
+    }
+
+    #[test]
+    fn misspelt_cuda_calls_get_a_suggestion() {
+        assert_eq!(Api::suggest("cudaFreAsync"), Some("cudaFreeAsync"));
     }
 
     #[test]

@@ -23,6 +23,38 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "cl-forgotten-events.toml",
         include_str!("../../labs/cl-forgotten-events.toml"),
     ),
+    (
+        "cuda-free-sync.toml",
+        include_str!("../../labs/cuda-free-sync.toml"),
+    ),
+    (
+        "cuda-free-async.toml",
+        include_str!("../../labs/cuda-free-async.toml"),
+    ),
+    (
+        "cuda-cross-stream-free.toml",
+        include_str!("../../labs/cuda-cross-stream-free.toml"),
+    ),
+    (
+        "cuda-leak-loop.toml",
+        include_str!("../../labs/cuda-leak-loop.toml"),
+    ),
+    (
+        "cuda-double-free.toml",
+        include_str!("../../labs/cuda-double-free.toml"),
+    ),
+    (
+        "cuda-pool-retention.toml",
+        include_str!("../../labs/cuda-pool-retention.toml"),
+    ),
+    (
+        "cuda-mixed-free.toml",
+        include_str!("../../labs/cuda-mixed-free.toml"),
+    ),
+    (
+        "cuda-forgotten-event.toml",
+        include_str!("../../labs/cuda-forgotten-event.toml"),
+    ),
 ];
 
 pub struct LabSet {

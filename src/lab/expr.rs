@@ -111,6 +111,26 @@ pub static METRICS: &[MetricSpec] = &[
         help: "iterations the tagged repeat block really ran (the budget may stop it early)",
     },
     MetricSpec {
+        name: "overlap",
+        arg: MetricArg::Tag,
+        help: "of the device-busy time of work enqueued inside the tagged block (or by the tagged lines), the fraction during which two or more streams/queues ran at once (0 = serialized, 1 = always side by side)",
+    },
+    MetricSpec {
+        name: "errors",
+        arg: MetricArg::Tag,
+        help: "executions of the tagged line that returned an error",
+    },
+    MetricSpec {
+        name: "pool_reserved_mib",
+        arg: MetricArg::Tag,
+        help: "CUDA: memory the device's default pool holds (in use or cached) right after the tagged line's last execution, MiB",
+    },
+    MetricSpec {
+        name: "pool_used_mib",
+        arg: MetricArg::Tag,
+        help: "CUDA: pool memory handed out and not yet freed (a pending cudaFreeAsync counts) right after the tagged line's last execution, MiB",
+    },
+    MetricSpec {
         name: "live",
         arg: MetricArg::Kind,
         help: "objects of that kind alive in the ledger at the end of the script",

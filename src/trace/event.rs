@@ -106,6 +106,25 @@ pub struct Call {
     pub mem_after: Option<u64>,
     /// Ledger object this call created, released or retained, if any.
     pub object: Option<u64>,
+    /// CUDA only: who holds device memory right after the call. Absent in OpenCL
+    /// streams and in streams written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<CudaMemory>,
+}
+
+/// The CUDA driver's view of device memory, read by the worker after each call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CudaMemory {
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT` of the device's default pool: memory
+    /// the pool holds from the device, in use or cached.
+    pub pool_reserved: u64,
+    /// `CU_MEMPOOL_ATTR_USED_MEM_CURRENT`: pool memory handed out and not yet freed
+    /// (a `cudaFreeAsync` still pending on its stream counts here).
+    pub pool_used: u64,
+    /// `cuMemGetInfo` free and total bytes of the device.
+    pub free: u64,
+    pub total: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

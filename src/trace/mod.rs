@@ -1,5 +1,6 @@
 //! Events and their JSON Lines form. The only format gpulab writes or reads.
 
+pub mod decimate;
 pub mod event;
 pub mod jsonl;
 

@@ -69,7 +69,14 @@ fn carry_out(
                 let events = handle.events;
                 thread::spawn(move || {
                     for event in events {
-                        if tx.send(Msg::Run { slot, epoch, event }).is_err() {
+                        if tx
+                            .send(Msg::Run {
+                                slot,
+                                epoch,
+                                event: Box::new(event),
+                            })
+                            .is_err()
+                        {
                             return;
                         }
                     }
@@ -115,7 +122,14 @@ pub fn replay(path: &Path, slot: usize, epoch: u64, tx: &Sender<Msg>) {
     let error = match read {
         Ok(events) => {
             for event in events {
-                if tx.send(Msg::Run { slot, epoch, event }).is_err() {
+                if tx
+                    .send(Msg::Run {
+                        slot,
+                        epoch,
+                        event: Box::new(event),
+                    })
+                    .is_err()
+                {
                     return;
                 }
             }

@@ -60,6 +60,7 @@ fn call(
         mem_before: mem.map(|m| m.0),
         mem_after: mem.map(|m| m.1),
         object,
+        cuda: None,
     })
 }
 

@@ -78,6 +78,7 @@ fn invalid_code(kind: ObjKind) -> cl_int {
         ObjKind::Program => CL_INVALID_PROGRAM,
         ObjKind::Kernel => CL_INVALID_KERNEL,
         ObjKind::Event => CL_INVALID_EVENT,
+        ObjKind::Stream | ObjKind::HostBuffer => cl3::error_codes::CL_INVALID_VALUE,
     }
 }
 
@@ -353,6 +354,8 @@ impl OpenClBackend {
             Api::ClReleaseEvent => {
                 self.lifetime(ops, K::Event, -1, |h| unsafe { release_event(h) })
             }
+            // Validation keeps CUDA calls out of OpenCL labs; this answers anything else.
+            other => Err(bad(&format!("{} is not an OpenCL call", other.name()))),
         }
     }
 

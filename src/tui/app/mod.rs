@@ -36,7 +36,8 @@ pub enum Msg {
     Run {
         slot: usize,
         epoch: u64,
-        event: Event,
+        // Boxed: a `call` event is far larger than a key press.
+        event: Box<Event>,
     },
     /// The run's stream ended (with why, for a recording that could not be read).
     Closed {

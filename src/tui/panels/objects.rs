@@ -12,7 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{MIB, block, fmt_mib, fmt_signed_mib, usable};
-use crate::lab::ObjKind;
+use crate::lab::{Api, BackendKind, ObjKind};
 use crate::trace::EndStatus;
 use crate::tui::gap;
 use crate::tui::runstate::RunState;
@@ -26,7 +26,9 @@ pub struct ObjectsPanel<'a> {
 
 impl ObjectsPanel<'_> {
     fn lines(&self, run: &RunState, w: usize) -> Vec<Line<'static>> {
-        let bw = w.saturating_sub(15).min(10);
+        // Narrow panels (80x24) keep the short labels of the old table.
+        let lw = if w >= 32 { 13 } else { 9 };
+        let bw = w.saturating_sub(lw + 6).min(10);
         let t = self.theme;
         // A killed or crashed worker wrote no list of what was left: the ledger's
         // running counts are then the last word.
@@ -45,14 +47,21 @@ impl ObjectsPanel<'_> {
         }
         let mut out = vec![Line::styled(
             format!(
-                "{:<9}{:>5} {:>bw$}",
+                "{:<lw$}{:>5} {:>bw$}",
                 "kind",
                 "live",
                 if bw >= 5 { "bytes" } else { "" }
             ),
             t.dim(),
         )];
-        for kind in ObjKind::ALL {
+        let backend = match run.run.meta.as_ref().map(|m| m.backend.as_str()) {
+            Some("cuda") => Some(BackendKind::Cuda),
+            Some("opencl") => Some(BackendKind::OpenCl),
+            _ => None,
+        };
+        // Only the kinds this backend has; a recording of unknown origin shows all.
+        let kinds = backend.map_or_else(|| ObjKind::ALL.to_vec(), Api::kinds_of);
+        for kind in kinds {
             let n = live.get(&kind).copied().unwrap_or(0);
             let b = bytes.get(&kind).copied().unwrap_or(0);
             let style = if n > 0 { Style::new() } else { t.dim() };
@@ -62,7 +71,7 @@ impl ObjectsPanel<'_> {
                 String::new()
             };
             out.push(Line::styled(
-                format!("{:<9}{n:>5} {b:>bw$}", plural(kind)),
+                format!("{:<lw$}{n:>5} {b:>bw$}", plural(kind, lw)),
                 style,
             ));
         }
@@ -93,11 +102,16 @@ impl ObjectsPanel<'_> {
     }
 }
 
-fn plural(kind: ObjKind) -> String {
-    match kind {
-        ObjKind::Queue => "queues".into(),
-        k => format!("{}s", k.as_str()),
+fn plural(kind: ObjKind, width: usize) -> String {
+    let name = kind.plural().replace('_', " ");
+    if name.chars().count() <= width {
+        return name;
     }
+    // "host buffers" in a narrow panel: "host bufs" keeps the words.
+    name.replace("buffers", "bufs")
+        .chars()
+        .take(width)
+        .collect()
 }
 
 /// After the worker is gone: did the memory come back?

@@ -1,0 +1,431 @@
+//! The CUDA backend: cudarc's raw driver bindings (`driver::sys`), one driver call
+//! per script line. Lab objects are raw handles in gpulab's table; cudarc's safe
+//! types are not used for them because they free on drop (a `CudaSlice` with
+//! `cuMemFreeAsync`), which would change the lesson. The primary context is
+//! retained at open, as the runtime API does on its first call, and never released
+//! by gpulab: the worker's exit hands everything back.
+//!
+//! Device spans come from a pair of gpulab's own CUDA events recorded around each
+//! kernel, copy and memset, mapped to host time by `timing::EventClock`.
+
+mod calls;
+pub mod load;
+pub mod spin;
+mod timing;
+
+use std::collections::HashMap;
+
+use cudarc::driver::sys;
+
+use self::load::{ck, guard};
+use self::spin::{Calibration, PtxKey};
+use self::timing::EventClock;
+use super::{
+    Backend, BackendError, DeviceInfo, DeviceKind, DriverError, Notice, ObjId, Operand, Outcome,
+};
+use crate::lab::{Api, BackendKind, ObjKind};
+use crate::trace::CudaMemory;
+
+/// A lab object: its raw handle (device pointer, stream, event or host pointer as
+/// an integer), its bytes, and whether the lab still holds it.
+struct Entry {
+    kind: ObjKind,
+    raw: u64,
+    bytes: u64,
+}
+
+/// Device work whose end event has not completed yet.
+struct Pending {
+    seq: u64,
+    queue: ObjId,
+    name: &'static str,
+    queued_ns: u64,
+    begin: sys::CUevent,
+    end: sys::CUevent,
+}
+
+pub struct CudaBackend {
+    info: DeviceInfo,
+    ctx: sys::CUcontext,
+    pool: sys::CUmemoryPool,
+    func: sys::CUfunction,
+    cal: Calibration,
+    clock: EventClock,
+    objects: HashMap<ObjId, Entry>,
+    next_id: ObjId,
+    pending: Vec<Pending>,
+    ready: Vec<Notice>,
+    /// A sticky error was seen: the context is gone, every call now fails.
+    lost: Option<DriverError>,
+    ptx_cached: bool,
+}
+
+// SAFETY: CUDA driver handles may be used from any thread once the context is
+// current there; the backend is used by one thread at a time (`&mut self`) and
+// makes its context current on that thread in `open`, the only thread that calls it.
+unsafe impl Send for CudaBackend {}
+
+/// True when tests must not skip for lack of a CUDA device (`GPULAB_REQUIRE_CUDA=1`).
+pub fn tests_require_cuda() -> bool {
+    std::env::var("GPULAB_REQUIRE_CUDA").is_ok_and(|v| v == "1")
+}
+
+fn setup(what: &str) -> impl Fn(DriverError) -> BackendError + '_ {
+    move |e| BackendError::Setup(format!("CUDA {what}: {e}"))
+}
+
+fn cstr(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// `Some(i)` for an index, else the first device whose name contains `sel`.
+fn pick(sel: Option<&str>, names: &[String]) -> Result<usize, BackendError> {
+    let Some(sel) = sel else { return Ok(0) };
+    if let Ok(i) = sel.trim().parse::<usize>() {
+        return if i < names.len() {
+            Ok(i)
+        } else {
+            Err(BackendError::Unavailable {
+                what: format!("CUDA device {i}"),
+                why: format!("this machine has {} CUDA device(s)", names.len()),
+            })
+        };
+    }
+    let low = sel.to_ascii_lowercase();
+    names
+        .iter()
+        .position(|n| n.to_ascii_lowercase().contains(&low))
+        .ok_or_else(|| BackendError::Unavailable {
+            what: format!("CUDA device `{sel}`"),
+            why: format!("no CUDA device matches; found: {}", names.join(", ")),
+        })
+}
+
+impl CudaBackend {
+    /// Opens a device by index or name substring (`--device`), retains its primary
+    /// context, loads the spin kernel and calibrates it. A missing driver is
+    /// `BackendError::Unavailable` ("no CUDA driver"), never a panic.
+    pub fn open(selector: Option<&str>) -> Result<Self, BackendError> {
+        load::driver_present()?;
+        load::nvrtc_present()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Self::open_inner(selector)))
+            .unwrap_or_else(|_| {
+                Err(BackendError::Setup(
+                    "CUDA: the driver library lacks a symbol gpulab needs (cudarc panicked); update the NVIDIA driver".into(),
+                ))
+            })
+    }
+
+    fn open_inner(selector: Option<&str>) -> Result<Self, BackendError> {
+        // SAFETY: cuInit with flags 0 is the documented first call.
+        ck(unsafe { sys::cuInit(0) }).map_err(|e| BackendError::Unavailable {
+            what: "no usable CUDA driver".into(),
+            why: format!("cuInit returned {e}"),
+        })?;
+        let mut count = 0;
+        // SAFETY: a valid out-pointer.
+        ck(unsafe { sys::cuDeviceGetCount(&mut count) }).map_err(setup("cuDeviceGetCount"))?;
+        let mut names = Vec::new();
+        for i in 0..count {
+            let mut dev = 0;
+            let mut name = [0u8; 256];
+            // SAFETY: valid out-pointers; `name` holds 256 bytes.
+            unsafe {
+                let _ = sys::cuDeviceGet(&mut dev, i);
+                let _ = sys::cuDeviceGetName(name.as_mut_ptr().cast(), 256, dev);
+            }
+            names.push(cstr(&name));
+        }
+        if names.is_empty() {
+            return Err(BackendError::Unavailable {
+                what: "no CUDA device".into(),
+                why: "the driver loads but lists no device (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into(),
+            });
+        }
+        let index = pick(selector, &names)?;
+        let mut dev = 0;
+        // SAFETY: `index` < count.
+        ck(unsafe { sys::cuDeviceGet(&mut dev, index as i32) }).map_err(setup("cuDeviceGet"))?;
+        let attr = |a: sys::CUdevice_attribute| {
+            let mut v = 0;
+            // SAFETY: a valid out-pointer and device.
+            let _ = unsafe { sys::cuDeviceGetAttribute(&mut v, a, dev) };
+            v
+        };
+        use sys::CUdevice_attribute as A;
+        let cc = (
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+        );
+        let sms = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).max(1) as u32;
+        let clock_khz = f64::from(attr(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE).max(1));
+        let mut driver = 0;
+        let mut total = 0usize;
+        let mut bus = [0u8; 64];
+        // SAFETY: valid out-pointers; `bus` holds 64 bytes.
+        unsafe {
+            let _ = sys::cuDriverGetVersion(&mut driver);
+            let _ = sys::cuDeviceTotalMem_v2(&mut total, dev);
+            let _ = sys::cuDeviceGetPCIBusId(bus.as_mut_ptr().cast(), 64, dev);
+        }
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: `dev` is a valid device; the primary context is shared with any
+        // runtime-API code in the process, as a CUDA program would have it.
+        ck(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) })
+            .map_err(setup("cuDevicePrimaryCtxRetain"))?;
+        // SAFETY: `ctx` was just retained.
+        ck(unsafe { sys::cuCtxSetCurrent(ctx) }).map_err(setup("cuCtxSetCurrent"))?;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer and device.
+        ck(unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, dev) })
+            .map_err(setup("cuDeviceGetDefaultMemPool"))?;
+
+        let key = PtxKey {
+            device: names[index].clone(),
+            cc,
+            driver,
+            nvrtc: spin::nvrtc_version(),
+        };
+        let (ptx, ptx_cached) = spin::ptx(&key).map_err(BackendError::Setup)?;
+        let (_module, func) = spin::load(&ptx).map_err(setup("cuModuleLoadData"))?;
+        let mut private = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the context is current.
+        ck(unsafe { sys::cuStreamCreate(&mut private, 0) }).map_err(setup("cuStreamCreate"))?;
+        let clock = EventClock::new(private, 5).map_err(setup("event clock"))?;
+        let mut cal = Calibration {
+            clock_khz,
+            factor: 1.0,
+            sms,
+        };
+        cal.factor = calibrate(func, private, &clock, cal).map_err(setup("calibration"))?;
+        // SAFETY: gpulab's own stream, idle after calibration.
+        let _ = unsafe { sys::cuStreamDestroy_v2(private) };
+        let info = DeviceInfo {
+            name: names[index].clone(),
+            vendor: "NVIDIA".into(),
+            driver_version: format!("CUDA {}.{}", driver / 1000, (driver % 1000) / 10),
+            platform: format!(
+                "CUDA driver API (cudarc), device {index}, sm_{}{}",
+                cc.0, cc.1
+            ),
+            kind: DeviceKind::Gpu,
+            total_bytes: Some(total as u64),
+            pci_bus_id: Some(cstr(&bus)).filter(|s| !s.is_empty()),
+        };
+        Ok(CudaBackend {
+            info,
+            ctx,
+            pool,
+            func,
+            cal,
+            clock,
+            objects: HashMap::new(),
+            next_id: 1,
+            pending: Vec::new(),
+            ready: Vec::new(),
+            lost: None,
+            ptx_cached,
+        })
+    }
+
+    pub fn calibration(&self) -> Calibration {
+        self.cal
+    }
+
+    /// Whether the spin kernel's PTX came from the cache.
+    pub fn ptx_cached(&self) -> bool {
+        self.ptx_cached
+    }
+
+    /// Turns completed span events into notices; forgets spans whose events failed
+    /// (a faulted kernel's events never complete).
+    fn collect(&mut self) {
+        let mut keep = Vec::new();
+        for p in std::mem::take(&mut self.pending) {
+            // SAFETY: `p.end` is gpulab's own live event.
+            let q = unsafe { sys::cuEventQuery(p.end) };
+            if q == sys::CUresult::CUDA_ERROR_NOT_READY {
+                keep.push(p);
+                continue;
+            }
+            if q == sys::CUresult::CUDA_SUCCESS
+                && let (Ok(b), Ok(e)) = (self.clock.to_host(p.begin), self.clock.to_host(p.end))
+            {
+                self.ready.push(Notice::Span {
+                    call_seq: p.seq,
+                    queue: p.queue,
+                    name: p.name.to_string(),
+                    queued_ns: p.queued_ns,
+                    begin_ns: b,
+                    end_ns: e.max(b),
+                });
+            }
+            // SAFETY: both events are ours, and complete or failed: nothing waits on them.
+            unsafe {
+                let _ = sys::cuEventDestroy_v2(p.begin);
+                let _ = sys::cuEventDestroy_v2(p.end);
+            }
+        }
+        self.pending = keep;
+    }
+}
+
+/// Runs spin for 20 ms by the clock-rate estimate twice (the first warms up) and
+/// returns requested / measured.
+fn calibrate(
+    func: sys::CUfunction,
+    stream: sys::CUstream,
+    clock: &EventClock,
+    cal: Calibration,
+) -> Result<f64, DriverError> {
+    let target = 20.0;
+    let mut factor = 1.0;
+    for _ in 0..2 {
+        let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: valid out-pointers; the context is current.
+        unsafe {
+            ck(sys::cuEventCreate(&mut a, 0))?;
+            ck(sys::cuEventCreate(&mut b, 0))?;
+            ck(sys::cuEventRecord(a, stream))?;
+        }
+        // SAFETY: `func` was just loaded, `stream` is gpulab's own; no buffer (0 words).
+        unsafe { spin::launch(func, stream, cal.sms, 0, 0, cal.cycles(target)) }?;
+        // SAFETY: events and stream are live.
+        unsafe {
+            ck(sys::cuEventRecord(b, stream))?;
+            ck(sys::cuEventSynchronize(b))?;
+        }
+        let ms = (clock.to_host(b)? as f64 - clock.to_host(a)? as f64) / 1e6;
+        // SAFETY: our events, complete.
+        unsafe {
+            let _ = sys::cuEventDestroy_v2(a);
+            let _ = sys::cuEventDestroy_v2(b);
+        }
+        if ms > 0.5 {
+            factor = target / ms;
+        }
+    }
+    Ok(factor.clamp(0.05, 20.0))
+}
+
+impl Backend for CudaBackend {
+    fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn clock_error_ns(&self) -> Option<u64> {
+        Some(self.clock.error_ns())
+    }
+
+    fn call(
+        &mut self,
+        seq: u64,
+        api: Api,
+        operands: &[Operand],
+        want_event: bool,
+    ) -> Result<Outcome, DriverError> {
+        let r = guard(api.name(), || self.dispatch(seq, api, operands, want_event));
+        if let Err(e) = &r
+            && load::is_sticky(e.code)
+            && self.lost.is_none()
+        {
+            self.lost = Some(e.clone());
+        }
+        r
+    }
+
+    fn drain(&mut self) -> Vec<Notice> {
+        if self.lost.is_none() {
+            self.collect();
+        }
+        std::mem::take(&mut self.ready)
+    }
+
+    fn settle(&mut self, timeout_ms: u64) {
+        let deadline = crate::clock::now_ns().saturating_add(timeout_ms.saturating_mul(1_000_000));
+        while self.lost.is_none() && !self.pending.is_empty() && crate::clock::now_ns() < deadline {
+            self.collect();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    fn kind_of(&self, obj: ObjId) -> Option<ObjKind> {
+        self.objects.get(&obj).map(|e| e.kind)
+    }
+
+    fn error_ends_run(&self, e: &DriverError) -> bool {
+        load::is_sticky(e.code)
+    }
+
+    fn context_lost(&self) -> bool {
+        self.lost.is_some()
+    }
+
+    fn cuda_memory(&mut self) -> Option<CudaMemory> {
+        if self.lost.is_some() {
+            return None;
+        }
+        let attr = |a: sys::CUmemPool_attribute| {
+            let mut v = 0u64;
+            // SAFETY: these two attributes are cuuint64_t, written to `v`.
+            let r = unsafe { sys::cuMemPoolGetAttribute(self.pool, a, (&raw mut v).cast()) };
+            (r == sys::CUresult::CUDA_SUCCESS).then_some(v)
+        };
+        use sys::CUmemPool_attribute as P;
+        let reserved = attr(P::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?;
+        let used = attr(P::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers; the context is current.
+        ck(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) }).ok()?;
+        Some(CudaMemory {
+            pool_reserved: reserved,
+            pool_used: used,
+            free: free as u64,
+            total: total as u64,
+        })
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        // Lab objects are never freed here: a leak is the lesson, and the worker's
+        // exit hands the memory back. gpulab's own span events are small; leave them
+        // too, since a dead context fails every destroy anyway.
+        let _ = self.ctx;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_selector_takes_an_index_or_a_name() {
+        let names = vec![
+            "NVIDIA H100 80GB HBM3".to_string(),
+            "NVIDIA A10".to_string(),
+        ];
+        assert_eq!(pick(None, &names).ok(), Some(0));
+        assert_eq!(pick(Some("1"), &names).ok(), Some(1));
+        assert_eq!(pick(Some("a10"), &names).ok(), Some(1));
+        assert!(pick(Some("2"), &names).is_err());
+        assert!(pick(Some("mi300"), &names).is_err());
+    }
+
+    #[test]
+    fn without_a_driver_open_says_so_and_does_not_panic() {
+        if load::driver_present().is_ok() {
+            return; // a machine with a GPU: the integration tests cover it
+        }
+        match CudaBackend::open(None) {
+            Err(BackendError::Unavailable { what, .. }) => assert_eq!(what, "no CUDA driver"),
+            Err(e) => panic!("expected Unavailable, got {e}"),
+            Ok(_) => panic!("opened CUDA without a driver"),
+        }
+    }
+}

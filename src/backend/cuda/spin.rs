@@ -1,0 +1,239 @@
+//! The CUDA spin kernel: compiled at run time with NVRTC for the device's compute
+//! capability, its PTX cached per device and driver under `$XDG_CACHE_HOME/gpulab/`,
+//! loaded once when the backend opens, and calibrated so `N ms` means N ms.
+
+use std::ffi::c_void;
+use std::path::PathBuf;
+
+use cudarc::driver::sys;
+
+use super::load::{GPULAB_BAD_OPERANDS, ck};
+use crate::backend::DriverError;
+
+pub const SOURCE: &str = include_str!("../../../labs/kernels/spin.cu");
+pub const KERNEL: &std::ffi::CStr = c"spin";
+/// Threads per block; the grid has one block per SM, so two spin kernels on two
+/// streams can run side by side (an SM holds many such blocks).
+pub const BLOCK: u32 = 128;
+
+/// Everything the compiled PTX depends on; two runs with equal keys share a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtxKey {
+    pub device: String,
+    pub cc: (i32, i32),
+    pub driver: i32,
+    pub nvrtc: (i32, i32),
+}
+
+impl PtxKey {
+    /// `spin-<device>-sm90-drv13000-nvrtc13.0-<source hash>.ptx`
+    pub fn file_name(&self) -> String {
+        let dev: String = self
+            .device
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        format!(
+            "spin-{dev}-sm{}{}-drv{}-nvrtc{}.{}-{:016x}.ptx",
+            self.cc.0,
+            self.cc.1,
+            self.driver,
+            self.nvrtc.0,
+            self.nvrtc.1,
+            fnv1a(SOURCE.as_bytes())
+        )
+    }
+
+    pub fn arch(&self) -> String {
+        format!("--gpu-architecture=compute_{}{}", self.cc.0, self.cc.1)
+    }
+}
+
+/// A stable hash (std's `DefaultHasher` may change between Rust releases).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// `$XDG_CACHE_HOME/gpulab/cuda`, else `~/.cache/gpulab/cuda`.
+pub fn cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("gpulab").join("cuda"))
+}
+
+/// The PTX for `key`: from the cache, else compiled with NVRTC and written back (a
+/// cache that cannot be written only costs the next run a compile).
+pub fn ptx(key: &PtxKey) -> Result<(String, bool), String> {
+    let path = cache_dir().map(|d| d.join(key.file_name()));
+    if let Some(p) = &path
+        && let Ok(text) = std::fs::read_to_string(p)
+        && text.contains(".entry spin")
+    {
+        return Ok((text, true));
+    }
+    let opts = cudarc::nvrtc::CompileOptions {
+        options: vec![key.arch()],
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
+        .map_err(|e| format!("NVRTC could not compile labs/kernels/spin.cu: {e:?}"))?;
+    let text = ptx.to_src();
+    if let Some(p) = &path {
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(p, &text);
+    }
+    Ok((text, false))
+}
+
+/// The NVRTC version, (major, minor).
+pub fn nvrtc_version() -> (i32, i32) {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two valid out-pointers; the caller checked the library loads.
+    let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    (major, minor)
+}
+
+/// Loads `ptx` into the current context and returns the spin function.
+pub fn load(ptx: &str) -> Result<(sys::CUmodule, sys::CUfunction), DriverError> {
+    let image = std::ffi::CString::new(ptx).map_err(|_| DriverError {
+        code: GPULAB_BAD_OPERANDS,
+        name: "GPULAB_BAD_OPERANDS (PTX with a NUL byte)".into(),
+    })?;
+    let mut module = std::ptr::null_mut();
+    // SAFETY: `image` is a NUL-terminated PTX text that lives across the call.
+    ck(unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) })?;
+    let mut func = std::ptr::null_mut();
+    // SAFETY: `module` was just loaded; KERNEL is NUL-terminated.
+    ck(unsafe { sys::cuModuleGetFunction(&mut func, module, KERNEL.as_ptr()) })?;
+    Ok((module, func))
+}
+
+/// Milliseconds to SM clock cycles: the clock rate the device reports, corrected by
+/// the ratio a calibration launch measured (boost clocks differ from the rate).
+#[derive(Debug, Clone, Copy)]
+pub struct Calibration {
+    pub clock_khz: f64,
+    pub factor: f64,
+    pub sms: u32,
+}
+
+impl Calibration {
+    pub fn cycles(&self, ms: f64) -> i64 {
+        (ms.max(0.0) * self.clock_khz * self.factor).round() as i64
+    }
+}
+
+/// Enqueues one spin of `cycles` on `stream` over `words` u32s at `buf`.
+///
+/// # Safety
+/// `func` must be the spin function of a loaded module and `stream` a live stream
+/// (or null) of the current context; `buf` must hold `words` u32s, or `words` be 0.
+pub unsafe fn launch(
+    func: sys::CUfunction,
+    stream: sys::CUstream,
+    grid: u32,
+    buf: sys::CUdeviceptr,
+    words: u64,
+    cycles: i64,
+) -> Result<(), DriverError> {
+    let (mut b, mut w, mut c) = (buf, words, cycles);
+    let mut params: [*mut c_void; 3] = [
+        (&raw mut b).cast(),
+        (&raw mut w).cast(),
+        (&raw mut c).cast(),
+    ];
+    // SAFETY: `params` points to three values matching spin's (ptr, u64, i64)
+    // signature, alive across the call (the driver copies them at launch).
+    ck(unsafe {
+        sys::cuLaunchKernel(
+            func,
+            grid.max(1),
+            1,
+            1,
+            BLOCK,
+            1,
+            1,
+            0,
+            stream,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> PtxKey {
+        PtxKey {
+            device: "NVIDIA H100 80GB HBM3".into(),
+            cc: (9, 0),
+            driver: 13000,
+            nvrtc: (13, 0),
+        }
+    }
+
+    #[test]
+    fn ptx_cache_key_names_device_arch_driver_and_nvrtc() {
+        let name = key().file_name();
+        assert!(name.starts_with("spin-NVIDIA_H100_80GB_HBM3-sm90-drv13000-nvrtc13.0-"));
+        assert!(name.ends_with(".ptx"));
+        assert_eq!(name, key().file_name(), "the key is deterministic");
+        assert_eq!(key().arch(), "--gpu-architecture=compute_90");
+    }
+
+    #[test]
+    fn any_change_of_driver_or_device_changes_the_key() {
+        let base = key().file_name();
+        let mut k = key();
+        k.driver = 12080;
+        assert_ne!(k.file_name(), base);
+        let mut k = key();
+        k.cc = (8, 0);
+        assert_ne!(k.file_name(), base);
+        let mut k = key();
+        k.nvrtc = (12, 9);
+        assert_ne!(k.file_name(), base);
+    }
+
+    #[test]
+    fn cache_lives_under_xdg_cache_home() {
+        // Read-only check of the rule, without touching the environment.
+        if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+            assert_eq!(
+                cache_dir(),
+                Some(PathBuf::from(xdg).join("gpulab").join("cuda"))
+            );
+        } else if let Some(home) = std::env::var_os("HOME") {
+            assert_eq!(
+                cache_dir(),
+                Some(PathBuf::from(home).join(".cache/gpulab/cuda"))
+            );
+        }
+    }
+
+    #[test]
+    fn milliseconds_become_cycles() {
+        let cal = Calibration {
+            clock_khz: 1_980_000.0,
+            factor: 1.0,
+            sms: 132,
+        };
+        assert_eq!(cal.cycles(1.0), 1_980_000);
+        assert_eq!(cal.cycles(-5.0), 0);
+    }
+
+    #[test]
+    fn the_kernel_source_touches_its_buffer_and_reads_the_clock() {
+        assert!(SOURCE.contains("clock64()"));
+        assert!(SOURCE.contains("buf[i] ="));
+        assert!(SOURCE.contains("extern \"C\" __global__ void spin"));
+    }
+}

@@ -1,0 +1,141 @@
+//! Metrics that CUDA labs need: how much two streams' device work overlapped, how
+//! often a line failed, and what the default memory pool held after a line.
+
+use crate::run::Run;
+use crate::trace::CallStatus;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// `overlap(tag)`: of the time the device was busy with work enqueued inside the
+/// tagged block (or by the tagged lines), the fraction during which work of two or
+/// more streams ran at once. 0 = fully serialized, 1 = always side by side.
+pub fn overlap(run: &Run, tag: &str) -> Result<f64, String> {
+    let (lo, hi) = match run.tagged_block(tag) {
+        Some(b) => (b.begin_ns, b.end_ns),
+        None => {
+            let calls: Vec<_> = run.tagged_calls(tag).collect();
+            let lo = calls.iter().map(|c| c.begin_ns).min();
+            let hi = calls.iter().map(|c| c.end_ns).max();
+            match (lo, hi) {
+                (Some(lo), Some(hi)) => (lo, hi),
+                _ => return Err(format!("`{tag}` never ran in this run")),
+            }
+        }
+    };
+    let seqs: Vec<u64> = run
+        .calls
+        .iter()
+        .filter(|c| c.begin_ns >= lo && c.end_ns <= hi)
+        .map(|c| c.seq)
+        .collect();
+    let spans: Vec<(u64, u64, u64)> = run
+        .spans
+        .iter()
+        .filter(|s| seqs.contains(&s.call_seq))
+        .map(|s| (s.queue, s.begin_ns, s.end_ns))
+        .collect();
+    let queues: std::collections::BTreeSet<u64> = spans.iter().map(|s| s.0).collect();
+    if queues.len() < 2 {
+        return Err(format!(
+            "device spans of `{tag}` came from {} stream(s); overlap needs two",
+            queues.len()
+        ));
+    }
+    Ok(overlap_of(&spans))
+}
+
+/// Sweep over span edges: time with ≥2 distinct queues busy ÷ time with ≥1 busy.
+pub fn overlap_of(spans: &[(u64, u64, u64)]) -> f64 {
+    let mut edges: Vec<(u64, bool, u64)> = Vec::new();
+    for &(q, b, e) in spans {
+        if e > b {
+            edges.push((b, true, q));
+            edges.push((e, false, q));
+        }
+    }
+    // Ends before begins at the same instant: back-to-back work is not overlap.
+    edges.sort_by_key(|&(t, start, _)| (t, start));
+    let mut active: std::collections::BTreeMap<u64, u32> = Default::default();
+    let (mut busy, mut both, mut last) = (0u64, 0u64, 0u64);
+    for (t, start, q) in edges {
+        let dt = t.saturating_sub(last);
+        if !active.is_empty() {
+            busy += dt;
+        }
+        if active.len() >= 2 {
+            both += dt;
+        }
+        last = t;
+        if start {
+            *active.entry(q).or_default() += 1;
+        } else if let Some(n) = active.get_mut(&q) {
+            *n -= 1;
+            if *n == 0 {
+                active.remove(&q);
+            }
+        }
+    }
+    if busy == 0 {
+        0.0
+    } else {
+        both as f64 / busy as f64
+    }
+}
+
+/// `errors(tag)`: executions of the tagged line that returned an error.
+pub fn errors(run: &Run, tag: &str) -> Result<f64, String> {
+    let calls: Vec<_> = run.tagged_calls(tag).collect();
+    if calls.is_empty() {
+        return Err(format!("`{tag}` never ran in this run"));
+    }
+    Ok(calls
+        .iter()
+        .filter(|c| matches!(c.status, CallStatus::Error { .. }))
+        .count() as f64)
+}
+
+/// `pool_reserved_mib(tag)` / `pool_used_mib(tag)`: the default pool right after
+/// the tagged line's last execution.
+pub fn pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
+    let c = run
+        .tagged_calls(tag)
+        .last()
+        .ok_or_else(|| format!("`{tag}` never ran in this run"))?;
+    let m = c.cuda.ok_or_else(|| {
+        format!("no CUDA pool reading after `{tag}` (not a CUDA run, or the context was lost)")
+    })?;
+    Ok(if reserved {
+        m.pool_reserved
+    } else {
+        m.pool_used
+    } as f64
+        / MIB)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlap_of;
+
+    #[test]
+    fn serialized_spans_do_not_overlap() {
+        assert_eq!(overlap_of(&[(1, 0, 10), (2, 10, 20)]), 0.0);
+    }
+
+    #[test]
+    fn side_by_side_spans_overlap_fully() {
+        assert_eq!(overlap_of(&[(1, 0, 10), (2, 0, 10)]), 1.0);
+    }
+
+    #[test]
+    fn half_overlap_counts_against_the_busy_time() {
+        // busy 0..15, two streams 5..10: 5 / 15
+        let v = overlap_of(&[(1, 0, 10), (2, 5, 15)]);
+        assert!((v - 1.0 / 3.0).abs() < 1e-9, "{v}");
+    }
+
+    #[test]
+    fn two_spans_on_one_stream_are_not_overlap() {
+        assert_eq!(overlap_of(&[(1, 0, 10), (1, 5, 15)]), 0.0);
+        assert_eq!(overlap_of(&[]), 0.0);
+    }
+}
