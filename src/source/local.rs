@@ -89,10 +89,10 @@ impl RunSource for LocalSource {
         let (tx, rx) = mpsc::channel();
 
         let stderr_tail = Arc::new(Mutex::new(String::new()));
-        if let Some(err) = child.stderr.take() {
+        let stderr_thread = child.stderr.take().map(|err| {
             let tail = stderr_tail.clone();
-            std::thread::spawn(move || collect_tail(err, &tail));
-        }
+            std::thread::spawn(move || collect_tail(err, &tail))
+        });
         let watch = Watch {
             child,
             lab: req.lab.clone(),
@@ -100,6 +100,7 @@ impl RunSource for LocalSource {
             killed: killed.clone(),
             exited: exited.clone(),
             stderr_tail,
+            stderr_thread,
             sample_hz: req.sample_hz,
         };
         std::thread::Builder::new()
@@ -166,6 +167,8 @@ struct Watch {
     killed: Arc<AtomicBool>,
     exited: Arc<AtomicBool>,
     stderr_tail: Arc<Mutex<String>>,
+    /// Joined once the worker is gone, so a crash report has all it wrote.
+    stderr_thread: Option<std::thread::JoinHandle<()>>,
     sample_hz: f64,
 }
 
@@ -223,6 +226,9 @@ impl Watch {
         }
         let status = self.child.wait();
         self.exited.store(true, Ordering::SeqCst);
+        if let Some(t) = self.stderr_thread.take() {
+            let _ = t.join();
+        }
         let mut sampler_notes = Vec::new();
         if let Some(mut s) = sampler.take() {
             s.stop();

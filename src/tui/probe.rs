@@ -14,6 +14,8 @@ pub struct Availability {
     pub opencl: Result<String, String>,
     /// How many OpenCL devices.
     pub opencl_devices: usize,
+    /// The CUDA devices, or why CUDA labs cannot run.
+    pub cuda: Result<String, String>,
 }
 
 impl Availability {
@@ -21,6 +23,7 @@ impl Availability {
         Availability {
             opencl: Err(reason.to_string()),
             opencl_devices: 0,
+            cuda: Err(reason.to_string()),
         }
     }
 
@@ -28,6 +31,7 @@ impl Availability {
         Availability {
             opencl: Ok(name.to_string()),
             opencl_devices: 1,
+            cuda: Err("no CUDA driver (libcuda.so.1 not found)".to_string()),
         }
     }
 
@@ -35,12 +39,12 @@ impl Availability {
     pub fn blocker(&self, backend: BackendKind) -> Option<String> {
         match backend {
             BackendKind::OpenCl => self.opencl.as_ref().err().cloned(),
-            BackendKind::Cuda => Some("the CUDA backend is not in this build yet".into()),
+            BackendKind::Cuda => self.cuda.as_ref().err().cloned(),
         }
     }
 
     pub fn any(&self) -> bool {
-        self.opencl.is_ok()
+        self.opencl.is_ok() || self.cuda.is_ok()
     }
 
     /// Reads `gpulab doctor --json`.
@@ -48,6 +52,7 @@ impl Availability {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
             return Availability::none("`gpulab doctor --json` printed something unreadable");
         };
+        let cuda = cuda_from_doctor(&v);
         let devices = v["opencl_devices"].as_array().cloned().unwrap_or_default();
         if let Some(d) = devices.first() {
             let s = |k: &str| d[k].as_str().unwrap_or("?").to_string();
@@ -59,6 +64,7 @@ impl Availability {
                     s("driver_version")
                 )),
                 opencl_devices: devices.len(),
+                cuda,
             };
         }
         // The first OpenCL check that is not ok says why.
@@ -77,7 +83,10 @@ impl Availability {
                 }
             })
             .unwrap_or_else(|| "no OpenCL device found (`gpulab doctor` explains)".into());
-        Availability::none(&reason)
+        Availability {
+            cuda,
+            ..Availability::none(&reason)
+        }
     }
 
     /// Runs the doctor as a child of `exe`. Blocking: call it off the UI thread.
@@ -94,6 +103,31 @@ impl Availability {
     }
 }
 
+/// CUDA's section of the doctor: its device list when every check is ok, else the
+/// first check that is not, with its fix.
+fn cuda_from_doctor(v: &serde_json::Value) -> Result<String, String> {
+    let checks: Vec<serde_json::Value> = v["sections"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["name"] == "CUDA")
+        .flat_map(|s| s["checks"].as_array().cloned().unwrap_or_default())
+        .collect();
+    if let Some(bad) = checks.iter().find(|c| c["status"] != "ok") {
+        let detail = bad["detail"].as_str().unwrap_or("missing");
+        return Err(match bad["fix"].as_str() {
+            Some(fix) => format!("no CUDA driver: {detail}; fix: {fix}"),
+            None => format!("no CUDA driver: {detail}"),
+        });
+    }
+    checks
+        .iter()
+        .find(|c| c["name"] == "devices")
+        .and_then(|c| c["detail"].as_str())
+        .map(str::to_string)
+        .ok_or_else(|| "no CUDA device found (`gpulab doctor` explains)".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +140,22 @@ mod tests {
         assert!(why.contains("libOpenCL.so.1 not found"), "{why}");
         assert!(why.contains("fix: apt-get"), "{why}");
         assert!(!a.any());
+    }
+
+    #[test]
+    fn cuda_availability_comes_from_the_doctor_too() {
+        let ok = r#"{"sections":[{"name":"CUDA","checks":[{"name":"libcuda.so.1","status":"ok","detail":"loaded"},{"name":"devices","status":"ok","detail":"0: NVIDIA H100 80GB HBM3"}]}],"opencl_devices":[]}"#;
+        let a = Availability::from_doctor_json(ok);
+        assert_eq!(a.blocker(BackendKind::Cuda), None);
+        assert!(a.any());
+        let missing = r#"{"sections":[{"name":"CUDA","checks":[{"name":"libcuda.so.1","status":"missing","detail":"libcuda.so.1 not found","fix":"install the NVIDIA driver"}]}],"opencl_devices":[]}"#;
+        let why = Availability::from_doctor_json(missing)
+            .blocker(BackendKind::Cuda)
+            .unwrap_or_default();
+        assert!(
+            why.contains("libcuda.so.1 not found") && why.contains("install the NVIDIA driver"),
+            "{why}"
+        );
     }
 
     #[test]
