@@ -395,17 +395,7 @@ impl<'a> Engine<'a> {
             Operand::Obj(id) => Some(*id),
             _ => None,
         });
-        let event = |e: &super::ledger::Entry, action| ObjectEvent {
-            t_ns,
-            id: e.id,
-            kind: e.kind,
-            action,
-            handle: e.handle.clone(),
-            bytes: e.bytes,
-            refcount: e.refcount,
-            refs: e.refs.clone(),
-            line,
-        };
+        let event = |e: &super::ledger::Entry, action| e.event(action, t_ns, line);
         match (spec.effect, created) {
             (Effect::Create(_), Some(id)) | (Effect::Use, Some(id)) => {
                 let kind = match spec.effect {
@@ -446,17 +436,7 @@ impl<'a> Engine<'a> {
         if let Some(id) = self.names.remove(handle)
             && let Some(e) = self.ledger.forget(id)
         {
-            let ev = ObjectEvent {
-                t_ns: t,
-                id: e.id,
-                kind: e.kind,
-                action: ObjectAction::Forgotten,
-                handle: e.handle.clone(),
-                bytes: e.bytes,
-                refcount: e.refcount,
-                refs: e.refs.clone(),
-                line: Some(stmt.line),
-            };
+            let ev = e.event(ObjectAction::Forgotten, t, Some(stmt.line));
             self.sink.emit(Event::Object(ev))?;
         }
         Ok(())
@@ -534,17 +514,7 @@ impl<'a> Engine<'a> {
                 }
                 Notice::Destroyed { obj, t_ns } => {
                     if let Some(e) = self.ledger.destroyed(obj, t_ns) {
-                        let ev = ObjectEvent {
-                            t_ns,
-                            id: e.id,
-                            kind: e.kind,
-                            action: ObjectAction::Destroyed,
-                            handle: e.handle.clone(),
-                            bytes: e.bytes,
-                            refcount: e.refcount,
-                            refs: e.refs.clone(),
-                            line: None,
-                        };
+                        let ev = e.event(ObjectAction::Destroyed, t_ns, None);
                         self.sink.emit(Event::Object(ev))?;
                     }
                 }
@@ -591,17 +561,7 @@ impl<'a> Engine<'a> {
                 match self.backend.call(seq, release, &[Operand::Obj(id)], false) {
                     Ok(_) => {
                         if let Some(e) = self.ledger.release(id) {
-                            let ev = ObjectEvent {
-                                t_ns: now_ns(),
-                                id,
-                                kind,
-                                action: ObjectAction::CleanedUp,
-                                handle: e.handle.clone(),
-                                bytes: e.bytes,
-                                refcount: e.refcount,
-                                refs: e.refs.clone(),
-                                line: None,
-                            };
+                            let ev = e.event(ObjectAction::CleanedUp, now_ns(), None);
                             self.sink.emit(Event::Object(ev))?;
                         }
                     }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::backend::ObjId;
 use crate::lab::ObjKind;
+use crate::trace::{ObjectAction, ObjectEvent};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -30,6 +31,23 @@ pub struct Entry {
     pub line: Option<u32>,
     /// When the driver's destructor callback said the object is gone.
     pub destroyed_ns: Option<u64>,
+}
+
+impl Entry {
+    /// The `object` event for a change of this entry, as it stands now.
+    pub fn event(&self, action: ObjectAction, t_ns: u64, line: Option<u32>) -> ObjectEvent {
+        ObjectEvent {
+            t_ns,
+            id: self.id,
+            kind: self.kind,
+            action,
+            handle: self.handle.clone(),
+            bytes: self.bytes,
+            refcount: self.refcount,
+            refs: self.refs.clone(),
+            line,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
