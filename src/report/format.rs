@@ -1,0 +1,51 @@
+//! Small formatting rules shared by the text and Markdown reports.
+
+use crate::trace::Verdict;
+
+/// Rows that say the same thing, once each with how many there were (the first
+/// row of a group stands for it), in first-seen order.
+pub(super) fn group<T, K: PartialEq>(rows: &[T], key: impl Fn(&T) -> K) -> Vec<(&T, usize)> {
+    let mut out: Vec<(K, &T, usize)> = Vec::new();
+    for r in rows {
+        let k = key(r);
+        match out.iter_mut().find(|(g, _, _)| *g == k) {
+            Some((_, _, n)) => *n += 1,
+            None => out.push((k, r, 1)),
+        }
+    }
+    out.into_iter().map(|(_, r, n)| (r, n)).collect()
+}
+
+pub(super) fn verdict_mark(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Holds => "✓",
+        Verdict::DoesNotHold => "✗",
+        Verdict::Inconclusive => "?",
+    }
+}
+
+pub(super) fn fmt_value(v: f64) -> String {
+    if v.is_infinite() {
+        "never".into()
+    } else if v == v.trunc() && v.abs() < 1e9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+pub(super) fn fmt_delta(d: Option<f64>) -> String {
+    match d {
+        Some(d) if d.abs() < 0.05 => "0".into(),
+        Some(d) => format!("{d:+.1}"),
+        None => "-".into(),
+    }
+}
+
+pub(super) fn memory_label(source: &str) -> &'static str {
+    match source {
+        "nvml" => "device memory (NVML)",
+        "rss" => "host memory of the worker (CPU OpenCL device: its \"device memory\" is host RAM)",
+        _ => "no memory telemetry",
+    }
+}

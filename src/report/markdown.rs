@@ -1,0 +1,78 @@
+//! The Markdown report, for bug reports and notes.
+
+use std::fmt::Write as _;
+
+use super::Summary;
+use super::format::{fmt_delta, fmt_value, memory_label};
+
+/// Markdown, for bug reports and notes.
+pub fn markdown(s: &Summary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "## {} — {} (`{}`)\n", s.lab, s.title, s.variant);
+    let _ = writeln!(
+        o,
+        "- device: {} · {} · driver {}",
+        s.device, s.platform, s.driver
+    );
+    let _ = writeln!(o, "- memory: {}", memory_label(&s.memory_source));
+    let p: Vec<String> = s
+        .params
+        .iter()
+        .map(|(k, v)| format!("`{k}={}`", fmt_value(*v)))
+        .collect();
+    if !p.is_empty() {
+        let _ = writeln!(o, "- params: {}", p.join(" "));
+    }
+    let _ = writeln!(o, "- status: {}\n", s.status);
+    let _ = writeln!(
+        o,
+        "| line | call | result | host ms | mem Δ MiB |\n|---:|---|---|---:|---:|"
+    );
+    for l in &s.lines {
+        let calls = if l.calls > 1 {
+            format!(" ×{}", l.calls)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "| {} | `{}`{calls} | {} | {:.3} | {} |",
+            l.line,
+            l.text.replace('|', "\\|"),
+            l.result,
+            l.host_ms,
+            fmt_delta(l.mem_delta_mib)
+        );
+    }
+    if !s.claims.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n| claim | verdict | expression | values |\n|---|---|---|---|"
+        );
+        for c in &s.claims {
+            let vals: Vec<String> = c
+                .values
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
+                .collect();
+            let verdict = match &c.reason {
+                Some(r) => format!("{} ({r})", c.verdict.label()),
+                None => c.verdict.label().to_string(),
+            };
+            let _ = writeln!(
+                o,
+                "| {} | {verdict} | `{}` | {} |",
+                c.name,
+                c.expr,
+                vals.join(", ")
+            );
+        }
+    }
+    let counts: Vec<String> = s
+        .live_at_end
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let _ = writeln!(o, "\nLive at end: {}.", counts.join(", "));
+    o
+}

@@ -1,0 +1,247 @@
+//! Reports of a run for people and scripts: text, JSON and Markdown, all from the
+//! same `Summary`, so the three never disagree. Renders to strings; never prints.
+//! `Summary` (here) is what a report shows; `text` and `markdown` say it.
+
+mod format;
+mod markdown;
+mod text;
+
+pub use markdown::markdown;
+pub use text::{side_by_side, text};
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::lab::ObjKind;
+use crate::run::Run;
+use crate::trace::{ClaimVerdict, ObjectAction};
+
+mod cuda;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Everything a report shows, measured in the run it came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub lab: String,
+    pub title: String,
+    pub variant: String,
+    pub params: BTreeMap<String, f64>,
+    pub device: String,
+    pub platform: String,
+    pub driver: String,
+    /// `nvml` (device memory) or `rss` (host memory of the worker).
+    pub memory_source: String,
+    pub lines: Vec<LineRow>,
+    /// CUDA runs: the default pool and the device after each line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pool: Vec<cuda::PoolRow>,
+    pub spans: Vec<SpanRow>,
+    pub live_at_end: BTreeMap<String, usize>,
+    pub leaked: Vec<LeakRow>,
+    pub destroyed: Vec<DestroyRow>,
+    pub claims: Vec<ClaimVerdict>,
+    pub notes: Vec<String>,
+    pub baseline_mib: Option<f64>,
+    pub peak_above_baseline_mib: Option<f64>,
+    /// Memory the parent saw after the worker exited, above the baseline.
+    pub after_exit_mib: Option<f64>,
+    pub status: String,
+    pub duration_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LineRow {
+    pub line: u32,
+    pub text: String,
+    pub tag: Option<String>,
+    pub driver: Option<String>,
+    pub calls: u32,
+    pub result: String,
+    pub host_ms: f64,
+    pub host_ms_max: f64,
+    pub mem_delta_mib: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SpanRow {
+    pub queue: String,
+    pub name: String,
+    pub line: Option<u32>,
+    /// Relative to the start of the run.
+    pub begin_ms: f64,
+    pub end_ms: f64,
+    pub duration_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LeakRow {
+    pub handle: String,
+    pub kind: ObjKind,
+    pub bytes: u64,
+    pub forgotten: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DestroyRow {
+    pub handle: String,
+    pub kind: ObjKind,
+    /// From the lab's last release to the driver's destructor callback; `None` if it
+    /// never fired while the worker lived.
+    pub after_release_ms: Option<f64>,
+}
+
+impl Summary {
+    pub fn of(run: &Run) -> Summary {
+        let meta = run.meta.as_ref();
+        let lab = meta.and_then(|m| m.lab.as_ref());
+        let t0 = run.t0();
+        let rel = |t: u64| (t as f64 - t0 as f64) / 1e6;
+        let lines = run
+            .lines()
+            .into_iter()
+            .map(|l| LineRow {
+                result: if l.calls == 0 {
+                    "not run".into()
+                } else if let Some(e) = &l.error {
+                    if l.expect_error {
+                        format!("{e} (expected)")
+                    } else {
+                        e.clone()
+                    }
+                } else {
+                    "ok".into()
+                },
+                host_ms: l.host_ms_mean(),
+                host_ms_max: l.host_ns_max as f64 / 1e6,
+                mem_delta_mib: l.mem_delta.map(|d| d as f64 / MIB),
+                line: l.line,
+                text: l.text,
+                tag: l.tag,
+                driver: l.driver,
+                calls: l.calls,
+            })
+            .collect();
+        let spans = run
+            .spans
+            .iter()
+            .map(|s| SpanRow {
+                queue: s
+                    .queue_name
+                    .clone()
+                    .unwrap_or_else(|| format!("#{}", s.queue)),
+                name: s.name.clone(),
+                line: s.line,
+                begin_ms: rel(s.begin_ns),
+                end_ms: rel(s.end_ns),
+                duration_ms: s.end_ns.saturating_sub(s.begin_ns) as f64 / 1e6,
+            })
+            .collect();
+        let leaked = run
+            .end
+            .iter()
+            .flat_map(|e| e.leaked.iter())
+            .map(|l| LeakRow {
+                handle: l.handle.clone().unwrap_or_else(|| format!("#{}", l.id)),
+                kind: l.kind,
+                bytes: l.bytes,
+                forgotten: l.forgotten,
+            })
+            .collect();
+        let baseline = run.baseline();
+        Summary {
+            lab: lab.map(|l| l.id.clone()).unwrap_or_default(),
+            title: lab.map(|l| l.title.clone()).unwrap_or_default(),
+            variant: lab.map(|l| l.variant.clone()).unwrap_or_default(),
+            params: lab.map(|l| l.params.clone()).unwrap_or_default(),
+            device: meta.map(|m| m.device.name.clone()).unwrap_or_default(),
+            platform: meta.map(|m| m.platform.clone()).unwrap_or_default(),
+            driver: meta
+                .map(|m| m.device.driver_version.clone())
+                .unwrap_or_default(),
+            memory_source: meta
+                .map(|m| m.device.memory_source.clone())
+                .unwrap_or_default(),
+            lines,
+            pool: cuda::rows(run),
+            spans,
+            live_at_end: run
+                .live_at_end()
+                .into_iter()
+                .map(|(k, n)| (k.plural().to_string(), n))
+                .collect(),
+            leaked,
+            destroyed: destroyed_rows(run),
+            claims: run.claims.clone(),
+            notes: run
+                .notes
+                .iter()
+                .map(|n| match n.line {
+                    Some(l) => format!("line {l}: {}", n.text),
+                    None => n.text.clone(),
+                })
+                .collect(),
+            baseline_mib: baseline.map(|b| b as f64 / MIB),
+            peak_above_baseline_mib: run.peak_above_baseline().map(|b| b as f64 / MIB),
+            after_exit_mib: after_exit_mib(run),
+            status: run
+                .end
+                .as_ref()
+                .map(|e| e.status.label())
+                .unwrap_or_else(|| "no end (partial run)".into()),
+            duration_ms: run.duration_ns().map(|d| d as f64 / 1e6),
+        }
+    }
+}
+
+/// Device memory after the worker exited, against the level at the start (both
+/// device-wide). On a CPU device the worker's memory is its RSS, gone with it.
+fn after_exit_mib(run: &Run) -> Option<f64> {
+    let meta = run.meta.as_ref()?;
+    let end = run.end.as_ref()?;
+    if meta.device.memory_source == "rss" {
+        return Some(0.0);
+    }
+    let start = run.samples.iter().find(|s| s.t_ns <= end.t_ns)?;
+    let after = run.after_exit()?;
+    Some((after.used_bytes as f64 - start.used_bytes as f64) / MIB)
+}
+
+fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
+    let mut rows = Vec::new();
+    // CUDA has no destructor callbacks: "never destroyed" would be a false finding.
+    if run.meta.as_ref().is_some_and(|m| m.backend == "cuda") {
+        return rows;
+    }
+    for created in run
+        .objects
+        .iter()
+        .filter(|o| o.action == ObjectAction::Created)
+    {
+        if !matches!(created.kind, ObjKind::Buffer | ObjKind::Context) {
+            continue;
+        }
+        let mut last_release = None;
+        let mut destroyed = None;
+        for o in run.objects.iter().filter(|o| o.id == created.id) {
+            match o.action {
+                ObjectAction::Released | ObjectAction::CleanedUp => last_release = Some(o.t_ns),
+                ObjectAction::Destroyed => destroyed = Some(o.t_ns),
+                _ => {}
+            }
+        }
+        let Some(released) = last_release else {
+            continue;
+        };
+        rows.push(DestroyRow {
+            handle: created
+                .handle
+                .clone()
+                .unwrap_or_else(|| format!("#{}", created.id)),
+            kind: created.kind,
+            after_release_ms: destroyed.map(|d| (d as f64 - released as f64) / 1e6),
+        });
+    }
+    rows
+}

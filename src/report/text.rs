@@ -1,0 +1,276 @@
+//! The plain-text report, and several variants side by side.
+
+use std::fmt::Write as _;
+
+use super::format::{fmt_delta, fmt_value, group, memory_label, verdict_mark};
+use super::{DestroyRow, MIB, Summary, cuda};
+
+/// Plain text, for a terminal.
+pub fn text(s: &Summary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{} — {} [{}]", s.lab, s.title, s.variant);
+    let _ = writeln!(
+        o,
+        "device   {} · {} · driver {}",
+        s.device, s.platform, s.driver
+    );
+    let _ = writeln!(o, "memory   {}", memory_label(&s.memory_source));
+    if !s.params.is_empty() {
+        let p: Vec<String> = s
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={}", fmt_value(*v)))
+            .collect();
+        let _ = writeln!(o, "params   {}", p.join(" "));
+    }
+    let width = s
+        .lines
+        .iter()
+        .map(|l| l.text.chars().count())
+        .max()
+        .unwrap_or(10)
+        .clamp(10, 60);
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{:>5}  {:<width$}  {:<22} {:>10}  {:>10}",
+        "line", "call", "result", "host ms", "mem Δ MiB"
+    );
+    for l in &s.lines {
+        let mut text: String = l.text.chars().take(width).collect();
+        if l.calls > 1 {
+            text = format!("{text} ×{}", l.calls).chars().take(width).collect();
+        }
+        let host = if l.calls == 0 {
+            "-".into()
+        } else {
+            format!("{:.3}", l.host_ms)
+        };
+        let _ = writeln!(
+            o,
+            "{:>5}  {:<width$}  {:<22} {:>10}  {:>10}{}",
+            l.line,
+            text,
+            l.result,
+            host,
+            fmt_delta(l.mem_delta_mib),
+            l.tag
+                .as_ref()
+                .map(|t| format!("  [{t}]"))
+                .unwrap_or_default()
+        );
+    }
+    cuda::text(&s.pool, &mut o);
+    if !s.spans.is_empty() {
+        let _ = writeln!(o, "\ndevice spans (ms from the start of the run)");
+        for sp in s.spans.iter().take(20) {
+            let _ = writeln!(
+                o,
+                "  {:<6} {:<6} line {:<4} {:>9.3} → {:>9.3}  ({:.3} ms)",
+                sp.queue,
+                sp.name,
+                sp.line.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
+                sp.begin_ms,
+                sp.end_ms,
+                sp.duration_ms
+            );
+        }
+        if s.spans.len() > 20 {
+            let _ = writeln!(o, "  … {} more", s.spans.len() - 20);
+        }
+    }
+    let counts: Vec<String> = s
+        .live_at_end
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let _ = writeln!(o, "\nlive at end  {}", counts.join(" · "));
+    for (l, n) in group(&s.leaked, |l| (l.handle.clone(), l.kind, l.forgotten)) {
+        let why = if l.forgotten {
+            "forgotten on purpose (`forget`)"
+        } else {
+            "never released"
+        };
+        let times = if n > 1 {
+            format!(" ×{n}")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "  leaked {}{times} ({}, {:.1} MiB each): {why}",
+            l.handle,
+            l.kind.as_str(),
+            l.bytes as f64 / MIB
+        );
+    }
+    let bucket = |d: &DestroyRow| match d.after_release_ms {
+        None => 0,
+        Some(ms) if ms <= 0.0 => 1,
+        Some(_) => 2,
+    };
+    for (d, n) in group(&s.destroyed, |d| (d.handle.clone(), d.kind, bucket(d))) {
+        let times = if n > 1 {
+            format!(" ×{n}")
+        } else {
+            String::new()
+        };
+        let when = match d.after_release_ms {
+            None => "never, while the worker lived: something still held it".to_string(),
+            Some(ms) if ms <= 0.0 => "during its release call".to_string(),
+            Some(ms) => format!("{ms:.3} ms after its release"),
+        };
+        let _ = writeln!(
+            o,
+            "  {} {}{times} destroyed by the driver {when}",
+            d.kind.as_str(),
+            d.handle
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nmemory   baseline {}  peak {}  after the worker exited {}",
+        s.baseline_mib
+            .map(|b| format!("{b:.1} MiB"))
+            .unwrap_or_else(|| "-".into()),
+        s.peak_above_baseline_mib
+            .map(|b| format!("+{b:.1} MiB"))
+            .unwrap_or_else(|| "-".into()),
+        s.after_exit_mib
+            .map(|b| format!("{b:+.1} MiB vs the start"))
+            .unwrap_or_else(|| "-".into()),
+    );
+    for n in &s.notes {
+        let _ = writeln!(o, "note     {n}");
+    }
+    if !s.claims.is_empty() {
+        let _ = writeln!(o, "\nclaims (on this device and driver)");
+        for c in &s.claims {
+            let _ = writeln!(
+                o,
+                "  {} {} — {}: {}",
+                verdict_mark(c.verdict),
+                c.verdict.label(),
+                c.name,
+                c.text
+            );
+            let vals: Vec<String> = c
+                .values
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
+                .collect();
+            let _ = writeln!(o, "      {}    {}", c.expr, vals.join(", "));
+            if let Some(r) = &c.reason {
+                let _ = writeln!(o, "      why: {r}");
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nstatus   {}{}",
+        s.status,
+        s.duration_ms
+            .map(|d| format!(" in {:.3} s", d / 1e3))
+            .unwrap_or_default()
+    );
+    o
+}
+
+/// Several variants of one lab, one column each.
+pub fn side_by_side(summaries: &[Summary]) -> String {
+    let mut o = String::new();
+    if summaries.is_empty() {
+        return o;
+    }
+    let col = 24;
+    let mut row = |label: &str, cells: Vec<String>| {
+        let _ = write!(o, "{label:<28}");
+        for c in cells {
+            let c: String = c.chars().take(col - 1).collect();
+            let _ = write!(o, "{c:<col$}");
+        }
+        let _ = writeln!(o);
+    };
+    row(
+        "variant",
+        summaries.iter().map(|s| s.variant.clone()).collect(),
+    );
+    row(
+        "status",
+        summaries.iter().map(|s| s.status.clone()).collect(),
+    );
+    row(
+        "duration ms",
+        summaries
+            .iter()
+            .map(|s| s.duration_ms.map(|d| format!("{d:.1}")).unwrap_or_default())
+            .collect(),
+    );
+    row(
+        "peak MiB above baseline",
+        summaries
+            .iter()
+            .map(|s| {
+                s.peak_above_baseline_mib
+                    .map(|d| format!("{d:.1}"))
+                    .unwrap_or_default()
+            })
+            .collect(),
+    );
+    let mut tags: Vec<String> = Vec::new();
+    for s in summaries {
+        for l in &s.lines {
+            if let Some(t) = &l.tag
+                && !tags.contains(t)
+            {
+                tags.push(t.clone());
+            }
+        }
+    }
+    for t in &tags {
+        row(
+            &format!("host ms [{t}]"),
+            summaries
+                .iter()
+                .map(|s| {
+                    s.lines
+                        .iter()
+                        .find(|l| l.tag.as_ref() == Some(t))
+                        .map(|l| format!("{:.3}", l.host_ms))
+                        .unwrap_or_else(|| "-".into())
+                })
+                .collect(),
+        );
+    }
+    let mut claims: Vec<String> = Vec::new();
+    for s in summaries {
+        for c in &s.claims {
+            if !claims.contains(&c.name) {
+                claims.push(c.name.clone());
+            }
+        }
+    }
+    for name in &claims {
+        row(
+            name,
+            summaries
+                .iter()
+                .map(|s| {
+                    s.claims
+                        .iter()
+                        .find(|c| &c.name == name)
+                        .map(|c| format!("{} {}", verdict_mark(c.verdict), c.verdict.label()))
+                        .unwrap_or_else(|| "-".into())
+                })
+                .collect(),
+        );
+    }
+    row(
+        "leaked objects",
+        summaries
+            .iter()
+            .map(|s| s.leaked.len().to_string())
+            .collect(),
+    );
+    o
+}
