@@ -17,6 +17,8 @@ pub struct FakeBackend {
     /// Calls (by order among all calls, from 0) that return this error.
     pub fail_at: HashMap<usize, DriverError>,
     pub memory: u64,
+    /// Whether a driver error ends the run (OpenCL's rule) or not (CUDA's).
+    pub errors_end_run: bool,
     bytes: HashMap<ObjId, u64>,
     notices: Vec<Notice>,
 }
@@ -39,6 +41,7 @@ impl FakeBackend {
             calls: Vec::new(),
             fail_at: HashMap::new(),
             memory: 0,
+            errors_end_run: true,
             bytes: HashMap::new(),
             notices: Vec::new(),
         }
@@ -143,6 +146,10 @@ impl Backend for FakeBackend {
                 Ok(Outcome::default())
             }
         }
+    }
+
+    fn error_ends_run(&self, _e: &DriverError) -> bool {
+        self.errors_end_run
     }
 
     fn drain(&mut self) -> Vec<Notice> {

@@ -341,7 +341,10 @@ impl<'a> Engine<'a> {
         }
         self.drain()?;
         match result {
-            Err(e) if !stmt.expect_error && self.backend.error_ends_run(&e) => {
+            Err(e)
+                if !stmt.expect_error
+                    && (stmt.stop_on_error || self.backend.error_ends_run(&e)) =>
+            {
                 let DriverError { name, code } = e;
                 let lost = if self.backend.context_lost() {
                     "; the context is unusable from here on (a sticky error): the script stops, and the worker's exit hands its memory back"

@@ -17,6 +17,7 @@ fn stmt(line: u32, kind: StmtKind) -> Stmt {
         text: String::new(),
         tag: None,
         expect_error: false,
+        stop_on_error: false,
         kind,
     }
 }
@@ -375,4 +376,40 @@ fn iterations_are_recorded_on_each_call() {
         })
         .collect();
     assert_eq!(iters, vec![vec![0], vec![1], vec![2]]);
+}
+
+#[test]
+fn where_errors_do_not_end_a_run_stop_on_error_still_does() {
+    let failing = || {
+        let mut b = FakeBackend::new();
+        b.errors_end_run = false;
+        b.fail_at.insert(
+            3,
+            DriverError {
+                code: 1,
+                name: "CUDA_ERROR_INVALID_VALUE".into(),
+            },
+        );
+        b
+    };
+    let mut script = setup();
+    script.push(call(7, None, "clFinish", vec![h("q")]));
+    // Without the marker the error is a finding and the lab goes on.
+    let o = run_with(&script, failing(), None);
+    assert_eq!(o.status, EndStatus::Finished);
+    assert_eq!(apis(&o).last(), Some(&Api::ClFinish));
+    assert!(
+        o.events
+            .iter()
+            .any(|e| matches!(e, Event::Note(n) if n.line == Some(4)))
+    );
+    // With `# stop-on-error` on the failing line the script ends there.
+    script[3].stop_on_error = true;
+    let o = run_with(&script, failing(), None);
+    assert!(
+        matches!(&o.status, EndStatus::Failed { line: Some(4), .. }),
+        "{:?}",
+        o.status
+    );
+    assert!(!apis(&o).contains(&Api::ClFinish));
 }

@@ -90,6 +90,9 @@ pub struct Stmt {
     pub tag: Option<String>,
     /// `# expect-error`: the line is expected to fail (a double free, say).
     pub expect_error: bool,
+    /// `# stop-on-error`: a failure of this line ends the script, on any backend
+    /// (CUDA errors otherwise let the lab go on; see docs/lab-format.md).
+    pub stop_on_error: bool,
     pub kind: StmtKind,
 }
 

@@ -19,6 +19,8 @@ pub struct RawStmt {
     pub text: String,
     pub tag: Option<Sp<String>>,
     pub expect_error: bool,
+    /// `# stop-on-error`: a failure of this line ends the script on any backend.
+    pub stop_on_error: bool,
     pub kind: RawKind,
 }
 
@@ -171,6 +173,7 @@ fn parse_line(script: &RawText, at: usize, line: &str) -> Result<Option<Line>, P
 
     let mut tag = None;
     let mut expect_error = false;
+    let mut stop_on_error = false;
     if let Some((c_at, comment)) = comment {
         if let Some(n) = find_word(comment, "name:").or_else(|| {
             // `name:` followed directly by the tag has no word boundary after the colon.
@@ -196,6 +199,7 @@ fn parse_line(script: &RawText, at: usize, line: &str) -> Result<Option<Line>, P
             tag = Some(Sp::new(word, script.file_span(word_at..word_at + len)));
         }
         expect_error = find_word(comment, "expect-error").is_some();
+        stop_on_error = find_word(comment, "stop-on-error").is_some();
     }
 
     let whole = file(0..code.len());
@@ -204,6 +208,7 @@ fn parse_line(script: &RawText, at: usize, line: &str) -> Result<Option<Line>, P
         text: code.to_owned(),
         tag: tag.clone(),
         expect_error,
+        stop_on_error,
         kind,
     };
     if code == "}" {
@@ -546,6 +551,8 @@ mod tests {
         assert!(v[0].expect_error);
         assert_eq!(v[0].span, 26..49);
         assert!(!one("clFinish(q) # rename: x, expected-errors").expect_error);
+        assert!(one("cudaFree(p) # stop-on-error: the rest needs it").stop_on_error);
+        assert!(!one("cudaFree(p) # name: free").stop_on_error);
         assert!(one("clFinish(q) # rename: x").tag.is_none());
         assert!(matches!(
             err("clFinish(q) # name: ").mistake,

@@ -126,6 +126,7 @@ impl<'a> Simulator<'a> {
                 text: s.text.clone(),
                 tag: s.tag.as_ref().map(|t| t.value.clone()),
                 expect_error: s.expect_error,
+                stop_on_error: s.stop_on_error,
                 kind,
             });
         }
