@@ -110,6 +110,8 @@ pub enum Api {
     CudaDeviceSynchronize,
     CudaLaunchKernel,
     CudaMemcpyAsync,
+    /// The host-to-device form of `cudaMemcpyAsync` (destination first, as in C).
+    CudaMemcpyAsyncToDevice,
     CudaMemsetAsync,
     CudaMallocHost,
     CudaFreeHost,
@@ -498,6 +500,15 @@ pub static CATALOG: &[ApiSpec] = &[
         &[Obj(HostBuffer), Obj(Buffer), Obj(Stream)],
         Effect::Use,
     ),
+    // An overload: the same C name with the destination first, as in C; validation
+    // picks the entry whose handle kinds match the arguments.
+    cuda(
+        Api::CudaMemcpyAsyncToDevice,
+        "cudaMemcpyAsync",
+        "cuMemcpyHtoDAsync_v2 (pinned host to device)",
+        &[Obj(Buffer), Obj(HostBuffer), Obj(Stream)],
+        Effect::Use,
+    ),
     cuda(
         Api::CudaMemsetAsync,
         "cudaMemsetAsync",
@@ -565,6 +576,12 @@ impl Api {
             .iter()
             .find(|s| s.backend == backend && s.effect == Effect::Release && s.args == [Obj(kind)])
             .map(|s| s.api)
+    }
+
+    /// Every catalog entry with this C name: one, or several for an overloaded call
+    /// (`cudaMemcpyAsync` in both directions).
+    pub fn overloads(name: &str) -> impl Iterator<Item = &'static ApiSpec> + '_ {
+        CATALOG.iter().filter(move |s| s.name == name)
     }
 
     pub fn lookup(name: &str) -> Option<&'static ApiSpec> {

@@ -177,6 +177,7 @@ impl<'a> Simulator<'a> {
                 },
             )
         })?;
+        let spec = self.overload(spec, args);
         if spec.backend != self.backend {
             return Err(Problem::new(
                 name.span.clone(),
@@ -217,6 +218,27 @@ impl<'a> Simulator<'a> {
             api: spec.api,
             args: out,
         })
+    }
+
+    /// For an overloaded call, the entry whose handle arguments name objects of the
+    /// kinds it takes; the first entry when none fits (its messages then explain).
+    fn overload(&self, first: &'static ApiSpec, args: &[Sp<RawArg>]) -> &'static ApiSpec {
+        let fits = |spec: &ApiSpec| {
+            spec.args.len() == args.len()
+                && spec
+                    .args
+                    .iter()
+                    .zip(args)
+                    .all(|(kind, a)| match (kind, &a.value) {
+                        (ArgKind::Obj(k), RawArg::Word(w)) => {
+                            self.handles.get(w.as_str()).is_some_and(|h| h.kind == *k)
+                        }
+                        _ => true,
+                    })
+        };
+        Api::overloads(first.name)
+            .find(|s| fits(s))
+            .unwrap_or(first)
     }
 
     fn arg_count(&self, spec: &ApiSpec, args: &[Sp<RawArg>], close: &Span) -> Res<()> {

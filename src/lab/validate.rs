@@ -343,6 +343,7 @@ impl Scope<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::api::Api;
     use crate::lab::model::{Arg, Number, StmtKind, Unit};
     use crate::lab::raw;
 
@@ -366,6 +367,35 @@ mod tests {
 
     const SETUP: &str =
         "ctx = clCreateContext()\nq = clCreateCommandQueue(ctx)\nb = clCreateBuffer(ctx, 1 MiB)\n";
+
+    #[test]
+    fn cuda_memcpy_picks_its_direction_from_the_handles() {
+        let text = HEAD.replace("backend = \"opencl\"", "backend = \"cuda\"")
+            + "[[variants]]\nname = \"v\"\nscript = '''\n\
+               s = cudaStreamCreate()\nd = cudaMalloc(1 MiB)\nh = cudaMallocHost(1 MiB)\n\
+               cudaMemcpyAsync(h, d, s)\ncudaMemcpyAsync(d, h, s)\ncudaMemcpyAsync(s, h, d)\n'''\n";
+        let problem = lab(raw::read(&text).unwrap(), &text, Origin::Builtin).unwrap_err();
+        // The third has no overload: its message speaks of the first one's arguments.
+        assert!(
+            matches!(problem.mistake, Mistake::WrongKind { .. }),
+            "{:?}",
+            problem.mistake
+        );
+        let ok = text.replace("cudaMemcpyAsync(s, h, d)\n", "");
+        let parsed = lab(raw::read(&ok).unwrap(), &ok, Origin::Builtin).unwrap();
+        let apis: Vec<Api> = parsed.variants[0]
+            .script
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::Call { api, .. } => Some(*api),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            apis[3..],
+            [Api::CudaMemcpyAsync, Api::CudaMemcpyAsyncToDevice]
+        );
+    }
 
     #[test]
     fn builds_statements_with_file_lines() {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::lab::ObjKind;
+use crate::lab::{Api, BackendKind, ObjKind};
 use crate::run::Run;
 use crate::trace::{ClaimVerdict, ObjectAction};
 
@@ -150,6 +150,12 @@ impl Summary {
             })
             .collect();
         let baseline = run.baseline();
+        // The kinds this run's backend has: a CUDA run lists no OpenCL programs.
+        let kinds = match meta.map(|m| m.backend.as_str()) {
+            Some("cuda") => Api::kinds_of(BackendKind::Cuda),
+            Some("opencl") => Api::kinds_of(BackendKind::OpenCl),
+            _ => ObjKind::ALL.to_vec(),
+        };
         Summary {
             lab: lab.map(|l| l.id.clone()).unwrap_or_default(),
             title: lab.map(|l| l.title.clone()).unwrap_or_default(),
@@ -169,6 +175,7 @@ impl Summary {
             live_at_end: run
                 .live_at_end()
                 .into_iter()
+                .filter(|(k, n)| *n > 0 || kinds.contains(k))
                 .map(|(k, n)| (k.plural().to_string(), n))
                 .collect(),
             leaked,

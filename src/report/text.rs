@@ -137,7 +137,11 @@ pub fn text(s: &Summary) -> String {
             .map(|b| format!("+{b:.1} MiB"))
             .unwrap_or_else(|| "-".into()),
         s.after_exit_mib
-            .map(|b| format!("{b:+.1} MiB vs the start"))
+            .map(|b| if b <= 4.0 {
+                format!("back ({b:+.1} MiB vs the start, the worker's own context included)")
+            } else {
+                format!("{b:+.1} MiB vs the start: not all of it came back")
+            })
             .unwrap_or_else(|| "-".into()),
     );
     for n in &s.notes {

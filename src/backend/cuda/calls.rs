@@ -232,6 +232,19 @@ impl CudaBackend {
                     })
                 })
             }
+            Api::CudaMemcpyAsyncToDevice => {
+                let (bid, p) = self.raw(ops, 0, K::Buffer)?;
+                let (hid, h) = self.raw(ops, 1, K::HostBuffer)?;
+                let (qid, s) = self.raw(ops, 2, K::Stream)?;
+                let n = size(self.bytes_of(hid).min(self.bytes_of(bid)))?;
+                self.timed(seq, qid, stream(s), "memcpy HtoD", || {
+                    // SAFETY: `p` is a device allocation of at least `n` bytes, `h`
+                    // pinned host memory of at least `n` bytes the lab holds.
+                    ck(unsafe {
+                        sys::cuMemcpyHtoDAsync_v2(p, h as usize as *const c_void, n, stream(s))
+                    })
+                })
+            }
             Api::CudaMemsetAsync => {
                 let (bid, p) = self.raw(ops, 0, K::Buffer)?;
                 let (qid, s) = self.raw(ops, 1, K::Stream)?;
