@@ -214,3 +214,24 @@ fn replay_of_a_damaged_file_names_the_skipped_lines_and_plays_the_rest() {
     assert!(out.contains("1 damaged line(s) skipped"), "{out}");
     assert!(out.contains("cl-finish"), "{out}");
 }
+
+#[test]
+fn capital_r_records_the_next_run_only() {
+    use gpulab::tui::app::Effect;
+    let mut a = app();
+    common::dash::select(&mut a, "cl-finish");
+    key(&mut a, KeyCode::Char('R'));
+    assert!(a.message.as_deref().is_some_and(|m| m.contains("recorded")));
+    let fx = key(&mut a, KeyCode::Enter);
+    assert!(matches!(
+        fx.first(),
+        Some(Effect::Start { record: true, .. })
+    ));
+    // That run is over (as if its worker had ended); the next one is not recorded.
+    a.slots[A] = None;
+    let fx = key(&mut a, KeyCode::Enter);
+    assert!(matches!(
+        fx.first(),
+        Some(Effect::Start { record: false, .. })
+    ));
+}
