@@ -12,12 +12,14 @@ use ratatui::widgets::Widget;
 use gpulab::lab::{LabSet, ObjKind};
 use gpulab::trace::{self, Event};
 use gpulab::tui::app::{App, Effect, Msg};
+use gpulab::tui::playback::Playback;
 use gpulab::tui::probe::Availability;
+use gpulab::tui::runstate::Origin;
 use gpulab::tui::{Dashboard, Theme};
 
 const SECOND: u64 = 1_000_000_000;
 
-fn heavy_run(app: &mut App) {
+fn heavy_run(app: &mut App) -> Vec<Event> {
     app.update(Msg::Doctor(Availability::device("bench device")));
     let pos = app
         .labs
@@ -28,7 +30,10 @@ fn heavy_run(app: &mut App) {
     let fx = app.update(Msg::Key(ratatui::crossterm::event::KeyEvent::from(
         ratatui::crossterm::event::KeyCode::Char('r'),
     )));
-    let Some(Effect::Start { slot, epoch, req }) = fx.into_iter().next() else {
+    let Some(Effect::Start {
+        slot, epoch, req, ..
+    }) = fx.into_iter().next()
+    else {
         panic!("the run starts");
     };
     let lab = &req.lab;
@@ -120,18 +125,19 @@ fn heavy_run(app: &mut App) {
             process_bytes: None,
         }));
     }
-    for event in events {
+    for event in &events {
         app.update(Msg::Run {
             slot,
             epoch,
-            event: Box::new(event),
+            event: Box::new(event.clone()),
         });
     }
+    events
 }
 
 fn benches(c: &mut Criterion) {
     let mut app = App::new(LabSet::load(&[]).labs().to_vec(), vec![], Theme::from_env());
-    heavy_run(&mut app);
+    let events = heavy_run(&mut app);
     let area = Rect::new(0, 0, 200, 60);
     let mut buf = Buffer::empty(area);
     c.bench_function(
@@ -144,6 +150,7 @@ fn benches(c: &mut Criterion) {
             })
         },
     );
+    scrub(c, events);
     app.compare = true;
     app.slots[1] = app.slots[0].clone();
     c.bench_function("draw a 200x60 compare frame: two such runs", |b| {
@@ -153,6 +160,21 @@ fn benches(c: &mut Criterion) {
             black_box(&buf);
         })
     });
+}
+
+/// A backward scrub re-folds the run from its start: the bar is a frame (40 ms).
+fn scrub(c: &mut Criterion, events: Vec<Event>) {
+    let (mut pb, mut run) = Playback::new(Origin::Recording("bench".into()), events);
+    c.bench_function(
+        "scrub a second back from the end of that run (re-fold 63k events)",
+        |b| {
+            b.iter(|| {
+                pb.end(&mut run);
+                pb.scrub_seconds(&mut run, false);
+                black_box(&run);
+            })
+        },
+    );
 }
 
 criterion_group!(dashboard, benches);

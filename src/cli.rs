@@ -62,6 +62,11 @@ pub enum Cmd {
         #[command(flatten)]
         format: Format,
     },
+    /// Play a recorded run back in the dashboard (without a terminal: print its report).
+    Replay {
+        /// A recording (`gpulab run … --record FILE`, or the dashboard's history).
+        file: PathBuf,
+    },
     /// Export a recorded run for other tools.
     Export {
         /// A recording (`gpulab run … --record FILE`).

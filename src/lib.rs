@@ -9,6 +9,7 @@ pub mod backend;
 pub mod clock;
 pub mod engine;
 pub mod export;
+pub mod history;
 pub mod lab;
 pub mod report;
 pub mod run;

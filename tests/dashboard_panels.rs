@@ -107,6 +107,7 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
             availability: app.availability.as_ref(),
             sample_hz: 1000.0,
             message: None,
+            mode: gpulab::tui::keys::Mode::Main,
             theme: t,
         }
         .render(area, b)

@@ -118,6 +118,7 @@ fn compare_runs_the_next_variant_after_the_first() {
         slot: A,
         epoch,
         req,
+        ..
     }) = fx.first().cloned()
     else {
         panic!("{fx:?}");

@@ -85,6 +85,8 @@ fn dashboard_runs_cl_finish_in_tmux() {
         .arg(dir.path())
         .arg(bin)
         .env("NO_COLOR", "1")
+        // The run goes to the history: keep it in the temporary folder.
+        .env("GPULAB_DATA_DIR", dir.path().join("data"))
         .output()
         .expect("tmux starts");
     assert!(

@@ -2,6 +2,7 @@
 //! screen changes (a mistake is a message and exit 2, as everywhere), then hand
 //! over to the dashboard.
 
+use gpulab::history;
 use gpulab::lab::{LabError, LabSet, catalog, suggest};
 use gpulab::source::LocalSource;
 use gpulab::tui::{self, App, Theme};
@@ -36,16 +37,27 @@ pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
     for p in &set.problems {
         eprintln!("gpulab: skipped a lab file: {p}");
     }
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let mut app = App::new(
-        set.labs().to_vec(),
-        tui::recordings::find(&cwd),
-        Theme::from_env(),
-    );
-    app.device = cli.device.clone();
+    let mut app = new_app(cli, &set);
     if let Some(id) = &cli.lab {
         app.select_lab(id, cli.variant.as_deref(), params);
     }
+    open(app)
+}
+
+/// The dashboard's app: the labs, then the shipped recordings and the history of
+/// runs (newest first).
+pub fn new_app(cli: &Cli, set: &LabSet) -> App {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut recordings = tui::recordings::find(&cwd);
+    if let Some(dir) = history::dir() {
+        recordings.extend(history::list(&dir));
+    }
+    let mut app = App::new(set.labs().to_vec(), recordings, Theme::from_env());
+    app.device = cli.device.clone();
+    app
+}
+
+pub fn open(app: App) -> anyhow::Result<i32> {
     let source = LocalSource::new()?;
     let exe = std::env::current_exe()?;
     tui::terminal::open(app, &source, exe)?;

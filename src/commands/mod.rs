@@ -6,6 +6,7 @@ mod dashboard;
 mod doctor;
 mod export;
 mod list;
+mod replay;
 mod report;
 mod run;
 mod worker;
@@ -55,6 +56,7 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
         Some(Cmd::Check { files }) => check::check(&files),
         Some(Cmd::Doctor { json }) => doctor::doctor(json, icd_note),
         Some(Cmd::Report { file, format }) => report::report(&file, format),
+        Some(Cmd::Replay { ref file }) => replay::replay(&cli, file),
         Some(Cmd::Export {
             file,
             chrome,

@@ -4,15 +4,18 @@
 //! out the effects, and draws on the tick only when something changed: at 1 kHz
 //! sampling a redraw per message would burn a core.
 
-use std::path::Path;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender};
 use std::thread;
+use std::time::SystemTime;
 
 use ratatui::Terminal;
 use ratatui::backend::Backend;
 
-use crate::source::{RunControl, RunSource};
-use crate::trace;
+use crate::source::{RunControl, RunRequest, RunSource};
+use crate::{history, trace};
 
 use super::app::{App, Effect, Msg};
 use super::screen::Dashboard;
@@ -62,13 +65,22 @@ fn carry_out(
     source: &dyn RunSource,
 ) {
     match effect {
-        Effect::Start { slot, epoch, req } => match source.start(*req) {
+        Effect::Start {
+            slot,
+            epoch,
+            req,
+            record,
+        } => match source.start((*req).clone()) {
             Ok(handle) => {
                 controls[slot] = Some(handle.control);
                 let tx = tx.clone();
                 let events = handle.events;
+                let mut copies = copies(&req, record, app);
                 thread::spawn(move || {
                     for event in events {
+                        copies.retain_mut(|(_, out)| {
+                            out.write_all(trace::to_line(&event).as_bytes()).is_ok()
+                        });
                         if tx
                             .send(Msg::Run {
                                 slot,
@@ -79,6 +91,10 @@ fn carry_out(
                         {
                             return;
                         }
+                    }
+                    drop(copies);
+                    if let Some(dir) = history::dir() {
+                        let _ = history::prune(&dir, history::MAX_RUNS, history::MAX_BYTES);
                     }
                     let _ = tx.send(Msg::Closed {
                         slot,
@@ -114,28 +130,59 @@ fn carry_out(
     }
 }
 
-/// A recording, fed through the same messages as a live run.
-pub fn replay(path: &Path, slot: usize, epoch: u64, tx: &Sender<Msg>) {
-    let read = std::fs::File::open(path)
-        .map_err(|e| e.to_string())
-        .and_then(|f| trace::read_events(std::io::BufReader::new(f)).map_err(|e| e.to_string()));
-    let error = match read {
-        Ok(events) => {
-            for event in events {
-                if tx
-                    .send(Msg::Run {
-                        slot,
-                        epoch,
-                        event: Box::new(event),
-                    })
-                    .is_err()
-                {
-                    return;
-                }
+/// Files a live run's events are copied to: the history always (when there is
+/// a data folder), and the file `R` asked for. The status bar says where.
+fn copies(req: &RunRequest, record: bool, app: &mut App) -> Vec<(PathBuf, BufWriter<File>)> {
+    let name = history::file_name(SystemTime::now(), &req.lab.id, &req.variant);
+    let mut out = Vec::new();
+    if let Some(dir) = history::dir()
+        && std::fs::create_dir_all(&dir).is_ok()
+        && let Ok(f) = File::create(dir.join(&name))
+    {
+        out.push((dir.join(&name), BufWriter::new(f)));
+    }
+    if record {
+        let path = PathBuf::from(format!("gpulab-{name}"));
+        match File::create(&path) {
+            Ok(f) => {
+                app.message = Some(format!("recording this run to {}", path.display()));
+                out.push((path, BufWriter::new(f)));
             }
-            None
+            Err(e) => app.message = Some(format!("cannot record to {}: {e}", path.display())),
         }
-        Err(e) => Some(format!("{}: {e}", path.display())),
-    };
-    let _ = tx.send(Msg::Closed { slot, epoch, error });
+    }
+    out
+}
+
+/// A recording, read leniently (damaged lines skipped and named) and handed to
+/// the app whole: playback needs every event to scrub.
+pub fn replay(path: &Path, slot: usize, epoch: u64, tx: &Sender<Msg>) {
+    let read = File::open(path)
+        .map_err(|e| e.to_string())
+        .and_then(|f| trace::read_recording(std::io::BufReader::new(f)).map_err(|e| e.to_string()));
+    match read {
+        Ok(rec) => {
+            let made = std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| format!("{} UTC", history::utc(d.as_secs())));
+            let _ = tx.send(Msg::Loaded {
+                slot,
+                epoch,
+                events: rec.events,
+                problems: rec.problems.iter().map(ToString::to_string).collect(),
+                made,
+            });
+            let _ = tx.send(Msg::Closed {
+                slot,
+                epoch,
+                error: None,
+            });
+        }
+        Err(e) => {
+            let error = Some(format!("{}: {e}", path.display()));
+            let _ = tx.send(Msg::Closed { slot, epoch, error });
+        }
+    }
 }

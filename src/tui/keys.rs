@@ -27,6 +27,21 @@ pub enum Action {
     More,
     /// Parameter editor: back to the lab's default.
     Reset,
+    /// Record the lab's next run to a file.
+    Record,
+    /// Replay: play or pause (at the end: play from the start).
+    PlayPause,
+    /// Replay: a second back / forward.
+    ScrubBack,
+    ScrubForward,
+    /// Replay: one call back / forward.
+    CallBack,
+    CallForward,
+    /// Replay: the start / the whole run.
+    First,
+    Last,
+    Slower,
+    Faster,
 }
 
 /// Where a key applies.
@@ -37,6 +52,8 @@ pub enum Mode {
     Filter,
     /// The parameter editor: digits are text.
     Params,
+    /// A recording is shown: its keys first, then the dashboard's.
+    Replay,
 }
 
 impl Mode {
@@ -45,6 +62,7 @@ impl Mode {
             Mode::Main => "dashboard",
             Mode::Filter => "filter (after /)",
             Mode::Params => "parameters (after p)",
+            Mode::Replay => "replay (a recording is shown; the dashboard's keys work too)",
         }
     }
 }
@@ -63,6 +81,8 @@ pub enum K {
     PageDown,
     Tab,
     BackTab,
+    Home,
+    End,
 }
 
 impl K {
@@ -81,6 +101,8 @@ impl K {
             K::PageDown => "PgDn".into(),
             K::Tab => "Tab".into(),
             K::BackTab => "Shift-Tab".into(),
+            K::Home => "Home".into(),
+            K::End => "End".into(),
         }
     }
 
@@ -99,6 +121,8 @@ impl K {
             (K::PageDown, KeyCode::PageDown) => true,
             (K::Tab, KeyCode::Tab) => true,
             (K::BackTab, KeyCode::BackTab) => true,
+            (K::Home, KeyCode::Home) => true,
+            (K::End, KeyCode::End) => true,
             _ => false,
         }
     }
@@ -200,6 +224,13 @@ pub const KEYS: &[Binding] = &[
     ),
     b(
         Mode::Main,
+        &[K::Char('R')],
+        Action::Record,
+        "record the lab's next run to a file (the status bar says where)",
+        Some("record"),
+    ),
+    b(
+        Mode::Main,
         &[K::Tab],
         Action::FocusNext,
         "focus the next panel (for scrolling)",
@@ -291,6 +322,69 @@ pub const KEYS: &[Binding] = &[
         "close the editor",
         None,
     ),
+    b(
+        Mode::Replay,
+        &[K::Char(' ')],
+        Action::PlayPause,
+        "play / pause (at the end: play from the start)",
+        Some("play"),
+    ),
+    b(
+        Mode::Replay,
+        &[K::Left],
+        Action::ScrubBack,
+        "a second back",
+        None,
+    ),
+    b(
+        Mode::Replay,
+        &[K::Right],
+        Action::ScrubForward,
+        "a second forward",
+        None,
+    ),
+    b(
+        Mode::Replay,
+        &[K::Char(',')],
+        Action::CallBack,
+        "one call back",
+        None,
+    ),
+    b(
+        Mode::Replay,
+        &[K::Char('.'), K::Char('s')],
+        Action::CallForward,
+        "one call forward: step line by line",
+        Some("step"),
+    ),
+    b(
+        Mode::Replay,
+        &[K::Home],
+        Action::First,
+        "the start of the run",
+        None,
+    ),
+    b(
+        Mode::Replay,
+        &[K::End],
+        Action::Last,
+        "the end: the whole run",
+        None,
+    ),
+    b(
+        Mode::Replay,
+        &[K::Char('-'), K::Char('[')],
+        Action::Slower,
+        "slower (down to 0.1×)",
+        None,
+    ),
+    b(
+        Mode::Replay,
+        &[K::Char('+'), K::Char('='), K::Char(']')],
+        Action::Faster,
+        "faster (up to 10×)",
+        None,
+    ),
 ];
 
 const fn b(
@@ -315,10 +409,17 @@ pub fn action(ev: &KeyEvent, mode: Mode) -> Option<Action> {
     if ev.kind == KeyEventKind::Release {
         return None;
     }
-    KEYS.iter()
-        .filter(|b| b.mode == mode)
-        .find(|b| b.keys.iter().any(|k| k.matches(ev)))
-        .map(|b| b.action)
+    let find = |mode: Mode| {
+        KEYS.iter()
+            .filter(|b| b.mode == mode)
+            .find(|b| b.keys.iter().any(|k| k.matches(ev)))
+            .map(|b| b.action)
+    };
+    match mode {
+        // A replay's own keys win; the rest are the dashboard's.
+        Mode::Replay => find(Mode::Replay).or_else(|| find(Mode::Main)),
+        _ => find(mode),
+    }
 }
 
 /// `Enter/r`: the labels of a binding's keys.
@@ -330,10 +431,20 @@ pub fn label(b: &Binding) -> String {
         .join("/")
 }
 
-/// Status bar hints, in table order: (first key, hint).
-pub fn hints() -> impl Iterator<Item = (String, &'static str)> {
+/// Status bar hints in `mode`, in table order: (first key, hint). A replay shows
+/// its own hints, then the dashboard's that it does not shadow.
+pub fn hints(mode: Mode) -> impl Iterator<Item = (String, &'static str)> {
+    let replay = mode == Mode::Replay;
+    let shadowed = move |b: &Binding| {
+        replay
+            && KEYS
+                .iter()
+                .filter(|r| r.mode == Mode::Replay)
+                .any(|r| r.keys.iter().any(|k| b.keys.first() == Some(k)) || r.hint == b.hint)
+    };
     KEYS.iter()
-        .filter(|b| b.mode == Mode::Main)
+        .filter(move |b| (replay && b.mode == Mode::Replay) || b.mode == Mode::Main)
+        .filter(move |b| b.mode == Mode::Replay || !shadowed(b))
         .filter_map(|b| Some((b.keys.first()?.label(), b.hint?)))
 }
 

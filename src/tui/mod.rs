@@ -9,6 +9,7 @@ pub mod gap;
 pub mod keys;
 pub mod layout;
 pub mod panels;
+pub mod playback;
 pub mod probe;
 pub mod recordings;
 pub mod runstate;

@@ -230,6 +230,8 @@ impl RunState {
             Some(s @ EndStatus::Failed { .. }) | Some(s @ EndStatus::Crashed { .. }) => s.label(),
             Some(s) => s.label(),
             None if self.closed => "ended without an end event (partial)".into(),
+            // A recording played back, before its end.
+            None if matches!(self.origin, Origin::Recording(_)) => "replaying".into(),
             None if self.step_mode() => "paused (step mode)".into(),
             None if self.run.meta.is_none() => "starting".into(),
             None => "running".into(),

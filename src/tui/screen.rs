@@ -9,6 +9,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::app::{A, App, B, Overlay};
 use super::layout::{MIN_H, MIN_W, Panel, Screen};
 use super::panels::Axes;
+use super::panels::banner::ReplayBanner;
 use super::panels::help::HelpOverlay;
 use super::panels::labs::LabsPanel;
 use super::panels::memory::MemoryPanel;
@@ -27,7 +28,21 @@ pub struct Dashboard<'a> {
 impl Widget for &Dashboard<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.app;
-        let screen = Screen::new(area.width, area.height, app.compare);
+        // A replay's banner takes the top row and the panels lay out below it;
+        // at the smallest size it takes the status bar's row instead.
+        let banner = app.playback.as_ref().filter(|_| app.replaying());
+        let (banner_row, area) = match banner {
+            Some(_) if area.height > MIN_H => (
+                Some(Rect::new(area.x, area.y, area.width, 1)),
+                Rect::new(area.x, area.y + 1, area.width, area.height - 1),
+            ),
+            _ => (None, area),
+        };
+        let mut screen = Screen::new(area.width, area.height, app.compare);
+        for (_, _, r) in &mut screen.panels {
+            r.y += area.y;
+        }
+        screen.status.y += area.y;
         if screen.too_small {
             let text = format!(
                 "gpulab needs a terminal of at least {MIN_W}×{MIN_H}; this one is {}×{}. Enlarge it, or press q to quit.",
@@ -126,9 +141,14 @@ impl Widget for &Dashboard<'_> {
             availability: app.availability.as_ref(),
             sample_hz: app.sample_hz,
             message: app.message.as_deref(),
+            mode: app.mode(),
             theme: t,
         }
         .render(screen.status, buf);
+        if let Some(playback) = banner {
+            let row = banner_row.unwrap_or(screen.status);
+            ReplayBanner { playback, theme: t }.render(row, buf);
+        }
         match &app.overlay {
             Overlay::None => {}
             Overlay::Help => HelpOverlay { theme: t }.render(area, buf),

@@ -14,10 +14,12 @@ use crate::source::RunRequest;
 use crate::trace::Event;
 
 mod edit;
+mod replay;
 mod runs;
 
 use super::keys::{self, Action, Mode};
 use super::layout::{Panel, Screen};
+use super::playback::Playback;
 use super::probe::Availability;
 use super::recordings;
 use super::runstate::{Origin, RunState};
@@ -39,6 +41,15 @@ pub enum Msg {
         // Boxed: a `call` event is far larger than a key press.
         event: Box<Event>,
     },
+    /// A recording was read: its events (damaged lines skipped, and named).
+    Loaded {
+        slot: usize,
+        epoch: u64,
+        events: Vec<Event>,
+        problems: Vec<String>,
+        /// When the file was made (UTC), for the banner.
+        made: Option<String>,
+    },
     /// The run's stream ended (with why, for a recording that could not be read).
     Closed {
         slot: usize,
@@ -55,6 +66,8 @@ pub enum Effect {
         slot: usize,
         epoch: u64,
         req: Box<RunRequest>,
+        /// `R` asked for this run to be recorded to a file.
+        record: bool,
     },
     Open {
         slot: usize,
@@ -97,6 +110,10 @@ pub struct App {
     /// Parameter values per lab id, when changed from the defaults.
     pub params: BTreeMap<String, Params>,
     pub slots: [Option<RunState>; 2],
+    /// The recording in slot A, played back.
+    pub playback: Option<Playback>,
+    /// `R` was pressed: the next run started is recorded to a file.
+    pub record_next: bool,
     epochs: [u64; 2],
     pub compare: bool,
     /// The compared variant starts when the first one is done: two workers at once
@@ -128,6 +145,8 @@ impl App {
             variants: BTreeMap::new(),
             params: BTreeMap::new(),
             slots: [None, None],
+            playback: None,
+            record_next: false,
             epochs: [0, 0],
             compare: false,
             queued: None,
@@ -234,6 +253,7 @@ impl App {
         match (&self.overlay, self.filtering) {
             (Overlay::Params { .. }, _) => Mode::Params,
             (_, true) => Mode::Filter,
+            _ if self.replaying() => Mode::Replay,
             _ => Mode::Main,
         }
     }
@@ -241,7 +261,20 @@ impl App {
     /// Folds one message in; what the loop must do about it comes back.
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
         match msg {
-            Msg::Tick => Vec::new(),
+            Msg::Tick => {
+                self.tick();
+                Vec::new()
+            }
+            Msg::Loaded {
+                slot,
+                epoch,
+                events,
+                problems,
+                made,
+            } => {
+                self.loaded(slot, epoch, events, &problems, made);
+                Vec::new()
+            }
             Msg::Resize(w, h) => {
                 self.size = (w, h);
                 self.dirty = true;
@@ -327,7 +360,7 @@ impl App {
                 }
                 _ => {}
             },
-            Mode::Main => {}
+            Mode::Main | Mode::Replay => {}
         }
         match keys::action(&k, mode) {
             Some(a) => self.act(a, mode),
@@ -352,6 +385,11 @@ impl App {
             Mode::Params => {
                 self.param_action(a);
                 return Vec::new();
+            }
+            Mode::Replay => {
+                if self.replay_action(a) {
+                    return Vec::new();
+                }
             }
             Mode::Main => {}
         }
@@ -392,7 +430,8 @@ impl App {
                 let up = a == Action::PageUp;
                 self.scroll(self.focus, if up { -5 } else { 5 });
             }
-            Action::Less | Action::More | Action::Reset => {}
+            Action::Record => self.arm_record(),
+            _ => {}
         }
         Vec::new()
     }
@@ -431,8 +470,10 @@ impl App {
             MouseEventKind::ScrollDown => 1,
             _ => return,
         };
-        let screen = Screen::new(self.size.0, self.size.1, self.compare);
-        if let Some(panel) = screen.panel_at(m.column, m.row) {
+        // A replay's banner takes the top row.
+        let top = u16::from(self.replaying() && self.size.1 > super::layout::MIN_H);
+        let screen = Screen::new(self.size.0, self.size.1.saturating_sub(top), self.compare);
+        if let Some(panel) = screen.panel_at(m.column, m.row.saturating_sub(top)) {
             self.scroll(panel, by * if panel == Panel::Labs { 1 } else { 3 });
         }
     }

@@ -109,6 +109,10 @@ impl App {
 
     pub(super) fn start_in(&mut self, slot: usize, req: RunRequest) -> Effect {
         self.epochs[slot] += 1;
+        if slot == A {
+            self.playback = None;
+        }
+        let record = std::mem::take(&mut self.record_next);
         self.slots[slot] = Some(RunState::new(Origin::Live {
             lab: req.lab.id.clone(),
             variant: req.variant.clone(),
@@ -119,6 +123,7 @@ impl App {
             slot,
             epoch: self.epochs[slot],
             req: Box::new(req),
+            record,
         }
     }
 
@@ -127,6 +132,9 @@ impl App {
             return Vec::new();
         };
         self.epochs[slot] += 1;
+        if slot == A {
+            self.playback = None;
+        }
         self.slots[slot] = Some(RunState::new(Origin::Recording(path.clone())));
         vec![Effect::Open {
             slot,

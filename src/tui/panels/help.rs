@@ -29,7 +29,7 @@ impl Widget for &HelpOverlay {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let t = self.theme;
         let mut lines = Vec::new();
-        for mode in [Mode::Main, Mode::Filter, Mode::Params] {
+        for mode in [Mode::Main, Mode::Replay, Mode::Filter, Mode::Params] {
             lines.push(Line::styled(mode.title().to_string(), t.title()));
             for b in KEYS.iter().filter(|b| b.mode == mode) {
                 lines.push(Line::from(vec![

@@ -1,6 +1,7 @@
 //! One widget per panel, each a small view type drawn with `impl Widget for &Panel`
 //! from the Run model and view state; nothing here changes state or reads a clock.
 
+pub mod banner;
 pub mod braille;
 pub mod help;
 pub mod labs;

@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use crate::tui::keys;
+use crate::tui::keys::{self, Mode};
 use crate::tui::probe::Availability;
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
@@ -16,6 +16,8 @@ pub struct StatusBar<'a> {
     pub availability: Option<&'a Availability>,
     pub sample_hz: f64,
     pub message: Option<&'a str>,
+    /// Whose hints to show.
+    pub mode: Mode,
     pub theme: Theme,
 }
 
@@ -62,7 +64,7 @@ impl Widget for &StatusBar<'_> {
         match self.message {
             Some(m) => spans.push(Span::styled(m.to_string(), t.warn())),
             None => {
-                for (key, hint) in keys::hints() {
+                for (key, hint) in keys::hints(self.mode) {
                     spans.push(Span::styled(key, t.key()));
                     spans.push(Span::raw(format!(" {hint}  ")));
                 }

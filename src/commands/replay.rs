@@ -1,0 +1,52 @@
+//! `gpulab replay FILE`: the dashboard on a recorded run, playing from the start.
+//! Damaged lines are named on stderr and the rest plays. Without a terminal (a
+//! pipe, CI) it prints the report of what it could read, as `gpulab report` does.
+
+use std::path::Path;
+
+use gpulab::history;
+use gpulab::lab::LabSet;
+use gpulab::report::Summary;
+use gpulab::run::Run;
+use gpulab::trace::read_recording;
+
+use super::{EXIT_OK, EXIT_USAGE, dashboard, fail};
+use crate::cli::{Cli, Format};
+
+pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
+    let f = std::fs::File::open(file)
+        .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;
+    let made = f
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| format!("{} UTC", history::utc(d.as_secs())));
+    let rec = read_recording(std::io::BufReader::new(f))
+        .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
+    for p in &rec.problems {
+        eprintln!("gpulab: {}: skipped {p}", file.display());
+    }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        println!(
+            "replayed {}: {} events{}",
+            file.display(),
+            rec.events.len(),
+            match rec.problems.len() {
+                0 => String::new(),
+                n => format!(", {n} damaged line(s) skipped"),
+            }
+        );
+        let run = Run::from_events(&rec.events);
+        print!(
+            "{}",
+            super::report::render(&Summary::of(&run), Format::default())?
+        );
+        return Ok(EXIT_OK);
+    }
+    let set = LabSet::load(&cli.labs);
+    let mut app = dashboard::new_app(cli, &set);
+    let problems: Vec<String> = rec.problems.iter().map(ToString::to_string).collect();
+    app.play(file.to_path_buf(), rec.events, &problems, made);
+    dashboard::open(app)
+}

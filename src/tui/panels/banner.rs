@@ -1,0 +1,69 @@
+//! The replay banner: one line above the panels saying the screen is a
+//! recording, where and when it was made, and where the playback stands.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use crate::tui::playback::Playback;
+use crate::tui::theme::Theme;
+
+pub struct ReplayBanner<'a> {
+    pub playback: &'a Playback,
+    pub theme: Theme,
+}
+
+impl ReplayBanner<'_> {
+    /// Where the recording was made: device, driver, host, gpulab, date.
+    pub fn origin(&self) -> String {
+        let p = self.playback;
+        let mut parts = Vec::new();
+        if let Some(m) = p.meta() {
+            parts.push(m.device.name.clone());
+            parts.push(format!("driver {}", m.device.driver_version));
+            parts.push(format!("host {}", m.hostname));
+            parts.push(format!("gpulab {}", m.gpulab_version));
+        }
+        if let Some(made) = &p.made {
+            parts.push(format!("made {made}"));
+        }
+        parts.join(" · ")
+    }
+
+    /// Where the playback stands: state, speed, time, events.
+    pub fn position(&self) -> String {
+        let p = self.playback;
+        let state = if !p.paused {
+            "▶ playing"
+        } else if p.at_end() {
+            "■ end"
+        } else {
+            "⏸ paused"
+        };
+        format!(
+            "{state} {}× {:.2}/{:.2} s · event {}/{}",
+            p.speed(),
+            p.clock as f64 / 1e9,
+            p.duration() as f64 / 1e9,
+            p.cursor,
+            p.len()
+        )
+    }
+}
+
+impl Widget for &ReplayBanner<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let t = self.theme;
+        let position = self.position();
+        let room = (area.width as usize).saturating_sub(position.chars().count() + 16);
+        let line = Line::from(vec![
+            Span::styled(" RECORDING ", t.warn()),
+            Span::raw(super::fit(&self.origin(), room)),
+            Span::raw(" │ "),
+            Span::styled(position, t.title()),
+        ]);
+        buf.set_style(area, t.status_bar());
+        line.style(t.status_bar()).render(area, buf);
+    }
+}
