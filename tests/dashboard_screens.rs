@@ -160,6 +160,16 @@ fn help_and_parameter_overlays() {
         assert!(help.contains(b.help), "help lists `{}`", b.help);
     }
     insta::assert_snapshot!("help_160x48", help);
+    // At 80x24 every key is still there, in columns.
+    let small = screen(&mut a, 80, 24);
+    for b in gpulab::tui::keys::KEYS {
+        let label = gpulab::tui::keys::label(b);
+        assert!(
+            small.contains(&format!("  {label}")),
+            "80x24 help lists `{label}`\n{small}"
+        );
+    }
+    insta::assert_snapshot!("help_80x24", small);
     key(&mut a, KeyCode::Esc);
     dash::select(&mut a, "cl-finish");
     keys(&mut a, "p");
