@@ -199,15 +199,9 @@ const fn cuda(
     args: &'static [ArgKind],
     effect: Effect,
 ) -> ApiSpec {
-    ApiSpec {
-        api,
-        name,
-        backend: BackendKind::Cuda,
-        driver,
-        args,
-        effect,
-        may_return_event: false,
-    }
+    let mut s = spec(api, name, driver, args, effect);
+    s.backend = BackendKind::Cuda;
+    s
 }
 
 const fn with_event(mut s: ApiSpec) -> ApiSpec {
