@@ -49,6 +49,11 @@ pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
 pub fn new_app(cli: &Cli, set: &LabSet) -> App {
     let cwd = std::env::current_dir().unwrap_or_default();
     let mut recordings = tui::recordings::find(&cwd);
+    if recordings.is_empty() {
+        // Started outside the checkout (`cargo run` from elsewhere): the recordings
+        // of the source tree it was built from, when that is still there.
+        recordings = tui::recordings::find(std::path::Path::new(env!("CARGO_MANIFEST_DIR")));
+    }
     if let Some(dir) = history::dir() {
         recordings.extend(history::list(&dir));
     }

@@ -6,16 +6,24 @@ use std::path::{Path, PathBuf};
 
 pub const FOLDERS: &[&str] = &["assets/recordings", "tests/fixtures/recordings"];
 
-/// Every `*.jsonl` in the folders under `root`, sorted by name within a folder.
+/// Every `*.jsonl` in the folders under `root` and one level below them (the
+/// shipped ones sit in `assets/recordings/<device>/`), sorted by path.
 pub fn find(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for folder in FOLDERS {
-        let Ok(entries) = std::fs::read_dir(root.join(folder)) else {
-            continue;
-        };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file())
+        let mut files = Vec::new();
+        let top = root.join(folder);
+        collect(&top, &mut files);
+        if let Ok(entries) = std::fs::read_dir(&top) {
+            for dir in entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+            {
+                collect(&dir, &mut files);
+            }
+        }
+        let mut files: Vec<PathBuf> = files
+            .into_iter()
             .map(|p| p.strip_prefix(root).map(Path::to_path_buf).unwrap_or(p))
             .collect();
         files.sort();
@@ -24,9 +32,30 @@ pub fn find(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The name a list shows: the file name without `.jsonl`.
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    out.extend(
+        entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file()),
+    );
+}
+
+/// The name a list shows: the file name without `.jsonl`, after its device folder
+/// when it has one (`nvidia-h100/cuda-free-async--pipeline-free`).
 pub fn label(path: &Path) -> String {
-    path.file_stem()
+    let stem = path
+        .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string())
+        .unwrap_or_else(|| path.display().to_string());
+    let parent = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|p| p.to_string_lossy().into_owned());
+    match parent {
+        Some(dir) if dir != "recordings" => format!("{dir}/{stem}"),
+        _ => stem,
+    }
 }
