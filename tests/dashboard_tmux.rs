@@ -60,6 +60,7 @@ fn dashboard_runs_cl_finish_in_tmux() {
         eprintln!("skipping dashboard_runs_cl_finish_in_tmux: tmux is not installed");
         return;
     }
+    let _device = common::device_lock();
     if !common::opencl_or_skip("dashboard_runs_cl_finish_in_tmux") {
         return;
     }

@@ -37,6 +37,7 @@ fn record(lab: &str, variant: &str, dir: &std::path::Path) -> (std::process::Out
 
 #[test]
 fn every_opencl_lab_runs_to_a_complete_stream() {
+    let _device = common::device_lock();
     if !common::opencl_or_skip("every_opencl_lab_runs_to_a_complete_stream") {
         return;
     }
@@ -138,6 +139,7 @@ fn pid_alive(pid: u32) -> bool {
 
 #[test]
 fn a_forgotten_event_is_counted_per_iteration_and_named() {
+    let _device = common::device_lock();
     if !common::opencl_or_skip("a_forgotten_event_is_counted_per_iteration_and_named") {
         return;
     }
@@ -165,6 +167,7 @@ fn a_forgotten_event_is_counted_per_iteration_and_named() {
 
 #[test]
 fn all_variants_print_side_by_side() {
+    let _device = common::device_lock();
     if !common::opencl_or_skip("all_variants_print_side_by_side") {
         return;
     }
@@ -188,6 +191,7 @@ fn all_variants_print_side_by_side() {
 
 #[test]
 fn json_and_markdown_reports_carry_the_claims() {
+    let _device = common::device_lock();
     if !common::opencl_or_skip("json_and_markdown_reports_carry_the_claims") {
         return;
     }
@@ -223,6 +227,7 @@ fn json_and_markdown_reports_carry_the_claims() {
 
 #[test]
 fn fail_on_turns_a_verdict_into_the_exit_status() {
+    let _device = common::device_lock();
     if !common::opencl_or_skip("fail_on_turns_a_verdict_into_the_exit_status") {
         return;
     }
@@ -273,6 +278,7 @@ fn fail_on_turns_a_verdict_into_the_exit_status() {
 
 #[test]
 fn report_of_a_recording_equals_the_live_report() {
+    let _device = common::device_lock();
     if !common::opencl_or_skip("report_of_a_recording_equals_the_live_report") {
         return;
     }

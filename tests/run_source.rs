@@ -63,6 +63,7 @@ fn end_of(events: &[Event]) -> Option<EndStatus> {
 
 #[test]
 fn stepping_runs_one_line_per_step() {
+    let _device = common::device_lock();
     if !common::opencl_or_skip("stepping_runs_one_line_per_step") {
         return;
     }
@@ -103,6 +104,7 @@ fn stepping_runs_one_line_per_step() {
 
 #[test]
 fn cancel_kills_the_worker_and_ends_the_stream_as_cancelled() {
+    let _device = common::device_lock();
     if !common::opencl_or_skip("cancel_kills_the_worker_and_ends_the_stream_as_cancelled") {
         return;
     }
@@ -175,6 +177,7 @@ fn a_crashed_worker_is_reported_with_its_signal() {
 
 #[test]
 fn ctrl_c_prints_the_partial_run_and_exits_130() {
+    let _device = common::device_lock();
     if !common::opencl_or_skip("ctrl_c_prints_the_partial_run_and_exits_130") {
         return;
     }

@@ -26,6 +26,14 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Held by every test that starts workers on the device: a test binary runs its
+/// tests on parallel threads, and PoCL builds or a 2-core machine shared by several
+/// workers at once turn behaviour checks into load tests.
+pub fn device_lock() -> std::sync::MutexGuard<'static, ()> {
+    static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    DEVICE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// True when an OpenCL device exists. Without one the caller skips with a printed
 /// notice, unless `GPULAB_REQUIRE_OPENCL=1` (CI), where a missing platform fails.
 pub fn opencl_or_skip(test: &str) -> bool {
