@@ -176,3 +176,12 @@ fn help_and_parameter_overlays() {
     key(&mut a, KeyCode::Right);
     insta::assert_snapshot!("params_80x24", screen(&mut a, 80, 24));
 }
+
+#[test]
+fn a_cuda_pool_that_keeps_freed_memory_is_named_as_the_gap() {
+    let mut a = app();
+    dash::open(&mut a, "cuda-pool-retention--trim-pending", false);
+    let s = screen(&mut a, 160, 48);
+    assert!(s.contains("pool cache: 256.0 MiB freed"), "{s}");
+    assert!(!s.contains("the program holds nothing"), "{s}");
+}

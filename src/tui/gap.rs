@@ -112,8 +112,24 @@ pub fn of(run: &RunState) -> Gap {
             if contexts == 1 { "" } else { "s" }
         ));
     }
+    // CUDA: the default pool's own bookkeeping, as the worker read it after the
+    // latest line. Memory the pool reserved but has not handed out is its cache.
+    if let Some(pool) = run.run.calls.iter().rev().find_map(|c| c.cuda.as_ref()) {
+        let cached = pool.pool_reserved.saturating_sub(pool.pool_used);
+        if cached > 4 << 20 {
+            causes.push(format!(
+                "pool cache: {:.1} MiB freed, kept by the default pool for reuse (cudaMemPoolTrimTo gives it back)",
+                cached as f64 / (1024.0 * 1024.0)
+            ));
+        }
+    }
     let anything_held = objs.values().any(|o| o.held() || o.forgotten);
-    if run.run.end.is_some() && !anything_held && device.is_some_and(|d| d - ledger > 4 << 20) {
+    // Only when nothing above explains it: then it is the driver's own keeping.
+    if causes.is_empty()
+        && run.run.end.is_some()
+        && !anything_held
+        && device.is_some_and(|d| d - ledger > 4 << 20)
+    {
         causes.push(
             "the program holds nothing: the driver keeps this until the worker process exits"
                 .into(),
