@@ -49,25 +49,9 @@ pub fn file_name(now: SystemTime, lab: &str, variant: &str) -> String {
     )
 }
 
-/// `YYYYMMDD-HHMMSS` in UTC (days to a civil date: Howard Hinnant's algorithm).
+/// `YYYYMMDD-HHMMSS` in UTC.
 pub fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    crate::trace::wallclock::Utc::from_unix(secs).compact()
 }
 
 /// The recordings in `dir`, newest first (names sort by time).

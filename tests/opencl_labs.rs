@@ -298,4 +298,12 @@ fn report_of_a_recording_equals_the_live_report() {
     assert_eq!(live.status.code(), Some(0), "{}", common::stderr(&live));
     let replay = common::run(&["report", &file_s]);
     assert_eq!(common::stdout(&replay), common::stdout(&live));
+    // The recording says when it was made, in a form the reader accepts (which
+    // day it is does not matter here).
+    let events = read_events(std::io::BufReader::new(std::fs::File::open(&file).unwrap())).unwrap();
+    let Some(gpulab::trace::Event::Meta(meta)) = events.first() else {
+        panic!("a recording starts with meta");
+    };
+    let at = meta.recorded_at.as_deref().expect("meta.recorded_at");
+    assert!(gpulab::trace::wallclock::Utc::parse(at).is_some(), "{at}");
 }

@@ -235,3 +235,30 @@ fn capital_r_records_the_next_run_only() {
         Some(Effect::Start { record: false, .. })
     ));
 }
+
+/// The banner's date is the one the stream states, whatever the file's mtime: a
+/// checkout or a copy sets that, and it is not when the run happened.
+#[test]
+fn the_banner_dates_a_recording_from_its_meta_never_from_the_file() {
+    use gpulab::trace::Event;
+    let banner = |recorded_at: Option<&str>| {
+        let mut events = common::dash::events(RECORDING);
+        if let Some(Event::Meta(m)) = events.first_mut() {
+            m.recorded_at = recorded_at.map(str::to_string);
+        }
+        let mut a = app();
+        a.play(
+            common::repo_file(&format!("tests/fixtures/recordings/{RECORDING}.jsonl")),
+            events,
+            &[],
+        );
+        screen(&mut a, 200, 24)
+    };
+    let dated = banner(Some("2026-11-22T10:15:42Z"));
+    assert!(dated.contains("recorded 2026-11-22 10:15 UTC"), "{dated}");
+    let old = banner(None);
+    assert!(old.contains("recording date unknown"), "{old}");
+    let bad = banner(Some("\u{1b}]0;pwned\u{7}"));
+    assert!(bad.contains("recording date unreadable"), "{bad}");
+    assert!(!bad.contains("pwned"), "{bad}");
+}

@@ -111,7 +111,7 @@ fn cancel_kills_the_worker_and_ends_the_stream_as_cancelled() {
     let mut handle = source()
         .start(request(
             "cl-finish",
-            &["kernel_ms=5000", "size_mib=4"],
+            &["kernel_ms=10000", "size_mib=4"],
             false,
         ))
         .unwrap();
@@ -130,7 +130,9 @@ fn cancel_kills_the_worker_and_ends_the_stream_as_cancelled() {
     let events = drain(&handle);
     assert_eq!(end_of(&events), Some(EndStatus::Cancelled));
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        // Order of magnitude only: a loaded 2-core machine may take seconds to
+        // reap the worker, never the 10 s the kernel still had to run.
+        started.elapsed() < Duration::from_secs(8),
         "cancel waited for the kernel"
     );
     let pid = pid.expect("meta");

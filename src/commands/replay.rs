@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use gpulab::history;
 use gpulab::lab::LabSet;
 use gpulab::report::Summary;
 use gpulab::run::Run;
@@ -16,12 +15,6 @@ use crate::cli::{Cli, Format};
 pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
     let f = std::fs::File::open(file)
         .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;
-    let made = f
-        .metadata()
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| format!("{} UTC", history::utc(d.as_secs())));
     let rec = read_recording(std::io::BufReader::new(f))
         .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
     for p in &rec.problems {
@@ -47,6 +40,6 @@ pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
     let set = LabSet::load(&cli.labs);
     let mut app = dashboard::new_app(cli, &set);
     let problems: Vec<String> = rec.problems.iter().map(ToString::to_string).collect();
-    app.play(file.to_path_buf(), rec.events, &problems, made);
+    app.play(file.to_path_buf(), rec.events, &problems);
     dashboard::open(app)
 }

@@ -228,32 +228,95 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// Set for the child the RSS test starts: that process holds a block only
+    /// when told, so no other test thread's allocations move its RSS.
+    const RSS_CHILD: &str = "GPULAB_TEST_RSS_CHILD";
+
+    /// The child side of `rss_probe_sees_a_touched_allocation_come_and_go`: on
+    /// each line of stdin, allocate-and-touch 64 MiB or free it, then answer.
+    #[test]
+    #[ignore = "helper process of rss_probe_sees_a_touched_allocation_come_and_go"]
+    fn rss_child() {
+        use std::io::{BufRead, Write};
+        if std::env::var_os(RSS_CHILD).is_none() {
+            return;
+        }
+        let mut held: Vec<Vec<u8>> = Vec::new();
+        let mut out = std::io::stdout();
+        for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+            match line.trim() {
+                "alloc" => {
+                    let mut b = vec![0u8; 64 * MIB as usize];
+                    for i in (0..b.len()).step_by(4096) {
+                        b[i] = 1;
+                    }
+                    held.push(std::hint::black_box(b));
+                }
+                "free" => held.clear(),
+                _ => break,
+            }
+            let _ = writeln!(out, "GPULAB-RSS-CHILD {}", held.len());
+            let _ = out.flush();
+        }
+    }
+
+    /// The probe reads another process's RSS (as it reads a worker's), and that
+    /// process allocates nothing but the block: the figure moves by the block,
+    /// whatever the machine's load or this binary's other tests do.
     #[test]
     fn rss_probe_sees_a_touched_allocation_come_and_go() {
-        let mut probe = match Probe::rss(std::process::id()) {
+        use std::io::{BufRead, BufReader, Write};
+        use std::process::{Command, Stdio};
+        let exe = std::env::current_exe().expect("the test binary knows its path");
+        let mut child = Command::new(exe)
+            .args([
+                "telemetry::probe::tests::rss_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(RSS_CHILD, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the test binary starts again");
+        let mut to = child.stdin.take().expect("piped stdin");
+        let mut from = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut ask = |what: &str| {
+            writeln!(to, "{what}").expect("child reads");
+            let mut line = String::new();
+            loop {
+                line.clear();
+                let n = from.read_line(&mut line).expect("child answers");
+                assert!(n > 0, "the RSS child ended before answering {what}");
+                if line.contains("GPULAB-RSS-CHILD") {
+                    break;
+                }
+            }
+        };
+        let mut probe = match Probe::rss(child.id()) {
             Ok(p) => p,
-            Err(e) => panic!("rss probe of this process: {e}"),
+            Err(e) => panic!("rss probe of the child: {e}"),
         };
         assert_eq!(probe.source(), "rss");
         let mut rss = || match probe.try_read() {
             Ok(r) => r.used_bytes,
             Err(e) => panic!("rss read failed: {e}"),
         };
+        ask("free");
         let before = rss();
-        let mut block = vec![0u8; 64 * MIB as usize];
-        for i in (0..block.len()).step_by(4096) {
-            block[i] = 1;
-        }
-        std::hint::black_box(&block);
+        ask("alloc");
         let during = rss();
-        drop(block);
+        ask("free");
         let after = rss();
-        // Other tests run in this process too: allow them a few MiB either way.
+        drop(to);
+        let _ = child.wait();
         assert!(
-            during >= before + 56 * MIB,
+            during >= before + 60 * MIB,
             "before {before} during {during}"
         );
-        assert!(after + 56 * MIB <= during, "during {during} after {after}");
+        assert!(after + 60 * MIB <= during, "during {during} after {after}");
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct Meta {
     pub baseline_bytes: Option<u64>,
     /// The run stops allocating before it would go past baseline + budget.
     pub budget_bytes: Option<u64>,
+    /// Wall-clock UTC time the run started, RFC 3339 (`2026-11-22T14:03:07Z`).
+    /// Absent in streams written before it existed: their date is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_at: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -162,17 +162,11 @@ pub fn replay(path: &Path, slot: usize, epoch: u64, tx: &Sender<Msg>) {
         .and_then(|f| trace::read_recording(std::io::BufReader::new(f)).map_err(|e| e.to_string()));
     match read {
         Ok(rec) => {
-            let made = std::fs::metadata(path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| format!("{} UTC", history::utc(d.as_secs())));
             let _ = tx.send(Msg::Loaded {
                 slot,
                 epoch,
                 events: rec.events,
                 problems: rec.problems.iter().map(ToString::to_string).collect(),
-                made,
             });
             let _ = tx.send(Msg::Closed {
                 slot,

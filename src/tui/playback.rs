@@ -24,8 +24,6 @@ pub struct Playback {
     pub clock: u64,
     speed: usize,
     pub paused: bool,
-    /// When the recording was made (its file's time, UTC), if known.
-    pub made: Option<String>,
 }
 
 /// When an event happened, if it says; claims have no time of their own.
@@ -62,7 +60,6 @@ impl Playback {
             clock: 0,
             speed: REAL_SPEED,
             paused: true,
-            made: None,
         };
         p.seek(&mut run, p.events.len());
         p.clock = p.duration();

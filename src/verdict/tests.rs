@@ -33,6 +33,7 @@ fn meta(baseline: Option<u64>) -> Event {
         }),
         baseline_bytes: baseline,
         budget_bytes: None,
+        recorded_at: None,
     }))
 }
 

@@ -133,24 +133,5 @@ pub fn text(buf: &Buffer) -> String {
 pub fn screen(app: &mut App, w: u16, h: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
     event_loop::draw(&mut t, app).expect("draws");
-    without_dates(&text(t.backend().buffer()))
-}
-
-/// The replay banner's "made 20250102-030405 UTC" is the fixture file's time,
-/// which a checkout sets: out of snapshots.
-pub fn without_dates(s: &str) -> String {
-    const DATE: usize = "20250102-030405 UTC".len();
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find("made ") {
-        out.push_str(&rest[..i + 5]);
-        rest = &rest[i + 5..];
-        let date = rest.get(..DATE).filter(|d| d.ends_with(" UTC"));
-        if date.is_some() {
-            out.push_str("[date]");
-            rest = &rest[DATE..];
-        }
-    }
-    out.push_str(rest);
-    out
+    text(t.backend().buffer())
 }

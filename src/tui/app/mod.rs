@@ -47,8 +47,6 @@ pub enum Msg {
         epoch: u64,
         events: Vec<Event>,
         problems: Vec<String>,
-        /// When the file was made (UTC), for the banner.
-        made: Option<String>,
     },
     /// The run's stream ended (with why, for a recording that could not be read).
     Closed {
@@ -270,9 +268,8 @@ impl App {
                 epoch,
                 events,
                 problems,
-                made,
             } => {
-                self.loaded(slot, epoch, events, &problems, made);
+                self.loaded(slot, epoch, events, &problems);
                 Vec::new()
             }
             Msg::Resize(w, h) => {

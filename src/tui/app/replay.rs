@@ -40,13 +40,11 @@ impl App {
         epoch: u64,
         events: Vec<Event>,
         problems: &[String],
-        made: Option<String>,
     ) {
         let Some(run) = self.live_slot(slot, epoch) else {
             return;
         };
-        let (mut pb, state) = Playback::new(run.origin.clone(), events);
-        pb.made = made;
+        let (pb, state) = Playback::new(run.origin.clone(), events);
         *run = state;
         if slot == A {
             self.playback = Some(pb);
@@ -62,13 +60,7 @@ impl App {
     }
 
     /// `gpulab replay FILE`: the recording selected, in slot A, playing from the start.
-    pub fn play(
-        &mut self,
-        path: PathBuf,
-        events: Vec<Event>,
-        problems: &[String],
-        made: Option<String>,
-    ) {
+    pub fn play(&mut self, path: PathBuf, events: Vec<Event>, problems: &[String]) {
         let i = match self.recordings.iter().position(|p| *p == path) {
             Some(i) => i,
             None => {
@@ -89,7 +81,7 @@ impl App {
         self.epochs[A] += 1;
         self.slots[A] = Some(RunState::new(Origin::Recording(path)));
         let epoch = self.epochs[A];
-        self.loaded(A, epoch, events, problems, made);
+        self.loaded(A, epoch, events, problems);
         if let (Some(pb), Some(run)) = (self.playback.as_mut(), self.slots[A].as_mut()) {
             pb.toggle(run);
         }

@@ -6,6 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use crate::trace::wallclock::Utc;
 use crate::tui::playback::Playback;
 use crate::tui::theme::Theme;
 
@@ -15,7 +16,9 @@ pub struct ReplayBanner<'a> {
 }
 
 impl ReplayBanner<'_> {
-    /// Where the recording was made: device, driver, host, gpulab, date.
+    /// Where and when the recording was made: device, driver, host, gpulab, and
+    /// the date the stream itself states (a file's mtime is whatever a copy or a
+    /// checkout gave it, so it is never shown as the recording's date).
     pub fn origin(&self) -> String {
         let p = self.playback;
         let mut parts = Vec::new();
@@ -24,9 +27,11 @@ impl ReplayBanner<'_> {
             parts.push(format!("driver {}", m.device.driver_version));
             parts.push(format!("host {}", m.hostname));
             parts.push(format!("gpulab {}", m.gpulab_version));
-        }
-        if let Some(made) = &p.made {
-            parts.push(format!("made {made}"));
+            parts.push(match m.recorded_at.as_deref().map(Utc::parse) {
+                Some(Some(t)) => format!("recorded {}", t.human()),
+                Some(None) => "recording date unreadable".to_string(),
+                None => "recording date unknown".to_string(),
+            });
         }
         parts.join(" · ")
     }
