@@ -226,29 +226,25 @@ pub fn calibrate(
     };
 
     let mut runs = vec![timed(q, k, buf, shape, 1_000)?]; // warm-up (first-launch JIT)
-    // Grow until one run is long enough to time (≥ 2 ms).
-    let mut iters: u64 = 100_000;
-    let probe = loop {
-        let r = timed(q, k, buf, shape, iters)?;
-        runs.push(r);
-        if r.ms() >= 2.0 || iters >= 1 << 40 {
-            break r;
+    // A busy host only ever makes a run take longer (the kernel's threads lose
+    // the CPU), so each point is the quickest of `REPEATS` runs, and a fit that
+    // still makes no sense is measured again: under load a single run once timed
+    // 100,000 iterations at 3.7 ms and 270,000 at 0.33 ms.
+    let mut attempt = 0;
+    let (launch_ms, ms_per_iter) = loop {
+        attempt += 1;
+        let points = fit_points(q, k, buf, shape, &mut runs)?;
+        let (launch_ms, ms_per_iter) = fit(&points);
+        if ms_per_iter.is_finite() && ms_per_iter > 0.0 {
+            break (launch_ms, ms_per_iter);
         }
-        iters = iters.saturating_mul(if r.ms() < 0.2 { 10 } else { 4 });
+        if attempt >= ATTEMPTS {
+            return Err(format!(
+                "calibration: the spin kernel's time does not grow with its loop \
+                 ({ATTEMPTS} tries; last points: {points:?})"
+            ));
+        }
     };
-    let rate = probe.iters as f64 / probe.ms().max(1e-3);
-    let mut points = vec![probe];
-    for target_ms in [10.0, 40.0] {
-        let r = timed(q, k, buf, shape, (rate * target_ms) as u64)?;
-        runs.push(r);
-        points.push(r);
-    }
-    let (launch_ms, ms_per_iter) = fit(&points);
-    if !(ms_per_iter.is_finite() && ms_per_iter > 0.0) {
-        return Err(format!(
-            "calibration: the spin kernel's time does not grow with its loop ({points:?})"
-        ));
-    }
     drop(p);
     let cal = Calibration {
         shape,
@@ -257,6 +253,55 @@ pub fn calibrate(
         took_ms: (now_ns() - t0) as f64 / 1e6,
     };
     Ok((cal, runs))
+}
+
+/// Runs per calibration point; the quickest counts.
+const REPEATS: usize = 2;
+/// Whole calibrations tried before giving up.
+const ATTEMPTS: usize = 3;
+
+/// The quickest of `REPEATS` runs of `iters` (every run kept in `runs`).
+fn quickest(
+    q: cl_command_queue,
+    k: cl_kernel,
+    buf: cl_mem,
+    shape: Shape,
+    iters: u64,
+    runs: &mut Vec<Run>,
+) -> Result<Run, String> {
+    let mut best: Option<Run> = None;
+    for _ in 0..REPEATS {
+        let r = timed(q, k, buf, shape, iters)?;
+        runs.push(r);
+        if best.is_none_or(|b| r.ms() < b.ms()) {
+            best = Some(r);
+        }
+    }
+    best.ok_or_else(|| "calibration: no run".to_string())
+}
+
+/// A probe long enough to time (>= 2 ms), then points near 10 and 40 ms.
+fn fit_points(
+    q: cl_command_queue,
+    k: cl_kernel,
+    buf: cl_mem,
+    shape: Shape,
+    runs: &mut Vec<Run>,
+) -> Result<Vec<Run>, String> {
+    let mut iters: u64 = 100_000;
+    let probe = loop {
+        let r = quickest(q, k, buf, shape, iters, runs)?;
+        if r.ms() >= 2.0 || iters >= 1 << 40 {
+            break r;
+        }
+        iters = iters.saturating_mul(if r.ms() < 0.2 { 10 } else { 4 });
+    };
+    let rate = probe.iters as f64 / probe.ms().max(1e-3);
+    let mut points = vec![probe];
+    for target_ms in [10.0, 40.0] {
+        points.push(quickest(q, k, buf, shape, (rate * target_ms) as u64, runs)?);
+    }
+    Ok(points)
 }
 
 /// Least squares `ms = a + b * iters`; returns `(a, b)`.
