@@ -1,9 +1,7 @@
-//! Events and their JSON Lines form. The only format gpulab writes or reads.
+//! Events and their JSON Lines form: the `gpulab-events` crate (the one format
+//! gpulab writes or reads), plus what only gpulab does with a stream.
 
 pub mod decimate;
-pub mod event;
-pub mod jsonl;
-pub mod wallclock;
 
-pub use event::*;
-pub use jsonl::{Recording, TraceError, read_events, read_recording, to_line};
+pub use gpulab_events::*;
+pub use gpulab_events::{event, jsonl, wallclock};

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::ObjKind;
+use crate::vocab::ObjKind;
 
 /// Bumped when a reader of the old format would misread the new one.
 pub const FORMAT_VERSION: u32 = 1;

@@ -181,7 +181,7 @@ pub fn read_events(input: impl BufRead) -> Result<Vec<Event>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::event::*;
+    use crate::event::*;
 
     #[test]
     fn events_round_trip_through_a_line() {

@@ -1,0 +1,16 @@
+//! gpulab's event stream, the one stable format: the event types and their JSON
+//! Lines form, the API vocabulary they name, and wall-clock dates. Live runs,
+//! recordings, replays, exports and agents inside other programs all speak it.
+//!
+//! The leaf of the workspace: it knows no lab format, no GPU API and no UI, and
+//! depends on serde alone (a check in `tests/leaf.rs` keeps it so), so a small
+//! agent library can link it.
+
+pub mod event;
+pub mod jsonl;
+pub mod vocab;
+pub mod wallclock;
+
+pub use event::*;
+pub use jsonl::{Recording, TraceError, read_events, read_recording, to_line};
+pub use vocab::ObjKind;
