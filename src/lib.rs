@@ -18,3 +18,6 @@ pub mod telemetry;
 pub mod trace;
 pub mod tui;
 pub mod verdict;
+
+/// Units (bytes, MiB, ns, ms) from the events crate: one definition for everyone.
+pub use gpulab_events::units;

@@ -11,7 +11,7 @@ use crate::lab::{BinOp, Claim, Effect, Expr, Lab, ObjKind, Params, expr};
 use crate::run::Run;
 use crate::trace::{CallStatus, ClaimVerdict, ObjectAction, Verdict};
 
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::units::MIB_F64 as MIB;
 
 /// A value a claim computes.
 #[derive(Debug, Clone, Copy, PartialEq)]

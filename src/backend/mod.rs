@@ -7,7 +7,7 @@ pub mod cuda;
 pub mod discover;
 pub mod opencl;
 
-use crate::lab::{Api, BackendKind, ObjKind};
+use crate::lab::{Api, BackendKind};
 use crate::trace::CudaMemory;
 
 pub type Result<T, E = BackendError> = std::result::Result<T, E>;
@@ -131,9 +131,6 @@ pub trait Backend {
     /// Wait up to `timeout_ms` for outstanding device work to report its spans
     /// (called once at the end of a script; never releases a lab object).
     fn settle(&mut self, timeout_ms: u64);
-
-    /// The kind of object a backend id refers to, if it made it.
-    fn kind_of(&self, obj: ObjId) -> Option<ObjKind>;
 
     /// Which API this backend drives (picks the release call gpulab's cleanup uses).
     fn kind(&self) -> BackendKind {

@@ -181,7 +181,7 @@ fn run_variant(
         variant: variant.to_string(),
         params: args.params.clone(),
         device: device.map(str::to_string),
-        budget_bytes: args.budget.map(|mib| (mib * 1024.0 * 1024.0) as u64),
+        budget_bytes: args.budget.map(gpulab::units::bytes_from_mib),
         unbounded: args.until_failure,
         step: args.step,
         sample_hz: SAMPLE_HZ,

@@ -157,10 +157,6 @@ impl Backend for FakeBackend {
     }
 
     fn settle(&mut self, _timeout_ms: u64) {}
-
-    fn kind_of(&self, obj: ObjId) -> Option<ObjKind> {
-        self.kinds.get(&obj).copied()
-    }
 }
 
 fn invalid() -> DriverError {

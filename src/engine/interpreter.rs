@@ -584,5 +584,5 @@ impl<'a> Engine<'a> {
 }
 
 fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    format!("{:.1} MiB", crate::units::mib(bytes))
 }

@@ -84,7 +84,7 @@ pub fn trace(run: &Run) -> Value {
     for (t, bytes) in run.readings() {
         timed.push(json!({
             "name": "device memory", "ph": "C", "pid": pid, "tid": 0, "ts": us(t),
-            "args": {"MiB": bytes as f64 / (1024.0 * 1024.0)},
+            "args": {"MiB": crate::units::mib(bytes)},
         }));
     }
     for n in &run.notes {

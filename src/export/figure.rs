@@ -22,7 +22,7 @@ pub enum FigureError {
 pub const WIDTH: u32 = 1600;
 pub const HEIGHT: u32 = 900;
 
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::units::MIB_F64 as MIB;
 const MEMORY: RGBColor = RGBColor(31, 119, 180);
 const HOST: RGBColor = RGBColor(120, 120, 120);
 const DEVICE: RGBColor = RGBColor(214, 39, 40);

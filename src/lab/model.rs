@@ -179,9 +179,9 @@ impl Unit {
     pub fn factor(self) -> f64 {
         match self {
             Unit::None | Unit::Bytes => 1.0,
-            Unit::KiB => 1024.0,
-            Unit::MiB => 1024.0 * 1024.0,
-            Unit::GiB => 1024.0 * 1024.0 * 1024.0,
+            Unit::KiB => crate::units::KIB as f64,
+            Unit::MiB => crate::units::MIB_F64,
+            Unit::GiB => crate::units::GIB_F64,
             Unit::Us => 1e-3,
             Unit::Ms => 1.0,
             Unit::S => 1e3,

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::run::Run;
 
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::units::MIB_F64 as MIB;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolRow {

@@ -19,7 +19,7 @@ use crate::trace::{ClaimVerdict, ObjectAction};
 
 mod cuda;
 
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::units::MIB_F64 as MIB;
 
 /// Everything a report shows, measured in the run it came from.
 #[derive(Debug, Clone, Serialize)]

@@ -333,7 +333,7 @@ mod tests {
         }
     }
 
-    const MIB: u64 = 1 << 20;
+    use crate::units::MIB;
 
     const SEC: u64 = 1_000_000_000;
 

@@ -226,7 +226,7 @@ mod tests {
         }
     }
 
-    const MIB: u64 = 1 << 20;
+    use crate::units::MIB;
 
     /// Set for the child the RSS test starts: that process holds a block only
     /// when told, so no other test thread's allocations move its RSS.

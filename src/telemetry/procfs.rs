@@ -159,7 +159,7 @@ pub(crate) fn parse_meminfo(text: &str) -> MemInfo {
             .trim()
             .parse::<u64>()
             .ok();
-        *slot = kib.map(|k| k.saturating_mul(1024));
+        *slot = kib.map(|k| k.saturating_mul(crate::units::KIB));
     }
     info
 }

@@ -11,7 +11,7 @@ pub const NEAR_NS: u64 = 5_000_000;
 /// An idle stretch keeps one sample per this interval.
 pub const IDLE_NS: u64 = 50_000_000;
 /// A change bigger than this is never dropped.
-pub const STEP_BYTES: u64 = 1 << 20;
+pub const STEP_BYTES: u64 = crate::units::MIB;
 
 pub fn decimate(events: &[Event]) -> Vec<&Event> {
     let mut edges: Vec<u64> = Vec::new();

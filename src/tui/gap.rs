@@ -119,7 +119,7 @@ pub fn of(run: &RunState) -> Gap {
         if cached > 4 << 20 {
             causes.push(format!(
                 "pool cache: {:.1} MiB freed, kept by the default pool for reuse (cudaMemPoolTrimTo gives it back)",
-                cached as f64 / (1024.0 * 1024.0)
+                crate::units::mib(cached)
             ));
         }
     }

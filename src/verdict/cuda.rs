@@ -4,7 +4,7 @@
 use crate::run::Run;
 use crate::trace::CallStatus;
 
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::units::MIB_F64 as MIB;
 
 /// `overlap(tag)`: of the time the device was busy with work enqueued inside the
 /// tagged block (or by the tagged lines), the fraction during which work of two or

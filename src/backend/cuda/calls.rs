@@ -114,7 +114,6 @@ impl CudaBackend {
         seq: u64,
         api: Api,
         ops: &[Operand],
-        _want_event: bool,
     ) -> Result<Outcome, DriverError> {
         use ObjKind as K;
         let stream = |raw: u64| raw as usize as sys::CUstream;

@@ -57,7 +57,6 @@ pub struct CudaBackend {
     ready: Vec<Notice>,
     /// A sticky error was seen: the context is gone, every call now fails.
     lost: Option<DriverError>,
-    ptx_cached: bool,
 }
 
 // SAFETY: CUDA driver handles may be used from any thread once the context is
@@ -187,7 +186,7 @@ impl CudaBackend {
             driver,
             nvrtc: spin::nvrtc_version(),
         };
-        let (ptx, ptx_cached) = spin::ptx(&key).map_err(BackendError::Setup)?;
+        let (ptx, _from_cache) = spin::ptx(&key).map_err(BackendError::Setup)?;
         let (_module, func) = spin::load(&ptx).map_err(setup("cuModuleLoadData"))?;
         let mut private = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; the context is current.
@@ -225,17 +224,11 @@ impl CudaBackend {
             pending: Vec::new(),
             ready: Vec::new(),
             lost: None,
-            ptx_cached,
         })
     }
 
     pub fn calibration(&self) -> Calibration {
         self.cal
-    }
-
-    /// Whether the spin kernel's PTX came from the cache.
-    pub fn ptx_cached(&self) -> bool {
-        self.ptx_cached
     }
 
     /// Turns completed span events into notices; forgets spans whose events failed
@@ -327,9 +320,11 @@ impl Backend for CudaBackend {
         seq: u64,
         api: Api,
         operands: &[Operand],
-        want_event: bool,
+        // A CUDA launch or copy hands back no event (a script records its own
+        // with cudaEventRecord), so a bound result never asks for one.
+        _want_event: bool,
     ) -> Result<Outcome, DriverError> {
-        let r = guard(api.name(), || self.dispatch(seq, api, operands, want_event));
+        let r = guard(api.name(), || self.dispatch(seq, api, operands));
         if let Err(e) = &r
             && load::is_sticky(e.code)
             && self.lost.is_none()
@@ -352,10 +347,6 @@ impl Backend for CudaBackend {
             self.collect();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-    }
-
-    fn kind_of(&self, obj: ObjId) -> Option<ObjKind> {
-        self.objects.get(&obj).map(|e| e.kind)
     }
 
     fn error_ends_run(&self, e: &DriverError) -> bool {

@@ -278,10 +278,6 @@ impl Backend for OpenClBackend {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
-
-    fn kind_of(&self, obj: ObjId) -> Option<ObjKind> {
-        self.objects.get(&obj).map(|e| e.kind)
-    }
 }
 
 impl Drop for OpenClBackend {

@@ -44,7 +44,7 @@ impl MemoryPanel<'_> {
         let total = meta
             .device
             .total_bytes
-            .map(|t| format!(" · {:.1} GiB total", t as f64 / MIB / 1024.0))
+            .map(|t| format!(" · {:.1} GiB total", t as f64 / crate::units::GIB_F64))
             .unwrap_or_default();
         format!("Device memory, MiB · {}{total}", meta.device.name)
     }

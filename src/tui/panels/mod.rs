@@ -20,7 +20,7 @@ use ratatui::widgets::{Block, BorderType, Borders};
 use super::runstate::RunState;
 use super::theme::Theme;
 
-pub const MIB: f64 = 1024.0 * 1024.0;
+pub use crate::units::MIB_F64 as MIB;
 
 /// Width of the label gutter left of the memory chart and the timeline lanes, so
 /// both panels put the same instant in the same column.
