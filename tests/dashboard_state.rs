@@ -4,7 +4,7 @@
 mod common;
 
 use common::dash::{app, carry_out, feed, key, keys, open, select};
-use gpulab::engine::Command;
+use gpulab::source::Steer;
 use gpulab::tui::app::{A, B, Effect, Msg, Overlay};
 use gpulab::tui::layout::{Panel, Screen};
 use ratatui::crossterm::event::{KeyCode, KeyModifiers, MouseEvent, MouseEventKind};
@@ -53,14 +53,14 @@ fn run_step_and_cancel_ask_the_worker() {
         keys(&mut a, "s").as_slice(),
         [Effect::Control {
             slot: A,
-            cmd: Command::Step
+            cmd: Steer::Step
         }]
     ));
     assert!(matches!(
         key(&mut a, KeyCode::Enter).as_slice(),
         [Effect::Control {
             slot: A,
-            cmd: Command::Run
+            cmd: Steer::Run
         }]
     ));
     assert!(matches!(

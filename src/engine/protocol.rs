@@ -7,35 +7,7 @@ use std::time::Duration;
 
 use crate::trace::{Event, jsonl};
 
-/// Commands the parent sends on the worker's stdin, one word a line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
-    /// Run to the end without pausing.
-    Run,
-    /// Do one more line, then wait.
-    Step,
-    /// Stop now; the run ends as cancelled.
-    Stop,
-}
-
-impl Command {
-    pub fn parse(line: &str) -> Option<Command> {
-        match line.trim() {
-            "run" => Some(Command::Run),
-            "step" => Some(Command::Step),
-            "stop" => Some(Command::Stop),
-            _ => None,
-        }
-    }
-
-    pub fn word(self) -> &'static str {
-        match self {
-            Command::Run => "run",
-            Command::Step => "step",
-            Command::Stop => "stop",
-        }
-    }
-}
+pub use gpulab_events::protocol::Command;
 
 /// The reader of the events is gone (a broken pipe): stop quietly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

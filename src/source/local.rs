@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{DeviceInfo, DeviceKind};
 use crate::clock::now_ns;
-use crate::engine::Command;
 use crate::lab::{Lab, Origin};
 use crate::run::Run;
 use crate::telemetry::{Probe, Sampler};
+use crate::trace::protocol::Command;
 use crate::trace::{self, End, EndStatus, Event, Meta, Note, NoteLevel};
 
-use super::{Result, RunControl, RunHandle, RunRequest, RunSource, SourceError};
+use super::{Result, RunControl, RunHandle, RunRequest, RunSource, SourceError, Steer};
 
 /// After the worker exits, how long the parent watches device memory come back.
 const AFTER_EXIT_WATCH: Duration = Duration::from_millis(1500);
@@ -130,7 +130,11 @@ struct LocalControl {
 }
 
 impl RunControl for LocalControl {
-    fn send(&mut self, cmd: Command) {
+    fn send(&mut self, steer: Steer) {
+        let cmd = match steer {
+            Steer::Step => Command::Step,
+            Steer::Run => Command::Run,
+        };
         if let Some(stdin) = &mut self.stdin
             && writeln!(stdin, "{}", cmd.word())
                 .and_then(|_| stdin.flush())

@@ -7,7 +7,6 @@ mod local;
 
 use std::sync::mpsc::Receiver;
 
-use crate::engine::Command;
 use crate::lab::Lab;
 use crate::trace::Event;
 
@@ -33,7 +32,7 @@ pub struct RunRequest {
     pub device: Option<String>,
     pub budget_bytes: Option<u64>,
     pub unbounded: bool,
-    /// Start paused; `Command::Step` runs one line, `Command::Run` the rest.
+    /// Start paused; `Steer::Step` runs one line, `Steer::Run` the rest.
     pub step: bool,
     /// Telemetry rate while the worker runs.
     pub sample_hz: f64,
@@ -44,9 +43,19 @@ pub trait RunSource {
     fn start(&self, req: RunRequest) -> Result<RunHandle>;
 }
 
+/// How a user steers a paused run. The source turns it into whatever its
+/// worker speaks, so a UI never knows the worker's protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steer {
+    /// Do one more line, then wait.
+    Step,
+    /// Run the rest without pausing.
+    Run,
+}
+
 /// Steering a started run.
 pub trait RunControl: Send {
-    fn send(&mut self, cmd: Command);
+    fn send(&mut self, steer: Steer);
     /// Kill the worker now; the stream ends with a cancelled `end` event.
     fn cancel(&mut self);
 }
@@ -60,11 +69,11 @@ pub struct RunHandle {
 
 impl RunHandle {
     pub fn step(&mut self) {
-        self.control.send(Command::Step);
+        self.control.send(Steer::Step);
     }
 
     pub fn run_to_end(&mut self) {
-        self.control.send(Command::Run);
+        self.control.send(Steer::Run);
     }
 
     pub fn cancel(&mut self) {

@@ -4,4 +4,4 @@
 pub mod decimate;
 
 pub use gpulab_events::*;
-pub use gpulab_events::{event, jsonl, wallclock};
+pub use gpulab_events::{event, jsonl, protocol, wallclock};

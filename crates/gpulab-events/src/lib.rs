@@ -8,6 +8,7 @@
 
 pub mod event;
 pub mod jsonl;
+pub mod protocol;
 pub mod units;
 pub mod vocab;
 pub mod wallclock;

@@ -8,9 +8,8 @@ use std::path::PathBuf;
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, MouseEvent, MouseEventKind};
 
-use crate::engine::Command;
 use crate::lab::{Lab, Params};
-use crate::source::RunRequest;
+use crate::source::{RunRequest, Steer};
 use crate::trace::Event;
 
 mod edit;
@@ -74,7 +73,7 @@ pub enum Effect {
     },
     Control {
         slot: usize,
-        cmd: Command,
+        cmd: Steer,
     },
     Cancel {
         slot: usize,

@@ -1,9 +1,8 @@
 //! Starting, stepping, comparing and cancelling runs, and opening recordings:
 //! the app's side of it, as effects the loop carries out.
 
-use crate::engine::Command;
 use crate::lab::Lab;
-use crate::source::RunRequest;
+use crate::source::{RunRequest, Steer};
 
 use super::{A, App, B, Effect, Entry};
 use crate::tui::runstate::{Origin, RunState};
@@ -35,7 +34,7 @@ impl App {
             if run.step_mode() {
                 return vec![Effect::Control {
                     slot: A,
-                    cmd: Command::Run,
+                    cmd: Steer::Run,
                 }];
             }
             self.message = Some("a run is in progress: Esc cancels it".into());
@@ -61,7 +60,7 @@ impl App {
             if run.step_mode() {
                 return vec![Effect::Control {
                     slot: A,
-                    cmd: Command::Step,
+                    cmd: Steer::Step,
                 }];
             }
             self.message = Some(
