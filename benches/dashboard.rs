@@ -71,6 +71,7 @@ fn heavy_run(app: &mut App) -> Vec<Event> {
         baseline_bytes: Some(0),
         budget_bytes: Some(40 << 30),
         recorded_at: None,
+        watch: None,
     }))];
     let mut mem = 0u64;
     for i in 0..1000u64 {

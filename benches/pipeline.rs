@@ -50,6 +50,7 @@ fn stream() -> Vec<Event> {
         baseline_bytes: Some(3 << 20),
         budget_bytes: None,
         recorded_at: None,
+        watch: None,
     })))];
     let mut t = 1_000u64;
     let mut seq = 0;

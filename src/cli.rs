@@ -67,6 +67,9 @@ pub enum Cmd {
         /// A recording (`gpulab run … --record FILE`, or the dashboard's history).
         file: PathBuf,
     },
+    /// Run your own program with gpulab's agent inside it: every OpenCL object it
+    /// creates and releases, and what it left alive at exit (`gpulab watch -- ./app`).
+    Watch(WatchArgs),
     /// Export a recorded run for other tools.
     Export {
         /// A recording (`gpulab run … --record FILE`).
@@ -142,6 +145,30 @@ pub struct RunArgs {
     pub step: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub format: Format,
+
+    /// Also write the event stream (JSON Lines) to FILE: `report`, `replay` and
+    /// `export` read it.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+
+    /// Write the report to FILE instead of the terminal, apart from the
+    /// program's own output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Memory readings per second.
+    #[arg(long, default_value_t = 100.0, value_name = "HZ")]
+    pub sample_hz: f64,
+
+    /// The program to run and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FailOn {
     DoesNotHold,
@@ -173,6 +200,21 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn watch_takes_the_program_after_the_double_dash() {
+        let cli = Cli::try_parse_from(["gpulab", "watch", "--json", "--", "./app", "--flag", "x"])
+            .expect("parses");
+        let Some(Cmd::Watch(w)) = cli.command else {
+            panic!("not watch")
+        };
+        assert_eq!(w.command, ["./app", "--flag", "x"]);
+        assert!(w.format.json);
+        assert!(
+            Cli::try_parse_from(["gpulab", "watch"]).is_err(),
+            "a program is required"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod telemetry;
 pub mod trace;
 pub mod tui;
 pub mod verdict;
+pub mod watch;
 
 /// Units (bytes, MiB, ns, ms) from the events crate: one definition for everyone.
 pub use gpulab_events::units;

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::lab::ObjKind;
 use crate::trace::{
-    Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End, Event, Meta, Note, ObjectAction,
-    ObjectEvent, Sample,
+    AgentEvent, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End, Event, Meta, Note,
+    ObjectAction, ObjectEvent, Sample,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -21,6 +21,8 @@ pub struct Run {
     pub notes: Vec<Note>,
     pub claims: Vec<ClaimVerdict>,
     pub end: Option<End>,
+    /// Agents in a watched program's processes, as they attached and detached.
+    pub agents: Vec<AgentEvent>,
     /// Live objects per kind right now, as the ledger's events say.
     pub live: BTreeMap<ObjKind, i64>,
     /// Bytes of live buffers right now.
@@ -87,6 +89,7 @@ impl Run {
             Event::Note(n) => self.notes.push(n.clone()),
             Event::Claim(c) => self.claims.push(c.clone()),
             Event::End(e) => self.end = Some(e.clone()),
+            Event::Agent(a) => self.agents.push(a.clone()),
         }
     }
 

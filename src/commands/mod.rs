@@ -9,6 +9,7 @@ mod list;
 mod replay;
 mod report;
 mod run;
+mod watch;
 mod worker;
 
 use crate::cli::{Cli, Cmd};
@@ -70,6 +71,7 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
             png.as_deref(),
             compare.as_deref(),
         ),
+        Some(Cmd::Watch(args)) => watch::watch(&args),
         Some(Cmd::Worker(args)) => worker::worker(cli.device, args),
         None => {
             if std::io::IsTerminal::is_terminal(&std::io::stdout()) {

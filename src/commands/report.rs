@@ -7,13 +7,19 @@ use anyhow::Context;
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::trace::read_recording;
+use gpulab::watch::report::WatchReport;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::Format;
 
 pub fn report(file: &Path, format: Format) -> anyhow::Result<i32> {
     let run = load(file)?;
-    print!("{}", render(&Summary::of(&run), format)?);
+    if run.meta.as_ref().is_some_and(|m| m.watch.is_some()) {
+        // A watched program, not a lab: the same report `gpulab watch` printed.
+        print!("{}", watch_report(&run, &format)?);
+    } else {
+        print!("{}", render(&Summary::of(&run), format)?);
+    }
     Ok(EXIT_OK)
 }
 
@@ -27,6 +33,17 @@ pub fn load(file: &Path) -> anyhow::Result<Run> {
         eprintln!("gpulab: {}: {p}", file.display());
     }
     Ok(Run::from_events(&rec.events))
+}
+
+pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {
+    let r = WatchReport::from_run(run);
+    Ok(if format.json {
+        serde_json::to_string_pretty(&r)? + "\n"
+    } else if format.markdown {
+        r.markdown()
+    } else {
+        r.text()
+    })
 }
 
 pub fn render(s: &Summary, format: Format) -> anyhow::Result<String> {

@@ -324,7 +324,10 @@ fn exit_code(runs: &[Run], fail_on: &[FailOn]) -> i32 {
     for run in runs {
         match run.end.as_ref().map(|e| &e.status) {
             Some(EndStatus::Cancelled) => return EXIT_CANCELLED,
-            Some(EndStatus::Failed { .. } | EndStatus::Crashed { .. }) | None => code = EXIT_ERROR,
+            Some(
+                EndStatus::Failed { .. } | EndStatus::Crashed { .. } | EndStatus::Exited { .. },
+            )
+            | None => code = EXIT_ERROR,
             Some(EndStatus::Finished) => {}
         }
     }

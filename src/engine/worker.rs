@@ -126,6 +126,7 @@ fn prepare_and_run(req: &WorkerRequest, sink: &mut dyn Sink) -> Result<EndStatus
         baseline_bytes: baseline,
         budget_bytes: budget,
         recorded_at: Some(crate::trace::wallclock::Utc::now().rfc3339()),
+        watch: None,
     })))
     .map_err(|_| {
         EngineError::Backend(crate::backend::BackendError::Setup(

@@ -37,6 +37,7 @@ fn event_time(e: &Event) -> Option<u64> {
         Event::Sample(s) => s.t_ns,
         Event::Note(n) => n.t_ns,
         Event::End(e) => e.t_ns,
+        Event::Agent(a) => a.t_ns,
         Event::Claim(_) => return None,
     })
 }

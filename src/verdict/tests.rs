@@ -34,6 +34,7 @@ fn meta(baseline: Option<u64>) -> Event {
         baseline_bytes: baseline,
         budget_bytes: None,
         recorded_at: None,
+        watch: None,
     }))
 }
 

@@ -34,6 +34,8 @@ pub enum Event {
     Claim(ClaimVerdict),
     /// The worker is done (or was stopped, or died).
     End(End),
+    /// An agent inside a watched program attached or detached (`gpulab watch`).
+    Agent(AgentEvent),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,6 +58,51 @@ pub struct Meta {
     /// Absent in streams written before it existed: their date is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_at: Option<String>,
+    /// Present when the stream watched a program (`gpulab watch -- CMD`) instead of
+    /// running a lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchMeta>,
+}
+
+/// The program `gpulab watch` started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatchMeta {
+    /// The command line, program first.
+    pub command: Vec<String>,
+    /// Its process id; its children report their own.
+    pub pid: u32,
+}
+
+/// What an agent loaded into a watched process says about itself. Object ids from
+/// an agent carry the process id in their upper 32 bits, so processes never clash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentEvent {
+    pub t_ns: u64,
+    pub pid: u32,
+    /// The parent process, to follow a program's children.
+    pub parent_pid: u32,
+    /// Which API it hooks: `opencl` (a loader layer) or `cuda`.
+    pub api: String,
+    pub state: AgentState,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AgentState {
+    /// Loaded and hooking calls. `exe` is the process's executable; `destruction`
+    /// lists the kinds whose deletion by the driver it can see (a destructor
+    /// callback the driver supports): for those, a release with no `destroyed`
+    /// after it means the driver still holds the object.
+    Attached {
+        exe: String,
+        #[serde(default)]
+        destruction: Vec<ObjKind>,
+    },
+    /// The process is exiting; everything it recorded was sent before this, except
+    /// `dropped` records the queue had no room for.
+    Detached { records: u64, dropped: u64 },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -302,6 +349,8 @@ pub enum EndStatus {
     Cancelled,
     /// The worker died (a signal, or it exited without an `end`).
     Crashed { signal: Option<i32>, detail: String },
+    /// A watched program exited with a status other than 0.
+    Exited { code: i32 },
 }
 
 impl EndStatus {
@@ -315,6 +364,7 @@ impl EndStatus {
             EndStatus::Failed { line: None, error } => format!("failed: {error}"),
             EndStatus::Cancelled => "cancelled".into(),
             EndStatus::Crashed { detail, .. } => format!("worker crashed: {detail}"),
+            EndStatus::Exited { code } => format!("exited with status {code}"),
         }
     }
 }

@@ -17,9 +17,13 @@ pub fn name(code: cl_int) -> String {
     match code {
         GPULAB_BAD_OPERANDS => "GPULAB_BAD_OPERANDS".into(),
         GPULAB_HOST_ALLOC_FAILED => "GPULAB_HOST_ALLOC_FAILED".into(),
-        _ => match error_text(code) {
-            "UNKNOWN_ERROR" => format!("CL_UNKNOWN_ERROR_{code}"),
-            known => known.into(),
+        _ => match gpulab_events::vocab::opencl_status_name(code) {
+            Some(known) => known.into(),
+            // cl3's own codes (a driver library it could not load).
+            None => match error_text(code) {
+                "UNKNOWN_ERROR" => format!("CL_UNKNOWN_ERROR_{code}"),
+                cl3_code => cl3_code.into(),
+            },
         },
     }
 }

@@ -1,0 +1,166 @@
+//! The program's API objects as the agent saw them: each handle the driver gave
+//! the program, mapped to an id, a kind and the references the program holds.
+//! Every change goes out as an object record while the ledger is locked, so
+//! records of one object never overtake each other.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gpulab_events::{ObjKind, ObjectAction};
+
+use crate::transport;
+
+struct Entry {
+    id: u64,
+    kind: ObjKind,
+    /// References the program holds: 1 at creation, +1 per retain, -1 per release.
+    refs: u32,
+    bytes: u64,
+    /// For a kernel: the buffer set as each argument, by argument index.
+    args: Vec<(u32, u64)>,
+}
+
+static OBJECTS: Mutex<Option<HashMap<usize, Entry>>> = Mutex::new(None);
+static NEXT: AtomicU64 = AtomicU64::new(1);
+
+fn with<R>(f: impl FnOnce(&mut HashMap<usize, Entry>) -> R) -> R {
+    let mut guard = OBJECTS.lock().unwrap_or_else(|e| e.into_inner());
+    f(guard.get_or_insert_with(HashMap::new))
+}
+
+/// Ids carry the process id in their upper half, so the objects of a program's
+/// processes never clash in one stream.
+fn new_id() -> u64 {
+    let pid = u64::from(transport::pid().unwrap_or(0));
+    (pid << 32) | NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The driver gave the program a new object. Returns its id.
+pub fn created(handle: usize, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
+    let id = new_id();
+    with(|objects| {
+        // A handle the driver hands out again belongs to a new object; the old
+        // one was released (its destruction, if seen, carries its own id).
+        objects.insert(
+            handle,
+            Entry {
+                id,
+                kind,
+                refs: 1,
+                bytes,
+                args: Vec::new(),
+            },
+        );
+        transport::object(id, kind, ObjectAction::Created, bytes, 1, refs);
+    });
+    id
+}
+
+/// The program took another reference. None for a handle the agent never saw made.
+pub fn retained(handle: usize) -> Option<u64> {
+    with(|objects| {
+        let e = objects.get_mut(&handle)?;
+        e.refs = e.refs.saturating_add(1);
+        transport::object(
+            e.id,
+            e.kind,
+            ObjectAction::Retained,
+            e.bytes,
+            e.refs,
+            Vec::new(),
+        );
+        Some(e.id)
+    })
+}
+
+/// The program gave a reference back; at zero the handle is no longer its own.
+pub fn released(handle: usize) -> Option<u64> {
+    with(|objects| {
+        let e = objects.get_mut(&handle)?;
+        e.refs = e.refs.saturating_sub(1);
+        let (id, kind, bytes, refs) = (e.id, e.kind, e.bytes, e.refs);
+        if refs == 0 {
+            objects.remove(&handle);
+        }
+        transport::object(id, kind, ObjectAction::Released, bytes, refs, Vec::new());
+        Some(id)
+    })
+}
+
+/// The id of a live handle of `kind`.
+pub fn id_of(handle: usize, kind: ObjKind) -> Option<u64> {
+    with(|objects| {
+        objects
+            .get(&handle)
+            .filter(|e| e.kind == kind)
+            .map(|e| e.id)
+    })
+}
+
+/// `clSetKernelArg` with a value that may be a buffer handle: remember which buffer
+/// the kernel will use, so an event can name kernel -> buffer.
+pub fn set_arg(kernel: usize, index: u32, value: Option<usize>) {
+    with(|objects| {
+        let buffer = value
+            .and_then(|v| objects.get(&v))
+            .filter(|e| e.kind == ObjKind::Buffer)
+            .map(|e| e.id);
+        if let Some(k) = objects.get_mut(&kernel) {
+            k.args.retain(|(i, _)| *i != index);
+            if let Some(b) = buffer {
+                k.args.push((index, b));
+            }
+        }
+    })
+}
+
+/// A kernel's id followed by the buffers its arguments name.
+pub fn kernel_and_args(kernel: usize) -> Vec<u64> {
+    with(|objects| match objects.get(&kernel) {
+        Some(k) => std::iter::once(k.id)
+            .chain(k.args.iter().map(|(_, b)| *b))
+            .collect(),
+        None => Vec::new(),
+    })
+}
+
+/// The driver deleted the object `id` (a destructor callback fired).
+pub fn destroyed(id: u64, kind: ObjKind, bytes: u64) {
+    transport::object(id, kind, ObjectAction::Destroyed, bytes, 0, Vec::new());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_lives_from_create_to_its_last_release_and_can_be_reused() {
+        let a = created(0x10, ObjKind::Buffer, 64, Vec::new());
+        assert_eq!(id_of(0x10, ObjKind::Buffer), Some(a));
+        assert_eq!(id_of(0x10, ObjKind::Event), None);
+        assert_eq!(retained(0x10), Some(a));
+        assert_eq!(released(0x10), Some(a));
+        assert_eq!(id_of(0x10, ObjKind::Buffer), Some(a), "one reference left");
+        assert_eq!(released(0x10), Some(a));
+        assert_eq!(id_of(0x10, ObjKind::Buffer), None);
+        assert_eq!(
+            released(0x10),
+            None,
+            "a released handle is not the program's"
+        );
+        let b = created(0x10, ObjKind::Buffer, 64, Vec::new());
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn kernels_remember_the_buffers_their_arguments_name() {
+        let buf = created(0x20, ObjKind::Buffer, 8, Vec::new());
+        let k = created(0x30, ObjKind::Kernel, 0, Vec::new());
+        set_arg(0x30, 0, Some(0x20));
+        set_arg(0x30, 1, Some(0x999));
+        assert_eq!(kernel_and_args(0x30), vec![k, buf]);
+        set_arg(0x30, 0, None);
+        assert_eq!(kernel_and_args(0x30), vec![k]);
+    }
+}

@@ -1,0 +1,23 @@
+//! gpulab's agent: a shared library loaded into a program gpulab did not write,
+//! which reports every API object the program creates, retains, releases and the
+//! driver finally destroys, as gpulab events, while the program runs.
+//!
+//! `gpulab watch -- CMD` starts CMD with this library named in `OPENCL_LAYERS`, so
+//! the OpenCL ICD loader puts it between the program and the driver (a loader
+//! layer; ocl-icd >= 2.3.0, Khronos loader >= 2021.04.29), and with the write end
+//! of a pipe in `GPULAB_AGENT_FD`. Without that variable the layer passes every
+//! call straight through and records nothing.
+//!
+//! Rules it keeps:
+//! - The program is never blocked: hooks push into a bounded queue and count what
+//!   does not fit ([`transport`]).
+//! - It never retains an application object: it learns that the driver deleted a
+//!   buffer or context from a destructor callback, which holds no reference.
+//! - It exports the four layer entry points and nothing else named `cl*`.
+
+mod clock;
+mod dispatch;
+mod layer;
+mod ledger;
+mod opencl;
+mod transport;

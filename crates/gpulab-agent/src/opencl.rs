@@ -1,0 +1,1678 @@
+//! The hooks: one function per OpenCL entry the agent watches, each with the exact
+//! C signature of its dispatch entry. Each calls the target, then records the call
+//! and what it did to the program's objects. None is named `cl*`.
+
+use std::ffi::{c_char, c_void};
+
+use gpulab_events::ObjKind;
+
+use crate::clock::now_ns;
+use crate::dispatch::{self as d, target};
+use crate::ledger;
+use crate::transport::{self, Status};
+
+type Handle = *mut c_void;
+type Notify = Option<unsafe extern "C" fn(*const c_char, *const c_void, usize, *mut c_void)>;
+type BuildNotify = Option<unsafe extern "C" fn(Handle, *mut c_void)>;
+type Destructor = unsafe extern "C" fn(Handle, *mut c_void);
+
+const CL_SUCCESS: i32 = 0;
+const CL_MEM_SIZE: u32 = 0x1102;
+
+/// The target's entry `$index` as a function of the given C type.
+macro_rules! target {
+    ($index:expr, fn($($t:ty),* $(,)?) -> $r:ty) => {{
+        let entry = target($index);
+        // SAFETY: entry `$index` of the loader's dispatch table has exactly this
+        // type (cl_icd.h), and hooks are installed only where it is non-null.
+        unsafe { std::mem::transmute::<*const c_void, unsafe extern "C" fn($($t),*) -> $r>(entry) }
+    }};
+}
+
+/// Every hook and the entry it replaces.
+pub fn hooks() -> Vec<(usize, *const c_void)> {
+    vec![
+        (d::CREATE_CONTEXT, create_context as *const c_void),
+        (
+            d::CREATE_CONTEXT_FROM_TYPE,
+            create_context_from_type as *const c_void,
+        ),
+        (d::RETAIN_CONTEXT, retain_context as *const c_void),
+        (d::RELEASE_CONTEXT, release_context as *const c_void),
+        (
+            d::CREATE_COMMAND_QUEUE,
+            create_command_queue as *const c_void,
+        ),
+        (
+            d::CREATE_COMMAND_QUEUE_WITH_PROPERTIES,
+            create_command_queue_with_properties as *const c_void,
+        ),
+        (
+            d::RETAIN_COMMAND_QUEUE,
+            retain_command_queue as *const c_void,
+        ),
+        (
+            d::RELEASE_COMMAND_QUEUE,
+            release_command_queue as *const c_void,
+        ),
+        (d::CREATE_BUFFER, create_buffer as *const c_void),
+        (
+            d::CREATE_BUFFER_WITH_PROPERTIES,
+            create_buffer_with_properties as *const c_void,
+        ),
+        (d::CREATE_SUB_BUFFER, create_sub_buffer as *const c_void),
+        (d::CREATE_IMAGE, create_image as *const c_void),
+        (
+            d::CREATE_IMAGE_WITH_PROPERTIES,
+            create_image_with_properties as *const c_void,
+        ),
+        (d::CREATE_IMAGE_2D, create_image_2d as *const c_void),
+        (d::CREATE_IMAGE_3D, create_image_3d as *const c_void),
+        (d::RETAIN_MEM_OBJECT, retain_mem_object as *const c_void),
+        (d::RELEASE_MEM_OBJECT, release_mem_object as *const c_void),
+        (
+            d::CREATE_PROGRAM_WITH_SOURCE,
+            create_program_with_source as *const c_void,
+        ),
+        (
+            d::CREATE_PROGRAM_WITH_BINARY,
+            create_program_with_binary as *const c_void,
+        ),
+        (
+            d::CREATE_PROGRAM_WITH_IL,
+            create_program_with_il as *const c_void,
+        ),
+        (
+            d::CREATE_PROGRAM_WITH_BUILT_IN_KERNELS,
+            create_program_with_built_in_kernels as *const c_void,
+        ),
+        (d::LINK_PROGRAM, link_program as *const c_void),
+        (d::BUILD_PROGRAM, build_program as *const c_void),
+        (d::RETAIN_PROGRAM, retain_program as *const c_void),
+        (d::RELEASE_PROGRAM, release_program as *const c_void),
+        (d::CREATE_KERNEL, create_kernel as *const c_void),
+        (
+            d::CREATE_KERNELS_IN_PROGRAM,
+            create_kernels_in_program as *const c_void,
+        ),
+        (d::RETAIN_KERNEL, retain_kernel as *const c_void),
+        (d::RELEASE_KERNEL, release_kernel as *const c_void),
+        (d::SET_KERNEL_ARG, set_kernel_arg as *const c_void),
+        (d::CREATE_USER_EVENT, create_user_event as *const c_void),
+        (d::RETAIN_EVENT, retain_event as *const c_void),
+        (d::RELEASE_EVENT, release_event as *const c_void),
+        (d::WAIT_FOR_EVENTS, wait_for_events as *const c_void),
+        (d::FLUSH, flush as *const c_void),
+        (d::FINISH, finish as *const c_void),
+        (d::ENQUEUE_READ_BUFFER, enqueue_read_buffer as *const c_void),
+        (
+            d::ENQUEUE_WRITE_BUFFER,
+            enqueue_write_buffer as *const c_void,
+        ),
+        (d::ENQUEUE_COPY_BUFFER, enqueue_copy_buffer as *const c_void),
+        (d::ENQUEUE_FILL_BUFFER, enqueue_fill_buffer as *const c_void),
+        (
+            d::ENQUEUE_READ_BUFFER_RECT,
+            enqueue_read_buffer_rect as *const c_void,
+        ),
+        (
+            d::ENQUEUE_WRITE_BUFFER_RECT,
+            enqueue_write_buffer_rect as *const c_void,
+        ),
+        (
+            d::ENQUEUE_COPY_BUFFER_RECT,
+            enqueue_copy_buffer_rect as *const c_void,
+        ),
+        (d::ENQUEUE_MAP_BUFFER, enqueue_map_buffer as *const c_void),
+        (
+            d::ENQUEUE_UNMAP_MEM_OBJECT,
+            enqueue_unmap_mem_object as *const c_void,
+        ),
+        (
+            d::ENQUEUE_MIGRATE_MEM_OBJECTS,
+            enqueue_migrate_mem_objects as *const c_void,
+        ),
+        (
+            d::ENQUEUE_ND_RANGE_KERNEL,
+            enqueue_nd_range_kernel as *const c_void,
+        ),
+        (d::ENQUEUE_TASK, enqueue_task as *const c_void),
+        (d::ENQUEUE_MARKER, enqueue_marker as *const c_void),
+        (
+            d::ENQUEUE_MARKER_WITH_WAIT_LIST,
+            enqueue_marker_with_wait_list as *const c_void,
+        ),
+        (
+            d::ENQUEUE_BARRIER_WITH_WAIT_LIST,
+            enqueue_barrier_with_wait_list as *const c_void,
+        ),
+    ]
+}
+
+// --- what every hook does after the target returned -------------------------
+
+/// Writes `status` where the program asked for it.
+///
+/// # Safety
+/// `out` is null or points to a writable `cl_int`, as the OpenCL API requires.
+unsafe fn put(out: *mut i32, status: i32) {
+    if !out.is_null() {
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { *out = status };
+    }
+}
+
+/// A creating call returned: record the call and, on success, the new object.
+fn made(
+    api: &'static str,
+    begin: u64,
+    status: i32,
+    handle: Handle,
+    kind: ObjKind,
+    bytes: u64,
+    refs: Vec<u64>,
+) {
+    let object = (status == CL_SUCCESS && !handle.is_null())
+        .then(|| ledger::created(handle as usize, kind, bytes, refs));
+    transport::call(api, begin, Status::OpenCl(status), object);
+    if let Some(id) = object {
+        watch_destruction(handle, kind, id, bytes);
+    }
+}
+
+/// The kinds whose deletion the driver will report to [`watch_destruction`].
+pub fn destruction_watched() -> Vec<ObjKind> {
+    [
+        (ObjKind::Context, d::SET_CONTEXT_DESTRUCTOR_CALLBACK),
+        (ObjKind::Buffer, d::SET_MEM_OBJECT_DESTRUCTOR_CALLBACK),
+    ]
+    .into_iter()
+    .filter(|(_, index)| !target(*index).is_null())
+    .map(|(kind, _)| kind)
+    .collect()
+}
+
+/// Asks the driver to say when it really deletes a buffer or context. The
+/// callback holds no reference, so the object's lifetime is the program's own.
+fn watch_destruction(handle: Handle, kind: ObjKind, id: u64, bytes: u64) {
+    let (index, callback): (usize, Destructor) = match kind {
+        ObjKind::Buffer => (d::SET_MEM_OBJECT_DESTRUCTOR_CALLBACK, mem_destroyed),
+        ObjKind::Context => (d::SET_CONTEXT_DESTRUCTOR_CALLBACK, context_destroyed),
+        _ => return,
+    };
+    if target(index).is_null() {
+        return;
+    }
+    let tag = Box::into_raw(Box::new((id, bytes))) as *mut c_void;
+    let set = target!(index, fn(Handle, Destructor, *mut c_void) -> i32);
+    // SAFETY: `handle` is a live object the driver just returned; `tag` is ours.
+    if unsafe { set(handle, callback, tag) } != CL_SUCCESS {
+        // SAFETY: the driver refused the callback, so it will never see `tag`.
+        drop(unsafe { Box::from_raw(tag as *mut (u64, u64)) });
+    }
+}
+
+unsafe extern "C" fn mem_destroyed(_mem: Handle, tag: *mut c_void) {
+    // SAFETY: `tag` is the box `watch_destruction` leaked for this one callback.
+    let (id, bytes) = *unsafe { Box::from_raw(tag as *mut (u64, u64)) };
+    ledger::destroyed(id, ObjKind::Buffer, bytes);
+}
+
+unsafe extern "C" fn context_destroyed(_ctx: Handle, tag: *mut c_void) {
+    // SAFETY: as in `mem_destroyed`.
+    let (id, bytes) = *unsafe { Box::from_raw(tag as *mut (u64, u64)) };
+    ledger::destroyed(id, ObjKind::Context, bytes);
+}
+
+/// A retain or release returned.
+fn counted(api: &'static str, begin: u64, status: i32, handle: Handle, retain: bool) -> i32 {
+    let object = if status != CL_SUCCESS {
+        None
+    } else if retain {
+        ledger::retained(handle as usize)
+    } else {
+        ledger::released(handle as usize)
+    };
+    transport::call(api, begin, Status::OpenCl(status), object);
+    status
+}
+
+/// An enqueue returned: the call, and the event it handed out, which refers to the
+/// queue, the kernel and the buffers the command uses.
+///
+/// # Safety
+/// `event` is null or points to the `cl_event` the target just wrote.
+unsafe fn enqueued(
+    api: &'static str,
+    begin: u64,
+    status: i32,
+    queue: Handle,
+    event: *mut Handle,
+    uses: Vec<u64>,
+) -> i32 {
+    // SAFETY: non-null event pointers were written by the target on success.
+    let handle = if status == CL_SUCCESS && !event.is_null() {
+        unsafe { *event }
+    } else {
+        std::ptr::null_mut()
+    };
+    if handle.is_null() {
+        transport::call(api, begin, Status::OpenCl(status), None);
+        return status;
+    }
+    let refs = ledger::id_of(queue as usize, ObjKind::Queue)
+        .into_iter()
+        .chain(uses)
+        .collect();
+    made(api, begin, status, handle, ObjKind::Event, 0, refs);
+    status
+}
+
+/// A call that creates nothing and releases nothing.
+fn plain(api: &'static str, begin: u64, status: i32) -> i32 {
+    transport::call(api, begin, Status::OpenCl(status), None);
+    status
+}
+
+fn buffers(handles: &[Handle]) -> Vec<u64> {
+    handles
+        .iter()
+        .filter_map(|h| ledger::id_of(*h as usize, ObjKind::Buffer))
+        .collect()
+}
+
+/// A memory object's size as the driver reports it (images, buffers made from
+/// properties).
+fn mem_size(mem: Handle) -> u64 {
+    if mem.is_null() || target(d::GET_MEM_OBJECT_INFO).is_null() {
+        return 0;
+    }
+    let info = target!(
+        d::GET_MEM_OBJECT_INFO,
+        fn(Handle, u32, usize, *mut c_void, *mut usize) -> i32
+    );
+    let mut size: usize = 0;
+    // SAFETY: `mem` is a live memory object; the value is one size_t.
+    let status = unsafe {
+        info(
+            mem,
+            CL_MEM_SIZE,
+            size_of::<usize>(),
+            (&raw mut size).cast(),
+            std::ptr::null_mut(),
+        )
+    };
+    if status == CL_SUCCESS { size as u64 } else { 0 }
+}
+
+// --- contexts -----------------------------------------------------------------
+
+unsafe extern "C" fn create_context(
+    props: *const isize,
+    ndev: u32,
+    devices: *const Handle,
+    notify: Notify,
+    user: *mut c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_CONTEXT,
+        fn(*const isize, u32, *const Handle, Notify, *mut c_void, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let ctx = unsafe { f(props, ndev, devices, notify, user, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateContext",
+        begin,
+        status,
+        ctx,
+        ObjKind::Context,
+        0,
+        Vec::new(),
+    );
+    ctx
+}
+
+unsafe extern "C" fn create_context_from_type(
+    props: *const isize,
+    ty: u64,
+    notify: Notify,
+    user: *mut c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_CONTEXT_FROM_TYPE,
+        fn(*const isize, u64, Notify, *mut c_void, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let ctx = unsafe { f(props, ty, notify, user, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateContextFromType",
+        begin,
+        status,
+        ctx,
+        ObjKind::Context,
+        0,
+        Vec::new(),
+    );
+    ctx
+}
+
+/// Retain and release hooks: all share one shape.
+macro_rules! refcount_hook {
+    ($name:ident, $index:expr, $api:literal, $retain:expr) => {
+        unsafe extern "C" fn $name(object: Handle) -> i32 {
+            let begin = now_ns();
+            let f = target!($index, fn(Handle) -> i32);
+            // SAFETY: the program's argument, passed through unchanged.
+            let status = unsafe { f(object) };
+            counted($api, begin, status, object, $retain)
+        }
+    };
+}
+
+refcount_hook!(retain_context, d::RETAIN_CONTEXT, "clRetainContext", true);
+refcount_hook!(
+    release_context,
+    d::RELEASE_CONTEXT,
+    "clReleaseContext",
+    false
+);
+refcount_hook!(
+    retain_command_queue,
+    d::RETAIN_COMMAND_QUEUE,
+    "clRetainCommandQueue",
+    true
+);
+refcount_hook!(
+    release_command_queue,
+    d::RELEASE_COMMAND_QUEUE,
+    "clReleaseCommandQueue",
+    false
+);
+refcount_hook!(
+    retain_mem_object,
+    d::RETAIN_MEM_OBJECT,
+    "clRetainMemObject",
+    true
+);
+refcount_hook!(
+    release_mem_object,
+    d::RELEASE_MEM_OBJECT,
+    "clReleaseMemObject",
+    false
+);
+refcount_hook!(retain_program, d::RETAIN_PROGRAM, "clRetainProgram", true);
+refcount_hook!(
+    release_program,
+    d::RELEASE_PROGRAM,
+    "clReleaseProgram",
+    false
+);
+refcount_hook!(retain_kernel, d::RETAIN_KERNEL, "clRetainKernel", true);
+refcount_hook!(release_kernel, d::RELEASE_KERNEL, "clReleaseKernel", false);
+refcount_hook!(retain_event, d::RETAIN_EVENT, "clRetainEvent", true);
+refcount_hook!(release_event, d::RELEASE_EVENT, "clReleaseEvent", false);
+
+// --- queues -------------------------------------------------------------------
+
+unsafe extern "C" fn create_command_queue(
+    ctx: Handle,
+    dev: Handle,
+    props: u64,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_COMMAND_QUEUE,
+        fn(Handle, Handle, u64, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let q = unsafe { f(ctx, dev, props, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    let refs = ledger::id_of(ctx as usize, ObjKind::Context)
+        .into_iter()
+        .collect();
+    made(
+        "clCreateCommandQueue",
+        begin,
+        status,
+        q,
+        ObjKind::Queue,
+        0,
+        refs,
+    );
+    q
+}
+
+unsafe extern "C" fn create_command_queue_with_properties(
+    ctx: Handle,
+    dev: Handle,
+    props: *const u64,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_COMMAND_QUEUE_WITH_PROPERTIES,
+        fn(Handle, Handle, *const u64, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let q = unsafe { f(ctx, dev, props, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    let refs = ledger::id_of(ctx as usize, ObjKind::Context)
+        .into_iter()
+        .collect();
+    made(
+        "clCreateCommandQueueWithProperties",
+        begin,
+        status,
+        q,
+        ObjKind::Queue,
+        0,
+        refs,
+    );
+    q
+}
+
+unsafe extern "C" fn flush(q: Handle) -> i32 {
+    let begin = now_ns();
+    let f = target!(d::FLUSH, fn(Handle) -> i32);
+    // SAFETY: the program's argument, passed through unchanged.
+    plain("clFlush", begin, unsafe { f(q) })
+}
+
+unsafe extern "C" fn finish(q: Handle) -> i32 {
+    let begin = now_ns();
+    let f = target!(d::FINISH, fn(Handle) -> i32);
+    // SAFETY: the program's argument, passed through unchanged.
+    plain("clFinish", begin, unsafe { f(q) })
+}
+
+// --- memory objects -----------------------------------------------------------
+
+fn context_ref(ctx: Handle) -> Vec<u64> {
+    ledger::id_of(ctx as usize, ObjKind::Context)
+        .into_iter()
+        .collect()
+}
+
+unsafe extern "C" fn create_buffer(
+    ctx: Handle,
+    flags: u64,
+    size: usize,
+    host: *mut c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_BUFFER,
+        fn(Handle, u64, usize, *mut c_void, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let mem = unsafe { f(ctx, flags, size, host, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateBuffer",
+        begin,
+        status,
+        mem,
+        ObjKind::Buffer,
+        size as u64,
+        context_ref(ctx),
+    );
+    mem
+}
+
+unsafe extern "C" fn create_buffer_with_properties(
+    ctx: Handle,
+    props: *const u64,
+    flags: u64,
+    size: usize,
+    host: *mut c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_BUFFER_WITH_PROPERTIES,
+        fn(Handle, *const u64, u64, usize, *mut c_void, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let mem = unsafe { f(ctx, props, flags, size, host, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateBufferWithProperties",
+        begin,
+        status,
+        mem,
+        ObjKind::Buffer,
+        size as u64,
+        context_ref(ctx),
+    );
+    mem
+}
+
+/// A sub-buffer allocates nothing of its own: 0 bytes, and it refers to its parent.
+unsafe extern "C" fn create_sub_buffer(
+    parent: Handle,
+    flags: u64,
+    ty: u32,
+    info: *const c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_SUB_BUFFER,
+        fn(Handle, u64, u32, *const c_void, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let mem = unsafe { f(parent, flags, ty, info, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateSubBuffer",
+        begin,
+        status,
+        mem,
+        ObjKind::Buffer,
+        0,
+        buffers(&[parent]),
+    );
+    mem
+}
+
+unsafe extern "C" fn create_image(
+    ctx: Handle,
+    flags: u64,
+    format: *const c_void,
+    desc: *const c_void,
+    host: *mut c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_IMAGE,
+        fn(Handle, u64, *const c_void, *const c_void, *mut c_void, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let mem = unsafe { f(ctx, flags, format, desc, host, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateImage",
+        begin,
+        status,
+        mem,
+        ObjKind::Buffer,
+        mem_size(mem),
+        context_ref(ctx),
+    );
+    mem
+}
+
+unsafe extern "C" fn create_image_with_properties(
+    ctx: Handle,
+    props: *const u64,
+    flags: u64,
+    format: *const c_void,
+    desc: *const c_void,
+    host: *mut c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_IMAGE_WITH_PROPERTIES,
+        fn(Handle, *const u64, u64, *const c_void, *const c_void, *mut c_void, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let mem = unsafe { f(ctx, props, flags, format, desc, host, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateImageWithProperties",
+        begin,
+        status,
+        mem,
+        ObjKind::Buffer,
+        mem_size(mem),
+        context_ref(ctx),
+    );
+    mem
+}
+
+unsafe extern "C" fn create_image_2d(
+    ctx: Handle,
+    flags: u64,
+    format: *const c_void,
+    w: usize,
+    h: usize,
+    pitch: usize,
+    host: *mut c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_IMAGE_2D,
+        fn(Handle, u64, *const c_void, usize, usize, usize, *mut c_void, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let mem = unsafe { f(ctx, flags, format, w, h, pitch, host, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateImage2D",
+        begin,
+        status,
+        mem,
+        ObjKind::Buffer,
+        mem_size(mem),
+        context_ref(ctx),
+    );
+    mem
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn create_image_3d(
+    ctx: Handle,
+    flags: u64,
+    format: *const c_void,
+    w: usize,
+    h: usize,
+    depth: usize,
+    row: usize,
+    slice: usize,
+    host: *mut c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_IMAGE_3D,
+        fn(
+            Handle,
+            u64,
+            *const c_void,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            *mut c_void,
+            *mut i32,
+        ) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let mem = unsafe {
+        f(
+            ctx,
+            flags,
+            format,
+            w,
+            h,
+            depth,
+            row,
+            slice,
+            host,
+            &mut status,
+        )
+    };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateImage3D",
+        begin,
+        status,
+        mem,
+        ObjKind::Buffer,
+        mem_size(mem),
+        context_ref(ctx),
+    );
+    mem
+}
+
+// --- programs and kernels -----------------------------------------------------
+
+unsafe extern "C" fn create_program_with_source(
+    ctx: Handle,
+    count: u32,
+    strings: *const *const c_char,
+    lengths: *const usize,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_PROGRAM_WITH_SOURCE,
+        fn(Handle, u32, *const *const c_char, *const usize, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let p = unsafe { f(ctx, count, strings, lengths, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateProgramWithSource",
+        begin,
+        status,
+        p,
+        ObjKind::Program,
+        0,
+        context_ref(ctx),
+    );
+    p
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn create_program_with_binary(
+    ctx: Handle,
+    ndev: u32,
+    devices: *const Handle,
+    lengths: *const usize,
+    binaries: *const *const u8,
+    binary_status: *mut i32,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_PROGRAM_WITH_BINARY,
+        fn(
+            Handle,
+            u32,
+            *const Handle,
+            *const usize,
+            *const *const u8,
+            *mut i32,
+            *mut i32,
+        ) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let p = unsafe {
+        f(
+            ctx,
+            ndev,
+            devices,
+            lengths,
+            binaries,
+            binary_status,
+            &mut status,
+        )
+    };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateProgramWithBinary",
+        begin,
+        status,
+        p,
+        ObjKind::Program,
+        0,
+        context_ref(ctx),
+    );
+    p
+}
+
+unsafe extern "C" fn create_program_with_il(
+    ctx: Handle,
+    il: *const c_void,
+    len: usize,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_PROGRAM_WITH_IL,
+        fn(Handle, *const c_void, usize, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let p = unsafe { f(ctx, il, len, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateProgramWithIL",
+        begin,
+        status,
+        p,
+        ObjKind::Program,
+        0,
+        context_ref(ctx),
+    );
+    p
+}
+
+unsafe extern "C" fn create_program_with_built_in_kernels(
+    ctx: Handle,
+    ndev: u32,
+    devices: *const Handle,
+    names: *const c_char,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_PROGRAM_WITH_BUILT_IN_KERNELS,
+        fn(Handle, u32, *const Handle, *const c_char, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let p = unsafe { f(ctx, ndev, devices, names, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateProgramWithBuiltInKernels",
+        begin,
+        status,
+        p,
+        ObjKind::Program,
+        0,
+        context_ref(ctx),
+    );
+    p
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn link_program(
+    ctx: Handle,
+    ndev: u32,
+    devices: *const Handle,
+    options: *const c_char,
+    ninputs: u32,
+    inputs: *const Handle,
+    notify: BuildNotify,
+    user: *mut c_void,
+    err: *mut i32,
+) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::LINK_PROGRAM,
+        fn(
+            Handle,
+            u32,
+            *const Handle,
+            *const c_char,
+            u32,
+            *const Handle,
+            BuildNotify,
+            *mut c_void,
+            *mut i32,
+        ) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let p = unsafe {
+        f(
+            ctx,
+            ndev,
+            devices,
+            options,
+            ninputs,
+            inputs,
+            notify,
+            user,
+            &mut status,
+        )
+    };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clLinkProgram",
+        begin,
+        status,
+        p,
+        ObjKind::Program,
+        0,
+        context_ref(ctx),
+    );
+    p
+}
+
+unsafe extern "C" fn build_program(
+    p: Handle,
+    ndev: u32,
+    devices: *const Handle,
+    options: *const c_char,
+    notify: BuildNotify,
+    user: *mut c_void,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::BUILD_PROGRAM,
+        fn(Handle, u32, *const Handle, *const c_char, BuildNotify, *mut c_void) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    plain("clBuildProgram", begin, unsafe {
+        f(p, ndev, devices, options, notify, user)
+    })
+}
+
+unsafe extern "C" fn create_kernel(p: Handle, name: *const c_char, err: *mut i32) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::CREATE_KERNEL,
+        fn(Handle, *const c_char, *mut i32) -> Handle
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let k = unsafe { f(p, name, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    let refs = ledger::id_of(p as usize, ObjKind::Program)
+        .into_iter()
+        .collect();
+    made("clCreateKernel", begin, status, k, ObjKind::Kernel, 0, refs);
+    k
+}
+
+unsafe extern "C" fn create_kernels_in_program(
+    p: Handle,
+    n: u32,
+    kernels: *mut Handle,
+    n_ret: *mut u32,
+) -> i32 {
+    let begin = now_ns();
+    let mut made_n: u32 = 0;
+    let f = target!(
+        d::CREATE_KERNELS_IN_PROGRAM,
+        fn(Handle, u32, *mut Handle, *mut u32) -> i32
+    );
+    // SAFETY: the program's arguments; our count replaces its (optional) pointer.
+    let status = unsafe { f(p, n, kernels, &mut made_n) };
+    if !n_ret.is_null() {
+        // SAFETY: the program's out-parameter.
+        unsafe { *n_ret = made_n };
+    }
+    if status != CL_SUCCESS || kernels.is_null() {
+        return plain("clCreateKernelsInProgram", begin, status);
+    }
+    let program = ledger::id_of(p as usize, ObjKind::Program);
+    let mut first = None;
+    for i in 0..made_n.min(n) as usize {
+        // SAFETY: on success the target wrote `made_n` (<= n) kernels.
+        let k = unsafe { *kernels.add(i) };
+        if !k.is_null() {
+            let id = ledger::created(
+                k as usize,
+                ObjKind::Kernel,
+                0,
+                program.into_iter().collect(),
+            );
+            first.get_or_insert(id);
+        }
+    }
+    transport::call(
+        "clCreateKernelsInProgram",
+        begin,
+        Status::OpenCl(status),
+        first,
+    );
+    status
+}
+
+unsafe extern "C" fn set_kernel_arg(
+    k: Handle,
+    index: u32,
+    size: usize,
+    value: *const c_void,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::SET_KERNEL_ARG,
+        fn(Handle, u32, usize, *const c_void) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(k, index, size, value) };
+    if status == CL_SUCCESS {
+        let handle = (size == size_of::<usize>() && !value.is_null())
+            // SAFETY: the API lets the driver read `size` bytes at `value`.
+            .then(|| unsafe { (value as *const usize).read_unaligned() });
+        ledger::set_arg(k as usize, index, handle);
+    }
+    plain("clSetKernelArg", begin, status)
+}
+
+// --- events -------------------------------------------------------------------
+
+unsafe extern "C" fn create_user_event(ctx: Handle, err: *mut i32) -> Handle {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(d::CREATE_USER_EVENT, fn(Handle, *mut i32) -> Handle);
+    // SAFETY: the program's arguments, passed through unchanged.
+    let e = unsafe { f(ctx, &mut status) };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    made(
+        "clCreateUserEvent",
+        begin,
+        status,
+        e,
+        ObjKind::Event,
+        0,
+        context_ref(ctx),
+    );
+    e
+}
+
+unsafe extern "C" fn wait_for_events(n: u32, list: *const Handle) -> i32 {
+    let begin = now_ns();
+    let f = target!(d::WAIT_FOR_EVENTS, fn(u32, *const Handle) -> i32);
+    // SAFETY: the program's arguments, passed through unchanged.
+    plain("clWaitForEvents", begin, unsafe { f(n, list) })
+}
+
+// --- enqueues -----------------------------------------------------------------
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_read_buffer(
+    q: Handle,
+    mem: Handle,
+    blocking: u32,
+    offset: usize,
+    size: usize,
+    ptr: *mut c_void,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_READ_BUFFER,
+        fn(Handle, Handle, u32, usize, usize, *mut c_void, u32, *const Handle, *mut Handle) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, mem, blocking, offset, size, ptr, nwait, wait, event) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueReadBuffer",
+            begin,
+            status,
+            q,
+            event,
+            buffers(&[mem]),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_write_buffer(
+    q: Handle,
+    mem: Handle,
+    blocking: u32,
+    offset: usize,
+    size: usize,
+    ptr: *const c_void,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_WRITE_BUFFER,
+        fn(
+            Handle,
+            Handle,
+            u32,
+            usize,
+            usize,
+            *const c_void,
+            u32,
+            *const Handle,
+            *mut Handle,
+        ) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, mem, blocking, offset, size, ptr, nwait, wait, event) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueWriteBuffer",
+            begin,
+            status,
+            q,
+            event,
+            buffers(&[mem]),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_copy_buffer(
+    q: Handle,
+    src: Handle,
+    dst: Handle,
+    src_off: usize,
+    dst_off: usize,
+    size: usize,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_COPY_BUFFER,
+        fn(Handle, Handle, Handle, usize, usize, usize, u32, *const Handle, *mut Handle) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, src, dst, src_off, dst_off, size, nwait, wait, event) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueCopyBuffer",
+            begin,
+            status,
+            q,
+            event,
+            buffers(&[src, dst]),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_fill_buffer(
+    q: Handle,
+    mem: Handle,
+    pattern: *const c_void,
+    pattern_size: usize,
+    offset: usize,
+    size: usize,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_FILL_BUFFER,
+        fn(
+            Handle,
+            Handle,
+            *const c_void,
+            usize,
+            usize,
+            usize,
+            u32,
+            *const Handle,
+            *mut Handle,
+        ) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe {
+        f(
+            q,
+            mem,
+            pattern,
+            pattern_size,
+            offset,
+            size,
+            nwait,
+            wait,
+            event,
+        )
+    };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueFillBuffer",
+            begin,
+            status,
+            q,
+            event,
+            buffers(&[mem]),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_read_buffer_rect(
+    q: Handle,
+    mem: Handle,
+    blocking: u32,
+    buf_origin: *const usize,
+    host_origin: *const usize,
+    region: *const usize,
+    buf_row: usize,
+    buf_slice: usize,
+    host_row: usize,
+    host_slice: usize,
+    ptr: *mut c_void,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_READ_BUFFER_RECT,
+        fn(
+            Handle,
+            Handle,
+            u32,
+            *const usize,
+            *const usize,
+            *const usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            *mut c_void,
+            u32,
+            *const Handle,
+            *mut Handle,
+        ) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe {
+        f(
+            q,
+            mem,
+            blocking,
+            buf_origin,
+            host_origin,
+            region,
+            buf_row,
+            buf_slice,
+            host_row,
+            host_slice,
+            ptr,
+            nwait,
+            wait,
+            event,
+        )
+    };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueReadBufferRect",
+            begin,
+            status,
+            q,
+            event,
+            buffers(&[mem]),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_write_buffer_rect(
+    q: Handle,
+    mem: Handle,
+    blocking: u32,
+    buf_origin: *const usize,
+    host_origin: *const usize,
+    region: *const usize,
+    buf_row: usize,
+    buf_slice: usize,
+    host_row: usize,
+    host_slice: usize,
+    ptr: *const c_void,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_WRITE_BUFFER_RECT,
+        fn(
+            Handle,
+            Handle,
+            u32,
+            *const usize,
+            *const usize,
+            *const usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            *const c_void,
+            u32,
+            *const Handle,
+            *mut Handle,
+        ) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe {
+        f(
+            q,
+            mem,
+            blocking,
+            buf_origin,
+            host_origin,
+            region,
+            buf_row,
+            buf_slice,
+            host_row,
+            host_slice,
+            ptr,
+            nwait,
+            wait,
+            event,
+        )
+    };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueWriteBufferRect",
+            begin,
+            status,
+            q,
+            event,
+            buffers(&[mem]),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_copy_buffer_rect(
+    q: Handle,
+    src: Handle,
+    dst: Handle,
+    src_origin: *const usize,
+    dst_origin: *const usize,
+    region: *const usize,
+    src_row: usize,
+    src_slice: usize,
+    dst_row: usize,
+    dst_slice: usize,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_COPY_BUFFER_RECT,
+        fn(
+            Handle,
+            Handle,
+            Handle,
+            *const usize,
+            *const usize,
+            *const usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            u32,
+            *const Handle,
+            *mut Handle,
+        ) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe {
+        f(
+            q, src, dst, src_origin, dst_origin, region, src_row, src_slice, dst_row, dst_slice,
+            nwait, wait, event,
+        )
+    };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueCopyBufferRect",
+            begin,
+            status,
+            q,
+            event,
+            buffers(&[src, dst]),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_map_buffer(
+    q: Handle,
+    mem: Handle,
+    blocking: u32,
+    flags: u64,
+    offset: usize,
+    size: usize,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+    err: *mut i32,
+) -> *mut c_void {
+    let begin = now_ns();
+    let mut status = CL_SUCCESS;
+    let f = target!(
+        d::ENQUEUE_MAP_BUFFER,
+        fn(
+            Handle,
+            Handle,
+            u32,
+            u64,
+            usize,
+            usize,
+            u32,
+            *const Handle,
+            *mut Handle,
+            *mut i32,
+        ) -> *mut c_void
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let ptr = unsafe {
+        f(
+            q,
+            mem,
+            blocking,
+            flags,
+            offset,
+            size,
+            nwait,
+            wait,
+            event,
+            &mut status,
+        )
+    };
+    // SAFETY: `err` is the program's out-parameter.
+    unsafe { put(err, status) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueMapBuffer",
+            begin,
+            status,
+            q,
+            event,
+            buffers(&[mem]),
+        )
+    };
+    ptr
+}
+
+unsafe extern "C" fn enqueue_unmap_mem_object(
+    q: Handle,
+    mem: Handle,
+    mapped: *mut c_void,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_UNMAP_MEM_OBJECT,
+        fn(Handle, Handle, *mut c_void, u32, *const Handle, *mut Handle) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, mem, mapped, nwait, wait, event) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueUnmapMemObject",
+            begin,
+            status,
+            q,
+            event,
+            buffers(&[mem]),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_migrate_mem_objects(
+    q: Handle,
+    n: u32,
+    mems: *const Handle,
+    flags: u64,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_MIGRATE_MEM_OBJECTS,
+        fn(Handle, u32, *const Handle, u64, u32, *const Handle, *mut Handle) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, n, mems, flags, nwait, wait, event) };
+    let used = if mems.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: the API requires `mems` to hold `n` handles.
+        buffers(unsafe { std::slice::from_raw_parts(mems, n as usize) })
+    };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe { enqueued("clEnqueueMigrateMemObjects", begin, status, q, event, used) }
+}
+
+#[allow(clippy::too_many_arguments)] // the C signature
+unsafe extern "C" fn enqueue_nd_range_kernel(
+    q: Handle,
+    k: Handle,
+    dims: u32,
+    offset: *const usize,
+    global: *const usize,
+    local: *const usize,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_ND_RANGE_KERNEL,
+        fn(
+            Handle,
+            Handle,
+            u32,
+            *const usize,
+            *const usize,
+            *const usize,
+            u32,
+            *const Handle,
+            *mut Handle,
+        ) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, k, dims, offset, global, local, nwait, wait, event) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueNDRangeKernel",
+            begin,
+            status,
+            q,
+            event,
+            ledger::kernel_and_args(k as usize),
+        )
+    }
+}
+
+unsafe extern "C" fn enqueue_task(
+    q: Handle,
+    k: Handle,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_TASK,
+        fn(Handle, Handle, u32, *const Handle, *mut Handle) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, k, nwait, wait, event) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueTask",
+            begin,
+            status,
+            q,
+            event,
+            ledger::kernel_and_args(k as usize),
+        )
+    }
+}
+
+unsafe extern "C" fn enqueue_marker(q: Handle, event: *mut Handle) -> i32 {
+    let begin = now_ns();
+    let f = target!(d::ENQUEUE_MARKER, fn(Handle, *mut Handle) -> i32);
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, event) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe { enqueued("clEnqueueMarker", begin, status, q, event, Vec::new()) }
+}
+
+unsafe extern "C" fn enqueue_marker_with_wait_list(
+    q: Handle,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_MARKER_WITH_WAIT_LIST,
+        fn(Handle, u32, *const Handle, *mut Handle) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, nwait, wait, event) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueMarkerWithWaitList",
+            begin,
+            status,
+            q,
+            event,
+            Vec::new(),
+        )
+    }
+}
+
+unsafe extern "C" fn enqueue_barrier_with_wait_list(
+    q: Handle,
+    nwait: u32,
+    wait: *const Handle,
+    event: *mut Handle,
+) -> i32 {
+    let begin = now_ns();
+    let f = target!(
+        d::ENQUEUE_BARRIER_WITH_WAIT_LIST,
+        fn(Handle, u32, *const Handle, *mut Handle) -> i32
+    );
+    // SAFETY: the program's arguments, passed through unchanged.
+    let status = unsafe { f(q, nwait, wait, event) };
+    // SAFETY: `event` is the program's out-parameter the target wrote.
+    unsafe {
+        enqueued(
+            "clEnqueueBarrierWithWaitList",
+            begin,
+            status,
+            q,
+            event,
+            Vec::new(),
+        )
+    }
+}

@@ -1,0 +1,402 @@
+//! From the hooks to `gpulab watch`: the program's threads push records into a
+//! bounded queue without ever waiting; one agent thread turns them into event
+//! lines and writes them to the pipe named by `GPULAB_AGENT_FD`.
+//!
+//! Every process of a watched program tree writes into the same pipe, so lines go
+//! out in writes of at most `PIPE_BUF` bytes, which the kernel never interleaves.
+//! A record the queue has no room for is counted, and the count goes out in the
+//! process's last record (`detached`), so the parent knows exactly what it lost.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::FromRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use gpulab_events::{
+    AgentEvent, AgentState, Call, CallStatus, Event, ObjKind, ObjectAction, ObjectEvent, to_line,
+};
+
+use crate::clock::{now_ns, thread_id};
+
+/// The environment variable holding the pipe's file descriptor.
+pub const FD_ENV: &str = "GPULAB_AGENT_FD";
+/// Records waiting for the agent thread; beyond this they are dropped and counted.
+const QUEUE_LEN: usize = 1 << 16;
+/// Writes up to this size into a pipe are atomic (POSIX guarantees 512; Linux 4096).
+const PIPE_BUF: usize = 4096;
+/// How long the exiting process waits for its records to reach the pipe.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// What a hook saw, in the cheapest form that can be queued.
+pub enum Record {
+    Call {
+        seq: u64,
+        thread: u64,
+        api: &'static str,
+        begin_ns: u64,
+        end_ns: u64,
+        status: Status,
+        object: Option<u64>,
+    },
+    Object {
+        t_ns: u64,
+        id: u64,
+        kind: ObjKind,
+        action: ObjectAction,
+        bytes: u64,
+        refcount: u32,
+        refs: Vec<u64>,
+    },
+    Agent(AgentState),
+}
+
+/// What travels through the queue.
+enum Message {
+    Record(Record),
+    /// Write out everything before this, then answer.
+    Flush(SyncSender<()>),
+}
+
+/// A call's result as the API returned it.
+#[derive(Clone, Copy)]
+pub enum Status {
+    OpenCl(i32),
+}
+
+struct Agent {
+    tx: SyncSender<Message>,
+    pid: u32,
+    seq: AtomicU64,
+    sent: AtomicU64,
+    dropped: AtomicU64,
+    detached: AtomicBool,
+}
+
+static AGENT: OnceLock<Agent> = OnceLock::new();
+/// Serialises starting, so two threads' first calls start one agent.
+static STARTING: Mutex<()> = Mutex::new(());
+
+/// Starts the agent thread on the pipe `GPULAB_AGENT_FD` names. False (and no
+/// recording) when the variable is absent or not a number.
+pub fn start() -> bool {
+    let _guard = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if AGENT.get().is_some() {
+        return true;
+    }
+    let Some(fd) = std::env::var(FD_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+    else {
+        return false;
+    };
+    // SAFETY: F_GETFD only inspects the descriptor table.
+    if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return false;
+    }
+    // The descriptor stays open across exec: a child the program starts inherits
+    // it with the environment, loads its own agent and writes into the same pipe.
+    // SAFETY: `gpulab watch` handed this descriptor to the process for the agent.
+    let out = unsafe { File::from_raw_fd(fd) };
+    let (tx, rx) = mpsc::sync_channel(QUEUE_LEN);
+    // SAFETY: getpid and getppid have no preconditions.
+    let (pid, parent_pid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    let spawned = std::thread::Builder::new()
+        .name("gpulab-agent".into())
+        .spawn(move || drain(rx, out, pid, parent_pid));
+    if spawned.is_err() {
+        return false;
+    }
+    let agent = Agent {
+        tx,
+        pid,
+        seq: AtomicU64::new(0),
+        sent: AtomicU64::new(0),
+        dropped: AtomicU64::new(0),
+        detached: AtomicBool::new(false),
+    };
+    let _ = AGENT.set(agent);
+    true
+}
+
+/// The first record: who this process is and which destructions it can see.
+pub fn attached(destruction: Vec<ObjKind>) {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    send(Record::Agent(AgentState::Attached { exe, destruction }));
+}
+
+/// This process's id, once the agent runs.
+pub fn pid() -> Option<u32> {
+    AGENT.get().map(|a| a.pid)
+}
+
+/// Numbers calls in the order they returned to the program.
+pub fn next_seq() -> u64 {
+    AGENT
+        .get()
+        .map_or(0, |a| a.seq.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Queues a record; never waits. A full queue drops it and counts the drop.
+pub fn send(record: Record) {
+    let Some(agent) = AGENT.get() else { return };
+    if agent.detached.load(Ordering::Acquire) {
+        return;
+    }
+    match agent.tx.try_send(Message::Record(record)) {
+        Ok(()) => agent.sent.fetch_add(1, Ordering::Relaxed),
+        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+            agent.dropped.fetch_add(1, Ordering::Relaxed)
+        }
+    };
+}
+
+/// The process is exiting: send the last record with the exact counts, and wait
+/// (a bounded time) until everything queued reached the pipe.
+pub fn detach() {
+    let Some(agent) = AGENT.get() else { return };
+    if agent.detached.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let deadline = Instant::now() + EXIT_WAIT;
+    let last = Message::Record(Record::Agent(AgentState::Detached {
+        records: agent.sent.load(Ordering::Relaxed),
+        dropped: agent.dropped.load(Ordering::Relaxed),
+    }));
+    if !push_until(&agent.tx, last, deadline) {
+        return;
+    }
+    let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+    if push_until(&agent.tx, Message::Flush(ack_tx), deadline) {
+        let _ = ack_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    }
+}
+
+fn push_until(tx: &SyncSender<Message>, mut message: Message, deadline: Instant) -> bool {
+    loop {
+        match tx.try_send(message) {
+            Ok(()) => return true,
+            Err(TrySendError::Disconnected(_)) => return false,
+            Err(TrySendError::Full(r)) => {
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                message = r;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// The agent thread: records in, event lines out.
+fn drain(rx: Receiver<Message>, out: File, pid: u32, parent_pid: u32) {
+    let mut out = Lines::new(out);
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(message) = next {
+            match message {
+                Message::Flush(ack) => {
+                    out.flush();
+                    let _ = ack.try_send(());
+                }
+                Message::Record(record) => out.push(&to_event(record, pid, parent_pid)),
+            }
+            next = rx.try_recv().ok();
+        }
+        out.flush();
+    }
+    out.flush();
+}
+
+fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
+    match record {
+        Record::Call {
+            seq,
+            thread,
+            api,
+            begin_ns,
+            end_ns,
+            status,
+            object,
+        } => Event::Call(Call {
+            seq,
+            pid,
+            thread,
+            line: None,
+            iter: Vec::new(),
+            tag: None,
+            api: api.to_string(),
+            driver: api.to_string(),
+            begin_ns,
+            end_ns,
+            status: call_status(status),
+            expect_error: false,
+            mem_before: None,
+            mem_after: None,
+            object,
+            cuda: None,
+        }),
+        Record::Object {
+            t_ns,
+            id,
+            kind,
+            action,
+            bytes,
+            refcount,
+            refs,
+        } => Event::Object(ObjectEvent {
+            t_ns,
+            id,
+            kind,
+            action,
+            handle: None,
+            bytes,
+            refcount,
+            refs,
+            line: None,
+        }),
+        Record::Agent(state) => Event::Agent(AgentEvent {
+            t_ns: now_ns(),
+            pid,
+            parent_pid,
+            api: "opencl".into(),
+            state,
+        }),
+    }
+}
+
+fn call_status(status: Status) -> CallStatus {
+    match status {
+        Status::OpenCl(0) => CallStatus::Ok,
+        Status::OpenCl(code) => CallStatus::Error {
+            code: i64::from(code),
+            name: gpulab_events::vocab::opencl_status_name(code)
+                .map_or_else(|| format!("CL_UNKNOWN_ERROR_{code}"), str::to_string),
+        },
+    }
+}
+
+/// Event lines, written in whole lines of at most `PIPE_BUF` bytes per write.
+struct Lines {
+    out: Option<File>,
+    buf: Vec<u8>,
+}
+
+impl Lines {
+    fn new(out: File) -> Self {
+        Lines {
+            out: Some(out),
+            buf: Vec::with_capacity(PIPE_BUF),
+        }
+    }
+
+    fn push(&mut self, event: &Event) {
+        let line = to_line(event);
+        if self.buf.len() + line.len() + 1 > PIPE_BUF {
+            self.flush();
+        }
+        self.buf.extend_from_slice(line.as_bytes());
+    }
+
+    fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        if let Some(out) = &mut self.out
+            && out.write_all(&self.buf).is_err()
+        {
+            // The parent is gone: stop writing, keep draining so the program
+            // never notices.
+            self.out = None;
+        }
+        self.buf.clear();
+    }
+}
+
+/// Records an object's lifetime change.
+pub fn object(
+    id: u64,
+    kind: ObjKind,
+    action: ObjectAction,
+    bytes: u64,
+    refcount: u32,
+    refs: Vec<u64>,
+) {
+    send(Record::Object {
+        t_ns: now_ns(),
+        id,
+        kind,
+        action,
+        bytes,
+        refcount,
+        refs,
+    });
+}
+
+/// Records one call that returned to the program.
+pub fn call(api: &'static str, begin_ns: u64, status: Status, object: Option<u64>) {
+    let end_ns = now_ns();
+    send(Record::Call {
+        seq: next_seq(),
+        thread: thread_id(),
+        api,
+        begin_ns,
+        end_ns,
+        status,
+        object,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_written_whole_and_never_above_pipe_buf() {
+        let (r, w) = std::io::pipe().expect("pipe");
+        let mut lines = Lines::new(File::from(std::os::fd::OwnedFd::from(w)));
+        for i in 0..200 {
+            lines.push(&to_event(
+                Record::Object {
+                    t_ns: i,
+                    id: i,
+                    kind: ObjKind::Event,
+                    action: ObjectAction::Created,
+                    bytes: 0,
+                    refcount: 1,
+                    refs: vec![1, 2, 3],
+                },
+                7,
+                1,
+            ));
+            assert!(lines.buf.len() <= PIPE_BUF);
+        }
+        lines.flush();
+        drop(lines);
+        let text = std::io::read_to_string(r).expect("read");
+        let events: Vec<Event> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a whole event per line"))
+            .collect();
+        assert_eq!(events.len(), 200);
+    }
+
+    #[test]
+    fn an_error_status_carries_its_spec_name() {
+        assert_eq!(call_status(Status::OpenCl(0)), CallStatus::Ok);
+        assert_eq!(
+            call_status(Status::OpenCl(-38)),
+            CallStatus::Error {
+                code: -38,
+                name: "CL_INVALID_MEM_OBJECT".into()
+            }
+        );
+        assert!(
+            matches!(call_status(Status::OpenCl(-9999)), CallStatus::Error { name, .. } if name == "CL_UNKNOWN_ERROR_-9999")
+        );
+    }
+}

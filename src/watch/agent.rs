@@ -1,0 +1,50 @@
+//! The agent library gpulab carries inside its own binary (built by `build.rs`
+//! from `crates/gpulab-agent`), and the path a watched program loads it from.
+//!
+//! The bytes go into an anonymous memory file, loaded as
+//! `/proc/<gpulab's pid>/fd/<n>`: nothing is written to disk, nothing is left
+//! behind, and no other user can swap the library between writing and loading.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// The built agent, an OpenCL loader layer.
+static LIBRARY: &[u8] = include_bytes!(env!("GPULAB_AGENT_LIB"));
+
+/// The agent, ready to be named in `OPENCL_LAYERS`. Keep it alive as long as a
+/// watched process may still load it.
+pub struct AgentLibrary {
+    file: OwnedFd,
+}
+
+impl AgentLibrary {
+    pub fn new() -> std::io::Result<AgentLibrary> {
+        let fd = rustix::fs::memfd_create("gpulab-agent.so", rustix::fs::MemfdFlags::CLOEXEC)?;
+        let mut file = std::fs::File::from(fd);
+        file.write_all(LIBRARY)?;
+        Ok(AgentLibrary { file: file.into() })
+    }
+
+    /// A path any process of this user can open while gpulab runs.
+    pub fn path(&self) -> String {
+        format!("/proc/{}/fd/{}", std::process::id(), self.file.as_raw_fd())
+    }
+
+    pub fn size_bytes(&self) -> usize {
+        LIBRARY.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_agent_is_a_shared_library_that_can_be_read_back_by_path() {
+        assert_eq!(&LIBRARY[..4], b"\x7fELF");
+        let lib = AgentLibrary::new().expect("memfd");
+        let back = std::fs::read(lib.path()).expect("read the agent back by its path");
+        assert_eq!(back.len(), lib.size_bytes());
+        assert_eq!(&back[..], LIBRARY);
+    }
+}

@@ -1,0 +1,334 @@
+//! `gpulab watch -- CMD`: run a program gpulab did not write, with the agent
+//! library loaded into it, and turn what the agent reports into the same event
+//! stream a lab makes, while the program runs.
+//!
+//! One thread owns the session: it starts the program, forwards the agent's
+//! events (read from a pipe every process of the program writes to) and the
+//! sampler's readings in arrival order, and ends the stream with the program's
+//! exit status. Consumers fold the stream into [`crate::run::Run`] as for a lab.
+
+pub mod agent;
+pub mod report;
+
+use std::io::{BufRead, BufReader};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use crate::clock::now_ns;
+use crate::telemetry::{Probe, Sampler};
+use crate::trace::{
+    self, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION, Meta, Note, NoteLevel, WatchMeta,
+};
+
+use self::agent::AgentLibrary;
+
+/// How long the stream stays open after the program exits, for records its
+/// processes still had in flight (and children that outlive it).
+const AFTER_EXIT: Duration = Duration::from_secs(2);
+/// After a stop request, how long the program gets before SIGTERM, then SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("nothing to watch: give a program after `--` (gpulab watch -- ./app)")]
+    NoCommand,
+    #[error("could not prepare the agent library: {0}")]
+    Agent(std::io::Error),
+    #[error("could not create the agent's pipe: {0}")]
+    Pipe(std::io::Error),
+    #[error("could not start {program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
+/// What to watch, and how.
+#[derive(Debug, Clone)]
+pub struct WatchRequest {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// The sampler's rate, readings per second.
+    pub sample_hz: f64,
+}
+
+/// A running watch: its events, and a switch to stop the program.
+pub struct Watching {
+    pub events: Receiver<Event>,
+    pub pid: u32,
+    stop: Arc<AtomicBool>,
+}
+
+impl Watching {
+    /// Asks the program to stop: SIGTERM after a grace period, SIGKILL later. The
+    /// stream still ends with everything the agent reported.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// A switch another thread (a signal handler) can flip.
+    pub fn stop_switch(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+}
+
+/// Starts the program with the agent loaded and returns its event stream.
+pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
+    let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
+    let library = AgentLibrary::new().map_err(WatchError::Agent)?;
+    let (reader, writer) = std::io::pipe().map_err(WatchError::Pipe)?;
+    // The pipe is close-on-exec; a duplicate is not, so the program inherits it.
+    // No other process is started while it is open.
+    let inherited = rustix::io::dup(&writer).map_err(|e| WatchError::Pipe(e.into()))?;
+    drop(writer);
+    let writer_fd = inherited.as_raw_fd();
+
+    let mut layers = std::env::var("OPENCL_LAYERS").unwrap_or_default();
+    if !layers.is_empty() {
+        layers.push(':');
+    }
+    // Last in the list is outermost: the program's calls reach the agent first.
+    layers.push_str(&library.path());
+
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("OPENCL_LAYERS", layers)
+        .env("GPULAB_AGENT_FD", writer_fd.to_string());
+    let started_ns = now_ns();
+    let child = cmd.spawn().map_err(|source| WatchError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    // Only the program's processes hold the write end now: the pipe ends when
+    // the last of them is gone.
+    drop(inherited);
+    let pid = child.id();
+
+    let (tx, events) = mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let session = Session {
+        child,
+        _library: library,
+        escalated: 0,
+        tx,
+        stop: stop.clone(),
+        meta: meta(req, pid, started_ns),
+        sample_hz: req.sample_hz,
+    };
+    let (inner_tx, inner_rx) = mpsc::channel();
+    let pipe_tx = inner_tx.clone();
+    std::thread::Builder::new()
+        .name("gpulab-watch-pipe".into())
+        .spawn(move || read_pipe(reader, pipe_tx))
+        .map_err(|source| WatchError::Spawn {
+            program: "pipe reader".into(),
+            source,
+        })?;
+    std::thread::Builder::new()
+        .name("gpulab-watch".into())
+        .spawn(move || session.run(inner_tx, inner_rx))
+        .map_err(|source| WatchError::Spawn {
+            program: "watch thread".into(),
+            source,
+        })?;
+    Ok(Watching { events, pid, stop })
+}
+
+fn meta(req: &WatchRequest, pid: u32, t_ns: u64) -> Meta {
+    Meta {
+        format_version: FORMAT_VERSION,
+        gpulab_version: env!("CARGO_PKG_VERSION").into(),
+        t_ns,
+        pid,
+        hostname: rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+        backend: "opencl".into(),
+        platform: String::new(),
+        device: DeviceMeta {
+            name: "the devices the program chooses".into(),
+            vendor: String::new(),
+            driver_version: String::new(),
+            kind: "other".into(),
+            total_bytes: None,
+            memory_source: "rss".into(),
+            pci_bus_id: None,
+            clock_error_ns: None,
+        },
+        lab: None,
+        baseline_bytes: None,
+        budget_bytes: None,
+        recorded_at: Some(trace::wallclock::Utc::now().rfc3339()),
+        watch: Some(WatchMeta {
+            command: req.command.clone(),
+            pid,
+        }),
+    }
+}
+
+/// The agent's lines, parsed; unreadable ones become warnings, never a crash.
+fn read_pipe(reader: std::io::PipeReader, tx: Sender<Event>) {
+    for (i, line) in BufReader::new(reader).lines().enumerate() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let event = trace::jsonl::parse_line(i + 1, &line).unwrap_or_else(|e| {
+            Event::Note(Note {
+                t_ns: now_ns(),
+                level: NoteLevel::Warning,
+                text: format!("the agent sent an unreadable event: {e}"),
+                line: None,
+            })
+        });
+        if tx.send(event).is_err() {
+            break;
+        }
+    }
+}
+
+struct Session {
+    child: Child,
+    /// Kept open while the program may still load it.
+    _library: AgentLibrary,
+    /// Signals sent so far after a stop request (SIGTERM, then SIGKILL).
+    escalated: u8,
+    tx: Sender<Event>,
+    stop: Arc<AtomicBool>,
+    meta: Meta,
+    sample_hz: f64,
+}
+
+impl Session {
+    fn run(mut self, inner_tx: Sender<Event>, inner: Receiver<Event>) {
+        let pid = self.child.id();
+        let _ = self.tx.send(Event::Meta(Box::new(self.meta.clone())));
+        let mut sampler = match Probe::rss(pid) {
+            Ok(probe) => {
+                let (batch_tx, batch_rx) = mpsc::channel::<Vec<trace::Sample>>();
+                let forward = inner_tx.clone();
+                std::thread::spawn(move || {
+                    for batch in batch_rx {
+                        for s in batch {
+                            if forward.send(Event::Sample(s)).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+                Some(Sampler::spawn(probe, self.sample_hz, batch_tx))
+            }
+            Err(e) => {
+                self.note(
+                    NoteLevel::Warning,
+                    format!("no memory readings of pid {pid}: {e}"),
+                );
+                None
+            }
+        };
+        drop(inner_tx);
+
+        let mut stop_asked: Option<Instant> = None;
+        let mut exited: Option<(Instant, std::io::Result<std::process::ExitStatus>)> = None;
+        loop {
+            match inner.recv_timeout(Duration::from_millis(50)) {
+                Ok(event) => {
+                    if self.tx.send(event).is_err() {
+                        // Nobody listens any more: stop the program too.
+                        self.stop.store(true, Ordering::SeqCst);
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if exited.is_none() {
+                match self.child.try_wait() {
+                    Ok(Some(status)) => {
+                        exited = Some((Instant::now(), Ok(status)));
+                        if let Some(mut s) = sampler.take() {
+                            s.stop();
+                        }
+                    }
+                    Ok(None) => self.escalate(&mut stop_asked),
+                    Err(e) => exited = Some((Instant::now(), Err(e))),
+                }
+            } else if exited
+                .as_ref()
+                .is_some_and(|(t, _)| t.elapsed() >= AFTER_EXIT)
+            {
+                self.note(
+                    NoteLevel::Warning,
+                    "a process the program started still holds the agent's pipe after the \
+                     program exited; what it does from here on is not shown"
+                        .into(),
+                );
+                break;
+            }
+        }
+        // The sampler may still run if the pipe closed before the exit was seen.
+        let status = match exited {
+            Some((_, status)) => status,
+            None => self.child.wait(),
+        };
+        if let Some(mut s) = sampler.take() {
+            s.stop();
+        }
+        // Readings already forwarded may still sit in `inner`.
+        while let Ok(event) = inner.try_recv() {
+            let _ = self.tx.send(event);
+        }
+        let status = match status {
+            Ok(s) => match (s.code(), s.signal()) {
+                (Some(0), _) => EndStatus::Finished,
+                (Some(code), _) => EndStatus::Exited { code },
+                (None, signal) => EndStatus::Crashed {
+                    signal,
+                    detail: format!("killed by signal {}", signal.unwrap_or(0)),
+                },
+            },
+            Err(e) => EndStatus::Crashed {
+                signal: None,
+                detail: format!("could not wait for the program: {e}"),
+            },
+        };
+        let _ = self.tx.send(Event::End(End {
+            t_ns: now_ns(),
+            status,
+            leaked: Vec::new(),
+        }));
+    }
+
+    /// Stop requested: SIGTERM after a grace period, SIGKILL after a longer one.
+    fn escalate(&mut self, asked: &mut Option<Instant>) {
+        if !self.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let since = asked.get_or_insert_with(Instant::now).elapsed();
+        let signal = match self.escalated {
+            0 if since >= STOP_GRACE => rustix::process::Signal::TERM,
+            1 if since >= KILL_GRACE => rustix::process::Signal::KILL,
+            _ => return,
+        };
+        self.escalated += 1;
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
+    fn note(&self, level: NoteLevel, text: String) {
+        let _ = self.tx.send(Event::Note(Note {
+            t_ns: now_ns(),
+            level,
+            text,
+            line: None,
+        }));
+    }
+}

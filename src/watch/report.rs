@@ -1,0 +1,573 @@
+//! The exit report of a watched program, computed from its event stream alone:
+//! which objects it left alive and who made them, which it released that the
+//! driver still held, how long released objects outlived their release, and
+//! whether every process's agent reported completely.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::run::Run;
+use crate::trace::{AgentState, EndStatus, ObjKind, ObjectAction};
+use crate::units::mib;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WatchReport {
+    pub command: Vec<String>,
+    pub pid: u32,
+    /// How the program ended (`exited with status 3`), and its exit code when it
+    /// exited rather than died.
+    pub ended: String,
+    pub exit_code: Option<i32>,
+    pub seconds: f64,
+    pub processes: Vec<ProcessReport>,
+    pub calls: usize,
+    pub failed_calls: usize,
+    pub kinds: Vec<KindReport>,
+    /// Objects the program never released, grouped by kind and the call that made them.
+    pub alive_at_exit: Vec<AliveGroup>,
+    /// Objects the program released whose deletion by the driver never came.
+    pub held_by_driver: Vec<HeldObject>,
+    /// Objects the driver deleted some time after the program released them.
+    pub outlived_release: Vec<Outlived>,
+    /// The highest reading of the program's memory, and what it was.
+    pub peak_memory_bytes: Option<u64>,
+    pub memory_source: String,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessReport {
+    pub pid: u32,
+    pub parent_pid: u32,
+    pub exe: String,
+    /// Records the agent sent and dropped, from its last record; None when the
+    /// process never sent one (killed, or it called `_exit`).
+    pub records: Option<u64>,
+    pub dropped: Option<u64>,
+    pub received: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KindReport {
+    pub kind: ObjKind,
+    pub created: u64,
+    pub released: u64,
+    pub alive_at_exit: u64,
+    pub alive_bytes: u64,
+    /// The most alive at one time while the program ran.
+    pub peak_alive: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AliveGroup {
+    pub kind: ObjKind,
+    pub count: u64,
+    pub bytes: u64,
+    pub created_by: String,
+    pub pid: u32,
+    pub thread: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldObject {
+    pub id: u64,
+    pub kind: ObjKind,
+    pub bytes: u64,
+    pub released_ms: f64,
+    /// Live objects that refer to it, directly or through others (`event 3 -> kernel 2`).
+    pub pinned_by: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outlived {
+    pub kind: ObjKind,
+    pub count: u64,
+    pub median_ms: f64,
+    pub max_ms: f64,
+}
+
+/// One object's life as the stream tells it.
+#[derive(Default)]
+struct Life {
+    kind: Option<ObjKind>,
+    bytes: u64,
+    refs: Vec<u64>,
+    released_ns: Option<u64>,
+    destroyed_ns: Option<u64>,
+}
+
+impl WatchReport {
+    pub fn from_run(run: &Run) -> WatchReport {
+        let meta = run.meta.as_ref();
+        let start = meta.map_or(0, |m| m.t_ns);
+        let watch = meta.and_then(|m| m.watch.as_ref());
+        let lives = lives(run);
+        let peaks = peak_alive(run);
+        let creator: HashMap<u64, (&str, u32, u64)> = run
+            .calls
+            .iter()
+            .filter_map(|c| Some((c.object?, (c.api.as_str(), c.pid, c.thread))))
+            .rev() // the first call naming an object is the one that made it
+            .collect();
+
+        let mut kinds: BTreeMap<ObjKind, KindReport> = BTreeMap::new();
+        let mut alive: BTreeMap<(ObjKind, String, u32, u64), (u64, u64)> = BTreeMap::new();
+        let mut live_ids = BTreeSet::new();
+        for (id, life) in &lives {
+            let Some(kind) = life.kind else { continue };
+            let k = kinds.entry(kind).or_insert(KindReport {
+                kind,
+                created: 0,
+                released: 0,
+                alive_at_exit: 0,
+                alive_bytes: 0,
+                peak_alive: peaks.get(&kind).copied().unwrap_or(0),
+            });
+            k.created += 1;
+            if life.released_ns.is_some() {
+                k.released += 1;
+                continue;
+            }
+            k.alive_at_exit += 1;
+            k.alive_bytes += life.bytes;
+            live_ids.insert(*id);
+            let (api, pid, thread) = creator.get(id).copied().unwrap_or(("?", 0, 0));
+            let g = alive
+                .entry((kind, api.to_string(), pid, thread))
+                .or_default();
+            g.0 += 1;
+            g.1 += life.bytes;
+        }
+
+        let watched: BTreeSet<ObjKind> = run
+            .agents
+            .iter()
+            .filter_map(|a| match &a.state {
+                AgentState::Attached { destruction, .. } => Some(destruction.iter().copied()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let mut held = Vec::new();
+        let mut outlived: BTreeMap<ObjKind, Vec<f64>> = BTreeMap::new();
+        for (id, life) in &lives {
+            let (Some(kind), Some(released)) = (life.kind, life.released_ns) else {
+                continue;
+            };
+            if !watched.contains(&kind) {
+                continue;
+            }
+            match life.destroyed_ns {
+                Some(destroyed) => outlived
+                    .entry(kind)
+                    .or_default()
+                    .push(destroyed.saturating_sub(released) as f64 / 1e6),
+                None => held.push(HeldObject {
+                    id: *id,
+                    kind,
+                    bytes: life.bytes,
+                    released_ms: released.saturating_sub(start) as f64 / 1e6,
+                    pinned_by: pinned_by(*id, &lives, &live_ids),
+                }),
+            }
+        }
+
+        let mut warnings: Vec<String> = run.notes.iter().map(|n| n.text.clone()).collect();
+        let processes = processes(run);
+        if processes.is_empty() {
+            warnings.push(
+                "the agent never reported: the program made no OpenCL call through the ICD \
+                 loader, or its loader ignores OPENCL_LAYERS (ocl-icd before 2.3, or a vendor \
+                 libOpenCL linked directly). This report is empty because nothing was seen, \
+                 not because nothing leaked; `gpulab doctor` checks the loader"
+                    .into(),
+            );
+        }
+        for p in &processes {
+            match p.dropped {
+                Some(0) if p.records == Some(p.received) => {}
+                Some(0) => warnings.push(format!(
+                    "pid {}: the agent sent {} records but {} arrived",
+                    p.pid,
+                    p.records.unwrap_or(0),
+                    p.received
+                )),
+                Some(d) => warnings.push(format!(
+                    "pid {}: the agent dropped {d} records its queue had no room for; counts \
+                     above miss them",
+                    p.pid
+                )),
+                None => warnings.push(format!(
+                    "pid {}: the agent never sent its last record (the process was killed or \
+                     called _exit); what it did last may be missing",
+                    p.pid
+                )),
+            }
+        }
+
+        let (ended, exit_code) = match run.end.as_ref().map(|e| &e.status) {
+            Some(EndStatus::Finished) => ("exited with status 0".to_string(), Some(0)),
+            Some(EndStatus::Exited { code }) => (format!("exited with status {code}"), Some(*code)),
+            Some(s) => (s.label(), None),
+            None => ("still running when the stream ended".to_string(), None),
+        };
+        let end_ns = run.end.as_ref().map_or(start, |e| e.t_ns);
+        WatchReport {
+            command: watch.map(|w| w.command.clone()).unwrap_or_default(),
+            pid: watch.map_or(0, |w| w.pid),
+            ended,
+            exit_code,
+            seconds: end_ns.saturating_sub(start) as f64 / 1e9,
+            processes,
+            calls: run.calls.len(),
+            failed_calls: run.calls.iter().filter(|c| !c.status.is_ok()).count(),
+            kinds: kinds.into_values().collect(),
+            alive_at_exit: alive
+                .into_iter()
+                .map(
+                    |((kind, created_by, pid, thread), (count, bytes))| AliveGroup {
+                        kind,
+                        count,
+                        bytes,
+                        created_by,
+                        pid,
+                        thread,
+                    },
+                )
+                .collect(),
+            held_by_driver: held,
+            outlived_release: outlived
+                .into_iter()
+                .map(|(kind, mut ms)| {
+                    ms.sort_by(f64::total_cmp);
+                    Outlived {
+                        kind,
+                        count: ms.len() as u64,
+                        median_ms: ms[ms.len() / 2],
+                        max_ms: ms[ms.len() - 1],
+                    }
+                })
+                .collect(),
+            peak_memory_bytes: run.samples.iter().map(|s| s.used_bytes).max(),
+            memory_source: meta
+                .map(|m| m.device.memory_source.clone())
+                .unwrap_or_default(),
+            warnings,
+        }
+    }
+
+    /// Objects the program never released, and objects the driver still held.
+    pub fn leaked(&self) -> u64 {
+        self.kinds.iter().map(|k| k.alive_at_exit).sum()
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "gpulab watch: {} (pid {}) {} after {:.2} s",
+            self.command.join(" "),
+            self.pid,
+            self.ended,
+            self.seconds
+        );
+        let records: u64 = self.processes.iter().filter_map(|p| p.records).sum();
+        let dropped: u64 = self.processes.iter().filter_map(|p| p.dropped).sum();
+        let _ = writeln!(
+            s,
+            "agent: {} process(es), {} calls ({} failed), {records} records sent, {dropped} dropped",
+            self.processes.len(),
+            self.calls,
+            self.failed_calls
+        );
+        if let Some(peak) = self.peak_memory_bytes {
+            let _ = writeln!(
+                s,
+                "peak memory ({}): {:.1} MiB",
+                self.memory_source_label(),
+                mib(peak)
+            );
+        }
+        if !self.kinds.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n{:<12} {:>8} {:>9} {:>11} {:>14} {:>10}",
+                "objects", "created", "released", "most alive", "alive at exit", "MiB alive"
+            );
+            for k in &self.kinds {
+                let _ = writeln!(
+                    s,
+                    "{:<12} {:>8} {:>9} {:>11} {:>14} {:>10.2}",
+                    k.kind.plural(),
+                    k.created,
+                    k.released,
+                    k.peak_alive,
+                    k.alive_at_exit,
+                    mib(k.alive_bytes)
+                );
+            }
+        }
+        if !self.alive_at_exit.is_empty() {
+            let _ = writeln!(s, "\nalive at exit, never released by the program:");
+            for g in &self.alive_at_exit {
+                let _ = writeln!(
+                    s,
+                    "  {:>5} {:<12} {:>10.2} MiB  made by {} (pid {}, thread {})",
+                    g.count,
+                    g.kind.plural(),
+                    mib(g.bytes),
+                    g.created_by,
+                    g.pid,
+                    g.thread
+                );
+            }
+        }
+        if !self.held_by_driver.is_empty() {
+            let _ = writeln!(s, "\nreleased by the program, never deleted by the driver:");
+            for h in &self.held_by_driver {
+                let pins = if h.pinned_by.is_empty() {
+                    "nothing the program holds refers to it".to_string()
+                } else {
+                    format!("pinned by {}", h.pinned_by.join(", "))
+                };
+                let _ = writeln!(
+                    s,
+                    "  {} {} ({:.2} MiB), released at {:.1} ms: {pins}",
+                    h.kind.as_str(),
+                    short_id(h.id),
+                    mib(h.bytes),
+                    h.released_ms
+                );
+            }
+        }
+        for o in &self.outlived_release {
+            let _ = writeln!(
+                s,
+                "\n{} {} deleted by the driver after the program released them: median {:.2} ms, \
+                 longest {:.2} ms after the release",
+                o.count,
+                o.kind.plural(),
+                o.median_ms,
+                o.max_ms
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "\nwarning: {w}");
+        }
+        s
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# gpulab watch: `{}`\n", self.command.join(" "));
+        let _ = writeln!(
+            s,
+            "- pid {}, {} after {:.2} s",
+            self.pid, self.ended, self.seconds
+        );
+        let _ = writeln!(
+            s,
+            "- {} calls ({} failed) from {} process(es)",
+            self.calls,
+            self.failed_calls,
+            self.processes.len()
+        );
+        if let Some(peak) = self.peak_memory_bytes {
+            let _ = writeln!(
+                s,
+                "- peak memory ({}): {:.1} MiB",
+                self.memory_source_label(),
+                mib(peak)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n| objects | created | released | most alive | alive at exit | MiB alive |\n|---|---:|---:|---:|---:|---:|"
+        );
+        for k in &self.kinds {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {:.2} |",
+                k.kind.plural(),
+                k.created,
+                k.released,
+                k.peak_alive,
+                k.alive_at_exit,
+                mib(k.alive_bytes)
+            );
+        }
+        if !self.alive_at_exit.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n## Alive at exit\n\n| count | kind | MiB | made by | pid | thread |\n|---:|---|---:|---|---:|---:|"
+            );
+            for g in &self.alive_at_exit {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {:.2} | `{}` | {} | {} |",
+                    g.count,
+                    g.kind.plural(),
+                    mib(g.bytes),
+                    g.created_by,
+                    g.pid,
+                    g.thread
+                );
+            }
+        }
+        if !self.held_by_driver.is_empty() {
+            let _ = writeln!(s, "\n## Released, never deleted by the driver\n");
+            for h in &self.held_by_driver {
+                let _ = writeln!(
+                    s,
+                    "- {} {} ({:.2} MiB), released at {:.1} ms; pinned by: {}",
+                    h.kind.as_str(),
+                    short_id(h.id),
+                    mib(h.bytes),
+                    h.released_ms,
+                    if h.pinned_by.is_empty() {
+                        "nothing the program holds".to_string()
+                    } else {
+                        h.pinned_by.join(", ")
+                    }
+                );
+            }
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "\n> warning: {w}");
+        }
+        s
+    }
+
+    fn memory_source_label(&self) -> &str {
+        match self.memory_source.as_str() {
+            "rss" => "the program's resident host memory",
+            "nvml" => "device memory, NVML",
+            other => other,
+        }
+    }
+}
+
+/// Ids from an agent carry the pid in their upper half; the lower half is short.
+fn short_id(id: u64) -> String {
+    format!("#{}", id & 0xffff_ffff)
+}
+
+/// The most objects of each kind alive at one time, in stream order.
+fn peak_alive(run: &Run) -> BTreeMap<ObjKind, u64> {
+    let mut now: BTreeMap<ObjKind, i64> = BTreeMap::new();
+    let mut peak: BTreeMap<ObjKind, u64> = BTreeMap::new();
+    for o in &run.objects {
+        let n = now.entry(o.kind).or_default();
+        match o.action {
+            ObjectAction::Created => *n += 1,
+            ObjectAction::Released | ObjectAction::CleanedUp | ObjectAction::Forgotten
+                if o.refcount == 0 =>
+            {
+                *n -= 1
+            }
+            _ => {}
+        }
+        let p = peak.entry(o.kind).or_default();
+        *p = (*p).max(u64::try_from(*n).unwrap_or(0));
+    }
+    peak
+}
+
+fn lives(run: &Run) -> BTreeMap<u64, Life> {
+    let mut lives: BTreeMap<u64, Life> = BTreeMap::new();
+    for o in &run.objects {
+        let life = lives.entry(o.id).or_default();
+        match o.action {
+            ObjectAction::Created => {
+                life.kind = Some(o.kind);
+                life.bytes = o.bytes;
+                life.refs = o.refs.clone();
+            }
+            ObjectAction::Released | ObjectAction::CleanedUp | ObjectAction::Forgotten
+                if o.refcount == 0 =>
+            {
+                life.released_ns = Some(o.t_ns)
+            }
+            ObjectAction::Destroyed => life.destroyed_ns = Some(o.t_ns),
+            _ => {}
+        }
+    }
+    lives
+}
+
+/// Live objects whose references reach `target`, as `event #3 -> kernel #2`.
+fn pinned_by(target: u64, lives: &BTreeMap<u64, Life>, live: &BTreeSet<u64>) -> Vec<String> {
+    let mut out = Vec::new();
+    for &id in live {
+        if let Some(path) = path_to(id, target, lives, 0) {
+            out.push(
+                path.iter()
+                    .filter_map(|i| {
+                        let kind = lives.get(i)?.kind?;
+                        Some(format!("{} {}", kind.as_str(), short_id(*i)))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" -> "),
+            );
+        }
+    }
+    out
+}
+
+/// References form short chains (event -> kernel -> buffer -> context); the depth
+/// limit keeps a malformed stream from recursing deep.
+fn path_to(from: u64, to: u64, lives: &BTreeMap<u64, Life>, depth: usize) -> Option<Vec<u64>> {
+    if depth > 6 {
+        return None;
+    }
+    let life = lives.get(&from)?;
+    if life.refs.contains(&to) {
+        return Some(vec![from]);
+    }
+    life.refs.iter().find_map(|r| {
+        let mut rest = path_to(*r, to, lives, depth + 1)?;
+        rest.insert(0, from);
+        Some(rest)
+    })
+}
+
+fn processes(run: &Run) -> Vec<ProcessReport> {
+    let mut by_pid: BTreeMap<u32, ProcessReport> = BTreeMap::new();
+    for a in &run.agents {
+        let p = by_pid.entry(a.pid).or_insert(ProcessReport {
+            pid: a.pid,
+            parent_pid: a.parent_pid,
+            exe: String::new(),
+            records: None,
+            dropped: None,
+            received: 0,
+        });
+        match &a.state {
+            AgentState::Attached { exe, .. } => p.exe = exe.clone(),
+            AgentState::Detached { records, dropped } => {
+                p.records = Some(*records);
+                p.dropped = Some(*dropped);
+            }
+        }
+    }
+    // What arrived of each process's records: its calls, the objects whose ids
+    // carry its pid, and its `attached` record (`detached` counts none of itself).
+    let pids = run
+        .calls
+        .iter()
+        .map(|c| c.pid)
+        .chain(run.objects.iter().map(|o| (o.id >> 32) as u32))
+        .chain(
+            run.agents
+                .iter()
+                .filter_map(|a| matches!(a.state, AgentState::Attached { .. }).then_some(a.pid)),
+        );
+    for pid in pids {
+        if let Some(p) = by_pid.get_mut(&pid) {
+            p.received += 1;
+        }
+    }
+    by_pid.into_values().collect()
+}

@@ -1,0 +1,307 @@
+//! `gpulab watch` on real programs gpulab did not write, on PoCL: clinfo, a C
+//! program compiled here, and a pyopencl program. These check completeness (every
+//! create and release seen, the stream ends, counts equal the program's own), not
+//! what any driver decides.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{device_lock, gpulab, opencl_or_skip, repo_file, stderr, stdout, temp_dir};
+use serde_json::Value;
+
+/// A tool the test needs; missing, it skips, or fails where CI requires OpenCL.
+fn tool_or_skip(test: &str, ok: bool, what: &str) -> bool {
+    if ok {
+        return true;
+    }
+    if std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() == Ok("1") {
+        panic!(
+            "{test}: {what} is missing, and GPULAB_REQUIRE_OPENCL=1 requires it (.ci/run installs it)"
+        );
+    }
+    eprintln!("skipping {test}: {what} is missing");
+    false
+}
+
+/// Watches `args`, the report written to a file apart from the program's output.
+fn watch_json(args: &[&str]) -> (Output, Value) {
+    let dir = temp_dir();
+    let file = dir.path().join("report.json");
+    let out = gpulab()
+        .arg("watch")
+        .arg("--json")
+        .arg("--output")
+        .arg(&file)
+        .arg("--")
+        .args(args)
+        .output()
+        .expect("gpulab starts");
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let report: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "watch --json wrote no report ({e}); stdout:\n{}\nstderr:\n{}",
+            stdout(&out),
+            stderr(&out)
+        )
+    });
+    (out, report)
+}
+
+fn kind<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["kinds"]
+        .as_array()
+        .and_then(|ks| ks.iter().find(|k| k["kind"] == name))
+        .unwrap_or_else(|| panic!("no {name} in the report: {report:#}"))
+}
+
+/// Every process's agent said goodbye, dropped nothing, and everything it sent arrived.
+fn assert_complete(report: &Value) {
+    let processes = report["processes"].as_array().expect("processes");
+    assert!(!processes.is_empty(), "no agent reported: {report:#}");
+    for p in processes {
+        assert_eq!(p["dropped"], 0, "records dropped: {p}");
+        assert_eq!(p["records"], p["received"], "records lost on the way: {p}");
+    }
+}
+
+/// `name=value` pairs from the program's own summary line.
+fn counts(text: &str, prefix: &str) -> Vec<(String, u64)> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("the program printed no summary line:\n{text}"));
+    line.split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+fn count(pairs: &[(String, u64)], key: &str) -> u64 {
+    pairs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no {key} in {pairs:?}"))
+}
+
+fn compile_c(test: &str, dir: &Path) -> Option<PathBuf> {
+    let exe = dir.join("forgotten_events");
+    let built = Command::new("cc")
+        .arg(repo_file("tests/watch/forgotten_events.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-lOpenCL")
+        .output();
+    let ok = built.as_ref().is_ok_and(|o| o.status.success());
+    if !ok && let Ok(o) = &built {
+        eprintln!("cc: {}", stderr(o));
+    }
+    tool_or_skip(
+        test,
+        ok,
+        "a C compiler with OpenCL headers (gcc, opencl-c-headers, ocl-icd-opencl-dev)",
+    )
+    .then_some(exe)
+}
+
+#[test]
+fn clinfo_under_watch_releases_everything_it_creates() {
+    let test = "clinfo_under_watch_releases_everything_it_creates";
+    if !opencl_or_skip(test) {
+        return;
+    }
+    let has_clinfo = Command::new("clinfo").arg("-l").output().is_ok();
+    if !tool_or_skip(test, has_clinfo, "clinfo") {
+        return;
+    }
+    let _device = device_lock();
+    let (out, report) = watch_json(&["clinfo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_complete(&report);
+    assert!(
+        report["calls"].as_u64().unwrap_or(0) > 0,
+        "no call seen: {report:#}"
+    );
+    let contexts = kind(&report, "context");
+    assert!(contexts["created"].as_u64().unwrap_or(0) > 0);
+    for k in report["kinds"].as_array().expect("kinds") {
+        assert_eq!(k["alive_at_exit"], 0, "clinfo releases all it makes: {k}");
+        assert_eq!(k["created"], k["released"], "{k}");
+    }
+    assert!(
+        report["warnings"].as_array().is_some_and(|w| w.is_empty()),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn a_c_program_that_forgets_its_kernel_events_is_counted_exactly() {
+    let test = "a_c_program_that_forgets_its_kernel_events_is_counted_exactly";
+    if !opencl_or_skip(test) {
+        return;
+    }
+    let dir = temp_dir();
+    let Some(exe) = compile_c(test, dir.path()) else {
+        return;
+    };
+    let exe = exe.to_string_lossy().into_owned();
+    let _device = device_lock();
+    for release in [false, true] {
+        let mut args = vec![exe.as_str(), "4", "1"];
+        if release {
+            args.push("release");
+        }
+        let (out, report) = watch_json(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_complete(&report);
+        let own = counts(&stderr(&out), "forgotten_events:");
+        let iterations = count(&own, "iterations");
+        let per_kind = count(&own, "objects_created") / 5;
+        assert_eq!(per_kind, iterations);
+        for name in ["context", "queue", "buffer", "program", "kernel"] {
+            let k = kind(&report, name);
+            assert_eq!(k["created"], iterations, "{name}: {k}");
+            assert_eq!(
+                k["released"],
+                count(&own, "objects_released") / 5,
+                "{name}: {k}"
+            );
+            assert_eq!(k["alive_at_exit"], 0, "{name}: {k}");
+        }
+        let events = kind(&report, "event");
+        assert_eq!(events["created"], count(&own, "events_created"));
+        assert_eq!(events["released"], count(&own, "events_released"));
+        let forgotten = count(&own, "events_created") - count(&own, "events_released");
+        assert_eq!(events["alive_at_exit"], forgotten);
+        let alive = report["alive_at_exit"].as_array().expect("alive_at_exit");
+        if forgotten > 0 {
+            assert_eq!(alive.len(), 1, "{alive:?}");
+            assert_eq!(alive[0]["kind"], "event");
+            assert_eq!(alive[0]["count"], forgotten);
+            assert_eq!(alive[0]["created_by"], "clEnqueueNDRangeKernel");
+        } else {
+            assert!(alive.is_empty(), "{alive:?}");
+        }
+        // Whatever the driver kept past a release is named with what pins it, and
+        // only an object the program still holds can pin one.
+        for held in report["held_by_driver"].as_array().expect("held_by_driver") {
+            if release {
+                assert!(
+                    held["pinned_by"].as_array().is_some_and(|p| p.is_empty()),
+                    "{held}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pyopencl_program_keeps_its_events_alive_while_it_runs() {
+    let test = "a_pyopencl_program_keeps_its_events_alive_while_it_runs";
+    if !opencl_or_skip(test) {
+        return;
+    }
+    let python = "/usr/bin/python3";
+    let has = Command::new(python)
+        .args(["-c", "import pyopencl, numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !tool_or_skip(
+        test,
+        has,
+        "pyopencl for /usr/bin/python3 (python3-pyopencl)",
+    ) {
+        return;
+    }
+    let _device = device_lock();
+    let script = repo_file("tests/watch/leaky_events.py");
+    let (out, report) = watch_json(&[python, &script.to_string_lossy(), "30"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_complete(&report);
+    let launches = count(&counts(&stderr(&out), "leaky_events:"), "launches");
+    let events = kind(&report, "event");
+    assert!(
+        events["peak_alive"].as_u64().unwrap_or(0) >= launches,
+        "the kept events were alive together: {events}"
+    );
+    assert_eq!(
+        events["created"],
+        events["released"].as_u64().unwrap_or(0) + events["alive_at_exit"].as_u64().unwrap_or(0)
+    );
+}
+
+#[test]
+fn a_program_that_never_calls_opencl_gets_a_warning_not_a_clean_ledger() {
+    let out = gpulab()
+        .args(["watch", "--", "sh", "-c", "exit 7"])
+        .output()
+        .expect("gpulab starts");
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "the program's status passes through"
+    );
+    let err = stderr(&out);
+    assert!(err.contains("the agent never reported"), "{err}");
+    assert!(err.contains("exited with status 7"), "{err}");
+}
+
+#[test]
+fn a_missing_program_is_a_clear_error() {
+    let out = gpulab()
+        .args(["watch", "--", "/nonexistent/gpulab-test-program"])
+        .output()
+        .expect("gpulab starts");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("could not start /nonexistent/gpulab-test-program"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_watch_recording_reports_as_the_watch_did() {
+    let test = "a_watch_recording_reports_as_the_watch_did";
+    if !opencl_or_skip(test) {
+        return;
+    }
+    let dir = temp_dir();
+    let Some(exe) = compile_c(test, dir.path()) else {
+        return;
+    };
+    let file = dir.path().join("watch.jsonl");
+    let _device = device_lock();
+    let out = gpulab()
+        .arg("watch")
+        .arg("--json")
+        .arg("--record")
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .args(["2", "1"])
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The program writes nothing to stdout: the report is all there is.
+    let live: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let replayed = gpulab()
+        .arg("report")
+        .arg(&file)
+        .arg("--json")
+        .output()
+        .expect("gpulab starts");
+    let replayed: Value = serde_json::from_str(&stdout(&replayed)).expect("json");
+    for key in [
+        "kinds",
+        "alive_at_exit",
+        "held_by_driver",
+        "processes",
+        "calls",
+        "exit_code",
+    ] {
+        assert_eq!(live[key], replayed[key], "{key}");
+    }
+}
