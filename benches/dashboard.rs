@@ -10,10 +10,10 @@ use ratatui::layout::Rect;
 use ratatui::widgets::Widget;
 
 use gpulab::lab::{LabSet, ObjKind};
-use gpulab::trace::{self, Event};
+use gpulab::source::Availability;
+use gpulab::trace::{self, BackendKind, DeviceKind, Event, MemorySource};
 use gpulab::tui::app::{App, Effect, Msg};
 use gpulab::tui::playback::Playback;
-use gpulab::tui::probe::Availability;
 use gpulab::tui::runstate::Origin;
 use gpulab::tui::{Dashboard, Theme};
 
@@ -49,15 +49,15 @@ fn heavy_run(app: &mut App) -> Vec<Event> {
         t_ns: 0,
         pid: 1,
         hostname: "bench".into(),
-        backend: "opencl".into(),
+        backend: BackendKind::OpenCl,
         platform: "bench".into(),
         device: trace::DeviceMeta {
             name: "bench GPU".into(),
             vendor: "bench".into(),
             driver_version: "0".into(),
-            kind: "gpu".into(),
+            kind: DeviceKind::Gpu,
             total_bytes: Some(80 << 30),
-            memory_source: "nvml".into(),
+            memory_source: MemorySource::Nvml,
             pci_bus_id: None,
             clock_error_ns: Some(7000),
         },
@@ -121,7 +121,7 @@ fn heavy_run(app: &mut App) -> Vec<Event> {
     for s in 0..60_000u64 {
         events.push(Event::Sample(trace::Sample {
             t_ns: s * 1_000_000,
-            source: "nvml".into(),
+            source: MemorySource::Nvml,
             used_bytes: (s * 7919 % 4096) << 20,
             total_bytes: Some(80 << 30),
             process_bytes: None,

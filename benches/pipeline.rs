@@ -9,7 +9,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use gpulab::lab::{LabSet, Origin, catalog};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
-use gpulab::trace::{self, Event};
+use gpulab::trace::{self, BackendKind, DeviceKind, Event, MemorySource};
 
 /// A recording-sized stream: cl-forgotten-events at 20 iterations with 1 kHz samples
 /// over 5 s, built from the shipped lab so it stays in step with the event types.
@@ -28,15 +28,15 @@ fn stream() -> Vec<Event> {
         t_ns: 0,
         pid: 1,
         hostname: "bench".into(),
-        backend: "opencl".into(),
+        backend: BackendKind::OpenCl,
         platform: "bench".into(),
         device: trace::DeviceMeta {
             name: "bench".into(),
             vendor: "bench".into(),
             driver_version: "0".into(),
-            kind: "gpu".into(),
+            kind: DeviceKind::Gpu,
             total_bytes: Some(80 << 30),
-            memory_source: "nvml".into(),
+            memory_source: MemorySource::Nvml,
             pci_bus_id: None,
             clock_error_ns: Some(7000),
         },
@@ -104,7 +104,7 @@ fn stream() -> Vec<Event> {
     for s in 0..5_000u64 {
         lines.push(trace::to_line(&Event::Sample(trace::Sample {
             t_ns: s * 1_000_000,
-            source: "nvml".into(),
+            source: MemorySource::Nvml,
             used_bytes: mem,
             total_bytes: Some(80 << 30),
             process_bytes: None,

@@ -140,7 +140,7 @@ fn a_tiny_terminal_gets_a_clear_message() {
 fn without_a_device_the_dashboard_says_why_and_offers_recordings() {
     let mut a = app();
     a.update(gpulab::tui::Msg::Doctor(
-        gpulab::tui::probe::Availability::none(
+        gpulab::source::Availability::none(
             "no OpenCL device: libOpenCL.so.1 not found; fix: apt-get install ocl-icd-libopencl1",
         ),
     ));

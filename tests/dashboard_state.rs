@@ -168,7 +168,7 @@ fn nothing_runs_before_the_doctor_answers_or_without_a_device() {
     );
     assert!(keys(&mut a, "r").is_empty());
     assert!(a.message.as_deref().unwrap_or("").contains("still asking"));
-    a.update(Msg::Doctor(gpulab::tui::probe::Availability::none(
+    a.update(Msg::Doctor(gpulab::source::Availability::none(
         "no OpenCL platform",
     )));
     assert!(keys(&mut a, "r").is_empty());

@@ -119,7 +119,7 @@ fn every_opencl_lab_runs_to_a_complete_stream() {
                 "{what}"
             );
             let meta = run.meta.as_ref().expect("meta");
-            if meta.device.memory_source == "rss" {
+            if meta.device.memory_source == gpulab::trace::MemorySource::Rss {
                 assert!(
                     !pid_alive(meta.pid),
                     "{what}: the worker {} still runs",

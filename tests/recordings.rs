@@ -47,7 +47,7 @@ fn the_h100_recording_keeps_its_device_and_verdicts() {
     let run = Run::from_events(&events);
     let meta = run.meta.as_ref().unwrap();
     assert_eq!(meta.device.name, "NVIDIA H100 80GB HBM3");
-    assert_eq!(meta.device.memory_source, "nvml");
+    assert_eq!(meta.device.memory_source, gpulab::trace::MemorySource::Nvml);
     // Verdicts are replayed as they were computed on the device, not recomputed.
     let release = run
         .claims

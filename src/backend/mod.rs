@@ -38,35 +38,8 @@ impl std::fmt::Display for DriverError {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceKind {
-    Gpu,
-    Cpu,
-    Other,
-}
-
-impl DeviceKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeviceKind::Gpu => "gpu",
-            DeviceKind::Cpu => "cpu",
-            DeviceKind::Other => "other",
-        }
-    }
-}
-
 /// The device a backend opened, as the meta event reports it.
-#[derive(Debug, Clone)]
-pub struct DeviceInfo {
-    pub name: String,
-    pub vendor: String,
-    pub driver_version: String,
-    pub platform: String,
-    pub kind: DeviceKind,
-    pub total_bytes: Option<u64>,
-    /// `0000:01:00.0` style, when the platform exposes it (NVIDIA does).
-    pub pci_bus_id: Option<String>,
-}
+pub use gpulab_events::{DeviceInfo, DeviceKind};
 
 /// A resolved argument of a call.
 #[derive(Debug, Clone, PartialEq)]

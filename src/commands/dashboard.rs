@@ -64,7 +64,6 @@ pub fn new_app(cli: &Cli, set: &LabSet) -> App {
 
 pub fn open(app: App) -> anyhow::Result<i32> {
     let source = LocalSource::new()?;
-    let exe = std::env::current_exe()?;
-    tui::terminal::open(app, &source, exe)?;
+    tui::terminal::open(app, &source)?;
     Ok(EXIT_OK)
 }

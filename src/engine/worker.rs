@@ -104,15 +104,15 @@ fn prepare_and_run(req: &WorkerRequest, sink: &mut dyn Sink) -> Result<EndStatus
             .nodename()
             .to_string_lossy()
             .into_owned(),
-        backend: lab.backend.as_str().to_string(),
+        backend: lab.backend,
         platform: info.platform.clone(),
         device: DeviceMeta {
             name: info.name.clone(),
             vendor: info.vendor.clone(),
             driver_version: info.driver_version.clone(),
-            kind: info.kind.as_str().to_string(),
+            kind: info.kind,
             total_bytes: info.total_bytes,
-            memory_source: probe.source().to_string(),
+            memory_source: probe.source(),
             pci_bus_id: info.pci_bus_id.clone(),
             clock_error_ns: backend.clock_error_ns(),
         },

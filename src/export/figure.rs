@@ -6,7 +6,7 @@
 use plotters::prelude::*;
 
 use crate::run::Run;
-use crate::trace::CallStatus;
+use crate::trace::{CallStatus, MemorySource};
 
 pub type Result<T, E = FigureError> = std::result::Result<T, E>;
 
@@ -139,8 +139,8 @@ where
 {
     let (upper, lower) = area.split_vertically((HEIGHT as f64 * 0.62) as u32);
     let base = baseline(run);
-    let memory_label = match run.meta.as_ref().map(|m| m.device.memory_source.as_str()) {
-        Some("rss") => "host memory of the worker above baseline, MiB",
+    let memory_label = match run.meta.as_ref().map(|m| m.device.memory_source) {
+        Some(MemorySource::Rss) => "host memory of the worker above baseline, MiB",
         _ => "device memory above baseline, MiB",
     };
     let mut chart = ChartBuilder::on(&upper)

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::BackendKind;
+use gpulab_events::BackendKind;
 
 pub use gpulab_events::ObjKind;
 

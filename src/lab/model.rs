@@ -12,22 +12,8 @@ use super::expr::Expr;
 /// Parameter values after defaults and `--param` overrides, in the lab's own units.
 pub type Params = BTreeMap<String, f64>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    #[serde(rename = "opencl")]
-    OpenCl,
-    Cuda,
-}
-
-impl BackendKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BackendKind::OpenCl => "opencl",
-            BackendKind::Cuda => "cuda",
-        }
-    }
-}
+/// The API a lab's calls belong to: part of the event vocabulary.
+pub use gpulab_events::BackendKind;
 
 /// Where a lab came from: shipped inside the binary or read from a file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Small formatting rules shared by the text and Markdown reports.
 
-use crate::trace::Verdict;
+use crate::trace::{MemorySource, Verdict};
 
 /// Rows that say the same thing, once each with how many there were (the first
 /// row of a group stands for it), in first-seen order.
@@ -42,10 +42,12 @@ pub(super) fn fmt_delta(d: Option<f64>) -> String {
     }
 }
 
-pub(super) fn memory_label(source: &str) -> &'static str {
+pub(super) fn memory_label(source: MemorySource) -> &'static str {
     match source {
-        "nvml" => "device memory (NVML)",
-        "rss" => "host memory of the worker (CPU OpenCL device: its \"device memory\" is host RAM)",
-        _ => "no memory telemetry",
+        MemorySource::Nvml => "device memory (NVML)",
+        MemorySource::Rss => {
+            "host memory of the worker (CPU OpenCL device: its \"device memory\" is host RAM)"
+        }
+        MemorySource::Unavailable => "no memory telemetry",
     }
 }

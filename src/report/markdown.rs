@@ -14,7 +14,7 @@ pub fn markdown(s: &Summary) -> String {
         "- device: {} · {} · driver {}",
         s.device, s.platform, s.driver
     );
-    let _ = writeln!(o, "- memory: {}", memory_label(&s.memory_source));
+    let _ = writeln!(o, "- memory: {}", memory_label(s.memory_source));
     let p: Vec<String> = s
         .params
         .iter()

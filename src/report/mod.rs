@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::lab::{Api, BackendKind, ObjKind};
 use crate::run::Run;
-use crate::trace::{ClaimVerdict, ObjectAction};
+use crate::trace::{ClaimVerdict, MemorySource, ObjectAction};
 
 mod cuda;
 
@@ -31,8 +31,8 @@ pub struct Summary {
     pub device: String,
     pub platform: String,
     pub driver: String,
-    /// `nvml` (device memory) or `rss` (host memory of the worker).
-    pub memory_source: String,
+    /// `nvml` (device memory), `rss` (host memory of the worker) or `none`.
+    pub memory_source: MemorySource,
     pub lines: Vec<LineRow>,
     /// CUDA runs: the default pool and the device after each line.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -151,10 +151,9 @@ impl Summary {
             .collect();
         let baseline = run.baseline();
         // The kinds this run's backend has: a CUDA run lists no OpenCL programs.
-        let kinds = match meta.map(|m| m.backend.as_str()) {
-            Some("cuda") => Api::kinds_of(BackendKind::Cuda),
-            Some("opencl") => Api::kinds_of(BackendKind::OpenCl),
-            _ => ObjKind::ALL.to_vec(),
+        let kinds = match meta {
+            Some(m) => Api::kinds_of(m.backend),
+            None => ObjKind::ALL.to_vec(),
         };
         Summary {
             lab: lab.map(|l| l.id.clone()).unwrap_or_default(),
@@ -166,9 +165,7 @@ impl Summary {
             driver: meta
                 .map(|m| m.device.driver_version.clone())
                 .unwrap_or_default(),
-            memory_source: meta
-                .map(|m| m.device.memory_source.clone())
-                .unwrap_or_default(),
+            memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
             lines,
             pool: cuda::rows(run),
             spans,
@@ -207,7 +204,7 @@ impl Summary {
 fn after_exit_mib(run: &Run) -> Option<f64> {
     let meta = run.meta.as_ref()?;
     let end = run.end.as_ref()?;
-    if meta.device.memory_source == "rss" {
+    if meta.device.memory_source == MemorySource::Rss {
         return Some(0.0);
     }
     let start = run.samples.iter().find(|s| s.t_ns <= end.t_ns)?;
@@ -218,7 +215,11 @@ fn after_exit_mib(run: &Run) -> Option<f64> {
 fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
     let mut rows = Vec::new();
     // CUDA has no destructor callbacks: "never destroyed" would be a false finding.
-    if run.meta.as_ref().is_some_and(|m| m.backend == "cuda") {
+    if run
+        .meta
+        .as_ref()
+        .is_some_and(|m| m.backend == BackendKind::Cuda)
+    {
         return rows;
     }
     for created in run

@@ -14,7 +14,7 @@ pub fn text(s: &Summary) -> String {
         "device   {} · {} · driver {}",
         s.device, s.platform, s.driver
     );
-    let _ = writeln!(o, "memory   {}", memory_label(&s.memory_source));
+    let _ = writeln!(o, "memory   {}", memory_label(s.memory_source));
     if !s.params.is_empty() {
         let p: Vec<String> = s
             .params

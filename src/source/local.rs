@@ -10,13 +10,12 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::backend::{DeviceInfo, DeviceKind};
 use crate::clock::now_ns;
 use crate::lab::{Lab, Origin};
 use crate::run::Run;
 use crate::telemetry::{Probe, Sampler};
 use crate::trace::protocol::Command;
-use crate::trace::{self, End, EndStatus, Event, Meta, Note, NoteLevel};
+use crate::trace::{self, DeviceInfo, DeviceKind, End, EndStatus, Event, Note, NoteLevel};
 
 use super::{Result, RunControl, RunHandle, RunRequest, RunSource, SourceError, Steer};
 
@@ -50,6 +49,15 @@ pub fn lab_spec(lab: &Lab) -> String {
 }
 
 impl RunSource for LocalSource {
+    fn availability(&self) -> mpsc::Receiver<super::Availability> {
+        let (tx, rx) = mpsc::channel();
+        let exe = self.exe.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(super::Availability::probe(&exe));
+        });
+        rx
+    }
+
     fn start(&self, req: RunRequest) -> Result<RunHandle> {
         let mut cmd = Process::new(&self.exe);
         cmd.arg("worker")
@@ -215,7 +223,7 @@ impl Watch {
                     }),
                 };
                 let meta = match &event {
-                    Event::Meta(m) => Some(device_info(m)),
+                    Event::Meta(m) => Some(DeviceInfo::from_meta(m)),
                     _ => None,
                 };
                 self.emit(&mut run, event);
@@ -347,22 +355,6 @@ impl Watch {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-    }
-}
-
-fn device_info(m: &Meta) -> DeviceInfo {
-    DeviceInfo {
-        name: m.device.name.clone(),
-        vendor: m.device.vendor.clone(),
-        driver_version: m.device.driver_version.clone(),
-        platform: m.platform.clone(),
-        kind: match m.device.kind.as_str() {
-            "gpu" => DeviceKind::Gpu,
-            "cpu" => DeviceKind::Cpu,
-            _ => DeviceKind::Other,
-        },
-        total_bytes: m.device.total_bytes,
-        pci_bus_id: m.device.pci_bus_id.clone(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! next). Local today; the same interface can start `gpulab worker` over ssh, since
 //! the stream is already text on a pipe.
 
+mod availability;
 mod local;
 
 use std::sync::mpsc::Receiver;
@@ -10,6 +11,7 @@ use std::sync::mpsc::Receiver;
 use crate::lab::Lab;
 use crate::trace::Event;
 
+pub use availability::Availability;
 pub use local::LocalSource;
 
 pub type Result<T, E = SourceError> = std::result::Result<T, E>;
@@ -41,6 +43,9 @@ pub struct RunRequest {
 /// Something that can run labs: a local child process, later a remote host.
 pub trait RunSource {
     fn start(&self, req: RunRequest) -> Result<RunHandle>;
+    /// Asks the worker side which devices it can run on. The answer comes on the
+    /// channel once, when known (it takes a child process a moment).
+    fn availability(&self) -> Receiver<Availability>;
 }
 
 /// How a user steers a paused run. The source turns it into whatever its

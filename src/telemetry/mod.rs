@@ -10,10 +10,12 @@ mod ring;
 mod sampler;
 
 pub use nvml::normalize_pci_bus_id;
-pub use probe::{Probe, Reading};
+pub use probe::Probe;
 pub use procfs::{host_rss_bytes, self_rss_bytes};
 pub use ring::Ring;
 pub use sampler::{MAX_HZ, RING_CAPACITY, Sampler, SamplerHandle};
+
+use crate::trace::{MemorySource, Sample};
 
 pub type Result<T, E = TelemetryError> = std::result::Result<T, E>;
 
@@ -32,4 +34,29 @@ pub enum TelemetryError {
     /// The probe has no memory source for this device (see its notes).
     #[error("no memory telemetry for this device")]
     NoSource,
+}
+
+/// One memory reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// CLOCK_MONOTONIC ns, taken right before the read.
+    pub t_ns: u64,
+    /// Device memory in use by all processes (NVML), or the worker's RSS.
+    pub used_bytes: u64,
+    pub total_bytes: Option<u64>,
+    /// The worker's own usage, where the source can tell it apart.
+    pub process_bytes: Option<u64>,
+}
+
+impl Reading {
+    /// The `sample` event for this reading; `source` is the probe's `source()`.
+    pub fn into_sample(self, source: MemorySource) -> Sample {
+        Sample {
+            t_ns: self.t_ns,
+            source,
+            used_bytes: self.used_bytes,
+            total_bytes: self.total_bytes,
+            process_bytes: self.process_bytes,
+        }
+    }
 }

@@ -5,10 +5,9 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 
-use super::probe::Reading;
-use super::{Result, TelemetryError};
-use crate::backend::DeviceInfo;
+use super::{Reading, Result, TelemetryError};
 use crate::clock::now_ns;
+use crate::trace::DeviceInfo;
 
 pub(crate) const UNAVAILABLE: &str =
     "NVML unavailable: libnvidia-ml.so.1 not found — no device-memory telemetry";

@@ -4,35 +4,10 @@
 
 use super::nvml::NvmlProbe;
 use super::procfs::{self, Statm};
-use super::{Result, TelemetryError};
-use crate::backend::{DeviceInfo, DeviceKind};
+use super::{Reading, Result, TelemetryError};
 use crate::clock::now_ns;
-use crate::trace::event::Sample;
-
-/// One memory reading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reading {
-    /// CLOCK_MONOTONIC ns, taken right before the read.
-    pub t_ns: u64,
-    /// Device memory in use by all processes (NVML), or the worker's RSS.
-    pub used_bytes: u64,
-    pub total_bytes: Option<u64>,
-    /// The worker's own usage, where the source can tell it apart.
-    pub process_bytes: Option<u64>,
-}
-
-impl Reading {
-    /// The `sample` event for this reading; `source` is the probe's `source()`.
-    pub fn into_sample(self, source: &str) -> Sample {
-        Sample {
-            t_ns: self.t_ns,
-            source: source.to_string(),
-            used_bytes: self.used_bytes,
-            total_bytes: self.total_bytes,
-            process_bytes: self.process_bytes,
-        }
-    }
-}
+use crate::trace::MemorySource;
+use crate::trace::{DeviceInfo, DeviceKind};
 
 enum Inner {
     // Boxed: an `Nvml` is a table of a few hundred symbols.
@@ -125,11 +100,11 @@ impl Probe {
     }
 
     /// `nvml`, `rss` or `none`; the `source` of the samples it makes.
-    pub fn source(&self) -> &'static str {
+    pub fn source(&self) -> MemorySource {
         match self.inner {
-            Inner::Nvml(_) => "nvml",
-            Inner::Rss { .. } => "rss",
-            Inner::None => "none",
+            Inner::Nvml(_) => MemorySource::Nvml,
+            Inner::Rss { .. } => MemorySource::Rss,
+            Inner::None => MemorySource::Unavailable,
         }
     }
 
@@ -299,7 +274,7 @@ mod tests {
             Ok(p) => p,
             Err(e) => panic!("rss probe of the child: {e}"),
         };
-        assert_eq!(probe.source(), "rss");
+        assert_eq!(probe.source(), MemorySource::Rss);
         let mut rss = || match probe.try_read() {
             Ok(r) => r.used_bytes,
             Err(e) => panic!("rss read failed: {e}"),
@@ -323,14 +298,14 @@ mod tests {
     fn cpu_device_reads_rss_with_a_host_memory_note() {
         let (mut probe, notes) =
             Probe::for_device(&device(DeviceKind::Cpu, "pocl", None), std::process::id());
-        assert_eq!(probe.source(), "rss");
+        assert_eq!(probe.source(), MemorySource::Rss);
         assert!(notes.iter().any(|n| n.contains("host memory")), "{notes:?}");
         let reading = probe.read();
         assert!(reading.is_some_and(|r| r.used_bytes > 0 && r.process_bytes == Some(r.used_bytes)));
         assert!(probe.total_bytes().is_some_and(|t| t > 0));
         assert!(probe.available_bytes().is_some_and(|a| a > 0));
         let sample = reading.map(|r| r.into_sample(probe.source()));
-        assert_eq!(sample.map(|s| s.source), Some("rss".to_string()));
+        assert_eq!(sample.map(|s| s.source), Some(MemorySource::Rss));
     }
 
     #[test]
@@ -339,7 +314,7 @@ mod tests {
         let (mut probe, notes) = Probe::for_device(&info, std::process::id());
         match probe.source() {
             // No driver here: a note, and reads that return nothing.
-            "none" => {
+            MemorySource::Unavailable => {
                 assert!(
                     notes.iter().any(|n| n.starts_with("NVML unavailable")),
                     "{notes:?}"
@@ -349,7 +324,7 @@ mod tests {
                 assert_eq!(probe.available_bytes(), None);
             }
             // A machine with a GPU.
-            "nvml" => {
+            MemorySource::Nvml => {
                 // An idle GPU may well report 0 bytes used.
                 let r = probe.read();
                 assert!(
@@ -370,7 +345,7 @@ mod tests {
         {
             let info = device(DeviceKind::Gpu, "NVIDIA Corporation", None);
             let (probe, notes) = Probe::for_device(&info, 1);
-            assert_eq!(probe.source(), "none");
+            assert_eq!(probe.source(), MemorySource::Unavailable);
             assert_eq!(notes, vec![UNAVAILABLE.to_string()]);
         }
     }
@@ -378,7 +353,7 @@ mod tests {
     #[test]
     fn other_vendors_get_no_source_and_a_note() {
         let (probe, notes) = Probe::for_device(&device(DeviceKind::Gpu, "AMD", None), 1);
-        assert_eq!(probe.source(), "none");
+        assert_eq!(probe.source(), MemorySource::Unavailable);
         assert_eq!(notes.len(), 1);
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::probe::Probe;
 use super::ring::Ring;
+use crate::trace::MemorySource;
 use crate::trace::event::Sample;
 
 /// The fastest rate a sampler runs at.
@@ -74,7 +75,7 @@ pub struct SamplerHandle {
     ctl: Sender<Control>,
     status: Receiver<Status>,
     thread: Option<JoinHandle<()>>,
-    source: &'static str,
+    source: MemorySource,
     notes: Vec<String>,
     last_error: Option<String>,
     /// The ring as the thread left it, once it has ended.
@@ -83,7 +84,7 @@ pub struct SamplerHandle {
 
 impl SamplerHandle {
     /// The probe's source: `nvml`, `rss` or `none`.
-    pub fn source(&self) -> &'static str {
+    pub fn source(&self) -> MemorySource {
         self.source
     }
 
@@ -287,7 +288,7 @@ mod tests {
         assert!(
             samples
                 .iter()
-                .all(|s| s.source == "rss" && s.used_bytes > 0)
+                .all(|s| s.source == MemorySource::Rss && s.used_bytes > 0)
         );
         assert_eq!(handle.recent().len(), samples.len());
         assert_eq!(handle.last_error(), None);
@@ -360,7 +361,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let mut handle = Sampler::spawn(Probe::none(1), 10.0, tx);
         assert!(wait_until(|| !handle.is_running()));
-        assert_eq!(handle.source(), "none");
+        assert_eq!(handle.source(), MemorySource::Unavailable);
         assert_eq!(
             handle.last_error(),
             Some(TelemetryError::NoSource.to_string())

@@ -58,7 +58,7 @@ mod tests {
     fn sample(t_ns: u64, used: u64) -> Event {
         Event::Sample(Sample {
             t_ns,
-            source: "nvml".into(),
+            source: crate::trace::MemorySource::Nvml,
             used_bytes: used,
             total_bytes: None,
             process_bytes: None,

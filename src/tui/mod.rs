@@ -10,7 +10,6 @@ pub mod keys;
 pub mod layout;
 pub mod panels;
 pub mod playback;
-pub mod probe;
 pub mod recordings;
 pub mod runstate;
 pub mod screen;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::lab::ObjKind;
 use crate::run::Run;
-use crate::trace::{EndStatus, Event, ObjectAction};
+use crate::trace::{DeviceKind, EndStatus, Event, MemorySource, ObjectAction};
 
 /// Where the events come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,10 +193,9 @@ impl RunState {
     }
 
     pub fn cpu_device(&self) -> bool {
-        self.run
-            .meta
-            .as_ref()
-            .is_some_and(|m| m.device.memory_source == "rss" || m.device.kind == "cpu")
+        self.run.meta.as_ref().is_some_and(|m| {
+            m.device.memory_source == MemorySource::Rss || m.device.kind == DeviceKind::Cpu
+        })
     }
 
     /// Script line the worker will run next (what step mode pauses before).
@@ -247,7 +246,7 @@ mod tests {
     fn sample(t: u64, v: u64) -> Event {
         Event::Sample(Sample {
             t_ns: t,
-            source: "rss".into(),
+            source: MemorySource::Rss,
             used_bytes: v,
             total_bytes: None,
             process_bytes: Some(v),

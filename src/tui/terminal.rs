@@ -3,7 +3,6 @@
 //! frame tick and the doctor probe.
 
 use std::io::{self, Stdout};
-use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::thread;
 use std::time::Duration;
@@ -20,7 +19,6 @@ use crate::source::RunSource;
 
 use super::app::{App, Msg};
 use super::event_loop;
-use super::probe::Availability;
 
 /// 25 frames a second at most; an idle dashboard wakes this often and draws nothing.
 pub const FRAME: Duration = Duration::from_millis(40);
@@ -41,8 +39,7 @@ impl Drop for Guard {
 }
 
 /// Opens the dashboard on this terminal and runs it until the user quits.
-/// `exe` is gpulab itself, asked (as a child) which devices exist.
-pub fn open(mut app: App, source: &dyn RunSource, exe: PathBuf) -> io::Result<()> {
+pub fn open(mut app: App, source: &dyn RunSource) -> io::Result<()> {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore();
@@ -62,8 +59,11 @@ pub fn open(mut app: App, source: &dyn RunSource, exe: PathBuf) -> io::Result<()
     spawn_ticker(tx.clone());
     {
         let tx = tx.clone();
+        let availability = source.availability();
         thread::spawn(move || {
-            let _ = tx.send(Msg::Doctor(Availability::probe(&exe)));
+            if let Ok(a) = availability.recv() {
+                let _ = tx.send(Msg::Doctor(a));
+            }
         });
     }
     event_loop::run(&mut terminal, &mut app, &rx, &tx, source)?;

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use crate::clock::now_ns;
 use crate::telemetry::{Probe, Sampler};
 use crate::trace::{
-    self, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION, Meta, Note, NoteLevel, WatchMeta,
+    self, BackendKind, DeviceKind, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION, MemorySource,
+    Meta, Note, NoteLevel, WatchMeta,
 };
 
 use self::agent::AgentLibrary;
@@ -150,15 +151,15 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64) -> Meta {
             .nodename()
             .to_string_lossy()
             .into_owned(),
-        backend: "opencl".into(),
+        backend: BackendKind::OpenCl,
         platform: String::new(),
         device: DeviceMeta {
             name: "the devices the program chooses".into(),
             vendor: String::new(),
             driver_version: String::new(),
-            kind: "other".into(),
+            kind: DeviceKind::Other,
             total_bytes: None,
-            memory_source: "rss".into(),
+            memory_source: MemorySource::Rss,
             pci_bus_id: None,
             clock_error_ns: None,
         },

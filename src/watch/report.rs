@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::run::Run;
-use crate::trace::{AgentState, EndStatus, ObjKind, ObjectAction};
+use crate::trace::{AgentState, EndStatus, MemorySource, ObjKind, ObjectAction};
 use crate::units::mib;
 
 #[derive(Debug, Clone, Serialize)]
@@ -33,7 +33,7 @@ pub struct WatchReport {
     pub outlived_release: Vec<Outlived>,
     /// The highest reading of the program's memory, and what it was.
     pub peak_memory_bytes: Option<u64>,
-    pub memory_source: String,
+    pub memory_source: MemorySource,
     pub warnings: Vec<String>,
 }
 
@@ -251,9 +251,7 @@ impl WatchReport {
                 })
                 .collect(),
             peak_memory_bytes: run.samples.iter().map(|s| s.used_bytes).max(),
-            memory_source: meta
-                .map(|m| m.device.memory_source.clone())
-                .unwrap_or_default(),
+            memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
             warnings,
         }
     }
@@ -441,10 +439,10 @@ impl WatchReport {
     }
 
     fn memory_source_label(&self) -> &str {
-        match self.memory_source.as_str() {
-            "rss" => "the program's resident host memory",
-            "nvml" => "device memory, NVML",
-            other => other,
+        match self.memory_source {
+            MemorySource::Rss => "the program's resident host memory",
+            MemorySource::Nvml => "device memory, NVML",
+            MemorySource::Unavailable => "not measured",
         }
     }
 }

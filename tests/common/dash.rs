@@ -5,10 +5,10 @@
 use std::sync::mpsc;
 
 use gpulab::lab::{Lab, Origin, catalog};
+use gpulab::source::Availability;
 use gpulab::trace::{Event, read_events};
 use gpulab::tui::app::{App, Effect, Entry, Msg};
 use gpulab::tui::event_loop;
-use gpulab::tui::probe::Availability;
 use gpulab::tui::{Theme, recordings};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::ObjKind;
+use crate::vocab::{BackendKind, DeviceKind, MemorySource, ObjKind};
 
 /// Bumped when a reader of the old format would misread the new one.
 pub const FORMAT_VERSION: u32 = 1;
@@ -46,7 +46,7 @@ pub struct Meta {
     pub t_ns: u64,
     pub pid: u32,
     pub hostname: String,
-    pub backend: String,
+    pub backend: BackendKind,
     pub platform: String,
     pub device: DeviceMeta,
     pub lab: Option<LabMeta>,
@@ -111,12 +111,11 @@ pub struct DeviceMeta {
     pub name: String,
     pub vendor: String,
     pub driver_version: String,
-    /// `gpu`, `cpu` or `other`.
-    pub kind: String,
+    pub kind: DeviceKind,
     pub total_bytes: Option<u64>,
     /// What "device memory" means on this device: `nvml` (device memory) or
     /// `rss` (host memory of the worker, for CPU OpenCL devices).
-    pub memory_source: String,
+    pub memory_source: MemorySource,
     pub pci_bus_id: Option<String>,
     /// Profiling-to-host clock mapping error bound, ns, when known.
     pub clock_error_ns: Option<u64>,
@@ -260,8 +259,7 @@ pub struct Block {
 #[serde(deny_unknown_fields)]
 pub struct Sample {
     pub t_ns: u64,
-    /// `nvml`, `rss` or `worker`.
-    pub source: String,
+    pub source: MemorySource,
     /// Device memory in use (all processes), or the worker's RSS.
     pub used_bytes: u64,
     pub total_bytes: Option<u64>,

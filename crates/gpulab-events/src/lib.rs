@@ -6,6 +6,7 @@
 //! depends on serde alone (a check in `tests/leaf.rs` keeps it so), so a small
 //! agent library can link it.
 
+pub mod device;
 pub mod event;
 pub mod jsonl;
 pub mod protocol;
@@ -13,6 +14,7 @@ pub mod units;
 pub mod vocab;
 pub mod wallclock;
 
+pub use device::DeviceInfo;
 pub use event::*;
 pub use jsonl::{Recording, TraceError, read_events, read_recording, to_line};
-pub use vocab::ObjKind;
+pub use vocab::{BackendKind, DeviceKind, MemorySource, ObjKind};

@@ -65,6 +65,77 @@ impl ObjKind {
     }
 }
 
+/// Which GPU API a stream's calls belong to. On the wire: `opencl`, `cuda`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BackendKind {
+    #[serde(rename = "opencl")]
+    OpenCl,
+    #[serde(rename = "cuda")]
+    Cuda,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::OpenCl => "opencl",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+/// What kind of device ran the work. On the wire: `gpu`, `cpu`, `other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceKind {
+    Gpu,
+    Cpu,
+    Other,
+}
+
+impl DeviceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Other => "other",
+        }
+    }
+}
+
+/// What a memory figure measures. On the wire: `nvml`, `rss`, `none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// Device memory as NVIDIA's management library reports it.
+    Nvml,
+    /// Resident host memory of a process: what a CPU OpenCL device allocates from.
+    Rss,
+    /// Nothing could measure this device's memory (a note in the stream says why).
+    #[serde(rename = "none")]
+    Unavailable,
+}
+
+impl MemorySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemorySource::Nvml => "nvml",
+            MemorySource::Rss => "rss",
+            MemorySource::Unavailable => "none",
+        }
+    }
+}
+
+macro_rules! display_as_str {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+display_as_str!(ObjKind, BackendKind, DeviceKind, MemorySource);
+
 /// The name of an OpenCL status code as the specification spells it
 /// (`CL_INVALID_MEM_OBJECT`), or `None` for a code the standard does not define.
 /// Written here once, so an agent and the lab backend name errors alike.
@@ -142,6 +213,29 @@ pub fn opencl_status_name(code: i32) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn enums_keep_their_wire_names() {
+        for (json, kind) in [
+            ("\"opencl\"", BackendKind::OpenCl),
+            ("\"cuda\"", BackendKind::Cuda),
+        ] {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), json);
+            assert_eq!(serde_json::from_str::<BackendKind>(json).unwrap(), kind);
+            assert_eq!(json.trim_matches('"'), kind.as_str());
+        }
+        for kind in [DeviceKind::Gpu, DeviceKind::Cpu, DeviceKind::Other] {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{kind}\""));
+        }
+        for src in [
+            MemorySource::Nvml,
+            MemorySource::Rss,
+            MemorySource::Unavailable,
+        ] {
+            assert_eq!(serde_json::to_string(&src).unwrap(), format!("\"{src}\""));
+        }
+        assert!(serde_json::from_str::<MemorySource>("\"worker\"").is_err());
+    }
 
     #[test]
     fn opencl_status_names_follow_the_spec_and_leave_unknown_codes_alone() {

@@ -3,11 +3,11 @@
 
 use std::ffi::{c_char, c_int, c_uint};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{ClDevice, IcdState, icd_state, opencl_devices};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Ok,
@@ -15,7 +15,7 @@ pub enum Status {
     Error,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
     pub name: String,
     pub status: Status,
@@ -24,13 +24,14 @@ pub struct Check {
     pub fix: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Section {
     pub name: String,
     pub checks: Vec<Check>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// What `gpulab doctor --json` prints, and what the run source reads back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DoctorReport {
     pub sections: Vec<Section>,
     pub opencl_devices: Vec<ClDevice>,

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const NVIDIA_LIB: &str = "libnvidia-opencl.so.1";
 /// Set beside `OCL_ICD_VENDORS` when gpulab made the directory, so a worker (which
@@ -19,7 +19,7 @@ const NVIDIA_LIB: &str = "libnvidia-opencl.so.1";
 const ADDED_MARK: &str = "GPULAB_ICD_ADDED";
 
 /// What the OpenCL loader will see, as `doctor` reports it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct IcdState {
     /// The directory of `.icd` files the system registers (`/etc/OpenCL/vendors`).
     pub vendors_dir: String,

@@ -12,30 +12,25 @@ use cl3::device::{CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU, cl
 use cl3::types::cl_device_id;
 use opencl3::device::Device;
 use opencl3::platform::{Platform, get_platforms};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::opencl::errors;
 use super::{BackendError, DeviceKind};
 
 /// One OpenCL device as `gpulab doctor` and `--device` list them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClDevice {
     /// Position in this list; `--device 1` picks it.
     pub index: usize,
     pub platform: String,
     pub platform_version: String,
     pub name: String,
-    #[serde(serialize_with = "kind_str")]
     pub kind: DeviceKind,
     pub vendor: String,
     pub driver_version: String,
     pub global_mem_bytes: u64,
     /// `OpenCL 3.0 CUDA` etc. (CL_DEVICE_VERSION).
     pub opencl_version: String,
-}
-
-fn kind_str<S: serde::Serializer>(k: &DeviceKind, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(k.as_str())
 }
 
 /// A listed device with the raw ids the backend opens it by.

@@ -19,10 +19,10 @@ mod runs;
 use super::keys::{self, Action, Mode};
 use super::layout::{Panel, Screen};
 use super::playback::Playback;
-use super::probe::Availability;
 use super::recordings;
 use super::runstate::{Origin, RunState};
 use super::theme::Theme;
+use crate::source::Availability;
 
 /// Slot of the run on the left (and only) side, and of the compared one.
 pub const A: usize = 0;

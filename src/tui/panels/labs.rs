@@ -11,8 +11,8 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{block, fit, usable};
 use crate::lab::Lab;
+use crate::source::Availability;
 use crate::tui::app::Entry;
-use crate::tui::probe::Availability;
 use crate::tui::recordings;
 use crate::tui::theme::Theme;
 

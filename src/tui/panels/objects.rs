@@ -12,7 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{MIB, block, fmt_mib, fmt_signed_mib, usable};
-use crate::lab::{Api, BackendKind, ObjKind};
+use crate::lab::{Api, ObjKind};
 use crate::trace::EndStatus;
 use crate::tui::gap;
 use crate::tui::runstate::RunState;
@@ -54,11 +54,7 @@ impl ObjectsPanel<'_> {
             ),
             t.dim(),
         )];
-        let backend = match run.run.meta.as_ref().map(|m| m.backend.as_str()) {
-            Some("cuda") => Some(BackendKind::Cuda),
-            Some("opencl") => Some(BackendKind::OpenCl),
-            _ => None,
-        };
+        let backend = run.run.meta.as_ref().map(|m| m.backend);
         // Only the kinds this backend has; a recording of unknown origin shows all.
         let kinds = backend.map_or_else(|| ObjKind::ALL.to_vec(), Api::kinds_of);
         for kind in kinds {

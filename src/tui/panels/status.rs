@@ -6,8 +6,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use crate::source::Availability;
 use crate::tui::keys::{self, Mode};
-use crate::tui::probe::Availability;
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
 
