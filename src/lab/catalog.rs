@@ -88,18 +88,6 @@ impl LabSet {
         set
     }
 
-    /// A set of already parsed labs, for tests and tools.
-    pub fn from_labs(labs: Vec<Lab>) -> LabSet {
-        let mut set = LabSet {
-            labs: Vec::new(),
-            problems: Vec::new(),
-        };
-        for lab in labs {
-            set.insert(lab);
-        }
-        set
-    }
-
     fn insert(&mut self, lab: Lab) {
         match self.labs.iter_mut().find(|l| l.id == lab.id) {
             Some(old) => *old = lab,

@@ -6,14 +6,12 @@
 mod nvml;
 mod probe;
 mod procfs;
-mod ring;
 mod sampler;
 
 pub use nvml::normalize_pci_bus_id;
 pub use probe::Probe;
 pub use procfs::{host_rss_bytes, self_rss_bytes};
-pub use ring::Ring;
-pub use sampler::{MAX_HZ, RING_CAPACITY, Sampler, SamplerHandle};
+pub use sampler::{MAX_HZ, Sampler, SamplerHandle};
 
 use crate::trace::{MemorySource, Sample};
 

@@ -7,41 +7,25 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::probe::Probe;
-use super::ring::Ring;
 use crate::trace::MemorySource;
 use crate::trace::event::Sample;
 
 /// The fastest rate a sampler runs at.
 pub const MAX_HZ: f64 = 1000.0;
 
-/// Samples the ring keeps: four seconds at the full rate.
-pub const RING_CAPACITY: usize = 4096;
-
 /// Samples are held back at most this long, so 1 kHz costs ~30 sends a second and a
 /// 30 fps chart still sees every batch in its frame.
 const BATCH_WINDOW: Duration = Duration::from_millis(33);
 
-/// How long `recent()` waits for a busy sampler (one NVML read takes well under this).
-const REPLY_WAIT: Duration = Duration::from_secs(1);
-
-enum Control {
-    SetRate(f64),
-    Recent(Sender<Vec<Sample>>),
-    Stop,
-}
-
 enum Status {
     Note(String),
-    Ended {
-        error: Option<String>,
-        recent: Vec<Sample>,
-    },
+    Ended { error: Option<String> },
 }
 
 pub struct Sampler;
 
 impl Sampler {
-    /// Starts sampling `probe` at `hz` (0 pauses; above `MAX_HZ` is `MAX_HZ`) and
+    /// Starts sampling `probe` at `hz` (above `MAX_HZ` is `MAX_HZ`; 0 takes none) and
     /// sending batches on `tx`. The thread ends when the handle stops or drops, when
     /// the receiver is gone, or at the first failed read (see `last_error`).
     pub fn spawn(probe: Probe, hz: f64, tx: Sender<Vec<Sample>>) -> SamplerHandle {
@@ -59,27 +43,25 @@ impl Sampler {
             ),
         };
         SamplerHandle {
-            ctl: ctl_tx,
+            ctl: Some(ctl_tx),
             status: status_rx,
             thread,
             source,
             notes: Vec::new(),
             last_error,
-            final_recent: None,
         }
     }
 }
 
 /// Steers a sampler thread; stopping or dropping it joins the thread.
 pub struct SamplerHandle {
-    ctl: Sender<Control>,
+    /// Dropped to stop the thread: it wakes when the channel closes.
+    ctl: Option<Sender<()>>,
     status: Receiver<Status>,
     thread: Option<JoinHandle<()>>,
     source: MemorySource,
     notes: Vec<String>,
     last_error: Option<String>,
-    /// The ring as the thread left it, once it has ended.
-    final_recent: Option<Vec<Sample>>,
 }
 
 impl SamplerHandle {
@@ -88,27 +70,8 @@ impl SamplerHandle {
         self.source
     }
 
-    /// Samples per second from now on: up to `MAX_HZ` during a run, a few when
-    /// idle, 0 to pause.
-    pub fn set_rate(&self, hz: f64) {
-        let _ = self.ctl.send(Control::SetRate(hz));
-    }
-
     pub fn is_running(&self) -> bool {
         self.thread.as_ref().is_some_and(|t| !t.is_finished())
-    }
-
-    /// The last `RING_CAPACITY` samples, oldest first.
-    pub fn recent(&mut self) -> Vec<Sample> {
-        let (reply_tx, reply_rx) = mpsc::channel();
-        if self.ctl.send(Control::Recent(reply_tx)).is_ok()
-            && let Ok(samples) = reply_rx.recv_timeout(REPLY_WAIT)
-        {
-            return samples;
-        }
-        // The thread has ended (or is stuck in a read): its parting copy, if any.
-        self.drain_status();
-        self.final_recent.clone().unwrap_or_default()
     }
 
     /// Why sampling ended early (a read failed, the worker exited), if it did.
@@ -125,7 +88,7 @@ impl SamplerHandle {
 
     /// Stops the thread and waits for it; pending samples are sent first.
     pub fn stop(&mut self) {
-        let _ = self.ctl.send(Control::Stop);
+        self.ctl = None;
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {
@@ -138,11 +101,10 @@ impl SamplerHandle {
         while let Ok(status) = self.status.try_recv() {
             match status {
                 Status::Note(note) => self.notes.push(note),
-                Status::Ended { error, recent } => {
+                Status::Ended { error } => {
                     if error.is_some() {
                         self.last_error = error;
                     }
-                    self.final_recent = Some(recent);
                 }
             }
         }
@@ -155,7 +117,7 @@ impl Drop for SamplerHandle {
     }
 }
 
-/// None pauses sampling.
+/// None: no sampling at all.
 fn period_of(hz: f64) -> Option<Duration> {
     if hz.is_nan() || hz <= 0.0 {
         return None;
@@ -167,13 +129,12 @@ fn sample_loop(
     mut probe: Probe,
     hz: f64,
     tx: Sender<Vec<Sample>>,
-    ctl: Receiver<Control>,
+    ctl: Receiver<()>,
     status: Sender<Status>,
 ) {
     let source = probe.source();
-    let mut ring = Ring::new(RING_CAPACITY);
     let mut batch: Vec<Sample> = Vec::new();
-    let mut period = period_of(hz);
+    let period = period_of(hz);
     let mut next = Instant::now();
     let mut last_send = Instant::now();
 
@@ -189,7 +150,6 @@ fn sample_loop(
             for note in probe.take_notes() {
                 let _ = status.send(Status::Note(note));
             }
-            ring.push(sample.clone());
             batch.push(sample);
             // Fixed deadlines keep the rate; after a stall (a slow NVML call, a
             // descheduled thread) skip ahead rather than burst to catch up.
@@ -205,40 +165,18 @@ fn sample_loop(
             }
             continue;
         }
-        let control = match period {
+        let waited = match period {
             Some(_) => ctl.recv_timeout(next.saturating_duration_since(now)),
-            // Paused: held batches go out now, then sleep until told otherwise.
-            None => {
-                if !send_batch(&tx, &mut batch) {
-                    break None;
-                }
-                ctl.recv().map_err(|_| RecvTimeoutError::Disconnected)
-            }
+            None => ctl.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
-        match control {
-            Ok(Control::SetRate(hz)) => {
-                let was = period;
-                period = period_of(hz);
-                if let Some(p) = period {
-                    let soonest = Instant::now() + p;
-                    if was.is_none() || next > soonest {
-                        next = soonest;
-                    }
-                }
-            }
-            Ok(Control::Recent(reply)) => {
-                let _ = reply.send(ring.to_vec());
-            }
-            Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => break None,
-            Err(RecvTimeoutError::Timeout) => {}
+        // Only the handle's drop ends the wait early: the channel closed.
+        if !matches!(waited, Err(RecvTimeoutError::Timeout)) {
+            break None;
         }
     };
     // Samples taken before the end still count; a receiver that is gone does not mind.
     send_batch(&tx, &mut batch);
-    let _ = status.send(Status::Ended {
-        error,
-        recent: ring.to_vec(),
-    });
+    let _ = status.send(Status::Ended { error });
 }
 
 /// Sends and empties `batch`; false when the receiver is gone.
@@ -290,24 +228,18 @@ mod tests {
                 .iter()
                 .all(|s| s.source == MemorySource::Rss && s.used_bytes > 0)
         );
-        assert_eq!(handle.recent().len(), samples.len());
         assert_eq!(handle.last_error(), None);
     }
 
     #[test]
-    fn set_rate_pauses_and_resumes() {
+    fn a_rate_of_zero_takes_no_samples_and_still_stops() {
         let (tx, rx) = mpsc::channel();
         let mut handle = Sampler::spawn(self_probe(), 0.0, tx);
         std::thread::sleep(Duration::from_millis(50));
-        assert!(handle.recent().is_empty());
-        handle.set_rate(500.0);
-        assert!(wait_until(|| handle.recent().len() >= 10));
-        handle.set_rate(0.0);
-        let held = handle.recent().len();
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(handle.recent().len(), held);
-        drop(handle);
-        assert_eq!(rx.try_iter().flatten().count(), held);
+        assert!(handle.is_running());
+        handle.stop();
+        assert!(!handle.is_running());
+        assert_eq!(rx.try_iter().flatten().count(), 0);
     }
 
     #[test]
@@ -331,8 +263,6 @@ mod tests {
         drop(rx);
         assert!(wait_until(|| !handle.is_running()));
         assert_eq!(handle.last_error(), None);
-        assert!(!handle.recent().is_empty());
-        handle.set_rate(10.0);
         handle.stop();
     }
 

@@ -44,9 +44,11 @@ struct Pending {
     end: sys::CUevent,
 }
 
+/// Dropping it frees nothing on purpose: lab objects are never freed behind the
+/// script's back (a leak is the lesson), and the worker's exit hands all device
+/// memory back.
 pub struct CudaBackend {
     info: DeviceInfo,
-    ctx: sys::CUcontext,
     pool: sys::CUmemoryPool,
     func: sys::CUfunction,
     cal: Calibration,
@@ -214,7 +216,6 @@ impl CudaBackend {
         };
         Ok(CudaBackend {
             info,
-            ctx,
             pool,
             func,
             cal,
@@ -225,10 +226,6 @@ impl CudaBackend {
             ready: Vec::new(),
             lost: None,
         })
-    }
-
-    pub fn calibration(&self) -> Calibration {
-        self.cal
     }
 
     /// Turns completed span events into notices; forgets spans whose events failed
@@ -379,15 +376,6 @@ impl Backend for CudaBackend {
             free: free as u64,
             total: total as u64,
         })
-    }
-}
-
-impl Drop for CudaBackend {
-    fn drop(&mut self) {
-        // Lab objects are never freed here: a leak is the lesson, and the worker's
-        // exit hands the memory back. gpulab's own span events are small; leave them
-        // too, since a dead context fails every destroy anyway.
-        let _ = self.ctx;
     }
 }
 
