@@ -37,12 +37,7 @@ fn heavy_run(app: &mut App) -> Vec<Event> {
         panic!("the run starts");
     };
     let lab = &req.lab;
-    let script: Vec<(u32, String)> = lab
-        .source
-        .lines()
-        .enumerate()
-        .map(|(i, t)| ((i + 1) as u32, t.to_string()))
-        .collect();
+    let script = lab.variants[0].lines();
     let mut events = vec![Event::Meta(Box::new(trace::Meta {
         format_version: trace::FORMAT_VERSION,
         gpulab_version: "bench".into(),

@@ -18,10 +18,7 @@ fn stream() -> Vec<Event> {
         .get("cl-forgotten-events")
         .cloned()
         .expect("shipped lab");
-    let mut meta_lines = vec![];
-    for (line, text) in lab.source.lines().enumerate() {
-        meta_lines.push(((line + 1) as u32, text.to_string()));
-    }
+    let meta_lines = lab.variants[0].lines();
     let mut lines = vec![trace::to_line(&Event::Meta(Box::new(trace::Meta {
         format_version: trace::FORMAT_VERSION,
         gpulab_version: "bench".into(),

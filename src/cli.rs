@@ -87,9 +87,10 @@ pub enum Cmd {
         #[arg(long, value_name = "OTHER")]
         compare: Option<PathBuf>,
     },
-    /// Runs one lab variant and streams events on stdout (started by gpulab itself).
+    /// Runs one lab variant and streams events on stdout (started by gpulab itself;
+    /// the request is the first line of stdin).
     #[command(hide = true)]
-    Worker(WorkerArgs),
+    Worker,
 }
 
 #[derive(Debug, Args, Default, Clone, Copy)]
@@ -173,23 +174,6 @@ pub struct WatchArgs {
 pub enum FailOn {
     DoesNotHold,
     Inconclusive,
-}
-
-#[derive(Debug, Args)]
-pub struct WorkerArgs {
-    /// `builtin:ID` or a lab file path.
-    #[arg(long)]
-    pub lab: String,
-    #[arg(long)]
-    pub variant: String,
-    #[arg(long = "param")]
-    pub params: Vec<String>,
-    #[arg(long)]
-    pub budget_bytes: Option<u64>,
-    #[arg(long)]
-    pub until_failure: bool,
-    #[arg(long)]
-    pub step: bool,
 }
 
 #[cfg(test)]

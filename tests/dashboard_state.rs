@@ -109,7 +109,7 @@ fn variants_cycle_and_parameters_stay_in_range() {
     key(&mut a, KeyCode::Esc);
     assert_eq!(a.overlay, Overlay::None);
     match keys(&mut a, "r").as_slice() {
-        [Effect::Start { req, .. }] => assert!(req.params.contains(&"kernel_ms=10".to_string())),
+        [Effect::Start { req, .. }] => assert_eq!(req.params.get("kernel_ms"), Some(&10.0)),
         other => panic!("{other:?}"),
     }
 }

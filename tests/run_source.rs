@@ -20,7 +20,11 @@ fn request(id: &str, params: &[&str], step: bool) -> RunRequest {
     RunRequest {
         lab: lab(id),
         variant: lab(id).variants[0].name.clone(),
-        params: params.iter().map(|p| p.to_string()).collect(),
+        params: gpulab::lab::catalog::resolve_params(
+            &lab(id),
+            &params.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        )
+        .expect("valid test parameters"),
         device: None,
         budget_bytes: None,
         unbounded: false,

@@ -3,7 +3,7 @@
 //! over to the dashboard.
 
 use gpulab::history;
-use gpulab::lab::{LabError, LabSet, catalog, suggest};
+use gpulab::lab::{LabSet, catalog};
 use gpulab::source::LocalSource;
 use gpulab::tui::{self, App, Theme};
 
@@ -15,19 +15,9 @@ pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
     let mut params = None;
     if let Some(id) = &cli.lab {
         let lab = set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
-        if let Some(v) = &cli.variant
-            && lab.variant(v).is_none()
-        {
-            let known: Vec<String> = lab.variants.iter().map(|v| v.name.clone()).collect();
-            let suggestion =
-                suggest::nearest(v, known.iter().map(String::as_str)).map(str::to_string);
-            let e = LabError::UnknownVariant {
-                lab: lab.id.clone(),
-                variant: v.clone(),
-                suggestion,
-                known,
-            };
-            return Err(fail(EXIT_USAGE, e.to_string()));
+        if let Some(v) = &cli.variant {
+            lab.find_variant(v)
+                .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
         }
         params = Some(
             catalog::resolve_params(lab, &cli.params)

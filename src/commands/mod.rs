@@ -72,7 +72,7 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
             compare.as_deref(),
         ),
         Some(Cmd::Watch(args)) => watch::watch(&args),
-        Some(Cmd::Worker(args)) => worker::worker(cli.device, args),
+        Some(Cmd::Worker) => worker::worker(),
         None => {
             if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
                 dashboard::dashboard(&cli)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use gpulab::lab::{BackendKind, Lab, LabError, LabSet, catalog};
+use gpulab::lab::{BackendKind, Lab, LabSet, catalog};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::source::{LocalSource, RunRequest, RunSource};
@@ -29,7 +29,8 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     let lab = set
         .get(&args.id)
         .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
-    catalog::resolve_params(lab, &args.params).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    let params =
+        catalog::resolve_params(lab, &args.params).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     let variants: Vec<String> = if args.all_variants {
         lab.variants.iter().map(|v| v.name.clone()).collect()
     } else {
@@ -41,21 +42,8 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 .map(|v| v.name.clone())
                 .unwrap_or_default(),
         };
-        if lab.variant(&name).is_none() {
-            let known: Vec<String> = lab.variants.iter().map(|v| v.name.clone()).collect();
-            let suggestion = gpulab::lab::suggest::nearest(&name, known.iter().map(String::as_str))
-                .map(str::to_string);
-            return Err(fail(
-                EXIT_USAGE,
-                LabError::UnknownVariant {
-                    lab: lab.id.clone(),
-                    variant: name,
-                    suggestion,
-                    known,
-                }
-                .to_string(),
-            ));
-        }
+        lab.find_variant(&name)
+            .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
         vec![name]
     };
     check_backend(lab)?;
@@ -75,15 +63,17 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             .record
             .as_ref()
             .map(|r| record_path(r, variant, variants.len() > 1));
-        let run = run_variant(
-            &source,
-            lab,
-            variant,
-            device,
-            args,
-            record.as_deref(),
-            &cancel,
-        )?;
+        let req = RunRequest {
+            lab: lab.clone(),
+            variant: variant.clone(),
+            params: params.clone(),
+            device: device.map(str::to_string),
+            budget_bytes: args.budget.map(gpulab::units::bytes_from_mib),
+            unbounded: args.until_failure,
+            step: args.step,
+            sample_hz: SAMPLE_HZ,
+        };
+        let run = run_variant(&source, req, args.step, record.as_deref(), &cancel)?;
         if let Some(error) = never_started(&run) {
             return Err(fail(
                 EXIT_UNAVAILABLE,
@@ -163,31 +153,21 @@ fn record_path(base: &Path, variant: &str, several: bool) -> PathBuf {
 
 fn run_variant(
     source: &LocalSource,
-    lab: &Lab,
-    variant: &str,
-    device: Option<&str>,
-    args: &RunArgs,
+    req: RunRequest,
+    step: bool,
     record: Option<&Path>,
     cancel: &AtomicBool,
 ) -> anyhow::Result<Run> {
+    let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
     let mut recorder = match record {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
         )),
         None => None,
     };
-    let mut handle = source.start(RunRequest {
-        lab: lab.clone(),
-        variant: variant.to_string(),
-        params: args.params.clone(),
-        device: device.map(str::to_string),
-        budget_bytes: args.budget.map(gpulab::units::bytes_from_mib),
-        unbounded: args.until_failure,
-        step: args.step,
-        sample_hz: SAMPLE_HZ,
-    })?;
-    let stepper = args.step.then(spawn_stepper);
-    let progress = std::io::stderr().is_terminal() && !args.step;
+    let mut handle = source.start(req)?;
+    let stepper = step.then(spawn_stepper);
+    let progress = std::io::stderr().is_terminal() && !step;
     let started = Instant::now();
     let mut last_progress = Instant::now();
     let mut run = Run::default();
@@ -211,7 +191,7 @@ fn run_variant(
                 if recorder.is_some() {
                     recorded.push(event.clone());
                 }
-                if args.step {
+                if step {
                     show_step(&run, &event);
                 }
                 run.apply(&event);
@@ -231,8 +211,7 @@ fn run_variant(
                 .map(|l| format!("line {l}"))
                 .unwrap_or_default();
             eprint!(
-                "\r\x1b[2K{} [{variant}] running · {line} · {:.1} s",
-                lab.id,
+                "\r\x1b[2K{lab} [{variant}] running · {line} · {:.1} s",
                 started.elapsed().as_secs_f64()
             );
         }

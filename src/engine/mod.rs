@@ -5,6 +5,7 @@
 pub mod interpreter;
 pub mod ledger;
 pub mod protocol;
+pub mod request;
 pub mod worker;
 
 #[cfg(test)]
@@ -15,6 +16,7 @@ mod tests;
 pub use interpreter::Engine;
 pub use ledger::Ledger;
 pub use protocol::{Command, Control, Sink};
+pub use request::WorkerRequest;
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
@@ -24,6 +26,9 @@ pub enum EngineError {
     Lab(#[from] crate::lab::LabError),
     #[error(transparent)]
     Backend(#[from] crate::backend::BackendError),
+    /// The parent's request could not be read: a bug or a version mismatch.
+    #[error("worker request: {0}")]
+    Request(String),
     #[error("the lab uses the {0} backend, which this gpulab cannot drive yet")]
     UnsupportedBackend(&'static str),
 }

@@ -2,57 +2,33 @@
 //! streams events on stdout. A crash, hang or deliberate leak stays in here; when
 //! this process exits the driver takes all of its device memory back.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 
 use crate::backend::{Backend, cuda::CudaBackend, opencl::OpenClBackend};
 use crate::clock::now_ns;
-use crate::lab::{self, BackendKind, Lab};
+use crate::lab::BackendKind;
 use crate::telemetry::Probe;
 use crate::trace::{DeviceMeta, End, EndStatus, Event, LabMeta, Meta, Note, NoteLevel};
 
-use super::protocol::{ChannelControl, JsonlSink, Sink, spawn_command_reader};
+use super::protocol::{ChannelControl, Control, JsonlSink, Sink, spawn_command_reader};
+use super::request::WorkerRequest;
 use super::{Engine, EngineError, Result};
 
-/// What the parent asks a worker to run; passed as command-line flags.
-#[derive(Debug, Clone)]
-pub struct WorkerRequest {
-    /// `builtin:ID` or a path to a lab file.
-    pub lab: String,
-    pub variant: String,
-    pub params: Vec<String>,
-    pub device: Option<String>,
-    /// Budget in bytes above the baseline; `None` = half the free memory.
-    pub budget_bytes: Option<u64>,
-    /// `--until-failure`: no budget at all.
-    pub unbounded: bool,
-    /// Wait for `step`/`run` on stdin before the first line.
-    pub step: bool,
-}
-
-/// Loads the lab the request names, exactly as the parent validated it.
-pub fn load_lab(spec: &str) -> lab::Result<Lab> {
-    if let Some(id) = spec.strip_prefix("builtin:") {
-        for (file, text) in lab::catalog::SHIPPED {
-            if let Ok(lab) = lab::catalog::parse(file, text, lab::Origin::Builtin)
-                && lab.id == id
-            {
-                return Ok(lab);
-            }
-        }
-        return Err(lab::LabError::UnknownLab {
-            id: id.to_string(),
-            suggestion: None,
-        });
-    }
-    lab::catalog::load_file(std::path::Path::new(spec))
-}
-
-/// Runs the request, writing events to `out`. Errors before the first line (no
-/// device, bad lab) are returned *and* emitted as an `end` event, so the parent
-/// always learns why.
-pub fn run(req: &WorkerRequest, out: impl Write) -> Result<EndStatus> {
+/// Reads the request from the first line of `input`, runs it, and takes command
+/// words from the rest of `input`; events go to `out`. Errors before the first
+/// line (no device, a damaged request) are returned *and* emitted as an `end`
+/// event, so the parent always learns why.
+pub fn serve(mut input: impl BufRead + Send + 'static, out: impl Write) -> Result<EndStatus> {
     let mut sink = JsonlSink(out);
-    match prepare_and_run(req, &mut sink) {
+    let started = WorkerRequest::read(&mut input)
+        .map_err(EngineError::Request)
+        .and_then(|req| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            spawn_command_reader(input, tx);
+            let mut control = ChannelControl::new(rx, req.step);
+            prepare_and_run(&req, &mut sink, &mut control)
+        });
+    match started {
         Ok(status) => Ok(status),
         Err(e) => {
             let _ = sink.emit(Event::End(End {
@@ -68,17 +44,12 @@ pub fn run(req: &WorkerRequest, out: impl Write) -> Result<EndStatus> {
     }
 }
 
-fn prepare_and_run(req: &WorkerRequest, sink: &mut dyn Sink) -> Result<EndStatus> {
-    let lab = load_lab(&req.lab)?;
-    let variant = lab
-        .variant(&req.variant)
-        .ok_or_else(|| lab::LabError::UnknownVariant {
-            lab: lab.id.clone(),
-            variant: req.variant.clone(),
-            suggestion: None,
-            known: lab.variants.iter().map(|v| v.name.clone()).collect(),
-        })?;
-    let params = lab::catalog::resolve_params(&lab, &req.params)?;
+fn prepare_and_run(
+    req: &WorkerRequest,
+    sink: &mut dyn Sink,
+    control: &mut dyn Control,
+) -> Result<EndStatus> {
+    let (lab, variant, params) = (&req.lab, &req.variant, &req.params);
     let mut backend: Box<dyn Backend> = match lab.backend {
         BackendKind::OpenCl => Box::new(OpenClBackend::open(req.device.as_deref())?),
         BackendKind::Cuda => Box::new(CudaBackend::open(req.device.as_deref())?),
@@ -121,7 +92,7 @@ fn prepare_and_run(req: &WorkerRequest, sink: &mut dyn Sink) -> Result<EndStatus
             title: lab.title.clone(),
             variant: variant.name.clone(),
             params: params.clone(),
-            script: script_lines(&variant.script),
+            script: variant.lines(),
         }),
         baseline_bytes: baseline,
         budget_bytes: budget,
@@ -142,30 +113,12 @@ fn prepare_and_run(req: &WorkerRequest, sink: &mut dyn Sink) -> Result<EndStatus
         }));
     }
 
-    let (tx, rx) = std::sync::mpsc::channel();
-    spawn_command_reader(std::io::BufReader::new(std::io::stdin()), tx);
-    let mut control = ChannelControl::new(rx, req.step);
     let mut memory = move || {
         probe
             .read()
             .map(|r| r.process_bytes.unwrap_or(r.used_bytes))
     };
-    let engine = Engine::new(backend.as_mut(), &mut memory, sink, &mut control, &params)
+    let engine = Engine::new(backend.as_mut(), &mut memory, sink, control, params)
         .with_budget(baseline, budget);
     Ok(engine.run(&variant.script))
-}
-
-/// Every line of the variant's script as written, for replays without the file.
-fn script_lines(script: &[lab::Stmt]) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    fn walk(stmts: &[lab::Stmt], out: &mut Vec<(u32, String)>) {
-        for s in stmts {
-            out.push((s.line, s.text.clone()));
-            if let lab::StmtKind::Repeat { body, .. } = &s.kind {
-                walk(body, out);
-            }
-        }
-    }
-    walk(script, &mut out);
-    out
 }

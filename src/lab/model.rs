@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::api::Api;
+use super::error::LabError;
 use super::expr::Expr;
+use super::suggest;
 
 /// Parameter values after defaults and `--param` overrides, in the lab's own units.
 pub type Params = BTreeMap<String, f64>;
@@ -34,8 +36,6 @@ pub struct Lab {
     pub variants: Vec<Variant>,
     pub claims: Vec<Claim>,
     pub origin: Origin,
-    /// The file's text, kept so a worker can be handed exactly what the parent validated.
-    pub source: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -58,7 +58,7 @@ pub struct Param {
     pub help: String,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Variant {
     pub name: String,
     pub description: String,
@@ -66,7 +66,7 @@ pub struct Variant {
 }
 
 /// One script line (or one `repeat` block with its body).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stmt {
     /// 1-based line in the lab file.
     pub line: u32,
@@ -82,7 +82,7 @@ pub struct Stmt {
     pub kind: StmtKind,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum StmtKind {
     Call {
         bind: Option<String>,
@@ -105,7 +105,7 @@ pub enum StmtKind {
     },
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Arg {
     Handle(String),
     Quantity(Quantity),
@@ -115,19 +115,19 @@ pub enum Arg {
     Bool(bool),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Quantity {
     pub value: Number,
     pub unit: Unit,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Number {
     Lit(f64),
     Param(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Unit {
     None,
     Bytes,
@@ -207,9 +207,44 @@ impl Claim {
     }
 }
 
+impl Variant {
+    /// Every line of the script as written, `repeat` bodies included, in order:
+    /// what a recording keeps so it replays without the lab file.
+    pub fn lines(&self) -> Vec<(u32, String)> {
+        let mut out = Vec::new();
+        // Depth-first without recursion: nesting depth is the user's to choose.
+        let mut stack: Vec<std::slice::Iter<'_, Stmt>> = vec![self.script.iter()];
+        while let Some(top) = stack.last_mut() {
+            let Some(s) = top.next() else {
+                stack.pop();
+                continue;
+            };
+            out.push((s.line, s.text.clone()));
+            if let StmtKind::Repeat { body, .. } = &s.kind {
+                stack.push(body.iter());
+            }
+        }
+        out
+    }
+}
+
 impl Lab {
     pub fn variant(&self, name: &str) -> Option<&Variant> {
         self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// The variant `name`, or an error that names the nearest one and lists them all.
+    pub fn find_variant(&self, name: &str) -> Result<&Variant, LabError> {
+        self.variant(name).ok_or_else(|| {
+            let known: Vec<String> = self.variants.iter().map(|v| v.name.clone()).collect();
+            LabError::UnknownVariant {
+                lab: self.id.clone(),
+                variant: name.to_string(),
+                suggestion: suggest::nearest(name, known.iter().map(String::as_str))
+                    .map(str::to_string),
+                known,
+            }
+        })
     }
 
     pub fn default_params(&self) -> Params {

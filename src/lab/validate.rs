@@ -194,7 +194,6 @@ pub fn lab(raw: RawLab, text: &str, origin: Origin) -> Res<Lab> {
         variants,
         claims,
         origin,
-        source: text.to_owned(),
     })
 }
 

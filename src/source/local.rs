@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ns;
-use crate::lab::{Lab, Origin};
+use crate::engine::WorkerRequest;
+use crate::lab::Lab;
 use crate::run::Run;
 use crate::telemetry::{Probe, Sampler};
 use crate::trace::protocol::Command;
@@ -40,14 +41,6 @@ impl LocalSource {
     }
 }
 
-/// How the worker finds the lab the parent validated.
-pub fn lab_spec(lab: &Lab) -> String {
-    match &lab.origin {
-        Origin::Builtin => format!("builtin:{}", lab.id),
-        Origin::File(p) => p.display().to_string(),
-    }
-}
-
 impl RunSource for LocalSource {
     fn availability(&self) -> mpsc::Receiver<super::Availability> {
         let (tx, rx) = mpsc::channel();
@@ -59,27 +52,16 @@ impl RunSource for LocalSource {
     }
 
     fn start(&self, req: RunRequest) -> Result<RunHandle> {
+        let variant = req.lab.find_variant(&req.variant)?;
+        let request = WorkerRequest {
+            device: req.device.clone(),
+            budget_bytes: req.budget_bytes,
+            unbounded: req.unbounded,
+            step: req.step,
+            ..WorkerRequest::new(&req.lab, variant, req.params.clone())
+        };
         let mut cmd = Process::new(&self.exe);
-        cmd.arg("worker")
-            .arg("--lab")
-            .arg(lab_spec(&req.lab))
-            .arg("--variant")
-            .arg(&req.variant);
-        for p in &req.params {
-            cmd.arg("--param").arg(p);
-        }
-        if let Some(d) = &req.device {
-            cmd.arg("--device").arg(d);
-        }
-        if let Some(b) = req.budget_bytes {
-            cmd.arg("--budget-bytes").arg(b.to_string());
-        }
-        if req.unbounded {
-            cmd.arg("--until-failure");
-        }
-        if req.step {
-            cmd.arg("--step");
-        }
+        cmd.arg("worker");
         // Its own process group: Ctrl-C in the terminal reaches the parent only,
         // which then decides to cancel, so a partial run is still reported.
         cmd.process_group(0)
@@ -91,7 +73,15 @@ impl RunSource for LocalSource {
             source,
         })?;
         let pid = child.id();
-        let stdin = child.stdin.take();
+        let mut stdin = child.stdin.take();
+        // The request is the first line. A worker that died before reading it is
+        // reported by the run thread, with its exit status and stderr; one that
+        // finds no request ends with a `failed` end event saying so.
+        if let Some(pipe) = &mut stdin
+            && pipe.write_all(request.to_line().as_bytes()).is_err()
+        {
+            stdin = None;
+        }
         let killed = Arc::new(AtomicBool::new(false));
         let exited = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();

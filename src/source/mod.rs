@@ -8,7 +8,7 @@ mod local;
 
 use std::sync::mpsc::Receiver;
 
-use crate::lab::Lab;
+use crate::lab::{Lab, LabError, Params};
 use crate::trace::Event;
 
 pub use availability::Availability;
@@ -22,6 +22,8 @@ pub enum SourceError {
     Spawn { exe: String, source: std::io::Error },
     #[error("cannot find gpulab's own executable to start a worker: {0}")]
     NoExe(std::io::Error),
+    #[error(transparent)]
+    Lab(#[from] LabError),
 }
 
 /// One run to start.
@@ -29,8 +31,8 @@ pub enum SourceError {
 pub struct RunRequest {
     pub lab: Lab,
     pub variant: String,
-    /// `key=value` overrides, already checked by the parent.
-    pub params: Vec<String>,
+    /// Every parameter of the lab, resolved (`catalog::resolve_params`).
+    pub params: Params,
     pub device: Option<String>,
     pub budget_bytes: Option<u64>,
     pub unbounded: bool,

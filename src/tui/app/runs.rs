@@ -89,14 +89,13 @@ impl App {
     }
 
     pub(super) fn request(&self, lab: &Lab, variant: usize, step: bool) -> RunRequest {
-        let params = self.params_of(lab);
         RunRequest {
             variant: lab
                 .variants
                 .get(variant)
                 .map(|v| v.name.clone())
                 .unwrap_or_default(),
-            params: params.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            params: self.params_of(lab),
             lab: lab.clone(),
             device: self.device.clone(),
             budget_bytes: None,
