@@ -302,9 +302,10 @@ impl Env<'_> {
         let threshold = before.saturating_sub(bytes / 2);
         let gone = self
             .run
-            .readings()
-            .into_iter()
-            .find(|(t, v)| *t >= c.end_ns && *v <= threshold);
+            .readings
+            .iter()
+            .find(|(t, v)| *t >= c.end_ns && *v <= threshold)
+            .copied();
         Ok(match gone {
             Some((t, _)) => ms(t - c.end_ns),
             None => f64::INFINITY,

@@ -81,7 +81,7 @@ pub fn trace(run: &Run) -> Value {
             "args": {"line": s.line, "call_seq": s.call_seq, "queued_us": us(s.queued_ns)},
         }));
     }
-    for (t, bytes) in run.readings() {
+    for &(t, bytes) in &run.readings {
         timed.push(json!({
             "name": "device memory", "ph": "C", "pid": pid, "tid": 0, "ts": us(t),
             "args": {"MiB": crate::units::mib(bytes)},

@@ -159,9 +159,9 @@ where
         .draw()
         .map_err(draw_err)?;
     let points: Vec<(f64, f64)> = run
-        .readings()
-        .into_iter()
-        .map(|(t, b)| (rel_ms(run, t), (b as f64 / MIB - base).max(0.0)))
+        .readings
+        .iter()
+        .map(|&(t, b)| (rel_ms(run, t), (b as f64 / MIB - base).max(0.0)))
         .collect();
     chart
         .draw_series(LineSeries::new(points, MEMORY.stroke_width(3)))

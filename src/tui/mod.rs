@@ -5,7 +5,6 @@
 
 pub mod app;
 pub mod event_loop;
-pub mod gap;
 pub mod keys;
 pub mod layout;
 pub mod panels;

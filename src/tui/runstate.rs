@@ -1,13 +1,11 @@
-//! One run as the dashboard holds it: the Run model, plus what the panels need to
-//! draw a frame without sorting or searching (memory readings kept in time order,
-//! each ledger object's latest state). Built one event at a time, live or replayed.
+//! One run as the dashboard holds it: the Run model (which keeps what a frame needs
+//! without sorting or searching) and where its events come from. Built one event
+//! at a time, live or replayed.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::lab::ObjKind;
 use crate::run::Run;
-use crate::trace::{DeviceKind, EndStatus, Event, MemorySource, ObjectAction};
+use crate::trace::{DeviceKind, EndStatus, Event, MemorySource};
 
 /// Where the events come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,43 +20,10 @@ pub enum Origin {
     Recording(PathBuf),
 }
 
-/// The ledger's view of one object, folded from its `object` events.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ObjState {
-    pub kind: ObjKind,
-    pub handle: Option<String>,
-    pub line: Option<u32>,
-    pub bytes: u64,
-    /// The lab's references (0 = the lab released it).
-    pub refcount: u32,
-    pub refs: Vec<u64>,
-    pub forgotten: bool,
-    /// The driver's destructor callback fired.
-    pub destroyed: bool,
-}
-
-impl ObjState {
-    /// Still the program's: neither released by the lab nor freed by the driver.
-    pub fn held(&self) -> bool {
-        self.refcount > 0 && !self.destroyed
-    }
-
-    pub fn name(&self) -> String {
-        self.handle
-            .clone()
-            .unwrap_or_else(|| self.kind.as_str().to_string())
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct RunState {
     pub origin: Origin,
     pub run: Run,
-    /// (t_ns, bytes) as `Run::readings` defines them, kept sorted by time.
-    pub readings: Vec<(u64, u64)>,
-    /// Device-wide samples the parent took after the worker exited.
-    pub after_exit: Vec<(u64, u64)>,
-    pub objects: BTreeMap<u64, ObjState>,
     /// The event channel closed: nothing more will come.
     pub closed: bool,
     /// A recording could not be read.
@@ -70,9 +35,6 @@ impl RunState {
         RunState {
             origin,
             run: Run::default(),
-            readings: Vec::new(),
-            after_exit: Vec::new(),
-            objects: BTreeMap::new(),
             closed: false,
             error: None,
         }
@@ -88,56 +50,7 @@ impl RunState {
     }
 
     pub fn apply(&mut self, event: &Event) {
-        match event {
-            Event::Call(c) => {
-                if let Some(m) = c.mem_before {
-                    self.insert_reading(c.begin_ns, m);
-                }
-                if let Some(m) = c.mem_after {
-                    self.insert_reading(c.end_ns, m);
-                }
-            }
-            Event::Sample(s) => {
-                if self.run.end.as_ref().is_some_and(|e| s.t_ns > e.t_ns) {
-                    self.after_exit.push((s.t_ns, s.used_bytes));
-                } else {
-                    self.insert_reading(s.t_ns, s.process_bytes.unwrap_or(s.used_bytes));
-                }
-            }
-            Event::Object(o) => {
-                let st = self.objects.entry(o.id).or_insert_with(|| ObjState {
-                    kind: o.kind,
-                    handle: o.handle.clone(),
-                    line: o.line,
-                    bytes: o.bytes,
-                    refcount: 0,
-                    refs: o.refs.clone(),
-                    forgotten: false,
-                    destroyed: false,
-                });
-                match o.action {
-                    ObjectAction::Destroyed => st.destroyed = true,
-                    ObjectAction::Forgotten => st.forgotten = true,
-                    _ => st.refcount = o.refcount,
-                }
-                if !o.refs.is_empty() {
-                    st.refs = o.refs.clone();
-                }
-            }
-            _ => {}
-        }
         self.run.apply(event);
-    }
-
-    /// Arrivals are nearly in time order (worker readings lag the sampler by a
-    /// call at most), so this is an append almost always.
-    fn insert_reading(&mut self, t: u64, v: u64) {
-        if self.readings.last().is_none_or(|(lt, _)| *lt <= t) {
-            self.readings.push((t, v));
-        } else {
-            let pos = self.readings.partition_point(|(lt, _)| *lt <= t);
-            self.readings.insert(pos, (t, v));
-        }
     }
 
     pub fn running(&self) -> bool {
@@ -173,7 +86,7 @@ impl RunState {
     /// clock, so a frame depends on the events alone.
     pub fn t_last(&self) -> u64 {
         let mut t = self.t0();
-        if let Some((rt, _)) = self.readings.last() {
+        if let Some((rt, _)) = self.run.readings.last() {
             t = t.max(*rt);
         }
         if let Some(c) = self.run.calls.last() {
@@ -215,9 +128,7 @@ impl RunState {
 
     /// Latest memory reading above the baseline, bytes (negative when below).
     pub fn device_above_baseline(&self) -> Option<i64> {
-        let base = self.run.baseline()?;
-        let (_, v) = self.readings.last()?;
-        Some(*v as i64 - base as i64)
+        self.run.device_above_baseline()
     }
 
     /// One word for the state: running, paused, finished, failed, cancelled…
@@ -235,30 +146,5 @@ impl RunState {
             None if self.run.meta.is_none() => "starting".into(),
             None => "running".into(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::trace::{Event, Sample};
-
-    fn sample(t: u64, v: u64) -> Event {
-        Event::Sample(Sample {
-            t_ns: t,
-            source: MemorySource::Rss,
-            used_bytes: v,
-            total_bytes: None,
-            process_bytes: Some(v),
-        })
-    }
-
-    #[test]
-    fn readings_stay_sorted_when_events_arrive_out_of_order() {
-        let s = RunState::from_events(
-            Origin::Recording("x".into()),
-            &[sample(10, 1), sample(30, 3), sample(20, 2)],
-        );
-        assert_eq!(s.readings, vec![(10, 1), (20, 2), (30, 3)]);
     }
 }

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::run::Run;
-use crate::trace::{AgentState, EndStatus, MemorySource, ObjKind, ObjectAction};
+use crate::run::{ObjState, Run};
+use crate::trace::{AgentState, EndStatus, MemorySource, ObjKind};
 use crate::units::mib;
 
 #[derive(Debug, Clone, Serialize)]
@@ -88,23 +88,12 @@ pub struct Outlived {
     pub max_ms: f64,
 }
 
-/// One object's life as the stream tells it.
-#[derive(Default)]
-struct Life {
-    kind: Option<ObjKind>,
-    bytes: u64,
-    refs: Vec<u64>,
-    released_ns: Option<u64>,
-    destroyed_ns: Option<u64>,
-}
-
 impl WatchReport {
     pub fn from_run(run: &Run) -> WatchReport {
         let meta = run.meta.as_ref();
         let start = meta.map_or(0, |m| m.t_ns);
         let watch = meta.and_then(|m| m.watch.as_ref());
-        let lives = lives(run);
-        let peaks = peak_alive(run);
+        let lives = &run.ledger;
         let creator: HashMap<u64, (&str, u32, u64)> = run
             .calls
             .iter()
@@ -115,15 +104,18 @@ impl WatchReport {
         let mut kinds: BTreeMap<ObjKind, KindReport> = BTreeMap::new();
         let mut alive: BTreeMap<(ObjKind, String, u32, u64), (u64, u64)> = BTreeMap::new();
         let mut live_ids = BTreeSet::new();
-        for (id, life) in &lives {
-            let Some(kind) = life.kind else { continue };
+        for (id, life) in lives {
+            let kind = life.kind;
             let k = kinds.entry(kind).or_insert(KindReport {
                 kind,
                 created: 0,
                 released: 0,
                 alive_at_exit: 0,
                 alive_bytes: 0,
-                peak_alive: peaks.get(&kind).copied().unwrap_or(0),
+                peak_alive: run
+                    .peak_live
+                    .get(&kind)
+                    .map_or(0, |n| u64::try_from(*n).unwrap_or(0)),
             });
             k.created += 1;
             if life.released_ns.is_some() {
@@ -152,8 +144,8 @@ impl WatchReport {
             .collect();
         let mut held = Vec::new();
         let mut outlived: BTreeMap<ObjKind, Vec<f64>> = BTreeMap::new();
-        for (id, life) in &lives {
-            let (Some(kind), Some(released)) = (life.kind, life.released_ns) else {
+        for (id, life) in lives {
+            let (kind, Some(released)) = (life.kind, life.released_ns) else {
                 continue;
             };
             if !watched.contains(&kind) {
@@ -169,7 +161,7 @@ impl WatchReport {
                     kind,
                     bytes: life.bytes,
                     released_ms: released.saturating_sub(start) as f64 / 1e6,
-                    pinned_by: pinned_by(*id, &lives, &live_ids),
+                    pinned_by: pinned_by(*id, lives, &live_ids),
                 }),
             }
         }
@@ -452,58 +444,15 @@ fn short_id(id: u64) -> String {
     format!("#{}", id & 0xffff_ffff)
 }
 
-/// The most objects of each kind alive at one time, in stream order.
-fn peak_alive(run: &Run) -> BTreeMap<ObjKind, u64> {
-    let mut now: BTreeMap<ObjKind, i64> = BTreeMap::new();
-    let mut peak: BTreeMap<ObjKind, u64> = BTreeMap::new();
-    for o in &run.objects {
-        let n = now.entry(o.kind).or_default();
-        match o.action {
-            ObjectAction::Created => *n += 1,
-            ObjectAction::Released | ObjectAction::CleanedUp | ObjectAction::Forgotten
-                if o.refcount == 0 =>
-            {
-                *n -= 1
-            }
-            _ => {}
-        }
-        let p = peak.entry(o.kind).or_default();
-        *p = (*p).max(u64::try_from(*n).unwrap_or(0));
-    }
-    peak
-}
-
-fn lives(run: &Run) -> BTreeMap<u64, Life> {
-    let mut lives: BTreeMap<u64, Life> = BTreeMap::new();
-    for o in &run.objects {
-        let life = lives.entry(o.id).or_default();
-        match o.action {
-            ObjectAction::Created => {
-                life.kind = Some(o.kind);
-                life.bytes = o.bytes;
-                life.refs = o.refs.clone();
-            }
-            ObjectAction::Released | ObjectAction::CleanedUp | ObjectAction::Forgotten
-                if o.refcount == 0 =>
-            {
-                life.released_ns = Some(o.t_ns)
-            }
-            ObjectAction::Destroyed => life.destroyed_ns = Some(o.t_ns),
-            _ => {}
-        }
-    }
-    lives
-}
-
 /// Live objects whose references reach `target`, as `event #3 -> kernel #2`.
-fn pinned_by(target: u64, lives: &BTreeMap<u64, Life>, live: &BTreeSet<u64>) -> Vec<String> {
+fn pinned_by(target: u64, lives: &BTreeMap<u64, ObjState>, live: &BTreeSet<u64>) -> Vec<String> {
     let mut out = Vec::new();
     for &id in live {
         if let Some(path) = path_to(id, target, lives, 0) {
             out.push(
                 path.iter()
                     .filter_map(|i| {
-                        let kind = lives.get(i)?.kind?;
+                        let kind = lives.get(i)?.kind;
                         Some(format!("{} {}", kind.as_str(), short_id(*i)))
                     })
                     .collect::<Vec<_>>()
@@ -516,7 +465,7 @@ fn pinned_by(target: u64, lives: &BTreeMap<u64, Life>, live: &BTreeSet<u64>) -> 
 
 /// References form short chains (event -> kernel -> buffer -> context); the depth
 /// limit keeps a malformed stream from recursing deep.
-fn path_to(from: u64, to: u64, lives: &BTreeMap<u64, Life>, depth: usize) -> Option<Vec<u64>> {
+fn path_to(from: u64, to: u64, lives: &BTreeMap<u64, ObjState>, depth: usize) -> Option<Vec<u64>> {
     if depth > 6 {
         return None;
     }

@@ -227,6 +227,17 @@ pub struct ObjectEvent {
     pub line: Option<u32>,
 }
 
+impl ObjectEvent {
+    /// The program's last reference is gone: a release or cleanup to 0. (The
+    /// driver may still hold the object; a `destroyed` event says when it let go.)
+    pub fn ends_life(&self) -> bool {
+        matches!(
+            self.action,
+            ObjectAction::Released | ObjectAction::CleanedUp
+        ) && self.refcount == 0
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceSpan {

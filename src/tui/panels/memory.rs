@@ -56,7 +56,7 @@ impl Widget for &MemoryPanel<'_> {
         let inner = b.inner(area);
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
-        let Some(run) = self.run.filter(|r| !r.readings.is_empty()) else {
+        let Some(run) = self.run.filter(|r| !r.run.readings.is_empty()) else {
             let text = match self.run {
                 Some(r) if r.run.meta.is_none() => "waiting for the worker…",
                 Some(_) => "no memory readings in this run",
@@ -99,7 +99,7 @@ impl Widget for &MemoryPanel<'_> {
         let mut lo = vec![usize::MAX; gw];
         let mut hi = vec![0usize; gw];
         let mut last = vec![usize::MAX; gw];
-        for (t, v) in &run.readings {
+        for (t, v) in &run.run.readings {
             let x = axes.col(t0, *t, gw);
             let y = y_of(*v as f64 / MIB);
             lo[x] = lo[x].min(y);
@@ -107,6 +107,7 @@ impl Widget for &MemoryPanel<'_> {
             last[x] = y;
         }
         let end_x = run
+            .run
             .readings
             .last()
             .map(|(t, _)| axes.col(t0, *t, gw))

@@ -56,7 +56,7 @@ impl Axes {
         let mut hi = f64::NEG_INFINITY;
         for r in runs {
             dur = dur.max(r.duration_ns());
-            for (_, v) in &r.readings {
+            for (_, v) in &r.run.readings {
                 let v = *v as f64 / MIB;
                 lo = lo.min(v);
                 hi = hi.max(v);

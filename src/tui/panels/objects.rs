@@ -13,8 +13,8 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{MIB, block, fmt_mib, fmt_signed_mib, usable};
 use crate::lab::{Api, ObjKind};
+use crate::run::gap;
 use crate::trace::EndStatus;
-use crate::tui::gap;
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
 
@@ -42,7 +42,7 @@ impl ObjectsPanel<'_> {
             _ => run.run.live_at_end(),
         };
         let mut bytes: BTreeMap<ObjKind, u64> = BTreeMap::new();
-        for o in run.objects.values().filter(|o| o.held()) {
+        for o in run.run.ledger.values().filter(|o| o.held()) {
             *bytes.entry(o.kind).or_default() += o.bytes;
         }
         let mut out = vec![Line::styled(
@@ -71,7 +71,7 @@ impl ObjectsPanel<'_> {
                 style,
             ));
         }
-        let g = gap::of(run);
+        let g = gap::of(&run.run);
         out.push(Line::from(vec![
             Span::styled("ledger  ", t.dim()),
             Span::raw(fmt_mib(g.ledger as f64)),
@@ -116,7 +116,7 @@ fn came_back(run: &RunState) -> Option<String> {
     if run.cpu_device() {
         return Some("worker exited: its host memory went back to the OS".into());
     }
-    let (_, after) = run.after_exit.last()?;
+    let (_, after) = run.run.after_exit.last()?;
     let start = run.run.samples.first().map(|s| s.used_bytes)?;
     let diff = *after as i64 - start as i64;
     let cancelled = matches!(end.status, EndStatus::Cancelled);

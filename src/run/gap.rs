@@ -2,10 +2,9 @@
 //! (forgotten events, events still referring to released buffers, released objects
 //! the driver has not destroyed, contexts' own reserve). Never a driver refcount.
 
-use crate::lab::ObjKind;
-use crate::trace::ObjectAction;
+use crate::trace::{ObjKind, ObjectAction};
 
-use super::runstate::RunState;
+use super::Run;
 
 /// The ledger against the device, bytes.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,21 +30,20 @@ impl Gap {
     }
 }
 
-pub fn of(run: &RunState) -> Gap {
-    let ledger = run.run.live_bytes;
+pub fn of(run: &Run) -> Gap {
+    let ledger = run.live_bytes;
     let device = run.device_above_baseline();
     let mut causes = Vec::new();
-    let objs = &run.objects;
+    let objs = &run.ledger;
     let destroys = |kind: ObjKind| {
-        run.run
-            .objects
+        run.objects
             .iter()
             .any(|o| o.kind == kind && o.action == ObjectAction::Destroyed)
     };
 
     let forgotten: Vec<_> = objs
         .values()
-        .filter(|o| o.forgotten && !o.destroyed)
+        .filter(|o| o.forgotten && !o.destroyed())
         .collect();
     if let Some(first) = forgotten.first() {
         let line = first
@@ -82,7 +80,7 @@ pub fn of(run: &RunState) -> Gap {
         }
         let pending: Vec<_> = objs
             .values()
-            .filter(|o| o.kind == kind && o.refcount == 0 && !o.destroyed)
+            .filter(|o| o.kind == kind && o.refcount == 0 && !o.destroyed())
             .collect();
         if let Some(first) = pending.first() {
             let what = if kind == ObjKind::Buffer {
@@ -114,7 +112,7 @@ pub fn of(run: &RunState) -> Gap {
     }
     // CUDA: the default pool's own bookkeeping, as the worker read it after the
     // latest line. Memory the pool reserved but has not handed out is its cache.
-    if let Some(pool) = run.run.calls.iter().rev().find_map(|c| c.cuda.as_ref()) {
+    if let Some(pool) = run.calls.iter().rev().find_map(|c| c.cuda.as_ref()) {
         let cached = pool.pool_reserved.saturating_sub(pool.pool_used);
         if cached > 4 << 20 {
             causes.push(format!(
@@ -126,7 +124,7 @@ pub fn of(run: &RunState) -> Gap {
     let anything_held = objs.values().any(|o| o.held() || o.forgotten);
     // Only when nothing above explains it: then it is the driver's own keeping.
     if causes.is_empty()
-        && run.run.end.is_some()
+        && run.end.is_some()
         && !anything_held
         && device.is_some_and(|d| d - ledger > 4 << 20)
     {

@@ -1,10 +1,15 @@
-//! The Run model: events folded into what a report or a dashboard shows. Pure
-//! data; live runs, recordings and replays all build it the same way, one event at
-//! a time.
+//! The Run model: events folded into what a report, a verdict, an export, the
+//! dashboard and the watch report show. The one fold of the stream: pure data,
+//! built the same way, one event at a time, live, from a recording or in a replay.
+
+pub mod gap;
+mod objects;
 
 use std::collections::BTreeMap;
 
 use crate::lab::ObjKind;
+pub use objects::ObjState;
+
 use crate::trace::{
     AgentEvent, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End, Event, Meta, Note,
     ObjectAction, ObjectEvent, Sample,
@@ -25,8 +30,18 @@ pub struct Run {
     pub agents: Vec<AgentEvent>,
     /// Live objects per kind right now, as the ledger's events say.
     pub live: BTreeMap<ObjKind, i64>,
+    /// The most objects of each kind alive at one time so far.
+    pub peak_live: BTreeMap<ObjKind, i64>,
     /// Bytes of live buffers right now.
     pub live_bytes: i64,
+    /// Each object's latest state, by id.
+    pub ledger: BTreeMap<u64, ObjState>,
+    /// Memory readings in time order, (t_ns, bytes): the worker's own (around each
+    /// call) and the parent's samples until the run ended. Values are what the run
+    /// calls "device memory" (the worker's own share where the source tells it).
+    pub readings: Vec<(u64, u64)>,
+    /// Device-wide readings the parent took after the worker was gone, (t_ns, bytes).
+    pub after_exit: Vec<(u64, u64)>,
 }
 
 /// One script line with everything its executions did.
@@ -70,25 +85,48 @@ impl Run {
     pub fn apply(&mut self, event: &Event) {
         match event {
             Event::Meta(m) => self.meta = Some(m.as_ref().clone()),
-            Event::Call(c) => self.calls.push(c.clone()),
+            Event::Call(c) => {
+                if let Some(m) = c.mem_before {
+                    self.insert_reading(c.begin_ns, m);
+                }
+                if let Some(m) = c.mem_after {
+                    self.insert_reading(c.end_ns, m);
+                }
+                self.calls.push(c.clone());
+            }
             Event::Object(o) => {
-                let (count, bytes) = match o.action {
-                    ObjectAction::Created => (1, o.bytes as i64),
-                    ObjectAction::Released | ObjectAction::CleanedUp if o.refcount == 0 => {
-                        (-1, -(o.bytes as i64))
-                    }
-                    _ => (0, 0),
+                let (count, bytes) = if o.action == ObjectAction::Created {
+                    (1, o.bytes as i64)
+                } else if o.ends_life() {
+                    (-1, -(o.bytes as i64))
+                } else {
+                    (0, 0)
                 };
-                *self.live.entry(o.kind).or_default() += count;
+                let live = self.live.entry(o.kind).or_default();
+                *live += count;
+                let peak = self.peak_live.entry(o.kind).or_default();
+                *peak = (*peak).max(*live);
                 self.live_bytes += bytes;
+                objects::apply(&mut self.ledger, o);
                 self.objects.push(o.clone());
             }
             Event::DeviceSpan(s) => self.spans.push(s.clone()),
             Event::Block(b) => self.blocks.push(b.clone()),
-            Event::Sample(s) => self.samples.push(s.clone()),
+            Event::Sample(s) => {
+                match &self.end {
+                    // After the worker ended its own reading of "its memory" is gone;
+                    // samples past the end describe the device, not the run.
+                    Some(e) if s.t_ns > e.t_ns => self.after_exit.push((s.t_ns, s.used_bytes)),
+                    _ => self.insert_reading(s.t_ns, s.process_bytes.unwrap_or(s.used_bytes)),
+                }
+                self.samples.push(s.clone());
+            }
             Event::Note(n) => self.notes.push(n.clone()),
             Event::Claim(c) => self.claims.push(c.clone()),
-            Event::End(e) => self.end = Some(e.clone()),
+            Event::End(e) => {
+                self.end = Some(e.clone());
+                self.split_at_end(e.t_ns);
+            }
             Event::Agent(a) => self.agents.push(a.clone()),
         }
     }
@@ -125,36 +163,44 @@ impl Run {
         self.blocks.iter().find(|b| b.tag.as_deref() == Some(tag))
     }
 
-    /// Memory readings in time order: the worker's own (around each call) and the
-    /// parent's samples. Values are what the run calls "device memory".
-    pub fn readings(&self) -> Vec<(u64, u64)> {
-        let mut out: Vec<(u64, u64)> =
-            Vec::with_capacity(self.calls.len() * 2 + self.samples.len());
-        for c in &self.calls {
-            if let Some(m) = c.mem_before {
-                out.push((c.begin_ns, m));
-            }
-            if let Some(m) = c.mem_after {
-                out.push((c.end_ns, m));
-            }
+    /// Arrivals are nearly in time order (worker readings lag the sampler by a
+    /// call at most), so this is an append almost always.
+    fn insert_reading(&mut self, t: u64, v: u64) {
+        if self.readings.last().is_none_or(|(lt, _)| *lt <= t) {
+            self.readings.push((t, v));
+        } else {
+            let pos = self.readings.partition_point(|(lt, _)| *lt <= t);
+            self.readings.insert(pos, (t, v));
         }
-        let end_ns = self.end.as_ref().map(|e| e.t_ns);
-        for s in &self.samples {
-            // After the worker ended its own reading of "its memory" is gone; samples
-            // past the end describe the device, not the run.
-            if end_ns.is_some_and(|e| s.t_ns > e) {
-                continue;
-            }
-            out.push((s.t_ns, s.process_bytes.unwrap_or(s.used_bytes)));
+    }
+
+    /// Samples that arrived before the `end` event but were taken after it belong
+    /// to the device after the run, as later ones do. (Calls all end before it.)
+    fn split_at_end(&mut self, end_ns: u64) {
+        let cut = self.readings.partition_point(|(t, _)| *t <= end_ns);
+        if cut == self.readings.len() {
+            return;
         }
-        out.sort_by_key(|(t, _)| *t);
-        out
+        self.readings.truncate(cut);
+        self.after_exit = self
+            .samples
+            .iter()
+            .filter(|s| s.t_ns > end_ns)
+            .map(|s| (s.t_ns, s.used_bytes))
+            .collect();
+    }
+
+    /// Latest memory reading above the baseline, bytes (negative when below).
+    pub fn device_above_baseline(&self) -> Option<i64> {
+        let base = self.baseline()?;
+        let (_, v) = self.readings.last()?;
+        Some(*v as i64 - base as i64)
     }
 
     /// Highest memory reading of the run above the baseline, bytes.
     pub fn peak_above_baseline(&self) -> Option<u64> {
         let base = self.baseline()?;
-        self.readings()
+        self.readings
             .iter()
             .map(|(_, v)| v.saturating_sub(base))
             .max()
@@ -317,5 +363,70 @@ mod tests {
             obj(ObjectAction::Released, 0),
         ]);
         assert_eq!(run.live[&ObjKind::Buffer], 0);
+    }
+
+    fn sample(t: u64, used: u64, own: u64) -> Event {
+        Event::Sample(Sample {
+            t_ns: t,
+            source: MemorySource::Nvml,
+            used_bytes: used,
+            total_bytes: None,
+            process_bytes: Some(own),
+        })
+    }
+
+    #[test]
+    fn readings_stay_sorted_when_events_arrive_out_of_order() {
+        let run = Run::from_events(&[sample(10, 100, 1), sample(30, 300, 3), sample(20, 200, 2)]);
+        assert_eq!(run.readings, vec![(10, 1), (20, 2), (30, 3)]);
+    }
+
+    #[test]
+    fn samples_taken_after_the_end_describe_the_device_whenever_they_arrive() {
+        let end = Event::End(End {
+            t_ns: 25,
+            status: EndStatus::Finished,
+            leaked: vec![],
+        });
+        // One sample taken after the end arrives before it, one after it.
+        let run = Run::from_events(&[
+            sample(10, 100, 1),
+            sample(30, 300, 3),
+            end,
+            sample(40, 400, 4),
+        ]);
+        assert_eq!(run.readings, vec![(10, 1)]);
+        assert_eq!(run.after_exit, vec![(30, 300), (40, 400)]);
+        assert_eq!(run.after_exit().map(|s| s.t_ns), Some(40));
+    }
+
+    #[test]
+    fn the_ledger_keeps_each_objects_life_and_the_peak_per_kind() {
+        let obj = |id, t_ns, action, refcount| {
+            Event::Object(ObjectEvent {
+                t_ns,
+                id,
+                kind: ObjKind::Event,
+                action,
+                handle: None,
+                bytes: 0,
+                refcount,
+                refs: vec![],
+                line: None,
+            })
+        };
+        let run = Run::from_events(&[
+            obj(1, 1, ObjectAction::Created, 1),
+            obj(2, 2, ObjectAction::Created, 1),
+            obj(1, 3, ObjectAction::Released, 0),
+            obj(3, 4, ObjectAction::Created, 1),
+            obj(1, 9, ObjectAction::Destroyed, 0),
+        ]);
+        assert_eq!(run.peak_live[&ObjKind::Event], 2);
+        assert_eq!(run.live[&ObjKind::Event], 2);
+        let first = &run.ledger[&1];
+        assert_eq!((first.released_ns, first.destroyed_ns), (Some(3), Some(9)));
+        assert!(!first.held());
+        assert!(run.ledger[&2].held());
     }
 }

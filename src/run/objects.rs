@@ -1,0 +1,71 @@
+//! Each ledger object's latest state, folded from its `object` events: what the
+//! live-objects panel, the gap analysis and the watch report all read.
+
+use std::collections::BTreeMap;
+
+use crate::trace::{ObjKind, ObjectAction, ObjectEvent};
+
+/// One object as the stream tells it so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjState {
+    pub kind: ObjKind,
+    pub handle: Option<String>,
+    pub line: Option<u32>,
+    pub bytes: u64,
+    /// The program's references (0 = it released the object).
+    pub refcount: u32,
+    /// Objects this one refers to (an event to its queue, kernel and buffer).
+    pub refs: Vec<u64>,
+    pub forgotten: bool,
+    /// When the program's last reference went, if it has.
+    pub released_ns: Option<u64>,
+    /// When the driver's destructor callback fired, if it has.
+    pub destroyed_ns: Option<u64>,
+}
+
+impl ObjState {
+    fn new(o: &ObjectEvent) -> ObjState {
+        ObjState {
+            kind: o.kind,
+            handle: o.handle.clone(),
+            line: o.line,
+            bytes: o.bytes,
+            refcount: 0,
+            refs: o.refs.clone(),
+            forgotten: false,
+            released_ns: None,
+            destroyed_ns: None,
+        }
+    }
+
+    pub fn destroyed(&self) -> bool {
+        self.destroyed_ns.is_some()
+    }
+
+    /// Still the program's: neither released by it nor freed by the driver.
+    pub fn held(&self) -> bool {
+        self.refcount > 0 && !self.destroyed()
+    }
+
+    pub fn name(&self) -> String {
+        self.handle
+            .clone()
+            .unwrap_or_else(|| self.kind.as_str().to_string())
+    }
+}
+
+/// Folds `o` into the states by id.
+pub(super) fn apply(states: &mut BTreeMap<u64, ObjState>, o: &ObjectEvent) {
+    let st = states.entry(o.id).or_insert_with(|| ObjState::new(o));
+    match o.action {
+        ObjectAction::Destroyed => st.destroyed_ns = Some(o.t_ns),
+        ObjectAction::Forgotten => st.forgotten = true,
+        _ => st.refcount = o.refcount,
+    }
+    if o.ends_life() {
+        st.released_ns = Some(o.t_ns);
+    }
+    if !o.refs.is_empty() {
+        st.refs = o.refs.clone();
+    }
+}
