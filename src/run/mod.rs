@@ -7,7 +7,7 @@ mod objects;
 
 use std::collections::BTreeMap;
 
-use crate::lab::ObjKind;
+use crate::trace::ObjKind;
 pub use objects::ObjState;
 
 use crate::trace::{
