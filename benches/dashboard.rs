@@ -126,7 +126,7 @@ fn heavy_run(app: &mut App) -> Vec<Event> {
         app.update(Msg::Run {
             slot,
             epoch,
-            event: Box::new(event.clone()),
+            events: vec![event.clone()],
         });
     }
     events

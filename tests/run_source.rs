@@ -5,7 +5,6 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use gpulab::lab::{Lab, LabSet};
@@ -39,20 +38,20 @@ fn source() -> LocalSource {
 
 /// Next event other than a memory sample within `wait`, if any (samples arrive
 /// all the time while a worker lives).
-fn next(rx: &Receiver<Event>, wait: Duration) -> Option<Event> {
+fn next(handle: &mut RunHandle, wait: Duration) -> Option<Event> {
     let deadline = Instant::now() + wait;
     loop {
         let left = deadline.checked_duration_since(Instant::now())?;
-        match rx.recv_timeout(left).ok()? {
+        match handle.next_event(left).ok()? {
             Event::Sample(_) => continue,
             e => return Some(e),
         }
     }
 }
 
-fn drain(handle: &RunHandle) -> Vec<Event> {
+fn drain(handle: &mut RunHandle) -> Vec<Event> {
     let mut out = Vec::new();
-    while let Ok(e) = handle.events.recv_timeout(Duration::from_secs(30)) {
+    while let Ok(e) = handle.next_event(Duration::from_secs(30)) {
         out.push(e);
     }
     out
@@ -78,7 +77,7 @@ fn stepping_runs_one_line_per_step() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut saw_meta = false;
     while Instant::now() < deadline {
-        match next(&handle.events, Duration::from_millis(300)) {
+        match next(&mut handle, Duration::from_millis(300)) {
             Some(Event::Meta(_)) => saw_meta = true,
             Some(Event::Call(c)) => panic!("a call ran before any step: {c:?}"),
             Some(_) => {}
@@ -90,7 +89,7 @@ fn stepping_runs_one_line_per_step() {
     for expected_line in [36, 37] {
         handle.step();
         let call = loop {
-            match next(&handle.events, Duration::from_secs(20)) {
+            match next(&mut handle, Duration::from_secs(20)) {
                 Some(Event::Call(c)) => break c,
                 Some(_) => {}
                 None => panic!("no call after a step"),
@@ -98,12 +97,12 @@ fn stepping_runs_one_line_per_step() {
         };
         assert_eq!(call.line, Some(expected_line));
         // And no further line until the next step.
-        while let Some(e) = next(&handle.events, Duration::from_millis(200)) {
+        while let Some(e) = next(&mut handle, Duration::from_millis(200)) {
             assert!(!matches!(e, Event::Call(_)), "ran ahead: {e:?}");
         }
     }
     handle.run_to_end();
-    assert_eq!(end_of(&drain(&handle)), Some(EndStatus::Finished));
+    assert_eq!(end_of(&drain(&mut handle)), Some(EndStatus::Finished));
 }
 
 #[test]
@@ -123,7 +122,7 @@ fn cancel_kills_the_worker_and_ends_the_stream_as_cancelled() {
     let deadline = Instant::now() + Duration::from_secs(30);
     // Wait until the kernel is enqueued, then cancel mid-kernel.
     while Instant::now() < deadline {
-        match next(&handle.events, Duration::from_secs(1)) {
+        match next(&mut handle, Duration::from_secs(1)) {
             Some(Event::Meta(m)) => pid = Some(m.pid),
             Some(Event::Call(c)) if c.api == "clEnqueueNDRangeKernel" => break,
             _ => {}
@@ -131,7 +130,7 @@ fn cancel_kills_the_worker_and_ends_the_stream_as_cancelled() {
     }
     let started = Instant::now();
     handle.cancel();
-    let events = drain(&handle);
+    let events = drain(&mut handle);
     assert_eq!(end_of(&events), Some(EndStatus::Cancelled));
     assert!(
         // Order of magnitude only: a loaded 2-core machine may take seconds to
@@ -163,8 +162,8 @@ fn crashing_worker(dir: &std::path::Path) -> PathBuf {
 fn a_crashed_worker_is_reported_with_its_signal() {
     let dir = common::temp_dir();
     let source = LocalSource::with_exe(crashing_worker(dir.path()));
-    let handle = source.start(request("cl-finish", &[], false)).unwrap();
-    let events = drain(&handle);
+    let mut handle = source.start(request("cl-finish", &[], false)).unwrap();
+    let events = drain(&mut handle);
     match end_of(&events) {
         Some(EndStatus::Crashed { signal, detail }) => {
             assert_eq!(signal, Some(11));
@@ -174,9 +173,9 @@ fn a_crashed_worker_is_reported_with_its_signal() {
         other => panic!("expected a crash, got {other:?}"),
     }
     // The parent is fine and can start the next run.
-    let again = source.start(request("cl-finish", &[], false)).unwrap();
+    let mut again = source.start(request("cl-finish", &[], false)).unwrap();
     assert!(matches!(
-        end_of(&drain(&again)),
+        end_of(&drain(&mut again)),
         Some(EndStatus::Crashed { .. })
     ));
 }

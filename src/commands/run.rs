@@ -187,14 +187,16 @@ fn run_variant(
             }
         }
         match handle.events.recv_timeout(Duration::from_millis(100)) {
-            Ok(event) => {
-                if recorder.is_some() {
-                    recorded.push(event.clone());
+            Ok(batch) => {
+                for event in batch {
+                    if step {
+                        show_step(&run, &event);
+                    }
+                    run.apply(&event);
+                    if recorder.is_some() {
+                        recorded.push(event);
+                    }
                 }
-                if step {
-                    show_step(&run, &event);
-                }
-                run.apply(&event);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,

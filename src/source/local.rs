@@ -108,15 +108,15 @@ impl RunSource for LocalSource {
                 exe: "run thread".into(),
                 source,
             })?;
-        Ok(RunHandle {
-            events: rx,
-            control: Box::new(LocalControl {
+        Ok(RunHandle::new(
+            rx,
+            Box::new(LocalControl {
                 stdin,
                 pid,
                 killed,
                 exited,
             }),
-        })
+        ))
     }
 }
 
@@ -165,7 +165,7 @@ impl Drop for LocalControl {
 struct Watch {
     child: Child,
     lab: Lab,
-    tx: Sender<Event>,
+    tx: Sender<Vec<Event>>,
     killed: Arc<AtomicBool>,
     exited: Arc<AtomicBool>,
     stderr_tail: Arc<Mutex<String>>,
@@ -187,11 +187,10 @@ impl Watch {
         let forwarder = std::thread::spawn(move || {
             let mut seen = Vec::new();
             for batch in sample_rx {
-                for s in batch {
-                    seen.push(s.clone());
-                    if forward_tx.send(Event::Sample(s)).is_err() {
-                        return seen;
-                    }
+                seen.extend(batch.iter().cloned());
+                let events = batch.into_iter().map(Event::Sample).collect();
+                if forward_tx.send(events).is_err() {
+                    break;
                 }
             }
             seen
@@ -309,7 +308,7 @@ impl Watch {
 
     fn emit(&self, run: &mut Run, event: Event) {
         run.apply(&event);
-        let _ = self.tx.send(event);
+        let _ = self.tx.send(vec![event]);
     }
 
     /// Device memory after the worker is gone: the driver takes back everything

@@ -77,18 +77,18 @@ fn carry_out(
                 let events = handle.events;
                 let mut copies = copies(&req, record, app);
                 thread::spawn(move || {
-                    for event in events {
-                        copies.retain_mut(|(_, out)| {
-                            out.write_all(trace::to_line(&event).as_bytes()).is_ok()
-                        });
-                        if tx
-                            .send(Msg::Run {
-                                slot,
-                                epoch,
-                                event: Box::new(event),
-                            })
-                            .is_err()
-                        {
+                    for batch in events {
+                        for event in &batch {
+                            copies.retain_mut(|(_, out)| {
+                                out.write_all(trace::to_line(event).as_bytes()).is_ok()
+                            });
+                        }
+                        let msg = Msg::Run {
+                            slot,
+                            epoch,
+                            events: batch,
+                        };
+                        if tx.send(msg).is_err() {
                             return;
                         }
                     }

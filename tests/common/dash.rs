@@ -103,7 +103,7 @@ pub fn feed(app: &mut App, effects: &[Effect], events: &[Event], close: bool) {
         app.update(Msg::Run {
             slot: *slot,
             epoch: *epoch,
-            event: Box::new(e.clone()),
+            events: vec![e.clone()],
         });
     }
     if close {

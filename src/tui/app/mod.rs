@@ -34,11 +34,11 @@ pub enum Msg {
     Mouse(MouseEvent),
     Resize(u16, u16),
     /// An event of the run in `slot`; `epoch` tells a replaced run's stragglers apart.
+    /// Events of a live run, a batch as the source sent it.
     Run {
         slot: usize,
         epoch: u64,
-        // Boxed: a `call` event is far larger than a key press.
-        event: Box<Event>,
+        events: Vec<Event>,
     },
     /// A recording was read: its events (damaged lines skipped, and named).
     Loaded {
@@ -281,9 +281,15 @@ impl App {
                 self.dirty = true;
                 Vec::new()
             }
-            Msg::Run { slot, epoch, event } => {
+            Msg::Run {
+                slot,
+                epoch,
+                events,
+            } => {
                 if let Some(run) = self.live_slot(slot, epoch) {
-                    run.apply(&event);
+                    for event in &events {
+                        run.apply(event);
+                    }
                     self.dirty = true;
                 }
                 Vec::new()
