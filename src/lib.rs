@@ -11,6 +11,7 @@ pub mod engine;
 pub mod export;
 pub mod history;
 pub mod lab;
+pub mod machine;
 pub mod report;
 pub mod run;
 pub mod source;

@@ -20,6 +20,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ns;
+use crate::machine::{LoaderPlan, Loaders, icd};
 use crate::telemetry::{Probe, Sampler};
 use crate::trace::{
     self, BackendKind, DeviceKind, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION, MemorySource,
@@ -79,6 +80,68 @@ impl Watching {
     }
 }
 
+/// Makes the program load an OpenCL loader that reads `OPENCL_LAYERS`, and lets
+/// that loader see the NVIDIA ICD: preloads another loader when the default one
+/// has no layers, and points `OCL_ICD_VENDORS` at gpulab's vendors directory for a
+/// loader that reads no `OCL_ICD_FILENAMES`. Returns what it did, for the stream.
+fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, String)> {
+    let mut notes = Vec::new();
+    let used = match plan {
+        LoaderPlan::AsIs(loader) => loader,
+        LoaderPlan::Preload { instead_of, loader } => {
+            let mut preload = loader.path.clone();
+            if let Ok(old) = std::env::var("LD_PRELOAD")
+                && !old.is_empty()
+            {
+                preload = format!("{preload}:{old}");
+            }
+            cmd.env("LD_PRELOAD", preload);
+            notes.push((
+                NoteLevel::Info,
+                format!(
+                    "the OpenCL loader programs find first here, {}, cannot load layers; \
+                     gpulab preloaded {}, which can, so the program's OpenCL calls go \
+                     through it",
+                    instead_of.path, loader.path
+                ),
+            ));
+            loader
+        }
+        LoaderPlan::NoLayers(loader) => {
+            notes.push((
+                NoteLevel::Warning,
+                format!(
+                    "the only OpenCL loader here, {}, cannot load layers, so the agent \
+                     cannot attach: install one that can (`apt-get install \
+                     ocl-icd-libopencl1`, ocl-icd 2.3 or later)",
+                    loader.path
+                ),
+            ));
+            return notes;
+        }
+        LoaderPlan::NoLoader => return notes,
+    };
+    if !used.reads_filenames {
+        match icd::vendors_for_ocl_icd() {
+            Some(Ok(v)) => {
+                cmd.env("OCL_ICD_VENDORS", &v.value);
+                notes.push((
+                    NoteLevel::Info,
+                    format!(
+                        "{} reads no OCL_ICD_FILENAMES and no .icd file in {} names {}: \
+                         gpulab set OCL_ICD_VENDORS={} (the system's ICDs plus NVIDIA's) \
+                         for the program",
+                        used.path, v.system_dir, v.library, v.value
+                    ),
+                ));
+            }
+            Some(Err(why)) => notes.push((NoteLevel::Warning, why)),
+            None => {}
+        }
+    }
+    notes
+}
+
 /// Starts the program with the agent loaded and returns its event stream.
 pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
@@ -101,6 +164,7 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     cmd.args(args)
         .env("OPENCL_LAYERS", layers)
         .env("GPULAB_AGENT_FD", writer_fd.to_string());
+    let notes = reach_the_loader(&mut cmd, &Loaders::find().plan());
     let started_ns = now_ns();
     let child = cmd.spawn().map_err(|source| WatchError::Spawn {
         program: program.clone(),
@@ -120,6 +184,7 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         tx,
         stop: stop.clone(),
         meta: meta(req, pid, started_ns),
+        notes,
         sample_hz: req.sample_hz,
     };
     let (inner_tx, inner_rx) = mpsc::channel();
@@ -204,6 +269,8 @@ struct Session {
     tx: Sender<Event>,
     stop: Arc<AtomicBool>,
     meta: Meta,
+    /// What was done to reach the program's OpenCL loader, said after `meta`.
+    notes: Vec<(NoteLevel, String)>,
     sample_hz: f64,
 }
 
@@ -211,6 +278,9 @@ impl Session {
     fn run(mut self, inner_tx: Sender<Event>, inner: Receiver<Event>) {
         let pid = self.child.id();
         let _ = self.tx.send(Event::Meta(Box::new(self.meta.clone())));
+        for (level, text) in std::mem::take(&mut self.notes) {
+            self.note(level, text);
+        }
         let mut sampler = match Probe::rss(pid) {
             Ok(probe) => {
                 let (batch_tx, batch_rx) = mpsc::channel::<Vec<trace::Sample>>();
@@ -331,5 +401,59 @@ impl Session {
             text,
             line: None,
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::Loader;
+
+    fn loader(path: &str, layers: bool) -> Loader {
+        Loader {
+            path: path.into(),
+            layers,
+            // So the ICD environment of the machine running the test plays no part.
+            reads_filenames: true,
+        }
+    }
+
+    fn env_of(cmd: &Command, name: &str) -> Option<String> {
+        cmd.get_envs()
+            .find(|(k, _)| *k == name)
+            .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    #[test]
+    fn a_loader_without_layers_is_replaced_by_preloading_one_with_them_and_said_so() {
+        let mut cmd = Command::new("true");
+        let plan = LoaderPlan::Preload {
+            instead_of: loader("/usr/local/cuda/lib64/libOpenCL.so.1", false),
+            loader: loader("/usr/lib/x86_64-linux-gnu/libOpenCL.so.1", true),
+        };
+        let notes = reach_the_loader(&mut cmd, &plan);
+        let preload = env_of(&cmd, "LD_PRELOAD").unwrap_or_default();
+        assert!(
+            preload.starts_with("/usr/lib/x86_64-linux-gnu/libOpenCL.so.1"),
+            "{preload}"
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].0, NoteLevel::Info);
+        assert!(notes[0].1.contains("/usr/local/cuda/lib64/libOpenCL.so.1"));
+    }
+
+    #[test]
+    fn no_loader_with_layers_is_a_warning_and_changes_nothing() {
+        let mut cmd = Command::new("true");
+        let notes = reach_the_loader(
+            &mut cmd,
+            &LoaderPlan::NoLayers(loader("/x/libOpenCL.so.1", false)),
+        );
+        assert_eq!(env_of(&cmd, "LD_PRELOAD"), None);
+        assert_eq!(notes.len(), 1);
+        assert_eq!(notes[0].0, NoteLevel::Warning);
+        let mut cmd = Command::new("true");
+        assert!(reach_the_loader(&mut cmd, &LoaderPlan::AsIs(loader("/y", true))).is_empty());
+        assert_eq!(env_of(&cmd, "LD_PRELOAD"), None);
     }
 }

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::run::{ObjState, Run};
-use crate::trace::{AgentState, EndStatus, MemorySource, ObjKind};
+use crate::trace::{AgentState, EndStatus, MemorySource, NoteLevel, ObjKind};
 use crate::units::mib;
 
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +34,8 @@ pub struct WatchReport {
     /// The highest reading of the program's memory, and what it was.
     pub peak_memory_bytes: Option<u64>,
     pub memory_source: MemorySource,
+    /// What gpulab did to watch the program (a loader preloaded, say).
+    pub notes: Vec<String>,
     pub warnings: Vec<String>,
 }
 
@@ -166,7 +168,10 @@ impl WatchReport {
             }
         }
 
-        let mut warnings: Vec<String> = run.notes.iter().map(|n| n.text.clone()).collect();
+        let (infos, warned): (Vec<_>, Vec<_>) =
+            run.notes.iter().partition(|n| n.level == NoteLevel::Info);
+        let notes = infos.into_iter().map(|n| n.text.clone()).collect();
+        let mut warnings: Vec<String> = warned.into_iter().map(|n| n.text.clone()).collect();
         let processes = processes(run);
         if processes.is_empty() {
             warnings.push(
@@ -244,6 +249,7 @@ impl WatchReport {
                 .collect(),
             peak_memory_bytes: run.samples.iter().map(|s| s.used_bytes).max(),
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
+            notes,
             warnings,
         }
     }
@@ -343,6 +349,9 @@ impl WatchReport {
                 o.max_ms
             );
         }
+        for n in &self.notes {
+            let _ = writeln!(s, "\nnote: {n}");
+        }
         for w in &self.warnings {
             let _ = writeln!(s, "\nwarning: {w}");
         }
@@ -423,6 +432,9 @@ impl WatchReport {
                     }
                 );
             }
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "\n> note: {n}");
         }
         for w in &self.warnings {
             let _ = writeln!(s, "\n> warning: {w}");

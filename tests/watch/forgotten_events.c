@@ -30,10 +30,19 @@ int main(int argc, char **argv) {
     int release_events = argc > 3 && strcmp(argv[3], "release") == 0;
     int created = 0, released = 0, events_created = 0, events_released = 0;
 
-    cl_platform_id platform;
+    /* A GPU if any platform has one (NVIDIA beside PoCL), else the first device. */
+    cl_platform_id platforms[16];
+    cl_uint nplatforms = 0;
     cl_device_id device;
-    check(clGetPlatformIDs(1, &platform, NULL), "clGetPlatformIDs");
-    check(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, NULL), "clGetDeviceIDs");
+    check(clGetPlatformIDs(16, platforms, &nplatforms), "clGetPlatformIDs");
+    int found = 0;
+    for (cl_uint p = 0; p < nplatforms && p < 16 && !found; p++)
+        found = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_GPU, 1, &device, NULL) == CL_SUCCESS;
+    if (!found)
+        check(clGetDeviceIDs(platforms[0], CL_DEVICE_TYPE_ALL, 1, &device, NULL), "clGetDeviceIDs");
+    char name[256] = "";
+    clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof name - 1, name, NULL);
+    fprintf(stderr, "device: %s\n", name);
 
     for (int i = 0; i < iterations; i++) {
         cl_int err;

@@ -6,6 +6,7 @@ use std::ffi::{c_char, c_int, c_uint};
 use serde::{Deserialize, Serialize};
 
 use super::{ClDevice, IcdState, icd_state, opencl_devices};
+use crate::machine::{LoaderPlan, Loaders};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -109,6 +110,7 @@ fn opencl_section(icd: &IcdState) -> (Section, Vec<ClDevice>) {
         ));
     }
     checks.push(nvidia_icd_check(icd));
+    checks.push(layers_check(&Loaders::find().plan()));
     (
         Section {
             name: "OpenCL".into(),
@@ -116,6 +118,40 @@ fn opencl_section(icd: &IcdState) -> (Section, Vec<ClDevice>) {
         },
         devices,
     )
+}
+
+/// Whether `gpulab watch` can load its agent through the OpenCL loader here.
+fn layers_check(plan: &LoaderPlan) -> Check {
+    let name = "loader layers (gpulab watch)";
+    const FIX: &str = "install ocl-icd 2.3 or later (`apt-get install ocl-icd-libopencl1`), \
+        which loads layers";
+    match plan {
+        LoaderPlan::AsIs(l) => check(
+            name,
+            Status::Ok,
+            format!("{} reads OPENCL_LAYERS", l.path),
+            None,
+        ),
+        LoaderPlan::Preload { instead_of, loader } => check(
+            name,
+            Status::Ok,
+            format!(
+                "{} cannot load layers; `gpulab watch` preloads {}, which can",
+                instead_of.path, loader.path
+            ),
+            None,
+        ),
+        LoaderPlan::NoLayers(l) => check(
+            name,
+            Status::Missing,
+            format!(
+                "{} cannot load layers, and no other loader here can",
+                l.path
+            ),
+            Some(FIX),
+        ),
+        LoaderPlan::NoLoader => check(name, Status::Missing, "no libOpenCL.so.1", Some(FIX)),
+    }
 }
 
 fn nvidia_icd_check(icd: &IcdState) -> Check {

@@ -3,10 +3,9 @@
 //! only asks questions.
 
 mod doctor;
-mod icd;
 
+pub use crate::machine::icd::{IcdState, icd_state, prepare_icd_environment};
 pub use doctor::{Check, DoctorReport, Section, Status, doctor};
-pub use icd::{IcdState, icd_state, prepare_icd_environment};
 
 use cl3::device::{CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU, cl_device_type};
 use cl3::types::cl_device_id;

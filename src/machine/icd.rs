@@ -9,6 +9,10 @@
 //! of every system `.icd` file plus one naming the NVIDIA library, and points
 //! `OCL_ICD_VENDORS` at it. Workers inherit the variable.
 
+// Two unsafe calls, each with its SAFETY note: setting the environment before any
+// thread exists, and asking the dynamic linker whether the NVIDIA ICD loads.
+#![allow(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -162,6 +166,36 @@ pub fn prepare_icd_environment() -> Option<String> {
     if env("OCL_ICD_FILENAMES").is_some_and(|f| f.contains("libnvidia-opencl")) {
         return None;
     }
+    let vendors = match own_vendors()? {
+        Ok(v) => v,
+        Err(note) => return Some(note),
+    };
+    // SAFETY: the documented contract is that main calls this before starting any
+    // thread, so no other thread can read the environment concurrently.
+    unsafe {
+        std::env::set_var("OCL_ICD_VENDORS", &vendors.value);
+        std::env::set_var(ADDED_MARK, &vendors.library);
+    }
+    Some(format!(
+        "NVIDIA OpenCL library found at {} but not registered in {}; gpulab registered \
+         it for its own processes (OCL_ICD_VENDORS={})",
+        vendors.library, vendors.system_dir, vendors.value
+    ))
+}
+
+/// gpulab's own vendors directory: the system's ICDs plus the NVIDIA one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnVendors {
+    /// What `OCL_ICD_VENDORS` must be set to.
+    pub value: String,
+    pub library: String,
+    pub system_dir: String,
+}
+
+/// Writes gpulab's own vendors directory when the NVIDIA OpenCL library exists but
+/// no system `.icd` file names it. `None`: nothing to add; `Err`: a note saying
+/// why the directory could not be written.
+pub fn own_vendors() -> Option<Result<OwnVendors, String>> {
     let src = system_vendors_dir();
     if icd_files(&src)
         .iter()
@@ -172,25 +206,29 @@ pub fn prepare_icd_environment() -> Option<String> {
     let lib = find_nvidia_opencl()?;
     let dst = own_vendors_dir();
     if let Err(e) = write_vendors_dir(&src, &lib, &dst) {
-        return Some(format!(
+        return Some(Err(format!(
             "NVIDIA OpenCL library found at {lib} but not registered in {}, and gpulab could \
              not write its own vendors directory {}: {e}",
             src.display(),
             dst.display()
-        ));
+        )));
     }
-    // SAFETY: the documented contract is that main calls this before starting any
-    // thread, so no other thread can read the environment concurrently.
-    let value = vendors_value(&dst);
-    unsafe {
-        std::env::set_var("OCL_ICD_VENDORS", &value);
-        std::env::set_var(ADDED_MARK, &lib);
+    Some(Ok(OwnVendors {
+        value: vendors_value(&dst),
+        library: lib,
+        system_dir: src.display().to_string(),
+    }))
+}
+
+/// `OCL_ICD_VENDORS` for a program gpulab starts with ocl-icd as its loader (`watch`):
+/// ocl-icd reads no `OCL_ICD_FILENAMES`, so an NVIDIA ICD named only there would be
+/// invisible to it. `None` when the user set `OCL_ICD_VENDORS` (the program inherits
+/// it) or nothing needs adding.
+pub fn vendors_for_ocl_icd() -> Option<Result<OwnVendors, String>> {
+    if env("OCL_ICD_VENDORS").is_some() {
+        return None;
     }
-    Some(format!(
-        "NVIDIA OpenCL library found at {lib} but not registered in {}; gpulab registered \
-         it for its own processes (OCL_ICD_VENDORS={value})",
-        src.display(),
-    ))
+    own_vendors()
 }
 
 /// `OCL_ICD_VENDORS` for a directory. ocl-icd 2.3.2 (Ubuntu, the H100 machine) joins

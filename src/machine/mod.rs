@@ -1,0 +1,9 @@
+//! What is installed on this machine, read from files and the environment: the
+//! OpenCL ICD loaders a program would load and the ICDs they would see. Calls no
+//! GPU API, so the parent (the dashboard, `watch`) may ask it; `doctor` reports it.
+
+pub mod icd;
+pub mod loader;
+
+pub use icd::{IcdState, icd_state, prepare_icd_environment};
+pub use loader::{Loader, LoaderPlan, Loaders};
