@@ -158,6 +158,36 @@ impl NvmlProbe {
         })
     }
 
+    /// NVIDIA GPU 0, for a program that does not say which GPU it uses (`watch`):
+    /// the probe, and the device as NVML names it. None when NVML sees no GPU.
+    pub(crate) fn open_first(pid: u32) -> Option<(NvmlProbe, DeviceInfo)> {
+        let nvml = Nvml::init().ok()?;
+        let device = nvml.device_by_index(0).ok()?;
+        let mem = device.memory_info().ok()?;
+        let info = DeviceInfo {
+            name: device.name().unwrap_or_else(|_| "NVIDIA GPU 0".into()),
+            vendor: "NVIDIA Corporation".into(),
+            driver_version: nvml.sys_driver_version().unwrap_or_default(),
+            platform: String::new(),
+            kind: crate::trace::DeviceKind::Gpu,
+            total_bytes: Some(mem.total),
+            pci_bus_id: device.pci_info().ok().map(|p| p.bus_id),
+        };
+        let probe = NvmlProbe {
+            nvml,
+            index: 0,
+            total: mem.total,
+            baseline: mem.used,
+            tracker: PidTracker::new(pid, mem.used),
+        };
+        Some((probe, info))
+    }
+
+    /// Reads on behalf of `pid` from now on (the program started after the probe).
+    pub(crate) fn follow(&mut self, pid: u32) {
+        self.tracker = PidTracker::new(pid, self.baseline);
+    }
+
     pub(crate) fn total(&self) -> u64 {
         self.total
     }

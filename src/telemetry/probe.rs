@@ -77,6 +77,28 @@ impl Probe {
         (probe, notes)
     }
 
+    /// A probe of NVIDIA GPU 0 through NVML, made before a program gpulab watches
+    /// starts (so its baseline is the device before the program), and the device
+    /// it reads. None when NVML sees no NVIDIA GPU. `follow` names the program.
+    pub fn first_nvidia_gpu() -> Option<(Probe, DeviceInfo)> {
+        let (nvml, info) = NvmlProbe::open_first(0)?;
+        let probe = Probe {
+            inner: Inner::Nvml(Box::new(nvml)),
+            pid: 0,
+            notes: Vec::new(),
+        };
+        Some((probe, info))
+    }
+
+    /// Reads on behalf of `pid` from now on. An RSS probe keeps reading the process
+    /// it was made for.
+    pub fn follow(&mut self, pid: u32) {
+        if let Inner::Nvml(nvml) = &mut self.inner {
+            nvml.follow(pid);
+            self.pid = pid;
+        }
+    }
+
     /// A probe of process `pid`'s resident memory.
     pub fn rss(pid: u32) -> Result<Probe> {
         let statm = Statm::open(pid)?;

@@ -23,8 +23,8 @@ use crate::clock::now_ns;
 use crate::machine::{LoaderPlan, Loaders, icd};
 use crate::telemetry::{Probe, Sampler};
 use crate::trace::{
-    self, BackendKind, DeviceKind, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION, MemorySource,
-    Meta, Note, NoteLevel, WatchMeta,
+    self, BackendKind, DeviceInfo, DeviceKind, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION,
+    MemorySource, Meta, Note, NoteLevel, WatchMeta,
 };
 
 use self::agent::AgentLibrary;
@@ -165,6 +165,8 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         .env("OPENCL_LAYERS", layers)
         .env("GPULAB_AGENT_FD", writer_fd.to_string());
     let notes = reach_the_loader(&mut cmd, &Loaders::find().plan());
+    // Before the program starts, so the baseline is the device without it.
+    let gpu = Probe::first_nvidia_gpu();
     let started_ns = now_ns();
     let child = cmd.spawn().map_err(|source| WatchError::Spawn {
         program: program.clone(),
@@ -183,8 +185,9 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         escalated: 0,
         tx,
         stop: stop.clone(),
-        meta: meta(req, pid, started_ns),
+        meta: meta(req, pid, started_ns, gpu.as_ref()),
         notes,
+        gpu: gpu.map(|(probe, _)| probe),
         sample_hz: req.sample_hz,
     };
     let (inner_tx, inner_rx) = mpsc::channel();
@@ -206,7 +209,38 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     Ok(Watching { events, pid, stop })
 }
 
-fn meta(req: &WatchRequest, pid: u32, t_ns: u64) -> Meta {
+/// The stream's `meta`: the device is NVIDIA GPU 0 when NVML sees one (the program
+/// may use another; the memory figures are GPU 0's), else "the devices the program
+/// chooses" with the program's RSS as its memory.
+fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&(Probe, DeviceInfo)>) -> Meta {
+    let (device, baseline_bytes) = match gpu {
+        Some((probe, info)) => (
+            DeviceMeta {
+                name: info.name.clone(),
+                vendor: info.vendor.clone(),
+                driver_version: info.driver_version.clone(),
+                kind: info.kind,
+                total_bytes: info.total_bytes,
+                memory_source: MemorySource::Nvml,
+                pci_bus_id: info.pci_bus_id.clone(),
+                clock_error_ns: None,
+            },
+            probe.baseline_bytes(),
+        ),
+        None => (
+            DeviceMeta {
+                name: "the devices the program chooses".into(),
+                vendor: String::new(),
+                driver_version: String::new(),
+                kind: DeviceKind::Other,
+                total_bytes: None,
+                memory_source: MemorySource::Rss,
+                pci_bus_id: None,
+                clock_error_ns: None,
+            },
+            None,
+        ),
+    };
     Meta {
         format_version: FORMAT_VERSION,
         gpulab_version: env!("CARGO_PKG_VERSION").into(),
@@ -218,18 +252,9 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64) -> Meta {
             .into_owned(),
         backend: BackendKind::OpenCl,
         platform: String::new(),
-        device: DeviceMeta {
-            name: "the devices the program chooses".into(),
-            vendor: String::new(),
-            driver_version: String::new(),
-            kind: DeviceKind::Other,
-            total_bytes: None,
-            memory_source: MemorySource::Rss,
-            pci_bus_id: None,
-            clock_error_ns: None,
-        },
+        device,
         lab: None,
-        baseline_bytes: None,
+        baseline_bytes,
         budget_bytes: None,
         recorded_at: Some(trace::wallclock::Utc::now().rfc3339()),
         watch: Some(WatchMeta {
@@ -271,6 +296,8 @@ struct Session {
     meta: Meta,
     /// What was done to reach the program's OpenCL loader, said after `meta`.
     notes: Vec<(NoteLevel, String)>,
+    /// NVIDIA GPU 0 through NVML, when there is one; else the program's RSS is read.
+    gpu: Option<Probe>,
     sample_hz: f64,
 }
 
@@ -281,7 +308,14 @@ impl Session {
         for (level, text) in std::mem::take(&mut self.notes) {
             self.note(level, text);
         }
-        let mut sampler = match Probe::rss(pid) {
+        let probe = match self.gpu.take() {
+            Some(mut gpu) => {
+                gpu.follow(pid);
+                Ok(gpu)
+            }
+            None => Probe::rss(pid),
+        };
+        let mut sampler = match probe {
             Ok(probe) => {
                 let (batch_tx, batch_rx) = mpsc::channel::<Vec<trace::Sample>>();
                 let forward = inner_tx.clone();

@@ -31,8 +31,14 @@ pub struct WatchReport {
     pub held_by_driver: Vec<HeldObject>,
     /// Objects the driver deleted some time after the program released them.
     pub outlived_release: Vec<Outlived>,
-    /// The highest reading of the program's memory, and what it was.
+    /// The highest reading of the program's own memory (NVML's figure for its
+    /// process, or its RSS); device-wide when NVML does not list its process.
     pub peak_memory_bytes: Option<u64>,
+    /// NVML: the most device memory in use above what was in use before the
+    /// program started (every process on the GPU counts).
+    pub peak_device_growth_bytes: Option<u64>,
+    /// NVML: device memory in use before the program started.
+    pub device_baseline_bytes: Option<u64>,
     pub memory_source: MemorySource,
     /// What gpulab did to watch the program (a loader preloaded, say).
     pub notes: Vec<String>,
@@ -247,7 +253,14 @@ impl WatchReport {
                     }
                 })
                 .collect(),
-            peak_memory_bytes: run.samples.iter().map(|s| s.used_bytes).max(),
+            peak_memory_bytes: run
+                .samples
+                .iter()
+                .filter_map(|s| s.process_bytes)
+                .max()
+                .or_else(|| run.samples.iter().map(|s| s.used_bytes).max()),
+            peak_device_growth_bytes: run.peak_above_baseline(),
+            device_baseline_bytes: run.baseline(),
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
             notes,
             warnings,
@@ -278,13 +291,8 @@ impl WatchReport {
             self.calls,
             self.failed_calls
         );
-        if let Some(peak) = self.peak_memory_bytes {
-            let _ = writeln!(
-                s,
-                "peak memory ({}): {:.1} MiB",
-                self.memory_source_label(),
-                mib(peak)
-            );
+        for line in self.memory_lines() {
+            let _ = writeln!(s, "{line}");
         }
         if !self.kinds.is_empty() {
             let _ = writeln!(
@@ -373,13 +381,8 @@ impl WatchReport {
             self.failed_calls,
             self.processes.len()
         );
-        if let Some(peak) = self.peak_memory_bytes {
-            let _ = writeln!(
-                s,
-                "- peak memory ({}): {:.1} MiB",
-                self.memory_source_label(),
-                mib(peak)
-            );
+        for line in self.memory_lines() {
+            let _ = writeln!(s, "- {line}");
         }
         let _ = writeln!(
             s,
@@ -442,10 +445,33 @@ impl WatchReport {
         s
     }
 
+    /// What the program's memory did, each figure with what it is measured against.
+    fn memory_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(peak) = self.peak_memory_bytes {
+            out.push(format!(
+                "peak memory ({}): {:.1} MiB",
+                self.memory_source_label(),
+                mib(peak)
+            ));
+        }
+        if let (Some(growth), Some(base)) =
+            (self.peak_device_growth_bytes, self.device_baseline_bytes)
+        {
+            out.push(format!(
+                "device memory: at most {:.1} MiB above the {:.1} MiB in use before the program \
+                 started (all processes on the GPU)",
+                mib(growth),
+                mib(base)
+            ));
+        }
+        out
+    }
+
     fn memory_source_label(&self) -> &str {
         match self.memory_source {
             MemorySource::Rss => "the program's resident host memory",
-            MemorySource::Nvml => "device memory, NVML",
+            MemorySource::Nvml => "the program's own device memory, NVML",
             MemorySource::Unavailable => "not measured",
         }
     }
