@@ -4,11 +4,11 @@
 
 use std::collections::HashMap;
 
-use crate::backend::{Backend, DriverError, Notice, ObjId, Operand};
+use crate::backend::{Backend, DriverError, Notice, ObjId, Operand, Outcome};
 use crate::clock::now_ns;
 use crate::lab::{Api, Arg, ArgKind, Effect, ObjKind, Params, Stmt, StmtKind};
 use crate::trace::{
-    Block, Call, CallStatus, DeviceSpan, End, EndStatus, Event, Leak, Note, NoteLevel,
+    Block, Call, CallStatus, CudaMemory, DeviceSpan, End, EndStatus, Event, Leak, Note, NoteLevel,
     ObjectAction, ObjectEvent,
 };
 
@@ -57,6 +57,15 @@ impl From<Gone> for Stop {
     fn from(_: Gone) -> Self {
         Stop::Gone
     }
+}
+
+/// The clock and memory read right before and after one backend call.
+struct Readings {
+    begin_ns: u64,
+    end_ns: u64,
+    mem_before: Option<u64>,
+    mem_after: Option<u64>,
+    cuda: Option<CudaMemory>,
 }
 
 impl<'a> Engine<'a> {
@@ -266,47 +275,23 @@ impl<'a> Engine<'a> {
         api: Api,
         args: &[Arg],
     ) -> Result<(), Stop> {
-        let spec = api.spec();
         let operands = self.operands(api, args);
-        if let (Some(budget), Effect::Create(ObjKind::Buffer)) = (self.budget, spec.effect) {
-            let bytes = operands
-                .iter()
-                .find_map(|o| match o {
-                    Operand::Bytes(b) => Some(*b),
-                    _ => None,
-                })
-                .unwrap_or(0);
-            if self.in_use() + bytes > budget {
-                if self.iter.is_empty() {
-                    let msg = format!(
-                        "memory budget reached: {} would pass the budget of {}",
-                        api.name(),
-                        mib(budget)
-                    );
-                    self.note(NoteLevel::Warning, msg.clone(), Some(stmt.line))?;
-                    return Err(Stop::Failed {
-                        line: stmt.line,
-                        error: msg,
-                    });
-                }
-                return Err(Stop::Budget);
-            }
-        }
-        let want_event = bind.is_some();
+        self.check_budget(stmt, api, &operands)?;
         let seq = self.seq;
         self.seq += 1;
         self.lines.insert(seq, Some(stmt.line));
-        let mem_before = (self.memory)();
-        let begin_ns = now_ns();
-        let result = self.backend.call(seq, api, &operands, want_event);
-        let end_ns = now_ns();
-        let mem_after = (self.memory)();
-        let cuda = self.backend.cuda_memory();
-
+        let (result, readings) = self.timed_call(seq, api, &operands, bind.is_some());
         let (status, object, objects) = match &result {
             Ok(out) => {
-                let (object, objects) =
-                    self.account(stmt, bind, api, &operands, out.created, out.bytes, end_ns);
+                let (object, objects) = self.account(
+                    stmt,
+                    bind,
+                    api,
+                    &operands,
+                    out.created,
+                    out.bytes,
+                    readings.end_ns,
+                );
                 (CallStatus::Ok, object, objects)
             }
             Err(e) => (
@@ -318,7 +303,81 @@ impl<'a> Engine<'a> {
                 Vec::new(),
             ),
         };
-        self.sink.emit(Event::Call(Call {
+        let call = self.call_event(stmt, api, seq, readings, status, object);
+        self.sink.emit(Event::Call(call))?;
+        for o in objects {
+            self.sink.emit(Event::Object(o))?;
+        }
+        self.drain()?;
+        self.after_call(stmt, api, result)
+    }
+
+    /// Refuses a buffer that would pass the budget: at the top level the run fails
+    /// with a note; inside a loop, the loop stops.
+    fn check_budget(&mut self, stmt: &Stmt, api: Api, operands: &[Operand]) -> Result<(), Stop> {
+        let (Some(budget), Effect::Create(ObjKind::Buffer)) = (self.budget, api.spec().effect)
+        else {
+            return Ok(());
+        };
+        let bytes = operands
+            .iter()
+            .find_map(|o| match o {
+                Operand::Bytes(b) => Some(*b),
+                _ => None,
+            })
+            .unwrap_or(0);
+        if self.in_use() + bytes <= budget {
+            return Ok(());
+        }
+        if !self.iter.is_empty() {
+            return Err(Stop::Budget);
+        }
+        let msg = format!(
+            "memory budget reached: {} would pass the budget of {}",
+            api.name(),
+            mib(budget)
+        );
+        self.note(NoteLevel::Warning, msg.clone(), Some(stmt.line))?;
+        Err(Stop::Failed {
+            line: stmt.line,
+            error: msg,
+        })
+    }
+
+    /// Does the call through the backend, reading the clock and memory around it.
+    fn timed_call(
+        &mut self,
+        seq: u64,
+        api: Api,
+        operands: &[Operand],
+        want_event: bool,
+    ) -> (Result<Outcome, DriverError>, Readings) {
+        let mem_before = (self.memory)();
+        let begin_ns = now_ns();
+        let result = self.backend.call(seq, api, operands, want_event);
+        let end_ns = now_ns();
+        let mem_after = (self.memory)();
+        let cuda = self.backend.cuda_memory();
+        let readings = Readings {
+            begin_ns,
+            end_ns,
+            mem_before,
+            mem_after,
+            cuda,
+        };
+        (result, readings)
+    }
+
+    fn call_event(
+        &self,
+        stmt: &Stmt,
+        api: Api,
+        seq: u64,
+        readings: Readings,
+        status: CallStatus,
+        object: Option<u64>,
+    ) -> Call {
+        Call {
             seq,
             pid: self.pid,
             thread: self.thread,
@@ -326,20 +385,27 @@ impl<'a> Engine<'a> {
             iter: self.iter.clone(),
             tag: stmt.tag.clone(),
             api: api.name().to_string(),
-            driver: spec.driver.to_string(),
-            begin_ns,
-            end_ns,
+            driver: api.spec().driver.to_string(),
+            begin_ns: readings.begin_ns,
+            end_ns: readings.end_ns,
             status,
             expect_error: stmt.expect_error,
-            mem_before,
-            mem_after,
+            mem_before: readings.mem_before,
+            mem_after: readings.mem_after,
             object,
-            cuda,
-        }))?;
-        for o in objects {
-            self.sink.emit(Event::Object(o))?;
+            cuda: readings.cuda,
         }
-        self.drain()?;
+    }
+
+    /// Whether the script goes on after a call: an unexpected error ends it (or,
+    /// where the backend says the lab goes on, is noted), and so is an expected
+    /// error that did not come.
+    fn after_call(
+        &mut self,
+        stmt: &Stmt,
+        api: Api,
+        result: Result<Outcome, DriverError>,
+    ) -> Result<(), Stop> {
         match result {
             Err(e)
                 if !stmt.expect_error

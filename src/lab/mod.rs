@@ -11,6 +11,7 @@ pub mod claim_parse;
 pub mod diagnostic;
 pub mod error;
 pub mod expr;
+mod lower;
 pub mod mistake;
 pub mod model;
 pub mod raw;

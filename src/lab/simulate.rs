@@ -1,17 +1,21 @@
 //! Checks one variant's script against the call catalog and simulates the lab's
 //! handles (kind and reference count) line by line, so a use after release, a
 //! double release or a handle of the wrong kind is found before anything runs.
-//! Turns raw statements into the `Stmt`s the engine trusts.
+//! Turns raw statements into the `Stmt`s the engine trusts; each call's arguments
+//! are lowered by `lower`.
 
 use std::collections::BTreeMap;
 
-use super::api::{Api, ApiSpec, ArgKind, Effect, KERNELS, ObjKind};
+use super::api::{Api, ApiSpec, ArgKind, Effect, ObjKind};
 use super::diagnostic::line_col;
+use super::lower::{self, Lower};
 use super::mistake::{Mistake, Problem, Span};
-use super::model::{Arg, BackendKind, Number, Param, Quantity, Stmt, StmtKind, Unit};
+use super::model::{Arg, BackendKind, Number, Param, Quantity, Stmt, StmtKind};
 use super::raw::Sp;
-use super::script::{RawArg, RawKind, RawNum, RawQty, RawStmt};
+use super::script::{RawArg, RawKind, RawQty, RawStmt};
 use super::suggest;
+
+pub use super::lower::signature;
 
 /// A variant's statements and the line of each tag it defines.
 #[derive(Debug)]
@@ -36,11 +40,10 @@ pub struct Simulator<'a> {
     text: &'a str,
     backend: BackendKind,
     params: &'a [Param],
+    lower: Lower<'a>,
     handles: BTreeMap<String, Handle>,
     tags: BTreeMap<String, u32>,
 }
-
-const UNITS: &[&str] = &["B", "KiB", "MiB", "GiB", "us", "ms", "s"];
 
 impl<'a> Simulator<'a> {
     pub fn new(text: &'a str, backend: BackendKind, params: &'a [Param]) -> Simulator<'a> {
@@ -48,6 +51,7 @@ impl<'a> Simulator<'a> {
             text,
             backend,
             params,
+            lower: Lower::new(text, params),
             handles: BTreeMap::new(),
             tags: BTreeMap::new(),
         }
@@ -102,7 +106,7 @@ impl<'a> Simulator<'a> {
                     }
                 }
                 RawKind::Sleep { duration } => StmtKind::Sleep {
-                    duration: self.quantity(duration, ArgKind::Duration)?,
+                    duration: self.lower.quantity(duration, ArgKind::Duration)?,
                 },
                 RawKind::Mark { text } => StmtKind::Mark { text: text.clone() },
                 RawKind::Forget { handle } => {
@@ -139,7 +143,7 @@ impl<'a> Simulator<'a> {
 
     /// The count and whether the body can run twice or more.
     fn repeat_count(&self, count: &RawQty) -> Res<(Quantity, bool)> {
-        let q = self.quantity(count, ArgKind::Bool)?;
+        let q = self.lower.quantity(count, ArgKind::Bool)?;
         let many = match &q.value {
             Number::Lit(n) => {
                 if n.fract() != 0.0 || *n < 0.0 {
@@ -188,16 +192,17 @@ impl<'a> Simulator<'a> {
                 },
             ));
         }
-        self.arg_count(spec, args, close)?;
+        lower::arg_count(spec, args, close)?;
         let mut out = Vec::new();
         for (i, a) in args.iter().enumerate() {
-            let kind = match spec.args.get(i) {
-                Some(k) => *k,
-                // Only a trailing `Objs` takes more; `arg_count` saw to that.
-                None => spec.args.last().copied().unwrap_or(ArgKind::Bool),
-            };
-            let releases = i == 0 && spec.effect == Effect::Release;
-            out.push(self.arg(s, line, spec, i, a, kind, releases)?);
+            let kind = lower::arg_kind(spec, i);
+            let arg = self.lower.arg(spec, i, a, kind)?;
+            // Checked as soon as it is lowered, so the first wrong argument is the one reported.
+            if let (Arg::Handle(name), ArgKind::Obj(want) | ArgKind::Objs(want)) = (&arg, kind) {
+                let releases = i == 0 && spec.effect == Effect::Release;
+                self.handle(s, line, spec, a.span.clone(), name, want, kind, releases)?;
+            }
+            out.push(arg);
         }
         let binds_object = match spec.effect {
             Effect::Create(_) => true,
@@ -239,89 +244,6 @@ impl<'a> Simulator<'a> {
         Api::overloads(first.name)
             .find(|s| fits(s))
             .unwrap_or(first)
-    }
-
-    fn arg_count(&self, spec: &ApiSpec, args: &[Sp<RawArg>], close: &Span) -> Res<()> {
-        let at_least = matches!(spec.args.last(), Some(ArgKind::Objs(_)));
-        let want = spec.args.len();
-        let ok = if at_least {
-            args.len() >= want
-        } else {
-            args.len() == want
-        };
-        if ok {
-            return Ok(());
-        }
-        let span = match (args.get(want), args.last()) {
-            (Some(first_extra), Some(last)) => first_extra.span.start..last.span.end,
-            _ => close.clone(),
-        };
-        Err(Problem::new(
-            span,
-            Mistake::ArgCount {
-                call: spec.name,
-                expected: want,
-                at_least,
-                found: args.len(),
-                signature: signature(spec),
-            },
-        ))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn arg(
-        &self,
-        s: &RawStmt,
-        line: u32,
-        spec: &ApiSpec,
-        i: usize,
-        a: &Sp<RawArg>,
-        kind: ArgKind,
-        releases: bool,
-    ) -> Res<Arg> {
-        let wrong = |found: String| {
-            Problem::new(
-                a.span.clone(),
-                Mistake::ArgType {
-                    call: spec.name,
-                    position: i + 1,
-                    expected: kind.describe(),
-                    found,
-                },
-            )
-        };
-        match (&a.value, kind) {
-            (RawArg::Word(w), ArgKind::Bool) => match w.as_str() {
-                "CL_TRUE" => Ok(Arg::Bool(true)),
-                "CL_FALSE" => Ok(Arg::Bool(false)),
-                _ => Err(wrong(format!("`{w}`"))),
-            },
-            (RawArg::Word(w), ArgKind::Kernel) => {
-                if KERNELS.contains(&w.as_str()) {
-                    Ok(Arg::Kernel(w.clone()))
-                } else {
-                    Err(Problem::new(
-                        a.span.clone(),
-                        Mistake::UnknownKernel {
-                            name: w.clone(),
-                            suggestion: suggest::nearest(w, KERNELS.iter().copied()),
-                        },
-                    ))
-                }
-            }
-            (RawArg::Word(w), ArgKind::Obj(k) | ArgKind::Objs(k)) => {
-                if w == "CL_TRUE" || w == "CL_FALSE" {
-                    return Err(wrong(format!("`{w}`")));
-                }
-                self.handle(s, line, spec, a.span.clone(), w, k, kind, releases)?;
-                Ok(Arg::Handle(w.clone()))
-            }
-            (RawArg::Word(w), ArgKind::Size | ArgKind::Duration) => Err(wrong(format!("`{w}`"))),
-            (RawArg::Qty(q), ArgKind::Size | ArgKind::Duration) => {
-                Ok(Arg::Quantity(self.quantity(q, kind)?))
-            }
-            (RawArg::Qty(q), _) => Err(wrong(describe_qty(self.text, q))),
-        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -425,134 +347,4 @@ impl<'a> Simulator<'a> {
             _ => {}
         }
     }
-
-    /// A quantity where `kind` (Size, Duration, or anything else for a plain
-    /// count) is expected.
-    fn quantity(&self, q: &RawQty, kind: ArgKind) -> Res<Quantity> {
-        let value = match &q.value.value {
-            RawNum::Lit(n) => Number::Lit(*n),
-            RawNum::Param(p) => {
-                if !self.params.iter().any(|x| &x.name == p) {
-                    let names = self.params.iter().map(|x| x.name.as_str());
-                    return Err(Problem::new(
-                        q.value.span.clone(),
-                        Mistake::UnknownParam {
-                            name: p.clone(),
-                            suggestion: suggest::nearest(p, names).map(str::to_owned),
-                        },
-                    ));
-                }
-                Number::Param(p.clone())
-            }
-        };
-        let (want_size, expected) = match kind {
-            ArgKind::Size => (true, "a size unit (B, KiB, MiB, GiB)"),
-            ArgKind::Duration => (false, "a time unit (us, ms, s)"),
-            _ => {
-                return Ok(Quantity {
-                    value,
-                    unit: Unit::None,
-                });
-            }
-        };
-        let Some(u) = &q.unit else {
-            let example = match (&value, want_size) {
-                (Number::Param(p), _) => {
-                    let unit = self
-                        .param_unit(p)
-                        .unwrap_or(if want_size { "MiB" } else { "ms" });
-                    format!("{{{p}}} {unit}")
-                }
-                (Number::Lit(n), true) => format!("{n} MiB"),
-                (Number::Lit(n), false) => format!("{n} ms"),
-            };
-            return Err(Problem::new(
-                q.value.span.clone(),
-                Mistake::NeedsUnit {
-                    size: want_size,
-                    example,
-                },
-            ));
-        };
-        let Some(unit) = Unit::parse(&u.value) else {
-            return Err(Problem::new(
-                u.span.clone(),
-                Mistake::UnknownUnit {
-                    unit: u.value.clone(),
-                    suggestion: unit_suggestion(&u.value),
-                },
-            ));
-        };
-        if unit.is_size() != want_size {
-            return Err(Problem::new(
-                u.span.clone(),
-                Mistake::WrongUnit {
-                    unit: u.value.clone(),
-                    expected: expected.into(),
-                },
-            ));
-        }
-        if let Number::Param(p) = &value
-            && let Some(pu) = self.param_unit(p)
-            && Unit::parse(pu) != Some(unit)
-        {
-            return Err(Problem::new(
-                u.span.clone(),
-                Mistake::ParamUnit {
-                    name: p.clone(),
-                    unit: pu.to_owned(),
-                },
-            ));
-        }
-        Ok(Quantity { value, unit })
-    }
-
-    /// The parameter's unit when it is one scripts can write (`MiB`, `ms`, …).
-    fn param_unit(&self, name: &str) -> Option<&'a str> {
-        self.params
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.unit.as_str())
-            .filter(|u| Unit::parse(u).is_some())
-    }
-}
-
-/// `MB` and friends mean the binary units here; otherwise the nearest spelling.
-fn unit_suggestion(unit: &str) -> Option<&'static str> {
-    match unit {
-        "KB" | "kB" | "kb" | "K" | "k" => Some("KiB"),
-        "MB" | "mb" | "M" => Some("MiB"),
-        "GB" | "gb" | "G" => Some("GiB"),
-        "sec" | "secs" => Some("s"),
-        "msec" => Some("ms"),
-        "usec" | "µs" => Some("us"),
-        _ => suggest::nearest(unit, UNITS.iter().copied()),
-    }
-}
-
-fn describe_qty(text: &str, q: &RawQty) -> String {
-    let written = text.get(q.span()).unwrap_or("");
-    let what = match q.unit.as_ref().and_then(|u| Unit::parse(&u.value)) {
-        Some(u) if u.is_size() => "a size",
-        Some(u) if u.is_time() => "a duration",
-        _ => "a number",
-    };
-    format!("{what} `{written}`")
-}
-
-/// `clEnqueueNDRangeKernel(queue, kernel, buffer, 50 ms)`, for "write …" help.
-pub fn signature(spec: &ApiSpec) -> String {
-    let args: Vec<String> = spec
-        .args
-        .iter()
-        .map(|a| match a {
-            ArgKind::Obj(k) => k.as_str().to_owned(),
-            ArgKind::Objs(k) => format!("{}, …", k.as_str()),
-            ArgKind::Size => "64 MiB".into(),
-            ArgKind::Duration => "50 ms".into(),
-            ArgKind::Kernel => "spin".into(),
-            ArgKind::Bool => "CL_TRUE".into(),
-        })
-        .collect();
-    format!("{}({})", spec.name, args.join(", "))
 }

@@ -10,12 +10,15 @@ use super::diagnostic::line_col;
 use super::expr::{self, METRICS, MetricArg};
 use super::mistake::{Mistake, Problem, Span};
 use super::model::{BackendKind, Claim, Lab, Origin, Param, Teaching, Variant};
-use super::raw::{RawLab, RawText, Sp};
+use super::raw::{RawClaim, RawLab, RawParam, RawText, RawVariant, Sp};
 use super::script::parse_script;
 use super::simulate::Simulator;
 use super::suggest;
 
 type Res<T> = Result<T, Problem>;
+
+/// Tags one variant names, each with its line.
+type Tags = BTreeMap<String, u32>;
 
 const NAME_RULE: &str = "may only hold lower-case letters, digits and `-`";
 const PARAM_RULE: &str =
@@ -35,11 +38,40 @@ fn is_param_name(s: &str) -> bool {
 
 /// Validates a raw lab read from `text`.
 pub fn lab(raw: RawLab, text: &str, origin: Origin) -> Res<Lab> {
-    let line = |span: &Span| line_col(text, span.start).0;
+    let backend = header(&raw)?;
+    let params = params(raw.params, text)?;
+    let (variants, tags) = variants(&raw.variants, raw.variants_span, text, backend, &params)?;
+    let claims = claims(raw.claims, text, &params, &variants, &tags)?;
+    Ok(Lab {
+        id: raw.id.value,
+        title: raw.title.value,
+        backend,
+        claim: raw.claim.value,
+        teaching: Teaching {
+            look: raw.look,
+            why: raw.why,
+            instead: raw.instead,
+        },
+        params,
+        variants,
+        claims,
+        origin,
+    })
+}
+
+/// Line in `text` where `span` starts.
+fn line_of(text: &str, span: &Span) -> u32 {
+    line_col(text, span.start).0
+}
+
+/// Checks the id, title and claim, and reads the backend.
+fn header(raw: &RawLab) -> Res<BackendKind> {
     if !is_slug(&raw.id.value) {
         return Err(Problem::new(
-            raw.id.span,
-            Mistake::BadId { id: raw.id.value },
+            raw.id.span.clone(),
+            Mistake::BadId {
+                id: raw.id.value.clone(),
+            },
         ));
     }
     one_line(&raw.title, "title")?;
@@ -57,67 +89,86 @@ pub fn lab(raw: RawLab, text: &str, origin: Origin) -> Res<Lab> {
         }
     };
     one_line(&raw.claim, "claim")?;
+    Ok(backend)
+}
 
+fn params(raw: Vec<RawParam>, text: &str) -> Res<Vec<Param>> {
     let mut params = Vec::new();
     let mut seen = BTreeMap::new();
-    for p in raw.params {
-        let name = &p.name;
-        if !is_param_name(&name.value) {
-            return Err(bad_name(name, "parameter", PARAM_RULE));
-        }
-        unique(&mut seen, name, "parameter", line(&name.span))?;
-        // `iterations` (a parameter) and `iterations(loop)` (a metric) read apart;
-        // a parameter named like an argument-less metric would not.
-        if expr::metric(&name.value).is_some_and(|m| m.arg == MetricArg::None) {
-            return Err(Problem::new(
-                name.span.clone(),
-                Mistake::ParamIsMetric {
-                    name: name.value.clone(),
-                },
-            ));
-        }
-        if p.min.value > p.max.value {
-            return Err(Problem::new(
-                p.max.span,
-                Mistake::MinAboveMax {
-                    name: name.value.clone(),
-                    min: p.min.value,
-                    max: p.max.value,
-                },
-            ));
-        }
-        if !(p.min.value..=p.max.value).contains(&p.default.value) {
-            return Err(Problem::new(
-                p.default.span,
-                Mistake::DefaultOutOfRange {
-                    name: name.value.clone(),
-                    default: p.default.value,
-                    min: p.min.value,
-                    max: p.max.value,
-                },
-            ));
-        }
-        params.push(Param {
-            name: p.name.value,
-            default: p.default.value,
-            min: p.min.value,
-            max: p.max.value,
-            unit: p.unit,
-            help: p.help,
-        });
+    for p in raw {
+        params.push(param(p, &mut seen, text)?);
     }
+    Ok(params)
+}
 
-    if raw.variants.is_empty() {
-        return Err(Problem::new(raw.variants_span, Mistake::NoVariants));
+/// Checks one parameter's name and range; `seen` holds the names before it.
+fn param(p: RawParam, seen: &mut BTreeMap<String, u32>, text: &str) -> Res<Param> {
+    let name = &p.name;
+    if !is_param_name(&name.value) {
+        return Err(bad_name(name, "parameter", PARAM_RULE));
+    }
+    unique(seen, name, "parameter", line_of(text, &name.span))?;
+    // `iterations` (a parameter) and `iterations(loop)` (a metric) read apart;
+    // a parameter named like an argument-less metric would not.
+    if expr::metric(&name.value).is_some_and(|m| m.arg == MetricArg::None) {
+        return Err(Problem::new(
+            name.span.clone(),
+            Mistake::ParamIsMetric {
+                name: name.value.clone(),
+            },
+        ));
+    }
+    if p.min.value > p.max.value {
+        return Err(Problem::new(
+            p.max.span,
+            Mistake::MinAboveMax {
+                name: name.value.clone(),
+                min: p.min.value,
+                max: p.max.value,
+            },
+        ));
+    }
+    if !(p.min.value..=p.max.value).contains(&p.default.value) {
+        return Err(Problem::new(
+            p.default.span,
+            Mistake::DefaultOutOfRange {
+                name: name.value.clone(),
+                default: p.default.value,
+                min: p.min.value,
+                max: p.max.value,
+            },
+        ));
+    }
+    Ok(Param {
+        name: p.name.value,
+        default: p.default.value,
+        min: p.min.value,
+        max: p.max.value,
+        unit: p.unit,
+        help: p.help,
+    })
+}
+
+/// Checks each variant's name and simulates its script; returns the variants and
+/// their tags, in the same order.
+fn variants(
+    raw: &[RawVariant],
+    variants_span: Span,
+    text: &str,
+    backend: BackendKind,
+    params: &[Param],
+) -> Res<(Vec<Variant>, Vec<Tags>)> {
+    if raw.is_empty() {
+        return Err(Problem::new(variants_span, Mistake::NoVariants));
     }
     let mut variants = Vec::new();
-    let mut tags: Vec<BTreeMap<String, u32>> = Vec::new();
+    let mut tags = Vec::new();
     let mut seen = BTreeMap::new();
-    for v in &raw.variants {
+    for v in raw {
         if !is_slug(&v.name.value) {
             return Err(bad_name(&v.name, "variant", NAME_RULE));
         }
-        unique(&mut seen, &v.name, "variant", line(&v.name.span))?;
+        unique(&mut seen, &v.name, "variant", line_of(text, &v.name.span))?;
         let stmts = parse_script(&v.script)?;
         if stmts.is_empty() {
             return Err(Problem::new(
@@ -127,7 +178,7 @@ pub fn lab(raw: RawLab, text: &str, origin: Origin) -> Res<Lab> {
                 },
             ));
         }
-        let checked = Simulator::new(text, backend, &params).run(&stmts)?;
+        let checked = Simulator::new(text, backend, params).run(&stmts)?;
         tags.push(checked.tags);
         variants.push(Variant {
             name: v.name.value.clone(),
@@ -135,36 +186,29 @@ pub fn lab(raw: RawLab, text: &str, origin: Origin) -> Res<Lab> {
             script: checked.script,
         });
     }
+    Ok((variants, tags))
+}
 
+/// Checks each claim's name, the variants it names and the names in its expressions.
+fn claims(
+    raw: Vec<RawClaim>,
+    text: &str,
+    params: &[Param],
+    variants: &[Variant],
+    tags: &[Tags],
+) -> Res<Vec<Claim>> {
     let mut claims = Vec::new();
     let mut seen = BTreeMap::new();
-    for c in raw.claims {
+    for c in raw {
         if !is_slug(&c.name.value) {
             return Err(bad_name(&c.name, "claim", NAME_RULE));
         }
-        unique(&mut seen, &c.name, "claim", line(&c.name.span))?;
-        let names: Vec<String> = match &c.variants {
-            Some(list) => {
-                for v in list {
-                    if !variants.iter().any(|x| x.name == v.value) {
-                        let known = variants.iter().map(|x| x.name.as_str());
-                        return Err(Problem::new(
-                            v.span.clone(),
-                            Mistake::UnknownVariant {
-                                name: v.value.clone(),
-                                suggestion: suggest::nearest(&v.value, known).map(str::to_owned),
-                            },
-                        ));
-                    }
-                }
-                list.iter().map(|v| v.value.clone()).collect()
-            }
-            None => Vec::new(),
-        };
+        unique(&mut seen, &c.name, "claim", line_of(text, &c.name.span))?;
+        let names = claim_variants(c.variants.as_deref(), variants)?;
         let scope = Scope {
-            params: &params,
-            variants: &variants,
-            tags: &tags,
+            params,
+            variants,
+            tags,
             applies: &names,
         };
         let expr = scope.expr(&c.expr)?;
@@ -179,22 +223,27 @@ pub fn lab(raw: RawLab, text: &str, origin: Origin) -> Res<Lab> {
             variants: names,
         });
     }
+    Ok(claims)
+}
 
-    Ok(Lab {
-        id: raw.id.value,
-        title: raw.title.value,
-        backend,
-        claim: raw.claim.value,
-        teaching: Teaching {
-            look: raw.look,
-            why: raw.why,
-            instead: raw.instead,
-        },
-        params,
-        variants,
-        claims,
-        origin,
-    })
+/// The variants a claim names, each checked to exist; empty when it names none.
+fn claim_variants(list: Option<&[Sp<String>]>, variants: &[Variant]) -> Res<Vec<String>> {
+    let Some(list) = list else {
+        return Ok(Vec::new());
+    };
+    for v in list {
+        if !variants.iter().any(|x| x.name == v.value) {
+            let known = variants.iter().map(|x| x.name.as_str());
+            return Err(Problem::new(
+                v.span.clone(),
+                Mistake::UnknownVariant {
+                    name: v.value.clone(),
+                    suggestion: suggest::nearest(&v.value, known).map(str::to_owned),
+                },
+            ));
+        }
+    }
+    Ok(list.iter().map(|v| v.value.clone()).collect())
 }
 
 fn one_line(s: &Sp<String>, key: &'static str) -> Res<()> {
@@ -243,7 +292,7 @@ struct Scope<'a> {
     params: &'a [Param],
     variants: &'a [Variant],
     /// Tags of each variant, in the order of `variants`.
-    tags: &'a [BTreeMap<String, u32>],
+    tags: &'a [Tags],
     /// Variants the claim applies to; all when empty.
     applies: &'a [String],
 }

@@ -3,11 +3,37 @@
 use std::fmt::Write as _;
 
 use super::format::{fmt_delta, fmt_value, group, memory_label, verdict_mark};
-use super::{DestroyRow, MIB, Summary, cuda};
+use super::{DestroyRow, LeakRow, LineRow, MIB, Summary, cuda};
+
+/// Spans listed in full before the rest are counted in one line.
+const SPANS_SHOWN: usize = 20;
 
 /// Plain text, for a terminal.
 pub fn text(s: &Summary) -> String {
     let mut o = String::new();
+    header(s, &mut o);
+    line_table(&s.lines, &mut o);
+    cuda::text(&s.pool, &mut o);
+    spans(s, &mut o);
+    objects_at_end(s, &mut o);
+    memory(s, &mut o);
+    for n in &s.notes {
+        let _ = writeln!(o, "note     {n}");
+    }
+    claims(s, &mut o);
+    let _ = writeln!(
+        o,
+        "\nstatus   {}{}",
+        s.status,
+        s.duration_ms
+            .map(|d| format!(" in {:.3} s", d / 1e3))
+            .unwrap_or_default()
+    );
+    o
+}
+
+/// The lab, the device, the memory source and the parameters.
+fn header(s: &Summary, o: &mut String) {
     let _ = writeln!(o, "{} — {} [{}]", s.lab, s.title, s.variant);
     let _ = writeln!(
         o,
@@ -23,8 +49,11 @@ pub fn text(s: &Summary) -> String {
             .collect();
         let _ = writeln!(o, "params   {}", p.join(" "));
     }
-    let width = s
-        .lines
+}
+
+/// One row per script line: its call, result, host time and memory change.
+fn line_table(lines: &[LineRow], o: &mut String) {
+    let width = lines
         .iter()
         .map(|l| l.text.chars().count())
         .max()
@@ -36,49 +65,61 @@ pub fn text(s: &Summary) -> String {
         "{:>5}  {:<width$}  {:<22} {:>10}  {:>10}",
         "line", "call", "result", "host ms", "mem Δ MiB"
     );
-    for l in &s.lines {
-        let mut text: String = l.text.chars().take(width).collect();
-        if l.calls > 1 {
-            text = format!("{text} ×{}", l.calls).chars().take(width).collect();
-        }
-        let host = if l.calls == 0 {
-            "-".into()
-        } else {
-            format!("{:.3}", l.host_ms)
-        };
+    for l in lines {
+        line_row(l, width, o);
+    }
+}
+
+fn line_row(l: &LineRow, width: usize, o: &mut String) {
+    let mut text: String = l.text.chars().take(width).collect();
+    if l.calls > 1 {
+        text = format!("{text} ×{}", l.calls).chars().take(width).collect();
+    }
+    let host = if l.calls == 0 {
+        "-".into()
+    } else {
+        format!("{:.3}", l.host_ms)
+    };
+    let _ = writeln!(
+        o,
+        "{:>5}  {:<width$}  {:<22} {:>10}  {:>10}{}",
+        l.line,
+        text,
+        l.result,
+        host,
+        fmt_delta(l.mem_delta_mib),
+        l.tag
+            .as_ref()
+            .map(|t| format!("  [{t}]"))
+            .unwrap_or_default()
+    );
+}
+
+/// The first device spans, with a count of the rest.
+fn spans(s: &Summary, o: &mut String) {
+    if s.spans.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\ndevice spans (ms from the start of the run)");
+    for sp in s.spans.iter().take(SPANS_SHOWN) {
         let _ = writeln!(
             o,
-            "{:>5}  {:<width$}  {:<22} {:>10}  {:>10}{}",
-            l.line,
-            text,
-            l.result,
-            host,
-            fmt_delta(l.mem_delta_mib),
-            l.tag
-                .as_ref()
-                .map(|t| format!("  [{t}]"))
-                .unwrap_or_default()
+            "  {:<6} {:<6} line {:<4} {:>9.3} → {:>9.3}  ({:.3} ms)",
+            sp.queue,
+            sp.name,
+            sp.line.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
+            sp.begin_ms,
+            sp.end_ms,
+            sp.duration_ms
         );
     }
-    cuda::text(&s.pool, &mut o);
-    if !s.spans.is_empty() {
-        let _ = writeln!(o, "\ndevice spans (ms from the start of the run)");
-        for sp in s.spans.iter().take(20) {
-            let _ = writeln!(
-                o,
-                "  {:<6} {:<6} line {:<4} {:>9.3} → {:>9.3}  ({:.3} ms)",
-                sp.queue,
-                sp.name,
-                sp.line.map(|l| l.to_string()).unwrap_or_else(|| "-".into()),
-                sp.begin_ms,
-                sp.end_ms,
-                sp.duration_ms
-            );
-        }
-        if s.spans.len() > 20 {
-            let _ = writeln!(o, "  … {} more", s.spans.len() - 20);
-        }
+    if s.spans.len() > SPANS_SHOWN {
+        let _ = writeln!(o, "  … {} more", s.spans.len() - SPANS_SHOWN);
     }
+}
+
+/// Live counts at the end, then the leaked and the driver-destroyed objects.
+fn objects_at_end(s: &Summary, o: &mut String) {
     let counts: Vec<String> = s
         .live_at_end
         .iter()
@@ -86,47 +127,65 @@ pub fn text(s: &Summary) -> String {
         .collect();
     let _ = writeln!(o, "\nlive at end  {}", counts.join(" · "));
     for (l, n) in group(&s.leaked, |l| (l.handle.clone(), l.kind, l.forgotten)) {
-        let why = if l.forgotten {
-            "forgotten on purpose (`forget`)"
-        } else {
-            "never released"
-        };
-        let times = if n > 1 {
-            format!(" ×{n}")
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            o,
-            "  leaked {}{times} ({}, {:.1} MiB each): {why}",
-            l.handle,
-            l.kind.as_str(),
-            l.bytes as f64 / MIB
-        );
+        leaked(l, n, o);
     }
-    let bucket = |d: &DestroyRow| match d.after_release_ms {
+    let destroy_key = |d: &DestroyRow| (d.handle.clone(), d.kind, destroy_bucket(d));
+    for (d, n) in group(&s.destroyed, destroy_key) {
+        destroyed(d, n, o);
+    }
+}
+
+/// ` ×n` after a row that stands for `n` alike, nothing for one.
+fn times(n: usize) -> String {
+    if n > 1 {
+        format!(" ×{n}")
+    } else {
+        String::new()
+    }
+}
+
+fn leaked(l: &LeakRow, n: usize, o: &mut String) {
+    let why = if l.forgotten {
+        "forgotten on purpose (`forget`)"
+    } else {
+        "never released"
+    };
+    let _ = writeln!(
+        o,
+        "  leaked {}{} ({}, {:.1} MiB each): {why}",
+        l.handle,
+        times(n),
+        l.kind.as_str(),
+        l.bytes as f64 / MIB
+    );
+}
+
+/// Groups destructions as `destroyed` words them: never, during the release, or after it.
+fn destroy_bucket(d: &DestroyRow) -> u8 {
+    match d.after_release_ms {
         None => 0,
         Some(ms) if ms <= 0.0 => 1,
         Some(_) => 2,
-    };
-    for (d, n) in group(&s.destroyed, |d| (d.handle.clone(), d.kind, bucket(d))) {
-        let times = if n > 1 {
-            format!(" ×{n}")
-        } else {
-            String::new()
-        };
-        let when = match d.after_release_ms {
-            None => "never, while the worker lived: something still held it".to_string(),
-            Some(ms) if ms <= 0.0 => "during its release call".to_string(),
-            Some(ms) => format!("{ms:.3} ms after its release"),
-        };
-        let _ = writeln!(
-            o,
-            "  {} {}{times} destroyed by the driver {when}",
-            d.kind.as_str(),
-            d.handle
-        );
     }
+}
+
+fn destroyed(d: &DestroyRow, n: usize, o: &mut String) {
+    let when = match d.after_release_ms {
+        None => "never, while the worker lived: something still held it".to_string(),
+        Some(ms) if ms <= 0.0 => "during its release call".to_string(),
+        Some(ms) => format!("{ms:.3} ms after its release"),
+    };
+    let _ = writeln!(
+        o,
+        "  {} {}{} destroyed by the driver {when}",
+        d.kind.as_str(),
+        d.handle,
+        times(n)
+    );
+}
+
+/// Baseline, peak, and what came back after the worker exited.
+fn memory(s: &Summary, o: &mut String) {
     let _ = writeln!(
         o,
         "\nmemory   baseline {}  peak {}  after the worker exited {}",
@@ -144,40 +203,33 @@ pub fn text(s: &Summary) -> String {
             })
             .unwrap_or_else(|| "-".into()),
     );
-    for n in &s.notes {
-        let _ = writeln!(o, "note     {n}");
+}
+
+/// Each claim's verdict, its expression with the measured values, and why.
+fn claims(s: &Summary, o: &mut String) {
+    if s.claims.is_empty() {
+        return;
     }
-    if !s.claims.is_empty() {
-        let _ = writeln!(o, "\nclaims (on this device and driver)");
-        for c in &s.claims {
-            let _ = writeln!(
-                o,
-                "  {} {} — {}: {}",
-                verdict_mark(c.verdict),
-                c.verdict.label(),
-                c.name,
-                c.text
-            );
-            let vals: Vec<String> = c
-                .values
-                .iter()
-                .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
-                .collect();
-            let _ = writeln!(o, "      {}    {}", c.expr, vals.join(", "));
-            if let Some(r) = &c.reason {
-                let _ = writeln!(o, "      why: {r}");
-            }
+    let _ = writeln!(o, "\nclaims (on this device and driver)");
+    for c in &s.claims {
+        let _ = writeln!(
+            o,
+            "  {} {} — {}: {}",
+            verdict_mark(c.verdict),
+            c.verdict.label(),
+            c.name,
+            c.text
+        );
+        let vals: Vec<String> = c
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
+            .collect();
+        let _ = writeln!(o, "      {}    {}", c.expr, vals.join(", "));
+        if let Some(r) = &c.reason {
+            let _ = writeln!(o, "      why: {r}");
         }
     }
-    let _ = writeln!(
-        o,
-        "\nstatus   {}{}",
-        s.status,
-        s.duration_ms
-            .map(|d| format!(" in {:.3} s", d / 1e3))
-            .unwrap_or_default()
-    );
-    o
 }
 
 /// Several variants of one lab, one column each.

@@ -1,22 +1,23 @@
 //! The local run source: a `gpulab worker` child per run, its stdout read as
 //! events, a sampler on its memory, and the verdicts once it is gone.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command as Process, Stdio};
+use std::process::{Child, ChildStdin, Command as Process, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ns;
 use crate::engine::WorkerRequest;
 use crate::lab::Lab;
 use crate::run::Run;
-use crate::telemetry::{Probe, Sampler};
+use crate::telemetry::{Probe, Sampler, SamplerHandle};
 use crate::trace::protocol::Command;
-use crate::trace::{self, DeviceInfo, DeviceKind, End, EndStatus, Event, Note, NoteLevel};
+use crate::trace::{self, DeviceInfo, DeviceKind, End, EndStatus, Event, Note, NoteLevel, Sample};
 
 use super::{Result, RunControl, RunHandle, RunRequest, RunSource, SourceError, Steer};
 
@@ -178,65 +179,11 @@ impl Watch {
     fn run(mut self) {
         let pid = self.child.id();
         let mut run = Run::default();
-        let mut sampler = None;
-        let mut start_used = None;
-        let mut device = None;
-        let (sample_tx, sample_rx) = mpsc::channel::<Vec<trace::Sample>>();
-        // Samples and worker events meet in one channel, in arrival order.
-        let forward_tx = self.tx.clone();
-        let forwarder = std::thread::spawn(move || {
-            let mut seen = Vec::new();
-            for batch in sample_rx {
-                seen.extend(batch.iter().cloned());
-                let events = batch.into_iter().map(Event::Sample).collect();
-                if forward_tx.send(events).is_err() {
-                    break;
-                }
-            }
-            seen
-        });
-
-        if let Some(out) = self.child.stdout.take() {
-            for (i, line) in BufReader::new(out).lines().enumerate() {
-                let Ok(line) = line else { break };
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let event = match trace::jsonl::parse_line(i + 1, &line) {
-                    Ok(e) => e,
-                    Err(e) => Event::Note(Note {
-                        t_ns: now_ns(),
-                        level: NoteLevel::Warning,
-                        text: format!("worker sent an unreadable event: {e}"),
-                        line: None,
-                    }),
-                };
-                let meta = match &event {
-                    Event::Meta(m) => Some(DeviceInfo::from_meta(m)),
-                    _ => None,
-                };
-                self.emit(&mut run, event);
-                if let Some(info) = meta {
-                    // The worker made the same probe and already reported its notes.
-                    let (mut probe, _notes) = Probe::for_device(&info, pid);
-                    start_used = probe.read().map(|r| r.used_bytes);
-                    sampler = Some(Sampler::spawn(probe, self.sample_hz, sample_tx.clone()));
-                    device = Some(info);
-                }
-            }
-        }
-        let status = self.child.wait();
-        self.exited.store(true, Ordering::SeqCst);
-        if let Some(t) = self.stderr_thread.take() {
-            let _ = t.join();
-        }
-        let mut sampler_notes = Vec::new();
-        if let Some(mut s) = sampler.take() {
-            s.stop();
-            // A fallback the sampler only found while sampling (NVML listing other
-            // pids than the worker's, in a container) belongs in the report.
-            sampler_notes = s.take_notes();
-        }
+        let (sample_tx, sample_rx) = mpsc::channel::<Vec<Sample>>();
+        let forwarder = forward_samples(sample_rx, self.tx.clone());
+        let mut telemetry = self.read_events(&mut run, pid, &sample_tx);
+        let status = self.reap();
+        let sampler_notes = telemetry.stop();
         drop(sample_tx);
         // Samples are folded into the Run here too, so verdicts see them.
         if let Ok(seen) = forwarder.join() {
@@ -244,58 +191,17 @@ impl Watch {
                 run.apply(&Event::Sample(s));
             }
         }
-
-        for text in sampler_notes {
-            if !run.notes.iter().any(|n| n.text == text) {
-                let note = Note {
-                    t_ns: now_ns(),
-                    level: NoteLevel::Warning,
-                    text: format!("telemetry: {text}"),
-                    line: None,
-                };
-                self.emit(&mut run, Event::Note(note));
-            }
-        }
+        self.note_sampler(&mut run, sampler_notes);
         if run.end.is_none() {
-            let status = if self.killed.load(Ordering::SeqCst) {
-                EndStatus::Cancelled
-            } else {
-                let tail = self
-                    .stderr_tail
-                    .lock()
-                    .map(|t| t.clone())
-                    .unwrap_or_default();
-                let (signal, detail) = match &status {
-                    Ok(s) if s.signal().is_some() => {
-                        let sig = s.signal().unwrap_or(0);
-                        (
-                            Some(sig),
-                            format!("killed by signal {sig} ({})", signal_name(sig)),
-                        )
-                    }
-                    Ok(s) => (None, format!("exited with {s} before its end event")),
-                    Err(e) => (None, format!("could not wait for it: {e}")),
-                };
-                let detail = if tail.trim().is_empty() {
-                    detail
-                } else {
-                    format!("{detail}; stderr: {}", tail.trim())
-                };
-                EndStatus::Crashed { signal, detail }
+            let end = End {
+                t_ns: now_ns(),
+                status: self.end_status(&status),
+                leaked: Vec::new(),
             };
-            let leaked = Vec::new();
-            self.emit(
-                &mut run,
-                Event::End(End {
-                    t_ns: now_ns(),
-                    status,
-                    leaked,
-                }),
-            );
+            self.emit(&mut run, Event::End(end));
         }
-
-        if let Some(info) = &device {
-            self.watch_after_exit(&mut run, info, pid, start_used);
+        if let Some(info) = &telemetry.device {
+            self.watch_after_exit(&mut run, info, pid, telemetry.start_used);
         }
         if run.meta.is_none() {
             // It never started: there is nothing to judge.
@@ -304,6 +210,90 @@ impl Watch {
         for verdict in crate::verdict::judge(&self.lab, &run) {
             self.emit(&mut run, Event::Claim(verdict));
         }
+    }
+
+    /// Folds and forwards each event the worker writes until its stdout closes;
+    /// starts sampling once its `meta` names the device.
+    fn read_events(
+        &mut self,
+        run: &mut Run,
+        pid: u32,
+        sample_tx: &Sender<Vec<Sample>>,
+    ) -> Telemetry {
+        let mut telemetry = Telemetry::default();
+        let Some(out) = self.child.stdout.take() else {
+            return telemetry;
+        };
+        for (i, line) in BufReader::new(out).lines().enumerate() {
+            let Ok(line) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let event = parse_event(i + 1, &line);
+            let meta = match &event {
+                Event::Meta(m) => Some(DeviceInfo::from_meta(m)),
+                _ => None,
+            };
+            self.emit(run, event);
+            if let Some(info) = meta {
+                telemetry.start(info, pid, self.sample_hz, sample_tx);
+            }
+        }
+        telemetry
+    }
+
+    /// Waits for the worker to exit, then for the rest of what it wrote on stderr.
+    fn reap(&mut self) -> io::Result<ExitStatus> {
+        let status = self.child.wait();
+        self.exited.store(true, Ordering::SeqCst);
+        if let Some(t) = self.stderr_thread.take() {
+            let _ = t.join();
+        }
+        status
+    }
+
+    /// Notes from the sampler that the run does not hold yet, as warnings.
+    fn note_sampler(&self, run: &mut Run, sampler_notes: Vec<String>) {
+        for text in sampler_notes {
+            if !run.notes.iter().any(|n| n.text == text) {
+                let note = Note {
+                    t_ns: now_ns(),
+                    level: NoteLevel::Warning,
+                    text: format!("telemetry: {text}"),
+                    line: None,
+                };
+                self.emit(run, Event::Note(note));
+            }
+        }
+    }
+
+    /// How a run ended that sent no end event: cancelled, or crashed with why.
+    fn end_status(&self, waited: &io::Result<ExitStatus>) -> EndStatus {
+        if self.killed.load(Ordering::SeqCst) {
+            return EndStatus::Cancelled;
+        }
+        let tail = self
+            .stderr_tail
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
+        let (signal, detail) = match waited {
+            Ok(s) if s.signal().is_some() => {
+                let sig = s.signal().unwrap_or(0);
+                (
+                    Some(sig),
+                    format!("killed by signal {sig} ({})", signal_name(sig)),
+                )
+            }
+            Ok(s) => (None, format!("exited with {s} before its end event")),
+            Err(e) => (None, format!("could not wait for it: {e}")),
+        };
+        let detail = if tail.trim().is_empty() {
+            detail
+        } else {
+            format!("{detail}; stderr: {}", tail.trim())
+        };
+        EndStatus::Crashed { signal, detail }
     }
 
     fn emit(&self, run: &mut Run, event: Event) {
@@ -344,6 +334,65 @@ impl Watch {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+/// What the parent measures of the worker once its `meta` names the device.
+#[derive(Default)]
+struct Telemetry {
+    sampler: Option<SamplerHandle>,
+    /// Memory in use on the device when sampling started.
+    start_used: Option<u64>,
+    device: Option<DeviceInfo>,
+}
+
+impl Telemetry {
+    fn start(&mut self, info: DeviceInfo, pid: u32, hz: f64, sample_tx: &Sender<Vec<Sample>>) {
+        // The worker made the same probe and already reported its notes.
+        let (mut probe, _notes) = Probe::for_device(&info, pid);
+        self.start_used = probe.read().map(|r| r.used_bytes);
+        self.sampler = Some(Sampler::spawn(probe, hz, sample_tx.clone()));
+        self.device = Some(info);
+    }
+
+    /// Stops the sampler; returns the notes it made while sampling.
+    fn stop(&mut self) -> Vec<String> {
+        let Some(mut s) = self.sampler.take() else {
+            return Vec::new();
+        };
+        s.stop();
+        // A fallback the sampler only found while sampling (NVML listing other
+        // pids than the worker's, in a container) belongs in the report.
+        s.take_notes()
+    }
+}
+
+/// Sends each batch of samples on as events, so samples and worker events meet in
+/// one channel in arrival order; returns every sample once the senders are gone.
+fn forward_samples(rx: Receiver<Vec<Sample>>, tx: Sender<Vec<Event>>) -> JoinHandle<Vec<Sample>> {
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for batch in rx {
+            seen.extend(batch.iter().cloned());
+            let events = batch.into_iter().map(Event::Sample).collect();
+            if tx.send(events).is_err() {
+                break;
+            }
+        }
+        seen
+    })
+}
+
+/// Line `n` of the worker's stdout as an event, or a warning that it could not be read.
+fn parse_event(n: usize, line: &str) -> Event {
+    match trace::jsonl::parse_line(n, line) {
+        Ok(e) => e,
+        Err(e) => Event::Note(Note {
+            t_ns: now_ns(),
+            level: NoteLevel::Warning,
+            text: format!("worker sent an unreadable event: {e}"),
+            line: None,
+        }),
     }
 }
 

@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
-use super::app::{A, App, B, Overlay};
+use super::app::{A, App, B, Entry, Overlay};
 use super::layout::{MIN_H, MIN_W, Panel, Screen};
 use super::panels::Axes;
 use super::panels::banner::ReplayBanner;
@@ -19,7 +19,10 @@ use super::panels::script::ScriptPanel;
 use super::panels::status::StatusBar;
 use super::panels::timeline::TimelinePanel;
 use super::panels::verdict::VerdictPanel;
+use super::playback::Playback;
 use super::runstate::RunState;
+use super::theme::Theme;
+use crate::lab::Lab;
 
 pub struct Dashboard<'a> {
     pub app: &'a App,
@@ -28,139 +31,203 @@ pub struct Dashboard<'a> {
 impl Widget for &Dashboard<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.app;
-        // A replay's banner takes the top row and the panels lay out below it;
-        // at the smallest size it takes the status bar's row instead.
         let banner = app.playback.as_ref().filter(|_| app.replaying());
-        let (banner_row, area) = match banner {
-            Some(_) if area.height > MIN_H => (
-                Some(Rect::new(area.x, area.y, area.width, 1)),
-                Rect::new(area.x, area.y + 1, area.width, area.height - 1),
-            ),
-            _ => (None, area),
-        };
-        let mut screen = Screen::new(area.width, area.height, app.compare);
-        for (_, _, r) in &mut screen.panels {
-            r.y += area.y;
-        }
-        screen.status.y += area.y;
+        let (banner_row, area) = split_banner(area, banner);
+        let screen = screen_in(area, app.compare);
         if screen.too_small {
-            let text = format!(
-                "gpulab needs a terminal of at least {MIN_W}×{MIN_H}; this one is {}×{}. Enlarge it, or press q to quit.",
-                area.width, area.height
-            );
-            Paragraph::new(Line::styled(text, app.theme.warn()))
-                .wrap(Wrap { trim: true })
-                .render(area, buf);
+            too_small(area, app.theme, buf);
             return;
         }
-        let t = app.theme;
+        let frame = FrameState::new(app);
+        for (panel, slot, rect) in &screen.panels {
+            frame.panel(*panel, *slot, *rect, buf);
+        }
+        frame.status_bar(screen.status, buf);
+        if let Some(playback) = banner {
+            let row = banner_row.unwrap_or(screen.status);
+            ReplayBanner {
+                playback,
+                theme: app.theme,
+            }
+            .render(row, buf);
+        }
+        frame.overlay(area, buf);
+    }
+}
+
+/// The banner's row, if it gets one of its own, and the area left for the panels.
+fn split_banner(area: Rect, banner: Option<&Playback>) -> (Option<Rect>, Rect) {
+    // A replay's banner takes the top row and the panels lay out below it;
+    // at the smallest size it takes the status bar's row instead.
+    match banner {
+        Some(_) if area.height > MIN_H => (
+            Some(Rect::new(area.x, area.y, area.width, 1)),
+            Rect::new(area.x, area.y + 1, area.width, area.height - 1),
+        ),
+        _ => (None, area),
+    }
+}
+
+/// The layout for `area`, moved down to where `area` starts.
+fn screen_in(area: Rect, compare: bool) -> Screen {
+    let mut screen = Screen::new(area.width, area.height, compare);
+    for (_, _, r) in &mut screen.panels {
+        r.y += area.y;
+    }
+    screen.status.y += area.y;
+    screen
+}
+
+/// The message shown instead of the panels on a terminal below the minimum size.
+fn too_small(area: Rect, theme: Theme, buf: &mut Buffer) {
+    let text = format!(
+        "gpulab needs a terminal of at least {MIN_W}×{MIN_H}; this one is {}×{}. Enlarge it, or press q to quit.",
+        area.width, area.height
+    );
+    Paragraph::new(Line::styled(text, theme.warn()))
+        .wrap(Wrap { trim: true })
+        .render(area, buf);
+}
+
+/// What every panel of one frame reads, worked out once per frame.
+struct FrameState<'a> {
+    app: &'a App,
+    /// The run in each slot: A and B in compare mode, else the shown run in A.
+    runs: [Option<&'a RunState>; 2],
+    /// Compare mode: both runs on the same time span and memory range.
+    shared: Option<Axes>,
+    entries: Vec<Entry>,
+    selected_lab: Option<&'a Lab>,
+}
+
+impl<'a> FrameState<'a> {
+    fn new(app: &'a App) -> FrameState<'a> {
         let runs: [Option<&RunState>; 2] = if app.compare {
             [app.slots[A].as_ref(), app.slots[B].as_ref()]
         } else {
             [app.shown(), None]
         };
-        // Compare mode: both runs on the same time span and memory range.
         // One pass over the readings for both the chart and the timeline.
         let runs_shown: Vec<&RunState> = runs.iter().flatten().copied().collect();
         let shared = (!runs_shown.is_empty()).then(|| Axes::of(&runs_shown));
-        let entries = app.entries();
-        let selected_lab = app.selected_lab();
-        for (panel, slot, rect) in &screen.panels {
-            let run = runs[*slot];
-            let lab = match run {
-                Some(r) => app.lab_for(r).or(selected_lab),
-                None => selected_lab,
-            };
-            let focused = app.focus == *panel;
-            let variant = match (lab, run) {
-                (Some(l), Some(r)) => l
-                    .variants
-                    .iter()
-                    .position(|v| v.name == r.variant())
-                    .unwrap_or(0),
-                (Some(l), None) => app.variant_of(l),
-                _ => 0,
-            };
-            match panel {
-                Panel::Labs => LabsPanel {
-                    labs: &app.labs,
-                    recordings: &app.recordings,
-                    entries: &entries,
-                    selected: app.selected,
-                    variant: selected_lab.map(|l| app.variant_of(l)).unwrap_or(0),
-                    filter: &app.filter,
-                    filtering: app.filtering,
-                    availability: app.availability.as_ref(),
-                    theme: t,
-                    focused,
-                }
-                .render(*rect, buf),
-                Panel::Script => ScriptPanel {
-                    lab,
-                    variant,
-                    params: lab.and_then(|l| app.params.get(&l.id)),
-                    run,
-                    scroll: app.script_scroll,
-                    theme: t,
-                    focused,
-                }
-                .render(*rect, buf),
-                Panel::Memory => MemoryPanel {
-                    run,
-                    axes: shared,
-                    theme: t,
-                    focused,
-                    curve: if *slot == B { t.memory_b() } else { t.memory() },
-                }
-                .render(*rect, buf),
-                Panel::Objects => ObjectsPanel {
-                    run,
-                    theme: t,
-                    focused,
-                }
-                .render(*rect, buf),
-                Panel::Timeline => TimelinePanel {
-                    run,
-                    axes: shared,
-                    theme: t,
-                    focused,
-                }
-                .render(*rect, buf),
-                Panel::Verdict => VerdictPanel {
-                    lab,
-                    run,
-                    scroll: app.verdict_scroll,
-                    theme: t,
-                    focused,
-                }
-                .render(*rect, buf),
-            }
+        FrameState {
+            app,
+            runs,
+            shared,
+            entries: app.entries(),
+            selected_lab: app.selected_lab(),
         }
+    }
+
+    /// The lab a slot's panels show, and the index of its variant.
+    fn lab_and_variant(&self, run: Option<&RunState>) -> (Option<&'a Lab>, usize) {
+        let app = self.app;
+        let lab = match run {
+            Some(r) => app.lab_for(r).or(self.selected_lab),
+            None => self.selected_lab,
+        };
+        let variant = match (lab, run) {
+            (Some(l), Some(r)) => l
+                .variants
+                .iter()
+                .position(|v| v.name == r.variant())
+                .unwrap_or(0),
+            (Some(l), None) => app.variant_of(l),
+            _ => 0,
+        };
+        (lab, variant)
+    }
+
+    fn panel(&self, panel: Panel, slot: usize, rect: Rect, buf: &mut Buffer) {
+        let app = self.app;
+        let t = app.theme;
+        let run = self.runs[slot];
+        let (lab, variant) = self.lab_and_variant(run);
+        let focused = app.focus == panel;
+        match panel {
+            Panel::Labs => LabsPanel {
+                labs: &app.labs,
+                recordings: &app.recordings,
+                entries: &self.entries,
+                selected: app.selected,
+                variant: self.selected_lab.map(|l| app.variant_of(l)).unwrap_or(0),
+                filter: &app.filter,
+                filtering: app.filtering,
+                availability: app.availability.as_ref(),
+                theme: t,
+                focused,
+            }
+            .render(rect, buf),
+            Panel::Script => ScriptPanel {
+                lab,
+                variant,
+                params: lab.and_then(|l| app.params.get(&l.id)),
+                run,
+                scroll: app.script_scroll,
+                theme: t,
+                focused,
+            }
+            .render(rect, buf),
+            Panel::Memory => MemoryPanel {
+                run,
+                axes: self.shared,
+                theme: t,
+                focused,
+                curve: if slot == B { t.memory_b() } else { t.memory() },
+            }
+            .render(rect, buf),
+            Panel::Objects => ObjectsPanel {
+                run,
+                theme: t,
+                focused,
+            }
+            .render(rect, buf),
+            Panel::Timeline => TimelinePanel {
+                run,
+                axes: self.shared,
+                theme: t,
+                focused,
+            }
+            .render(rect, buf),
+            Panel::Verdict => VerdictPanel {
+                lab,
+                run,
+                scroll: app.verdict_scroll,
+                theme: t,
+                focused,
+            }
+            .render(rect, buf),
+        }
+    }
+
+    fn status_bar(&self, rect: Rect, buf: &mut Buffer) {
+        let app = self.app;
         StatusBar {
-            run: runs[A],
+            run: self.runs[A],
             availability: app.availability.as_ref(),
             sample_hz: app.sample_hz,
             message: app.message.as_deref(),
             mode: app.mode(),
-            theme: t,
+            theme: app.theme,
         }
-        .render(screen.status, buf);
-        if let Some(playback) = banner {
-            let row = banner_row.unwrap_or(screen.status);
-            ReplayBanner { playback, theme: t }.render(row, buf);
-        }
+        .render(rect, buf);
+    }
+
+    /// The help or parameters overlay, when one is open, over `area`.
+    fn overlay(&self, area: Rect, buf: &mut Buffer) {
+        let app = self.app;
         match &app.overlay {
             Overlay::None => {}
-            Overlay::Help => HelpOverlay { theme: t }.render(area, buf),
+            Overlay::Help => HelpOverlay { theme: app.theme }.render(area, buf),
             Overlay::Params { selected, typed } => {
-                if let Some(lab) = selected_lab {
+                if let Some(lab) = self.selected_lab {
                     let values = app.params_of(lab);
                     ParamsOverlay {
                         lab,
                         values: &values,
                         selected: *selected,
                         typed,
-                        theme: t,
+                        theme: app.theme,
                     }
                     .render(area, buf);
                 }

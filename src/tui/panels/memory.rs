@@ -57,15 +57,126 @@ impl Widget for &MemoryPanel<'_> {
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
         let Some(run) = self.run.filter(|r| !r.run.readings.is_empty()) else {
-            let text = match self.run {
-                Some(r) if r.run.meta.is_none() => "waiting for the worker…",
-                Some(_) => "no memory readings in this run",
-                None => "no run yet: Enter runs the lab, s steps through it",
-            };
-            Paragraph::new(Span::styled(text, self.theme.dim())).render(inner, buf);
+            self.no_readings(inner, buf);
             return;
         };
         let axes = self.axes.unwrap_or_else(|| Axes::of(&[run]));
+        let Some(mut chart) = Chart::new(inner, axes, run.t0()) else {
+            return;
+        };
+        chart.draw_limits(run);
+        chart.draw_curve(run);
+        let styles = [
+            Style::new(),
+            self.theme.baseline(),
+            self.theme.budget(),
+            self.curve,
+        ];
+        chart.grid.render(chart.plot, buf, &styles);
+        self.y_labels(&chart, run, buf);
+        if chart.extra >= 1 {
+            self.call_markers(&chart, run, buf);
+        }
+        if chart.extra >= 2 {
+            self.time_axis(&chart, buf);
+        }
+    }
+}
+
+impl MemoryPanel<'_> {
+    /// Why there is no curve to draw: no run, no worker yet, or no readings.
+    fn no_readings(&self, inner: Rect, buf: &mut Buffer) {
+        let text = match self.run {
+            Some(r) if r.run.meta.is_none() => "waiting for the worker…",
+            Some(_) => "no memory readings in this run",
+            None => "no run yet: Enter runs the lab, s steps through it",
+        };
+        Paragraph::new(Span::styled(text, self.theme.dim())).render(inner, buf);
+    }
+
+    /// Y labels: top, bottom, and the baseline's row.
+    fn y_labels(&self, chart: &Chart, run: &RunState, buf: &mut Buffer) {
+        let (inner, gutter, plot_h) = (chart.inner, chart.gutter, chart.plot.height);
+        let label = |mib: f64| format!("{:>w$.1}", mib, w = gutter.saturating_sub(1) as usize);
+        let mut put_label = |row: u16, text: String, style: Style| {
+            if gutter > 1 && row < plot_h {
+                buf.set_stringn(inner.x, inner.y + row, text, gutter as usize - 1, style);
+            }
+        };
+        put_label(0, label(chart.axes.hi), self.theme.dim());
+        put_label(plot_h - 1, label(chart.axes.lo), self.theme.dim());
+        if let Some(base) = run.run.baseline() {
+            let row = (chart.y_of(base as f64 / MIB) / 4) as u16;
+            if row > 0 && row + 1 < plot_h {
+                put_label(
+                    row,
+                    format!("{:>w$}", "base", w = gutter as usize - 1),
+                    self.theme.baseline(),
+                );
+            }
+        }
+    }
+
+    /// The row under the plot: one marker per call column; red where a call failed.
+    fn call_markers(&self, chart: &Chart, run: &RunState, buf: &mut Buffer) {
+        let w = chart.plot.width as usize;
+        let mut marks = vec![0u8; w];
+        for c in &run.run.calls {
+            if c.status == CallStatus::Directive {
+                continue;
+            }
+            let x = chart.axes.col(chart.t0, c.begin_ns, w);
+            let m = if c.status.is_ok() { 1 } else { 2 };
+            marks[x] = marks[x].max(m);
+        }
+        let spans: Vec<Span> = marks
+            .iter()
+            .map(|m| match m {
+                0 => Span::raw(" "),
+                1 => Span::styled("╵", self.theme.dim()),
+                _ => Span::styled("╵", self.theme.bad()),
+            })
+            .collect();
+        let row = chart.inner.y + chart.plot.height;
+        buf.set_stringn(
+            chart.inner.x,
+            row,
+            "calls",
+            chart.gutter as usize,
+            self.theme.dim(),
+        );
+        Line::from(spans).render(Rect::new(chart.plot.x, row, chart.plot.width, 1), buf);
+    }
+
+    /// The time axis, two rows under the plot.
+    fn time_axis(&self, chart: &Chart, buf: &mut Buffer) {
+        let plot = chart.plot;
+        buf.set_stringn(
+            plot.x,
+            chart.inner.y + plot.height + 1,
+            axis_labels(chart.axes.dur_ns, plot.width as usize),
+            plot.width as usize,
+            self.theme.dim(),
+        );
+    }
+}
+
+/// Where the chart's parts lie inside the panel, and the Braille grid of its plot.
+struct Chart {
+    inner: Rect,
+    /// Columns left of the plot, for the y labels.
+    gutter: u16,
+    plot: Rect,
+    /// Rows under the plot: 1 with the call markers, 2 with the time axis as well.
+    extra: u16,
+    axes: Axes,
+    t0: u64,
+    grid: Grid,
+}
+
+impl Chart {
+    /// Lays the chart out in `inner`; `None` when no plot fits.
+    fn new(inner: Rect, axes: Axes, t0: u64) -> Option<Chart> {
         let gutter = GUTTER.min(inner.width / 3);
         let plot_w = inner.width.saturating_sub(gutter);
         // Rows: curve, then a call-marker row and the time axis when there is room.
@@ -76,32 +187,52 @@ impl Widget for &MemoryPanel<'_> {
         };
         let plot_h = inner.height - extra;
         if plot_w == 0 || plot_h == 0 {
-            return;
+            return None;
         }
-        let mut grid = Grid::new(plot_w as usize, plot_h as usize);
-        let (gw, gh) = (grid.width(), grid.height());
-        let y_of = |mib: f64| -> usize {
-            let f = ((mib - axes.lo) / (axes.hi - axes.lo).max(1e-9)).clamp(0.0, 1.0);
-            (gh - 1) - (f * (gh - 1) as f64).round() as usize
+        Some(Chart {
+            inner,
+            gutter,
+            plot: Rect::new(inner.x + gutter, inner.y, plot_w, plot_h),
+            extra,
+            axes,
+            t0,
+            grid: Grid::new(plot_w as usize, plot_h as usize),
+        })
+    }
+
+    /// Dot row of `mib`, 0 at the top.
+    fn y_of(&self, mib: f64) -> usize {
+        let (axes, gh) = (self.axes, self.grid.height());
+        let f = ((mib - axes.lo) / (axes.hi - axes.lo).max(1e-9)).clamp(0.0, 1.0);
+        (gh - 1) - (f * (gh - 1) as f64).round() as usize
+    }
+
+    /// The baseline, and the budget above it when that fits under the top.
+    fn draw_limits(&mut self, run: &RunState) {
+        let Some(base) = run.run.baseline() else {
+            return;
         };
-        let t0 = run.t0();
-        if let Some(base) = run.run.baseline() {
-            let base_mib = base as f64 / MIB;
-            grid.hline(y_of(base_mib), BASELINE);
-            if let Some(budget) = run.run.meta.as_ref().and_then(|m| m.budget_bytes) {
-                let top = base_mib + budget as f64 / MIB;
-                if top <= axes.hi {
-                    grid.hline(y_of(top), BUDGET);
-                }
+        let base_mib = base as f64 / MIB;
+        let y = self.y_of(base_mib);
+        self.grid.hline(y, BASELINE);
+        if let Some(budget) = run.run.meta.as_ref().and_then(|m| m.budget_bytes) {
+            let top = base_mib + budget as f64 / MIB;
+            if top <= self.axes.hi {
+                let y = self.y_of(top);
+                self.grid.hline(y, BUDGET);
             }
         }
-        // Decimate: min, max and last reading per dot column.
+    }
+
+    /// The readings, decimated to min, max and last per dot column.
+    fn draw_curve(&mut self, run: &RunState) {
+        let gw = self.grid.width();
         let mut lo = vec![usize::MAX; gw];
         let mut hi = vec![0usize; gw];
         let mut last = vec![usize::MAX; gw];
         for (t, v) in &run.run.readings {
-            let x = axes.col(t0, *t, gw);
-            let y = y_of(*v as f64 / MIB);
+            let x = self.axes.col(self.t0, *t, gw);
+            let y = self.y_of(*v as f64 / MIB);
             lo[x] = lo[x].min(y);
             hi[x] = hi[x].max(y);
             last[x] = y;
@@ -110,14 +241,14 @@ impl Widget for &MemoryPanel<'_> {
             .run
             .readings
             .last()
-            .map(|(t, _)| axes.col(t0, *t, gw))
+            .map(|(t, _)| self.axes.col(self.t0, *t, gw))
             .unwrap_or(0);
         let mut prev: Option<usize> = None;
         for x in 0..=end_x.min(gw - 1) {
             if last[x] == usize::MAX {
                 // No reading in this column: memory stayed where it was.
                 if let Some(p) = prev {
-                    grid.set(x, p, CURVE);
+                    self.grid.set(x, p, CURVE);
                 }
                 continue;
             }
@@ -126,71 +257,8 @@ impl Widget for &MemoryPanel<'_> {
                 a = a.min(p);
                 b = b.max(p);
             }
-            grid.vline(x, a, b, CURVE);
+            self.grid.vline(x, a, b, CURVE);
             prev = Some(last[x]);
-        }
-        let plot = Rect::new(inner.x + gutter, inner.y, plot_w, plot_h);
-        let styles = [
-            Style::new(),
-            self.theme.baseline(),
-            self.theme.budget(),
-            self.curve,
-        ];
-        grid.render(plot, buf, &styles);
-
-        // Y labels: top, bottom, and the baseline's row.
-        let label = |mib: f64| format!("{:>w$.1}", mib, w = gutter.saturating_sub(1) as usize);
-        let mut put_label = |row: u16, text: String, style: Style| {
-            if gutter > 1 && row < plot_h {
-                buf.set_stringn(inner.x, inner.y + row, text, gutter as usize - 1, style);
-            }
-        };
-        put_label(0, label(axes.hi), self.theme.dim());
-        put_label(plot_h - 1, label(axes.lo), self.theme.dim());
-        if let Some(base) = run.run.baseline() {
-            let row = (y_of(base as f64 / MIB) / 4) as u16;
-            if row > 0 && row + 1 < plot_h {
-                put_label(
-                    row,
-                    format!("{:>w$}", "base", w = gutter as usize - 1),
-                    self.theme.baseline(),
-                );
-            }
-        }
-
-        if extra >= 1 {
-            // One marker per call column; red where a call failed.
-            let w = plot_w as usize;
-            let mut marks = vec![0u8; w];
-            for c in &run.run.calls {
-                if c.status == CallStatus::Directive {
-                    continue;
-                }
-                let x = axes.col(t0, c.begin_ns, w);
-                let m = if c.status.is_ok() { 1 } else { 2 };
-                marks[x] = marks[x].max(m);
-            }
-            let spans: Vec<Span> = marks
-                .iter()
-                .map(|m| match m {
-                    0 => Span::raw(" "),
-                    1 => Span::styled("╵", self.theme.dim()),
-                    _ => Span::styled("╵", self.theme.bad()),
-                })
-                .collect();
-            let row = inner.y + plot_h;
-            buf.set_stringn(inner.x, row, "calls", gutter as usize, self.theme.dim());
-            Line::from(spans).render(Rect::new(plot.x, row, plot_w, 1), buf);
-        }
-        if extra >= 2 {
-            let row = inner.y + plot_h + 1;
-            buf.set_stringn(
-                plot.x,
-                row,
-                axis_labels(axes.dur_ns, plot_w as usize),
-                plot_w as usize,
-                self.theme.dim(),
-            );
         }
     }
 }

@@ -1,0 +1,250 @@
+//! Argument lowering: a call's arguments as the script wrote them (words and
+//! quantities) become the typed `Arg`s the engine takes, checked against the
+//! call's signature, the lab's parameters and the units. Never looks at what a
+//! handle holds: a handle comes out as its name, for `simulate` to check.
+
+use super::api::{ApiSpec, ArgKind, KERNELS};
+use super::mistake::{Mistake, Problem, Span};
+use super::model::{Arg, Number, Param, Quantity, Unit};
+use super::raw::Sp;
+use super::script::{RawArg, RawNum, RawQty};
+use super::suggest;
+
+type Res<T> = Result<T, Problem>;
+
+const UNITS: &[&str] = &["B", "KiB", "MiB", "GiB", "us", "ms", "s"];
+
+/// What lowering reads: the file (to quote what was written) and the parameters.
+#[derive(Clone, Copy)]
+pub(super) struct Lower<'a> {
+    text: &'a str,
+    params: &'a [Param],
+}
+
+/// The kind the call takes at argument `i`.
+pub(super) fn arg_kind(spec: &ApiSpec, i: usize) -> ArgKind {
+    match spec.args.get(i) {
+        Some(k) => *k,
+        // Only a trailing `Objs` takes more; `arg_count` saw to that.
+        None => spec.args.last().copied().unwrap_or(ArgKind::Bool),
+    }
+}
+
+/// Checks the number of arguments against the call's signature.
+pub(super) fn arg_count(spec: &ApiSpec, args: &[Sp<RawArg>], close: &Span) -> Res<()> {
+    let at_least = matches!(spec.args.last(), Some(ArgKind::Objs(_)));
+    let want = spec.args.len();
+    let ok = if at_least {
+        args.len() >= want
+    } else {
+        args.len() == want
+    };
+    if ok {
+        return Ok(());
+    }
+    let span = match (args.get(want), args.last()) {
+        (Some(first_extra), Some(last)) => first_extra.span.start..last.span.end,
+        _ => close.clone(),
+    };
+    Err(Problem::new(
+        span,
+        Mistake::ArgCount {
+            call: spec.name,
+            expected: want,
+            at_least,
+            found: args.len(),
+            signature: signature(spec),
+        },
+    ))
+}
+
+impl<'a> Lower<'a> {
+    pub(super) fn new(text: &'a str, params: &'a [Param]) -> Lower<'a> {
+        Lower { text, params }
+    }
+
+    /// Argument `i` of a call to `spec`, where the call takes `kind`.
+    pub(super) fn arg(&self, spec: &ApiSpec, i: usize, a: &Sp<RawArg>, kind: ArgKind) -> Res<Arg> {
+        let wrong = |found: String| {
+            Problem::new(
+                a.span.clone(),
+                Mistake::ArgType {
+                    call: spec.name,
+                    position: i + 1,
+                    expected: kind.describe(),
+                    found,
+                },
+            )
+        };
+        match (&a.value, kind) {
+            (RawArg::Word(w), ArgKind::Bool) => match w.as_str() {
+                "CL_TRUE" => Ok(Arg::Bool(true)),
+                "CL_FALSE" => Ok(Arg::Bool(false)),
+                _ => Err(wrong(format!("`{w}`"))),
+            },
+            (RawArg::Word(w), ArgKind::Kernel) => {
+                if KERNELS.contains(&w.as_str()) {
+                    Ok(Arg::Kernel(w.clone()))
+                } else {
+                    Err(Problem::new(
+                        a.span.clone(),
+                        Mistake::UnknownKernel {
+                            name: w.clone(),
+                            suggestion: suggest::nearest(w, KERNELS.iter().copied()),
+                        },
+                    ))
+                }
+            }
+            (RawArg::Word(w), ArgKind::Obj(_) | ArgKind::Objs(_)) => {
+                if w == "CL_TRUE" || w == "CL_FALSE" {
+                    return Err(wrong(format!("`{w}`")));
+                }
+                Ok(Arg::Handle(w.clone()))
+            }
+            (RawArg::Word(w), ArgKind::Size | ArgKind::Duration) => Err(wrong(format!("`{w}`"))),
+            (RawArg::Qty(q), ArgKind::Size | ArgKind::Duration) => {
+                Ok(Arg::Quantity(self.quantity(q, kind)?))
+            }
+            (RawArg::Qty(q), _) => Err(wrong(describe_qty(self.text, q))),
+        }
+    }
+
+    /// A quantity where `kind` (Size, Duration, or anything else for a plain
+    /// count) is expected.
+    pub(super) fn quantity(&self, q: &RawQty, kind: ArgKind) -> Res<Quantity> {
+        let value = self.number(q)?;
+        let (want_size, expected) = match kind {
+            ArgKind::Size => (true, "a size unit (B, KiB, MiB, GiB)"),
+            ArgKind::Duration => (false, "a time unit (us, ms, s)"),
+            _ => {
+                return Ok(Quantity {
+                    value,
+                    unit: Unit::None,
+                });
+            }
+        };
+        let Some(u) = &q.unit else {
+            return Err(Problem::new(
+                q.value.span.clone(),
+                Mistake::NeedsUnit {
+                    size: want_size,
+                    example: self.unit_example(&value, want_size),
+                },
+            ));
+        };
+        let Some(unit) = Unit::parse(&u.value) else {
+            return Err(Problem::new(
+                u.span.clone(),
+                Mistake::UnknownUnit {
+                    unit: u.value.clone(),
+                    suggestion: unit_suggestion(&u.value),
+                },
+            ));
+        };
+        if unit.is_size() != want_size {
+            return Err(Problem::new(
+                u.span.clone(),
+                Mistake::WrongUnit {
+                    unit: u.value.clone(),
+                    expected: expected.into(),
+                },
+            ));
+        }
+        if let Number::Param(p) = &value
+            && let Some(pu) = self.param_unit(p)
+            && Unit::parse(pu) != Some(unit)
+        {
+            return Err(Problem::new(
+                u.span.clone(),
+                Mistake::ParamUnit {
+                    name: p.clone(),
+                    unit: pu.to_owned(),
+                },
+            ));
+        }
+        Ok(Quantity { value, unit })
+    }
+
+    /// The number of a quantity: a literal, or a parameter the lab declares.
+    fn number(&self, q: &RawQty) -> Res<Number> {
+        match &q.value.value {
+            RawNum::Lit(n) => Ok(Number::Lit(*n)),
+            RawNum::Param(p) => {
+                if !self.params.iter().any(|x| &x.name == p) {
+                    let names = self.params.iter().map(|x| x.name.as_str());
+                    return Err(Problem::new(
+                        q.value.span.clone(),
+                        Mistake::UnknownParam {
+                            name: p.clone(),
+                            suggestion: suggest::nearest(p, names).map(str::to_owned),
+                        },
+                    ));
+                }
+                Ok(Number::Param(p.clone()))
+            }
+        }
+    }
+
+    /// How `value` would read with a unit, for "needs a unit" help.
+    fn unit_example(&self, value: &Number, want_size: bool) -> String {
+        match (value, want_size) {
+            (Number::Param(p), _) => {
+                let unit = self
+                    .param_unit(p)
+                    .unwrap_or(if want_size { "MiB" } else { "ms" });
+                format!("{{{p}}} {unit}")
+            }
+            (Number::Lit(n), true) => format!("{n} MiB"),
+            (Number::Lit(n), false) => format!("{n} ms"),
+        }
+    }
+
+    /// The parameter's unit when it is one scripts can write (`MiB`, `ms`, …).
+    fn param_unit(&self, name: &str) -> Option<&'a str> {
+        self.params
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.unit.as_str())
+            .filter(|u| Unit::parse(u).is_some())
+    }
+}
+
+/// `MB` and friends mean the binary units here; otherwise the nearest spelling.
+fn unit_suggestion(unit: &str) -> Option<&'static str> {
+    match unit {
+        "KB" | "kB" | "kb" | "K" | "k" => Some("KiB"),
+        "MB" | "mb" | "M" => Some("MiB"),
+        "GB" | "gb" | "G" => Some("GiB"),
+        "sec" | "secs" => Some("s"),
+        "msec" => Some("ms"),
+        "usec" | "µs" => Some("us"),
+        _ => suggest::nearest(unit, UNITS.iter().copied()),
+    }
+}
+
+fn describe_qty(text: &str, q: &RawQty) -> String {
+    let written = text.get(q.span()).unwrap_or("");
+    let what = match q.unit.as_ref().and_then(|u| Unit::parse(&u.value)) {
+        Some(u) if u.is_size() => "a size",
+        Some(u) if u.is_time() => "a duration",
+        _ => "a number",
+    };
+    format!("{what} `{written}`")
+}
+
+/// `clEnqueueNDRangeKernel(queue, kernel, buffer, 50 ms)`, for "write …" help.
+pub fn signature(spec: &ApiSpec) -> String {
+    let args: Vec<String> = spec
+        .args
+        .iter()
+        .map(|a| match a {
+            ArgKind::Obj(k) => k.as_str().to_owned(),
+            ArgKind::Objs(k) => format!("{}, …", k.as_str()),
+            ArgKind::Size => "64 MiB".into(),
+            ArgKind::Duration => "50 ms".into(),
+            ArgKind::Kernel => "spin".into(),
+            ArgKind::Bool => "CL_TRUE".into(),
+        })
+        .collect();
+    format!("{}({})", spec.name, args.join(", "))
+}
