@@ -305,3 +305,47 @@ fn a_watch_recording_reports_as_the_watch_did() {
         assert_eq!(live[key], replayed[key], "{key}");
     }
 }
+
+/// The H100 watch recordings (NVIDIA OpenCL, the C program above) report what
+/// their own events say: each context released but never destroyed is listed as
+/// held by the driver, with what pins it; the released variant holds none.
+#[test]
+fn the_shipped_h100_watch_recordings_report_what_their_events_say() {
+    for name in ["forgotten-events--forgotten", "forgotten-events--released"] {
+        let file = repo_file(&format!("assets/watch-recordings/nvidia-h100/{name}.jsonl"));
+        let text = std::fs::read_to_string(&file).expect("a shipped recording");
+        let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+        let run = gpulab::run::Run::from_events(&events);
+        let held_contexts = run
+            .ledger
+            .values()
+            .filter(|o| {
+                o.kind == gpulab::trace::ObjKind::Context
+                    && o.released_ns.is_some()
+                    && !o.destroyed()
+            })
+            .count();
+        let out = gpulab()
+            .args(["report", "--json"])
+            .arg(&file)
+            .output()
+            .expect("gpulab starts");
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let report: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+        let held: Vec<&Value> = report["held_by_driver"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .filter(|h| h["kind"] == "context")
+            .collect();
+        assert_eq!(held.len(), held_contexts, "{name}");
+        for h in held {
+            assert!(
+                h["pinned_by"].as_array().is_some_and(|p| !p.is_empty()),
+                "{name}: {h}"
+            );
+        }
+        assert_eq!(report["memory_source"], "nvml", "{name}");
+        assert_complete(&report);
+    }
+}

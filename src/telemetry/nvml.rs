@@ -128,6 +128,26 @@ pub(crate) struct NvmlProbe {
     tracker: PidTracker,
 }
 
+/// NVIDIA GPU 0 as NVML names it, and its memory in use now. `watch` asks before
+/// it starts the program (so the figure is the device without it) and opens its
+/// sampling probe later, in the thread that owns the session; NVML is shut down
+/// again before this returns, so no NVML state crosses the program's spawn.
+pub(crate) fn first_gpu() -> Option<(DeviceInfo, u64)> {
+    let nvml = Nvml::init().ok()?;
+    let device = nvml.device_by_index(0).ok()?;
+    let mem = device.memory_info().ok()?;
+    let info = DeviceInfo {
+        name: device.name().unwrap_or_else(|_| "NVIDIA GPU 0".into()),
+        vendor: "NVIDIA Corporation".into(),
+        driver_version: nvml.sys_driver_version().unwrap_or_default(),
+        platform: String::new(),
+        kind: crate::trace::DeviceKind::Gpu,
+        total_bytes: Some(mem.total),
+        pci_bus_id: device.pci_info().ok().map(|p| p.bus_id),
+    };
+    Some((info, mem.used))
+}
+
 impl NvmlProbe {
     /// The probe for `info`, or None with the reason in `notes`.
     pub(crate) fn open(info: &DeviceInfo, pid: u32, notes: &mut Vec<String>) -> Option<NvmlProbe> {
@@ -158,34 +178,19 @@ impl NvmlProbe {
         })
     }
 
-    /// NVIDIA GPU 0, for a program that does not say which GPU it uses (`watch`):
-    /// the probe, and the device as NVML names it. None when NVML sees no GPU.
-    pub(crate) fn open_first(pid: u32) -> Option<(NvmlProbe, DeviceInfo)> {
+    /// NVIDIA GPU 0, for a program that does not say which GPU it uses (`watch`),
+    /// read on behalf of `pid` against `baseline` (device memory in use before the
+    /// program started). None when NVML sees no GPU.
+    pub(crate) fn open_first(pid: u32, baseline: u64) -> Option<NvmlProbe> {
         let nvml = Nvml::init().ok()?;
-        let device = nvml.device_by_index(0).ok()?;
-        let mem = device.memory_info().ok()?;
-        let info = DeviceInfo {
-            name: device.name().unwrap_or_else(|_| "NVIDIA GPU 0".into()),
-            vendor: "NVIDIA Corporation".into(),
-            driver_version: nvml.sys_driver_version().unwrap_or_default(),
-            platform: String::new(),
-            kind: crate::trace::DeviceKind::Gpu,
-            total_bytes: Some(mem.total),
-            pci_bus_id: device.pci_info().ok().map(|p| p.bus_id),
-        };
-        let probe = NvmlProbe {
+        let total = nvml.device_by_index(0).ok()?.memory_info().ok()?.total;
+        Some(NvmlProbe {
             nvml,
             index: 0,
-            total: mem.total,
-            baseline: mem.used,
-            tracker: PidTracker::new(pid, mem.used),
-        };
-        Some((probe, info))
-    }
-
-    /// Reads on behalf of `pid` from now on (the program started after the probe).
-    pub(crate) fn follow(&mut self, pid: u32) {
-        self.tracker = PidTracker::new(pid, self.baseline);
+            total,
+            baseline,
+            tracker: PidTracker::new(pid, baseline),
+        })
     }
 
     pub(crate) fn total(&self) -> u64 {

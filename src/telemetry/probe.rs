@@ -77,26 +77,21 @@ impl Probe {
         (probe, notes)
     }
 
-    /// A probe of NVIDIA GPU 0 through NVML, made before a program gpulab watches
-    /// starts (so its baseline is the device before the program), and the device
-    /// it reads. None when NVML sees no NVIDIA GPU. `follow` names the program.
-    pub fn first_nvidia_gpu() -> Option<(Probe, DeviceInfo)> {
-        let (nvml, info) = NvmlProbe::open_first(0)?;
-        let probe = Probe {
-            inner: Inner::Nvml(Box::new(nvml)),
-            pid: 0,
-            notes: Vec::new(),
-        };
-        Some((probe, info))
+    /// NVIDIA GPU 0 and its memory in use now, for a program gpulab is about to
+    /// start (`watch`). None when NVML sees no NVIDIA GPU. NVML is closed again.
+    pub fn nvidia_gpu0_now() -> Option<(DeviceInfo, u64)> {
+        super::nvml::first_gpu()
     }
 
-    /// Reads on behalf of `pid` from now on. An RSS probe keeps reading the process
-    /// it was made for.
-    pub fn follow(&mut self, pid: u32) {
-        if let Inner::Nvml(nvml) = &mut self.inner {
-            nvml.follow(pid);
-            self.pid = pid;
-        }
+    /// A probe of NVIDIA GPU 0 on behalf of `pid`, against the device memory in
+    /// use before the program started (`nvidia_gpu0_now`).
+    pub fn nvidia_gpu0(pid: u32, baseline: u64) -> Option<Probe> {
+        let nvml = NvmlProbe::open_first(pid, baseline)?;
+        Some(Probe {
+            inner: Inner::Nvml(Box::new(nvml)),
+            pid,
+            notes: Vec::new(),
+        })
     }
 
     /// A probe of process `pid`'s resident memory.

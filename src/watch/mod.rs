@@ -34,6 +34,8 @@ use self::agent::AgentLibrary;
 const AFTER_EXIT: Duration = Duration::from_secs(2);
 /// After a stop request, how long the program gets before SIGTERM, then SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(1);
+/// How often the session looks whether the program has exited.
+const CHECK_EVERY: Duration = Duration::from_millis(50);
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
@@ -166,7 +168,7 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         .env("GPULAB_AGENT_FD", writer_fd.to_string());
     let notes = reach_the_loader(&mut cmd, &Loaders::find().plan());
     // Before the program starts, so the baseline is the device without it.
-    let gpu = Probe::first_nvidia_gpu();
+    let gpu = Probe::nvidia_gpu0_now();
     let started_ns = now_ns();
     let child = cmd.spawn().map_err(|source| WatchError::Spawn {
         program: program.clone(),
@@ -187,7 +189,7 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         stop: stop.clone(),
         meta: meta(req, pid, started_ns, gpu.as_ref()),
         notes,
-        gpu: gpu.map(|(probe, _)| probe),
+        gpu_baseline: gpu.map(|(_, used)| used),
         sample_hz: req.sample_hz,
     };
     let (inner_tx, inner_rx) = mpsc::channel();
@@ -212,9 +214,9 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
 /// The stream's `meta`: the device is NVIDIA GPU 0 when NVML sees one (the program
 /// may use another; the memory figures are GPU 0's), else "the devices the program
 /// chooses" with the program's RSS as its memory.
-fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&(Probe, DeviceInfo)>) -> Meta {
+fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&(DeviceInfo, u64)>) -> Meta {
     let (device, baseline_bytes) = match gpu {
-        Some((probe, info)) => (
+        Some((info, used)) => (
             DeviceMeta {
                 name: info.name.clone(),
                 vendor: info.vendor.clone(),
@@ -225,7 +227,7 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&(Probe, DeviceInfo
                 pci_bus_id: info.pci_bus_id.clone(),
                 clock_error_ns: None,
             },
-            probe.baseline_bytes(),
+            Some(*used),
         ),
         None => (
             DeviceMeta {
@@ -296,8 +298,9 @@ struct Session {
     meta: Meta,
     /// What was done to reach the program's OpenCL loader, said after `meta`.
     notes: Vec<(NoteLevel, String)>,
-    /// NVIDIA GPU 0 through NVML, when there is one; else the program's RSS is read.
-    gpu: Option<Probe>,
+    /// NVIDIA GPU 0's memory in use before the program started, when there is a
+    /// GPU: then NVML is read; else the program's RSS.
+    gpu_baseline: Option<u64>,
     sample_hz: f64,
 }
 
@@ -308,11 +311,8 @@ impl Session {
         for (level, text) in std::mem::take(&mut self.notes) {
             self.note(level, text);
         }
-        let probe = match self.gpu.take() {
-            Some(mut gpu) => {
-                gpu.follow(pid);
-                Ok(gpu)
-            }
+        let probe = match self.gpu_baseline.and_then(|b| Probe::nvidia_gpu0(pid, b)) {
+            Some(gpu) => Ok(gpu),
             None => Probe::rss(pid),
         };
         let mut sampler = match probe {
@@ -342,18 +342,25 @@ impl Session {
 
         let mut stop_asked: Option<Instant> = None;
         let mut exited: Option<(Instant, std::io::Result<std::process::ExitStatus>)> = None;
+        // The program's state is looked at every CHECK_EVERY whatever arrives: a
+        // sampler that never fails (NVML reads the device, not the process) keeps
+        // events coming faster than any receive would time out.
+        let mut checked = Instant::now();
         loop {
-            match inner.recv_timeout(Duration::from_millis(50)) {
+            match inner.recv_timeout(CHECK_EVERY) {
                 Ok(event) => {
                     if self.tx.send(event).is_err() {
                         // Nobody listens any more: stop the program too.
                         self.stop.store(true, Ordering::SeqCst);
                     }
-                    continue;
+                    if checked.elapsed() < CHECK_EVERY {
+                        continue;
+                    }
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {}
             }
+            checked = Instant::now();
             if exited.is_none() {
                 match self.child.try_wait() {
                     Ok(Some(status)) => {
@@ -489,5 +496,65 @@ mod tests {
         let mut cmd = Command::new("true");
         assert!(reach_the_loader(&mut cmd, &LoaderPlan::AsIs(loader("/y", true))).is_empty());
         assert_eq!(env_of(&cmd, "LD_PRELOAD"), None);
+    }
+
+    /// A stream that never pauses (NVML samples the device, not the process, so
+    /// they go on after the program exits) must not hide the program's exit.
+    #[test]
+    fn the_exit_is_seen_while_events_keep_coming() {
+        let child = Command::new("sleep").arg("0.1").spawn();
+        let (Ok(child), Ok(library)) = (child, AgentLibrary::new()) else {
+            return; // no `sleep` here, or no memfd: nothing to test against
+        };
+        let pid = child.id();
+        let req = WatchRequest {
+            command: vec!["sleep".into(), "0.1".into()],
+            sample_hz: 0.0,
+        };
+        let (tx, events) = mpsc::channel();
+        let session = Session {
+            child,
+            _library: library,
+            escalated: 0,
+            tx,
+            stop: Arc::new(AtomicBool::new(false)),
+            meta: meta(&req, pid, 0, None),
+            notes: Vec::new(),
+            gpu_baseline: None,
+            sample_hz: 0.0,
+        };
+        let (inner_tx, inner_rx) = mpsc::channel();
+        let flood_tx = inner_tx.clone();
+        let flooding = Arc::new(AtomicBool::new(true));
+        let still = flooding.clone();
+        let flood = std::thread::spawn(move || {
+            // Far longer than the program lives; ends only when told or unheard.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while still.load(Ordering::SeqCst) && Instant::now() < deadline {
+                let note = Event::Note(Note {
+                    t_ns: now_ns(),
+                    level: NoteLevel::Info,
+                    text: "tick".into(),
+                    line: None,
+                });
+                if flood_tx.send(note).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let runner = std::thread::spawn(move || session.run(inner_tx, inner_rx));
+        let end = events.iter().find_map(|e| match e {
+            Event::End(end) => Some(end.status),
+            _ => None,
+        });
+        // The end came while events still flowed (before the fix it came only
+        // once the flood had stopped), with the program's own status.
+        let flood_still_ran = !flood.is_finished();
+        flooding.store(false, Ordering::SeqCst);
+        let _ = flood.join();
+        let _ = runner.join();
+        assert!(flood_still_ran, "the end waited for the events to stop");
+        assert_eq!(end, Some(EndStatus::Finished));
     }
 }
