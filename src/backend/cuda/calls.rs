@@ -4,9 +4,10 @@
 
 use std::ffi::c_void;
 
+use cudarc::driver::result::{self, stream::StreamKind};
 use cudarc::driver::sys;
 
-use super::load::{GPULAB_BAD_OPERANDS, ck};
+use super::load::GPULAB_BAD_OPERANDS;
 use super::{CudaBackend, Entry, Pending, spin};
 use crate::backend::{DriverError, ObjId, Operand, Outcome};
 use crate::clock::now_ns;
@@ -77,19 +78,17 @@ impl CudaBackend {
         work: impl FnOnce() -> Result<(), DriverError>,
     ) -> Result<Outcome, DriverError> {
         let queued_ns = now_ns();
-        let (mut begin, mut end) = (std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: valid out-pointers; the context is current; `stream` is the lab's
-        // live stream (or the one the driver will reject, and so report).
-        let events = unsafe {
-            sys::cuEventCreate(&mut begin, 0) == sys::CUresult::CUDA_SUCCESS
-                && sys::cuEventCreate(&mut end, 0) == sys::CUresult::CUDA_SUCCESS
-                && sys::cuEventRecord(begin, stream) == sys::CUresult::CUDA_SUCCESS
-        };
+        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let begin = result::event::create(flags).unwrap_or(std::ptr::null_mut());
+        let end = result::event::create(flags).unwrap_or(std::ptr::null_mut());
+        // SAFETY: our events; `stream` is the lab's live stream (or the one the
+        // driver will reject, and so report).
+        let events = !begin.is_null()
+            && !end.is_null()
+            && unsafe { result::event::record(begin, stream) }.is_ok();
         let r = work();
         // SAFETY: as above.
-        let recorded = events
-            && r.is_ok()
-            && unsafe { sys::cuEventRecord(end, stream) } == sys::CUresult::CUDA_SUCCESS;
+        let recorded = events && r.is_ok() && unsafe { result::event::record(end, stream) }.is_ok();
         if recorded {
             self.pending.push(Pending {
                 seq,
@@ -102,8 +101,8 @@ impl CudaBackend {
         } else {
             // SAFETY: our events (or null, which the driver rejects harmlessly).
             unsafe {
-                let _ = sys::cuEventDestroy_v2(begin);
-                let _ = sys::cuEventDestroy_v2(end);
+                let _ = result::event::destroy(begin);
+                let _ = result::event::destroy(end);
             }
         }
         r.map(|()| Outcome::default())
@@ -121,86 +120,89 @@ impl CudaBackend {
         match api {
             Api::CudaMalloc => {
                 let bytes = bytes_at(ops, 0)?;
-                let mut p = 0;
-                // SAFETY: a valid out-pointer; the context is current.
-                ck(unsafe { sys::cuMemAlloc_v2(&mut p, size(bytes)?) })?;
+                // SAFETY: the backend's context is current.
+                let p = unsafe { result::malloc_sync(size(bytes)?) }?;
                 Ok(self.created(K::Buffer, p, bytes))
             }
             Api::CudaFree => {
                 let (_, p) = self.raw(ops, 0, K::Buffer)?;
                 // SAFETY: `p` is the pointer the lab allocated (or already freed:
                 // the driver checks device pointers and answers INVALID_VALUE).
-                ck(unsafe { sys::cuMemFree_v2(p) }).map(|()| Outcome::default())
+                unsafe { result::free_sync(p) }?;
+                Ok(Outcome::default())
             }
             Api::CudaMallocAsync => {
                 let bytes = bytes_at(ops, 0)?;
                 let (_, s) = self.raw(ops, 1, K::Stream)?;
-                let mut p = 0;
-                // SAFETY: a valid out-pointer; `s` is the lab's stream.
-                ck(unsafe { sys::cuMemAllocAsync(&mut p, size(bytes)?, stream(s)) })?;
+                // SAFETY: `s` is the lab's stream.
+                let p = unsafe { result::malloc_async(stream(s), size(bytes)?) }?;
                 Ok(self.created(K::Buffer, p, bytes))
             }
             Api::CudaFreeAsync => {
                 let (_, p) = self.raw(ops, 0, K::Buffer)?;
                 let (_, s) = self.raw(ops, 1, K::Stream)?;
                 // SAFETY: as for cudaFree; ordering against other streams is the lab's.
-                ck(unsafe { sys::cuMemFreeAsync(p, stream(s)) }).map(|()| Outcome::default())
+                unsafe { result::free_async(p, stream(s)) }?;
+                Ok(Outcome::default())
             }
             Api::CudaStreamCreate => {
-                let mut s = std::ptr::null_mut();
-                // SAFETY: a valid out-pointer.
-                ck(unsafe { sys::cuStreamCreate(&mut s, 0) })?;
+                let s = result::stream::create(StreamKind::Default)?;
                 Ok(self.created(K::Stream, s as usize as u64, 0))
             }
             Api::CudaStreamDestroy => {
                 let (_, s) = self.raw(ops, 0, K::Stream)?;
                 // SAFETY: the lab's stream; destroying twice is the lab's own mistake,
                 // passed to the driver as written.
-                ck(unsafe { sys::cuStreamDestroy_v2(stream(s)) }).map(|()| Outcome::default())
+                unsafe { result::stream::destroy(stream(s)) }?;
+                Ok(Outcome::default())
             }
             Api::CudaEventCreate => {
-                let mut e = std::ptr::null_mut();
-                // SAFETY: a valid out-pointer.
-                ck(unsafe { sys::cuEventCreate(&mut e, 0) })?;
+                let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
                 Ok(self.created(K::Event, e as usize as u64, 0))
             }
             Api::CudaEventRecord => {
                 let (_, e) = self.raw(ops, 0, K::Event)?;
                 let (_, s) = self.raw(ops, 1, K::Stream)?;
                 // SAFETY: the lab's event and stream.
-                ck(unsafe { sys::cuEventRecord(event(e), stream(s)) }).map(|()| Outcome::default())
+                unsafe { result::event::record(event(e), stream(s)) }?;
+                Ok(Outcome::default())
             }
             Api::CudaEventSynchronize => {
                 let (_, e) = self.raw(ops, 0, K::Event)?;
                 // SAFETY: the lab's event.
-                ck(unsafe { sys::cuEventSynchronize(event(e)) }).map(|()| Outcome::default())
+                unsafe { result::event::synchronize(event(e)) }?;
+                Ok(Outcome::default())
             }
             Api::CudaEventQuery => {
                 let (_, e) = self.raw(ops, 0, K::Event)?;
                 // SAFETY: the lab's event. CUDA_ERROR_NOT_READY is reported as the
                 // driver's answer; it does not end the lab.
-                ck(unsafe { sys::cuEventQuery(event(e)) }).map(|()| Outcome::default())
+                unsafe { result::event::query(event(e)) }?;
+                Ok(Outcome::default())
             }
             Api::CudaEventDestroy => {
                 let (_, e) = self.raw(ops, 0, K::Event)?;
                 // SAFETY: the lab's event.
-                ck(unsafe { sys::cuEventDestroy_v2(event(e)) }).map(|()| Outcome::default())
+                unsafe { result::event::destroy(event(e)) }?;
+                Ok(Outcome::default())
             }
             Api::CudaStreamWaitEvent => {
                 let (_, s) = self.raw(ops, 0, K::Stream)?;
                 let (_, e) = self.raw(ops, 1, K::Event)?;
                 // SAFETY: the lab's stream and event.
-                ck(unsafe { sys::cuStreamWaitEvent(stream(s), event(e), 0) })
-                    .map(|()| Outcome::default())
+                let flags = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+                unsafe { result::stream::wait_event(stream(s), event(e), flags) }?;
+                Ok(Outcome::default())
             }
             Api::CudaStreamSynchronize => {
                 let (_, s) = self.raw(ops, 0, K::Stream)?;
                 // SAFETY: the lab's stream.
-                ck(unsafe { sys::cuStreamSynchronize(stream(s)) }).map(|()| Outcome::default())
+                unsafe { result::stream::synchronize(stream(s)) }?;
+                Ok(Outcome::default())
             }
             Api::CudaDeviceSynchronize => {
-                // SAFETY: the backend's context is current.
-                ck(unsafe { sys::cuCtxSynchronize() }).map(|()| Outcome::default())
+                result::ctx::synchronize()?;
+                Ok(Outcome::default())
             }
             Api::CudaLaunchKernel => {
                 let (qid, s) = self.raw(ops, 0, K::Stream)?;
@@ -225,10 +227,12 @@ impl CudaBackend {
                 let n = size(self.bytes_of(hid).min(self.bytes_of(bid)))?;
                 self.timed(seq, qid, stream(s), "memcpy DtoH", || {
                     // SAFETY: `h` is pinned host memory of at least `n` bytes the lab
-                    // holds, `p` a device allocation of at least `n` bytes.
-                    ck(unsafe {
-                        sys::cuMemcpyDtoHAsync_v2(h as usize as *mut c_void, p, n, stream(s))
-                    })
+                    // holds, `p` a device allocation of at least `n` bytes. (cudarc's
+                    // result layer copies into a slice; the lab's memory is a raw
+                    // pointer, and may already be freed, which is the lab's point.)
+                    let dst = h as usize as *mut c_void;
+                    unsafe { sys::cuMemcpyDtoHAsync_v2(dst, p, n, stream(s)) }.result()?;
+                    Ok(())
                 })
             }
             Api::CudaMemcpyAsyncToDevice => {
@@ -238,10 +242,11 @@ impl CudaBackend {
                 let n = size(self.bytes_of(hid).min(self.bytes_of(bid)))?;
                 self.timed(seq, qid, stream(s), "memcpy HtoD", || {
                     // SAFETY: `p` is a device allocation of at least `n` bytes, `h`
-                    // pinned host memory of at least `n` bytes the lab holds.
-                    ck(unsafe {
-                        sys::cuMemcpyHtoDAsync_v2(p, h as usize as *const c_void, n, stream(s))
-                    })
+                    // pinned host memory of at least `n` bytes the lab holds (raw, as
+                    // for the copy to the host).
+                    let src = h as usize as *const c_void;
+                    unsafe { sys::cuMemcpyHtoDAsync_v2(p, src, n, stream(s)) }.result()?;
+                    Ok(())
                 })
             }
             Api::CudaMemsetAsync => {
@@ -250,44 +255,40 @@ impl CudaBackend {
                 let n = size(self.bytes_of(bid))?;
                 self.timed(seq, qid, stream(s), "memset", || {
                     // SAFETY: `p` is a device allocation of `n` bytes.
-                    ck(unsafe { sys::cuMemsetD8Async(p, 0, n, stream(s)) })
+                    unsafe { result::memset_d8_async(p, 0, n, stream(s)) }?;
+                    Ok(())
                 })
             }
             Api::CudaMallocHost => {
                 let bytes = bytes_at(ops, 0)?;
                 let mut h = std::ptr::null_mut();
-                // SAFETY: a valid out-pointer.
-                ck(unsafe { sys::cuMemAllocHost_v2(&mut h, size(bytes)?) })?;
+                // SAFETY: a valid out-pointer. `cudaMallocHost` is cuMemAllocHost; the
+                // result layer's `malloc_host` calls cuMemHostAlloc, another call.
+                unsafe { sys::cuMemAllocHost_v2(&mut h, size(bytes)?) }.result()?;
                 Ok(self.created(K::HostBuffer, h as usize as u64, bytes))
             }
             Api::CudaFreeHost => {
                 let (_, h) = self.raw(ops, 0, K::HostBuffer)?;
                 // SAFETY: the pinned allocation the lab made.
-                ck(unsafe { sys::cuMemFreeHost(h as usize as *mut c_void) })
-                    .map(|()| Outcome::default())
+                unsafe { result::free_host(h as usize as *mut c_void) }?;
+                Ok(Outcome::default())
             }
             Api::CudaMemPoolSetAttribute => {
                 let mut v = bytes_at(ops, 0)?;
                 // SAFETY: RELEASE_THRESHOLD is a cuuint64_t read from `v`.
-                ck(unsafe {
-                    sys::cuMemPoolSetAttribute(
-                        self.pool,
-                        sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                        (&raw mut v).cast(),
-                    )
-                })
-                .map(|()| Outcome::default())
+                let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+                unsafe { result::mem_pool::set_attribute(self.pool, attr, (&raw mut v).cast()) }?;
+                Ok(Outcome::default())
             }
             Api::CudaMemPoolTrimTo => {
                 let keep = size(bytes_at(ops, 0)?)?;
                 // SAFETY: the device's default pool.
-                ck(unsafe { sys::cuMemPoolTrimTo(self.pool, keep) }).map(|()| Outcome::default())
+                unsafe { result::mem_pool::trim_to(self.pool, keep) }?;
+                Ok(Outcome::default())
             }
             Api::CudaMemGetInfo => {
-                let (mut free, mut total) = (0usize, 0usize);
-                // SAFETY: valid out-pointers.
-                ck(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })
-                    .map(|()| Outcome::default())
+                result::mem_get_info()?;
+                Ok(Outcome::default())
             }
             other => Err(bad(&format!("{} is not a CUDA call", other.name()))),
         }

@@ -1,6 +1,7 @@
 //! Before cudarc is touched: is the driver library there at all? cudarc panics on a
 //! missing library or symbol, so gpulab looks first (libloading) and still catches
-//! a panic at every call into it. Also the names of driver status codes.
+//! a panic at every call into it. Also the names of driver status codes, and the
+//! conversion of cudarc's result-layer errors into them.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -79,12 +80,11 @@ pub fn driver_error(r: CUresult) -> DriverError {
     }
 }
 
-/// `Ok` for `CUDA_SUCCESS`, the named error otherwise.
-pub fn ck(r: CUresult) -> Result<(), DriverError> {
-    if r == CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(driver_error(r))
+/// cudarc's result layer answers with its own error type; a lab line reports the
+/// status under its cuda.h name, as every other driver error.
+impl From<cudarc::driver::DriverError> for DriverError {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        driver_error(e.0)
     }
 }
 
@@ -112,10 +112,13 @@ mod tests {
             (e.code, e.name.as_str()),
             (700, "CUDA_ERROR_ILLEGAL_ADDRESS")
         );
-        assert!(ck(CUresult::CUDA_SUCCESS).is_ok());
+        assert!(CUresult::CUDA_SUCCESS.result().is_ok());
+        let not_ready = CUresult::CUDA_ERROR_NOT_READY
+            .result()
+            .map_err(DriverError::from);
         assert_eq!(
-            ck(CUresult::CUDA_ERROR_NOT_READY).map_err(|e| e.code),
-            Err(600)
+            not_ready.map_err(|e| (e.code, e.name)),
+            Err((600, "CUDA_ERROR_NOT_READY".into()))
         );
     }
 

@@ -15,9 +15,10 @@ mod timing;
 
 use std::collections::HashMap;
 
+use cudarc::driver::result::{self, stream::StreamKind};
 use cudarc::driver::sys;
 
-use self::load::{ck, guard};
+use self::load::guard;
 use self::spin::{Calibration, PtxKey};
 use self::timing::EventClock;
 use super::{
@@ -71,8 +72,8 @@ pub fn tests_require_cuda() -> bool {
     std::env::var("GPULAB_REQUIRE_CUDA").is_ok_and(|v| v == "1")
 }
 
-fn setup(what: &str) -> impl Fn(DriverError) -> BackendError + '_ {
-    move |e| BackendError::Setup(format!("CUDA {what}: {e}"))
+fn setup<E: Into<DriverError>>(what: &str) -> impl Fn(E) -> BackendError + '_ {
+    move |e| BackendError::Setup(format!("CUDA {what}: {}", e.into()))
 }
 
 fn cstr(buf: &[u8]) -> String {
@@ -119,25 +120,18 @@ impl CudaBackend {
     }
 
     fn open_inner(selector: Option<&str>) -> Result<Self, BackendError> {
-        // SAFETY: cuInit with flags 0 is the documented first call.
-        ck(unsafe { sys::cuInit(0) }).map_err(|e| BackendError::Unavailable {
+        result::init().map_err(|e| BackendError::Unavailable {
             what: "no usable CUDA driver".into(),
-            why: format!("cuInit returned {e}"),
+            why: format!("cuInit returned {}", DriverError::from(e)),
         })?;
-        let mut count = 0;
-        // SAFETY: a valid out-pointer.
-        ck(unsafe { sys::cuDeviceGetCount(&mut count) }).map_err(setup("cuDeviceGetCount"))?;
-        let mut names = Vec::new();
-        for i in 0..count {
-            let mut dev = 0;
-            let mut name = [0u8; 256];
-            // SAFETY: valid out-pointers; `name` holds 256 bytes.
-            unsafe {
-                let _ = sys::cuDeviceGet(&mut dev, i);
-                let _ = sys::cuDeviceGetName(name.as_mut_ptr().cast(), 256, dev);
-            }
-            names.push(cstr(&name));
-        }
+        let count = result::device::get_count().map_err(setup("cuDeviceGetCount"))?;
+        let names: Vec<String> = (0..count)
+            .map(|i| {
+                result::device::get(i)
+                    .and_then(result::device::get_name)
+                    .unwrap_or_default()
+            })
+            .collect();
         if names.is_empty() {
             return Err(BackendError::Unavailable {
                 what: "no CUDA device".into(),
@@ -145,14 +139,10 @@ impl CudaBackend {
             });
         }
         let index = pick(selector, &names)?;
-        let mut dev = 0;
-        // SAFETY: `index` < count.
-        ck(unsafe { sys::cuDeviceGet(&mut dev, index as i32) }).map_err(setup("cuDeviceGet"))?;
+        let dev = result::device::get(index as i32).map_err(setup("cuDeviceGet"))?;
+        // SAFETY: `dev` is a valid device.
         let attr = |a: sys::CUdevice_attribute| {
-            let mut v = 0;
-            // SAFETY: a valid out-pointer and device.
-            let _ = unsafe { sys::cuDeviceGetAttribute(&mut v, a, dev) };
-            v
+            unsafe { result::device::get_attribute(dev, a) }.unwrap_or(0)
         };
         use sys::CUdevice_attribute as A;
         let cc = (
@@ -162,24 +152,23 @@ impl CudaBackend {
         let sms = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).max(1) as u32;
         let clock_khz = f64::from(attr(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE).max(1));
         let mut driver = 0;
-        let mut total = 0usize;
         let mut bus = [0u8; 64];
-        // SAFETY: valid out-pointers; `bus` holds 64 bytes.
+        // SAFETY: valid out-pointers; `bus` holds 64 bytes. (The result layer has
+        // neither call.)
         unsafe {
             let _ = sys::cuDriverGetVersion(&mut driver);
-            let _ = sys::cuDeviceTotalMem_v2(&mut total, dev);
             let _ = sys::cuDeviceGetPCIBusId(bus.as_mut_ptr().cast(), 64, dev);
         }
-        let mut ctx = std::ptr::null_mut();
+        // SAFETY: `dev` is a valid device.
+        let total = unsafe { result::device::total_mem(dev) }.unwrap_or(0);
         // SAFETY: `dev` is a valid device; the primary context is shared with any
         // runtime-API code in the process, as a CUDA program would have it.
-        ck(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) })
+        let ctx = unsafe { result::primary_ctx::retain(dev) }
             .map_err(setup("cuDevicePrimaryCtxRetain"))?;
         // SAFETY: `ctx` was just retained.
-        ck(unsafe { sys::cuCtxSetCurrent(ctx) }).map_err(setup("cuCtxSetCurrent"))?;
-        let mut pool = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer and device.
-        ck(unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, dev) })
+        unsafe { result::ctx::set_current(ctx) }.map_err(setup("cuCtxSetCurrent"))?;
+        // SAFETY: `dev` is a valid device.
+        let pool = unsafe { result::device::get_default_mem_pool(dev) }
             .map_err(setup("cuDeviceGetDefaultMemPool"))?;
 
         let key = PtxKey {
@@ -190,9 +179,8 @@ impl CudaBackend {
         };
         let (ptx, _from_cache) = spin::ptx(&key).map_err(BackendError::Setup)?;
         let (_module, func) = spin::load(&ptx).map_err(setup("cuModuleLoadData"))?;
-        let mut private = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; the context is current.
-        ck(unsafe { sys::cuStreamCreate(&mut private, 0) }).map_err(setup("cuStreamCreate"))?;
+        let private =
+            result::stream::create(StreamKind::Default).map_err(setup("cuStreamCreate"))?;
         let clock = EventClock::new(private, 5).map_err(setup("event clock"))?;
         let mut cal = Calibration {
             clock_khz,
@@ -201,7 +189,7 @@ impl CudaBackend {
         };
         cal.factor = calibrate(func, private, &clock, cal).map_err(setup("calibration"))?;
         // SAFETY: gpulab's own stream, idle after calibration.
-        let _ = unsafe { sys::cuStreamDestroy_v2(private) };
+        let _ = unsafe { result::stream::destroy(private) };
         let info = DeviceInfo {
             name: names[index].clone(),
             vendor: "NVIDIA".into(),
@@ -234,12 +222,12 @@ impl CudaBackend {
         let mut keep = Vec::new();
         for p in std::mem::take(&mut self.pending) {
             // SAFETY: `p.end` is gpulab's own live event.
-            let q = unsafe { sys::cuEventQuery(p.end) };
-            if q == sys::CUresult::CUDA_ERROR_NOT_READY {
+            let q = unsafe { result::event::query(p.end) };
+            if q.is_err_and(|e| e.0 == sys::CUresult::CUDA_ERROR_NOT_READY) {
                 keep.push(p);
                 continue;
             }
-            if q == sys::CUresult::CUDA_SUCCESS
+            if q.is_ok()
                 && let (Ok(b), Ok(e)) = (self.clock.to_host(p.begin), self.clock.to_host(p.end))
             {
                 self.ready.push(Notice::Span {
@@ -253,8 +241,8 @@ impl CudaBackend {
             }
             // SAFETY: both events are ours, and complete or failed: nothing waits on them.
             unsafe {
-                let _ = sys::cuEventDestroy_v2(p.begin);
-                let _ = sys::cuEventDestroy_v2(p.end);
+                let _ = result::event::destroy(p.begin);
+                let _ = result::event::destroy(p.end);
             }
         }
         self.pending = keep;
@@ -272,25 +260,22 @@ fn calibrate(
     let target = 20.0;
     let mut factor = 1.0;
     for _ in 0..2 {
-        let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: valid out-pointers; the context is current.
-        unsafe {
-            ck(sys::cuEventCreate(&mut a, 0))?;
-            ck(sys::cuEventCreate(&mut b, 0))?;
-            ck(sys::cuEventRecord(a, stream))?;
-        }
+        let a = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
+        let b = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
+        // SAFETY: our event, and gpulab's own stream of the current context.
+        unsafe { result::event::record(a, stream) }?;
         // SAFETY: `func` was just loaded, `stream` is gpulab's own; no buffer (0 words).
         unsafe { spin::launch(func, stream, cal.sms, 0, 0, cal.cycles(target)) }?;
         // SAFETY: events and stream are live.
         unsafe {
-            ck(sys::cuEventRecord(b, stream))?;
-            ck(sys::cuEventSynchronize(b))?;
+            result::event::record(b, stream)?;
+            result::event::synchronize(b)?;
         }
         let ms = (clock.to_host(b)? as f64 - clock.to_host(a)? as f64) / 1e6;
         // SAFETY: our events, complete.
         unsafe {
-            let _ = sys::cuEventDestroy_v2(a);
-            let _ = sys::cuEventDestroy_v2(b);
+            let _ = result::event::destroy(a);
+            let _ = result::event::destroy(b);
         }
         if ms > 0.5 {
             factor = target / ms;
@@ -361,15 +346,13 @@ impl Backend for CudaBackend {
         let attr = |a: sys::CUmemPool_attribute| {
             let mut v = 0u64;
             // SAFETY: these two attributes are cuuint64_t, written to `v`.
-            let r = unsafe { sys::cuMemPoolGetAttribute(self.pool, a, (&raw mut v).cast()) };
-            (r == sys::CUresult::CUDA_SUCCESS).then_some(v)
+            let r = unsafe { result::mem_pool::get_attribute(self.pool, a, (&raw mut v).cast()) };
+            r.is_ok().then_some(v)
         };
         use sys::CUmemPool_attribute as P;
         let reserved = attr(P::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?;
         let used = attr(P::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?;
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: valid out-pointers; the context is current.
-        ck(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) }).ok()?;
+        let (free, total) = result::mem_get_info().ok()?;
         Some(CudaMemory {
             pool_reserved: reserved,
             pool_used: used,

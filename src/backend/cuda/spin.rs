@@ -5,9 +5,9 @@
 use std::ffi::c_void;
 use std::path::PathBuf;
 
-use cudarc::driver::sys;
+use cudarc::driver::{result, sys};
 
-use super::load::{GPULAB_BAD_OPERANDS, ck};
+use super::load::GPULAB_BAD_OPERANDS;
 use crate::backend::DriverError;
 
 pub const SOURCE: &str = include_str!("../../../labs/kernels/spin.cu");
@@ -105,12 +105,10 @@ pub fn load(ptx: &str) -> Result<(sys::CUmodule, sys::CUfunction), DriverError> 
         code: GPULAB_BAD_OPERANDS,
         name: "GPULAB_BAD_OPERANDS (PTX with a NUL byte)".into(),
     })?;
-    let mut module = std::ptr::null_mut();
     // SAFETY: `image` is a NUL-terminated PTX text that lives across the call.
-    ck(unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) })?;
-    let mut func = std::ptr::null_mut();
-    // SAFETY: `module` was just loaded; KERNEL is NUL-terminated.
-    ck(unsafe { sys::cuModuleGetFunction(&mut func, module, KERNEL.as_ptr()) })?;
+    let module = unsafe { result::module::load_data(image.as_ptr().cast()) }?;
+    // SAFETY: `module` was just loaded.
+    let func = unsafe { result::module::get_function(module, KERNEL.to_owned()) }?;
     Ok((module, func))
 }
 
@@ -150,21 +148,17 @@ pub unsafe fn launch(
     ];
     // SAFETY: `params` points to three values matching spin's (ptr, u64, i64)
     // signature, alive across the call (the driver copies them at launch).
-    ck(unsafe {
-        sys::cuLaunchKernel(
+    unsafe {
+        result::launch_kernel(
             func,
-            grid.max(1),
-            1,
-            1,
-            BLOCK,
-            1,
-            1,
+            (grid.max(1), 1, 1),
+            (BLOCK, 1, 1),
             0,
             stream,
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
+            &mut params,
         )
-    })
+    }?;
+    Ok(())
 }
 
 #[cfg(test)]

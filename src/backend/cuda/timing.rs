@@ -9,9 +9,8 @@
 //! resolution of elapsed times and float rounding of a 32-bit millisecond count
 //! (under 8 µs within the first 100 s of a run). docs/event-format.md says the same.
 
-use cudarc::driver::sys;
+use cudarc::driver::{result, sys};
 
-use super::load::ck;
 use crate::backend::DriverError;
 use crate::clock::now_ns;
 
@@ -26,19 +25,17 @@ impl EventClock {
     pub fn new(stream: sys::CUstream, tries: u32) -> Result<EventClock, DriverError> {
         let mut best: Option<EventClock> = None;
         for _ in 0..tries.max(1) {
-            let mut ev = std::ptr::null_mut();
-            // SAFETY: a valid out-pointer; the current context is set.
-            ck(unsafe { sys::cuEventCreate(&mut ev, 0) })?;
+            let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
             let h0 = now_ns();
             // SAFETY: `ev` and `stream` are live and belong to the current context.
-            let rec = ck(unsafe { sys::cuEventRecord(ev, stream) })
+            let rec = unsafe { result::event::record(ev, stream) }
                 // SAFETY: as above.
-                .and_then(|()| ck(unsafe { sys::cuEventSynchronize(ev) }));
+                .and_then(|()| unsafe { result::event::synchronize(ev) });
             let h1 = now_ns();
             if let Err(e) = rec {
                 // SAFETY: `ev` is ours and unused from here.
-                let _ = unsafe { sys::cuEventDestroy_v2(ev) };
-                return Err(e);
+                let _ = unsafe { result::event::destroy(ev) };
+                return Err(e.into());
             }
             let cand = EventClock {
                 reference: ev,
@@ -48,12 +45,12 @@ impl EventClock {
             match &best {
                 Some(b) if b.half_window_ns <= cand.half_window_ns => {
                     // SAFETY: the candidate's event is ours and unused from here.
-                    let _ = unsafe { sys::cuEventDestroy_v2(cand.reference) };
+                    let _ = unsafe { result::event::destroy(cand.reference) };
                 }
                 _ => {
                     if let Some(b) = best.take() {
                         // SAFETY: the old best's event is ours and unused from here.
-                        let _ = unsafe { sys::cuEventDestroy_v2(b.reference) };
+                        let _ = unsafe { result::event::destroy(b.reference) };
                     }
                     best = Some(cand);
                 }
@@ -64,9 +61,8 @@ impl EventClock {
 
     /// Host time of a completed event recorded after the reference.
     pub fn to_host(&self, ev: sys::CUevent) -> Result<u64, DriverError> {
-        let mut ms = 0f32;
         // SAFETY: both events are live, completed and from the same context.
-        ck(unsafe { sys::cuEventElapsedTime_v2(&mut ms, self.reference, ev) })?;
+        let ms = unsafe { result::event::elapsed(self.reference, ev) }?;
         Ok(map(self.mid_ns, ms))
     }
 
