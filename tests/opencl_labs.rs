@@ -307,3 +307,61 @@ fn report_of_a_recording_equals_the_live_report() {
     let at = meta.recorded_at.as_deref().expect("meta.recorded_at");
     assert!(gpulab::trace::wallclock::Utc::parse(at).is_some(), "{at}");
 }
+
+/// `--step` with nobody at the keyboard: when stdin ends the run goes on to its
+/// end (it used to wait forever), and a `q` before the worker said anything gives
+/// no duration measured from the machine's boot.
+#[test]
+fn step_mode_finishes_when_stdin_ends_and_an_early_quit_has_no_bogus_duration() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("step_mode_finishes_when_stdin_ends") {
+        return;
+    }
+    let args = [
+        "run",
+        "cl-finish",
+        "--step",
+        "--param",
+        "kernel_ms=20",
+        "--param",
+        "size_mib=4",
+    ];
+    let out = common::gpulab()
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("gpulab starts");
+    let (stdout, stderr) = (common::stdout(&out), common::stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("stdin closed"), "{stderr}");
+    assert!(stdout.contains("status   finished in "), "{stdout}");
+
+    let mut child = common::gpulab()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gpulab starts");
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        let _ = stdin.write_all(b"q\n");
+    }
+    let out = child.wait_with_output().expect("gpulab ends");
+    let stdout = common::stdout(&out);
+    let status = stdout
+        .lines()
+        .find(|l| l.starts_with("status "))
+        .unwrap_or_default()
+        .to_string();
+    assert!(status.contains("cancelled"), "{stdout}");
+    // Cancelled before or after the worker's first event: either no duration, or
+    // one of this run (seconds, not the hours since the machine booted).
+    if let Some(secs) = status
+        .split(" in ")
+        .nth(1)
+        .and_then(|t| t.trim_end_matches(" s").parse::<f64>().ok())
+    {
+        assert!(secs < 600.0, "{status}");
+    }
+}

@@ -248,8 +248,12 @@ fn spawn_stepper() -> std::sync::mpsc::Receiver<StepKey> {
                 _ => StepKey::Next,
             };
             if tx.send(key).is_err() {
-                break;
+                return;
             }
+        }
+        // Nobody can press Enter any more: a paused run would wait forever.
+        if tx.send(StepKey::Continue).is_ok() {
+            eprintln!("step mode: stdin closed, running the rest of the lab without stepping");
         }
     });
     rx

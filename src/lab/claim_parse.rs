@@ -52,8 +52,21 @@ enum Ty {
     Bool,
 }
 
+/// Operators and parentheses a claim may use. The parser and every walk over the
+/// expression recurse once per level, and a claim's depth is at most this count:
+/// the bound keeps a malformed or hostile lab file from overflowing the stack.
+pub const MAX_EXPR_OPERATORS: usize = 48;
+
 pub fn parse_expr(text: &RawText) -> Result<ParsedExpr, Problem> {
     let src = text.value.as_str();
+    if let Some(at) = past_operator_limit(src) {
+        return Err(Problem::new(
+            text.file_span(at..at + 1),
+            Mistake::ExprTooLong {
+                limit: MAX_EXPR_OPERATORS,
+            },
+        ));
+    }
     let node = run_until(
         delimited(space0, or_expr, space0),
         src,
@@ -82,6 +95,35 @@ pub fn parse_expr(text: &RawText) -> Result<ParsedExpr, Problem> {
         ));
     }
     Ok(ParsedExpr { expr, refs })
+}
+
+/// Byte offset of the operator or parenthesis past `MAX_EXPR_OPERATORS`, if any.
+/// Counts `(`, the arithmetic and comparison symbols, and the words `not`, `and`,
+/// `or`: every way a level of nesting can be made.
+fn past_operator_limit(src: &str) -> Option<usize> {
+    let mut count = 0;
+    let mut word_start = None;
+    for (i, c) in src.char_indices().chain(std::iter::once((src.len(), ' '))) {
+        if c.is_alphanumeric() || c == '_' {
+            word_start.get_or_insert(i);
+            continue;
+        }
+        if let Some(start) = word_start.take()
+            && matches!(&src[start..i], "not" | "and" | "or")
+        {
+            count += 1;
+            if count > MAX_EXPR_OPERATORS {
+                return Some(start);
+            }
+        }
+        if matches!(c, '(' | '+' | '-' | '*' | '/' | '<' | '>' | '=' | '!') {
+            count += 1;
+            if count > MAX_EXPR_OPERATORS {
+                return Some(i);
+            }
+        }
+    }
+    None
 }
 
 fn lower(n: &Node, text: &RawText, refs: &mut Vec<NameRef>) -> Result<(Expr, Ty), Problem> {
@@ -436,5 +478,29 @@ mod tests {
         ));
         assert!(matches!(e("not a").mistake, Mistake::ExprType { .. }));
         assert_eq!(e("1 < 2 and 3").span, 10..11);
+    }
+
+    /// Deep or long claims get a clear error, never a stack overflow; one at the
+    /// limit still parses, on a test thread's small stack and without optimisation.
+    #[test]
+    fn claims_past_the_operator_limit_are_refused_and_one_at_it_parses() {
+        let n = MAX_EXPR_OPERATORS - 1; // parentheses, plus the one `<`
+        let at_limit = format!("{}1{} < 2", "(".repeat(n), ")".repeat(n));
+        assert!(matches!(p(&at_limit), Expr::Bin(BinOp::Lt, _, _)));
+        for long in [
+            format!("{}1{} < 2", "(".repeat(1500), ")".repeat(1500)),
+            format!("{}1 < 2", "not ".repeat(10_000)),
+            format!("{} > 2", vec!["1"; 30_000].join(" + ")),
+            format!("{} > 2", vec!["a < 1"; 30_000].join(" and ")),
+        ] {
+            assert_eq!(
+                e(&long).mistake,
+                Mistake::ExprTooLong {
+                    limit: MAX_EXPR_OPERATORS
+                }
+            );
+        }
+        // Words that merely contain `or`/`and`/`not` are names, not operators.
+        assert_eq!(past_operator_limit(&"order_notes_band ".repeat(1000)), None);
     }
 }

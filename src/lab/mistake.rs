@@ -104,6 +104,14 @@ pub enum Mistake {
     TagOnClose,
     UnclosedRepeat,
     StrayClose,
+    /// `repeat` blocks nested deeper than `MAX_REPEAT_DEPTH`.
+    RepeatTooDeep {
+        limit: usize,
+    },
+    /// A claim with more operators and parentheses than `MAX_EXPR_OPERATORS`.
+    ExprTooLong {
+        limit: usize,
+    },
     BadRepeatCount {
         count: f64,
     },
@@ -342,6 +350,18 @@ impl Mistake {
                 Some("add a line with `}` after its body".into()),
             ),
             M::StrayClose => ("`}` without a `repeat {` to close".into(), None),
+            M::RepeatTooDeep { limit } => (
+                format!("`repeat` blocks nest at most {limit} deep"),
+                Some(
+                    "checking a lab walks every nesting level twice, so each level doubles \
+                     the work: flatten the loops, or multiply their counts into one"
+                        .into(),
+                ),
+            ),
+            M::ExprTooLong { limit } => (
+                format!("a claim may use at most {limit} operators and parentheses"),
+                Some("split it into several claims".into()),
+            ),
             M::BadRepeatCount { count } => {
                 (format!("repeat count {count} is not a whole number"), None)
             }

@@ -85,6 +85,10 @@ enum Line {
     Close { span: Span, tag: Option<Sp<String>> },
 }
 
+/// How deep `repeat` blocks may nest. Validation walks a body twice to see its
+/// second iteration, so each level doubles its work (2^8 walks at this depth).
+pub const MAX_REPEAT_DEPTH: usize = 8;
+
 /// Parses a variant's script into statements, `repeat` bodies nested.
 pub fn parse_script(script: &RawText) -> Result<Vec<RawStmt>, Problem> {
     // Each open `repeat` with the statements of its body so far.
@@ -102,7 +106,17 @@ pub fn parse_script(script: &RawText) -> Result<Vec<RawStmt>, Problem> {
                 Some((_, body)) => body.push(s),
                 None => top.push(s),
             },
-            Line::Open(s) => stack.push((s, Vec::new())),
+            Line::Open(s) => {
+                if stack.len() >= MAX_REPEAT_DEPTH {
+                    return Err(Problem::new(
+                        s.span,
+                        Mistake::RepeatTooDeep {
+                            limit: MAX_REPEAT_DEPTH,
+                        },
+                    ));
+                }
+                stack.push((s, Vec::new()))
+            }
             Line::Close { span, tag } => {
                 if let Some(tag) = tag {
                     return Err(Problem::new(tag.span, Mistake::TagOnClose));
@@ -641,5 +655,29 @@ mod tests {
         assert!(
             matches!(e.mistake, Mistake::ScriptSyntax { ref expected, ref found } if expected == "an argument" && found == "`)`")
         );
+    }
+
+    /// Nesting past the limit is an error at the first `repeat` too deep, found
+    /// before anything walks the nest (30,000 levels once overflowed the stack).
+    #[test]
+    fn repeat_nesting_is_bounded() {
+        let nest = |depth: usize| {
+            let mut s = "repeat 2 {\n".repeat(depth);
+            s.push_str("ctx = clCreateContext()\n");
+            s.push_str(&"}\n".repeat(depth));
+            s
+        };
+        assert!(parse_script(&RawText::for_tests(&nest(MAX_REPEAT_DEPTH))).is_ok());
+        for depth in [MAX_REPEAT_DEPTH + 1, 30_000] {
+            let e = parse_script(&RawText::for_tests(&nest(depth))).unwrap_err();
+            assert_eq!(
+                e.mistake,
+                Mistake::RepeatTooDeep {
+                    limit: MAX_REPEAT_DEPTH
+                }
+            );
+            let line = "repeat 2 {\n".len() * MAX_REPEAT_DEPTH;
+            assert_eq!(e.span, line..line + "repeat 2 {".len());
+        }
     }
 }

@@ -272,8 +272,15 @@ impl Run {
         out
     }
 
+    /// From the start to the end event. None without an end, or without a start
+    /// to measure from (a run cancelled before its worker said anything: `t0` is
+    /// then 0, a time since boot, not since the run).
     pub fn duration_ns(&self) -> Option<u64> {
-        Some(self.end.as_ref()?.t_ns.saturating_sub(self.t0()))
+        let end = self.end.as_ref()?.t_ns;
+        if self.meta.is_none() && self.calls.is_empty() {
+            return None;
+        }
+        Some(end.saturating_sub(self.t0()))
     }
 }
 
