@@ -121,3 +121,86 @@ fn dashboard_runs_cl_finish_in_tmux() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// SIGTERM (a `kill`, a closing session manager) ends the dashboard as `q` does:
+/// the shell gets its terminal back, out of the alternate screen, cursor shown,
+/// mouse reporting off.
+#[test]
+fn sigterm_gives_the_terminal_back() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping sigterm_gives_the_terminal_back: tmux is not installed");
+        return;
+    }
+    let tmux = Tmux {
+        socket: format!("gpulab-e2e-term-{}", std::process::id()),
+    };
+    let dir = common::temp_dir();
+    let out = Command::new("tmux")
+        .args([
+            "-L",
+            &tmux.socket,
+            "new-session",
+            "-d",
+            "-s",
+            "e2e",
+            "-x",
+            "120",
+            "-y",
+            "36",
+        ])
+        .arg("-c")
+        .arg(dir.path())
+        .arg(format!(
+            "'{}'; echo gpulab-exited-$?; sleep 60",
+            env!("CARGO_BIN_EXE_gpulab")
+        ))
+        .env("NO_COLOR", "1")
+        .env("GPULAB_DATA_DIR", dir.path().join("data"))
+        .output()
+        .expect("tmux starts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tmux.wait_for("the dashboard", |s| s.contains("Labs"), 60);
+    let flag = |name: &str| {
+        let out = tmux.cmd(&[
+            "display-message",
+            "-p",
+            "-t",
+            "e2e",
+            &format!("#{{{name}}}"),
+        ]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(
+        flag("alternate_on"),
+        "1",
+        "the dashboard is drawn on the alternate screen"
+    );
+    // The shell started by tmux runs gpulab as its child.
+    let shell = flag("pane_pid");
+    let children =
+        std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap_or_default();
+    let pid: i32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no gpulab under the shell {shell}"));
+    let pid = rustix::process::Pid::from_raw(pid).expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("kill");
+    let s = tmux.wait_for(
+        "the shell to get the terminal back",
+        |s| s.contains("gpulab-exited-"),
+        10,
+    );
+    assert!(s.contains("gpulab-exited-0"), "{s}");
+    assert_eq!(
+        flag("alternate_on"),
+        "0",
+        "still in the alternate screen:\n{s}"
+    );
+    assert_eq!(flag("cursor_flag"), "1", "the cursor is still hidden");
+    assert_eq!(flag("mouse_any_flag"), "0", "mouse reporting is still on");
+}

@@ -186,25 +186,46 @@ fn ctrl_c_prints_the_partial_run_and_exits_130() {
     if !common::opencl_or_skip("ctrl_c_prints_the_partial_run_and_exits_130") {
         return;
     }
-    let child = common::gpulab()
-        .args([
-            "run",
-            "cl-finish",
-            "--param",
-            "kernel_ms=6000",
-            "--param",
-            "size_mib=4",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", common::stderr(&out));
-    let text = common::stdout(&out);
-    assert!(text.contains("status   cancelled"), "{text}");
-    assert!(text.contains("clCreateContext"), "{text}");
+    use rustix::process::Signal;
+    // SIGTERM and SIGHUP are Ctrl-C too: the partial report, and the recording.
+    for signal in [Signal::INT, Signal::TERM, Signal::HUP] {
+        let dir = common::temp_dir();
+        let record = dir.path().join("partial.jsonl");
+        let child = common::gpulab()
+            .args([
+                "run",
+                "cl-finish",
+                "--param",
+                "kernel_ms=6000",
+                "--param",
+                "size_mib=4",
+                "--record",
+            ])
+            .arg(&record)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(2500));
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(130),
+            "{signal:?}: {}",
+            common::stderr(&out)
+        );
+        let text = common::stdout(&out);
+        assert!(text.contains("status   cancelled"), "{signal:?}: {text}");
+        assert!(text.contains("clCreateContext"), "{signal:?}: {text}");
+        let recorded = std::fs::read_to_string(&record).unwrap_or_default();
+        let events = gpulab::trace::read_events(recorded.as_bytes()).unwrap_or_default();
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::End(end) if end.status == EndStatus::Cancelled)),
+            "{signal:?}: the recording ends with the cancelled run:\n{recorded}"
+        );
+    }
 }

@@ -1,5 +1,5 @@
 //! The real terminal: raw mode and the alternate screen, restored on every way
-//! out (return, error, panic), and the threads that feed the loop: input, the
+//! out (return, error, panic, SIGTERM or SIGHUP), and the threads that feed the loop: input, the
 //! frame tick and the doctor probe.
 
 use std::io::{self, Stdout};
@@ -55,6 +55,15 @@ pub fn open(mut app: App, source: &dyn RunSource) -> io::Result<()> {
     app.size = (size.width, size.height);
 
     let (tx, rx) = mpsc::channel();
+    {
+        // SIGTERM and SIGHUP (and SIGINT, which raw mode turns into a key anyway)
+        // end the dashboard as `q` does. Without a handler the process died in
+        // the alternate screen, cursor hidden, mouse reporting on.
+        let tx = tx.clone();
+        let _ = ctrlc::set_handler(move || {
+            let _ = tx.send(Msg::Terminate);
+        });
+    }
     spawn_input(tx.clone());
     spawn_ticker(tx.clone());
     {

@@ -33,8 +33,8 @@ pub enum Msg {
     Key(KeyEvent),
     Mouse(MouseEvent),
     Resize(u16, u16),
-    /// An event of the run in `slot`; `epoch` tells a replaced run's stragglers apart.
-    /// Events of a live run, a batch as the source sent it.
+    /// Events of the live run in `slot`, a batch as the source sent it; `epoch`
+    /// tells a replaced run's stragglers apart.
     Run {
         slot: usize,
         epoch: u64,
@@ -55,6 +55,9 @@ pub enum Msg {
     },
     Doctor(Availability),
     Tick,
+    /// SIGTERM, SIGHUP or SIGINT from outside: quit as `q` does, so the terminal
+    /// is restored and live runs are cancelled.
+    Terminate,
 }
 
 #[derive(Debug, Clone)]
@@ -261,6 +264,11 @@ impl App {
             Msg::Tick => {
                 self.tick();
                 Vec::new()
+            }
+            Msg::Terminate => {
+                self.quit = true;
+                self.queued = None;
+                self.cancel_all()
             }
             Msg::Loaded {
                 slot,
