@@ -198,3 +198,44 @@ fn gpulab_report_survives_every_damaged_recording() {
         }
     }
 }
+
+/// Recordings are shared files: escape sequences hidden in one (in the device
+/// name, a note, a script line) reach no terminal through `report`; they are
+/// written out instead, in every text format.
+#[test]
+fn a_recording_cannot_send_escape_sequences_to_the_terminal() {
+    let evil = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m";
+    let mut events = gpulab::trace::read_events(good().as_bytes()).unwrap();
+    for e in &mut events {
+        match e {
+            gpulab::trace::Event::Meta(m) => {
+                m.device.name = format!("cpu{evil}");
+                if let Some(lab) = &mut m.lab {
+                    lab.title = format!("title{evil}");
+                    for (_, text) in &mut lab.script {
+                        text.push_str(evil);
+                    }
+                }
+            }
+            gpulab::trace::Event::Note(n) => n.text.push_str(evil),
+            _ => {}
+        }
+    }
+    let text: String = events.iter().map(gpulab::trace::to_line).collect();
+    let dir = common::temp_dir();
+    let f = dir.path().join("evil.jsonl");
+    std::fs::write(&f, text).unwrap();
+    for format in [None, Some("--markdown")] {
+        let mut args = vec!["report".to_string(), f.display().to_string()];
+        args.extend(format.map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = common::run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+        let stdout = common::stdout(&out);
+        assert!(
+            !stdout.contains(['\u{1b}', '\u{7}', '\u{9b}']),
+            "{format:?}: control characters reached stdout"
+        );
+        assert!(stdout.contains("\\u{1b}]0;pwned"), "{format:?}: {stdout}");
+    }
+}

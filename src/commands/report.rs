@@ -30,7 +30,11 @@ pub fn load(file: &Path) -> anyhow::Result<Run> {
     let rec = read_recording(std::io::BufReader::new(f))
         .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
     for p in &rec.problems {
-        eprintln!("gpulab: {}: {p}", file.display());
+        eprintln!(
+            "gpulab: {}: {}",
+            file.display(),
+            report::printable(&p.to_string())
+        );
     }
     Ok(Run::from_events(&rec.events))
 }
@@ -40,18 +44,21 @@ pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {
     Ok(if format.json {
         serde_json::to_string_pretty(&r)? + "\n"
     } else if format.markdown {
-        r.markdown()
+        report::printable(&r.markdown()).into_owned()
     } else {
-        r.text()
+        report::printable(&r.text()).into_owned()
     })
 }
 
+/// A lab run's report. Text and Markdown go to a terminal: every string in them
+/// that came from a recording or a lab file is made `printable` (JSON escapes
+/// control characters itself).
 pub fn render(s: &Summary, format: Format) -> anyhow::Result<String> {
     Ok(if format.json {
         serde_json::to_string_pretty(s)? + "\n"
     } else if format.markdown {
-        report::markdown(s)
+        report::printable(&report::markdown(s)).into_owned()
     } else {
-        report::text(s)
+        report::printable(&report::text(s)).into_owned()
     })
 }

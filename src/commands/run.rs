@@ -92,7 +92,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     let format = args.format;
     if summaries.len() > 1 && !format.json {
         if !format.markdown {
-            println!("{}\n", report::side_by_side(&summaries));
+            println!("{}\n", report::printable(&report::side_by_side(&summaries)));
         }
         for s in &summaries {
             print!("{}", super::report::render(s, format)?);
@@ -259,8 +259,10 @@ fn spawn_stepper() -> std::sync::mpsc::Receiver<StepKey> {
     rx
 }
 
-/// In step mode: each call as it happens, then what comes next.
+/// In step mode: each call as it happens, then what comes next (the lab file's
+/// text made `printable`).
 fn show_step(run: &Run, event: &Event) {
+    let show = |t: &str| report::printable(t).into_owned();
     let script = run
         .meta
         .as_ref()
@@ -270,7 +272,7 @@ fn show_step(run: &Run, event: &Event) {
     match event {
         Event::Meta(m) => {
             if let Some(first) = m.lab.as_ref().and_then(|l| l.script.first()) {
-                eprintln!("next  {:>4}  {}", first.0, first.1);
+                eprintln!("next  {:>4}  {}", first.0, show(&first.1));
             }
         }
         Event::Call(c) => {
@@ -285,21 +287,23 @@ fn show_step(run: &Run, event: &Event) {
             eprintln!(
                 "done  {:>4}  {:<48} {:<10} {:>9.3} ms  {mem}",
                 c.line.unwrap_or(0),
-                script
-                    .iter()
-                    .find(|(l, _)| Some(*l) == c.line)
-                    .map(|(_, t)| t.as_str())
-                    .unwrap_or(&c.api),
+                show(
+                    script
+                        .iter()
+                        .find(|(l, _)| Some(*l) == c.line)
+                        .map(|(_, t)| t.as_str())
+                        .unwrap_or(&c.api)
+                ),
                 result,
                 (c.end_ns - c.begin_ns) as f64 / 1e6
             );
             if let Some(pos) = script.iter().position(|(l, _)| Some(*l) == c.line)
                 && let Some((l, t)) = script.get(pos + 1)
             {
-                eprintln!("next  {l:>4}  {t}");
+                eprintln!("next  {l:>4}  {}", show(t));
             }
         }
-        Event::Note(n) => eprintln!("note  {}", n.text),
+        Event::Note(n) => eprintln!("note  {}", show(&n.text)),
         _ => {}
     }
 }

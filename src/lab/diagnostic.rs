@@ -107,13 +107,50 @@ impl Diagnostic {
             .with_context_lines(0);
         let mut drawn = String::new();
         let header = format!("{}:{}:{}: {}", self.file, self.line, self.col, self.message);
-        if handler.render_report(&mut drawn, &Snippet(self)).is_err() {
+        let (line, span) = self.window();
+        let snippet = Snippet {
+            d: self,
+            line,
+            span,
+        };
+        if handler.render_report(&mut drawn, &snippet).is_err() {
             return self.to_string();
         }
         // miette opens with its own `× message` line; ours replaces it so the first
         // line is the same `file:line:col:` every editor and terminal can jump to.
         let body: Vec<&str> = drawn.lines().skip(1).collect();
         format!("{header}\n{}\n", body.join("\n"))
+    }
+
+    /// The part of the offending line to show, and the span's byte range in it: the
+    /// whole line, or for a long one (a minified or generated file) a window
+    /// around the span with `…` where it is cut. miette cannot draw a caret
+    /// beyond column 65,535, and nobody reads a 70,000-character line anyway.
+    fn window(&self) -> (String, Span) {
+        let span = self.line_span();
+        let chars = self.source_line.chars().count();
+        if chars <= SHOWN_CHARS {
+            return (self.source_line.clone(), span);
+        }
+        let col = self.col.saturating_sub(1) as usize;
+        let first = col.saturating_sub(SHOWN_CHARS / 3).min(chars - SHOWN_CHARS);
+        let byte_at = |c: usize| {
+            self.source_line
+                .char_indices()
+                .nth(c)
+                .map_or(self.source_line.len(), |(i, _)| i)
+        };
+        let (from, to) = (byte_at(first), byte_at(first + SHOWN_CHARS));
+        let lead = if from > 0 { "…" } else { "" };
+        let tail = if to < self.source_line.len() {
+            "…"
+        } else {
+            ""
+        };
+        let text = format!("{lead}{}{tail}", &self.source_line[from..to]);
+        let start = lead.len() + span.start.clamp(from, to) - from;
+        let end = lead.len() + span.end.clamp(from, to) - from;
+        (text, start..end)
     }
 
     /// Byte range of the span inside `source_line`.
@@ -131,19 +168,27 @@ impl Diagnostic {
     }
 }
 
-/// The diagnostic as miette sees it: one line of source that claims its real line
-/// number, so the gutter shows the line in the file.
-struct Snippet<'a>(&'a Diagnostic);
+/// Characters of a long line shown around the span.
+const SHOWN_CHARS: usize = 160;
+
+/// The diagnostic as miette sees it: one line of source (or the window of it that
+/// is shown) that claims its real line number, so the gutter shows the line in the
+/// file.
+struct Snippet<'a> {
+    d: &'a Diagnostic,
+    line: String,
+    span: Span,
+}
 
 impl fmt::Debug for Snippet<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self.0, f)
+        fmt::Display::fmt(self.d, f)
     }
 }
 
 impl fmt::Display for Snippet<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0.message)
+        f.write_str(&self.d.message)
     }
 }
 
@@ -151,7 +196,7 @@ impl std::error::Error for Snippet<'_> {}
 
 impl miette::Diagnostic for Snippet<'_> {
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.0
+        self.d
             .help
             .as_ref()
             .map(|h| Box::new(h) as Box<dyn fmt::Display>)
@@ -162,8 +207,7 @@ impl miette::Diagnostic for Snippet<'_> {
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        let span = self.0.line_span();
-        let label = LabeledSpan::new_primary_with_span(None, span.start..span.end);
+        let label = LabeledSpan::new_primary_with_span(None, self.span.start..self.span.end);
         Some(Box::new(std::iter::once(label)))
     }
 }
@@ -175,14 +219,14 @@ impl miette::SourceCode for Snippet<'_> {
         _before: usize,
         _after: usize,
     ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
-        let d = self.0;
-        if span.offset() + span.len() > d.source_line.len() {
+        let d = self.d;
+        if span.offset() + span.len() > self.line.len() {
             return Err(miette::MietteError::OutOfBounds);
         }
         Ok(Box::new(MietteSpanContents::new_named(
             d.file.clone(),
-            d.source_line.as_bytes(),
-            (0, d.source_line.len()).into(),
+            self.line.as_bytes(),
+            (0, self.line.len()).into(),
             d.line.saturating_sub(1) as usize,
             0,
             1,
@@ -243,5 +287,23 @@ mod tests {
         let d = Diagnostic::at("e.toml", "", 0..0, "empty".into(), None);
         assert!(d.render(false).starts_with("e.toml:1:1: empty"));
         assert!(d.render(true).starts_with("e.toml:1:1: empty"));
+    }
+
+    /// A mistake far along a very long line is drawn from a window of that line,
+    /// with the caret under the mistake (miette panicked past column 65,535).
+    #[test]
+    fn a_mistake_deep_in_a_long_line_is_shown_from_a_window() {
+        let line = format!("title = \"{}\" x", "a".repeat(70_000));
+        let at = line.len() - 1;
+        let d = Diagnostic::at("long.toml", &line, at..at + 1, "bad".into(), None);
+        assert_eq!(d.col as usize, line.chars().count());
+        for color in [false, true] {
+            let out = d.render(color);
+            assert!(out.starts_with("long.toml:1:70012: bad"), "{out}");
+            assert!(out.lines().all(|l| l.chars().count() < 400), "{out}");
+            assert!(out.contains("…aaa"), "{out}");
+        }
+        let (shown, span) = d.window();
+        assert_eq!(&shown[span], "x");
     }
 }

@@ -34,6 +34,25 @@ pub(super) fn fmt_value(v: f64) -> String {
     }
 }
 
+/// `text` safe to print on a terminal: control characters other than newline and
+/// tab are written out (`\u{1b}`), so a recording or lab file (shared files) cannot
+/// clear the screen, set the title or hide the cursor through a report.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 pub(super) fn fmt_delta(d: Option<f64>) -> String {
     match d {
         Some(d) if d.abs() < 0.05 => "0".into(),

@@ -6,6 +6,7 @@ mod format;
 mod markdown;
 mod text;
 
+pub use format::printable;
 pub use markdown::markdown;
 pub use text::{side_by_side, text};
 
