@@ -229,3 +229,37 @@ fn ctrl_c_prints_the_partial_run_and_exits_130() {
         );
     }
 }
+
+/// `--all-variants --json` prints an array whatever happens, also when Ctrl-C
+/// stops the run during its first variant (it printed a bare object then).
+#[test]
+fn all_variants_json_is_an_array_even_when_cancelled_early() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("all_variants_json_is_an_array_even_when_cancelled_early") {
+        return;
+    }
+    let child = common::gpulab()
+        .args([
+            "run",
+            "cl-finish",
+            "--all-variants",
+            "--json",
+            "--param",
+            "kernel_ms=6000",
+            "--param",
+            "size_mib=4",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", common::stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
+    let runs = json.as_array().expect("an array");
+    assert!(!runs.is_empty() && runs.len() < 3, "{json:#}");
+    assert_eq!(runs[runs.len() - 1]["status"], "cancelled", "{json:#}");
+}

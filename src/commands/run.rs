@@ -75,18 +75,32 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         };
         let run = run_variant(&source, req, args.step, record.as_deref(), &cancel)?;
         if let Some(error) = never_started(&run) {
-            return Err(fail(
-                EXIT_UNAVAILABLE,
-                format!(
-                    "{error}\n`gpulab doctor` lists the devices this machine has and how to fix what is missing"
-                ),
-            ));
+            // One variant that could not start fails itself (exit 4 below), not
+            // the variants that ran: their results are still printed.
+            eprintln!(
+                "gpulab: {} [{variant}] did not start: {}",
+                lab.id,
+                report::printable(&error)
+            );
         }
         summaries.push(Summary::of(&run));
         runs.push(run);
         if cancel.load(Ordering::SeqCst) {
             break;
         }
+    }
+
+    if let Some(error) = runs.iter().map(never_started).collect::<Option<Vec<_>>>()
+        && let Some(first) = error.first()
+    {
+        // Nothing started at all: a device or driver problem, not a lab's.
+        return Err(fail(
+            EXIT_UNAVAILABLE,
+            format!(
+                "{}\n`gpulab doctor` lists the devices this machine has and how to fix what is missing",
+                report::printable(first)
+            ),
+        ));
     }
 
     let format = args.format;
@@ -98,7 +112,8 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             print!("{}", super::report::render(s, format)?);
             println!();
         }
-    } else if format.json && summaries.len() > 1 {
+    } else if format.json && args.all_variants {
+        // Always an array for --all-variants, however many ran before a Ctrl-C.
         println!("{}", serde_json::to_string_pretty(&summaries)?);
     } else if let Some(s) = summaries.first() {
         print!("{}", super::report::render(s, format)?);
@@ -159,7 +174,7 @@ fn run_variant(
     cancel: &AtomicBool,
 ) -> anyhow::Result<Run> {
     let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
-    let mut recorder = match record {
+    let recorder = match record {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
         )),
@@ -221,11 +236,24 @@ fn run_variant(
     if progress && started.elapsed() > Duration::from_secs(1) {
         eprint!("\r\x1b[2K");
     }
-    if let Some(w) = &mut recorder {
-        for event in trace::decimate::decimate(&recorded) {
-            w.write_all(trace::to_line(event).as_bytes())?;
+    match (recorder, record) {
+        // A run that never started has nothing a replay could show (no `meta`):
+        // no file rather than one `report` cannot read.
+        (Some(w), Some(path)) if run.meta.is_none() => {
+            drop(w);
+            let _ = std::fs::remove_file(path);
+            eprintln!(
+                "gpulab: {} not written: the run never started",
+                path.display()
+            );
         }
-        w.flush()?;
+        (Some(mut w), _) => {
+            for event in trace::decimate::decimate(&recorded) {
+                w.write_all(trace::to_line(event).as_bytes())?;
+            }
+            w.flush()?;
+        }
+        _ => {}
     }
     Ok(run)
 }
