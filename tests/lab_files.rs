@@ -28,8 +28,8 @@ fn shown(path: &Path) -> String {
 }
 
 fn parse_file(path: &Path) -> Result<gpulab::lab::Lab, LabError> {
-    let text = std::fs::read_to_string(path).unwrap();
-    catalog::parse(&shown(path), &text, Origin::File(path.to_owned()))
+    let bytes = std::fs::read(path).unwrap();
+    catalog::parse_bytes(&shown(path), bytes, Origin::File(path.to_owned()))
 }
 
 #[test]

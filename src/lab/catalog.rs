@@ -164,15 +164,39 @@ pub fn parse(file: &str, text: &str, origin: Origin) -> Result<Lab> {
 }
 
 pub fn load_file(path: &Path) -> Result<Lab> {
-    let text = std::fs::read_to_string(path).map_err(|source| LabError::Io {
+    let bytes = std::fs::read(path).map_err(|source| LabError::Io {
         path: path.to_owned(),
         source,
     })?;
-    parse(
+    parse_bytes(
         &path.display().to_string(),
-        &text,
+        bytes,
         Origin::File(path.to_owned()),
     )
+}
+
+/// A lab file's bytes, named `file` in messages. Text that is not UTF-8 is a
+/// mistake at the first byte that is not.
+pub fn parse_bytes(file: &str, bytes: Vec<u8>, origin: Origin) -> Result<Lab> {
+    match String::from_utf8(bytes) {
+        Ok(text) => parse(file, &text, origin),
+        Err(e) => Err(not_utf8(file, &e)),
+    }
+}
+
+/// A lab file that is not UTF-8, named at the first byte that is not.
+fn not_utf8(file: &str, e: &std::string::FromUtf8Error) -> LabError {
+    let at = e.utf8_error().valid_up_to();
+    let byte = e.as_bytes().get(at).copied().unwrap_or(0);
+    let text = String::from_utf8_lossy(e.as_bytes());
+    // In the lossy text the bad byte is U+FFFD, three bytes from `at` on.
+    LabError::Invalid(Box::new(Diagnostic::at(
+        file,
+        &text,
+        at..at + '\u{fffd}'.len_utf8(),
+        format!("not UTF-8 text: byte 0x{byte:02x}"),
+        Some("save the lab file as UTF-8".into()),
+    )))
 }
 
 /// Defaults overridden by `key=value` texts from `--param`, each range-checked.

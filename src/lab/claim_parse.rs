@@ -188,6 +188,9 @@ fn lower(n: &Node, text: &RawText, refs: &mut Vec<NameRef>) -> Result<(Expr, Ty)
             if rt != want {
                 return fail(r, message);
             }
+            if *op == BinOp::Div && re == Expr::Num(0.0) {
+                return fail(r, "division by zero: the claim could never be judged");
+            }
             (Expr::Bin(*op, Box::new(le), Box::new(re)), out)
         }
     })
@@ -500,6 +503,15 @@ mod tests {
                 }
             );
         }
+        // A literal zero divisor is refused; a parameter that may be 0 is the
+        // verdict's to judge (inconclusive), not the parser's.
+        for zero in ["1 / 0 < 2", "0/0 < 1", "x / 0.0 > 1"] {
+            assert!(
+                matches!(e(zero).mistake, Mistake::ExprType { message } if message.starts_with("division by zero")),
+                "{zero}"
+            );
+        }
+        assert!(matches!(p("1 / x < 2"), Expr::Bin(BinOp::Lt, _, _)));
         // Words that merely contain `or`/`and`/`not` are names, not operators.
         assert_eq!(past_operator_limit(&"order_notes_band ".repeat(1000)), None);
     }
