@@ -239,3 +239,50 @@ fn a_recording_cannot_send_escape_sequences_to_the_terminal() {
         assert!(stdout.contains("\\u{1b}]0;pwned"), "{format:?}: {stdout}");
     }
 }
+
+/// A doctored or spliced recording is read, but each line at odds with the rest
+/// is named: a second `meta`, a second `end`, a time before the start, a time no
+/// run reaches. The first `meta` and `end` stand.
+#[test]
+fn lines_at_odds_with_the_stream_are_named() {
+    let mut lines = lines();
+    let meta = lines[0].clone();
+    let end = lines
+        .iter()
+        .find(|l| l.contains(r#""type":"end""#))
+        .cloned()
+        .expect("the fixture ends");
+    let note = |t: u64| {
+        format!(
+            r#"{{"type":"note","data":{{"t_ns":{t},"level":"info","text":"late","line":null}}}}"#
+        )
+    };
+    let n = lines.len();
+    lines.push(meta);
+    lines.push(end);
+    lines.push(note(0));
+    lines.push(note(u64::MAX));
+    let rec = read_recording(join(&lines).as_bytes()).expect("read");
+    let said: Vec<String> = rec.problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(said.len(), 4, "{said:#?}");
+    for (i, what) in [
+        "a second `meta`",
+        "a second `end`",
+        "before the run's start",
+        "more than 30 days after",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let line = format!("line {}: ", n + i + 1);
+        assert!(
+            said[i].starts_with(&line) && said[i].contains(what),
+            "{said:#?}"
+        );
+    }
+    let run = gpulab::run::Run::from_events(&rec.events);
+    let first = gpulab::trace::read_events(good().as_bytes()).unwrap();
+    let first = gpulab::run::Run::from_events(&first);
+    assert_eq!(run.meta, first.meta);
+    assert_eq!(run.end, first.end);
+}

@@ -38,6 +38,25 @@ pub enum Event {
     Agent(AgentEvent),
 }
 
+impl Event {
+    /// When it happened (CLOCK_MONOTONIC ns): the start of a call, span or block.
+    /// None for a claim's verdict, which is judged after the run.
+    pub fn t_ns(&self) -> Option<u64> {
+        Some(match self {
+            Event::Meta(m) => m.t_ns,
+            Event::Call(c) => c.begin_ns,
+            Event::Object(o) => o.t_ns,
+            Event::DeviceSpan(s) => s.queued_ns.min(s.begin_ns),
+            Event::Block(b) => b.begin_ns,
+            Event::Sample(s) => s.t_ns,
+            Event::Note(n) => n.t_ns,
+            Event::Claim(_) => return None,
+            Event::End(e) => e.t_ns,
+            Event::Agent(a) => a.t_ns,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Meta {

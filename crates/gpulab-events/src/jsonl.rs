@@ -33,6 +33,10 @@ pub enum TraceError {
     HugeLine { line: usize },
     #[error("line {line}: not UTF-8 text (binary data?); skipped")]
     NotText { line: usize },
+    /// Read, but at odds with the rest of the stream (a second `meta`, a time
+    /// before the start): said, so a doctored or spliced file does not pass quietly.
+    #[error("line {line}: {what}")]
+    Inconsistent { line: usize, what: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -117,7 +121,19 @@ pub fn read_recording(mut input: impl BufRead) -> Result<Recording> {
                 if rec.events.is_empty() && !matches!(event, Event::Meta(_)) {
                     return Err(TraceError::MissingMeta);
                 }
-                rec.events.push(event);
+                match at_odds(&rec.events, &event) {
+                    Some((what, keep)) => {
+                        let what = what.to_string();
+                        rec.problems.push(TraceError::Inconsistent {
+                            line: line_no,
+                            what,
+                        });
+                        if keep {
+                            rec.events.push(event);
+                        }
+                    }
+                    None => rec.events.push(event),
+                }
             }
             Err(e @ (TraceError::TooNew { .. } | TraceError::TooOld { .. })) => return Err(e),
             Err(TraceError::Malformed { line, message }) if rec.events.is_empty() => {
@@ -130,6 +146,39 @@ pub fn read_recording(mut input: impl BufRead) -> Result<Recording> {
         return Err(TraceError::MissingMeta);
     }
     Ok(rec)
+}
+
+/// Runs are hours long at most; a time further than this from the start is not
+/// a time this run recorded.
+const PLAUSIBLE_NS: u64 = 30 * 24 * 3600 * 1_000_000_000;
+
+/// What is wrong with `event` given the events before it, and whether to keep it.
+fn at_odds(before: &[Event], event: &Event) -> Option<(&'static str, bool)> {
+    let start = match before.first() {
+        Some(Event::Meta(m)) => m.t_ns,
+        _ => return None,
+    };
+    match event {
+        Event::Meta(_) => return Some(("a second `meta` event; ignored", false)),
+        Event::End(_) if before.iter().any(|e| matches!(e, Event::End(_))) => {
+            return Some(("a second `end` event; ignored", false));
+        }
+        _ => {}
+    }
+    let t = event.t_ns()?;
+    if t < start {
+        Some((
+            "its time is before the run's start (kept, but figures may be off)",
+            true,
+        ))
+    } else if t - start > PLAUSIBLE_NS {
+        Some((
+            "its time is more than 30 days after the run's start; ignored",
+            false,
+        ))
+    } else {
+        None
+    }
 }
 
 /// One line into `buf` (without its newline), reading at most `MAX_LINE` bytes of
