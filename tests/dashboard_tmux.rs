@@ -12,6 +12,29 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A detached 120x36 session `e2e` on a socket of its own, running `command`
+    /// in `dir`; runs keep their history in `dir` too.
+    fn start(name: &str, dir: &std::path::Path, command: &str) -> Tmux {
+        let tmux = Tmux {
+            socket: format!("gpulab-{name}-{}", std::process::id()),
+        };
+        let out = Command::new("tmux")
+            .args(["-L", &tmux.socket, "new-session", "-d", "-s", "e2e"])
+            .args(["-x", "120", "-y", "36", "-c"])
+            .arg(dir)
+            .arg(command)
+            .env("NO_COLOR", "1")
+            .env("GPULAB_DATA_DIR", dir.join("data"))
+            .output()
+            .expect("tmux starts");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tmux
+    }
+
     fn cmd(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux")
             .arg("-L")
@@ -64,37 +87,8 @@ fn dashboard_runs_cl_finish_in_tmux() {
     if !common::opencl_or_skip("dashboard_runs_cl_finish_in_tmux") {
         return;
     }
-    let tmux = Tmux {
-        socket: format!("gpulab-e2e-{}", std::process::id()),
-    };
-    let bin = env!("CARGO_BIN_EXE_gpulab");
     let dir = common::temp_dir();
-    let out = Command::new("tmux")
-        .args([
-            "-L",
-            &tmux.socket,
-            "new-session",
-            "-d",
-            "-s",
-            "e2e",
-            "-x",
-            "120",
-            "-y",
-            "36",
-        ])
-        .arg("-c")
-        .arg(dir.path())
-        .arg(bin)
-        .env("NO_COLOR", "1")
-        // The run goes to the history: keep it in the temporary folder.
-        .env("GPULAB_DATA_DIR", dir.path().join("data"))
-        .output()
-        .expect("tmux starts");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tmux = Tmux::start("e2e", dir.path(), env!("CARGO_BIN_EXE_gpulab"));
 
     tmux.wait_for(
         "the doctor's answer",
@@ -131,38 +125,12 @@ fn sigterm_gives_the_terminal_back() {
         eprintln!("skipping sigterm_gives_the_terminal_back: tmux is not installed");
         return;
     }
-    let tmux = Tmux {
-        socket: format!("gpulab-e2e-term-{}", std::process::id()),
-    };
     let dir = common::temp_dir();
-    let out = Command::new("tmux")
-        .args([
-            "-L",
-            &tmux.socket,
-            "new-session",
-            "-d",
-            "-s",
-            "e2e",
-            "-x",
-            "120",
-            "-y",
-            "36",
-        ])
-        .arg("-c")
-        .arg(dir.path())
-        .arg(format!(
-            "'{}'; echo gpulab-exited-$?; sleep 60",
-            env!("CARGO_BIN_EXE_gpulab")
-        ))
-        .env("NO_COLOR", "1")
-        .env("GPULAB_DATA_DIR", dir.path().join("data"))
-        .output()
-        .expect("tmux starts");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let command = format!(
+        "'{}'; echo gpulab-exited-$?; sleep 60",
+        env!("CARGO_BIN_EXE_gpulab")
     );
+    let tmux = Tmux::start("e2e-term", dir.path(), &command);
     tmux.wait_for("the dashboard", |s| s.contains("Labs"), 60);
     let flag = |name: &str| {
         let out = tmux.cmd(&[

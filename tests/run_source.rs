@@ -180,6 +180,23 @@ fn a_crashed_worker_is_reported_with_its_signal() {
     ));
 }
 
+/// `gpulab run cl-finish` with a 6 s kernel and `extra` arguments, sent `signal`
+/// mid-kernel.
+fn interrupted(extra: &[&str], signal: rustix::process::Signal) -> std::process::Output {
+    let child = common::gpulab()
+        .args(["run", "cl-finish", "--param", "kernel_ms=6000"])
+        .args(["--param", "size_mib=4"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gpulab starts");
+    std::thread::sleep(Duration::from_millis(2500));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("a pid");
+    rustix::process::kill_process(pid, signal).expect("the signal is sent");
+    child.wait_with_output().expect("gpulab ends")
+}
+
 #[test]
 fn ctrl_c_prints_the_partial_run_and_exits_130() {
     let _device = common::device_lock();
@@ -191,25 +208,8 @@ fn ctrl_c_prints_the_partial_run_and_exits_130() {
     for signal in [Signal::INT, Signal::TERM, Signal::HUP] {
         let dir = common::temp_dir();
         let record = dir.path().join("partial.jsonl");
-        let child = common::gpulab()
-            .args([
-                "run",
-                "cl-finish",
-                "--param",
-                "kernel_ms=6000",
-                "--param",
-                "size_mib=4",
-                "--record",
-            ])
-            .arg(&record)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(2500));
-        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-        rustix::process::kill_process(pid, signal).unwrap();
-        let out = child.wait_with_output().unwrap();
+        let record = record.display().to_string();
+        let out = interrupted(&["--record", &record], signal);
         assert_eq!(
             out.status.code(),
             Some(130),
@@ -238,25 +238,7 @@ fn all_variants_json_is_an_array_even_when_cancelled_early() {
     if !common::opencl_or_skip("all_variants_json_is_an_array_even_when_cancelled_early") {
         return;
     }
-    let child = common::gpulab()
-        .args([
-            "run",
-            "cl-finish",
-            "--all-variants",
-            "--json",
-            "--param",
-            "kernel_ms=6000",
-            "--param",
-            "size_mib=4",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = interrupted(&["--all-variants", "--json"], rustix::process::Signal::INT);
     assert_eq!(out.status.code(), Some(130), "{}", common::stderr(&out));
     let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
     let runs = json.as_array().expect("an array");
