@@ -6,13 +6,14 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::backend::discover::{Check, DoctorReport, Status};
+use crate::backend::discover::{Check, ClDevice, DoctorReport, Status, pick};
 use crate::lab::BackendKind;
 
 /// The devices the doctor found, or why there are none.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Availability {
-    /// First OpenCL device ("name · platform · driver"), or why none.
+    /// The OpenCL device a run will use ("name · platform · driver"): the one
+    /// `--device` names, else the first GPU, else the first device; or why none.
     pub opencl: Result<String, String>,
     /// How many OpenCL devices.
     pub opencl_devices: usize,
@@ -49,16 +50,19 @@ impl Availability {
         self.opencl.is_ok() || self.cuda.is_ok()
     }
 
-    /// What a doctor's report allows.
-    pub fn from_doctor(report: &DoctorReport) -> Availability {
+    /// What a doctor's report allows, for runs with `selector` (`--device`).
+    pub fn from_doctor(report: &DoctorReport, selector: Option<&str>) -> Availability {
         let cuda = cuda_from_doctor(report);
-        if let Some(d) = report.opencl_devices.first() {
+        let devices: Vec<&ClDevice> = report.opencl_devices.iter().collect();
+        if !devices.is_empty() {
+            // The same choice the worker makes when it opens the device.
+            let opencl = pick(&devices, selector).map(|i| {
+                let d = devices[i];
+                format!("{} · {} · driver {}", d.name, d.platform, d.driver_version)
+            });
             return Availability {
-                opencl: Ok(format!(
-                    "{} · {} · driver {}",
-                    d.name, d.platform, d.driver_version
-                )),
-                opencl_devices: report.opencl_devices.len(),
+                opencl,
+                opencl_devices: devices.len(),
                 cuda,
             };
         }
@@ -73,9 +77,9 @@ impl Availability {
     }
 
     /// Reads what `gpulab doctor --json` printed.
-    pub fn from_doctor_json(text: &str) -> Availability {
+    pub fn from_doctor_json(text: &str, selector: Option<&str>) -> Availability {
         match serde_json::from_str::<DoctorReport>(text) {
-            Ok(report) => Availability::from_doctor(&report),
+            Ok(report) => Availability::from_doctor(&report, selector),
             Err(e) => Availability::none(&format!(
                 "`gpulab doctor --json` printed something unreadable: {e}"
             )),
@@ -83,14 +87,14 @@ impl Availability {
     }
 
     /// Runs the doctor as a child of `exe` (gpulab itself). Blocking.
-    pub fn probe(exe: &Path) -> Availability {
+    pub fn probe(exe: &Path, selector: Option<&str>) -> Availability {
         let out = Command::new(exe)
             .args(["doctor", "--json"])
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output();
         match out {
-            Ok(o) => Availability::from_doctor_json(&String::from_utf8_lossy(&o.stdout)),
+            Ok(o) => Availability::from_doctor_json(&String::from_utf8_lossy(&o.stdout), selector),
             Err(e) => Availability::none(&format!("cannot start `gpulab doctor`: {e}")),
         }
     }
@@ -170,7 +174,7 @@ mod tests {
             )],
             vec![],
         );
-        let a = Availability::from_doctor(&r);
+        let a = Availability::from_doctor(&r, None);
         let why = a.blocker(BackendKind::OpenCl).unwrap_or_default();
         assert!(why.contains("libOpenCL.so.1 not found"), "{why}");
         assert!(why.contains("fix: apt-get"), "{why}");
@@ -189,7 +193,7 @@ mod tests {
             )],
             vec![],
         );
-        let a = Availability::from_doctor(&ok);
+        let a = Availability::from_doctor(&ok, None);
         assert_eq!(a.blocker(BackendKind::Cuda), None);
         assert!(a.any());
         let missing = report(
@@ -204,7 +208,7 @@ mod tests {
             )],
             vec![],
         );
-        let why = Availability::from_doctor(&missing)
+        let why = Availability::from_doctor(&missing, None)
             .blocker(BackendKind::Cuda)
             .unwrap_or_default();
         assert!(
@@ -213,22 +217,51 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_doctor_with_a_device_names_it() {
-        let dev = ClDevice {
-            index: 0,
-            platform: "PoCL".into(),
-            platform_version: "OpenCL 3.0 PoCL".into(),
-            name: "cpu-x".into(),
-            kind: DeviceKind::Cpu,
-            vendor: "pocl".into(),
+    fn device(index: usize, name: &str, platform: &str, kind: DeviceKind) -> ClDevice {
+        ClDevice {
+            index,
+            platform: platform.into(),
+            platform_version: format!("OpenCL 3.0 {platform}"),
+            name: name.into(),
+            kind,
+            vendor: String::new(),
             driver_version: "5.0".into(),
             global_mem_bytes: 1 << 30,
             opencl_version: "OpenCL 3.0".into(),
-        };
-        let a = Availability::from_doctor(&report(vec![], vec![dev]));
+        }
+    }
+
+    #[test]
+    fn a_doctor_with_a_device_names_it() {
+        let dev = device(0, "cpu-x", "PoCL", DeviceKind::Cpu);
+        let a = Availability::from_doctor(&report(vec![], vec![dev]), None);
         assert_eq!(a.opencl, Ok("cpu-x · PoCL · driver 5.0".to_string()));
         assert_eq!(a.blocker(BackendKind::OpenCl), None);
+    }
+
+    /// PoCL listed first and an H100 second: a run goes to the GPU, so that is the
+    /// device named before it (the first device was named, wrongly, on the H100).
+    #[test]
+    fn the_device_named_is_the_one_the_run_will_use() {
+        let r = report(
+            vec![],
+            vec![
+                device(0, "cpu-x", "PoCL", DeviceKind::Cpu),
+                device(1, "NVIDIA H100", "NVIDIA CUDA", DeviceKind::Gpu),
+            ],
+        );
+        let named = |sel| Availability::from_doctor(&r, sel).opencl;
+        assert_eq!(
+            named(None),
+            Ok("NVIDIA H100 · NVIDIA CUDA · driver 5.0".into())
+        );
+        assert_eq!(named(Some("0")), Ok("cpu-x · PoCL · driver 5.0".into()));
+        assert_eq!(named(Some("cpu")), Ok("cpu-x · PoCL · driver 5.0".into()));
+        let none = named(Some("7")).unwrap_err();
+        assert!(
+            none.contains("no device 7") && none.contains("1: NVIDIA H100"),
+            "{none}"
+        );
     }
 
     #[test]
@@ -239,10 +272,10 @@ mod tests {
         );
         let json = serde_json::to_string(&r).unwrap_or_default();
         assert_eq!(
-            Availability::from_doctor_json(&json).cuda,
+            Availability::from_doctor_json(&json, None).cuda,
             Ok("0: X".into())
         );
-        let a = Availability::from_doctor_json("Segmentation fault");
+        let a = Availability::from_doctor_json("Segmentation fault", None);
         assert!(!a.any());
         assert!(a.opencl.unwrap_err().contains("unreadable"));
     }

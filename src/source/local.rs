@@ -43,11 +43,11 @@ impl LocalSource {
 }
 
 impl RunSource for LocalSource {
-    fn availability(&self) -> mpsc::Receiver<super::Availability> {
+    fn availability(&self, device: Option<String>) -> mpsc::Receiver<super::Availability> {
         let (tx, rx) = mpsc::channel();
         let exe = self.exe.clone();
         std::thread::spawn(move || {
-            let _ = tx.send(super::Availability::probe(&exe));
+            let _ = tx.send(super::Availability::probe(&exe, device.as_deref()));
         });
         rx
     }

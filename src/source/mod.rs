@@ -47,9 +47,10 @@ pub struct RunRequest {
 /// Something that can run labs: a local child process, later a remote host.
 pub trait RunSource {
     fn start(&self, req: RunRequest) -> Result<RunHandle>;
-    /// Asks the worker side which devices it can run on. The answer comes on the
-    /// channel once, when known (it takes a child process a moment).
-    fn availability(&self) -> Receiver<Availability>;
+    /// Asks the worker side which devices it can run on, and which one a run with
+    /// `device` (`--device`) would use. The answer comes on the channel once, when
+    /// known (it takes a child process a moment).
+    fn availability(&self, device: Option<String>) -> Receiver<Availability>;
 }
 
 /// How a user steers a paused run. The source turns it into whatever its

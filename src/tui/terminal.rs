@@ -68,7 +68,7 @@ pub fn open(mut app: App, source: &dyn RunSource) -> io::Result<()> {
     spawn_ticker(tx.clone());
     {
         let tx = tx.clone();
-        let availability = source.availability();
+        let availability = source.availability(app.device.clone());
         thread::spawn(move || {
             if let Ok(a) = availability.recv() {
                 let _ = tx.send(Msg::Doctor(a));

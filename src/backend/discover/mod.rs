@@ -111,43 +111,52 @@ pub(crate) fn select<'a>(
     all: &'a [Found],
     selector: Option<&str>,
 ) -> Result<&'a Found, BackendError> {
-    let unavailable = |why: String| BackendError::Unavailable {
-        what: "OpenCL device".into(),
-        why,
-    };
-    if all.is_empty() {
-        return Err(unavailable(
+    let devices: Vec<&ClDevice> = all.iter().map(|f| &f.dev).collect();
+    match pick(&devices, selector) {
+        Ok(i) => Ok(&all[i]),
+        Err(why) => Err(BackendError::Unavailable {
+            what: "OpenCL device".into(),
+            why,
+        }),
+    }
+}
+
+/// Which of `devices` a run with `selector` (`--device`) uses, by position: the
+/// one rule for the worker that opens it and the dashboard that names it before
+/// the run. Why none, otherwise.
+pub fn pick(devices: &[&ClDevice], selector: Option<&str>) -> Result<usize, String> {
+    if devices.is_empty() {
+        return Err(
             "no OpenCL platform or device found; install one (e.g. `apt-get install \
              pocl-opencl-icd` for the CPU) or register the NVIDIA ICD (`gpulab doctor`)"
                 .into(),
-        ));
+        );
     }
     let listing = || {
-        all.iter()
-            .map(|f| format!("{}: {}", f.dev.index, f.dev.name))
+        devices
+            .iter()
+            .map(|d| format!("{}: {}", d.index, d.name))
             .collect::<Vec<_>>()
             .join(", ")
     };
     match selector.map(str::trim) {
-        None | Some("") => Ok(all
+        None | Some("") => Ok(devices
             .iter()
-            .find(|f| f.dev.kind == DeviceKind::Gpu)
-            .unwrap_or(&all[0])),
+            .position(|d| d.kind == DeviceKind::Gpu)
+            .unwrap_or(0)),
         Some(s) => {
             if let Ok(i) = s.parse::<usize>() {
-                return all.get(i).ok_or_else(|| {
-                    unavailable(format!("no device {i}; devices are {}", listing()))
-                });
+                return if i < devices.len() {
+                    Ok(i)
+                } else {
+                    Err(format!("no device {i}; devices are {}", listing()))
+                };
             }
             let needle = s.to_lowercase();
-            all.iter()
-                .find(|f| f.dev.name.to_lowercase().contains(&needle))
-                .ok_or_else(|| {
-                    unavailable(format!(
-                        "no device matches \"{s}\"; devices are {}",
-                        listing()
-                    ))
-                })
+            devices
+                .iter()
+                .position(|d| d.name.to_lowercase().contains(&needle))
+                .ok_or_else(|| format!("no device matches \"{s}\"; devices are {}", listing()))
         }
     }
 }
