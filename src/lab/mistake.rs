@@ -108,6 +108,22 @@ pub enum Mistake {
     RepeatTooDeep {
         limit: usize,
     },
+    /// A `repeat` that could run more than `MAX_REPEAT_COUNT` times.
+    RepeatTooMany {
+        count: f64,
+        limit: u64,
+    },
+    /// A `sleep` that could last longer than `MAX_SLEEP_MS`.
+    SleepTooLong {
+        ms: f64,
+        limit_ms: u64,
+    },
+    /// A parameter bound or default no lab can mean (1e300, infinite).
+    ParamTooLarge {
+        name: String,
+        value: f64,
+        limit: f64,
+    },
     /// A claim with more operators and parentheses than `MAX_EXPR_OPERATORS`.
     ExprTooLong {
         limit: usize,
@@ -357,6 +373,29 @@ impl Mistake {
                      the work: flatten the loops, or multiply their counts into one"
                         .into(),
                 ),
+            ),
+            M::RepeatTooMany { count, limit } => (
+                format!(
+                    "this `repeat`'s body can run {count} times (counting the loops around \
+                     it); at most {limit} are allowed"
+                ),
+                Some(
+                    "gpulab keeps every iteration's calls for the report: lower the count \
+                     (or the parameter's `max`)"
+                        .into(),
+                ),
+            ),
+            M::SleepTooLong { ms, limit_ms } => (
+                format!(
+                    "this `sleep` can last {:.0} s; at most {} s are allowed",
+                    ms / 1e3,
+                    limit_ms / 1000
+                ),
+                Some("lower the duration (or the parameter's `max`)".into()),
+            ),
+            M::ParamTooLarge { name, value, limit } => (
+                format!("parameter `{name}`: {value:e} is not a value a lab can use"),
+                Some(format!("keep `default`, `min` and `max` within ±{limit:e}")),
             ),
             M::ExprTooLong { limit } => (
                 format!("a claim may use at most {limit} operators and parentheses"),

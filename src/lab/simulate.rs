@@ -36,6 +36,11 @@ struct Handle {
 
 type Res<T> = Result<T, Problem>;
 
+/// Times a `repeat` may run: every iteration's calls are kept for the report.
+pub const MAX_REPEAT_COUNT: u64 = 1_000_000;
+/// How long one `sleep` may last: an hour.
+pub const MAX_SLEEP_MS: u64 = 3_600_000;
+
 pub struct Simulator<'a> {
     text: &'a str,
     backend: BackendKind,
@@ -43,6 +48,9 @@ pub struct Simulator<'a> {
     lower: Lower<'a>,
     handles: BTreeMap<String, Handle>,
     tags: BTreeMap<String, u32>,
+    /// How many times the statements being walked can run: the product of the
+    /// most each enclosing `repeat` can run.
+    runs: f64,
 }
 
 impl<'a> Simulator<'a> {
@@ -54,6 +62,7 @@ impl<'a> Simulator<'a> {
             lower: Lower::new(text, params),
             handles: BTreeMap::new(),
             tags: BTreeMap::new(),
+            runs: 1.0,
         }
     }
 
@@ -96,17 +105,20 @@ impl<'a> Simulator<'a> {
                 } => self.call(s, line, bind.as_ref(), name, args, close)?,
                 RawKind::Repeat { count, body } => {
                     let (count, many) = self.repeat_count(count)?;
+                    let outer = self.runs;
+                    self.runs *= self.most(&count).max(1.0);
                     let body_out = self.block(body, first)?;
                     if many {
                         self.block(body, false)?;
                     }
+                    self.runs = outer;
                     StmtKind::Repeat {
                         count,
                         body: body_out,
                     }
                 }
                 RawKind::Sleep { duration } => StmtKind::Sleep {
-                    duration: self.lower.quantity(duration, ArgKind::Duration)?,
+                    duration: self.sleep(duration)?,
                 },
                 RawKind::Mark { text } => StmtKind::Mark { text: text.clone() },
                 RawKind::Forget { handle } => {
@@ -154,13 +166,50 @@ impl<'a> Simulator<'a> {
                 }
                 *n >= 2.0
             }
+            Number::Param(_) => self.most(&q) >= 2.0,
+        };
+        // Nested loops multiply: the body runs this many times in all.
+        let most = self.runs * self.most(&q);
+        if most > MAX_REPEAT_COUNT as f64 {
+            return Err(Problem::new(
+                count.span(),
+                Mistake::RepeatTooMany {
+                    count: most,
+                    limit: MAX_REPEAT_COUNT,
+                },
+            ));
+        }
+        Ok((q, many))
+    }
+
+    /// The largest value `q` can take: its literal, or its parameter's `max`, in
+    /// the quantity's unit (bytes, ms or plain).
+    fn most(&self, q: &Quantity) -> f64 {
+        let v = match &q.value {
+            Number::Lit(v) => *v,
             Number::Param(p) => self
                 .params
                 .iter()
                 .find(|x| &x.name == p)
-                .is_some_and(|x| x.max >= 2.0),
+                .map_or(0.0, |x| x.max),
         };
-        Ok((q, many))
+        v * q.unit.factor()
+    }
+
+    /// A sleep's duration, refused past `MAX_SLEEP_MS`.
+    fn sleep(&self, duration: &RawQty) -> Res<Quantity> {
+        let q = self.lower.quantity(duration, ArgKind::Duration)?;
+        let ms = self.most(&q);
+        if ms > MAX_SLEEP_MS as f64 {
+            return Err(Problem::new(
+                duration.span(),
+                Mistake::SleepTooLong {
+                    ms,
+                    limit_ms: MAX_SLEEP_MS,
+                },
+            ));
+        }
+        Ok(q)
     }
 
     fn call(

@@ -102,6 +102,11 @@ fn params(raw: Vec<RawParam>, text: &str) -> Res<Vec<Param>> {
 }
 
 /// Checks one parameter's name and range; `seen` holds the names before it.
+/// The largest magnitude a parameter's default or bounds may have: beyond any
+/// size, count or duration a lab can use, and far from where f64 arithmetic on it
+/// (times a unit, times iterations) stops being exact enough to judge by.
+pub const MAX_PARAM_VALUE: f64 = 1e12;
+
 fn param(p: RawParam, seen: &mut BTreeMap<String, u32>, text: &str) -> Res<Param> {
     let name = &p.name;
     if !is_param_name(&name.value) {
@@ -117,6 +122,18 @@ fn param(p: RawParam, seen: &mut BTreeMap<String, u32>, text: &str) -> Res<Param
                 name: name.value.clone(),
             },
         ));
+    }
+    for v in [&p.default, &p.min, &p.max] {
+        if !v.value.is_finite() || v.value.abs() > MAX_PARAM_VALUE {
+            return Err(Problem::new(
+                v.span.clone(),
+                Mistake::ParamTooLarge {
+                    name: name.value.clone(),
+                    value: v.value,
+                    limit: MAX_PARAM_VALUE,
+                },
+            ));
+        }
     }
     if p.min.value > p.max.value {
         return Err(Problem::new(
