@@ -185,3 +185,21 @@ fn a_cuda_pool_that_keeps_freed_memory_is_named_as_the_gap() {
     assert!(s.contains("pool cache: 256.0 MiB freed"), "{s}");
     assert!(!s.contains("the program holds nothing"), "{s}");
 }
+
+/// A watched program's recording (the H100 run of the C program that forgets its
+/// kernels' events): its calls by API where a lab's script would be, the events
+/// it still holds counted from the ledger (it writes no list at exit), and the
+/// gap's causes naming objects by number.
+#[test]
+fn a_watched_programs_recording_shows_its_calls_and_what_it_holds() {
+    let mut a = app();
+    a.recordings.push(std::path::PathBuf::from(
+        "assets/watch-recordings/nvidia-h100/forgotten-events--forgotten.jsonl",
+    ));
+    open(&mut a, "nvidia-h100/forgotten-events--forgotten", false);
+    let s = screen(&mut a, 160, 48);
+    assert!(s.contains("Calls · "), "{s}");
+    assert!(s.contains("clEnqueueNDRangeKernel"), "{s}");
+    assert!(s.contains("live event #6 refers to released"), "{s}");
+    insta::assert_snapshot!("watch_forgotten_160x48", s);
+}

@@ -171,7 +171,7 @@ impl Summary {
             pool: cuda::rows(run),
             spans,
             live_at_end: run
-                .live_at_end()
+                .live_counts()
                 .into_iter()
                 .filter(|(k, n)| *n > 0 || kinds.contains(k))
                 .map(|(k, n)| (k.plural().to_string(), n))

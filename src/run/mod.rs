@@ -11,8 +11,8 @@ use crate::trace::ObjKind;
 pub use objects::ObjState;
 
 use crate::trace::{
-    AgentEvent, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End, Event, Meta, Note,
-    ObjectAction, ObjectEvent, Sample,
+    AgentEvent, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End, EndStatus, Event, Meta,
+    Note, ObjectAction, ObjectEvent, Sample,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -255,6 +255,26 @@ impl Run {
             }
         }
         by_line.into_values().collect()
+    }
+
+    /// Live objects per kind now, or at the end. A lab worker that finished or
+    /// failed lists what it left (`live_at_end`); a worker that was killed or
+    /// crashed left no list, and a watched program never writes one, so there
+    /// the ledger's running counts are the last word.
+    pub fn live_counts(&self) -> BTreeMap<ObjKind, usize> {
+        let listed = self.meta.as_ref().is_some_and(|m| m.watch.is_none())
+            && matches!(
+                self.end.as_ref().map(|e| &e.status),
+                Some(EndStatus::Finished | EndStatus::Failed { .. })
+            );
+        if listed {
+            return self.live_at_end();
+        }
+        let mut out: BTreeMap<ObjKind, usize> = ObjKind::ALL.iter().map(|k| (*k, 0)).collect();
+        for (k, n) in &self.live {
+            out.insert(*k, (*n).max(0) as usize);
+        }
+        out
     }
 
     /// Live objects per kind at the end: the worker's own list of what was left.

@@ -8,6 +8,7 @@ use crate::trace::{ObjKind, ObjectAction, ObjectEvent};
 /// One object as the stream tells it so far.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjState {
+    pub id: u64,
     pub kind: ObjKind,
     pub handle: Option<String>,
     pub line: Option<u32>,
@@ -26,6 +27,7 @@ pub struct ObjState {
 impl ObjState {
     fn new(o: &ObjectEvent) -> ObjState {
         ObjState {
+            id: o.id,
             kind: o.kind,
             handle: o.handle.clone(),
             line: o.line,
@@ -47,10 +49,12 @@ impl ObjState {
         self.refcount > 0 && !self.destroyed()
     }
 
+    /// The script's name for it, else its number (`#6`; an agent's ids carry the
+    /// pid in their upper half, left out here), for text that says the kind.
     pub fn name(&self) -> String {
         self.handle
             .clone()
-            .unwrap_or_else(|| self.kind.as_str().to_string())
+            .unwrap_or_else(|| format!("#{}", self.id & 0xffff_ffff))
     }
 }
 

@@ -30,17 +30,7 @@ impl ObjectsPanel<'_> {
         let lw = if w >= 32 { 13 } else { 9 };
         let bw = w.saturating_sub(lw + 6).min(10);
         let t = self.theme;
-        // A killed or crashed worker wrote no list of what was left: the ledger's
-        // running counts are then the last word.
-        let live: BTreeMap<ObjKind, usize> = match run.run.end.as_ref().map(|e| &e.status) {
-            Some(EndStatus::Cancelled | EndStatus::Crashed { .. }) => run
-                .run
-                .live
-                .iter()
-                .map(|(k, n)| (*k, (*n).max(0) as usize))
-                .collect(),
-            _ => run.run.live_at_end(),
-        };
+        let live = run.run.live_counts();
         let mut bytes: BTreeMap<ObjKind, u64> = BTreeMap::new();
         for o in run.run.ledger.values().filter(|o| o.held()) {
             *bytes.entry(o.kind).or_default() += o.bytes;

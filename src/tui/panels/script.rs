@@ -1,6 +1,7 @@
 //! The script of the chosen variant: per line its result, host time and memory
 //! delta as the run measured them, and the line the worker runs next highlighted
-//! (step mode pauses right before it).
+//! (step mode pauses right before it). For a watched program, which has no script,
+//! its calls by API in the order they first came.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -10,7 +11,7 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::{MIB, block, fit, usable};
 use crate::lab::{Lab, Params, Stmt, StmtKind};
-use crate::trace::EndStatus;
+use crate::trace::{CallStatus, EndStatus};
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
 
@@ -42,8 +43,53 @@ fn flatten(stmts: &[Stmt], out: &mut Vec<(u32, String)>) {
     }
 }
 
+/// A watched program's calls, one row per API: how often, the last error, the
+/// mean host time.
+fn calls_by_api(run: &RunState) -> Vec<Row> {
+    let mut rows: Vec<(Row, u64, u32)> = Vec::new();
+    for c in &run.run.calls {
+        let i = match rows.iter().position(|(r, _, _)| r.text == c.api) {
+            Some(i) => i,
+            None => {
+                let row = Row {
+                    line: rows.len() as u32 + 1,
+                    text: c.api.clone(),
+                    result: String::new(),
+                    bad: false,
+                    host_ms: None,
+                    mem: None,
+                };
+                rows.push((row, 0, 0));
+                rows.len() - 1
+            }
+        };
+        let (row, host_ns, n) = &mut rows[i];
+        *n += 1;
+        *host_ns += c.end_ns.saturating_sub(c.begin_ns);
+        if let CallStatus::Error { name, .. } = &c.status {
+            row.result = name.clone();
+            row.bad = true;
+        } else if !row.bad {
+            row.result = if *n > 1 {
+                format!("ok ×{n}")
+            } else {
+                "ok".into()
+            };
+        }
+        row.host_ms = Some(*host_ns as f64 / f64::from(*n) / 1e6);
+    }
+    rows.into_iter().map(|(row, _, _)| row).collect()
+}
+
 impl ScriptPanel<'_> {
+    fn watched(&self) -> Option<&crate::trace::WatchMeta> {
+        self.run?.run.meta.as_ref()?.watch.as_ref()
+    }
+
     fn rows(&self) -> Vec<Row> {
+        if let Some(run) = self.run.filter(|_| self.watched().is_some()) {
+            return calls_by_api(run);
+        }
         if let Some(run) = self.run.filter(|r| r.run.meta.is_some()) {
             return run
                 .run
@@ -83,6 +129,13 @@ impl ScriptPanel<'_> {
     }
 
     fn title(&self) -> String {
+        let status = self
+            .run
+            .map(|r| format!(" · {}", r.status_word()))
+            .unwrap_or_default();
+        if let Some(w) = self.watched() {
+            return format!("Calls · {} (pid {}){status}", w.command.join(" "), w.pid);
+        }
         let variant = self
             .run
             .map(RunState::variant)
@@ -98,14 +151,13 @@ impl ScriptPanel<'_> {
             .and_then(RunState::lab_id)
             .or_else(|| self.lab.map(|l| l.id.clone()))
             .unwrap_or_else(|| "no lab".into());
-        let status = self
-            .run
-            .map(|r| format!(" · {}", r.status_word()))
-            .unwrap_or_default();
         format!("Script · {id} [{variant}]{status}")
     }
 
     fn header(&self) -> Option<String> {
+        if self.watched().is_some() {
+            return Some("the program's API calls, in the order each first came".into());
+        }
         let lab = self.lab?;
         let v = lab.variants.get(self.variant)?;
         let params = match self.run.and_then(|r| r.run.meta.as_ref()?.lab.as_ref()) {
@@ -211,7 +263,12 @@ impl Widget for &ScriptPanel<'_> {
             ]));
         }
         if rows.is_empty() {
-            lines.push(Line::styled("select a lab on the left", t.dim()));
+            let empty = if self.watched().is_some() {
+                "no API call seen yet"
+            } else {
+                "select a lab on the left"
+            };
+            lines.push(Line::styled(empty, t.dim()));
         }
         Paragraph::new(lines).render(inner, buf);
     }
