@@ -201,5 +201,7 @@ fn a_watched_programs_recording_shows_its_calls_and_what_it_holds() {
     assert!(s.contains("Calls · "), "{s}");
     assert!(s.contains("clEnqueueNDRangeKernel"), "{s}");
     assert!(s.contains("live event #6 refers to released"), "{s}");
+    // The agent watches context deletion: none at all is itself the finding.
+    assert!(s.contains("context #1 released, not destroyed"), "{s}");
     insta::assert_snapshot!("watch_forgotten_160x48", s);
 }

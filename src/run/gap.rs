@@ -2,7 +2,7 @@
 //! (forgotten events, events still referring to released buffers, released objects
 //! the driver has not destroyed, contexts' own reserve). Never a driver refcount.
 
-use crate::trace::{ObjKind, ObjectAction};
+use crate::trace::{AgentState, ObjKind, ObjectAction};
 
 use super::Run;
 
@@ -35,10 +35,15 @@ pub fn of(run: &Run) -> Gap {
     let device = run.device_above_baseline();
     let mut causes = Vec::new();
     let objs = &run.ledger;
+    // The driver's deletions are seen for this kind: one was, or an agent in a
+    // watched program said it watches them (then none at all is a finding too).
     let destroys = |kind: ObjKind| {
         run.objects
             .iter()
             .any(|o| o.kind == kind && o.action == ObjectAction::Destroyed)
+            || run.agents.iter().any(|a| {
+                matches!(&a.state, AgentState::Attached { destruction, .. } if destruction.contains(&kind))
+            })
     };
 
     let forgotten: Vec<_> = objs
