@@ -165,6 +165,16 @@ pub struct WatchArgs {
     #[arg(long, default_value_t = 100.0, value_name = "HZ")]
     pub sample_hz: f64,
 
+    /// Watch it live in the dashboard (memory, objects, calls, the gap). The
+    /// program's output goes to --log; the report comes when you quit.
+    #[arg(long)]
+    pub dashboard: bool,
+
+    /// With --dashboard: where the program's stdout and stderr go (default: a
+    /// file in the temporary directory, named when gpulab ends).
+    #[arg(long, value_name = "FILE", requires = "dashboard")]
+    pub log: Option<PathBuf>,
+
     /// The program to run and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -172,3 +172,61 @@ fn sigterm_gives_the_terminal_back() {
     assert_eq!(flag("cursor_flag"), "1", "the cursor is still hidden");
     assert_eq!(flag("mouse_any_flag"), "0", "mouse reporting is still on");
 }
+
+/// `gpulab watch --dashboard -- CMD`: the program's calls and objects live in the
+/// dashboard, its output in the log, and after `q` the same exit report as
+/// without the dashboard, with the program's exit status.
+#[test]
+fn watch_dashboard_shows_the_program_live_then_reports() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping watch_dashboard_shows_the_program_live_then_reports: no tmux");
+        return;
+    }
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("watch_dashboard_shows_the_program_live_then_reports") {
+        return;
+    }
+    let dir = common::temp_dir();
+    let program = dir.path().join("forgotten_events");
+    let cc = Command::new("cc")
+        .arg("-o")
+        .arg(&program)
+        .arg(common::repo_file("tests/watch/forgotten_events.c"))
+        .arg("-lOpenCL")
+        .output();
+    if !cc.as_ref().is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() != Ok("1"),
+            "no C compiler or OpenCL headers: {cc:?}"
+        );
+        return;
+    }
+    let log = dir.path().join("program.log");
+    let report = dir.path().join("report.txt");
+    let command = format!(
+        "'{}' watch --dashboard --log '{}' -o '{}' -- '{}' 3 1; echo watch-exited-$?; sleep 60",
+        env!("CARGO_BIN_EXE_gpulab"),
+        log.display(),
+        report.display(),
+        program.display()
+    );
+    let tmux = Tmux::start("watch", dir.path(), &command);
+    let s = tmux.wait_for(
+        "the program to finish in the dashboard",
+        |s| s.contains("Calls · ") && s.contains("· finished"),
+        60,
+    );
+    assert!(s.contains("clBuildProgram") && s.contains("ok ×3"), "{s}");
+    assert!(
+        s.lines()
+            .any(|l| l.contains("│events ") && l.split_whitespace().nth(1) == Some("3")),
+        "the ledger counts the program's 3 events:\n{s}"
+    );
+    tmux.keys(&["q"]);
+    let s = tmux.wait_for("gpulab to end", |s| s.contains("watch-exited-"), 30);
+    assert!(s.contains("watch-exited-0"), "{s}");
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    assert!(text.contains("3 events"), "{text}");
+    let out = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(out.contains("forgotten_events: iterations=3"), "{out}");
+}

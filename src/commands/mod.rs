@@ -71,7 +71,7 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
             png.as_deref(),
             compare.as_deref(),
         ),
-        Some(Cmd::Watch(args)) => watch::watch(&args),
+        Some(Cmd::Watch(ref args)) => watch::watch(&cli, args),
         Some(Cmd::Worker) => worker::worker(),
         None => {
             if std::io::IsTerminal::is_terminal(&std::io::stdout()) {

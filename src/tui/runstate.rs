@@ -18,6 +18,8 @@ pub enum Origin {
     },
     /// A recording opened read-only.
     Recording(PathBuf),
+    /// A program `gpulab watch --dashboard` started, live.
+    Watched { command: String },
 }
 
 #[derive(Debug, Clone)]
@@ -54,7 +56,7 @@ impl RunState {
     }
 
     pub fn running(&self) -> bool {
-        !self.closed && matches!(self.origin, Origin::Live { .. })
+        !self.closed && matches!(self.origin, Origin::Live { .. } | Origin::Watched { .. })
     }
 
     pub fn step_mode(&self) -> bool {
@@ -65,7 +67,7 @@ impl RunState {
         match (&self.origin, self.run.variant()) {
             (_, Some(v)) => v.to_string(),
             (Origin::Live { variant, .. }, None) => variant.clone(),
-            (Origin::Recording(_), None) => String::new(),
+            (Origin::Recording(_) | Origin::Watched { .. }, None) => String::new(),
         }
     }
 
@@ -73,7 +75,7 @@ impl RunState {
         match (&self.origin, self.run.lab_id()) {
             (_, Some(id)) => Some(id.to_string()),
             (Origin::Live { lab, .. }, None) => Some(lab.clone()),
-            (Origin::Recording(_), None) => None,
+            (Origin::Recording(_) | Origin::Watched { .. }, None) => None,
         }
     }
 

@@ -20,7 +20,7 @@ use super::panels::status::StatusBar;
 use super::panels::timeline::TimelinePanel;
 use super::panels::verdict::VerdictPanel;
 use super::playback::Playback;
-use super::runstate::RunState;
+use super::runstate::{Origin, RunState};
 use super::theme::Theme;
 use crate::lab::Lab;
 
@@ -123,6 +123,9 @@ impl<'a> FrameState<'a> {
     fn lab_and_variant(&self, run: Option<&RunState>) -> (Option<&'a Lab>, usize) {
         let app = self.app;
         let lab = match run {
+            // A watched program has no lab: the selected one's script and claims
+            // are not about it.
+            Some(r) if matches!(r.origin, Origin::Watched { .. }) => None,
             Some(r) => app.lab_for(r).or(self.selected_lab),
             None => self.selected_lab,
         };

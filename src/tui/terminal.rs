@@ -39,7 +39,18 @@ impl Drop for Guard {
 }
 
 /// Opens the dashboard on this terminal and runs it until the user quits.
-pub fn open(mut app: App, source: &dyn RunSource) -> io::Result<()> {
+pub fn open(app: App, source: &dyn RunSource) -> io::Result<()> {
+    open_fed(app, source, |_| {})
+}
+
+/// The dashboard with one more feed of messages: `feed` gets the loop's sender
+/// once the terminal is set up, and may hand it to a thread of its own (the
+/// events of a program `gpulab watch --dashboard` started).
+pub fn open_fed(
+    mut app: App,
+    source: &dyn RunSource,
+    feed: impl FnOnce(Sender<Msg>),
+) -> io::Result<()> {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore();
@@ -64,6 +75,7 @@ pub fn open(mut app: App, source: &dyn RunSource) -> io::Result<()> {
             let _ = tx.send(Msg::Terminate);
         });
     }
+    feed(tx.clone());
     spawn_input(tx.clone());
     spawn_ticker(tx.clone());
     {

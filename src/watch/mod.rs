@@ -60,6 +60,8 @@ pub struct WatchRequest {
     pub command: Vec<String>,
     /// The sampler's rate, readings per second.
     pub sample_hz: f64,
+    /// Where the program's stdout and stderr go; `None` leaves them on gpulab's.
+    pub output: Option<std::path::PathBuf>,
 }
 
 /// A running watch: its events, and a switch to stop the program.
@@ -166,6 +168,14 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     cmd.args(args)
         .env("OPENCL_LAYERS", layers)
         .env("GPULAB_AGENT_FD", writer_fd.to_string());
+    if let Some(path) = &req.output {
+        let log = std::fs::File::create(path).map_err(|source| WatchError::Spawn {
+            program: format!("its log {}", path.display()),
+            source,
+        })?;
+        let err = log.try_clone().map_err(WatchError::Pipe)?;
+        cmd.stdout(log).stderr(err);
+    }
     let notes = reach_the_loader(&mut cmd, &Loaders::find().plan());
     // Before the program starts, so the baseline is the device without it.
     let gpu = Probe::nvidia_gpu0_now();
@@ -510,6 +520,7 @@ mod tests {
         let req = WatchRequest {
             command: vec!["sleep".into(), "0.1".into()],
             sample_hz: 0.0,
+            output: None,
         };
         let (tx, events) = mpsc::channel();
         let session = Session {

@@ -240,6 +240,8 @@ impl App {
                 self.labs.get(i).is_some_and(|l| &l.id == lab)
             }
             (Entry::Recording(i), Origin::Recording(p)) => self.recordings.get(i) == Some(p),
+            // The program `watch --dashboard` started stays in view whatever is selected.
+            (_, Origin::Watched { .. }) => true,
             _ => false,
         };
         belongs.then_some(run)

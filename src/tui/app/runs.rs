@@ -125,6 +125,17 @@ impl App {
         }
     }
 
+    /// Slot A now shows the program `gpulab watch --dashboard` started; its events
+    /// come as `Msg::Run` with the epoch returned.
+    pub fn watch(&mut self, command: &str) -> (usize, u64) {
+        self.epochs[A] += 1;
+        self.playback = None;
+        self.slots[A] = Some(RunState::new(Origin::Watched {
+            command: command.to_string(),
+        }));
+        (A, self.epochs[A])
+    }
+
     pub(super) fn open(&mut self, slot: usize, i: usize) -> Vec<Effect> {
         let Some(path) = self.recordings.get(i).cloned() else {
             return Vec::new();

@@ -11,7 +11,7 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::braille::Grid;
 use super::{Axes, GUTTER, MIB, axis_labels, block, usable};
-use crate::trace::CallStatus;
+use crate::trace::{CallStatus, MemorySource};
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
 
@@ -37,6 +37,10 @@ impl MemoryPanel<'_> {
         let Some(meta) = run.run.meta.as_ref() else {
             return "Device memory (MiB)".into();
         };
+        if meta.watch.is_some() && meta.device.memory_source == MemorySource::Rss {
+            // A watched program on no NVIDIA GPU: its resident memory is what is read.
+            return "Resident host memory of the program, MiB".into();
+        }
         if run.cpu_device() {
             return "Host memory of the worker, MiB (CPU OpenCL device: its memory is host RAM)"
                 .into();

@@ -103,6 +103,10 @@ fn plural(kind: ObjKind, width: usize) -> String {
 /// After the worker is gone: did the memory come back?
 fn came_back(run: &RunState) -> Option<String> {
     let end = run.run.end.as_ref()?;
+    let watched = run.run.meta.as_ref().is_some_and(|m| m.watch.is_some());
+    if watched && run.cpu_device() {
+        return Some("the program exited: its host memory went back to the OS".into());
+    }
     if run.cpu_device() {
         return Some("worker exited: its host memory went back to the OS".into());
     }
