@@ -203,5 +203,9 @@ fn a_watched_programs_recording_shows_its_calls_and_what_it_holds() {
     assert!(s.contains("live event #6 refers to released"), "{s}");
     // The agent watches context deletion: none at all is itself the finding.
     assert!(s.contains("context #1 released, not destroyed"), "{s}");
+    // Where a lab's verdicts would be: what it holds, and what pins what the
+    // driver still holds for it.
+    assert!(s.contains("What the program holds, and why"), "{s}");
+    assert!(s.contains("pinned by event #6 -> queue #2"), "{s}");
     insta::assert_snapshot!("watch_forgotten_160x48", s);
 }

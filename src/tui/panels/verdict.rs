@@ -1,5 +1,6 @@
 //! Each claim's verdict with the numbers that decided it, the run's notes, then the
-//! lab's teaching text (look / why / instead), scrollable.
+//! lab's teaching text (look / why / instead), scrollable. For a watched program,
+//! which has no claims: what it holds now, and what the driver holds for it.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -11,6 +12,8 @@ use crate::lab::Lab;
 use crate::trace::{EndStatus, NoteLevel, Verdict};
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
+use crate::units::mib;
+use crate::watch::report::WatchReport;
 
 pub struct VerdictPanel<'a> {
     pub lab: Option<&'a Lab>,
@@ -31,9 +34,79 @@ fn number(v: f64) -> String {
 }
 
 impl VerdictPanel<'_> {
+    fn watched(&self) -> bool {
+        self.run
+            .is_some_and(|r| r.run.meta.as_ref().is_some_and(|m| m.watch.is_some()))
+    }
+
+    /// A watched program's findings so far, from the same report `watch` prints.
+    fn findings(&self, run: &RunState) -> Vec<Line<'static>> {
+        let t = self.theme;
+        let r = WatchReport::from_run(&run.run);
+        let mut out = Vec::new();
+        let now = if run.running() {
+            "alive now"
+        } else {
+            "alive at exit"
+        };
+        if r.alive_at_exit.is_empty() {
+            out.push(Line::styled(format!("nothing {now}"), t.ok()));
+        }
+        for g in &r.alive_at_exit {
+            out.push(Line::from(vec![
+                Span::styled(format!("{} {} {now}", g.count, g.kind.plural()), t.warn()),
+                Span::styled(
+                    format!(
+                        " ({:.2} MiB), made by {} (pid {}, thread {})",
+                        mib(g.bytes),
+                        g.created_by,
+                        g.pid,
+                        g.thread
+                    ),
+                    t.dim(),
+                ),
+            ]));
+        }
+        for h in &r.held_by_driver {
+            let pins = if h.pinned_by.is_empty() {
+                "nothing the program holds".to_string()
+            } else {
+                h.pinned_by.join(", ")
+            };
+            out.push(Line::from(vec![
+                Span::styled(
+                    format!(
+                        "{} #{} released at {:.1} ms, not deleted by the driver{}",
+                        h.kind.as_str(),
+                        h.id & 0xffff_ffff,
+                        h.released_ms,
+                        if run.running() { " yet" } else { "" }
+                    ),
+                    t.bad(),
+                ),
+                Span::styled(format!(": pinned by {pins}"), t.dim()),
+            ]));
+        }
+        for o in &r.outlived_release {
+            out.push(Line::styled(
+                format!(
+                    "{} {} deleted {:.2} ms (median) after their release",
+                    o.count,
+                    o.kind.plural(),
+                    o.median_ms
+                ),
+                t.dim(),
+            ));
+        }
+        out
+    }
+
     fn lines(&self) -> Vec<Line<'static>> {
         let t = self.theme;
         let mut out = Vec::new();
+        if let Some(run) = self.run.filter(|_| self.watched()) {
+            out.extend(self.findings(run));
+        }
         let claims = self.run.map(|r| r.run.claims.as_slice()).unwrap_or(&[]);
         for c in claims {
             let (mark, style) = match c.verdict {
@@ -113,11 +186,12 @@ impl VerdictPanel<'_> {
 
 impl Widget for &VerdictPanel<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let b = block(
-            "Verdicts on this device · teaching (PgUp/PgDn)",
-            self.focused,
-            self.theme,
-        );
+        let title = if self.watched() {
+            "What the program holds, and why · PgUp/PgDn"
+        } else {
+            "Verdicts on this device · teaching (PgUp/PgDn)"
+        };
+        let b = block(title, self.focused, self.theme);
         let inner = b.inner(area);
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
