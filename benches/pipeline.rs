@@ -116,6 +116,21 @@ fn stream() -> Vec<Event> {
     trace::read_events(std::io::Cursor::new(text)).expect("the stream reads back")
 }
 
+/// A lab whose one variant retains and releases a context `pairs` times: a script
+/// of 2 * `pairs` lines.
+fn long_lab(pairs: usize) -> String {
+    let mut script = String::from("ctx = clCreateContext()\n");
+    for _ in 0..pairs {
+        script.push_str("clRetainContext(ctx)\nclReleaseContext(ctx)\n");
+    }
+    script.push_str("clReleaseContext(ctx)\n");
+    let head = "id = \"long\"\ntitle = \"long\"\nbackend = \"opencl\"\nclaim = \"c\"\n\n\
+        [teaching]\nlook = \"l\"\nwhy = \"w\"\ninstead = \"i\"\n\n\
+        [[variants]]\nname = \"v\"\ndescription = \"d\"\n";
+    let claims = "[[claims]]\nname = \"c\"\ntext = \"t\"\nexpr = \"1 < 2\"\n";
+    format!("{head}script = '''\n{script}'''\n\n{claims}")
+}
+
 fn benches(c: &mut Criterion) {
     c.bench_function("parse and validate the shipped labs", |b| {
         b.iter(|| {
@@ -123,6 +138,10 @@ fn benches(c: &mut Criterion) {
                 black_box(catalog::parse(file, text, Origin::Builtin).ok());
             }
         })
+    });
+    let long = long_lab(20_000);
+    c.bench_function("check a 40,000-line lab (was quadratic: 14 s)", |b| {
+        b.iter(|| black_box(catalog::parse("long.toml", &long, Origin::Builtin).is_ok()))
     });
     let events = stream();
     let text: String = events.iter().map(trace::to_line).collect();

@@ -49,6 +49,27 @@ pub fn line_col(text: &str, offset: usize) -> (u32, u32) {
     (to_u32(line), to_u32(col))
 }
 
+/// Line numbers of byte offsets in one text, each by a binary search over where
+/// its lines start. Counting newlines from the top for every statement made
+/// checking a 40,000-line script take 14 s (quadratic).
+pub struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(text: &str) -> LineIndex {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { starts }
+    }
+
+    /// The 1-based line `offset` is on, as `line_col` counts it.
+    pub fn line(&self, offset: usize) -> u32 {
+        to_u32(self.starts.partition_point(|&s| s <= offset))
+    }
+}
+
 fn to_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -246,6 +267,10 @@ mod tests {
         // `é` is two bytes, one column.
         assert_eq!(line_col(text, 6), (2, 3));
         assert_eq!(line_col(text, 999), (3, 1));
+        let index = LineIndex::new(text);
+        for offset in [0, 1, 2, 3, 5, 6, 8, 999] {
+            assert_eq!(index.line(offset), line_col(text, offset).0, "{offset}");
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::api::{Api, ApiSpec, ArgKind, Effect, ObjKind};
-use super::diagnostic::line_col;
+use super::diagnostic::LineIndex;
 use super::lower::{self, Lower};
 use super::mistake::{Mistake, Problem, Span};
 use super::model::{Arg, BackendKind, Number, Param, Quantity, Stmt, StmtKind};
@@ -42,7 +42,6 @@ pub const MAX_REPEAT_COUNT: u64 = 1_000_000;
 pub const MAX_SLEEP_MS: u64 = 3_600_000;
 
 pub struct Simulator<'a> {
-    text: &'a str,
     backend: BackendKind,
     params: &'a [Param],
     lower: Lower<'a>,
@@ -51,18 +50,19 @@ pub struct Simulator<'a> {
     /// How many times the statements being walked can run: the product of the
     /// most each enclosing `repeat` can run.
     runs: f64,
+    lines: LineIndex,
 }
 
 impl<'a> Simulator<'a> {
     pub fn new(text: &'a str, backend: BackendKind, params: &'a [Param]) -> Simulator<'a> {
         Simulator {
-            text,
             backend,
             params,
             lower: Lower::new(text, params),
             handles: BTreeMap::new(),
             tags: BTreeMap::new(),
             runs: 1.0,
+            lines: LineIndex::new(text),
         }
     }
 
@@ -75,7 +75,7 @@ impl<'a> Simulator<'a> {
     }
 
     fn line(&self, span: &Span) -> u32 {
-        line_col(self.text, span.start).0
+        self.lines.line(span.start)
     }
 
     /// Walks a block; `first` is false on the repeat body's second pass, which
