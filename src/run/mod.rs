@@ -8,7 +8,7 @@ mod objects;
 use std::collections::BTreeMap;
 
 use crate::trace::ObjKind;
-pub use objects::ObjState;
+pub use objects::{MadeBy, ObjState};
 
 use crate::trace::{
     AgentEvent, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End, EndStatus, Event, Meta,
@@ -92,6 +92,12 @@ impl Run {
                 if let Some(m) = c.mem_after {
                     self.insert_reading(c.end_ns, m);
                 }
+                // An agent sends an object's creation before the call that made it.
+                if let Some(st) = c.object.and_then(|id| self.ledger.get_mut(&id))
+                    && st.made_by.is_none()
+                {
+                    st.made_by = Some(objects::MadeBy::of(c));
+                }
                 self.calls.push(c.clone());
             }
             Event::Object(o) => {
@@ -108,6 +114,13 @@ impl Run {
                 *peak = (*peak).max(*live);
                 self.live_bytes += bytes;
                 objects::apply(&mut self.ledger, o);
+                // A lab's worker sends the call first, then the object it made.
+                if o.action == ObjectAction::Created
+                    && let Some(c) = self.calls.last().filter(|c| c.object == Some(o.id))
+                    && let Some(st) = self.ledger.get_mut(&o.id)
+                {
+                    st.made_by = Some(objects::MadeBy::of(c));
+                }
                 self.objects.push(o.clone());
             }
             Event::DeviceSpan(s) => self.spans.push(s.clone()),

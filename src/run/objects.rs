@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::trace::{ObjKind, ObjectAction, ObjectEvent};
+use crate::trace::{Call, ObjKind, ObjectAction, ObjectEvent};
 
 /// One object as the stream tells it so far.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +22,26 @@ pub struct ObjState {
     pub released_ns: Option<u64>,
     /// When the driver's destructor callback fired, if it has.
     pub destroyed_ns: Option<u64>,
+    /// The call that made it, where the stream names one.
+    pub made_by: Option<MadeBy>,
+}
+
+/// The call that created an object: its API name and who called it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MadeBy {
+    pub api: String,
+    pub pid: u32,
+    pub thread: u64,
+}
+
+impl MadeBy {
+    pub fn of(c: &Call) -> MadeBy {
+        MadeBy {
+            api: c.api.clone(),
+            pid: c.pid,
+            thread: c.thread,
+        }
+    }
 }
 
 impl ObjState {
@@ -37,6 +57,7 @@ impl ObjState {
             forgotten: false,
             released_ns: None,
             destroyed_ns: None,
+            made_by: None,
         }
     }
 

@@ -3,7 +3,7 @@
 //! driver still held, how long released objects outlived their release, and
 //! whether every process's agent reported completely.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -102,12 +102,6 @@ impl WatchReport {
         let start = meta.map_or(0, |m| m.t_ns);
         let watch = meta.and_then(|m| m.watch.as_ref());
         let lives = &run.ledger;
-        let creator: HashMap<u64, (&str, u32, u64)> = run
-            .calls
-            .iter()
-            .filter_map(|c| Some((c.object?, (c.api.as_str(), c.pid, c.thread))))
-            .rev() // the first call naming an object is the one that made it
-            .collect();
 
         let mut kinds: BTreeMap<ObjKind, KindReport> = BTreeMap::new();
         let mut alive: BTreeMap<(ObjKind, String, u32, u64), (u64, u64)> = BTreeMap::new();
@@ -133,7 +127,10 @@ impl WatchReport {
             k.alive_at_exit += 1;
             k.alive_bytes += life.bytes;
             live_ids.insert(*id);
-            let (api, pid, thread) = creator.get(id).copied().unwrap_or(("?", 0, 0));
+            let (api, pid, thread) = life
+                .made_by
+                .as_ref()
+                .map_or(("?", 0, 0), |m| (m.api.as_str(), m.pid, m.thread));
             let g = alive
                 .entry((kind, api.to_string(), pid, thread))
                 .or_default();
@@ -478,7 +475,7 @@ impl WatchReport {
 }
 
 /// Ids from an agent carry the pid in their upper half; the lower half is short.
-fn short_id(id: u64) -> String {
+pub fn short_id(id: u64) -> String {
     format!("#{}", id & 0xffff_ffff)
 }
 

@@ -25,9 +25,15 @@ impl StatusBar<'_> {
     fn device(&self) -> String {
         if let Some(m) = self.run.and_then(|r| r.run.meta.as_ref()) {
             let rate = self.run.map(measured_rate).unwrap_or_default();
+            // A watched program names no driver until it picks a device.
+            let driver = if m.device.driver_version.is_empty() {
+                String::new()
+            } else {
+                format!(" · driver {}", m.device.driver_version)
+            };
             return format!(
-                "{} · driver {} · {} · {}{rate}",
-                m.device.name, m.device.driver_version, m.backend, m.device.memory_source
+                "{}{driver} · {} · {}{rate}",
+                m.device.name, m.backend, m.device.memory_source
             );
         }
         match self.availability {

@@ -13,7 +13,7 @@ use crate::trace::{EndStatus, NoteLevel, Verdict};
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
 use crate::units::mib;
-use crate::watch::report::WatchReport;
+use crate::watch::report::{WatchReport, short_id};
 
 pub struct VerdictPanel<'a> {
     pub lab: Option<&'a Lab>,
@@ -76,9 +76,9 @@ impl VerdictPanel<'_> {
             out.push(Line::from(vec![
                 Span::styled(
                     format!(
-                        "{} #{} released at {:.1} ms, not deleted by the driver{}",
+                        "{} {} released at {:.1} ms, not deleted by the driver{}",
                         h.kind.as_str(),
-                        h.id & 0xffff_ffff,
+                        short_id(h.id),
                         h.released_ms,
                         if run.running() { " yet" } else { "" }
                     ),
