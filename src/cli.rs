@@ -175,6 +175,12 @@ pub struct WatchArgs {
     #[arg(long, value_name = "FILE", requires = "dashboard")]
     pub log: Option<PathBuf>,
 
+    /// The libcupti to watch CUDA calls with (default: the one `gpulab doctor`
+    /// names: CUDA_HOME, the Python environment's nvidia-cuda-cupti wheel, or an
+    /// installed toolkit).
+    #[arg(long, value_name = "PATH")]
+    pub cupti: Option<PathBuf>,
+
     /// The program to run and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -134,20 +134,29 @@ fn contains(bytes: &[u8], mark: &[u8]) -> bool {
 /// Paths `ldconfig -p` lists for `soname`, in the cache's order (the order the
 /// dynamic linker tries them). Empty when `ldconfig` is not there.
 fn ldconfig_cache(soname: &str) -> Vec<PathBuf> {
+    ldconfig_cache_where(|name| name == soname)
+}
+
+/// Libraries in the dynamic linker's cache whose names start with `prefix`.
+pub(super) fn ldconfig_cache_prefix(prefix: &str) -> Vec<PathBuf> {
+    ldconfig_cache_where(|name| name.starts_with(prefix))
+}
+
+fn ldconfig_cache_where(wanted: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let out = ["/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"]
         .iter()
         .find_map(|exe| Command::new(exe).arg("-p").output().ok());
     let Some(out) = out else { return Vec::new() };
-    parse_ldconfig(&String::from_utf8_lossy(&out.stdout), soname)
+    parse_ldconfig(&String::from_utf8_lossy(&out.stdout), wanted)
 }
 
 /// Lines like `\tlibOpenCL.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libOpenCL.so.1`.
-fn parse_ldconfig(text: &str, soname: &str) -> Vec<PathBuf> {
+fn parse_ldconfig(text: &str, wanted: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     text.lines()
         .filter_map(|line| {
             let (name, rest) = line.trim().split_once(' ')?;
             let (_, path) = rest.split_once("=> ")?;
-            (name == soname).then(|| PathBuf::from(path.trim()))
+            wanted(name).then(|| PathBuf::from(path.trim()))
         })
         .collect()
 }
@@ -203,7 +212,7 @@ mod tests {
             \tlibOpenCL.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libOpenCL.so.1\n\
             \tlibOpenCL.so (libc6,x86-64) => /lib/x86_64-linux-gnu/libOpenCL.so\n";
         assert_eq!(
-            parse_ldconfig(text, SONAME),
+            parse_ldconfig(text, |n| n == SONAME),
             vec![
                 PathBuf::from("/usr/local/cuda/lib64/libOpenCL.so.1"),
                 PathBuf::from("/lib/x86_64-linux-gnu/libOpenCL.so.1"),

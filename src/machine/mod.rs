@@ -1,7 +1,9 @@
 //! What is installed on this machine, read from files and the environment: the
-//! OpenCL ICD loaders a program would load and the ICDs they would see. Calls no
+//! OpenCL ICD loaders a program would load, the ICDs they would see, and the
+//! libcupti `watch` gives CUDA programs. Calls no
 //! GPU API, so the parent (the dashboard, `watch`) may ask it; `doctor` reports it.
 
+pub mod cupti;
 pub mod icd;
 pub mod loader;
 

@@ -20,7 +20,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ns;
-use crate::machine::{LoaderPlan, Loaders, icd};
+use crate::machine::{LoaderPlan, Loaders, cupti, icd};
 use crate::telemetry::{Probe, Sampler};
 use crate::trace::{
     self, BackendKind, DeviceInfo, DeviceKind, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION,
@@ -62,6 +62,8 @@ pub struct WatchRequest {
     pub sample_hz: f64,
     /// Where the program's stdout and stderr go; `None` leaves them on gpulab's.
     pub output: Option<std::path::PathBuf>,
+    /// The libcupti for CUDA programs; `None` looks for one ([`cupti::find`]).
+    pub cupti: Option<std::path::PathBuf>,
 }
 
 /// A running watch: its events, and a switch to stop the program.
@@ -146,6 +148,31 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
     notes
 }
 
+/// Makes the CUDA driver load the agent inside the program's first `cuInit`
+/// (`CUDA_INJECTION64_PATH`) and tells the agent which libcupti to open. With no
+/// libcupti the agent still loads, and says in the stream that CUDA went unseen.
+fn reach_cuda(cmd: &mut Command, agent: &str, found: &[cupti::Cupti]) -> Vec<(NoteLevel, String)> {
+    let mut notes = Vec::new();
+    if let Ok(theirs) = std::env::var("CUDA_INJECTION64_PATH")
+        && !theirs.is_empty()
+    {
+        notes.push((
+            NoteLevel::Warning,
+            format!(
+                "CUDA_INJECTION64_PATH was {theirs}; gpulab put its own agent there for \
+                 the program, so that tool is not loaded"
+            ),
+        ));
+    }
+    cmd.env("CUDA_INJECTION64_PATH", agent);
+    if let Some(c) = found.first() {
+        cmd.env("GPULAB_CUPTI", &c.path);
+    } else {
+        cmd.env_remove("GPULAB_CUPTI");
+    }
+    notes
+}
+
 /// Starts the program with the agent loaded and returns its event stream.
 pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
@@ -176,7 +203,12 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         let err = log.try_clone().map_err(WatchError::Pipe)?;
         cmd.stdout(log).stderr(err);
     }
-    let notes = reach_the_loader(&mut cmd, &Loaders::find().plan());
+    let mut notes = reach_the_loader(&mut cmd, &Loaders::find().plan());
+    notes.extend(reach_cuda(
+        &mut cmd,
+        &library.path(),
+        &cupti::find(req.cupti.as_deref()),
+    ));
     // Before the program starts, so the baseline is the device without it.
     let gpu = Probe::nvidia_gpu0_now();
     let started_ns = now_ns();
@@ -521,6 +553,7 @@ mod tests {
             command: vec!["sleep".into(), "0.1".into()],
             sample_hz: 0.0,
             output: None,
+            cupti: None,
         };
         let (tx, events) = mpsc::channel();
         let session = Session {

@@ -50,6 +50,10 @@ pub struct ProcessReport {
     pub pid: u32,
     pub parent_pid: u32,
     pub exe: String,
+    /// The APIs the agent watched in it (`opencl`, `cuda`).
+    pub apis: Vec<String>,
+    /// APIs it could not watch there, and why.
+    pub unwatched: Vec<String>,
     /// Records the agent sent and dropped, from its last record; None when the
     /// process never sent one (killed, or it called `_exit`).
     pub records: Option<u64>,
@@ -179,13 +183,17 @@ impl WatchReport {
         if processes.is_empty() {
             warnings.push(
                 "the agent never reported: the program made no OpenCL call through the ICD \
-                 loader, or its loader ignores OPENCL_LAYERS (ocl-icd before 2.3, or a vendor \
-                 libOpenCL linked directly). This report is empty because nothing was seen, \
-                 not because nothing leaked; `gpulab doctor` checks the loader"
+                 loader and initialised no CUDA driver, or its loader ignores OPENCL_LAYERS \
+                 (ocl-icd before 2.3, or a vendor libOpenCL linked directly). This report is \
+                 empty because nothing was seen, not because nothing leaked; `gpulab doctor` \
+                 checks the loader and libcupti"
                     .into(),
             );
         }
         for p in &processes {
+            for why in &p.unwatched {
+                warnings.push(format!("pid {}: {why}", p.pid));
+            }
             match p.dropped {
                 Some(0) if p.records == Some(p.received) => {}
                 Some(0) => warnings.push(format!(
@@ -269,6 +277,20 @@ impl WatchReport {
         self.kinds.iter().map(|k| k.alive_at_exit).sum()
     }
 
+    /// The APIs watched in any process: `opencl`, `cuda`, `cuda+opencl`, `none`.
+    fn apis(&self) -> String {
+        let apis: BTreeSet<&str> = self
+            .processes
+            .iter()
+            .flat_map(|p| p.apis.iter().map(String::as_str))
+            .collect();
+        if apis.is_empty() {
+            "none".into()
+        } else {
+            apis.into_iter().collect::<Vec<_>>().join("+")
+        }
+    }
+
     pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
@@ -283,8 +305,9 @@ impl WatchReport {
         let dropped: u64 = self.processes.iter().filter_map(|p| p.dropped).sum();
         let _ = writeln!(
             s,
-            "agent: {} process(es), {} calls ({} failed), {records} records sent, {dropped} dropped",
+            "agent: {} process(es) ({}), {} calls ({} failed), {records} records sent, {dropped} dropped",
             self.processes.len(),
+            self.apis(),
             self.calls,
             self.failed_calls
         );
@@ -373,10 +396,11 @@ impl WatchReport {
         );
         let _ = writeln!(
             s,
-            "- {} calls ({} failed) from {} process(es)",
+            "- {} calls ({} failed) from {} process(es) ({})",
             self.calls,
             self.failed_calls,
-            self.processes.len()
+            self.processes.len(),
+            self.apis()
         );
         for line in self.memory_lines() {
             let _ = writeln!(s, "- {line}");
@@ -522,20 +546,29 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
             pid: a.pid,
             parent_pid: a.parent_pid,
             exe: String::new(),
+            apis: Vec::new(),
+            unwatched: Vec::new(),
             records: None,
             dropped: None,
             received: 0,
         });
         match &a.state {
-            AgentState::Attached { exe, .. } => p.exe = exe.clone(),
+            AgentState::Attached { exe, .. } => {
+                p.exe = exe.clone();
+                p.apis.push(a.api.clone());
+            }
             AgentState::Detached { records, dropped } => {
                 p.records = Some(*records);
                 p.dropped = Some(*dropped);
             }
+            AgentState::Unavailable { reason } => {
+                p.unwatched.push(format!("{}: {reason}", a.api));
+            }
         }
     }
     // What arrived of each process's records: its calls, the objects whose ids
-    // carry its pid, and its `attached` record (`detached` counts none of itself).
+    // carry its pid, and its `attached` and `unavailable` records (`detached`
+    // counts none of itself).
     let pids = run
         .calls
         .iter()
@@ -544,7 +577,8 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
         .chain(
             run.agents
                 .iter()
-                .filter_map(|a| matches!(a.state, AgentState::Attached { .. }).then_some(a.pid)),
+                .filter(|a| !matches!(a.state, AgentState::Detached { .. }))
+                .map(|a| a.pid),
         );
     for pid in pids {
         if let Some(p) = by_pid.get_mut(&pid) {

@@ -21,10 +21,21 @@ struct Entry {
     args: Vec<(u32, u64)>,
 }
 
-static OBJECTS: Mutex<Option<HashMap<usize, Entry>>> = Mutex::new(None);
+/// Where a handle is unique. OpenCL handles are pointers to distinct driver
+/// objects; CUDA hands out device addresses, host addresses and opaque handles
+/// that may coincide across kinds, so each CUDA kind has a space of its own.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Space {
+    OpenCl,
+    Cuda(ObjKind),
+}
+
+type Key = (Space, usize);
+
+static OBJECTS: Mutex<Option<HashMap<Key, Entry>>> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
-fn with<R>(f: impl FnOnce(&mut HashMap<usize, Entry>) -> R) -> R {
+fn with<R>(f: impl FnOnce(&mut HashMap<Key, Entry>) -> R) -> R {
     let mut guard = OBJECTS.lock().unwrap_or_else(|e| e.into_inner());
     f(guard.get_or_insert_with(HashMap::new))
 }
@@ -36,14 +47,34 @@ fn new_id() -> u64 {
     (pid << 32) | NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// The driver gave the program a new object. Returns its id.
+/// The driver gave the program a new OpenCL object. Returns its id.
 pub fn created(handle: usize, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
+    create((Space::OpenCl, handle), kind, bytes, refs)
+}
+
+/// The driver gave the program a new CUDA object. Returns its id.
+pub fn cuda_created(kind: ObjKind, handle: usize, bytes: u64, refs: Vec<u64>) -> u64 {
+    create((Space::Cuda(kind), handle), kind, bytes, refs)
+}
+
+/// The program freed or destroyed a CUDA object; CUDA counts no references, so
+/// this ends the program's hold. None for a handle the agent never saw made.
+pub fn cuda_released(kind: ObjKind, handle: usize) -> Option<u64> {
+    release((Space::Cuda(kind), handle))
+}
+
+/// The id of a live CUDA handle of `kind`.
+pub fn cuda_id_of(kind: ObjKind, handle: usize) -> Option<u64> {
+    with(|objects| objects.get(&(Space::Cuda(kind), handle)).map(|e| e.id))
+}
+
+fn create(key: Key, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
     let id = new_id();
     with(|objects| {
         // A handle the driver hands out again belongs to a new object; the old
         // one was released (its destruction, if seen, carries its own id).
         objects.insert(
-            handle,
+            key,
             Entry {
                 id,
                 kind,
@@ -60,7 +91,7 @@ pub fn created(handle: usize, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 
 /// The program took another reference. None for a handle the agent never saw made.
 pub fn retained(handle: usize) -> Option<u64> {
     with(|objects| {
-        let e = objects.get_mut(&handle)?;
+        let e = objects.get_mut(&(Space::OpenCl, handle))?;
         e.refs = e.refs.saturating_add(1);
         transport::object(
             e.id,
@@ -76,12 +107,16 @@ pub fn retained(handle: usize) -> Option<u64> {
 
 /// The program gave a reference back; at zero the handle is no longer its own.
 pub fn released(handle: usize) -> Option<u64> {
+    release((Space::OpenCl, handle))
+}
+
+fn release(key: Key) -> Option<u64> {
     with(|objects| {
-        let e = objects.get_mut(&handle)?;
+        let e = objects.get_mut(&key)?;
         e.refs = e.refs.saturating_sub(1);
         let (id, kind, bytes, refs) = (e.id, e.kind, e.bytes, e.refs);
         if refs == 0 {
-            objects.remove(&handle);
+            objects.remove(&key);
         }
         transport::object(id, kind, ObjectAction::Released, bytes, refs, Vec::new());
         Some(id)
@@ -92,7 +127,7 @@ pub fn released(handle: usize) -> Option<u64> {
 pub fn id_of(handle: usize, kind: ObjKind) -> Option<u64> {
     with(|objects| {
         objects
-            .get(&handle)
+            .get(&(Space::OpenCl, handle))
             .filter(|e| e.kind == kind)
             .map(|e| e.id)
     })
@@ -103,10 +138,10 @@ pub fn id_of(handle: usize, kind: ObjKind) -> Option<u64> {
 pub fn set_arg(kernel: usize, index: u32, value: Option<usize>) {
     with(|objects| {
         let buffer = value
-            .and_then(|v| objects.get(&v))
+            .and_then(|v| objects.get(&(Space::OpenCl, v)))
             .filter(|e| e.kind == ObjKind::Buffer)
             .map(|e| e.id);
-        if let Some(k) = objects.get_mut(&kernel) {
+        if let Some(k) = objects.get_mut(&(Space::OpenCl, kernel)) {
             k.args.retain(|(i, _)| *i != index);
             if let Some(b) = buffer {
                 k.args.push((index, b));
@@ -117,7 +152,7 @@ pub fn set_arg(kernel: usize, index: u32, value: Option<usize>) {
 
 /// A kernel's id followed by the buffers its arguments name.
 pub fn kernel_and_args(kernel: usize) -> Vec<u64> {
-    with(|objects| match objects.get(&kernel) {
+    with(|objects| match objects.get(&(Space::OpenCl, kernel)) {
         Some(k) => std::iter::once(k.id)
             .chain(k.args.iter().map(|(_, b)| *b))
             .collect(),
@@ -151,6 +186,24 @@ mod tests {
         );
         let b = created(0x10, ObjKind::Buffer, 64, Vec::new());
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn cuda_handles_of_different_kinds_never_collide() {
+        // A device address and an event handle may have the same value.
+        let buf = cuda_created(ObjKind::Buffer, 0x7000, 1 << 20, Vec::new());
+        let ev = cuda_created(ObjKind::Event, 0x7000, 0, Vec::new());
+        assert_ne!(buf, ev);
+        assert_eq!(cuda_id_of(ObjKind::Buffer, 0x7000), Some(buf));
+        assert_eq!(cuda_released(ObjKind::Event, 0x7000), Some(ev));
+        assert_eq!(cuda_id_of(ObjKind::Event, 0x7000), None, "one free ends it");
+        assert_eq!(cuda_id_of(ObjKind::Buffer, 0x7000), Some(buf));
+        assert_eq!(cuda_released(ObjKind::Buffer, 0x7000), Some(buf));
+        assert_eq!(cuda_released(ObjKind::Buffer, 0x7000), None);
+        // And none with OpenCL's handles.
+        let cl = created(0x7000, ObjKind::Buffer, 8, Vec::new());
+        assert_eq!(cuda_id_of(ObjKind::Buffer, 0x7000), None);
+        assert_eq!(released(0x7000), Some(cl));
     }
 
     #[test]

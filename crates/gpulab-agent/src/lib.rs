@@ -8,14 +8,21 @@
 //! of a pipe in `GPULAB_AGENT_FD`. Without that variable the layer passes every
 //! call straight through and records nothing.
 //!
+//! The same library is CUDA's injection library: `gpulab watch` also names it in
+//! `CUDA_INJECTION64_PATH`, and the driver calls its `InitializeInjection` inside
+//! the program's first `cuInit`; it then watches the driver API through CUPTI
+//! ([`cuda`]).
+//!
 //! Rules it keeps:
 //! - The program is never blocked: hooks push into a bounded queue and count what
 //!   does not fit ([`transport`]).
 //! - It never retains an application object: it learns that the driver deleted a
 //!   buffer or context from a destructor callback, which holds no reference.
-//! - It exports the four layer entry points and nothing else named `cl*`.
+//! - It exports the four layer entry points and nothing else named `cl*`, and
+//!   `InitializeInjection` for CUDA.
 
 mod clock;
+mod cuda;
 mod dispatch;
 mod layer;
 mod ledger;

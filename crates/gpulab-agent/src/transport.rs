@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::FromRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -36,6 +36,8 @@ pub enum Record {
         seq: u64,
         thread: u64,
         api: &'static str,
+        /// The entry point the driver exports, when it differs (`cuMemAlloc_v2`).
+        driver: &'static str,
         begin_ns: u64,
         end_ns: u64,
         status: Status,
@@ -50,7 +52,10 @@ pub enum Record {
         refcount: u32,
         refs: Vec<u64>,
     },
-    Agent(AgentState),
+    Agent {
+        api: &'static str,
+        state: AgentState,
+    },
 }
 
 /// What travels through the queue.
@@ -64,6 +69,8 @@ enum Message {
 #[derive(Clone, Copy)]
 pub enum Status {
     OpenCl(i32),
+    /// A `CUresult`.
+    Cuda(i32),
 }
 
 struct Agent {
@@ -73,6 +80,24 @@ struct Agent {
     sent: AtomicU64,
     dropped: AtomicU64,
     detached: AtomicBool,
+    /// The APIs this process attached to, as [`Api`] bits.
+    apis: AtomicU8,
+}
+
+/// An API the agent attaches to in a process.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Api {
+    OpenCl = 1,
+    Cuda = 2,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::OpenCl => "opencl",
+            Api::Cuda => "cuda",
+        }
+    }
 }
 
 static AGENT: OnceLock<Agent> = OnceLock::new();
@@ -116,17 +141,33 @@ pub fn start() -> bool {
         sent: AtomicU64::new(0),
         dropped: AtomicU64::new(0),
         detached: AtomicBool::new(false),
+        apis: AtomicU8::new(0),
     };
     let _ = AGENT.set(agent);
     true
 }
 
-/// The first record: who this process is and which destructions it can see.
-pub fn attached(destruction: Vec<ObjKind>) {
+/// The first record of an API: who this process is and which destructions it
+/// can see.
+pub fn attached(api: Api, destruction: Vec<ObjKind>) {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    send(Record::Agent(AgentState::Attached { exe, destruction }));
+    if let Some(agent) = AGENT.get() {
+        agent.apis.fetch_or(api as u8, Ordering::Relaxed);
+    }
+    send(Record::Agent {
+        api: api.as_str(),
+        state: AgentState::Attached { exe, destruction },
+    });
+}
+
+/// The agent is loaded but cannot watch `api` here; the parent says so loudly.
+pub fn unavailable(api: Api, reason: String) {
+    send(Record::Agent {
+        api: api.as_str(),
+        state: AgentState::Unavailable { reason },
+    });
 }
 
 /// This process's id, once the agent runs.
@@ -163,10 +204,19 @@ pub fn detach() {
         return;
     }
     let deadline = Instant::now() + EXIT_WAIT;
-    let last = Message::Record(Record::Agent(AgentState::Detached {
-        records: agent.sent.load(Ordering::Relaxed),
-        dropped: agent.dropped.load(Ordering::Relaxed),
-    }));
+    let api = match agent.apis.load(Ordering::Relaxed) {
+        1 => "opencl",
+        2 => "cuda",
+        3 => "opencl+cuda",
+        _ => "none",
+    };
+    let last = Message::Record(Record::Agent {
+        api,
+        state: AgentState::Detached {
+            records: agent.sent.load(Ordering::Relaxed),
+            dropped: agent.dropped.load(Ordering::Relaxed),
+        },
+    });
     if !push_until(&agent.tx, last, deadline) {
         return;
     }
@@ -218,6 +268,7 @@ fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             seq,
             thread,
             api,
+            driver,
             begin_ns,
             end_ns,
             status,
@@ -230,7 +281,7 @@ fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             iter: Vec::new(),
             tag: None,
             api: api.to_string(),
-            driver: api.to_string(),
+            driver: driver.to_string(),
             begin_ns,
             end_ns,
             status: call_status(status),
@@ -259,11 +310,11 @@ fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             refs,
             line: None,
         }),
-        Record::Agent(state) => Event::Agent(AgentEvent {
+        Record::Agent { api, state } => Event::Agent(AgentEvent {
             t_ns: now_ns(),
             pid,
             parent_pid,
-            api: "opencl".into(),
+            api: api.into(),
             state,
         }),
     }
@@ -276,6 +327,11 @@ fn call_status(status: Status) -> CallStatus {
             code: i64::from(code),
             name: gpulab_events::vocab::opencl_status_name(code)
                 .map_or_else(|| format!("CL_UNKNOWN_ERROR_{code}"), str::to_string),
+        },
+        Status::Cuda(0) => CallStatus::Ok,
+        Status::Cuda(code) => CallStatus::Error {
+            code: i64::from(code),
+            name: crate::cuda::error_name(code),
         },
     }
 }
@@ -339,11 +395,23 @@ pub fn object(
 
 /// Records one call that returned to the program.
 pub fn call(api: &'static str, begin_ns: u64, status: Status, object: Option<u64>) {
+    call_as(api, api, begin_ns, status, object);
+}
+
+/// Records one call the program made as `api` and the driver exports as `driver`.
+pub fn call_as(
+    api: &'static str,
+    driver: &'static str,
+    begin_ns: u64,
+    status: Status,
+    object: Option<u64>,
+) {
     let end_ns = now_ns();
     send(Record::Call {
         seq: next_seq(),
         thread: thread_id(),
         api,
+        driver,
         begin_ns,
         end_ns,
         status,

@@ -122,6 +122,10 @@ pub enum AgentState {
     /// The process is exiting; everything it recorded was sent before this, except
     /// `dropped` records the queue had no room for.
     Detached { records: u64, dropped: u64 },
+    /// Loaded, but it cannot watch this API in this process (no libcupti, another
+    /// CUPTI subscriber): the program's calls of that API go unseen, and `reason`
+    /// says why.
+    Unavailable { reason: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_int, c_uint};
 use serde::{Deserialize, Serialize};
 
 use super::{ClDevice, IcdState, icd_state, opencl_devices};
-use crate::machine::{LoaderPlan, Loaders};
+use crate::machine::{LoaderPlan, Loaders, cupti};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -221,6 +221,7 @@ fn cuda_section() -> Section {
                 format!("libcuda.so.1 not loadable ({e})"),
                 Some("install the NVIDIA driver; in a container run with `--gpus all` (NVIDIA container toolkit)"),
             ));
+            checks.push(cupti_check(&cupti::find(None)));
             return Section {
                 name: "CUDA".into(),
                 checks,
@@ -257,9 +258,58 @@ fn cuda_section() -> Section {
             Some("check `nvidia-smi`; the kernel module and the user-space driver must match"),
         )),
     }
+    checks.push(cupti_check(&cupti::find(None)));
     Section {
         name: "CUDA".into(),
         checks,
+    }
+}
+
+/// Whether `gpulab watch` can see a CUDA program's calls: a libcupti to give it,
+/// the CUPTI API version that library reports, and a tool already injected.
+fn cupti_check(found: &[cupti::Cupti]) -> Check {
+    let name = "libcupti (gpulab watch)";
+    let Some(first) = found.first() else {
+        return check(
+            name,
+            Status::Missing,
+            "no libcupti found, so `gpulab watch` cannot see CUDA calls",
+            Some(
+                "install the CUDA toolkit's CUPTI (`apt-get install cuda-cupti-13-0`) or \
+                 `pip install nvidia-cuda-cupti`, set CUDA_HOME, or give `gpulab watch --cupti PATH`",
+            ),
+        );
+    };
+    let version = match cupti_api_version(&first.path) {
+        Ok(v) => format!("CUPTI API version {v}"),
+        Err(e) => format!("not loadable here: {e}"),
+    };
+    let mut detail = format!("{} ({}; {version})", first.path, first.from);
+    if found.len() > 1 {
+        detail.push_str(&format!("; {} more found", found.len() - 1));
+    }
+    if let Ok(theirs) = std::env::var("CUDA_INJECTION64_PATH")
+        && !theirs.is_empty()
+    {
+        detail.push_str(&format!(
+            "; CUDA_INJECTION64_PATH is {theirs}, which `gpulab watch` replaces for the program"
+        ));
+    }
+    check(name, Status::Ok, detail, None)
+}
+
+/// `cuptiGetVersion` of the library at `path`.
+fn cupti_api_version(path: &str) -> Result<u32, String> {
+    type GetVersion = unsafe extern "C" fn(*mut u32) -> c_int;
+    // SAFETY: loading libcupti runs its initialisers, as a profiled program does.
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
+    // SAFETY: cuptiGetVersion's C type (cupti_version.h).
+    let get = unsafe { lib.get::<GetVersion>(b"cuptiGetVersion\0") }.map_err(|e| e.to_string())?;
+    let mut v = 0u32;
+    // SAFETY: `v` is a writable out-pointer.
+    match unsafe { get(&mut v) } {
+        0 => Ok(v),
+        code => Err(format!("cuptiGetVersion returned {code}")),
     }
 }
 

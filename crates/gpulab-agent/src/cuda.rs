@@ -1,0 +1,773 @@
+//! CUDA through CUPTI. `gpulab watch` names this library in
+//! `CUDA_INJECTION64_PATH`, so the CUDA driver loads it inside the program's first
+//! `cuInit` and calls [`InitializeInjection`]. The agent then opens the libcupti
+//! that `GPULAB_CUPTI` names and subscribes to driver-API callbacks: every CUDA
+//! user goes through the driver (static or shared cudart, PyTorch, CuPy, raw
+//! driver code), so one subscription sees them all.
+//!
+//! Only the calls in [`WATCHED`] are enabled, each by the callback id CUPTI itself
+//! gives its name, so the table follows the installed CUPTI rather than a header
+//! compiled in here. Contexts come from CUPTI's resource callbacks, which fire
+//! for primary contexts too.
+
+use std::cell::Cell;
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::sync::{Once, OnceLock};
+
+use gpulab_events::ObjKind;
+
+use crate::clock::now_ns;
+use crate::ledger;
+use crate::transport::{self, Api, Status};
+
+/// The environment variable naming the libcupti to load.
+pub const CUPTI_ENV: &str = "GPULAB_CUPTI";
+
+const CUPTI_SUCCESS: i32 = 0;
+const DOMAIN_DRIVER_API: u32 = 1;
+const DOMAIN_RESOURCE: u32 = 3;
+const API_ENTER: u32 = 0;
+const RESOURCE_CONTEXT_CREATED: u32 = 1;
+const RESOURCE_CONTEXT_DESTROY_STARTING: u32 = 2;
+/// Driver callback ids asked for names; CUDA 13.0 has about 800.
+const MAX_CBID: u32 = 4096;
+
+/// `CUpti_CallbackData` (cupti_callbacks.h), what a driver-API callback gets.
+#[repr(C)]
+struct CallbackData {
+    site: u32,
+    function_name: *const c_char,
+    params: *const c_void,
+    return_value: *const c_void,
+    symbol_name: *const c_char,
+    context: *mut c_void,
+    context_uid: u32,
+    /// One slot per call, kept from its enter callback to its exit callback.
+    correlation_data: *mut u64,
+    correlation_id: u32,
+}
+
+/// `CUpti_ResourceData`: the context, and the stream for stream callbacks.
+#[repr(C)]
+struct ResourceData {
+    context: *mut c_void,
+    handle: *mut c_void,
+    descriptor: *mut c_void,
+}
+
+type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+type Subscribe = unsafe extern "C" fn(*mut *mut c_void, Callback, *mut c_void) -> i32;
+type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> i32;
+type GetCallbackName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> i32;
+type GetResultString = unsafe extern "C" fn(i32, *mut *const c_char) -> i32;
+type GetErrorName = unsafe extern "C" fn(i32, *mut *const c_char) -> i32;
+
+/// What a watched driver call does to the program's objects. Every creating call
+/// of the driver API writes the new handle through its first parameter, and
+/// every freeing call takes the handle as its first parameter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Effect {
+    /// Parameter 0 points to the new handle.
+    Make { kind: ObjKind, size: Size },
+    /// Parameter 0 is the handle the program gives up.
+    Free(ObjKind),
+    /// Only the call, for the host timeline.
+    Call,
+}
+
+/// Where a creating call's size in bytes is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Size {
+    None,
+    /// Parameter `n`, a `size_t`; the parameters before it are pointer-sized.
+    At(usize),
+    /// `cuMemAllocPitch`: the pitch written through parameter 1, times parameter 3.
+    Pitch,
+}
+
+use Effect::{Call, Free, Make};
+use ObjKind::{Buffer, Event, HostBuffer, Program, Stream};
+
+/// The driver calls the agent enables, by the name CUPTI gives them. A creating
+/// or freeing call names its exact version (parameters differ between versions);
+/// a timeline-only call matches every version and per-thread-stream form.
+const WATCHED: &[(&str, Effect)] = &[
+    (
+        "cuMemAlloc_v2",
+        Make {
+            kind: Buffer,
+            size: Size::At(1),
+        },
+    ),
+    (
+        "cuMemAllocAsync",
+        Make {
+            kind: Buffer,
+            size: Size::At(1),
+        },
+    ),
+    (
+        "cuMemAllocFromPoolAsync",
+        Make {
+            kind: Buffer,
+            size: Size::At(1),
+        },
+    ),
+    (
+        "cuMemAllocManaged",
+        Make {
+            kind: Buffer,
+            size: Size::At(1),
+        },
+    ),
+    (
+        "cuMemAllocPitch_v2",
+        Make {
+            kind: Buffer,
+            size: Size::Pitch,
+        },
+    ),
+    (
+        "cuMemCreate",
+        Make {
+            kind: Buffer,
+            size: Size::At(1),
+        },
+    ),
+    (
+        "cuMemAllocHost_v2",
+        Make {
+            kind: HostBuffer,
+            size: Size::At(1),
+        },
+    ),
+    (
+        "cuMemHostAlloc",
+        Make {
+            kind: HostBuffer,
+            size: Size::At(1),
+        },
+    ),
+    (
+        "cuEventCreate",
+        Make {
+            kind: Event,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuStreamCreate",
+        Make {
+            kind: Stream,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuStreamCreateWithPriority",
+        Make {
+            kind: Stream,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuModuleLoad",
+        Make {
+            kind: Program,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuModuleLoadData",
+        Make {
+            kind: Program,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuModuleLoadDataEx",
+        Make {
+            kind: Program,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuModuleLoadFatBinary",
+        Make {
+            kind: Program,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuLibraryLoadData",
+        Make {
+            kind: Program,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuLibraryLoadFromFile",
+        Make {
+            kind: Program,
+            size: Size::None,
+        },
+    ),
+    ("cuMemFree_v2", Free(Buffer)),
+    ("cuMemFreeAsync", Free(Buffer)),
+    ("cuMemRelease", Free(Buffer)),
+    ("cuMemFreeHost", Free(HostBuffer)),
+    ("cuEventDestroy_v2", Free(Event)),
+    ("cuStreamDestroy_v2", Free(Stream)),
+    ("cuModuleUnload", Free(Program)),
+    ("cuLibraryUnload", Free(Program)),
+    ("cuDevicePrimaryCtxRetain", Call),
+    ("cuDevicePrimaryCtxRelease", Call),
+    ("cuDevicePrimaryCtxReset", Call),
+    ("cuCtxCreate", Call),
+    ("cuCtxDestroy", Call),
+    ("cuCtxSynchronize", Call),
+    ("cuStreamSynchronize", Call),
+    ("cuStreamWaitEvent", Call),
+    ("cuEventRecord", Call),
+    ("cuEventRecordWithFlags", Call),
+    ("cuEventSynchronize", Call),
+    ("cuLaunchKernel", Call),
+    ("cuLaunchKernelEx", Call),
+    ("cuLaunchCooperativeKernel", Call),
+    ("cuGraphLaunch", Call),
+    ("cuMemcpy", Call),
+    ("cuMemcpyAsync", Call),
+    ("cuMemcpyHtoD", Call),
+    ("cuMemcpyDtoH", Call),
+    ("cuMemcpyDtoD", Call),
+    ("cuMemcpyHtoDAsync", Call),
+    ("cuMemcpyDtoHAsync", Call),
+    ("cuMemcpyDtoDAsync", Call),
+    ("cuMemcpy2D", Call),
+    ("cuMemcpy2DAsync", Call),
+    ("cuMemcpy3D", Call),
+    ("cuMemcpy3DAsync", Call),
+    ("cuMemsetD8", Call),
+    ("cuMemsetD32", Call),
+    ("cuMemsetD8Async", Call),
+    ("cuMemsetD32Async", Call),
+    ("cuMemPrefetchAsync", Call),
+    ("cuMemHostRegister", Call),
+    ("cuMemHostUnregister", Call),
+    ("cuMemPoolCreate", Call),
+    ("cuMemPoolDestroy", Call),
+    ("cuMemPoolTrimTo", Call),
+    ("cuMemPoolSetAttribute", Call),
+    ("cuDeviceSetMemPool", Call),
+    ("cuMemMap", Call),
+    ("cuMemUnmap", Call),
+    ("cuMemAddressReserve", Call),
+    ("cuMemAddressFree", Call),
+];
+
+/// A watched callback id: the name the program wrote (`cuMemAlloc`), the name
+/// the driver exports (`cuMemAlloc_v2`), and what it does.
+#[derive(Debug)]
+struct Hook {
+    api: &'static str,
+    driver: &'static str,
+    effect: Effect,
+}
+
+/// Hooks by driver callback id.
+static HOOKS: OnceLock<Vec<Option<Hook>>> = OnceLock::new();
+
+thread_local! {
+    /// A context the driver made inside the call this thread is in (the primary
+    /// context appears inside the program's first runtime call); that call made it.
+    static MADE_CONTEXT: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// What the driver exports under `name`, if the agent watches it: the name
+/// without the per-thread-stream suffix, then, for timeline-only calls, without
+/// its version.
+fn hook_for(name: &str) -> Option<(&'static str, Effect)> {
+    let name = name
+        .strip_suffix("_ptsz")
+        .or_else(|| name.strip_suffix("_ptds"))
+        .unwrap_or(name);
+    let unversioned = match name.rsplit_once("_v") {
+        Some((base, v)) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => base,
+        _ => name,
+    };
+    let found = WATCHED.iter().find(|(n, _)| *n == name).or_else(|| {
+        WATCHED
+            .iter()
+            .find(|(n, e)| *n == unversioned && *e == Call)
+    })?;
+    Some((unversioned_name(found.0), found.1))
+}
+
+/// `cuMemAlloc_v2` -> `cuMemAlloc`: what the program's source says.
+fn unversioned_name(name: &'static str) -> &'static str {
+    match name.rsplit_once("_v") {
+        Some((base, v)) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => base,
+        _ => name,
+    }
+}
+
+/// Hooks by callback id from (id, name) pairs.
+fn table(names: impl IntoIterator<Item = (u32, String)>) -> Vec<Option<Hook>> {
+    let mut hooks: Vec<Option<Hook>> = Vec::new();
+    for (cbid, name) in names {
+        let Some((api, effect)) = hook_for(&name) else {
+            continue;
+        };
+        let i = cbid as usize;
+        if hooks.len() <= i {
+            hooks.resize_with(i + 1, || None);
+        }
+        // A few dozen names, kept for the life of the process.
+        let driver: &'static str = Box::leak(name.into_boxed_str());
+        hooks[i] = Some(Hook {
+            api,
+            driver,
+            effect,
+        });
+    }
+    hooks
+}
+
+/// Called by the CUDA driver inside the program's first `cuInit`. Returns 1
+/// (success) in every case: the program must run whether or not it is watched.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> i32 {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if !transport::start() {
+            return; // loaded without `gpulab watch`: do nothing
+        }
+        match subscribe() {
+            Ok(()) => transport::attached(Api::Cuda, vec![ObjKind::Context]),
+            Err(reason) => transport::unavailable(Api::Cuda, reason),
+        }
+    });
+    1
+}
+
+/// A library opened for the rest of the process: it is never closed, since
+/// CUPTI calls back through it until the process ends.
+struct Library(*mut c_void);
+
+impl Library {
+    fn open(path: &str) -> Result<Library, String> {
+        let c = CString::new(path).map_err(|_| format!("{path}: not a path"))?;
+        // SAFETY: `c` is a valid C string; dlopen has no other precondition.
+        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            return Err(format!("cannot load {path}: {}", dl_error()));
+        }
+        Ok(Library(handle))
+    }
+
+    /// The symbol `name` as a function pointer of type `F`.
+    ///
+    /// # Safety
+    /// `F` must be the exact C type of the symbol.
+    unsafe fn get<F: Copy>(&self, name: &CStr) -> Result<F, String> {
+        // SAFETY: the handle is open; `name` is a C string.
+        let sym = unsafe { libc::dlsym(self.0, name.as_ptr()) };
+        if sym.is_null() {
+            return Err(format!("libcupti has no {}", name.to_string_lossy()));
+        }
+        debug_assert_eq!(size_of::<F>(), size_of::<*mut c_void>());
+        // SAFETY: a non-null symbol of type `F`, by the caller's contract.
+        Ok(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&sym) })
+    }
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns null or a C string valid until the next dl call.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        return "unknown error".into();
+    }
+    // SAFETY: non-null, NUL-terminated.
+    unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+}
+
+/// Opens libcupti, enables the watched callbacks and the context callbacks.
+fn subscribe() -> Result<(), String> {
+    let path = std::env::var(CUPTI_ENV).map_err(|_| {
+        "no libcupti was found for this program, so its CUDA calls go unseen: \
+         install the CUDA toolkit's CUPTI or `pip install nvidia-cuda-cupti`, \
+         or give `gpulab watch --cupti PATH`"
+            .to_string()
+    })?;
+    let lib = Library::open(&path)?;
+    // SAFETY: the CUPTI API's C types (cupti_callbacks.h, cupti_result.h).
+    let (subscribe, enable, name_of, result_string) = unsafe {
+        (
+            lib.get::<Subscribe>(c"cuptiSubscribe")?,
+            lib.get::<EnableCallback>(c"cuptiEnableCallback")?,
+            lib.get::<GetCallbackName>(c"cuptiGetCallbackName")?,
+            lib.get::<GetResultString>(c"cuptiGetResultString")?,
+        )
+    };
+    let says = |code: i32| {
+        let mut s: *const c_char = std::ptr::null();
+        // SAFETY: `s` is a writable out-pointer.
+        if unsafe { result_string(code, &mut s) } == CUPTI_SUCCESS && !s.is_null() {
+            // SAFETY: CUPTI returns a static C string.
+            unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+        } else {
+            format!("CUPTI error {code}")
+        }
+    };
+
+    let names = (1..MAX_CBID).filter_map(|cbid| {
+        let mut s: *const c_char = std::ptr::null();
+        // SAFETY: `s` is a writable out-pointer; an unknown id is an error status.
+        let ok = unsafe { name_of(DOMAIN_DRIVER_API, cbid, &mut s) } == CUPTI_SUCCESS;
+        // SAFETY: on success, a static C string.
+        (ok && !s.is_null()).then(|| {
+            (
+                cbid,
+                unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned(),
+            )
+        })
+    });
+    let hooks = HOOKS.get_or_init(|| table(names));
+    if hooks.iter().all(Option::is_none) {
+        return Err(format!(
+            "{path} names none of the driver calls the agent watches"
+        ));
+    }
+
+    let mut subscriber: *mut c_void = std::ptr::null_mut();
+    // SAFETY: out-pointer and a callback of CUPTI's type; no user data.
+    let status = unsafe { subscribe(&mut subscriber, on_cupti, std::ptr::null_mut()) };
+    if status != CUPTI_SUCCESS {
+        return Err(format!(
+            "CUPTI refused a subscriber ({}): another CUPTI client (Nsight Systems, \
+             the PyTorch profiler, compute-sanitizer) may already hold it, so the \
+             program's CUDA calls go unseen",
+            says(status)
+        ));
+    }
+    let ids = hooks
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.is_some())
+        .map(|(i, _)| (DOMAIN_DRIVER_API, i as u32))
+        .chain([
+            (DOMAIN_RESOURCE, RESOURCE_CONTEXT_CREATED),
+            (DOMAIN_RESOURCE, RESOURCE_CONTEXT_DESTROY_STARTING),
+        ]);
+    for (domain, cbid) in ids {
+        // SAFETY: a live subscriber and an id CUPTI named.
+        let status = unsafe { enable(1, subscriber, domain, cbid) };
+        if status != CUPTI_SUCCESS {
+            return Err(format!(
+                "CUPTI would not enable callback {cbid} of domain {domain}: {}",
+                says(status)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// CUPTI's callback, on the program's thread inside the driver call.
+unsafe extern "C" fn on_cupti(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    if data.is_null() {
+        return;
+    }
+    match domain {
+        DOMAIN_DRIVER_API => {
+            let hook = HOOKS
+                .get()
+                .and_then(|h| h.get(cbid as usize))
+                .and_then(Option::as_ref);
+            if let Some(hook) = hook {
+                // SAFETY: CUPTI passes a CUpti_CallbackData for this domain.
+                unsafe { driver_call(hook, &*data.cast::<CallbackData>()) }
+            }
+        }
+        // SAFETY: CUPTI passes a CUpti_ResourceData for this domain.
+        DOMAIN_RESOURCE => resource(cbid, unsafe { &*data.cast::<ResourceData>() }),
+        _ => {}
+    }
+}
+
+/// A watched call entered (keep its start) or returned (record it).
+///
+/// # Safety
+/// `data` is CUPTI's for this call: its parameter block has the layout of the
+/// hooked function's parameters, and at exit its out-parameters are written.
+unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
+    if data.site == API_ENTER {
+        MADE_CONTEXT.set(None);
+        if !data.correlation_data.is_null() {
+            // SAFETY: CUPTI's per-call slot.
+            unsafe { *data.correlation_data = now_ns() };
+        }
+        return;
+    }
+    let begin = if data.correlation_data.is_null() {
+        now_ns()
+    } else {
+        // SAFETY: the slot the enter callback wrote.
+        unsafe { *data.correlation_data }
+    };
+    let status = if data.return_value.is_null() {
+        0
+    } else {
+        // SAFETY: a driver call returns a CUresult, a C enum.
+        unsafe { *data.return_value.cast::<i32>() }
+    };
+    let params = data.params.cast::<usize>();
+    let object = if status != 0 || params.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract; `effect` matches this function.
+        unsafe { apply(hook.effect, params, data.context) }
+    };
+    let object = object.or_else(|| MADE_CONTEXT.take());
+    transport::call_as(hook.api, hook.driver, begin, Status::Cuda(status), object);
+}
+
+/// What a successful call did to the ledger.
+///
+/// # Safety
+/// `params` points to the parameter block of a function with this effect.
+unsafe fn apply(effect: Effect, params: *const usize, context: *mut c_void) -> Option<u64> {
+    match effect {
+        Make { kind, size } => {
+            // SAFETY: parameter 0 of a creating call is the out-pointer.
+            let out = unsafe { *params } as *const usize;
+            if out.is_null() {
+                return None;
+            }
+            // SAFETY: the driver wrote the new handle there before returning.
+            let handle = unsafe { *out };
+            let bytes = match size {
+                Size::None => 0,
+                // SAFETY: parameter `n` is a size_t after pointer-sized ones.
+                Size::At(n) => (unsafe { *params.add(n) }) as u64,
+                Size::Pitch => {
+                    // SAFETY: cuMemAllocPitch's (dptr*, pitch*, width, height, ...).
+                    let (pitch, height) =
+                        unsafe { (*params.add(1) as *const usize, *params.add(3)) };
+                    if pitch.is_null() {
+                        0
+                    } else {
+                        // SAFETY: the driver wrote the pitch.
+                        (unsafe { *pitch } as u64).saturating_mul(height as u64)
+                    }
+                }
+            };
+            let refs = ledger::cuda_id_of(ObjKind::Context, context as usize)
+                .into_iter()
+                .collect();
+            Some(ledger::cuda_created(kind, handle, bytes, refs))
+        }
+        // SAFETY: parameter 0 of a freeing call is the handle.
+        Free(kind) => ledger::cuda_released(kind, unsafe { *params }),
+        Call => None,
+    }
+}
+
+/// A context was made or is about to be destroyed.
+fn resource(cbid: u32, data: &ResourceData) {
+    let ctx = data.context as usize;
+    match cbid {
+        RESOURCE_CONTEXT_CREATED => {
+            let id = ledger::cuda_created(ObjKind::Context, ctx, 0, Vec::new());
+            MADE_CONTEXT.set(Some(id));
+        }
+        RESOURCE_CONTEXT_DESTROY_STARTING => {
+            if let Some(id) = ledger::cuda_released(ObjKind::Context, ctx) {
+                ledger::destroyed(id, ObjKind::Context, 0);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The driver's own name for a `CUresult` (`CUDA_ERROR_OUT_OF_MEMORY`).
+pub fn error_name(code: i32) -> String {
+    static GET: OnceLock<Option<GetErrorName>> = OnceLock::new();
+    let get = GET.get_or_init(|| {
+        // SAFETY: looks the driver's symbol up among the loaded libraries.
+        let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"cuGetErrorName".as_ptr()) };
+        // SAFETY: cuGetErrorName's C type (cuda.h).
+        (!sym.is_null())
+            .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, GetErrorName>(&sym) })
+    });
+    let mut s: *const c_char = std::ptr::null();
+    if let Some(get) = get
+        // SAFETY: `s` is a writable out-pointer.
+        && unsafe { get(code, &mut s) } == 0
+        && !s.is_null()
+    {
+        // SAFETY: the driver returns a static C string.
+        return unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
+    }
+    format!("CUDA_ERROR_{code}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_by_exact_version_for_objects_and_any_version_for_the_timeline() {
+        assert_eq!(
+            hook_for("cuMemAlloc_v2"),
+            Some((
+                "cuMemAlloc",
+                Make {
+                    kind: Buffer,
+                    size: Size::At(1)
+                }
+            ))
+        );
+        // Version 1 took 32-bit sizes: its parameters are not read.
+        assert_eq!(hook_for("cuMemAlloc"), None);
+        assert_eq!(
+            hook_for("cuMemAllocAsync_ptsz"),
+            Some((
+                "cuMemAllocAsync",
+                Make {
+                    kind: Buffer,
+                    size: Size::At(1)
+                }
+            ))
+        );
+        assert_eq!(
+            hook_for("cuMemFreeAsync_ptsz"),
+            Some(("cuMemFreeAsync", Free(Buffer)))
+        );
+        assert_eq!(
+            hook_for("cuMemcpyHtoD_v2_ptds"),
+            Some(("cuMemcpyHtoD", Call))
+        );
+        assert_eq!(
+            hook_for("cuLaunchKernel_ptsz"),
+            Some(("cuLaunchKernel", Call))
+        );
+        assert_eq!(
+            hook_for("cuDevicePrimaryCtxRelease_v2"),
+            Some(("cuDevicePrimaryCtxRelease", Call))
+        );
+        assert_eq!(hook_for("cuMemGetInfo_v2"), None);
+        assert_eq!(hook_for("cuEventQuery"), None);
+    }
+
+    #[test]
+    fn the_table_is_indexed_by_callback_id() {
+        let t = table([(7, "cuMemFree_v2".to_string()), (3, "cuInit".to_string())]);
+        assert_eq!(t.len(), 8);
+        assert!(t[3].is_none());
+        let h = t[7].as_ref().expect("hooked");
+        assert_eq!(
+            (h.api, h.driver, h.effect),
+            ("cuMemFree", "cuMemFree_v2", Free(Buffer))
+        );
+    }
+
+    /// Drives the callback decoding with the blocks CUPTI would pass.
+    #[test]
+    fn an_allocation_and_its_free_reach_the_ledger_with_their_size() {
+        #[repr(C)]
+        struct AllocParams {
+            dptr: *mut u64,
+            bytesize: usize,
+        }
+        let mut dptr: u64 = 0x7f00_0000_1000;
+        let alloc = AllocParams {
+            dptr: &mut dptr,
+            bytesize: 3 << 20,
+        };
+        let make = Make {
+            kind: Buffer,
+            size: Size::At(1),
+        };
+        // SAFETY: a parameter block of cuMemAlloc_v2's layout.
+        let id = unsafe { apply(make, (&raw const alloc).cast(), std::ptr::null_mut()) };
+        let id = id.expect("created");
+        assert_eq!(ledger::cuda_id_of(Buffer, 0x7f00_0000_1000), Some(id));
+
+        let free: [usize; 1] = [0x7f00_0000_1000];
+        // SAFETY: cuMemFree_v2's block: the device pointer.
+        let freed = unsafe { apply(Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
+        assert_eq!(freed, Some(id));
+        assert_eq!(ledger::cuda_id_of(Buffer, 0x7f00_0000_1000), None);
+        // SAFETY: as above; the pointer is no longer the program's.
+        let again = unsafe { apply(Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
+        assert_eq!(again, None, "a second free is not a second release");
+    }
+
+    #[test]
+    fn a_pitched_allocation_counts_pitch_times_height() {
+        let mut dptr: u64 = 0x9000;
+        let mut pitch: usize = 512;
+        let block: [usize; 5] = [
+            (&raw mut dptr) as usize,
+            (&raw mut pitch) as usize,
+            300,
+            10,
+            4,
+        ];
+        let make = Make {
+            kind: Buffer,
+            size: Size::Pitch,
+        };
+        // SAFETY: cuMemAllocPitch_v2's layout.
+        let id = unsafe { apply(make, block.as_ptr(), std::ptr::null_mut()) };
+        assert!(id.is_some());
+        assert_eq!(ledger::cuda_released(Buffer, 0x9000), id);
+    }
+
+    #[test]
+    fn the_enter_callback_keeps_the_start_for_the_exit() {
+        let mut slot = 0u64;
+        let data = CallbackData {
+            site: API_ENTER,
+            function_name: std::ptr::null(),
+            params: std::ptr::null(),
+            return_value: std::ptr::null(),
+            symbol_name: std::ptr::null(),
+            context: std::ptr::null_mut(),
+            context_uid: 0,
+            correlation_data: &mut slot,
+            correlation_id: 1,
+        };
+        let hook = Hook {
+            api: "cuCtxSynchronize",
+            driver: "cuCtxSynchronize",
+            effect: Call,
+        };
+        let before = now_ns();
+        // SAFETY: a well-formed enter block.
+        unsafe { driver_call(&hook, &data) };
+        assert!(slot >= before && slot <= now_ns());
+    }
+
+    #[test]
+    fn a_context_made_inside_a_call_is_that_calls_object() {
+        let ctx = ResourceData {
+            context: 0x5151 as *mut c_void,
+            handle: std::ptr::null_mut(),
+            descriptor: std::ptr::null_mut(),
+        };
+        resource(RESOURCE_CONTEXT_CREATED, &ctx);
+        let id = ledger::cuda_id_of(ObjKind::Context, 0x5151);
+        assert!(id.is_some());
+        assert_eq!(MADE_CONTEXT.take(), id);
+        resource(RESOURCE_CONTEXT_DESTROY_STARTING, &ctx);
+        assert_eq!(ledger::cuda_id_of(ObjKind::Context, 0x5151), None);
+    }
+
+    #[test]
+    fn an_unknown_status_still_has_a_name() {
+        // No CUDA driver in the test process: the name is made from the code.
+        if unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"cuGetErrorName".as_ptr()) }.is_null() {
+            assert_eq!(error_name(2), "CUDA_ERROR_2");
+        }
+    }
+}

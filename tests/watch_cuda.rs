@@ -1,0 +1,282 @@
+//! `gpulab watch` on CUDA programs gpulab did not write, through CUPTI: a leaky
+//! program built here with nvcc (beside `compute-sanitizer --leak-check full` on
+//! the same binary), PyTorch's caching allocator and CuPy's pool. They check
+//! completeness against each program's own counts, and that the leaks are seen
+//! while the program runs, not what a driver decides.
+//!
+//! They need an NVIDIA GPU, nvcc and libcupti: ignored unless run with
+//! `GPULAB_REQUIRE_CUDA=1 cargo test --test watch_cuda -- --ignored`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use common::{gpulab, repo_file, stderr, temp_dir};
+use gpulab::trace::{Event, ObjKind, ObjectAction};
+use gpulab::watch::{self, WatchRequest};
+use serde_json::Value;
+
+fn require_cuda() {
+    assert!(
+        gpulab::backend::cuda::tests_require_cuda(),
+        "set GPULAB_REQUIRE_CUDA=1 to run this on a GPU machine"
+    );
+}
+
+/// nvcc from PATH or the usual toolkit places.
+fn nvcc() -> PathBuf {
+    [
+        "nvcc",
+        "/usr/local/cuda/bin/nvcc",
+        "/usr/local/cuda-13.0/bin/nvcc",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| Command::new(p).arg("--version").output().is_ok())
+    .expect("nvcc (the CUDA toolkit) is needed to build the test program")
+}
+
+fn build(dir: &Path, source: &str) -> PathBuf {
+    let exe = dir.join(Path::new(source).file_stem().expect("a file name"));
+    let out = Command::new(nvcc())
+        .arg("-o")
+        .arg(&exe)
+        .arg(repo_file(source))
+        .output()
+        .expect("nvcc starts");
+    assert!(out.status.success(), "nvcc: {}", stderr(&out));
+    exe
+}
+
+fn watch_json(args: &[&str]) -> (std::process::Output, Value) {
+    let dir = temp_dir();
+    let file = dir.path().join("report.json");
+    let out = gpulab()
+        .args(["watch", "--json", "--output"])
+        .arg(&file)
+        .arg("--")
+        .args(args)
+        .output()
+        .expect("gpulab starts");
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let report = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", stderr(&out)));
+    (out, report)
+}
+
+fn kind<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["kinds"]
+        .as_array()
+        .and_then(|ks| ks.iter().find(|k| k["kind"] == name))
+        .unwrap_or_else(|| panic!("no {name} in the report: {report:#}"))
+}
+
+fn assert_complete(report: &Value) {
+    let processes = report["processes"].as_array().expect("processes");
+    assert!(!processes.is_empty(), "no agent reported: {report:#}");
+    for p in processes {
+        assert!(
+            p["apis"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == "cuda")),
+            "CUDA not watched: {p}"
+        );
+        assert_eq!(p["dropped"], 0, "records dropped: {p}");
+        assert_eq!(p["records"], p["received"], "records lost on the way: {p}");
+    }
+}
+
+/// `name=value` numbers from the program's summary line starting with `prefix`.
+fn own_count(text: &str, prefix: &str, key: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|w| w.split_once('='))
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in the program's output:\n{text}"))
+}
+
+fn alive(report: &Value, kind: &str) -> (u64, u64) {
+    report["alive_at_exit"]
+        .as_array()
+        .expect("alive_at_exit")
+        .iter()
+        .filter(|g| g["kind"] == kind)
+        .fold((0, 0), |(n, b), g| {
+            (
+                n + g["count"].as_u64().unwrap_or(0),
+                b + g["bytes"].as_u64().unwrap_or(0),
+            )
+        })
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn an_nvcc_program_is_counted_exactly_and_its_leaks_are_compute_sanitizers() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/cuda_leaks.cu");
+    let exe = exe.to_string_lossy().into_owned();
+    let (out, report) = watch_json(&[&exe, "4"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_complete(&report);
+    let own = stderr(&out);
+    let n = |key: &str| own_count(&own, "cuda_leaks:", key);
+
+    for (name, created, released) in [
+        ("buffer", "buffers_created", "buffers_freed"),
+        ("event", "events_created", "events_destroyed"),
+        ("stream", "streams_created", "streams_destroyed"),
+        ("host_buffer", "host_created", "host_freed"),
+    ] {
+        let k = kind(&report, name);
+        assert_eq!(k["created"], n(created), "{name}: {k}");
+        assert_eq!(k["released"], n(released), "{name}: {k}");
+    }
+    let (leaked, leaked_bytes) = alive(&report, "buffer");
+    assert_eq!(leaked, n("buffers_created") - n("buffers_freed"));
+    assert_eq!(leaked_bytes, n("kept_bytes"));
+    let (host, host_bytes) = alive(&report, "host_buffer");
+
+    // compute-sanitizer on the same binary: the same allocations, found at exit.
+    let Ok(sanitizer) = Command::new("compute-sanitizer")
+        .args(["--leak-check", "full", &exe, "4"])
+        .output()
+    else {
+        eprintln!("compute-sanitizer is not on PATH: its side of the comparison is skipped");
+        return;
+    };
+    let text = String::from_utf8_lossy(&sanitizer.stdout).into_owned()
+        + &String::from_utf8_lossy(&sanitizer.stderr);
+    let summary = text
+        .lines()
+        .find(|l| l.contains("LEAK SUMMARY:"))
+        .unwrap_or_else(|| panic!("no leak summary from compute-sanitizer:\n{text}"));
+    // "========= LEAK SUMMARY: 37748736 bytes leaked in 5 allocations"
+    let numbers: Vec<u64> = summary
+        .split_whitespace()
+        .filter_map(|w| w.replace(',', "").parse().ok())
+        .collect();
+    assert_eq!(
+        numbers,
+        vec![leaked_bytes + host_bytes, leaked + host],
+        "{summary}"
+    );
+}
+
+/// The leak is in the stream while the program still runs: each kept buffer
+/// arrives before the program's exit by at least the pauses after it.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/cuda_leaks.cu");
+    let watching = watch::start(&WatchRequest {
+        command: vec![exe.to_string_lossy().into_owned(), "4".into(), "400".into()],
+        sample_hz: 100.0,
+        output: Some(dir.path().join("program.log")),
+        cupti: None,
+    })
+    .expect("watch starts");
+    let mut kept = Vec::new();
+    let mut end = None;
+    for event in watching.events.iter() {
+        match event {
+            Event::Object(o)
+                if o.kind == ObjKind::Buffer
+                    && o.action == ObjectAction::Created
+                    && o.bytes == 8 << 20 =>
+            {
+                kept.push(Instant::now());
+            }
+            Event::End(_) => end = Some(Instant::now()),
+            _ => {}
+        }
+    }
+    let end = end.expect("the stream ends");
+    assert_eq!(kept.len(), 4, "one kept buffer per iteration");
+    // Three more iterations, each with a 400 ms pause, follow the first.
+    let ahead = end.duration_since(kept[0]);
+    assert!(
+        ahead.as_millis() >= 1000,
+        "the first leak arrived only {ahead:?} before the end"
+    );
+}
+
+fn python_has(module: &str) -> bool {
+    Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// PyTorch: `del x` frees nothing (no cuMemFree), `empty_cache()` does.
+#[test]
+#[ignore = "needs an NVIDIA GPU, PyTorch and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn pytorch_gives_memory_back_only_on_empty_cache() {
+    require_cuda();
+    if !python_has("torch") {
+        eprintln!("skipping: python3 has no torch");
+        return;
+    }
+    let dir = temp_dir();
+    let record = dir.path().join("torch.jsonl");
+    let out = gpulab()
+        .args(["watch", "--json", "-o"])
+        .arg(dir.path().join("r.json"))
+        .arg("--record")
+        .arg(&record)
+        .args(["--", "python3"])
+        .arg(repo_file("tests/watch/torch_cache.py"))
+        .arg("0.2")
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("r.json")).expect("a report"),
+    )
+    .expect("JSON");
+    assert_complete(&report);
+    let buffers = kind(&report, "buffer");
+    assert_eq!(buffers["created"], buffers["released"], "{buffers}");
+    assert_eq!(buffers["alive_at_exit"], 0);
+    // The GiB the tensor needed is one allocation that lived until empty_cache.
+    let text = std::fs::read_to_string(&record).expect("the recording");
+    let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+    let run = gpulab::run::Run::from_events(&events);
+    let big: Vec<_> = run
+        .ledger
+        .values()
+        .filter(|o| o.kind == ObjKind::Buffer && o.bytes >= 1 << 30)
+        .collect();
+    assert_eq!(big.len(), 1, "one allocation of at least 1 GiB");
+    let freed_by = run
+        .calls
+        .iter()
+        .find(|c| c.object == Some(big[0].id) && c.api.starts_with("cuMemFree"))
+        .expect("the GiB was freed");
+    assert_eq!(freed_by.api, "cuMemFree");
+}
+
+/// CuPy: freed arrays stay in its pool until `free_all_blocks()`.
+#[test]
+#[ignore = "needs an NVIDIA GPU, CuPy and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn cupy_keeps_freed_arrays_in_its_pool_until_free_all_blocks() {
+    require_cuda();
+    if !python_has("cupy") {
+        eprintln!("skipping: python3 has no cupy");
+        return;
+    }
+    let script = repo_file("tests/watch/cupy_pool.py");
+    let script = script.to_string_lossy();
+    let (out, report) = watch_json(&["python3", &script, "0.2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_complete(&report);
+    let buffers = kind(&report, "buffer");
+    assert!(buffers["created"].as_u64().unwrap_or(0) >= 1, "{buffers}");
+    assert_eq!(buffers["created"], buffers["released"], "{buffers}");
+}
