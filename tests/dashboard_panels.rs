@@ -164,3 +164,62 @@ fn panel_snapshots_from_the_h100_recording() {
         insta::assert_snapshot!(format!("panel_{name}_80x24"), text);
     }
 }
+
+/// The H100 PyTorch recording (`tests/watch/torch_cache.py` under watch), cut
+/// between `del x` and `torch.cuda.empty_cache()`: the GiB is alive *now* (not
+/// "at exit"), named as the process's own (its caching allocator's), and the
+/// objects panel lists CUDA's kinds, not OpenCL's.
+#[test]
+fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
+    use gpulab::trace::{Event, ObjKind, ObjectAction};
+    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::theme::Theme;
+
+    let path = common::repo_file("assets/watch-recordings/nvidia-h100/torch-cache.jsonl");
+    let text_in = std::fs::read_to_string(path).expect("the shipped recording");
+    let events = gpulab::trace::read_events(text_in.as_bytes()).expect("it reads");
+    let freed_at = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Object(o) if o.kind == ObjKind::Buffer && o.action == ObjectAction::Released => {
+                Some(o.t_ns)
+            }
+            _ => None,
+        })
+        .expect("empty_cache freed the GiB");
+    let before: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.t_ns().is_none_or(|t| t < freed_at))
+        .collect();
+    let mut run = RunState::from_events(Origin::Recording("torch".into()), before);
+    run.closed = false;
+    let area = Rect::new(0, 0, 120, 12);
+    let mut buf = Buffer::empty(area);
+    VerdictPanel {
+        lab: None,
+        run: Some(&run),
+        scroll: 0,
+        theme: Theme::PLAIN,
+        focused: false,
+    }
+    .render(area, &mut buf);
+    let verdict = text(&buf);
+    assert!(
+        verdict.contains("1 buffers alive now (1024.00 MiB), made by cuMemAlloc"),
+        "{verdict}"
+    );
+    assert!(!verdict.contains("at exit"), "{verdict}");
+    assert!(verdict.contains("caching allocator"), "{verdict}");
+
+    let area = Rect::new(0, 0, 40, 14);
+    let mut buf = Buffer::empty(area);
+    ObjectsPanel {
+        run: Some(&run),
+        theme: Theme::PLAIN,
+        focused: false,
+    }
+    .render(area, &mut buf);
+    let objects = text(&buf);
+    assert!(objects.contains("streams"), "{objects}");
+    assert!(!objects.contains("queues"), "{objects}");
+}

@@ -349,3 +349,46 @@ fn the_shipped_h100_watch_recordings_report_what_their_events_say() {
         assert_complete(&report);
     }
 }
+
+/// The H100 CUDA watch recordings (the nvcc leak program, PyTorch, CuPy) report
+/// what their events say: per kind, created and released equal the object
+/// records in the file, and the agent was complete.
+#[test]
+fn the_shipped_h100_cuda_watch_recordings_report_what_their_events_say() {
+    use gpulab::trace::{Event, ObjectAction};
+    for name in ["cuda-leaks", "torch-cache", "cupy-pool"] {
+        let file = repo_file(&format!("assets/watch-recordings/nvidia-h100/{name}.jsonl"));
+        let text = std::fs::read_to_string(&file).expect("a shipped recording");
+        let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+        let mut expected: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        for e in &events {
+            if let Event::Object(o) = e {
+                let k = expected.entry(o.kind.as_str().to_string()).or_default();
+                match o.action {
+                    ObjectAction::Created => k.0 += 1,
+                    ObjectAction::Released if o.refcount == 0 => k.1 += 1,
+                    _ => {}
+                }
+            }
+        }
+        let out = gpulab()
+            .args(["report", "--json"])
+            .arg(&file)
+            .output()
+            .expect("gpulab starts");
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let report: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+        assert_complete(&report);
+        assert!(
+            report["processes"][0]["apis"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == "cuda")),
+            "{name}: {report:#}"
+        );
+        for (kind_name, (created, released)) in expected {
+            let k = kind(&report, &kind_name);
+            assert_eq!(k["created"], created, "{name} {kind_name}");
+            assert_eq!(k["released"], released, "{name} {kind_name}");
+        }
+    }
+}

@@ -37,10 +37,12 @@ int main(int argc, char **argv) {
   cl_int err;
   cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
   cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
-  double t0 = now_s();
+  double t0 = now_s(), inside = 0;
   for (long i = 0; i < n; i++) {
+    double a = now_s();
     clRetainMemObject(buf);
     clReleaseMemObject(buf);
+    inside += now_s() - a;
     if (rate > 0)
       while (now_s() < t0 + 2.0 * (i + 1) / rate) {
       }
@@ -48,7 +50,8 @@ int main(int argc, char **argv) {
   double t1 = now_s();
   clReleaseMemObject(buf);
   clReleaseContext(ctx);
+  /* call_ns: time inside the calls only, so pacing does not count. */
   fprintf(stderr, "cl_calls: calls=%ld call_ns=%.0f calls_per_s=%.0f\n", 2 * n,
-          (t1 - t0) / (2 * n) * 1e9, 2 * n / (t1 - t0));
+          inside / (2 * n) * 1e9, 2 * n / (t1 - t0));
   return 0;
 }

@@ -142,12 +142,17 @@ pub(super) fn ldconfig_cache_prefix(prefix: &str) -> Vec<PathBuf> {
     ldconfig_cache_where(|name| name.starts_with(prefix))
 }
 
+/// `ldconfig -p`, run once per process (the loaders and libcupti both ask).
 fn ldconfig_cache_where(wanted: impl Fn(&str) -> bool) -> Vec<PathBuf> {
-    let out = ["/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"]
-        .iter()
-        .find_map(|exe| Command::new(exe).arg("-p").output().ok());
-    let Some(out) = out else { return Vec::new() };
-    parse_ldconfig(&String::from_utf8_lossy(&out.stdout), wanted)
+    static CACHE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text = CACHE.get_or_init(|| {
+        ["/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"]
+            .iter()
+            .find_map(|exe| Command::new(exe).arg("-p").output().ok())
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default()
+    });
+    parse_ldconfig(text, wanted)
 }
 
 /// Lines like `\tlibOpenCL.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libOpenCL.so.1`.

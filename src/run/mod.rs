@@ -11,8 +11,8 @@ use crate::trace::ObjKind;
 pub use objects::{MadeBy, ObjState};
 
 use crate::trace::{
-    AgentEvent, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End, EndStatus, Event, Meta,
-    Note, ObjectAction, ObjectEvent, Sample,
+    AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End,
+    EndStatus, Event, Meta, Note, ObjectAction, ObjectEvent, Sample,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -201,6 +201,26 @@ impl Run {
             .filter(|s| s.t_ns > end_ns)
             .map(|s| (s.t_ns, s.used_bytes))
             .collect();
+    }
+
+    /// The APIs whose calls this run shows: a lab's backend, or, for a watched
+    /// program, those its agents attached to so far (none before the first).
+    pub fn apis(&self) -> Vec<BackendKind> {
+        let Some(meta) = &self.meta else {
+            return Vec::new();
+        };
+        if meta.watch.is_none() {
+            return vec![meta.backend];
+        }
+        let mut apis: Vec<BackendKind> = self
+            .agents
+            .iter()
+            .filter(|a| matches!(a.state, AgentState::Attached { .. }))
+            .filter_map(|a| BackendKind::from_api(&a.api))
+            .collect();
+        apis.sort_by_key(|b| b.as_str());
+        apis.dedup();
+        apis
     }
 
     /// Latest memory reading above the baseline, bytes (negative when below).

@@ -128,11 +128,18 @@ pub(crate) struct NvmlProbe {
     tracker: PidTracker,
 }
 
-/// NVIDIA GPU 0 as NVML names it, and its memory in use now. `watch` asks before
-/// it starts the program (so the figure is the device without it) and opens its
-/// sampling probe later, in the thread that owns the session; NVML is shut down
-/// again before this returns, so no NVML state crosses the program's spawn.
-pub(crate) fn first_gpu() -> Option<(DeviceInfo, u64)> {
+/// NVIDIA GPU 0 as NVML names it, with its memory in use when it was opened.
+/// `watch` opens it before it starts the program (so `used` is the device
+/// without it) and turns it into the sampling probe afterwards, so NVML starts
+/// once per watch (it takes tens of milliseconds). NVML stays open across the
+/// program's spawn: its exec leaves every NVML state behind.
+pub struct Gpu0 {
+    nvml: Nvml,
+    pub info: DeviceInfo,
+    pub used: u64,
+}
+
+pub(crate) fn first_gpu() -> Option<Gpu0> {
     let nvml = Nvml::init().ok()?;
     let device = nvml.device_by_index(0).ok()?;
     let mem = device.memory_info().ok()?;
@@ -145,7 +152,11 @@ pub(crate) fn first_gpu() -> Option<(DeviceInfo, u64)> {
         total_bytes: Some(mem.total),
         pci_bus_id: device.pci_info().ok().map(|p| p.bus_id),
     };
-    Some((info, mem.used))
+    Some(Gpu0 {
+        nvml,
+        info,
+        used: mem.used,
+    })
 }
 
 impl NvmlProbe {
@@ -179,18 +190,15 @@ impl NvmlProbe {
     }
 
     /// NVIDIA GPU 0, for a program that does not say which GPU it uses (`watch`),
-    /// read on behalf of `pid` against `baseline` (device memory in use before the
-    /// program started). None when NVML sees no GPU.
-    pub(crate) fn open_first(pid: u32, baseline: u64) -> Option<NvmlProbe> {
-        let nvml = Nvml::init().ok()?;
-        let total = nvml.device_by_index(0).ok()?.memory_info().ok()?.total;
-        Some(NvmlProbe {
-            nvml,
+    /// read on behalf of `pid` against the memory in use when it was opened.
+    pub(crate) fn of_gpu0(gpu: Gpu0, pid: u32) -> NvmlProbe {
+        NvmlProbe {
+            nvml: gpu.nvml,
             index: 0,
-            total,
-            baseline,
-            tracker: PidTracker::new(pid, baseline),
-        })
+            total: gpu.info.total_bytes.unwrap_or(0),
+            baseline: gpu.used,
+            tracker: PidTracker::new(pid, gpu.used),
+        }
     }
 
     pub(crate) fn total(&self) -> u64 {

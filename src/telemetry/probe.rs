@@ -2,7 +2,7 @@
 //! worker's RSS for a CPU OpenCL device (its device memory is host memory), or
 //! nothing, with a note saying why.
 
-use super::nvml::NvmlProbe;
+use super::nvml::{Gpu0, NvmlProbe};
 use super::procfs::{self, Statm};
 use super::{Reading, Result, TelemetryError};
 use crate::clock::now_ns;
@@ -78,20 +78,19 @@ impl Probe {
     }
 
     /// NVIDIA GPU 0 and its memory in use now, for a program gpulab is about to
-    /// start (`watch`). None when NVML sees no NVIDIA GPU. NVML is closed again.
-    pub fn nvidia_gpu0_now() -> Option<(DeviceInfo, u64)> {
+    /// start (`watch`). None when NVML sees no NVIDIA GPU.
+    pub fn nvidia_gpu0_now() -> Option<Gpu0> {
         super::nvml::first_gpu()
     }
 
     /// A probe of NVIDIA GPU 0 on behalf of `pid`, against the device memory in
-    /// use before the program started (`nvidia_gpu0_now`).
-    pub fn nvidia_gpu0(pid: u32, baseline: u64) -> Option<Probe> {
-        let nvml = NvmlProbe::open_first(pid, baseline)?;
-        Some(Probe {
-            inner: Inner::Nvml(Box::new(nvml)),
+    /// use when `gpu` was opened (before the program started).
+    pub fn nvidia_gpu0(pid: u32, gpu: Gpu0) -> Probe {
+        Probe {
+            inner: Inner::Nvml(Box::new(NvmlProbe::of_gpu0(gpu, pid))),
             pid,
             notes: Vec::new(),
-        })
+        }
     }
 
     /// A probe of process `pid`'s resident memory.

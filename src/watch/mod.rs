@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use crate::clock::now_ns;
 use crate::machine::{LoaderPlan, Loaders, cupti, icd};
-use crate::telemetry::{Probe, Sampler};
+use crate::telemetry::{Gpu0, Probe, Sampler};
 use crate::trace::{
-    self, BackendKind, DeviceInfo, DeviceKind, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION,
-    MemorySource, Meta, Note, NoteLevel, WatchMeta,
+    self, BackendKind, DeviceKind, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION, MemorySource,
+    Meta, Note, NoteLevel, WatchMeta,
 };
 
 use self::agent::AgentLibrary;
@@ -203,14 +203,17 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         let err = log.try_clone().map_err(WatchError::Pipe)?;
         cmd.stdout(log).stderr(err);
     }
-    let mut notes = reach_the_loader(&mut cmd, &Loaders::find().plan());
-    notes.extend(reach_cuda(
-        &mut cmd,
-        &library.path(),
-        &cupti::find(req.cupti.as_deref()),
-    ));
-    // Before the program starts, so the baseline is the device without it.
-    let gpu = Probe::nvidia_gpu0_now();
+    // NVML starts (tens of milliseconds) while the loaders and libcupti are
+    // looked for; both before the program starts, so the baseline is the device
+    // without it.
+    let (gpu, plan, cuptis) = std::thread::scope(|s| {
+        let gpu = s.spawn(Probe::nvidia_gpu0_now);
+        let plan = Loaders::find().plan();
+        let cuptis = cupti::find(req.cupti.as_deref());
+        (gpu.join().ok().flatten(), plan, cuptis)
+    });
+    let mut notes = reach_the_loader(&mut cmd, &plan);
+    notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis));
     let started_ns = now_ns();
     let child = cmd.spawn().map_err(|source| WatchError::Spawn {
         program: program.clone(),
@@ -231,7 +234,7 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         stop: stop.clone(),
         meta: meta(req, pid, started_ns, gpu.as_ref()),
         notes,
-        gpu_baseline: gpu.map(|(_, used)| used),
+        gpu,
         sample_hz: req.sample_hz,
     };
     let (inner_tx, inner_rx) = mpsc::channel();
@@ -256,8 +259,8 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
 /// The stream's `meta`: the device is NVIDIA GPU 0 when NVML sees one (the program
 /// may use another; the memory figures are GPU 0's), else "the devices the program
 /// chooses" with the program's RSS as its memory.
-fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&(DeviceInfo, u64)>) -> Meta {
-    let (device, baseline_bytes) = match gpu {
+fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>) -> Meta {
+    let (device, baseline_bytes) = match gpu.map(|g| (&g.info, g.used)) {
         Some((info, used)) => (
             DeviceMeta {
                 name: info.name.clone(),
@@ -269,7 +272,7 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&(DeviceInfo, u64)>
                 pci_bus_id: info.pci_bus_id.clone(),
                 clock_error_ns: None,
             },
-            Some(*used),
+            Some(used),
         ),
         None => (
             DeviceMeta {
@@ -340,9 +343,10 @@ struct Session {
     meta: Meta,
     /// What was done to reach the program's OpenCL loader, said after `meta`.
     notes: Vec<(NoteLevel, String)>,
-    /// NVIDIA GPU 0's memory in use before the program started, when there is a
-    /// GPU: then NVML is read; else the program's RSS.
-    gpu_baseline: Option<u64>,
+    /// NVIDIA GPU 0, opened before the program started (its memory in use then
+    /// is the baseline), when there is one: then NVML is read; else the
+    /// program's RSS.
+    gpu: Option<Gpu0>,
     sample_hz: f64,
 }
 
@@ -353,8 +357,8 @@ impl Session {
         for (level, text) in std::mem::take(&mut self.notes) {
             self.note(level, text);
         }
-        let probe = match self.gpu_baseline.and_then(|b| Probe::nvidia_gpu0(pid, b)) {
-            Some(gpu) => Ok(gpu),
+        let probe = match self.gpu.take() {
+            Some(gpu) => Ok(Probe::nvidia_gpu0(pid, gpu)),
             None => Probe::rss(pid),
         };
         let mut sampler = match probe {
@@ -564,7 +568,7 @@ mod tests {
             stop: Arc::new(AtomicBool::new(false)),
             meta: meta(&req, pid, 0, None),
             notes: Vec::new(),
-            gpu_baseline: None,
+            gpu: None,
             sample_hz: 0.0,
         };
         let (inner_tx, inner_rx) = mpsc::channel();

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,10 @@ pub const FD_ENV: &str = "GPULAB_AGENT_FD";
 const QUEUE_LEN: usize = 1 << 16;
 /// Writes up to this size into a pipe are atomic (POSIX guarantees 512; Linux 4096).
 const PIPE_BUF: usize = 4096;
+/// The agent thread's nap while records flow, and while the program is quiet:
+/// the longest a record waits before it goes out.
+const POLL_MIN: Duration = Duration::from_millis(1);
+const POLL_MAX: Duration = Duration::from_millis(8);
 /// How long the exiting process waits for its records to reach the pipe.
 const EXIT_WAIT: Duration = Duration::from_secs(2);
 
@@ -242,24 +246,41 @@ fn push_until(tx: &SyncSender<Message>, mut message: Message, deadline: Instant)
     }
 }
 
-/// The agent thread: records in, event lines out.
+/// The agent thread: records in, event lines out. It polls rather than blocks:
+/// a thread blocked on the queue must be woken by every record sent to it (a
+/// futex wake, microseconds inside the program's call), while a polling one is
+/// never waited for. It naps briefly while records flow and longer, up to
+/// `POLL_MAX`, while the program is quiet.
 fn drain(rx: Receiver<Message>, out: File, pid: u32, parent_pid: u32) {
     let mut out = Lines::new(out);
-    while let Ok(first) = rx.recv() {
-        let mut next = Some(first);
-        while let Some(message) = next {
-            match message {
-                Message::Flush(ack) => {
+    let mut nap = POLL_MIN;
+    loop {
+        let mut got = false;
+        loop {
+            match rx.try_recv() {
+                Ok(Message::Flush(ack)) => {
                     out.flush();
                     let _ = ack.try_send(());
                 }
-                Message::Record(record) => out.push(&to_event(record, pid, parent_pid)),
+                Ok(Message::Record(record)) => {
+                    got = true;
+                    out.push(&to_event(record, pid, parent_pid));
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    out.flush();
+                    return;
+                }
             }
-            next = rx.try_recv().ok();
         }
         out.flush();
+        nap = if got {
+            POLL_MIN
+        } else {
+            (nap * 2).min(POLL_MAX)
+        };
+        std::thread::sleep(nap);
     }
-    out.flush();
 }
 
 fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {

@@ -81,6 +81,15 @@ impl BackendKind {
             BackendKind::Cuda => "cuda",
         }
     }
+
+    /// The backend an agent event's `api` names.
+    pub fn from_api(api: &str) -> Option<BackendKind> {
+        match api {
+            "opencl" => Some(BackendKind::OpenCl),
+            "cuda" => Some(BackendKind::Cuda),
+            _ => None,
+        }
+    }
 }
 
 /// What kind of device ran the work. On the wire: `gpu`, `cpu`, `other`.

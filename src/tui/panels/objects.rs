@@ -44,9 +44,17 @@ impl ObjectsPanel<'_> {
             ),
             t.dim(),
         )];
-        let backend = run.run.meta.as_ref().map(|m| m.backend);
-        // Only the kinds this backend has; a recording of unknown origin shows all.
-        let kinds = backend.map_or_else(|| ObjKind::ALL.to_vec(), Api::kinds_of);
+        // Only the kinds the run's APIs have; before any is known, all.
+        let apis = run.run.apis();
+        let kinds: Vec<ObjKind> = if apis.is_empty() {
+            ObjKind::ALL.to_vec()
+        } else {
+            let of: Vec<Vec<ObjKind>> = apis.into_iter().map(Api::kinds_of).collect();
+            ObjKind::ALL
+                .into_iter()
+                .filter(|k| of.iter().any(|kinds| kinds.contains(k)))
+                .collect()
+        };
         for kind in kinds {
             let n = live.get(&kind).copied().unwrap_or(0);
             let b = bytes.get(&kind).copied().unwrap_or(0);

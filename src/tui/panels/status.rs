@@ -31,9 +31,18 @@ impl StatusBar<'_> {
             } else {
                 format!(" · driver {}", m.device.driver_version)
             };
+            let apis = self.run.map(|r| r.run.apis()).unwrap_or_default();
+            let apis = if apis.is_empty() {
+                "no API seen yet".to_string()
+            } else {
+                apis.iter()
+                    .map(|a| a.as_str())
+                    .collect::<Vec<_>>()
+                    .join("+")
+            };
             return format!(
-                "{}{driver} · {} · {}{rate}",
-                m.device.name, m.backend, m.device.memory_source
+                "{}{driver} · {apis} · {}{rate}",
+                m.device.name, m.device.memory_source
             );
         }
         match self.availability {

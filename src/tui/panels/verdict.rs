@@ -9,7 +9,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{block, usable};
 use crate::lab::Lab;
-use crate::trace::{EndStatus, NoteLevel, Verdict};
+use crate::trace::{EndStatus, NoteLevel, ObjKind, Verdict};
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
 use crate::units::mib;
@@ -44,11 +44,9 @@ impl VerdictPanel<'_> {
         let t = self.theme;
         let r = WatchReport::from_run(&run.run);
         let mut out = Vec::new();
-        let now = if run.running() {
-            "alive now"
-        } else {
-            "alive at exit"
-        };
+        // A replay stopped halfway is not the program's exit either.
+        let ended = run.run.end.is_some();
+        let now = if ended { "alive at exit" } else { "alive now" };
         if r.alive_at_exit.is_empty() {
             out.push(Line::styled(format!("nothing {now}"), t.ok()));
         }
@@ -67,6 +65,17 @@ impl VerdictPanel<'_> {
                 ),
             ]));
         }
+        if r.alive_at_exit
+            .iter()
+            .any(|g| g.kind == ObjKind::Buffer && g.created_by.starts_with("cuMem"))
+        {
+            out.push(Line::styled(
+                "a CUDA allocation with no free issued is the process's own: often its \
+                 caching allocator's (PyTorch's empty_cache(), CuPy's free_all_blocks() \
+                 give it back), not memory the driver kept",
+                t.dim(),
+            ));
+        }
         for h in &r.held_by_driver {
             let pins = if h.pinned_by.is_empty() {
                 "nothing the program holds".to_string()
@@ -80,7 +89,7 @@ impl VerdictPanel<'_> {
                         h.kind.as_str(),
                         short_id(h.id),
                         h.released_ms,
-                        if run.running() { " yet" } else { "" }
+                        if ended { "" } else { " yet" }
                     ),
                     t.bad(),
                 ),
