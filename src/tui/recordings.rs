@@ -1,10 +1,15 @@
-//! Recordings the dashboard offers to open read-only: `assets/recordings/` and
+//! Recordings the dashboard offers to open read-only: `assets/recordings/` (labs),
+//! `assets/watch-recordings/` (real programs under `gpulab watch`) and
 //! `tests/fixtures/recordings/` under the working directory (where a checkout of
-//! gpulab keeps them), newest folder first.
+//! gpulab keeps them).
 
 use std::path::{Path, PathBuf};
 
-pub const FOLDERS: &[&str] = &["assets/recordings", "tests/fixtures/recordings"];
+pub const FOLDERS: &[&str] = &[
+    "assets/recordings",
+    "assets/watch-recordings",
+    "tests/fixtures/recordings",
+];
 
 /// Every `*.jsonl` in the folders under `root` and one level below them (the
 /// shipped ones sit in `assets/recordings/<device>/`), sorted by path.
@@ -54,8 +59,38 @@ pub fn label(path: &Path) -> String {
         .parent()
         .and_then(|p| p.file_name())
         .map(|p| p.to_string_lossy().into_owned());
-    match parent {
-        Some(dir) if dir != "recordings" => format!("{dir}/{stem}"),
+    let watched = path
+        .components()
+        .any(|c| c.as_os_str() == "watch-recordings");
+    let name = match parent {
+        Some(dir) if dir != "recordings" && dir != "watch-recordings" => format!("{dir}/{stem}"),
         _ => stem,
+    };
+    if watched {
+        format!("watch {name}")
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_name_the_device_and_mark_watched_programs() {
+        assert_eq!(
+            label(Path::new(
+                "assets/recordings/nvidia-h100/cl-finish--finish.jsonl"
+            )),
+            "nvidia-h100/cl-finish--finish"
+        );
+        assert_eq!(
+            label(Path::new(
+                "assets/watch-recordings/nvidia-h100/torch-cache.jsonl"
+            )),
+            "watch nvidia-h100/torch-cache"
+        );
+        assert_eq!(label(Path::new("tests/fixtures/recordings/x.jsonl")), "x");
     }
 }
