@@ -87,9 +87,14 @@ fn count(pairs: &[(String, u64)], key: &str) -> u64 {
 }
 
 fn compile_c(test: &str, dir: &Path) -> Option<PathBuf> {
-    let exe = dir.join("forgotten_events");
+    compile(test, dir, "forgotten_events")
+}
+
+/// Builds `tests/watch/{name}.c` against the OpenCL loader.
+fn compile(test: &str, dir: &Path, name: &str) -> Option<PathBuf> {
+    let exe = dir.join(name);
     let built = Command::new("cc")
-        .arg(repo_file("tests/watch/forgotten_events.c"))
+        .arg(repo_file(&format!("tests/watch/{name}.c")))
         .arg("-o")
         .arg(&exe)
         .arg("-lOpenCL")
@@ -104,6 +109,46 @@ fn compile_c(test: &str, dir: &Path) -> Option<PathBuf> {
         "a C compiler with OpenCL headers (gcc, opencl-c-headers, ocl-icd-opencl-dev)",
     )
     .then_some(exe)
+}
+
+/// A child forked without exec after the parent's first OpenCL calls has no
+/// agent thread (threads do not survive fork): it gets its own, with its own
+/// pid on its objects, and each process's counts are its own.
+#[test]
+fn a_child_forked_without_exec_is_followed_with_its_own_counts() {
+    let test = "a_child_forked_without_exec_is_followed_with_its_own_counts";
+    if !opencl_or_skip(test) {
+        return;
+    }
+    let dir = temp_dir();
+    let Some(exe) = compile(test, dir.path(), "fork_children") else {
+        return;
+    };
+    let _device = device_lock();
+    let (out, report) = watch_json(&[&exe.to_string_lossy()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_complete(&report);
+    let text = stderr(&out);
+    let child_line = text
+        .lines()
+        .find(|l| l.starts_with("fork_children: in=child"))
+        .unwrap_or_else(|| panic!("no child line:\n{text}"));
+    let parent = counts(&text, "fork_children: in=parent");
+    let child = counts(child_line, "fork_children: in=child");
+    let processes = report["processes"].as_array().expect("processes");
+    assert_eq!(processes.len(), 2, "{report:#}");
+    let child_pid = count(&child, "pid");
+    let child_report = processes
+        .iter()
+        .find(|p| p["pid"] == child_pid)
+        .unwrap_or_else(|| panic!("no process {child_pid}: {report:#}"));
+    assert_eq!(child_report["parent_pid"], count(&parent, "pid"));
+    for name in ["context", "buffer"] {
+        let k = kind(&report, name);
+        let made = count(&parent, &format!("{name}s")) + count(&child, &format!("{name}s"));
+        assert_eq!(k["created"], made, "{name}: {k}");
+        assert_eq!(k["released"], made, "{name}: {k}");
+    }
 }
 
 #[test]

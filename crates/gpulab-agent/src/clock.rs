@@ -11,11 +11,12 @@ pub fn now_ns() -> u64 {
     (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64
 }
 
+thread_local! {
+    static TID: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The calling thread's kernel id, as `ps -L` and the parent's samples name it.
 pub fn thread_id() -> u64 {
-    thread_local! {
-        static TID: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
     TID.with(|t| {
         if t.get() == 0 {
             // SAFETY: gettid has no preconditions.
@@ -23,6 +24,11 @@ pub fn thread_id() -> u64 {
         }
         t.get()
     })
+}
+
+/// In a forked child: the one thread left has a new id (its process's).
+pub fn forget_thread_id() {
+    TID.with(|t| t.set(0));
 }
 
 #[cfg(test)]

@@ -32,8 +32,33 @@ enum Space {
 
 type Key = (Space, usize);
 
-static OBJECTS: Mutex<Option<HashMap<Key, Entry>>> = Mutex::new(None);
+type Objects = Option<HashMap<Key, Entry>>;
+
+static OBJECTS: Mutex<Objects> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The ledger's lock, held by the forking thread across `fork`.
+    static HELD: std::cell::RefCell<Option<std::sync::MutexGuard<'static, Objects>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Before `fork`: takes the ledger's lock, so the child never inherits it held
+/// by a thread that does not exist there.
+pub fn hold_for_fork() {
+    let guard = OBJECTS.lock().unwrap_or_else(|e| e.into_inner());
+    HELD.with(|h| *h.borrow_mut() = Some(guard));
+}
+
+/// After `fork`, in parent and child: gives the lock back.
+pub fn release_after_fork() {
+    HELD.with(|h| h.borrow_mut().take());
+}
+
+/// A forked child starts with an empty ledger: the parent's objects are its own.
+pub fn forget_all() {
+    with(HashMap::clear);
+}
 
 fn with<R>(f: impl FnOnce(&mut HashMap<Key, Entry>) -> R) -> R {
     let mut guard = OBJECTS.lock().unwrap_or_else(|e| e.into_inner());

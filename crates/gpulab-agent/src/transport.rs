@@ -10,9 +10,11 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::FromRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU16, AtomicU64, Ordering,
+};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use gpulab_events::{
@@ -20,6 +22,7 @@ use gpulab_events::{
 };
 
 use crate::clock::{now_ns, thread_id};
+use crate::ledger;
 
 /// The environment variable holding the pipe's file descriptor.
 pub const FD_ENV: &str = "GPULAB_AGENT_FD";
@@ -104,15 +107,33 @@ impl Api {
     }
 }
 
-static AGENT: OnceLock<Agent> = OnceLock::new();
+/// The process's agent; null until [`start`]. Agents are leaked: a hook may
+/// hold one while the process forks, and a child replaces the parent's.
+static AGENT: AtomicPtr<Agent> = AtomicPtr::new(std::ptr::null_mut());
 /// Serialises starting, so two threads' first calls start one agent.
 static STARTING: Mutex<()> = Mutex::new(());
+/// Set in a child forked without exec: the parent's agent thread did not
+/// survive the fork, so the child's first record starts one of its own.
+static FORKED: AtomicBool = AtomicBool::new(false);
+/// The pipe, for a forked child's agent.
+static FD: AtomicI32 = AtomicI32::new(-1);
+/// Per API (by [`Api`] bit), the kinds whose destruction it watches, as bits of
+/// `ObjKind::ALL`: a forked child says it attached with the same.
+static DESTRUCTION: [AtomicU16; 2] = [AtomicU16::new(0), AtomicU16::new(0)];
+
+fn agent() -> Option<&'static Agent> {
+    if FORKED.load(Ordering::Relaxed) {
+        after_fork();
+    }
+    // SAFETY: null, or an agent leaked by `launch` and never freed.
+    unsafe { AGENT.load(Ordering::Acquire).as_ref() }
+}
 
 /// Starts the agent thread on the pipe `GPULAB_AGENT_FD` names. False (and no
 /// recording) when the variable is absent or not a number.
 pub fn start() -> bool {
     let _guard = STARTING.lock().unwrap_or_else(|e| e.into_inner());
-    if AGENT.get().is_some() {
+    if agent().is_some() {
         return true;
     }
     let Some(fd) = std::env::var(FD_ENV)
@@ -125,6 +146,24 @@ pub fn start() -> bool {
     if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return false;
     }
+    if !launch(fd, 0) {
+        return false;
+    }
+    FD.store(fd, Ordering::Relaxed);
+    // SAFETY: the handlers only lock and unlock the ledger and store to atomics
+    // and this thread's own thread-locals.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_in_parent),
+            Some(after_fork_in_child),
+        )
+    };
+    true
+}
+
+/// Starts a drain thread on `fd` and makes it this process's agent.
+fn launch(fd: i32, apis: u8) -> bool {
     // The descriptor stays open across exec: a child the program starts inherits
     // it with the environment, loads its own agent and writes into the same pipe.
     // SAFETY: `gpulab watch` handed this descriptor to the process for the agent.
@@ -138,17 +177,66 @@ pub fn start() -> bool {
     if spawned.is_err() {
         return false;
     }
-    let agent = Agent {
+    let agent = Box::leak(Box::new(Agent {
         tx,
         pid,
         seq: AtomicU64::new(0),
         sent: AtomicU64::new(0),
         dropped: AtomicU64::new(0),
         detached: AtomicBool::new(false),
-        apis: AtomicU8::new(0),
-    };
-    let _ = AGENT.set(agent);
+        apis: AtomicU8::new(apis),
+    }));
+    AGENT.store(agent, Ordering::Release);
     true
+}
+
+extern "C" fn before_fork() {
+    // No other thread may be inside the ledger while the process is copied.
+    ledger::hold_for_fork();
+}
+
+extern "C" fn after_fork_in_parent() {
+    ledger::release_after_fork();
+}
+
+extern "C" fn after_fork_in_child() {
+    ledger::release_after_fork();
+    crate::clock::forget_thread_id();
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+/// The first record of a child forked without exec: a drain thread of its own
+/// (the parent's did not survive the fork), a ledger of its own (the parent's
+/// objects are not the child's to release), and its own `attached` records, so
+/// its objects carry its pid and its report names it.
+fn after_fork() {
+    if !FORKED.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: as in `agent`.
+    let Some(parent) = (unsafe { AGENT.load(Ordering::Acquire).as_ref() }) else {
+        return;
+    };
+    let apis = parent.apis.load(Ordering::Relaxed);
+    ledger::forget_all();
+    if parent.detached.load(Ordering::Relaxed) || !launch(FD.load(Ordering::Relaxed), 0) {
+        return;
+    }
+    for api in [Api::OpenCl, Api::Cuda] {
+        if apis & api as u8 != 0 {
+            attached(api, destruction_of(api));
+        }
+    }
+}
+
+fn destruction_of(api: Api) -> Vec<ObjKind> {
+    let bits = DESTRUCTION[api as usize - 1].load(Ordering::Relaxed);
+    ObjKind::ALL
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| bits & (1 << i) != 0)
+        .map(|(_, k)| k)
+        .collect()
 }
 
 /// The first record of an API: who this process is and which destructions it
@@ -157,9 +245,15 @@ pub fn attached(api: Api, destruction: Vec<ObjKind>) {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    if let Some(agent) = AGENT.get() {
+    if let Some(agent) = agent() {
         agent.apis.fetch_or(api as u8, Ordering::Relaxed);
     }
+    let bits = ObjKind::ALL
+        .into_iter()
+        .enumerate()
+        .filter(|(_, k)| destruction.contains(k))
+        .fold(0u16, |b, (i, _)| b | (1 << i));
+    DESTRUCTION[api as usize - 1].store(bits, Ordering::Relaxed);
     send(Record::Agent {
         api: api.as_str(),
         state: AgentState::Attached { exe, destruction },
@@ -176,19 +270,17 @@ pub fn unavailable(api: Api, reason: String) {
 
 /// This process's id, once the agent runs.
 pub fn pid() -> Option<u32> {
-    AGENT.get().map(|a| a.pid)
+    agent().map(|a| a.pid)
 }
 
 /// Numbers calls in the order they returned to the program.
 pub fn next_seq() -> u64 {
-    AGENT
-        .get()
-        .map_or(0, |a| a.seq.fetch_add(1, Ordering::Relaxed))
+    agent().map_or(0, |a| a.seq.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Queues a record; never waits. A full queue drops it and counts the drop.
 pub fn send(record: Record) {
-    let Some(agent) = AGENT.get() else { return };
+    let Some(agent) = agent() else { return };
     if agent.detached.load(Ordering::Acquire) {
         return;
     }
@@ -203,7 +295,7 @@ pub fn send(record: Record) {
 /// The process is exiting: send the last record with the exact counts, and wait
 /// (a bounded time) until everything queued reached the pipe.
 pub fn detach() {
-    let Some(agent) = AGENT.get() else { return };
+    let Some(agent) = agent() else { return };
     if agent.detached.swap(true, Ordering::AcqRel) {
         return;
     }
