@@ -175,6 +175,12 @@ pub struct WatchArgs {
     #[arg(long, value_name = "FILE", requires = "dashboard")]
     pub log: Option<PathBuf>,
 
+    /// CUDA: also show each kernel's run on the device (CUPTI activity records).
+    /// CUPTI then instruments every module the program loads, which costs time
+    /// at load.
+    #[arg(long)]
+    pub device_spans: bool,
+
     /// The libcupti to watch CUDA calls with (default: the one `gpulab doctor`
     /// names: CUDA_HOME, the Python environment's nvidia-cuda-cupti wheel, or an
     /// installed toolkit).

@@ -180,6 +180,7 @@ fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
         sample_hz: 100.0,
         output: Some(dir.path().join("program.log")),
         cupti: None,
+        device_spans: false,
     })
     .expect("watch starts");
     let mut kept = Vec::new();
@@ -279,4 +280,42 @@ fn cupy_keeps_freed_arrays_in_its_pool_until_free_all_blocks() {
     let buffers = kind(&report, "buffer");
     assert!(buffers["created"].as_u64().unwrap_or(0) >= 1, "{buffers}");
     assert_eq!(buffers["created"], buffers["released"], "{buffers}");
+}
+
+/// `--device-spans`: each kernel's run on the device arrives as a span tied to
+/// the launch call that queued it, in the same clock (it starts after the
+/// launch began), and the program's 200 ms spin kernel lasts its 200 ms.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn device_spans_belong_to_their_launches() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "benches/watch/cuda_free_wait.cu");
+    let record = dir.path().join("spans.jsonl");
+    let out = gpulab()
+        .args(["watch", "--device-spans", "-o"])
+        .arg(dir.path().join("r.txt"))
+        .arg("--record")
+        .arg(&record)
+        .arg("--")
+        .arg(&exe)
+        .arg("200")
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&record).expect("the recording");
+    let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+    let run = gpulab::run::Run::from_events(&events);
+    assert_eq!(run.spans.len(), 2, "two spin kernels: {:?}", run.spans);
+    for span in &run.spans {
+        let launch = run
+            .calls
+            .iter()
+            .find(|c| c.seq == span.call_seq && c.api.starts_with("cuLaunch"))
+            .unwrap_or_else(|| panic!("no launch call {} for {span:?}", span.call_seq));
+        assert!(span.begin_ns >= launch.begin_ns, "{span:?} vs {launch:?}");
+        let ms = (span.end_ns - span.begin_ns) as f64 / 1e6;
+        assert!((150.0..2000.0).contains(&ms), "a 200 ms spin took {ms} ms");
+        assert!(span.name.contains("spin"), "{}", span.name);
+    }
 }

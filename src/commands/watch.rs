@@ -48,6 +48,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         sample_hz: args.sample_hz,
         output: log.clone(),
         cupti: args.cupti.clone(),
+        device_spans: args.device_spans,
     })
     .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     // Ctrl-C reaches the program too (same terminal); SIGTERM to gpulab alone is

@@ -35,7 +35,7 @@ const AFTER_EXIT: Duration = Duration::from_secs(2);
 /// After a stop request, how long the program gets before SIGTERM, then SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(1);
 /// How often the session looks whether the program has exited.
-const CHECK_EVERY: Duration = Duration::from_millis(50);
+const CHECK_EVERY: Duration = Duration::from_millis(10);
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +64,9 @@ pub struct WatchRequest {
     pub output: Option<std::path::PathBuf>,
     /// The libcupti for CUDA programs; `None` looks for one ([`cupti::find`]).
     pub cupti: Option<std::path::PathBuf>,
+    /// CUDA: kernel activity records as device spans (opt-in: CUPTI instruments
+    /// modules at load for them).
+    pub device_spans: bool,
 }
 
 /// A running watch: its events, and a switch to stop the program.
@@ -214,6 +217,11 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     });
     let mut notes = reach_the_loader(&mut cmd, &plan);
     notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis));
+    if req.device_spans {
+        cmd.env("GPULAB_DEVICE_SPANS", "1");
+    } else {
+        cmd.env_remove("GPULAB_DEVICE_SPANS");
+    }
     let started_ns = now_ns();
     let child = cmd.spawn().map_err(|source| WatchError::Spawn {
         program: program.clone(),
@@ -558,6 +566,7 @@ mod tests {
             sample_hz: 0.0,
             output: None,
             cupti: None,
+            device_spans: false,
         };
         let (tx, events) = mpsc::channel();
         let session = Session {

@@ -567,13 +567,16 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
         }
     }
     // What arrived of each process's records: its calls, the objects whose ids
-    // carry its pid, and its `attached` and `unavailable` records (`detached`
-    // counts none of itself).
+    // carry its pid, its device spans, and its `attached` and `unavailable`
+    // records (`detached` counts none of itself).
     let pids = run
         .calls
         .iter()
         .map(|c| c.pid)
         .chain(run.objects.iter().map(|o| (o.id >> 32) as u32))
+        // A device span's queue is a stream id of its process (or its default
+        // stream, id 0 there).
+        .chain(run.spans.iter().map(|s| (s.queue >> 32) as u32))
         .chain(
             run.agents
                 .iter()

@@ -10,11 +10,13 @@
 //! compiled in here. Contexts come from CUPTI's resource callbacks, which fire
 //! for primary contexts too.
 
+use std::alloc::Layout;
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_void};
-use std::sync::{Once, OnceLock};
+use std::sync::{Mutex, Once, OnceLock};
 
-use gpulab_events::ObjKind;
+use gpulab_events::{DeviceSpan, ObjKind};
 
 use crate::clock::now_ns;
 use crate::ledger;
@@ -22,6 +24,10 @@ use crate::transport::{self, Api, Status};
 
 /// The environment variable naming the libcupti to load.
 pub const CUPTI_ENV: &str = "GPULAB_CUPTI";
+/// Set to `1`, the agent also asks CUPTI for kernel activity records: device
+/// spans on the timeline. Opt-in, because CUPTI then instruments every module
+/// the program loads.
+pub const SPANS_ENV: &str = "GPULAB_DEVICE_SPANS";
 
 const CUPTI_SUCCESS: i32 = 0;
 const DOMAIN_DRIVER_API: u32 = 1;
@@ -31,6 +37,13 @@ const RESOURCE_CONTEXT_CREATED: u32 = 1;
 const RESOURCE_CONTEXT_DESTROY_STARTING: u32 = 2;
 /// Driver callback ids asked for names; CUDA 13.0 has about 800.
 const MAX_CBID: u32 = 4096;
+const ACTIVITY_KIND_KERNEL: u32 = 3;
+const ACTIVITY_KIND_CONCURRENT_KERNEL: u32 = 10;
+const ACTIVITY_FLAG_FLUSH_FORCED: u32 = 1;
+/// Bytes of one activity buffer handed to CUPTI (it asks for more as they fill).
+const ACTIVITY_BUFFER: usize = 1 << 20;
+/// Launches waiting for their kernel's record; beyond this the oldest are forgotten.
+const MAX_PENDING_LAUNCHES: usize = 1 << 16;
 
 /// `CUpti_CallbackData` (cupti_callbacks.h), what a driver-API callback gets.
 #[repr(C)]
@@ -61,6 +74,15 @@ type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> i32;
 type GetCallbackName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> i32;
 type GetResultString = unsafe extern "C" fn(i32, *mut *const c_char) -> i32;
 type GetErrorName = unsafe extern "C" fn(i32, *mut *const c_char) -> i32;
+type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+type BufferCompleted = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+type RegisterCallbacks = unsafe extern "C" fn(BufferRequested, BufferCompleted) -> i32;
+type ActivityEnable = unsafe extern "C" fn(u32) -> i32;
+type GetNextRecord = unsafe extern "C" fn(*mut u8, usize, *mut *mut u8) -> i32;
+type FlushAll = unsafe extern "C" fn(u32) -> i32;
+type Timestamp = unsafe extern "C" fn() -> u64;
+type RegisterTimestamp = unsafe extern "C" fn(Timestamp) -> i32;
+type GetTimestamp = unsafe extern "C" fn(*mut u64) -> i32;
 
 /// What a watched driver call does to the program's objects. Every creating call
 /// of the driver API writes the new handle through its first parameter, and
@@ -73,6 +95,19 @@ enum Effect {
     Free(ObjKind),
     /// Only the call, for the host timeline.
     Call,
+    /// A kernel launch: with device spans on, its kernel's activity record is
+    /// matched to it. The stream is at byte `stream_at` of the parameters (or of
+    /// the launch config parameter 0 points to, for `cuLaunchKernelEx`).
+    Launch { stream_at: StreamAt },
+}
+
+/// Where a launch names its stream.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum StreamAt {
+    /// A `CUstream` parameter at this byte offset.
+    Param(usize),
+    /// `CUlaunchConfig *` as parameter 0, its `hStream` at this byte offset.
+    Config(usize),
 }
 
 /// Where a creating call's size in bytes is.
@@ -85,7 +120,7 @@ enum Size {
     Pitch,
 }
 
-use Effect::{Call, Free, Make};
+use Effect::{Call, Free, Launch, Make};
 use ObjKind::{Buffer, Event, HostBuffer, Program, Stream};
 
 /// The driver calls the agent enables, by the name CUPTI gives them. A creating
@@ -230,9 +265,26 @@ const WATCHED: &[(&str, Effect)] = &[
     ("cuEventRecord", Call),
     ("cuEventRecordWithFlags", Call),
     ("cuEventSynchronize", Call),
-    ("cuLaunchKernel", Call),
-    ("cuLaunchKernelEx", Call),
-    ("cuLaunchCooperativeKernel", Call),
+    // (f, gridDimX..Z, blockDimX..Z, sharedMemBytes: 8 + 7 * 4, padded) then hStream.
+    (
+        "cuLaunchKernel",
+        Launch {
+            stream_at: StreamAt::Param(40),
+        },
+    ),
+    (
+        "cuLaunchCooperativeKernel",
+        Launch {
+            stream_at: StreamAt::Param(40),
+        },
+    ),
+    // CUlaunchConfig: grid and block (6 * 4), sharedMemBytes, padding, hStream.
+    (
+        "cuLaunchKernelEx",
+        Launch {
+            stream_at: StreamAt::Config(32),
+        },
+    ),
     ("cuGraphLaunch", Call),
     ("cuMemcpy", Call),
     ("cuMemcpyAsync", Call),
@@ -297,7 +349,7 @@ fn hook_for(name: &str) -> Option<(&'static str, Effect)> {
     let found = WATCHED.iter().find(|(n, _)| *n == name).or_else(|| {
         WATCHED
             .iter()
-            .find(|(n, e)| *n == unversioned && *e == Call)
+            .find(|(n, e)| *n == unversioned && matches!(e, Call | Launch { .. }))
     })?;
     Some((unversioned_name(found.0), found.1))
 }
@@ -468,6 +520,13 @@ fn subscribe() -> Result<(), String> {
             ));
         }
     }
+    if std::env::var(SPANS_ENV).is_ok_and(|v| v == "1")
+        && let Err(e) = enable_spans(&lib)
+    {
+        return Err(format!(
+            "device spans: {e} (the calls are still watched without --device-spans)"
+        ));
+    }
     Ok(())
 }
 
@@ -527,7 +586,37 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         unsafe { apply(hook.effect, params, data.context) }
     };
     let object = object.or_else(|| MADE_CONTEXT.take());
-    transport::call_as(hook.api, hook.driver, begin, Status::Cuda(status), object);
+    let seq = transport::call_as(hook.api, hook.driver, begin, Status::Cuda(status), object);
+    if let (Launch { stream_at }, Some(_), 0) = (hook.effect, ACTIVITY.get(), status) {
+        // SAFETY: the caller's contract: a launch's parameter block.
+        let stream = unsafe { launch_stream(params, stream_at) };
+        launched(data.correlation_id, seq, begin, stream);
+    }
+}
+
+/// The stream a launch named (0: the default stream).
+///
+/// # Safety
+/// `params` is null or the parameter block of a launch with this layout.
+unsafe fn launch_stream(params: *const usize, at: StreamAt) -> usize {
+    if params.is_null() {
+        return 0;
+    }
+    let bytes = params.cast::<u8>();
+    match at {
+        // SAFETY: the stream handle is at this offset of the block.
+        StreamAt::Param(off) => unsafe { bytes.add(off).cast::<usize>().read_unaligned() },
+        StreamAt::Config(off) => {
+            // SAFETY: parameter 0 is the launch config pointer.
+            let config = unsafe { *params } as *const u8;
+            if config.is_null() {
+                0
+            } else {
+                // SAFETY: the config's stream handle is at this offset.
+                unsafe { config.add(off).cast::<usize>().read_unaligned() }
+            }
+        }
+    }
 }
 
 /// What a successful call did to the ledger.
@@ -567,7 +656,7 @@ unsafe fn apply(effect: Effect, params: *const usize, context: *mut c_void) -> O
         }
         // SAFETY: parameter 0 of a freeing call is the handle.
         Free(kind) => ledger::cuda_released(kind, unsafe { *params }),
-        Call => None,
+        Call | Launch { .. } => None,
     }
 }
 
@@ -585,6 +674,210 @@ fn resource(cbid: u32, data: &ResourceData) {
             }
         }
         _ => {}
+    }
+}
+
+/// CUPTI's activity API, when device spans are on.
+struct Activity {
+    next: GetNextRecord,
+    flush: FlushAll,
+    /// Added to CUPTI's timestamps to get CLOCK_MONOTONIC: 0 when CUPTI takes
+    /// the agent's clock.
+    offset: i64,
+}
+
+static ACTIVITY: OnceLock<Activity> = OnceLock::new();
+
+/// A launch waiting for its kernel's activity record.
+struct PendingLaunch {
+    seq: u64,
+    queued_ns: u64,
+    stream: usize,
+}
+
+static LAUNCHES: Mutex<Option<HashMap<u32, PendingLaunch>>> = Mutex::new(None);
+
+fn launched(correlation: u32, seq: u64, queued_ns: u64, stream: usize) {
+    let mut guard = LAUNCHES.lock().unwrap_or_else(|e| e.into_inner());
+    let pending = guard.get_or_insert_with(HashMap::new);
+    if pending.len() >= MAX_PENDING_LAUNCHES {
+        pending.clear();
+    }
+    pending.insert(
+        correlation,
+        PendingLaunch {
+            seq,
+            queued_ns,
+            stream,
+        },
+    );
+}
+
+unsafe extern "C" fn agent_clock() -> u64 {
+    now_ns()
+}
+
+/// Turns on kernel activity records. Called while subscribing, inside `cuInit`.
+fn enable_spans(lib: &Library) -> Result<(), String> {
+    // SAFETY: the CUPTI activity API's C types (cupti_activity.h).
+    let (register, enable, next, flush) = unsafe {
+        (
+            lib.get::<RegisterCallbacks>(c"cuptiActivityRegisterCallbacks")?,
+            lib.get::<ActivityEnable>(c"cuptiActivityEnable")?,
+            lib.get::<GetNextRecord>(c"cuptiActivityGetNextRecord")?,
+            lib.get::<FlushAll>(c"cuptiActivityFlushAll")?,
+        )
+    };
+    // CUPTI's timestamps in the agent's clock if it takes one, else an offset.
+    // SAFETY: as above; an optional symbol.
+    let offset =
+        match unsafe { lib.get::<RegisterTimestamp>(c"cuptiActivityRegisterTimestampCallback") } {
+            // SAFETY: a function of the callback's type.
+            Ok(register_clock) if unsafe { register_clock(agent_clock) } == CUPTI_SUCCESS => 0,
+            _ => {
+                // SAFETY: as above.
+                let get = unsafe { lib.get::<GetTimestamp>(c"cuptiGetTimestamp")? };
+                let mut t = 0u64;
+                // SAFETY: `t` is a writable out-pointer.
+                if unsafe { get(&mut t) } != CUPTI_SUCCESS {
+                    return Err("cuptiGetTimestamp failed".into());
+                }
+                now_ns() as i64 - t as i64
+            }
+        };
+    let _ = ACTIVITY.set(Activity {
+        next,
+        flush,
+        offset,
+    });
+    // SAFETY: callbacks of CUPTI's types.
+    if unsafe { register(buffer_requested, buffer_completed) } != CUPTI_SUCCESS {
+        return Err("cuptiActivityRegisterCallbacks failed".into());
+    }
+    // SAFETY: plain enum arguments.
+    if unsafe { enable(ACTIVITY_KIND_CONCURRENT_KERNEL) } != CUPTI_SUCCESS {
+        return Err("cuptiActivityEnable(CONCURRENT_KERNEL) failed".into());
+    }
+    // Before the runtime's own exit handlers (registered earlier, run later),
+    // while CUDA still works: the last spans go out.
+    // SAFETY: registers a plain function.
+    unsafe { libc::atexit(flush_at_exit) };
+    Ok(())
+}
+
+fn buffer_layout() -> Layout {
+    // 8-byte alignment is what CUPTI asks of activity buffers.
+    Layout::from_size_align(ACTIVITY_BUFFER, 8).unwrap_or(Layout::new::<u64>())
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let layout = buffer_layout();
+    // SAFETY: a non-zero-sized layout; CUPTI's out-pointers.
+    unsafe {
+        let b = std::alloc::alloc(layout);
+        *buffer = b;
+        *size = if b.is_null() { 0 } else { layout.size() };
+        *max = 0;
+    }
+}
+
+unsafe extern "C" fn buffer_completed(
+    _context: *mut c_void,
+    _stream: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    if buffer.is_null() {
+        return;
+    }
+    if let Some(a) = ACTIVITY.get() {
+        let mut record: *mut u8 = std::ptr::null_mut();
+        // SAFETY: CUPTI walks the `valid` bytes of its own buffer.
+        while unsafe { (a.next)(buffer, valid, &mut record) } == CUPTI_SUCCESS && !record.is_null()
+        {
+            // SAFETY: a record CUPTI just returned from this buffer.
+            if let Some(span) = unsafe { kernel_span(record, a.offset) } {
+                transport::span(span);
+            }
+        }
+    }
+    // SAFETY: allocated by `buffer_requested` with this layout.
+    unsafe { std::alloc::dealloc(buffer, buffer_layout()) };
+}
+
+/// A kernel activity record as a device span of the launch it came from. The
+/// kernel record's first fields have kept their offsets since
+/// `CUpti_ActivityKernel4` (CUDA 13.0's is `CUpti_ActivityKernel10`).
+///
+/// # Safety
+/// `record` points to a whole activity record.
+unsafe fn kernel_span(record: *const u8, offset: i64) -> Option<DeviceSpan> {
+    // SAFETY: every record starts with its kind; a kernel record has the fields
+    // read below at these offsets (packed).
+    let (kind, start, end, correlation, name) = unsafe {
+        (
+            record.cast::<u32>().read_unaligned(),
+            record.add(16).cast::<u64>().read_unaligned(),
+            record.add(24).cast::<u64>().read_unaligned(),
+            record.add(92).cast::<u32>().read_unaligned(),
+            record.add(104).cast::<*const c_char>().read_unaligned(),
+        )
+    };
+    if kind != ACTIVITY_KIND_CONCURRENT_KERNEL && kind != ACTIVITY_KIND_KERNEL {
+        return None;
+    }
+    if start == 0 || end < start {
+        return None; // CUPTI could not time it
+    }
+    let launch = LAUNCHES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .and_then(|p| p.remove(&correlation))?;
+    let name = if name.is_null() {
+        "kernel".to_string()
+    } else {
+        // SAFETY: CUPTI's NUL-terminated kernel name, valid during the callback.
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let (queue, queue_name) = match ledger::cuda_id_of(ObjKind::Stream, launch.stream) {
+        // Named as the reports name objects: `#n`, the id within its process.
+        Some(id) => (id, Some(format!("stream #{}", id & 0xffff_ffff))),
+        // Id 0 within this process: the process still shows in the upper half.
+        None => (
+            u64::from(transport::pid().unwrap_or(0)) << 32,
+            Some("default stream".to_string()),
+        ),
+    };
+    let shift = |t: u64| (t as i64).saturating_add(offset).max(0) as u64;
+    Some(DeviceSpan {
+        queue,
+        queue_name,
+        name,
+        call_seq: launch.seq,
+        line: None,
+        queued_ns: launch.queued_ns,
+        begin_ns: shift(start),
+        end_ns: shift(end),
+    })
+}
+
+/// Asks CUPTI for the activity records it holds (the agent thread does, every
+/// `SPAN_FLUSH_EVERY`, so spans appear while the program runs).
+pub fn flush_spans() {
+    if let Some(a) = ACTIVITY.get() {
+        // SAFETY: a plain flag argument.
+        unsafe { (a.flush)(0) };
+    }
+}
+
+extern "C" fn flush_at_exit() {
+    if let Some(a) = ACTIVITY.get() {
+        // SAFETY: a plain flag argument; CUDA is still up in an atexit handler.
+        unsafe { (a.flush)(ACTIVITY_FLAG_FLUSH_FORCED) };
     }
 }
 

@@ -18,7 +18,8 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::time::{Duration, Instant};
 
 use gpulab_events::{
-    AgentEvent, AgentState, Call, CallStatus, Event, ObjKind, ObjectAction, ObjectEvent, to_line,
+    AgentEvent, AgentState, Call, CallStatus, DeviceSpan, Event, ObjKind, ObjectAction,
+    ObjectEvent, to_line,
 };
 
 use crate::clock::{now_ns, thread_id};
@@ -34,6 +35,8 @@ const PIPE_BUF: usize = 4096;
 /// the longest a record waits before it goes out.
 const POLL_MIN: Duration = Duration::from_millis(1);
 const POLL_MAX: Duration = Duration::from_millis(8);
+/// How often the agent thread asks CUPTI for the device spans it holds.
+const SPAN_FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// How long the exiting process waits for its records to reach the pipe.
 const EXIT_WAIT: Duration = Duration::from_secs(2);
 
@@ -63,6 +66,8 @@ pub enum Record {
         api: &'static str,
         state: AgentState,
     },
+    /// Device work one of the program's calls enqueued, as the driver timed it.
+    Span(DeviceSpan),
 }
 
 /// What travels through the queue.
@@ -346,7 +351,13 @@ fn push_until(tx: &SyncSender<Message>, mut message: Message, deadline: Instant)
 fn drain(rx: Receiver<Message>, out: File, pid: u32, parent_pid: u32) {
     let mut out = Lines::new(out);
     let mut nap = POLL_MIN;
+    let mut flushed = Instant::now();
     loop {
+        if flushed.elapsed() >= SPAN_FLUSH_EVERY {
+            // Device spans CUPTI holds come back through `span`, into the queue.
+            crate::cuda::flush_spans();
+            flushed = Instant::now();
+        }
         let mut got = false;
         loop {
             match rx.try_recv() {
@@ -423,6 +434,7 @@ fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             refs,
             line: None,
         }),
+        Record::Span(span) => Event::DeviceSpan(span),
         Record::Agent { api, state } => Event::Agent(AgentEvent {
             t_ns: now_ns(),
             pid,
@@ -511,17 +523,24 @@ pub fn call(api: &'static str, begin_ns: u64, status: Status, object: Option<u64
     call_as(api, api, begin_ns, status, object);
 }
 
-/// Records one call the program made as `api` and the driver exports as `driver`.
+/// Records device work the driver timed.
+pub fn span(span: DeviceSpan) {
+    send(Record::Span(span));
+}
+
+/// Records one call the program made as `api` and the driver exports as `driver`;
+/// returns its sequence number.
 pub fn call_as(
     api: &'static str,
     driver: &'static str,
     begin_ns: u64,
     status: Status,
     object: Option<u64>,
-) {
+) -> u64 {
     let end_ns = now_ns();
+    let seq = next_seq();
     send(Record::Call {
-        seq: next_seq(),
+        seq,
         thread: thread_id(),
         api,
         driver,
@@ -530,6 +549,7 @@ pub fn call_as(
         status,
         object,
     });
+    seq
 }
 
 #[cfg(test)]
