@@ -941,7 +941,12 @@ mod tests {
         );
         assert_eq!(
             hook_for("cuLaunchKernel_ptsz"),
-            Some(("cuLaunchKernel", Call))
+            Some((
+                "cuLaunchKernel",
+                Launch {
+                    stream_at: StreamAt::Param(40)
+                }
+            ))
         );
         assert_eq!(
             hook_for("cuDevicePrimaryCtxRelease_v2"),
@@ -949,6 +954,72 @@ mod tests {
         );
         assert_eq!(hook_for("cuMemGetInfo_v2"), None);
         assert_eq!(hook_for("cuEventQuery"), None);
+    }
+
+    /// cuLaunchKernel's block: f, 7 unsigned ints, then hStream at byte 40;
+    /// cuLaunchKernelEx's config: 7 unsigned ints, then hStream at byte 32.
+    #[test]
+    fn a_launch_names_its_stream_where_the_driver_puts_it() {
+        #[repr(C)]
+        struct LaunchKernel {
+            f: usize,
+            dims: [u32; 7],
+            stream: usize,
+        }
+        #[repr(C)]
+        struct Config {
+            dims: [u32; 7],
+            stream: usize,
+        }
+        let p = LaunchKernel {
+            f: 1,
+            dims: [0; 7],
+            stream: 0xabc,
+        };
+        assert_eq!(std::mem::offset_of!(LaunchKernel, stream), 40);
+        // SAFETY: a block of cuLaunchKernel's layout.
+        let s = unsafe { launch_stream((&raw const p).cast(), StreamAt::Param(40)) };
+        assert_eq!(s, 0xabc);
+        let config = Config {
+            dims: [0; 7],
+            stream: 0xdef,
+        };
+        assert_eq!(std::mem::offset_of!(Config, stream), 32);
+        let ex: [usize; 1] = [(&raw const config) as usize];
+        // SAFETY: cuLaunchKernelEx's block: the config pointer first.
+        let s = unsafe { launch_stream(ex.as_ptr(), StreamAt::Config(32)) };
+        assert_eq!(s, 0xdef);
+    }
+
+    /// A kernel activity record (the prefix every version since Kernel4 shares)
+    /// becomes a span of the launch with its correlation id, shifted to the
+    /// agent's clock, on the default stream when the launch named none.
+    #[test]
+    fn a_kernel_record_becomes_the_span_of_its_launch() {
+        let mut record = [0u8; 128];
+        let name = c"_Z4spiny";
+        record[..4].copy_from_slice(&ACTIVITY_KIND_CONCURRENT_KERNEL.to_ne_bytes());
+        record[16..24].copy_from_slice(&1_000u64.to_ne_bytes());
+        record[24..32].copy_from_slice(&3_000u64.to_ne_bytes());
+        record[92..96].copy_from_slice(&77u32.to_ne_bytes());
+        record[104..112].copy_from_slice(&(name.as_ptr() as usize).to_ne_bytes());
+        // SAFETY: a whole record of the kernel layout.
+        assert!(
+            unsafe { kernel_span(record.as_ptr(), 0) }.is_none(),
+            "no launch 77 yet"
+        );
+        launched(77, 5, 900, 0);
+        // SAFETY: as above.
+        let span = unsafe { kernel_span(record.as_ptr(), 10) }.expect("a span");
+        assert_eq!((span.call_seq, span.queued_ns), (5, 900));
+        assert_eq!((span.begin_ns, span.end_ns), (1_010, 3_010));
+        assert_eq!(span.name, "_Z4spiny");
+        assert_eq!(span.queue_name.as_deref(), Some("default stream"));
+        // SAFETY: as above.
+        assert!(
+            unsafe { kernel_span(record.as_ptr(), 0) }.is_none(),
+            "one span per launch"
+        );
     }
 
     #[test]
