@@ -401,7 +401,12 @@ fn the_shipped_h100_watch_recordings_report_what_their_events_say() {
 #[test]
 fn the_shipped_h100_cuda_watch_recordings_report_what_their_events_say() {
     use gpulab::trace::{Event, ObjectAction};
-    for name in ["cuda-leaks", "torch-cache", "cupy-pool"] {
+    for name in [
+        "cuda-leaks",
+        "torch-cache",
+        "cupy-pool",
+        "cuda-free-wait--spans",
+    ] {
         let file = repo_file(&format!("assets/watch-recordings/nvidia-h100/{name}.jsonl"));
         let text = std::fs::read_to_string(&file).expect("a shipped recording");
         let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
