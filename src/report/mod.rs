@@ -46,8 +46,13 @@ pub struct Summary {
     pub notes: Vec<String>,
     pub baseline_mib: Option<f64>,
     pub peak_above_baseline_mib: Option<f64>,
-    /// Memory the parent saw after the worker exited, above the baseline.
+    /// Device memory the parent saw after the worker exited, against
+    /// `after_exit_against` (both device-wide).
     pub after_exit_mib: Option<f64>,
+    /// What `after_exit_mib` is measured against: `before the worker started`,
+    /// or in recordings made before gpulab sampled that early, `the first sample`
+    /// (taken after the worker had set up its device).
+    pub after_exit_against: Option<String>,
     pub status: String,
     pub duration_ms: Option<f64>,
 }
@@ -189,7 +194,8 @@ impl Summary {
                 .collect(),
             baseline_mib: baseline.map(|b| b as f64 / MIB),
             peak_above_baseline_mib: run.peak_above_baseline().map(|b| b as f64 / MIB),
-            after_exit_mib: after_exit_mib(run),
+            after_exit_mib: after_exit_mib(run).map(|(mib, _)| mib),
+            after_exit_against: after_exit_mib(run).map(|(_, against)| against.to_string()),
             status: run
                 .end
                 .as_ref()
@@ -202,15 +208,23 @@ impl Summary {
 
 /// Device memory after the worker exited, against the level at the start (both
 /// device-wide). On a CPU device the worker's memory is its RSS, gone with it.
-fn after_exit_mib(run: &Run) -> Option<f64> {
+fn after_exit_mib(run: &Run) -> Option<(f64, &'static str)> {
     let meta = run.meta.as_ref()?;
     let end = run.end.as_ref()?;
     if meta.device.memory_source == MemorySource::Rss {
-        return Some(0.0);
+        return Some((0.0, "before the worker started"));
     }
     let start = run.samples.iter().find(|s| s.t_ns <= end.t_ns)?;
     let after = run.after_exit()?;
-    Some((after.used_bytes as f64 - start.used_bytes as f64) / MIB)
+    let against = if start.t_ns < meta.t_ns {
+        "before the worker started"
+    } else {
+        "the first sample"
+    };
+    Some((
+        (after.used_bytes as f64 - start.used_bytes as f64) / MIB,
+        against,
+    ))
 }
 
 fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {

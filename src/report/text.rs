@@ -196,10 +196,13 @@ fn memory(s: &Summary, o: &mut String) {
             .map(|b| format!("+{b:.1} MiB"))
             .unwrap_or_else(|| "-".into()),
         s.after_exit_mib
-            .map(|b| if b <= 4.0 {
-                format!("back ({b:+.1} MiB vs the start, the worker's own context included)")
-            } else {
-                format!("{b:+.1} MiB vs the start: not all of it came back")
+            .map(|b| {
+                let against = s.after_exit_against.as_deref().unwrap_or("the start");
+                if b <= 4.0 {
+                    format!("back ({b:+.1} MiB vs {against})")
+                } else {
+                    format!("{b:+.1} MiB vs {against}: not all of it came back")
+                }
             })
             .unwrap_or_else(|| "-".into()),
     );

@@ -15,9 +15,11 @@ use crate::clock::now_ns;
 use crate::engine::WorkerRequest;
 use crate::lab::Lab;
 use crate::run::Run;
-use crate::telemetry::{Probe, Sampler, SamplerHandle};
+use crate::telemetry::{BeforeRun, Probe, Sampler, SamplerHandle};
 use crate::trace::protocol::Command;
-use crate::trace::{self, DeviceInfo, DeviceKind, End, EndStatus, Event, Note, NoteLevel, Sample};
+use crate::trace::{
+    self, DeviceInfo, DeviceKind, End, EndStatus, Event, MemorySource, Note, NoteLevel, Sample,
+};
 
 use super::{Result, RunControl, RunHandle, RunRequest, RunSource, SourceError, Steer};
 
@@ -61,6 +63,9 @@ impl RunSource for LocalSource {
             step: req.step,
             ..WorkerRequest::new(&req.lab, variant, req.params.clone())
         };
+        // Device memory from before the worker exists: the run's start level, and
+        // its samples while the worker makes its context.
+        let before = BeforeRun::start(req.sample_hz);
         let mut cmd = Process::new(&self.exe);
         cmd.arg("worker");
         // Its own process group: Ctrl-C in the terminal reaches the parent only,
@@ -74,6 +79,9 @@ impl RunSource for LocalSource {
             source,
         })?;
         let pid = child.id();
+        if let Some(b) = &before {
+            b.follow(pid);
+        }
         let mut stdin = child.stdin.take();
         // The request is the first line. A worker that died before reading it is
         // reported by the run thread, with its exit status and stderr; one that
@@ -101,6 +109,7 @@ impl RunSource for LocalSource {
             stderr_tail,
             stderr_thread,
             sample_hz: req.sample_hz,
+            before,
         };
         std::thread::Builder::new()
             .name("gpulab-run".into())
@@ -173,6 +182,8 @@ struct Watch {
     /// Joined once the worker is gone, so a crash report has all it wrote.
     stderr_thread: Option<std::thread::JoinHandle<()>>,
     sample_hz: f64,
+    /// NVML's readings from before the worker started, until its `meta`.
+    before: Option<BeforeRun>,
 }
 
 impl Watch {
@@ -236,7 +247,7 @@ impl Watch {
             };
             self.emit(run, event);
             if let Some(info) = meta {
-                telemetry.start(info, pid, self.sample_hz, sample_tx);
+                telemetry.start(info, pid, self.sample_hz, sample_tx, self.before.take());
             }
         }
         telemetry
@@ -347,10 +358,31 @@ struct Telemetry {
 }
 
 impl Telemetry {
-    fn start(&mut self, info: DeviceInfo, pid: u32, hz: f64, sample_tx: &Sender<Vec<Sample>>) {
+    fn start(
+        &mut self,
+        info: DeviceInfo,
+        pid: u32,
+        hz: f64,
+        sample_tx: &Sender<Vec<Sample>>,
+        before: Option<BeforeRun>,
+    ) {
         // The worker made the same probe and already reported its notes.
         let (mut probe, _notes) = Probe::for_device(&info, pid);
-        self.start_used = probe.read().map(|r| r.used_bytes);
+        // NVML's readings of this device from before the worker existed: the start
+        // level is the device without the worker, context and all.
+        let early = match before {
+            Some(mut b) if probe.source() == MemorySource::Nvml => {
+                b.finish(info.pci_bus_id.as_deref())
+            }
+            _ => Vec::new(),
+        };
+        self.start_used = early
+            .first()
+            .map(|s| s.used_bytes)
+            .or_else(|| probe.read().map(|r| r.used_bytes));
+        if !early.is_empty() {
+            let _ = sample_tx.send(early);
+        }
         self.sampler = Some(Sampler::spawn(probe, hz, sample_tx.clone()));
         self.device = Some(info);
     }

@@ -8,7 +8,7 @@ mod probe;
 mod procfs;
 mod sampler;
 
-pub use nvml::{Gpu0, normalize_pci_bus_id};
+pub use nvml::{BeforeRun, Gpu0, normalize_pci_bus_id};
 pub use probe::Probe;
 pub use procfs::{host_rss_bytes, self_rss_bytes};
 pub use sampler::{MAX_HZ, Sampler, SamplerHandle};

@@ -5,9 +5,14 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
 use super::{Reading, Result, TelemetryError};
 use crate::clock::now_ns;
-use crate::trace::DeviceInfo;
+use crate::trace::{DeviceInfo, MemorySource, Sample};
 
 pub(crate) const UNAVAILABLE: &str =
     "NVML unavailable: libnvidia-ml.so.1 not found — no device-memory telemetry";
@@ -215,19 +220,7 @@ impl NvmlProbe {
         let t_ns = now_ns();
         let device = self.nvml.device_by_index(self.index).map_err(nvml_error)?;
         let mem = device.memory_info().map_err(nvml_error)?;
-        // Not supported everywhere (some vGPU and MIG setups): then device-wide only.
-        let listed: Option<Vec<(u32, Option<u64>)>> =
-            device.running_compute_processes().ok().map(|list| {
-                list.into_iter()
-                    .map(|p| {
-                        let bytes = match p.used_gpu_memory {
-                            UsedGpuMemory::Used(b) => Some(b),
-                            UsedGpuMemory::Unavailable => None,
-                        };
-                        (p.pid, bytes)
-                    })
-                    .collect()
-            });
+        let listed = compute_processes(&device);
         let (process_bytes, note) = self.tracker.observe(t_ns, listed.as_deref(), mem.used);
         let reading = Reading {
             t_ns,
@@ -242,6 +235,157 @@ impl NvmlProbe {
         let device = self.nvml.device_by_index(self.index).ok()?;
         device.memory_info().ok().map(|m| m.free)
     }
+}
+
+/// The processes NVML lists on `device` with their bytes. None where it cannot
+/// list them (some vGPU and MIG setups): then device-wide only.
+fn compute_processes(device: &nvml_wrapper::Device) -> Option<Vec<(u32, Option<u64>)>> {
+    device.running_compute_processes().ok().map(|list| {
+        list.into_iter()
+            .map(|p| {
+                let bytes = match p.used_gpu_memory {
+                    UsedGpuMemory::Used(b) => Some(b),
+                    UsedGpuMemory::Unavailable => None,
+                };
+                (p.pid, bytes)
+            })
+            .collect()
+    })
+}
+
+/// Every NVIDIA GPU's memory from before a worker is started until its `meta`
+/// names the device it uses. A worker reports in only after it made its context
+/// (tens to hundreds of milliseconds): without this the run's first samples, and
+/// the level its after-exit figure is compared with, would come after that.
+pub struct BeforeRun {
+    stop: Arc<AtomicBool>,
+    pid: Arc<AtomicU32>,
+    thread: Option<JoinHandle<Vec<GpuSamples>>>,
+}
+
+/// One GPU's PCI bus id (normalised) and its readings.
+type GpuSamples = (Option<String>, Vec<Sample>);
+
+/// How long `BeforeRun::start` waits for NVML's first readings.
+const BEFORE_RUN_READY: Duration = Duration::from_millis(500);
+
+impl BeforeRun {
+    /// Opens NVML and reads every GPU once before returning, then reads on at
+    /// `hz` until [`BeforeRun::finish`]. None (at once) where there is no NVML.
+    pub fn start(hz: f64) -> Option<BeforeRun> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let pid = Arc::new(AtomicU32::new(0));
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+        let (s, p) = (stop.clone(), pid.clone());
+        let period = Duration::from_secs_f64(1.0 / hz.clamp(1.0, super::MAX_HZ));
+        let thread = std::thread::Builder::new()
+            .name("gpulab-before-run".into())
+            .spawn(move || before_run(&s, &p, period, &ready_tx))
+            .ok()?;
+        let mut me = BeforeRun {
+            stop,
+            pid,
+            thread: Some(thread),
+        };
+        match ready_rx.recv_timeout(BEFORE_RUN_READY) {
+            Ok(true) => Some(me),
+            _ => {
+                me.finish(None);
+                None
+            }
+        }
+    }
+
+    /// The worker now exists: read its own share too.
+    pub fn follow(&self, pid: u32) {
+        self.pid.store(pid, Ordering::SeqCst);
+    }
+
+    /// Stops reading; the readings of the GPU at `pci_bus_id` (None: none).
+    pub fn finish(&mut self, pci_bus_id: Option<&str>) -> Vec<Sample> {
+        self.stop.store(true, Ordering::SeqCst);
+        let all = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        let Some(want) = pci_bus_id.and_then(normalize_pci_bus_id) else {
+            return Vec::new();
+        };
+        all.into_iter()
+            .find(|(bus, _)| bus.as_deref() == Some(want.as_str()))
+            .map(|(_, samples)| samples)
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for BeforeRun {
+    fn drop(&mut self) {
+        self.finish(None);
+    }
+}
+
+fn before_run(
+    stop: &AtomicBool,
+    pid: &AtomicU32,
+    period: Duration,
+    ready: &std::sync::mpsc::SyncSender<bool>,
+) -> Vec<GpuSamples> {
+    let Ok(nvml) = Nvml::init() else {
+        let _ = ready.send(false);
+        return Vec::new();
+    };
+    let count = nvml.device_count().unwrap_or(0);
+    let mut gpus: Vec<(Option<String>, Vec<Sample>, Option<PidTracker>)> = (0..count)
+        .map(|i| {
+            let bus = nvml
+                .device_by_index(i)
+                .and_then(|d| d.pci_info())
+                .ok()
+                .and_then(|p| normalize_pci_bus_id(&p.bus_id));
+            (bus, Vec::new(), None)
+        })
+        .collect();
+    let mut first = true;
+    loop {
+        let worker = pid.load(Ordering::SeqCst);
+        for (i, (_, samples, tracker)) in gpus.iter_mut().enumerate() {
+            let Ok(device) = nvml.device_by_index(i as u32) else {
+                continue;
+            };
+            let Ok(mem) = device.memory_info() else {
+                continue;
+            };
+            let t_ns = now_ns();
+            // Before the worker exists, its share is nothing; after, NVML's
+            // list says, read as the run's own probe reads it.
+            let process_bytes = if worker == 0 {
+                Some(0)
+            } else {
+                let before = samples.first().map_or(mem.used, |s: &Sample| s.used_bytes);
+                let tracker = tracker.get_or_insert_with(|| PidTracker::new(worker, before));
+                tracker
+                    .observe(t_ns, compute_processes(&device).as_deref(), mem.used)
+                    .0
+            };
+            samples.push(Sample {
+                t_ns,
+                source: MemorySource::Nvml,
+                used_bytes: mem.used,
+                total_bytes: Some(mem.total),
+                process_bytes,
+            });
+        }
+        if first {
+            first = false;
+            let _ = ready.send(true);
+        }
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        std::thread::sleep(period);
+    }
+    gpus.into_iter().map(|(bus, s, _)| (bus, s)).collect()
 }
 
 /// The NVML device for `info`: by PCI bus id, else device 0 with a note when the
