@@ -286,3 +286,25 @@ fn lines_at_odds_with_the_stream_are_named() {
     assert_eq!(run.meta, first.meta);
     assert_eq!(run.end, first.end);
 }
+
+/// The parent samples the device from before the worker exists: a sample a
+/// little before the run's start is part of the run, not a damaged line, while
+/// one long before it is.
+#[test]
+fn samples_from_before_the_worker_started_are_not_damage() {
+    let lines = lines();
+    let mut meta: serde_json::Value = serde_json::from_str(&lines[0]).expect("meta");
+    let start: u64 = 1_000_000_000_000;
+    meta["data"]["t_ns"] = start.into();
+    let sample = |t: u64| {
+        format!(
+            r#"{{"type":"sample","data":{{"t_ns":{t},"source":"nvml","used_bytes":1,"total_bytes":null,"process_bytes":0}}}}"#
+        )
+    };
+    let early = vec![meta.to_string(), sample(start - 700_000_000)];
+    let rec = read_recording(join(&early).as_bytes()).expect("read");
+    assert!(rec.problems.is_empty(), "{:?}", rec.problems);
+    let ancient = vec![meta.to_string(), sample(start - 600_000_000_000)];
+    let rec = read_recording(join(&ancient).as_bytes()).expect("read");
+    assert_eq!(rec.problems.len(), 1, "{:?}", rec.problems);
+}

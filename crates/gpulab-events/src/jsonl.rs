@@ -152,6 +152,10 @@ pub fn read_recording(mut input: impl BufRead) -> Result<Recording> {
 /// a time this run recorded.
 const PLAUSIBLE_NS: u64 = 30 * 24 * 3600 * 1_000_000_000;
 
+/// How long before the run's start its samples may be: the worker's own start,
+/// context included, takes well under this.
+const BEFORE_START_NS: u64 = 60 * 1_000_000_000;
+
 /// What is wrong with `event` given the events before it, and whether to keep it.
 fn at_odds(before: &[Event], event: &Event) -> Option<(&'static str, bool)> {
     let start = match before.first() {
@@ -166,6 +170,11 @@ fn at_odds(before: &[Event], event: &Event) -> Option<(&'static str, bool)> {
         _ => {}
     }
     let t = event.t_ns()?;
+    // The parent samples the device from before the worker exists (its start
+    // is the worker's), for as long as the worker takes to report in.
+    if matches!(event, Event::Sample(_)) && t < start && start - t <= BEFORE_START_NS {
+        return None;
+    }
     if t < start {
         Some((
             "its time is before the run's start (kept, but figures may be off)",

@@ -234,7 +234,16 @@ impl Chart {
         let mut lo = vec![usize::MAX; gw];
         let mut hi = vec![0usize; gw];
         let mut last = vec![usize::MAX; gw];
-        for (t, v) in &run.run.readings {
+        // Readings from before the run's start (the parent samples from before the
+        // worker exists) are history: only the last of them, the level at the
+        // start, is drawn, at the left edge.
+        let first = run
+            .run
+            .readings
+            .iter()
+            .rposition(|(t, _)| *t < self.t0)
+            .unwrap_or(0);
+        for (t, v) in &run.run.readings[first..] {
             let x = self.axes.col(self.t0, *t, gw);
             let y = self.y_of(*v as f64 / MIB);
             lo[x] = lo[x].min(y);
