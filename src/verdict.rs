@@ -245,6 +245,7 @@ impl Env<'_> {
                     .unwrap_or(0);
                 Ok(ms(outstanding))
             }
+            "per_iter_mib" => per_iter_mib(run, arg),
             "iterations" => run
                 .tagged_block(arg)
                 .map(|b| b.iterations as f64)
@@ -337,6 +338,47 @@ impl Env<'_> {
 
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
+}
+
+/// Device memory growth per iteration of the tagged repeat block from its
+/// second iteration on: (memory after the last iteration − memory after the
+/// first) / (iterations − 1). A one-time reserve made in the first iteration
+/// (a pool, a context's own memory) is not growth per iteration.
+fn per_iter_mib(run: &Run, tag: &str) -> Result<f64, Why> {
+    let block = run.tagged_block(tag).ok_or_else(|| never_ran(tag))?;
+    // The block's own iteration index sits in each call's `iter` at its depth:
+    // the number of blocks on earlier lines that enclose it.
+    let mut outer: Vec<u32> = run
+        .blocks
+        .iter()
+        .filter(|b| b.line < block.line && b.begin_ns <= block.begin_ns && b.end_ns >= block.end_ns)
+        .map(|b| b.line)
+        .collect();
+    outer.sort_unstable();
+    outer.dedup();
+    let depth = outer.len();
+    // Memory after each iteration: the last reading of its last call.
+    let mut after: BTreeMap<u32, u64> = BTreeMap::new();
+    for c in run
+        .calls
+        .iter()
+        .filter(|c| c.begin_ns >= block.begin_ns && c.end_ns <= block.end_ns)
+    {
+        if let (Some(i), Some(m)) = (c.iter.get(depth), c.mem_after) {
+            after.insert(*i, m);
+        }
+    }
+    let (Some((first_i, first)), Some((last_i, last))) =
+        (after.first_key_value(), after.last_key_value())
+    else {
+        return Err(no_memory());
+    };
+    if last_i == first_i {
+        return Err(format!(
+            "`{tag}` ran one iteration: growth per iteration needs two"
+        ));
+    }
+    Ok((*last as f64 - *first as f64) / MIB / f64::from(last_i - first_i))
 }
 
 fn never_ran(tag: &str) -> Why {

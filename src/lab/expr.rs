@@ -106,6 +106,11 @@ pub static METRICS: &[MetricSpec] = &[
         help: "device work enqueued earlier and still outstanding when the tagged call (its first execution) began, ms (0 if the device was idle)",
     },
     MetricSpec {
+        name: "per_iter_mib",
+        arg: MetricArg::Tag,
+        help: "device memory growth per iteration of the tagged repeat block from its second iteration on, MiB (memory after the last iteration minus after the first, over iterations − 1): a one-time reserve in the first iteration does not count",
+    },
+    MetricSpec {
         name: "iterations",
         arg: MetricArg::Tag,
         help: "iterations the tagged repeat block really ran (the budget may stop it early)",

@@ -339,3 +339,60 @@ fn live_counts_come_from_the_end_event() {
     events.pop();
     assert_eq!(judge_events(&c, &events).verdict, Verdict::Inconclusive);
 }
+
+/// A loop whose first iteration also makes a one-time 500 MiB reserve and then
+/// holds 10 MiB more each iteration: growth per iteration is 10 MiB, not the
+/// total over the count (which the reserve would inflate to 130 MiB).
+#[test]
+fn growth_per_iteration_leaves_out_the_first_iterations_reserve() {
+    const MIB: u64 = 1 << 20;
+    let mut events = vec![meta(Some(0))];
+    let mut after = 0;
+    for i in 0..4u32 {
+        let before = after;
+        after = before + 10 * MIB + if i == 0 { 500 * MIB } else { 0 };
+        if let Event::Call(mut c) = call(
+            u64::from(i),
+            "alloc",
+            "clCreateBuffer",
+            (u64::from(i) * 10 * MS + MS, u64::from(i) * 10 * MS + 2 * MS),
+            Some((before, after)),
+            None,
+        ) {
+            c.iter = vec![i];
+            c.tag = None;
+            events.push(Event::Call(c));
+        }
+    }
+    events.push(Event::Block(Block {
+        line: 1,
+        tag: Some("loop".into()),
+        iterations: 4,
+        planned: 4,
+        begin_ns: 0,
+        end_ns: 50 * MS,
+        mem_before: Some(0),
+        mem_after: Some(after),
+    }));
+    let grows = claim(
+        bin(BinOp::Gt, metric("per_iter_mib", "loop"), Expr::Num(100.0)),
+        None,
+    );
+    let v = judge_events(&grows, &events);
+    assert_eq!(v.values["per_iter_mib(loop)"], 10.0, "{v:?}");
+    assert_eq!(v.verdict, Verdict::DoesNotHold);
+    // The old way, total over iterations, is fooled by the reserve.
+    let old = claim(
+        bin(
+            BinOp::Gt,
+            bin(
+                BinOp::Div,
+                metric("vram_delta_mib", "loop"),
+                metric("iterations", "loop"),
+            ),
+            Expr::Num(100.0),
+        ),
+        None,
+    );
+    assert_eq!(judge_events(&old, &events).verdict, Verdict::Holds);
+}
