@@ -223,3 +223,54 @@ fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
     assert!(objects.contains("streams"), "{objects}");
     assert!(!objects.contains("queues"), "{objects}");
 }
+
+/// A lab run cut while its kernel runs (the enqueue returned, the span has not
+/// come): the timeline draws the kernel in flight from its enqueue to the
+/// latest reading, and no longer once the span arrives.
+#[test]
+fn a_kernel_still_running_is_drawn_in_flight_until_its_span_comes() {
+    use gpulab::trace::Event;
+    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::theme::Theme;
+
+    let events = common::dash::events("h100-opencl--cl-premature-release--release-then-finish");
+    let enqueue = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Call(c) if c.api == "clEnqueueNDRangeKernel" => Some(c.clone()),
+            _ => None,
+        })
+        .expect("the lab enqueues a kernel");
+    let span_end = events
+        .iter()
+        .find_map(|e| match e {
+            Event::DeviceSpan(s) if s.call_seq == enqueue.seq => Some(s.end_ns),
+            _ => None,
+        })
+        .expect("its span");
+    let draw = |events: Vec<&Event>| {
+        let mut run = RunState::from_events(Origin::Recording("cut".into()), events);
+        run.closed = false;
+        let area = Rect::new(0, 0, 100, 8);
+        let mut buf = Buffer::empty(area);
+        TimelinePanel {
+            run: Some(&run),
+            axes: None,
+            theme: Theme::PLAIN,
+            focused: false,
+        }
+        .render(area, &mut buf);
+        text(&buf)
+    };
+    // Everything before the kernel's span was reported (and before the end).
+    let running: Vec<&Event> = events
+        .iter()
+        .filter(|e| !matches!(e, Event::DeviceSpan(_) | Event::End(_) | Event::Claim(_)))
+        .filter(|e| e.t_ns().is_none_or(|t| t < span_end))
+        .collect();
+    let during = draw(running);
+    assert!(during.contains("pending"), "{during}");
+    assert!(during.contains('░'), "{during}");
+    let after = draw(events.iter().collect());
+    assert!(!after.contains("pending"), "{after}");
+}

@@ -503,6 +503,21 @@ impl Api {
         self.spec().name
     }
 
+    /// The call queues device work that the backends time as a device span
+    /// (a kernel, a copy, a fill): until the span arrives, the work is in flight.
+    pub fn queues_device_work(self) -> bool {
+        matches!(
+            self,
+            Api::ClEnqueueNDRangeKernel
+                | Api::ClEnqueueReadBuffer
+                | Api::ClEnqueueWriteBuffer
+                | Api::CudaLaunchKernel
+                | Api::CudaMemcpyAsync
+                | Api::CudaMemcpyAsyncToDevice
+                | Api::CudaMemsetAsync
+        )
+    }
+
     /// The call that drops one reference of an object of `kind` on `backend`
     /// (`clReleaseMemObject` or `cudaFree` for a buffer).
     pub fn release_of(kind: ObjKind, backend: BackendKind) -> Option<Api> {

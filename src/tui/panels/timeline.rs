@@ -9,6 +9,7 @@ use ratatui::text::Span;
 use ratatui::widgets::{Paragraph, Widget};
 
 use super::{Axes, GUTTER, axis_labels, block, fit, usable};
+use crate::lab::api::Api;
 use crate::trace::CallStatus;
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
@@ -26,12 +27,17 @@ const WAIT_NS: u64 = 1_000_000;
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Cell {
     Empty,
+    InFlight,
     Call,
     Wait,
     Copy,
     Kernel,
     Error,
 }
+
+/// The lane of work a lab queued whose device span has not come yet (queued or
+/// running: the driver reports it only when it is done).
+const IN_FLIGHT: &str = "pending";
 
 impl Widget for &TimelinePanel<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -65,6 +71,13 @@ impl Widget for &TimelinePanel<'_> {
                 names.push(n);
             }
         }
+        // A lab run still going: device work queued and not reported done is drawn
+        // from its enqueue to now, open-ended, on a lane of its own (the span, with
+        // its real start and end, replaces it when the driver reports it).
+        let in_flight = in_flight(run);
+        if !in_flight.is_empty() {
+            names.push(IN_FLIGHT.into());
+        }
         let axis = u16::from(inner.height >= 3);
         let rows = (inner.height - axis) as usize;
         let mut lanes: Vec<(String, Vec<Cell>)> = vec![("host".into(), vec![Cell::Empty; w])];
@@ -97,6 +110,12 @@ impl Widget for &TimelinePanel<'_> {
             };
             mark(&mut lanes[i].1, s.begin_ns, s.end_ns, kind);
         }
+        if let Some((_, lane)) = lanes.iter_mut().find(|(n, _)| n == IN_FLIGHT) {
+            let now = latest(run);
+            for begin in &in_flight {
+                mark(lane, *begin, now.max(*begin), Cell::InFlight);
+            }
+        }
         let hidden = lanes.len().saturating_sub(rows);
         for (row, (name, cells)) in lanes.iter().take(rows).enumerate() {
             let y = inner.y + row as u16;
@@ -120,6 +139,7 @@ impl Widget for &TimelinePanel<'_> {
                     Cell::Error => ("✗", self.theme.bad()),
                     Cell::Kernel => ("█", self.theme.device()),
                     Cell::Copy => ("▓", self.theme.device()),
+                    Cell::InFlight => ("░", self.theme.device()),
                 };
                 buf.set_string(inner.x + gutter + x as u16, y, ch, style);
             }
@@ -135,4 +155,28 @@ impl Widget for &TimelinePanel<'_> {
             );
         }
     }
+}
+
+/// When each device job a running lab queued began, for those whose span has not
+/// come yet. None once the run ended: what never came then is not in flight.
+fn in_flight(run: &RunState) -> Vec<u64> {
+    let r = &run.run;
+    if r.end.is_some() || r.meta.as_ref().is_none_or(|m| m.lab.is_none()) {
+        return Vec::new();
+    }
+    let done: std::collections::HashSet<u64> = r.spans.iter().map(|s| s.call_seq).collect();
+    r.calls
+        .iter()
+        .filter(|c| c.status == CallStatus::Ok && !done.contains(&c.seq))
+        .filter(|c| Api::lookup(&c.api).is_some_and(|spec| spec.api.queues_device_work()))
+        .map(|c| c.begin_ns)
+        .collect()
+}
+
+/// The latest time the run has seen: its last call's end or last reading.
+fn latest(run: &RunState) -> u64 {
+    let r = &run.run;
+    let call = r.calls.iter().map(|c| c.end_ns).max().unwrap_or(0);
+    let reading = r.readings.last().map_or(0, |(t, _)| *t);
+    call.max(reading)
 }
