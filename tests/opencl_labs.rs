@@ -365,3 +365,29 @@ fn step_mode_finishes_when_stdin_ends_and_an_early_quit_has_no_bogus_duration() 
         assert!(secs < 600.0, "{status}");
     }
 }
+
+/// A buffer retained once more than it is released: the report says it was
+/// released, and how many references it still held, not "never released".
+#[test]
+fn a_buffer_released_but_still_retained_is_not_called_never_released() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("a_buffer_released_but_still_retained_is_not_called_never_released")
+    {
+        return;
+    }
+    let labs = common::repo_file("tests/labs/retain");
+    let out = common::gpulab()
+        .args(["run", "retained-once-more", "--labs"])
+        .arg(&labs)
+        .output()
+        .expect("gpulab starts");
+    let text = common::stdout(&out);
+    assert!(out.status.success(), "{text}{}", common::stderr(&out));
+    assert!(
+        text.contains(
+            "leaked buf (buffer, 1.0 MiB each): released once, yet 1 reference still held"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("never released"), "{text}");
+}

@@ -55,6 +55,9 @@ pub struct Summary {
     pub after_exit_against: Option<String>,
     pub status: String,
     pub duration_ms: Option<f64>,
+    /// `host_ms(tag)` for each tag, as a claim computes it: a tagged block's
+    /// whole duration, a tagged line's mean per execution.
+    pub host_ms_by_tag: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -87,6 +90,10 @@ pub struct LeakRow {
     pub kind: ObjKind,
     pub bytes: u64,
     pub forgotten: bool,
+    /// Releases the lab made of it, and the references it still held at the end
+    /// (a buffer retained once more than released: released, yet still held).
+    pub releases: u32,
+    pub refcount: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -148,11 +155,16 @@ impl Summary {
             .end
             .iter()
             .flat_map(|e| e.leaked.iter())
-            .map(|l| LeakRow {
-                handle: l.handle.clone().unwrap_or_else(|| format!("#{}", l.id)),
-                kind: l.kind,
-                bytes: l.bytes,
-                forgotten: l.forgotten,
+            .map(|l| {
+                let state = run.ledger.get(&l.id);
+                LeakRow {
+                    handle: l.handle.clone().unwrap_or_else(|| format!("#{}", l.id)),
+                    kind: l.kind,
+                    bytes: l.bytes,
+                    forgotten: l.forgotten,
+                    releases: state.map_or(0, |s| s.releases),
+                    refcount: state.map_or(1, |s| s.refcount),
+                }
             })
             .collect();
         let baseline = run.baseline();
@@ -202,8 +214,39 @@ impl Summary {
                 .map(|e| e.status.label())
                 .unwrap_or_else(|| "no end (partial run)".into()),
             duration_ms: run.duration_ns().map(|d| d as f64 / 1e6),
+            host_ms_by_tag: host_ms_by_tag(run),
         }
     }
+}
+
+/// `host_ms(tag)` of every tag in the run, by the claims' own definition.
+fn host_ms_by_tag(run: &Run) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let tags = run
+        .blocks
+        .iter()
+        .filter_map(|b| b.tag.clone())
+        .chain(run.calls.iter().filter_map(|c| c.tag.clone()));
+    for tag in tags {
+        if out.contains_key(&tag) {
+            continue;
+        }
+        let ms = match run.tagged_block(&tag) {
+            Some(b) => b.end_ns.saturating_sub(b.begin_ns) as f64 / 1e6,
+            None => {
+                let times: Vec<u64> = run
+                    .tagged_calls(&tag)
+                    .map(|c| c.end_ns.saturating_sub(c.begin_ns))
+                    .collect();
+                if times.is_empty() {
+                    continue;
+                }
+                times.iter().sum::<u64>() as f64 / 1e6 / times.len() as f64
+            }
+        };
+        out.insert(tag, ms);
+    }
+    out
 }
 
 /// Device memory after the worker exited, against the level at the start (both

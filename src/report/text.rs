@@ -126,7 +126,15 @@ fn objects_at_end(s: &Summary, o: &mut String) {
         .map(|(k, n)| format!("{k} {n}"))
         .collect();
     let _ = writeln!(o, "\nlive at end  {}", counts.join(" · "));
-    for (l, n) in group(&s.leaked, |l| (l.handle.clone(), l.kind, l.forgotten)) {
+    for (l, n) in group(&s.leaked, |l| {
+        (
+            l.handle.clone(),
+            l.kind,
+            l.forgotten,
+            l.releases,
+            l.refcount,
+        )
+    }) {
         leaked(l, n, o);
     }
     let destroy_key = |d: &DestroyRow| (d.handle.clone(), d.kind, destroy_bucket(d));
@@ -146,9 +154,19 @@ fn times(n: usize) -> String {
 
 fn leaked(l: &LeakRow, n: usize, o: &mut String) {
     let why = if l.forgotten {
-        "forgotten on purpose (`forget`)"
+        "forgotten on purpose (`forget`)".to_string()
+    } else if l.releases > 0 {
+        format!(
+            "released {}, yet {} reference{} still held (retained more often than released)",
+            match l.releases {
+                1 => "once".to_string(),
+                n => format!("{n} times"),
+            },
+            l.refcount,
+            if l.refcount == 1 { "" } else { "s" }
+        )
     } else {
-        "never released"
+        "never released".to_string()
     };
     let _ = writeln!(
         o,
@@ -286,16 +304,16 @@ pub fn side_by_side(summaries: &[Summary]) -> String {
             }
         }
     }
+    // Named and computed as in a claim: a block's whole duration, a line's mean.
     for t in &tags {
         row(
-            &format!("host ms [{t}]"),
+            &format!("host_ms({t})"),
             summaries
                 .iter()
                 .map(|s| {
-                    s.lines
-                        .iter()
-                        .find(|l| l.tag.as_ref() == Some(t))
-                        .map(|l| format!("{:.3}", l.host_ms))
+                    s.host_ms_by_tag
+                        .get(t)
+                        .map(|ms| format!("{ms:.3}"))
                         .unwrap_or_else(|| "-".into())
                 })
                 .collect(),

@@ -15,6 +15,9 @@ pub struct ObjState {
     pub bytes: u64,
     /// The program's references (0 = it released the object).
     pub refcount: u32,
+    /// Releases the program made of it (a `clRelease*` that left references
+    /// counts too), for "released once, still held".
+    pub releases: u32,
     /// Objects this one refers to (an event to its queue, kernel and buffer).
     pub refs: Vec<u64>,
     pub forgotten: bool,
@@ -53,6 +56,7 @@ impl ObjState {
             line: o.line,
             bytes: o.bytes,
             refcount: 0,
+            releases: 0,
             refs: o.refs.clone(),
             forgotten: false,
             released_ns: None,
@@ -85,6 +89,10 @@ pub(super) fn apply(states: &mut BTreeMap<u64, ObjState>, o: &ObjectEvent) {
     match o.action {
         ObjectAction::Destroyed => st.destroyed_ns = Some(o.t_ns),
         ObjectAction::Forgotten => st.forgotten = true,
+        ObjectAction::Released => {
+            st.refcount = o.refcount;
+            st.releases += 1;
+        }
         _ => st.refcount = o.refcount,
     }
     if o.ends_life() {
