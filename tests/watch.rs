@@ -6,8 +6,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use common::watch::{assert_complete, kind, watch_json};
 use common::{device_lock, gpulab, opencl_or_skip, repo_file, stderr, stdout, temp_dir};
 use serde_json::Value;
 
@@ -23,47 +24,6 @@ fn tool_or_skip(test: &str, ok: bool, what: &str) -> bool {
     }
     eprintln!("skipping {test}: {what} is missing");
     false
-}
-
-/// Watches `args`, the report written to a file apart from the program's output.
-fn watch_json(args: &[&str]) -> (Output, Value) {
-    let dir = temp_dir();
-    let file = dir.path().join("report.json");
-    let out = gpulab()
-        .arg("watch")
-        .arg("--json")
-        .arg("--output")
-        .arg(&file)
-        .arg("--")
-        .args(args)
-        .output()
-        .expect("gpulab starts");
-    let text = std::fs::read_to_string(&file).unwrap_or_default();
-    let report: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
-        panic!(
-            "watch --json wrote no report ({e}); stdout:\n{}\nstderr:\n{}",
-            stdout(&out),
-            stderr(&out)
-        )
-    });
-    (out, report)
-}
-
-fn kind<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["kinds"]
-        .as_array()
-        .and_then(|ks| ks.iter().find(|k| k["kind"] == name))
-        .unwrap_or_else(|| panic!("no {name} in the report: {report:#}"))
-}
-
-/// Every process's agent said goodbye, dropped nothing, and everything it sent arrived.
-fn assert_complete(report: &Value) {
-    let processes = report["processes"].as_array().expect("processes");
-    assert!(!processes.is_empty(), "no agent reported: {report:#}");
-    for p in processes {
-        assert_eq!(p["dropped"], 0, "records dropped: {p}");
-        assert_eq!(p["records"], p["received"], "records lost on the way: {p}");
-    }
 }
 
 /// `name=value` pairs from the program's own summary line.
@@ -86,8 +46,15 @@ fn count(pairs: &[(String, u64)], key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {pairs:?}"))
 }
 
-fn compile_c(test: &str, dir: &Path) -> Option<PathBuf> {
-    compile(test, dir, "forgotten_events")
+/// The C program `tests/watch/{name}.c` built for `test` in a temporary folder
+/// (kept alive with it); None where the test skips.
+fn program(test: &str, name: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    if !opencl_or_skip(test) {
+        return None;
+    }
+    let dir = temp_dir();
+    let exe = compile(test, dir.path(), name)?;
+    Some((dir, exe))
 }
 
 /// Builds `tests/watch/{name}.c` against the OpenCL loader.
@@ -117,17 +84,13 @@ fn compile(test: &str, dir: &Path, name: &str) -> Option<PathBuf> {
 #[test]
 fn a_child_forked_without_exec_is_followed_with_its_own_counts() {
     let test = "a_child_forked_without_exec_is_followed_with_its_own_counts";
-    if !opencl_or_skip(test) {
-        return;
-    }
-    let dir = temp_dir();
-    let Some(exe) = compile(test, dir.path(), "fork_children") else {
+    let Some((_dir, exe)) = program(test, "fork_children") else {
         return;
     };
     let _device = device_lock();
     let (out, report) = watch_json(&[&exe.to_string_lossy()]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_complete(&report);
+    assert_complete(&report, None);
     let text = stderr(&out);
     let child_line = text
         .lines()
@@ -164,7 +127,7 @@ fn clinfo_under_watch_releases_everything_it_creates() {
     let _device = device_lock();
     let (out, report) = watch_json(&["clinfo"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_complete(&report);
+    assert_complete(&report, None);
     assert!(
         report["calls"].as_u64().unwrap_or(0) > 0,
         "no call seen: {report:#}"
@@ -184,11 +147,7 @@ fn clinfo_under_watch_releases_everything_it_creates() {
 #[test]
 fn a_c_program_that_forgets_its_kernel_events_is_counted_exactly() {
     let test = "a_c_program_that_forgets_its_kernel_events_is_counted_exactly";
-    if !opencl_or_skip(test) {
-        return;
-    }
-    let dir = temp_dir();
-    let Some(exe) = compile_c(test, dir.path()) else {
+    let Some((_dir, exe)) = program(test, "forgotten_events") else {
         return;
     };
     let exe = exe.to_string_lossy().into_owned();
@@ -200,7 +159,7 @@ fn a_c_program_that_forgets_its_kernel_events_is_counted_exactly() {
         }
         let (out, report) = watch_json(&args);
         assert!(out.status.success(), "{}", stderr(&out));
-        assert_complete(&report);
+        assert_complete(&report, None);
         let own = counts(&stderr(&out), "forgotten_events:");
         let iterations = count(&own, "iterations");
         let per_kind = count(&own, "objects_created") / 5;
@@ -264,7 +223,7 @@ fn a_pyopencl_program_keeps_its_events_alive_while_it_runs() {
     let script = repo_file("tests/watch/leaky_events.py");
     let (out, report) = watch_json(&[python, &script.to_string_lossy(), "30"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_complete(&report);
+    assert_complete(&report, None);
     let launches = count(&counts(&stderr(&out), "leaky_events:"), "launches");
     let events = kind(&report, "event");
     assert!(
@@ -310,11 +269,7 @@ fn a_missing_program_is_a_clear_error() {
 #[test]
 fn a_watch_recording_reports_as_the_watch_did() {
     let test = "a_watch_recording_reports_as_the_watch_did";
-    if !opencl_or_skip(test) {
-        return;
-    }
-    let dir = temp_dir();
-    let Some(exe) = compile_c(test, dir.path()) else {
+    let Some((dir, exe)) = program(test, "forgotten_events") else {
         return;
     };
     let file = dir.path().join("watch.jsonl");
@@ -351,6 +306,17 @@ fn a_watch_recording_reports_as_the_watch_did() {
     }
 }
 
+/// `gpulab report --json FILE`.
+fn report_json(file: &Path) -> Value {
+    let out = gpulab()
+        .args(["report", "--json"])
+        .arg(file)
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}: {}", file.display(), stderr(&out));
+    serde_json::from_str(&stdout(&out)).expect("JSON")
+}
+
 /// The H100 watch recordings (NVIDIA OpenCL, the C program above) report what
 /// their own events say: each context released but never destroyed is listed as
 /// held by the driver, with what pins it; the released variant holds none.
@@ -370,13 +336,7 @@ fn the_shipped_h100_watch_recordings_report_what_their_events_say() {
                     && !o.destroyed()
             })
             .count();
-        let out = gpulab()
-            .args(["report", "--json"])
-            .arg(&file)
-            .output()
-            .expect("gpulab starts");
-        assert!(out.status.success(), "{name}: {}", stderr(&out));
-        let report: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+        let report = report_json(&file);
         let held: Vec<&Value> = report["held_by_driver"]
             .as_array()
             .expect("a list")
@@ -391,7 +351,7 @@ fn the_shipped_h100_watch_recordings_report_what_their_events_say() {
             );
         }
         assert_eq!(report["memory_source"], "nvml", "{name}");
-        assert_complete(&report);
+        assert_complete(&report, None);
     }
 }
 
@@ -421,14 +381,8 @@ fn the_shipped_h100_cuda_watch_recordings_report_what_their_events_say() {
                 }
             }
         }
-        let out = gpulab()
-            .args(["report", "--json"])
-            .arg(&file)
-            .output()
-            .expect("gpulab starts");
-        assert!(out.status.success(), "{name}: {}", stderr(&out));
-        let report: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
-        assert_complete(&report);
+        let report = report_json(&file);
+        assert_complete(&report, None);
         assert!(
             report["processes"][0]["apis"]
                 .as_array()

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use common::watch::{assert_complete, kind, watch_json};
 use common::{gpulab, repo_file, stderr, temp_dir};
 use gpulab::trace::{Event, ObjKind, ObjectAction};
 use gpulab::watch::{self, WatchRequest};
@@ -50,44 +51,6 @@ fn build(dir: &Path, source: &str) -> PathBuf {
     exe
 }
 
-fn watch_json(args: &[&str]) -> (std::process::Output, Value) {
-    let dir = temp_dir();
-    let file = dir.path().join("report.json");
-    let out = gpulab()
-        .args(["watch", "--json", "--output"])
-        .arg(&file)
-        .arg("--")
-        .args(args)
-        .output()
-        .expect("gpulab starts");
-    let text = std::fs::read_to_string(&file).unwrap_or_default();
-    let report = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", stderr(&out)));
-    (out, report)
-}
-
-fn kind<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["kinds"]
-        .as_array()
-        .and_then(|ks| ks.iter().find(|k| k["kind"] == name))
-        .unwrap_or_else(|| panic!("no {name} in the report: {report:#}"))
-}
-
-fn assert_complete(report: &Value) {
-    let processes = report["processes"].as_array().expect("processes");
-    assert!(!processes.is_empty(), "no agent reported: {report:#}");
-    for p in processes {
-        assert!(
-            p["apis"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|x| x == "cuda")),
-            "CUDA not watched: {p}"
-        );
-        assert_eq!(p["dropped"], 0, "records dropped: {p}");
-        assert_eq!(p["records"], p["received"], "records lost on the way: {p}");
-    }
-}
-
 /// `name=value` numbers from the program's summary line starting with `prefix`.
 fn own_count(text: &str, prefix: &str, key: &str) -> u64 {
     text.lines()
@@ -122,7 +85,7 @@ fn an_nvcc_program_is_counted_exactly_and_its_leaks_are_compute_sanitizers() {
     let exe = exe.to_string_lossy().into_owned();
     let (out, report) = watch_json(&[&exe, "4"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_complete(&report);
+    assert_complete(&report, Some("cuda"));
     let own = stderr(&out);
     let n = |key: &str| own_count(&own, "cuda_leaks:", key);
 
@@ -241,7 +204,7 @@ fn pytorch_gives_memory_back_only_on_empty_cache() {
         &std::fs::read_to_string(dir.path().join("r.json")).expect("a report"),
     )
     .expect("JSON");
-    assert_complete(&report);
+    assert_complete(&report, Some("cuda"));
     let buffers = kind(&report, "buffer");
     assert_eq!(buffers["created"], buffers["released"], "{buffers}");
     assert_eq!(buffers["alive_at_exit"], 0);
@@ -276,7 +239,7 @@ fn cupy_keeps_freed_arrays_in_its_pool_until_free_all_blocks() {
     let script = script.to_string_lossy();
     let (out, report) = watch_json(&["python3", &script, "0.2"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_complete(&report);
+    assert_complete(&report, Some("cuda"));
     let buffers = kind(&report, "buffer");
     assert!(buffers["created"].as_u64().unwrap_or(0) >= 1, "{buffers}");
     assert_eq!(buffers["created"], buffers["released"], "{buffers}");
