@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use super::api::ObjKind;
-use super::model::BackendKind;
+use crate::trace::BackendKind;
 
 /// Byte offsets into the lab file's text.
 pub type Span = Range<usize>;

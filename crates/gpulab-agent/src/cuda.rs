@@ -586,7 +586,14 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         unsafe { apply(hook.effect, params, data.context) }
     };
     let object = object.or_else(|| MADE_CONTEXT.take());
-    let seq = transport::call_as(hook.api, hook.driver, begin, Status::Cuda(status), object);
+    let name = (status != 0).then(|| error_name(status)).flatten();
+    let seq = transport::call_as(
+        hook.api,
+        hook.driver,
+        begin,
+        Status::Cuda { code: status, name },
+        object,
+    );
     if let (Launch { stream_at }, Some(_), 0) = (hook.effect, ACTIVITY.get(), status) {
         // SAFETY: the caller's contract: a launch's parameter block.
         let stream = unsafe { launch_stream(params, stream_at) };
@@ -758,6 +765,7 @@ fn enable_spans(lib: &Library) -> Result<(), String> {
     if unsafe { enable(ACTIVITY_KIND_CONCURRENT_KERNEL) } != CUPTI_SUCCESS {
         return Err("cuptiActivityEnable(CONCURRENT_KERNEL) failed".into());
     }
+    transport::on_tick(flush_spans);
     // Before the runtime's own exit handlers (registered earlier, run later),
     // while CUDA still works: the last spans go out.
     // SAFETY: registers a plain function.
@@ -881,8 +889,9 @@ extern "C" fn flush_at_exit() {
     }
 }
 
-/// The driver's own name for a `CUresult` (`CUDA_ERROR_OUT_OF_MEMORY`).
-pub fn error_name(code: i32) -> String {
+/// The driver's own name for a `CUresult` (`CUDA_ERROR_OUT_OF_MEMORY`): a
+/// string the driver keeps for the life of the process.
+fn error_name(code: i32) -> Option<&'static str> {
     static GET: OnceLock<Option<GetErrorName>> = OnceLock::new();
     let get = GET.get_or_init(|| {
         // SAFETY: looks the driver's symbol up among the loaded libraries.
@@ -892,15 +901,12 @@ pub fn error_name(code: i32) -> String {
             .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, GetErrorName>(&sym) })
     });
     let mut s: *const c_char = std::ptr::null();
-    if let Some(get) = get
-        // SAFETY: `s` is a writable out-pointer.
-        && unsafe { get(code, &mut s) } == 0
-        && !s.is_null()
-    {
-        // SAFETY: the driver returns a static C string.
-        return unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
+    // SAFETY: `s` is a writable out-pointer.
+    if unsafe { (*get)?(code, &mut s) } != 0 || s.is_null() {
+        return None;
     }
-    format!("CUDA_ERROR_{code}")
+    // SAFETY: the driver returns a static, NUL-terminated C string.
+    unsafe { CStr::from_ptr::<'static>(s) }.to_str().ok()
 }
 
 #[cfg(test)]
@@ -1128,10 +1134,10 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_status_still_has_a_name() {
-        // No CUDA driver in the test process: the name is made from the code.
+    fn without_a_driver_an_error_has_no_driver_name() {
+        // SAFETY: a lookup among the loaded libraries.
         if unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"cuGetErrorName".as_ptr()) }.is_null() {
-            assert_eq!(error_name(2), "CUDA_ERROR_2");
+            assert_eq!(error_name(2), None);
         }
     }
 }

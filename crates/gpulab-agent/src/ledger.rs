@@ -5,7 +5,8 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use gpulab_events::{ObjKind, ObjectAction};
 
@@ -37,6 +38,10 @@ type Objects = Option<HashMap<Key, Entry>>;
 static OBJECTS: Mutex<Objects> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
+/// Set in a child forked without exec: the parent's objects are not the
+/// child's to release, so its first use of the ledger starts it empty.
+static FORKED: AtomicBool = AtomicBool::new(false);
+
 thread_local! {
     /// The ledger's lock, held by the forking thread across `fork`.
     static HELD: std::cell::RefCell<Option<std::sync::MutexGuard<'static, Objects>>> =
@@ -45,24 +50,41 @@ thread_local! {
 
 /// Before `fork`: takes the ledger's lock, so the child never inherits it held
 /// by a thread that does not exist there.
-pub fn hold_for_fork() {
+extern "C" fn before_fork() {
     let guard = OBJECTS.lock().unwrap_or_else(|e| e.into_inner());
     HELD.with(|h| *h.borrow_mut() = Some(guard));
 }
 
-/// After `fork`, in parent and child: gives the lock back.
-pub fn release_after_fork() {
+/// After `fork`, in the parent: gives the lock back.
+extern "C" fn after_fork_in_parent() {
     HELD.with(|h| h.borrow_mut().take());
 }
 
-/// A forked child starts with an empty ledger: the parent's objects are its own.
-pub fn forget_all() {
-    with(HashMap::clear);
+/// After `fork`, in the child: gives the lock back and marks the ledger stale.
+extern "C" fn after_fork_in_child() {
+    HELD.with(|h| h.borrow_mut().take());
+    FORKED.store(true, Ordering::Relaxed);
 }
 
 fn with<R>(f: impl FnOnce(&mut HashMap<Key, Entry>) -> R) -> R {
+    static WATCH_FORKS: Once = Once::new();
+    WATCH_FORKS.call_once(|| {
+        // SAFETY: the handlers only lock and unlock the ledger's mutex, on the
+        // forking thread, and store to an atomic.
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_in_parent),
+                Some(after_fork_in_child),
+            )
+        };
+    });
     let mut guard = OBJECTS.lock().unwrap_or_else(|e| e.into_inner());
-    f(guard.get_or_insert_with(HashMap::new))
+    let objects = guard.get_or_insert_with(HashMap::new);
+    if FORKED.swap(false, Ordering::Relaxed) {
+        objects.clear();
+    }
+    f(objects)
 }
 
 /// Ids carry the process id in their upper half, so the objects of a program's

@@ -10,11 +10,11 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::FromRawFd;
-use std::sync::Mutex;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU16, AtomicU64, Ordering,
 };
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use gpulab_events::{
@@ -23,7 +23,6 @@ use gpulab_events::{
 };
 
 use crate::clock::{now_ns, thread_id};
-use crate::ledger;
 
 /// The environment variable holding the pipe's file descriptor.
 pub const FD_ENV: &str = "GPULAB_AGENT_FD";
@@ -81,8 +80,20 @@ enum Message {
 #[derive(Clone, Copy)]
 pub enum Status {
     OpenCl(i32),
-    /// A `CUresult`.
-    Cuda(i32),
+    /// A `CUresult`, and for an error the driver's name for it.
+    Cuda {
+        code: i32,
+        name: Option<&'static str>,
+    },
+}
+
+/// Run by the agent thread every `SPAN_FLUSH_EVERY`: set by the CUDA side when
+/// it collects device spans, so it can hand over what CUPTI holds.
+static TICK: OnceLock<fn()> = OnceLock::new();
+
+/// Has the agent thread call `tick` every `SPAN_FLUSH_EVERY`.
+pub fn on_tick(tick: fn()) {
+    let _ = TICK.set(tick);
 }
 
 struct Agent {
@@ -155,15 +166,9 @@ pub fn start() -> bool {
         return false;
     }
     FD.store(fd, Ordering::Relaxed);
-    // SAFETY: the handlers only lock and unlock the ledger and store to atomics
-    // and this thread's own thread-locals.
-    unsafe {
-        libc::pthread_atfork(
-            Some(before_fork),
-            Some(after_fork_in_parent),
-            Some(after_fork_in_child),
-        )
-    };
+    // SAFETY: the handler only stores to an atomic and this thread's own
+    // thread-local.
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     true
 }
 
@@ -195,25 +200,15 @@ fn launch(fd: i32, apis: u8) -> bool {
     true
 }
 
-extern "C" fn before_fork() {
-    // No other thread may be inside the ledger while the process is copied.
-    ledger::hold_for_fork();
-}
-
-extern "C" fn after_fork_in_parent() {
-    ledger::release_after_fork();
-}
-
 extern "C" fn after_fork_in_child() {
-    ledger::release_after_fork();
     crate::clock::forget_thread_id();
     FORKED.store(true, Ordering::Relaxed);
 }
 
 /// The first record of a child forked without exec: a drain thread of its own
-/// (the parent's did not survive the fork), a ledger of its own (the parent's
-/// objects are not the child's to release), and its own `attached` records, so
-/// its objects carry its pid and its report names it.
+/// (the parent's did not survive the fork) and its own `attached` records, so
+/// its objects carry its pid and its report names it. (The ledger starts the
+/// child afresh on its own: [`crate::ledger`].)
 fn after_fork() {
     if !FORKED.swap(false, Ordering::AcqRel) {
         return;
@@ -223,7 +218,6 @@ fn after_fork() {
         return;
     };
     let apis = parent.apis.load(Ordering::Relaxed);
-    ledger::forget_all();
     if parent.detached.load(Ordering::Relaxed) || !launch(FD.load(Ordering::Relaxed), 0) {
         return;
     }
@@ -355,7 +349,9 @@ fn drain(rx: Receiver<Message>, out: File, pid: u32, parent_pid: u32) {
     loop {
         if flushed.elapsed() >= SPAN_FLUSH_EVERY {
             // Device spans CUPTI holds come back through `span`, into the queue.
-            crate::cuda::flush_spans();
+            if let Some(tick) = TICK.get() {
+                tick();
+            }
             flushed = Instant::now();
         }
         let mut got = false;
@@ -453,10 +449,10 @@ fn call_status(status: Status) -> CallStatus {
             name: gpulab_events::vocab::opencl_status_name(code)
                 .map_or_else(|| format!("CL_UNKNOWN_ERROR_{code}"), str::to_string),
         },
-        Status::Cuda(0) => CallStatus::Ok,
-        Status::Cuda(code) => CallStatus::Error {
+        Status::Cuda { code: 0, .. } => CallStatus::Ok,
+        Status::Cuda { code, name } => CallStatus::Error {
             code: i64::from(code),
-            name: crate::cuda::error_name(code),
+            name: name.map_or_else(|| format!("CUDA_ERROR_{code}"), str::to_string),
         },
     }
 }
@@ -599,5 +595,15 @@ mod tests {
         assert!(
             matches!(call_status(Status::OpenCl(-9999)), CallStatus::Error { name, .. } if name == "CL_UNKNOWN_ERROR_-9999")
         );
+        let cuda = |code, name| call_status(Status::Cuda { code, name });
+        assert_eq!(cuda(0, None), CallStatus::Ok);
+        assert_eq!(
+            cuda(2, Some("CUDA_ERROR_OUT_OF_MEMORY")),
+            CallStatus::Error {
+                code: 2,
+                name: "CUDA_ERROR_OUT_OF_MEMORY".into()
+            }
+        );
+        assert!(matches!(cuda(2, None), CallStatus::Error { name, .. } if name == "CUDA_ERROR_2"));
     }
 }
