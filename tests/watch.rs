@@ -80,7 +80,9 @@ fn compile(test: &str, dir: &Path, name: &str) -> Option<PathBuf> {
 
 /// A child forked without exec after the parent's first OpenCL calls has no
 /// agent thread (threads do not survive fork): it gets its own, with its own
-/// pid on its objects, and each process's counts are its own.
+/// pid on its objects, and each process's counts are its own. The program's
+/// own lines are the truth: a child whose OpenCL fails (NVIDIA's driver under
+/// ocl-icd, with or without gpulab) made nothing, and its status passes through.
 #[test]
 fn a_child_forked_without_exec_is_followed_with_its_own_counts() {
     let test = "a_child_forked_without_exec_is_followed_with_its_own_counts";
@@ -89,18 +91,24 @@ fn a_child_forked_without_exec_is_followed_with_its_own_counts() {
     };
     let _device = device_lock();
     let (out, report) = watch_json(&[&exe.to_string_lossy()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        report["exit_code"],
+        out.status.code().unwrap_or(-1),
+        "{report:#}"
+    );
     assert_complete(&report, None);
     let text = stderr(&out);
-    let child_line = text
+    let parent = counts(&text, "fork_children: in=parent");
+    let child_pid = count(&parent, "child");
+    let child: Vec<(String, u64)> = match text
         .lines()
         .find(|l| l.starts_with("fork_children: in=child"))
-        .unwrap_or_else(|| panic!("no child line:\n{text}"));
-    let parent = counts(&text, "fork_children: in=parent");
-    let child = counts(child_line, "fork_children: in=child");
+    {
+        Some(line) => counts(line, "fork_children: in=child"),
+        None => vec![("contexts".into(), 0), ("buffers".into(), 0)],
+    };
     let processes = report["processes"].as_array().expect("processes");
     assert_eq!(processes.len(), 2, "{report:#}");
-    let child_pid = count(&child, "pid");
     let child_report = processes
         .iter()
         .find(|p| p["pid"] == child_pid)

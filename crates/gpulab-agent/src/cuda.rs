@@ -894,8 +894,18 @@ extern "C" fn flush_at_exit() {
 fn error_name(code: i32) -> Option<&'static str> {
     static GET: OnceLock<Option<GetErrorName>> = OnceLock::new();
     let get = GET.get_or_init(|| {
-        // SAFETY: looks the driver's symbol up among the loaded libraries.
-        let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"cuGetErrorName".as_ptr()) };
+        // The driver is loaded (it loaded the agent), often privately (the
+        // runtime opens it RTLD_LOCAL): ask for its handle, never load it.
+        // SAFETY: RTLD_NOLOAD only looks among the loaded libraries.
+        let lib =
+            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW) };
+        let scope = if lib.is_null() {
+            libc::RTLD_DEFAULT
+        } else {
+            lib
+        };
+        // SAFETY: a symbol lookup in a loaded library.
+        let sym = unsafe { libc::dlsym(scope, c"cuGetErrorName".as_ptr()) };
         // SAFETY: cuGetErrorName's C type (cuda.h).
         (!sym.is_null())
             .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, GetErrorName>(&sym) })
