@@ -37,7 +37,8 @@ pub(crate) enum PidState {
     Unmatched,
 }
 
-/// Follows the worker's pid through NVML's process lists.
+/// Follows the worker's pid (or a watched program's process tree) through
+/// NVML's process lists.
 #[derive(Debug, Clone)]
 pub(crate) struct PidTracker {
     pid: u32,
@@ -62,15 +63,28 @@ impl PidTracker {
         listed: Option<&[(u32, Option<u64>)]>,
         used: u64,
     ) -> (Option<u64>, Option<String>) {
+        let pid = self.pid;
+        self.observe_tree(t_ns, listed, used, &[pid])
+    }
+
+    /// As [`PidTracker::observe`], summing the share of every pid in `tree`.
+    pub(crate) fn observe_tree(
+        &mut self,
+        t_ns: u64,
+        listed: Option<&[(u32, Option<u64>)]>,
+        used: u64,
+        tree: &[u32],
+    ) -> (Option<u64>, Option<String>) {
         let Some(listed) = listed else {
             return (None, None);
         };
         let pid = self.pid;
         let mut found = false;
         let mut known: Option<u64> = None;
-        // A process can be listed once per MIG instance; its share is the sum.
+        // A process can be listed once per MIG instance; its share is the sum,
+        // and so is a process tree's.
         for &(p, bytes) in listed {
-            if p == pid {
+            if tree.contains(&p) {
                 found = true;
                 if let Some(b) = bytes {
                     known = Some(known.unwrap_or(0) + b);
@@ -131,6 +145,8 @@ pub(crate) struct NvmlProbe {
     total: u64,
     baseline: u64,
     tracker: PidTracker,
+    /// Sum the program's whole process tree (`watch`), not one worker's pid.
+    tree: bool,
 }
 
 /// NVIDIA GPU 0 as NVML names it, with its memory in use when it was opened.
@@ -191,6 +207,7 @@ impl NvmlProbe {
             total: mem.total,
             baseline: mem.used,
             tracker: PidTracker::new(pid, mem.used),
+            tree: false,
         })
     }
 
@@ -203,6 +220,7 @@ impl NvmlProbe {
             total: gpu.info.total_bytes.unwrap_or(0),
             baseline: gpu.used,
             tracker: PidTracker::new(pid, gpu.used),
+            tree: true,
         }
     }
 
@@ -221,7 +239,13 @@ impl NvmlProbe {
         let device = self.nvml.device_by_index(self.index).map_err(nvml_error)?;
         let mem = device.memory_info().map_err(nvml_error)?;
         let listed = compute_processes(&device);
-        let (process_bytes, note) = self.tracker.observe(t_ns, listed.as_deref(), mem.used);
+        let (process_bytes, note) = if self.tree {
+            let tree = super::procfs::process_tree(self.tracker.pid);
+            self.tracker
+                .observe_tree(t_ns, listed.as_deref(), mem.used, &tree)
+        } else {
+            self.tracker.observe(t_ns, listed.as_deref(), mem.used)
+        };
         let reading = Reading {
             t_ns,
             used_bytes: mem.used,
@@ -489,6 +513,24 @@ fn nvml_error(e: NvmlError) -> TelemetryError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A watched program's children (a launcher's worker, a DataLoader) hold
+    /// device memory of their own: the program's share is its tree's.
+    #[test]
+    fn a_process_trees_share_is_the_sum_of_its_processes() {
+        let mut t = PidTracker::new(10, 0);
+        let listed = [
+            (10, Some(100)),
+            (11, Some(50)),
+            (12, Some(999)),
+            (11, Some(1)),
+        ];
+        assert_eq!(
+            t.observe_tree(1, Some(&listed), 2000, &[10, 11]).0,
+            Some(151)
+        );
+        assert_eq!(t.observe(2, Some(&listed), 2000).0, Some(100));
+    }
 
     #[test]
     fn bus_ids_normalise_to_nvml_spelling() {

@@ -166,6 +166,33 @@ pub(crate) fn parse_meminfo(text: &str) -> MemInfo {
 
 /// Resident bytes of process `pid`, or None when it is gone or unreadable.
 /// Opens the file each time: for repeated reads use a `Probe`.
+/// `root` and every process below it, from `/proc/<pid>/task/<tid>/children`
+/// (a process whose threads started children lists them per thread). At most
+/// `MAX_TREE` processes; a process gone meanwhile is skipped.
+pub(crate) fn process_tree(root: u32) -> Vec<u32> {
+    const MAX_TREE: usize = 4096;
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() && tree.len() < MAX_TREE {
+        let pid = tree[i];
+        i += 1;
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.filter_map(Result::ok) {
+            let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            for child in text.split_whitespace().filter_map(|c| c.parse().ok()) {
+                if !tree.contains(&child) && tree.len() < MAX_TREE {
+                    tree.push(child);
+                }
+            }
+        }
+    }
+    tree
+}
+
 pub fn host_rss_bytes(pid: u32) -> Option<u64> {
     Statm::open(pid).ok()?.rss_bytes().ok()
 }
@@ -184,6 +211,41 @@ pub fn self_rss_bytes() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_tree_holds_the_children_and_their_children() {
+        // sh starts sleep: both are below this test process.
+        let Ok(mut child) = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & wait"])
+            .spawn()
+        else {
+            return; // no sh here
+        };
+        let sh = child.id();
+        let mut below_sh = Vec::new();
+        for _ in 0..100 {
+            below_sh = process_tree(sh);
+            if below_sh.len() >= 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mine = process_tree(std::process::id());
+        // Stop sh and its sleep, and only those: other tests have children too.
+        for pid in below_sh.iter().rev() {
+            if let Some(pid) = rustix::process::Pid::from_raw(*pid as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        let _ = child.wait();
+        assert_eq!(mine[0], std::process::id());
+        assert!(mine.contains(&sh), "{mine:?}");
+        assert_eq!(below_sh.len(), 2, "sh and its sleep: {below_sh:?}");
+        assert!(
+            below_sh.iter().all(|p| mine.contains(p)),
+            "{mine:?} {below_sh:?}"
+        );
+    }
 
     #[test]
     fn statm_fields_parse() {
