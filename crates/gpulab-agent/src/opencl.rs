@@ -29,6 +29,54 @@ macro_rules! target {
     }};
 }
 
+/// A hook for a creating entry whose last parameter is `cl_int *errcode_ret`:
+/// it calls the target with the program's arguments unchanged, writes the status
+/// where the program asked for it, and records the call and, on success, the
+/// new object `$new` of `$kind` with `$bytes` and `$refs` (expressions over the
+/// arguments and `$new`).
+macro_rules! creating {
+    ($name:ident = $index:expr, $api:literal,
+     ($($arg:ident: $ty:ty),* $(,)?), $new:ident => $kind:expr, $bytes:expr, $refs:expr) => {
+        #[allow(clippy::too_many_arguments)] // the C signature
+        unsafe extern "C" fn $name($($arg: $ty,)* err: *mut i32) -> Handle {
+            let begin = now_ns();
+            let mut status = CL_SUCCESS;
+            let f = target!($index, fn($($ty,)* *mut i32) -> Handle);
+            // SAFETY: the program's arguments, passed through unchanged.
+            let $new = unsafe { f($($arg,)* &mut status) };
+            // SAFETY: `err` is the program's out-parameter.
+            unsafe { put(err, status) };
+            made($api, begin, status, $new, $kind, $bytes, $refs);
+            $new
+        }
+    };
+}
+
+/// A hook for an enqueue on queue `$q` whose last parameters are the wait list
+/// and the event out-parameter: it calls the target with the program's arguments
+/// unchanged and records the call and the event it handed out, which refers to
+/// the queue and to `$uses` (the buffers or kernel the command uses).
+macro_rules! enqueuing {
+    ($name:ident = $index:expr, $api:literal,
+     ($q:ident: Handle $(, $arg:ident: $ty:ty)* $(,)?), uses $uses:expr) => {
+        #[allow(clippy::too_many_arguments)] // the C signature
+        unsafe extern "C" fn $name(
+            $q: Handle,
+            $($arg: $ty,)*
+            nwait: u32,
+            wait: *const Handle,
+            event: *mut Handle,
+        ) -> i32 {
+            let begin = now_ns();
+            let f = target!($index, fn(Handle, $($ty,)* u32, *const Handle, *mut Handle) -> i32);
+            // SAFETY: the program's arguments, passed through unchanged.
+            let status = unsafe { f($q, $($arg,)* nwait, wait, event) };
+            // SAFETY: `event` is the program's out-parameter the target wrote.
+            unsafe { enqueued($api, begin, status, $q, event, $uses) }
+        }
+    };
+}
+
 /// Every hook and the entry it replaces.
 pub fn hooks() -> Vec<(usize, *const c_void)> {
     vec![
@@ -307,64 +355,23 @@ fn mem_size(mem: Handle) -> u64 {
 
 // --- contexts -----------------------------------------------------------------
 
-unsafe extern "C" fn create_context(
-    props: *const isize,
-    ndev: u32,
-    devices: *const Handle,
-    notify: Notify,
-    user: *mut c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_CONTEXT,
-        fn(*const isize, u32, *const Handle, Notify, *mut c_void, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let ctx = unsafe { f(props, ndev, devices, notify, user, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateContext",
-        begin,
-        status,
-        ctx,
-        ObjKind::Context,
-        0,
-        Vec::new(),
-    );
-    ctx
-}
+creating!(
+    create_context = d::CREATE_CONTEXT, "clCreateContext",
+    (
+        props: *const isize,
+        ndev: u32,
+        devices: *const Handle,
+        notify: Notify,
+        user: *mut c_void,
+    ),
+    ctx => ObjKind::Context, 0, Vec::new()
+);
 
-unsafe extern "C" fn create_context_from_type(
-    props: *const isize,
-    ty: u64,
-    notify: Notify,
-    user: *mut c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_CONTEXT_FROM_TYPE,
-        fn(*const isize, u64, Notify, *mut c_void, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let ctx = unsafe { f(props, ty, notify, user, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateContextFromType",
-        begin,
-        status,
-        ctx,
-        ObjKind::Context,
-        0,
-        Vec::new(),
-    );
-    ctx
-}
+creating!(
+    create_context_from_type = d::CREATE_CONTEXT_FROM_TYPE, "clCreateContextFromType",
+    (props: *const isize, ty: u64, notify: Notify, user: *mut c_void),
+    ctx => ObjKind::Context, 0, Vec::new()
+);
 
 /// Retain and release hooks: all share one shape.
 macro_rules! refcount_hook {
@@ -424,67 +431,17 @@ refcount_hook!(release_event, d::RELEASE_EVENT, "clReleaseEvent", false);
 
 // --- queues -------------------------------------------------------------------
 
-unsafe extern "C" fn create_command_queue(
-    ctx: Handle,
-    dev: Handle,
-    props: u64,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_COMMAND_QUEUE,
-        fn(Handle, Handle, u64, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let q = unsafe { f(ctx, dev, props, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    let refs = ledger::id_of(ctx as usize, ObjKind::Context)
-        .into_iter()
-        .collect();
-    made(
-        "clCreateCommandQueue",
-        begin,
-        status,
-        q,
-        ObjKind::Queue,
-        0,
-        refs,
-    );
-    q
-}
+creating!(
+    create_command_queue = d::CREATE_COMMAND_QUEUE, "clCreateCommandQueue",
+    (ctx: Handle, dev: Handle, props: u64),
+    q => ObjKind::Queue, 0, context_ref(ctx)
+);
 
-unsafe extern "C" fn create_command_queue_with_properties(
-    ctx: Handle,
-    dev: Handle,
-    props: *const u64,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_COMMAND_QUEUE_WITH_PROPERTIES,
-        fn(Handle, Handle, *const u64, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let q = unsafe { f(ctx, dev, props, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    let refs = ledger::id_of(ctx as usize, ObjKind::Context)
-        .into_iter()
-        .collect();
-    made(
-        "clCreateCommandQueueWithProperties",
-        begin,
-        status,
-        q,
-        ObjKind::Queue,
-        0,
-        refs,
-    );
-    q
-}
+creating!(
+    create_command_queue_with_properties = d::CREATE_COMMAND_QUEUE_WITH_PROPERTIES, "clCreateCommandQueueWithProperties",
+    (ctx: Handle, dev: Handle, props: *const u64),
+    q => ObjKind::Queue, 0, context_ref(ctx)
+);
 
 unsafe extern "C" fn flush(q: Handle) -> i32 {
     let begin = now_ns();
@@ -508,440 +465,121 @@ fn context_ref(ctx: Handle) -> Vec<u64> {
         .collect()
 }
 
-unsafe extern "C" fn create_buffer(
-    ctx: Handle,
-    flags: u64,
-    size: usize,
-    host: *mut c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_BUFFER,
-        fn(Handle, u64, usize, *mut c_void, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let mem = unsafe { f(ctx, flags, size, host, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateBuffer",
-        begin,
-        status,
-        mem,
-        ObjKind::Buffer,
-        size as u64,
-        context_ref(ctx),
-    );
-    mem
-}
+creating!(
+    create_buffer = d::CREATE_BUFFER, "clCreateBuffer",
+    (ctx: Handle, flags: u64, size: usize, host: *mut c_void),
+    mem => ObjKind::Buffer, size as u64, context_ref(ctx)
+);
 
-unsafe extern "C" fn create_buffer_with_properties(
-    ctx: Handle,
-    props: *const u64,
-    flags: u64,
-    size: usize,
-    host: *mut c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_BUFFER_WITH_PROPERTIES,
-        fn(Handle, *const u64, u64, usize, *mut c_void, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let mem = unsafe { f(ctx, props, flags, size, host, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateBufferWithProperties",
-        begin,
-        status,
-        mem,
-        ObjKind::Buffer,
-        size as u64,
-        context_ref(ctx),
-    );
-    mem
-}
+creating!(
+    create_buffer_with_properties = d::CREATE_BUFFER_WITH_PROPERTIES, "clCreateBufferWithProperties",
+    (ctx: Handle, props: *const u64, flags: u64, size: usize, host: *mut c_void),
+    mem => ObjKind::Buffer, size as u64, context_ref(ctx)
+);
 
-/// A sub-buffer allocates nothing of its own: 0 bytes, and it refers to its parent.
-unsafe extern "C" fn create_sub_buffer(
-    parent: Handle,
-    flags: u64,
-    ty: u32,
-    info: *const c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_SUB_BUFFER,
-        fn(Handle, u64, u32, *const c_void, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let mem = unsafe { f(parent, flags, ty, info, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateSubBuffer",
-        begin,
-        status,
-        mem,
-        ObjKind::Buffer,
-        0,
-        buffers(&[parent]),
-    );
-    mem
-}
+// A sub-buffer allocates nothing of its own: 0 bytes, and it refers to its parent.
+creating!(
+    create_sub_buffer = d::CREATE_SUB_BUFFER, "clCreateSubBuffer",
+    (parent: Handle, flags: u64, ty: u32, info: *const c_void),
+    mem => ObjKind::Buffer, 0, buffers(&[parent])
+);
 
-unsafe extern "C" fn create_image(
-    ctx: Handle,
-    flags: u64,
-    format: *const c_void,
-    desc: *const c_void,
-    host: *mut c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_IMAGE,
-        fn(Handle, u64, *const c_void, *const c_void, *mut c_void, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let mem = unsafe { f(ctx, flags, format, desc, host, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateImage",
-        begin,
-        status,
-        mem,
-        ObjKind::Buffer,
-        mem_size(mem),
-        context_ref(ctx),
-    );
-    mem
-}
+creating!(
+    create_image = d::CREATE_IMAGE, "clCreateImage",
+    (ctx: Handle, flags: u64, format: *const c_void, desc: *const c_void, host: *mut c_void),
+    mem => ObjKind::Buffer, mem_size(mem), context_ref(ctx)
+);
 
-unsafe extern "C" fn create_image_with_properties(
-    ctx: Handle,
-    props: *const u64,
-    flags: u64,
-    format: *const c_void,
-    desc: *const c_void,
-    host: *mut c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_IMAGE_WITH_PROPERTIES,
-        fn(Handle, *const u64, u64, *const c_void, *const c_void, *mut c_void, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let mem = unsafe { f(ctx, props, flags, format, desc, host, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateImageWithProperties",
-        begin,
-        status,
-        mem,
-        ObjKind::Buffer,
-        mem_size(mem),
-        context_ref(ctx),
-    );
-    mem
-}
+creating!(
+    create_image_with_properties = d::CREATE_IMAGE_WITH_PROPERTIES, "clCreateImageWithProperties",
+    (
+        ctx: Handle,
+        props: *const u64,
+        flags: u64,
+        format: *const c_void,
+        desc: *const c_void,
+        host: *mut c_void,
+    ),
+    mem => ObjKind::Buffer, mem_size(mem), context_ref(ctx)
+);
 
-unsafe extern "C" fn create_image_2d(
-    ctx: Handle,
-    flags: u64,
-    format: *const c_void,
-    w: usize,
-    h: usize,
-    pitch: usize,
-    host: *mut c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_IMAGE_2D,
-        fn(Handle, u64, *const c_void, usize, usize, usize, *mut c_void, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let mem = unsafe { f(ctx, flags, format, w, h, pitch, host, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateImage2D",
-        begin,
-        status,
-        mem,
-        ObjKind::Buffer,
-        mem_size(mem),
-        context_ref(ctx),
-    );
-    mem
-}
+creating!(
+    create_image_2d = d::CREATE_IMAGE_2D, "clCreateImage2D",
+    (
+        ctx: Handle,
+        flags: u64,
+        format: *const c_void,
+        w: usize,
+        h: usize,
+        pitch: usize,
+        host: *mut c_void,
+    ),
+    mem => ObjKind::Buffer, mem_size(mem), context_ref(ctx)
+);
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn create_image_3d(
-    ctx: Handle,
-    flags: u64,
-    format: *const c_void,
-    w: usize,
-    h: usize,
-    depth: usize,
-    row: usize,
-    slice: usize,
-    host: *mut c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_IMAGE_3D,
-        fn(
-            Handle,
-            u64,
-            *const c_void,
-            usize,
-            usize,
-            usize,
-            usize,
-            usize,
-            *mut c_void,
-            *mut i32,
-        ) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let mem = unsafe {
-        f(
-            ctx,
-            flags,
-            format,
-            w,
-            h,
-            depth,
-            row,
-            slice,
-            host,
-            &mut status,
-        )
-    };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateImage3D",
-        begin,
-        status,
-        mem,
-        ObjKind::Buffer,
-        mem_size(mem),
-        context_ref(ctx),
-    );
-    mem
-}
+creating!(
+    create_image_3d = d::CREATE_IMAGE_3D, "clCreateImage3D",
+    (
+        ctx: Handle,
+        flags: u64,
+        format: *const c_void,
+        w: usize,
+        h: usize,
+        depth: usize,
+        row: usize,
+        slice: usize,
+        host: *mut c_void,
+    ),
+    mem => ObjKind::Buffer, mem_size(mem), context_ref(ctx)
+);
 
 // --- programs and kernels -----------------------------------------------------
 
-unsafe extern "C" fn create_program_with_source(
-    ctx: Handle,
-    count: u32,
-    strings: *const *const c_char,
-    lengths: *const usize,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_PROGRAM_WITH_SOURCE,
-        fn(Handle, u32, *const *const c_char, *const usize, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let p = unsafe { f(ctx, count, strings, lengths, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateProgramWithSource",
-        begin,
-        status,
-        p,
-        ObjKind::Program,
-        0,
-        context_ref(ctx),
-    );
-    p
-}
+creating!(
+    create_program_with_source = d::CREATE_PROGRAM_WITH_SOURCE, "clCreateProgramWithSource",
+    (ctx: Handle, count: u32, strings: *const *const c_char, lengths: *const usize),
+    p => ObjKind::Program, 0, context_ref(ctx)
+);
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn create_program_with_binary(
-    ctx: Handle,
-    ndev: u32,
-    devices: *const Handle,
-    lengths: *const usize,
-    binaries: *const *const u8,
-    binary_status: *mut i32,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_PROGRAM_WITH_BINARY,
-        fn(
-            Handle,
-            u32,
-            *const Handle,
-            *const usize,
-            *const *const u8,
-            *mut i32,
-            *mut i32,
-        ) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let p = unsafe {
-        f(
-            ctx,
-            ndev,
-            devices,
-            lengths,
-            binaries,
-            binary_status,
-            &mut status,
-        )
-    };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateProgramWithBinary",
-        begin,
-        status,
-        p,
-        ObjKind::Program,
-        0,
-        context_ref(ctx),
-    );
-    p
-}
+creating!(
+    create_program_with_binary = d::CREATE_PROGRAM_WITH_BINARY, "clCreateProgramWithBinary",
+    (
+        ctx: Handle,
+        ndev: u32,
+        devices: *const Handle,
+        lengths: *const usize,
+        binaries: *const *const u8,
+        binary_status: *mut i32,
+    ),
+    p => ObjKind::Program, 0, context_ref(ctx)
+);
 
-unsafe extern "C" fn create_program_with_il(
-    ctx: Handle,
-    il: *const c_void,
-    len: usize,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_PROGRAM_WITH_IL,
-        fn(Handle, *const c_void, usize, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let p = unsafe { f(ctx, il, len, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateProgramWithIL",
-        begin,
-        status,
-        p,
-        ObjKind::Program,
-        0,
-        context_ref(ctx),
-    );
-    p
-}
+creating!(
+    create_program_with_il = d::CREATE_PROGRAM_WITH_IL, "clCreateProgramWithIL",
+    (ctx: Handle, il: *const c_void, len: usize),
+    p => ObjKind::Program, 0, context_ref(ctx)
+);
 
-unsafe extern "C" fn create_program_with_built_in_kernels(
-    ctx: Handle,
-    ndev: u32,
-    devices: *const Handle,
-    names: *const c_char,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_PROGRAM_WITH_BUILT_IN_KERNELS,
-        fn(Handle, u32, *const Handle, *const c_char, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let p = unsafe { f(ctx, ndev, devices, names, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateProgramWithBuiltInKernels",
-        begin,
-        status,
-        p,
-        ObjKind::Program,
-        0,
-        context_ref(ctx),
-    );
-    p
-}
+creating!(
+    create_program_with_built_in_kernels = d::CREATE_PROGRAM_WITH_BUILT_IN_KERNELS, "clCreateProgramWithBuiltInKernels",
+    (ctx: Handle, ndev: u32, devices: *const Handle, names: *const c_char),
+    p => ObjKind::Program, 0, context_ref(ctx)
+);
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn link_program(
-    ctx: Handle,
-    ndev: u32,
-    devices: *const Handle,
-    options: *const c_char,
-    ninputs: u32,
-    inputs: *const Handle,
-    notify: BuildNotify,
-    user: *mut c_void,
-    err: *mut i32,
-) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::LINK_PROGRAM,
-        fn(
-            Handle,
-            u32,
-            *const Handle,
-            *const c_char,
-            u32,
-            *const Handle,
-            BuildNotify,
-            *mut c_void,
-            *mut i32,
-        ) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let p = unsafe {
-        f(
-            ctx,
-            ndev,
-            devices,
-            options,
-            ninputs,
-            inputs,
-            notify,
-            user,
-            &mut status,
-        )
-    };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clLinkProgram",
-        begin,
-        status,
-        p,
-        ObjKind::Program,
-        0,
-        context_ref(ctx),
-    );
-    p
-}
+creating!(
+    link_program = d::LINK_PROGRAM, "clLinkProgram",
+    (
+        ctx: Handle,
+        ndev: u32,
+        devices: *const Handle,
+        options: *const c_char,
+        ninputs: u32,
+        inputs: *const Handle,
+        notify: BuildNotify,
+        user: *mut c_void,
+    ),
+    p => ObjKind::Program, 0, context_ref(ctx)
+);
 
 unsafe extern "C" fn build_program(
     p: Handle,
@@ -962,23 +600,11 @@ unsafe extern "C" fn build_program(
     })
 }
 
-unsafe extern "C" fn create_kernel(p: Handle, name: *const c_char, err: *mut i32) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(
-        d::CREATE_KERNEL,
-        fn(Handle, *const c_char, *mut i32) -> Handle
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let k = unsafe { f(p, name, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    let refs = ledger::id_of(p as usize, ObjKind::Program)
-        .into_iter()
-        .collect();
-    made("clCreateKernel", begin, status, k, ObjKind::Kernel, 0, refs);
-    k
-}
+creating!(
+    create_kernel = d::CREATE_KERNEL, "clCreateKernel",
+    (p: Handle, name: *const c_char),
+    k => ObjKind::Kernel, 0, ledger::id_of(p as usize, ObjKind::Program).into_iter().collect()
+);
 
 unsafe extern "C" fn create_kernels_in_program(
     p: Handle,
@@ -1049,25 +675,11 @@ unsafe extern "C" fn set_kernel_arg(
 
 // --- events -------------------------------------------------------------------
 
-unsafe extern "C" fn create_user_event(ctx: Handle, err: *mut i32) -> Handle {
-    let begin = now_ns();
-    let mut status = CL_SUCCESS;
-    let f = target!(d::CREATE_USER_EVENT, fn(Handle, *mut i32) -> Handle);
-    // SAFETY: the program's arguments, passed through unchanged.
-    let e = unsafe { f(ctx, &mut status) };
-    // SAFETY: `err` is the program's out-parameter.
-    unsafe { put(err, status) };
-    made(
-        "clCreateUserEvent",
-        begin,
-        status,
-        e,
-        ObjKind::Event,
-        0,
-        context_ref(ctx),
-    );
-    e
-}
+creating!(
+    create_user_event = d::CREATE_USER_EVENT, "clCreateUserEvent",
+    (ctx: Handle),
+    e => ObjKind::Event, 0, context_ref(ctx)
+);
 
 unsafe extern "C" fn wait_for_events(n: u32, list: *const Handle) -> i32 {
     let begin = now_ns();
@@ -1078,358 +690,89 @@ unsafe extern "C" fn wait_for_events(n: u32, list: *const Handle) -> i32 {
 
 // --- enqueues -----------------------------------------------------------------
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn enqueue_read_buffer(
-    q: Handle,
-    mem: Handle,
-    blocking: u32,
-    offset: usize,
-    size: usize,
-    ptr: *mut c_void,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_READ_BUFFER,
-        fn(Handle, Handle, u32, usize, usize, *mut c_void, u32, *const Handle, *mut Handle) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe { f(q, mem, blocking, offset, size, ptr, nwait, wait, event) };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueReadBuffer",
-            begin,
-            status,
-            q,
-            event,
-            buffers(&[mem]),
-        )
-    }
-}
+enqueuing!(
+    enqueue_read_buffer = d::ENQUEUE_READ_BUFFER, "clEnqueueReadBuffer",
+    (q: Handle, mem: Handle, blocking: u32, offset: usize, size: usize, ptr: *mut c_void),
+    uses buffers(&[mem])
+);
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn enqueue_write_buffer(
-    q: Handle,
-    mem: Handle,
-    blocking: u32,
-    offset: usize,
-    size: usize,
-    ptr: *const c_void,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_WRITE_BUFFER,
-        fn(
-            Handle,
-            Handle,
-            u32,
-            usize,
-            usize,
-            *const c_void,
-            u32,
-            *const Handle,
-            *mut Handle,
-        ) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe { f(q, mem, blocking, offset, size, ptr, nwait, wait, event) };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueWriteBuffer",
-            begin,
-            status,
-            q,
-            event,
-            buffers(&[mem]),
-        )
-    }
-}
+enqueuing!(
+    enqueue_write_buffer = d::ENQUEUE_WRITE_BUFFER, "clEnqueueWriteBuffer",
+    (q: Handle, mem: Handle, blocking: u32, offset: usize, size: usize, ptr: *const c_void),
+    uses buffers(&[mem])
+);
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn enqueue_copy_buffer(
-    q: Handle,
-    src: Handle,
-    dst: Handle,
-    src_off: usize,
-    dst_off: usize,
-    size: usize,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_COPY_BUFFER,
-        fn(Handle, Handle, Handle, usize, usize, usize, u32, *const Handle, *mut Handle) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe { f(q, src, dst, src_off, dst_off, size, nwait, wait, event) };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueCopyBuffer",
-            begin,
-            status,
-            q,
-            event,
-            buffers(&[src, dst]),
-        )
-    }
-}
+enqueuing!(
+    enqueue_copy_buffer = d::ENQUEUE_COPY_BUFFER, "clEnqueueCopyBuffer",
+    (q: Handle, src: Handle, dst: Handle, src_off: usize, dst_off: usize, size: usize),
+    uses buffers(&[src, dst])
+);
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn enqueue_fill_buffer(
-    q: Handle,
-    mem: Handle,
-    pattern: *const c_void,
-    pattern_size: usize,
-    offset: usize,
-    size: usize,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_FILL_BUFFER,
-        fn(
-            Handle,
-            Handle,
-            *const c_void,
-            usize,
-            usize,
-            usize,
-            u32,
-            *const Handle,
-            *mut Handle,
-        ) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe {
-        f(
-            q,
-            mem,
-            pattern,
-            pattern_size,
-            offset,
-            size,
-            nwait,
-            wait,
-            event,
-        )
-    };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueFillBuffer",
-            begin,
-            status,
-            q,
-            event,
-            buffers(&[mem]),
-        )
-    }
-}
+enqueuing!(
+    enqueue_fill_buffer = d::ENQUEUE_FILL_BUFFER, "clEnqueueFillBuffer",
+    (
+        q: Handle,
+        mem: Handle,
+        pattern: *const c_void,
+        pattern_size: usize,
+        offset: usize,
+        size: usize,
+    ),
+    uses buffers(&[mem])
+);
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn enqueue_read_buffer_rect(
-    q: Handle,
-    mem: Handle,
-    blocking: u32,
-    buf_origin: *const usize,
-    host_origin: *const usize,
-    region: *const usize,
-    buf_row: usize,
-    buf_slice: usize,
-    host_row: usize,
-    host_slice: usize,
-    ptr: *mut c_void,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_READ_BUFFER_RECT,
-        fn(
-            Handle,
-            Handle,
-            u32,
-            *const usize,
-            *const usize,
-            *const usize,
-            usize,
-            usize,
-            usize,
-            usize,
-            *mut c_void,
-            u32,
-            *const Handle,
-            *mut Handle,
-        ) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe {
-        f(
-            q,
-            mem,
-            blocking,
-            buf_origin,
-            host_origin,
-            region,
-            buf_row,
-            buf_slice,
-            host_row,
-            host_slice,
-            ptr,
-            nwait,
-            wait,
-            event,
-        )
-    };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueReadBufferRect",
-            begin,
-            status,
-            q,
-            event,
-            buffers(&[mem]),
-        )
-    }
-}
+enqueuing!(
+    enqueue_read_buffer_rect = d::ENQUEUE_READ_BUFFER_RECT, "clEnqueueReadBufferRect",
+    (
+        q: Handle,
+        mem: Handle,
+        blocking: u32,
+        buf_origin: *const usize,
+        host_origin: *const usize,
+        region: *const usize,
+        buf_row: usize,
+        buf_slice: usize,
+        host_row: usize,
+        host_slice: usize,
+        ptr: *mut c_void,
+    ),
+    uses buffers(&[mem])
+);
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn enqueue_write_buffer_rect(
-    q: Handle,
-    mem: Handle,
-    blocking: u32,
-    buf_origin: *const usize,
-    host_origin: *const usize,
-    region: *const usize,
-    buf_row: usize,
-    buf_slice: usize,
-    host_row: usize,
-    host_slice: usize,
-    ptr: *const c_void,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_WRITE_BUFFER_RECT,
-        fn(
-            Handle,
-            Handle,
-            u32,
-            *const usize,
-            *const usize,
-            *const usize,
-            usize,
-            usize,
-            usize,
-            usize,
-            *const c_void,
-            u32,
-            *const Handle,
-            *mut Handle,
-        ) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe {
-        f(
-            q,
-            mem,
-            blocking,
-            buf_origin,
-            host_origin,
-            region,
-            buf_row,
-            buf_slice,
-            host_row,
-            host_slice,
-            ptr,
-            nwait,
-            wait,
-            event,
-        )
-    };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueWriteBufferRect",
-            begin,
-            status,
-            q,
-            event,
-            buffers(&[mem]),
-        )
-    }
-}
+enqueuing!(
+    enqueue_write_buffer_rect = d::ENQUEUE_WRITE_BUFFER_RECT, "clEnqueueWriteBufferRect",
+    (
+        q: Handle,
+        mem: Handle,
+        blocking: u32,
+        buf_origin: *const usize,
+        host_origin: *const usize,
+        region: *const usize,
+        buf_row: usize,
+        buf_slice: usize,
+        host_row: usize,
+        host_slice: usize,
+        ptr: *const c_void,
+    ),
+    uses buffers(&[mem])
+);
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn enqueue_copy_buffer_rect(
-    q: Handle,
-    src: Handle,
-    dst: Handle,
-    src_origin: *const usize,
-    dst_origin: *const usize,
-    region: *const usize,
-    src_row: usize,
-    src_slice: usize,
-    dst_row: usize,
-    dst_slice: usize,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_COPY_BUFFER_RECT,
-        fn(
-            Handle,
-            Handle,
-            Handle,
-            *const usize,
-            *const usize,
-            *const usize,
-            usize,
-            usize,
-            usize,
-            usize,
-            u32,
-            *const Handle,
-            *mut Handle,
-        ) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe {
-        f(
-            q, src, dst, src_origin, dst_origin, region, src_row, src_slice, dst_row, dst_slice,
-            nwait, wait, event,
-        )
-    };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueCopyBufferRect",
-            begin,
-            status,
-            q,
-            event,
-            buffers(&[src, dst]),
-        )
-    }
-}
+enqueuing!(
+    enqueue_copy_buffer_rect = d::ENQUEUE_COPY_BUFFER_RECT, "clEnqueueCopyBufferRect",
+    (
+        q: Handle,
+        src: Handle,
+        dst: Handle,
+        src_origin: *const usize,
+        dst_origin: *const usize,
+        region: *const usize,
+        src_row: usize,
+        src_slice: usize,
+        dst_row: usize,
+        dst_slice: usize,
+    ),
+    uses buffers(&[src, dst])
+);
 
 #[allow(clippy::too_many_arguments)] // the C signature
 unsafe extern "C" fn enqueue_map_buffer(
@@ -1547,74 +890,24 @@ unsafe extern "C" fn enqueue_migrate_mem_objects(
     unsafe { enqueued("clEnqueueMigrateMemObjects", begin, status, q, event, used) }
 }
 
-#[allow(clippy::too_many_arguments)] // the C signature
-unsafe extern "C" fn enqueue_nd_range_kernel(
-    q: Handle,
-    k: Handle,
-    dims: u32,
-    offset: *const usize,
-    global: *const usize,
-    local: *const usize,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_ND_RANGE_KERNEL,
-        fn(
-            Handle,
-            Handle,
-            u32,
-            *const usize,
-            *const usize,
-            *const usize,
-            u32,
-            *const Handle,
-            *mut Handle,
-        ) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe { f(q, k, dims, offset, global, local, nwait, wait, event) };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueNDRangeKernel",
-            begin,
-            status,
-            q,
-            event,
-            ledger::kernel_and_args(k as usize),
-        )
-    }
-}
+enqueuing!(
+    enqueue_nd_range_kernel = d::ENQUEUE_ND_RANGE_KERNEL, "clEnqueueNDRangeKernel",
+    (
+        q: Handle,
+        k: Handle,
+        dims: u32,
+        offset: *const usize,
+        global: *const usize,
+        local: *const usize,
+    ),
+    uses ledger::kernel_and_args(k as usize)
+);
 
-unsafe extern "C" fn enqueue_task(
-    q: Handle,
-    k: Handle,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_TASK,
-        fn(Handle, Handle, u32, *const Handle, *mut Handle) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe { f(q, k, nwait, wait, event) };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueTask",
-            begin,
-            status,
-            q,
-            event,
-            ledger::kernel_and_args(k as usize),
-        )
-    }
-}
+enqueuing!(
+    enqueue_task = d::ENQUEUE_TASK, "clEnqueueTask",
+    (q: Handle, k: Handle),
+    uses ledger::kernel_and_args(k as usize)
+);
 
 unsafe extern "C" fn enqueue_marker(q: Handle, event: *mut Handle) -> i32 {
     let begin = now_ns();
@@ -1625,54 +918,14 @@ unsafe extern "C" fn enqueue_marker(q: Handle, event: *mut Handle) -> i32 {
     unsafe { enqueued("clEnqueueMarker", begin, status, q, event, Vec::new()) }
 }
 
-unsafe extern "C" fn enqueue_marker_with_wait_list(
-    q: Handle,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_MARKER_WITH_WAIT_LIST,
-        fn(Handle, u32, *const Handle, *mut Handle) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe { f(q, nwait, wait, event) };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueMarkerWithWaitList",
-            begin,
-            status,
-            q,
-            event,
-            Vec::new(),
-        )
-    }
-}
+enqueuing!(
+    enqueue_marker_with_wait_list = d::ENQUEUE_MARKER_WITH_WAIT_LIST, "clEnqueueMarkerWithWaitList",
+    (q: Handle),
+    uses Vec::new()
+);
 
-unsafe extern "C" fn enqueue_barrier_with_wait_list(
-    q: Handle,
-    nwait: u32,
-    wait: *const Handle,
-    event: *mut Handle,
-) -> i32 {
-    let begin = now_ns();
-    let f = target!(
-        d::ENQUEUE_BARRIER_WITH_WAIT_LIST,
-        fn(Handle, u32, *const Handle, *mut Handle) -> i32
-    );
-    // SAFETY: the program's arguments, passed through unchanged.
-    let status = unsafe { f(q, nwait, wait, event) };
-    // SAFETY: `event` is the program's out-parameter the target wrote.
-    unsafe {
-        enqueued(
-            "clEnqueueBarrierWithWaitList",
-            begin,
-            status,
-            q,
-            event,
-            Vec::new(),
-        )
-    }
-}
+enqueuing!(
+    enqueue_barrier_with_wait_list = d::ENQUEUE_BARRIER_WITH_WAIT_LIST, "clEnqueueBarrierWithWaitList",
+    (q: Handle),
+    uses Vec::new()
+);
