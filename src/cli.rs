@@ -137,7 +137,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "MIB")]
     pub budget: Option<f64>,
 
-    /// No memory budget: loops allocate until the driver says no.
+    /// No memory budget: loops allocate until the driver says no, within their
+    /// iteration counts (raise those with --param to go further). When a call
+    /// fails for want of memory or resources, the report says what the run had
+    /// measured then: memory in use of the total, and the objects the lab held.
     #[arg(long, conflicts_with = "budget")]
     pub until_failure: bool,
 

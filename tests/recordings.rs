@@ -56,3 +56,55 @@ fn the_h100_recording_keeps_its_device_and_verdicts() {
         .unwrap();
     assert!(release.values["host_ms(release)"] > 100.0);
 }
+
+/// A run whose buffer allocation failed for want of host memory: the report says
+/// what the run had measured then (device memory in use of its total, what the
+/// lab held) instead of leaving the reader with the status alone. Made from the
+/// PoCL fixture by failing its `clCreateBuffer`.
+#[test]
+fn a_run_that_ran_out_says_what_it_had_measured_then() {
+    let path = common::repo_file("tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl");
+    let text = std::fs::read_to_string(path).expect("fixture");
+    // The failed call made no buffer: its object record goes too.
+    let failed: String = text
+        .lines()
+        .filter(|l| !(l.contains(r#""type":"object""#) && l.contains(r#""id":3,"#)))
+        .map(|l| {
+            if l.contains(r#""api":"clCreateBuffer""#) {
+                l.replace(
+                    r#""status":{"kind":"ok"}"#,
+                    r#""status":{"kind":"error","code":-6,"name":"CL_OUT_OF_HOST_MEMORY"}"#,
+                )
+                .replace(r#""object":3"#, r#""object":null"#)
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    assert!(failed.contains("CL_OUT_OF_HOST_MEMORY"));
+    let dir = common::temp_dir();
+    let file = dir.path().join("ran-out.jsonl");
+    std::fs::write(&file, failed).expect("write");
+    let out = common::run(&["report", "--json", &file.display().to_string()]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
+    let r = &report["ran_out"];
+    assert_eq!(r["api"], "clCreateBuffer", "{report:#}");
+    assert_eq!(r["status"], "CL_OUT_OF_HOST_MEMORY");
+    assert_eq!(r["line"], 57);
+    // The lab held its context and queue when the buffer failed.
+    assert_eq!(r["live"]["contexts"], 1, "{r}");
+    assert_eq!(r["live"]["queues"], 1, "{r}");
+    assert!(r["device_used_mib"].as_f64().is_some(), "{r}");
+    let out = common::run(&["report", &file.display().to_string()]);
+    let text = common::stdout(&out);
+    assert!(
+        text.contains("ran out  clCreateBuffer returned CL_OUT_OF_HOST_MEMORY at line 57"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the lab held: 1 contexts, 1 queues"),
+        "{text}"
+    );
+}

@@ -23,7 +23,26 @@ pub fn markdown(s: &Summary) -> String {
     if !p.is_empty() {
         let _ = writeln!(o, "- params: {}", p.join(" "));
     }
-    let _ = writeln!(o, "- status: {}\n", s.status);
+    let _ = writeln!(o, "- status: {}", s.status);
+    if let Some(r) = &s.ran_out {
+        let used = match (r.device_used_mib, r.device_total_mib) {
+            (Some(u), Some(t)) => format!("{u:.1} of {t:.1} MiB in use"),
+            _ => "memory not measured".into(),
+        };
+        let held: Vec<String> = r.live.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let _ = writeln!(
+            o,
+            "- ran out: `{}` returned `{}` with {used}; the lab held {}",
+            r.api,
+            r.status,
+            if held.is_empty() {
+                "nothing".to_string()
+            } else {
+                held.join(", ")
+            }
+        );
+    }
+    let _ = writeln!(o);
     let _ = writeln!(
         o,
         "| line | call | result | host ms | mem Δ MiB |\n|---:|---|---|---:|---:|"

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::lab::{Api, BackendKind, ObjKind};
 use crate::run::Run;
-use crate::trace::{ClaimVerdict, MemorySource, ObjectAction};
+use crate::trace::{CallStatus, ClaimVerdict, MemorySource, ObjectAction};
 
 mod cuda;
 
@@ -58,6 +58,73 @@ pub struct Summary {
     /// `host_ms(tag)` for each tag, as a claim computes it: a tagged block's
     /// whole duration, a tagged line's mean per execution.
     pub host_ms_by_tag: BTreeMap<String, f64>,
+    /// When a call failed for want of memory or resources: what the run had
+    /// measured at that moment, to tell which ran out.
+    pub ran_out: Option<RanOut>,
+}
+
+/// The state of the run when a call failed with an out-of-memory or
+/// out-of-resources status, from its own measurements.
+#[derive(Debug, Clone, Serialize)]
+pub struct RanOut {
+    pub line: Option<u32>,
+    pub api: String,
+    pub status: String,
+    /// Device memory in use (all processes) and the device's total, from the
+    /// last sample before the failure.
+    pub device_used_mib: Option<f64>,
+    pub device_total_mib: Option<f64>,
+    /// Objects the lab held when it failed, by kind (only kinds with any).
+    pub live: BTreeMap<String, usize>,
+}
+
+/// Statuses that say something ran out.
+const RAN_OUT: &[&str] = &[
+    "CL_OUT_OF_HOST_MEMORY",
+    "CL_OUT_OF_RESOURCES",
+    "CL_MEM_OBJECT_ALLOCATION_FAILURE",
+    "CUDA_ERROR_OUT_OF_MEMORY",
+];
+
+fn ran_out(run: &Run) -> Option<RanOut> {
+    let call = run.calls.iter().find(|c| {
+        !c.expect_error
+            && matches!(&c.status, CallStatus::Error { name, .. } if RAN_OUT.contains(&name.as_str()))
+    })?;
+    let CallStatus::Error { name, .. } = &call.status else {
+        return None;
+    };
+    let sample = run
+        .samples
+        .iter()
+        .filter(|s| s.t_ns <= call.end_ns)
+        .max_by_key(|s| s.t_ns);
+    // The ledger as it stood when the call returned.
+    let born: BTreeMap<u64, u64> = run
+        .objects
+        .iter()
+        .filter(|e| e.action == ObjectAction::Created)
+        .map(|e| (e.id, e.t_ns))
+        .collect();
+    let mut live: BTreeMap<String, usize> = BTreeMap::new();
+    for o in run.ledger.values() {
+        let born = born.get(&o.id).copied().unwrap_or(u64::MAX);
+        let alive_then = born <= call.end_ns && o.released_ns.is_none_or(|t| t > call.end_ns);
+        if alive_then {
+            *live.entry(o.kind.plural().to_string()).or_default() += 1;
+        }
+    }
+    Some(RanOut {
+        line: call.line,
+        api: call.api.clone(),
+        status: name.clone(),
+        device_used_mib: sample.map(|s| s.used_bytes as f64 / MIB),
+        device_total_mib: sample
+            .and_then(|s| s.total_bytes)
+            .or_else(|| run.meta.as_ref().and_then(|m| m.device.total_bytes))
+            .map(|t| t as f64 / MIB),
+        live,
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -215,6 +282,7 @@ impl Summary {
                 .unwrap_or_else(|| "no end (partial run)".into()),
             duration_ms: run.duration_ns().map(|d| d as f64 / 1e6),
             host_ms_by_tag: host_ms_by_tag(run),
+            ran_out: ran_out(run),
         }
     }
 }

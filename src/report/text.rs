@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::format::{fmt_delta, fmt_value, group, memory_label, verdict_mark};
 use super::{DestroyRow, LeakRow, LineRow, MIB, Summary, cuda};
+use crate::trace::MemorySource;
 
 /// Spans listed in full before the rest are counted in one line.
 const SPANS_SHOWN: usize = 20;
@@ -20,6 +21,7 @@ pub fn text(s: &Summary) -> String {
     for n in &s.notes {
         let _ = writeln!(o, "note     {n}");
     }
+    ran_out(s, &mut o);
     claims(s, &mut o);
     let _ = writeln!(
         o,
@@ -30,6 +32,48 @@ pub fn text(s: &Summary) -> String {
             .unwrap_or_default()
     );
     o
+}
+
+/// What the run had measured when a call failed for want of memory or
+/// resources, and which of them the numbers say ran out.
+fn ran_out(s: &Summary, o: &mut String) {
+    let Some(r) = &s.ran_out else { return };
+    let at = r.line.map(|l| format!(" at line {l}")).unwrap_or_default();
+    let _ = writeln!(o, "\nran out  {} returned {}{at}", r.api, r.status);
+    // On a CPU device the figure is the worker's RSS against the host's RAM.
+    let (what, of) = if s.memory_source == MemorySource::Rss {
+        ("memory (the worker's RSS)", "host RAM")
+    } else {
+        ("device memory", "the device's")
+    };
+    let free = match (r.device_used_mib, r.device_total_mib) {
+        (Some(used), Some(total)) if total > 0.0 => {
+            let free = total - used;
+            let _ = writeln!(
+                o,
+                "         {what}: {used:.1} MiB in use of {of} {total:.1} MiB ({:.0}% free)",
+                100.0 * free / total
+            );
+            Some(free / total)
+        }
+        _ => {
+            let _ = writeln!(o, "         {what}: not measured in this run");
+            None
+        }
+    };
+    let held: Vec<String> = r.live.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    if !held.is_empty() {
+        let _ = writeln!(o, "         the lab held: {}", held.join(", "));
+    }
+    let why = match free {
+        Some(f) if f >= 0.10 => format!(
+            "{what} was not what ran out: a limit on objects or on other resources was \
+             reached first"
+        ),
+        Some(_) => format!("{what} was nearly full"),
+        None => format!("whether {what} was full is not known here"),
+    };
+    let _ = writeln!(o, "         {why}");
 }
 
 /// The lab, the device, the memory source and the parameters.
