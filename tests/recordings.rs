@@ -108,3 +108,71 @@ fn a_run_that_ran_out_says_what_it_had_measured_then() {
         "{text}"
     );
 }
+
+/// The H100 run of cl-forgotten-events, its third `clCreateContext` failed: the
+/// report names the contexts the lab released that the driver had not destroyed
+/// (each pinned by a forgotten event), counted from the recording's own events.
+#[test]
+fn a_context_limit_names_the_contexts_the_driver_still_kept() {
+    let path = common::repo_file(
+        "tests/fixtures/recordings/h100-opencl--cl-forgotten-events--forgotten.jsonl",
+    );
+    let text = std::fs::read_to_string(path).expect("fixture");
+    let events = read_events(text.as_bytes()).expect("reads");
+    let third = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Call(c) if c.api == "clCreateContext" => Some(c.clone()),
+            _ => None,
+        })
+        .nth(2)
+        .expect("three contexts");
+    let failed_id = third.object.expect("it made a context");
+    // What the recording says was released and not yet destroyed by then.
+    let mut released = std::collections::BTreeSet::new();
+    let mut destroyed = std::collections::BTreeSet::new();
+    for e in &events {
+        if let Event::Object(o) = e
+            && o.kind == gpulab::lab::ObjKind::Context
+            && o.t_ns <= third.end_ns
+        {
+            match o.action {
+                gpulab::trace::ObjectAction::Released if o.refcount == 0 => {
+                    released.insert(o.id);
+                }
+                gpulab::trace::ObjectAction::Destroyed => {
+                    destroyed.insert(o.id);
+                }
+                _ => {}
+            }
+        }
+    }
+    let pending = released.difference(&destroyed).count();
+    assert!(pending > 0, "the fixture's contexts outlive their release");
+    let id = format!(r#""id":{failed_id},"#);
+    let object = format!(r#""object":{failed_id}"#);
+    let failed: String = text
+        .lines()
+        .filter(|l| !(l.contains(r#""type":"object""#) && l.contains(&id)))
+        .map(|l| {
+            if l.contains(r#""type":"call""#) && l.contains(&object) {
+                l.replace(
+                    r#""status":{"kind":"ok"}"#,
+                    r#""status":{"kind":"error","code":-6,"name":"CL_OUT_OF_HOST_MEMORY"}"#,
+                )
+                .replace(&object, r#""object":null"#)
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    let dir = common::temp_dir();
+    let file = dir.path().join("context-limit.jsonl");
+    std::fs::write(&file, failed).expect("write");
+    let out = common::run(&["report", "--json", &file.display().to_string()]);
+    let report: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
+    let r = &report["ran_out"];
+    assert_eq!(r["api"], "clCreateContext", "{report:#}");
+    assert_eq!(r["not_yet_destroyed"]["contexts"], pending, "{r}");
+}

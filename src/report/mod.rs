@@ -76,6 +76,9 @@ pub struct RanOut {
     pub device_total_mib: Option<f64>,
     /// Objects the lab held when it failed, by kind (only kinds with any).
     pub live: BTreeMap<String, usize>,
+    /// Objects the lab had released whose deletion the driver had not reported
+    /// yet (OpenCL buffers and contexts, which have destructor callbacks).
+    pub not_yet_destroyed: BTreeMap<String, usize>,
 }
 
 /// Statuses that say something ran out.
@@ -107,11 +110,29 @@ fn ran_out(run: &Run) -> Option<RanOut> {
         .map(|e| (e.id, e.t_ns))
         .collect();
     let mut live: BTreeMap<String, usize> = BTreeMap::new();
+    let mut not_yet_destroyed: BTreeMap<String, usize> = BTreeMap::new();
+    // Only OpenCL tells gpulab when the driver deletes what a lab released.
+    let destructors = run
+        .meta
+        .as_ref()
+        .is_some_and(|m| m.backend == BackendKind::OpenCl);
     for o in run.ledger.values() {
         let born = born.get(&o.id).copied().unwrap_or(u64::MAX);
-        let alive_then = born <= call.end_ns && o.released_ns.is_none_or(|t| t > call.end_ns);
-        if alive_then {
-            *live.entry(o.kind.plural().to_string()).or_default() += 1;
+        if born > call.end_ns {
+            continue;
+        }
+        match o.released_ns {
+            Some(t) if t <= call.end_ns => {
+                let pending = destructors
+                    && matches!(o.kind, ObjKind::Buffer | ObjKind::Context)
+                    && o.destroyed_ns.is_none_or(|d| d > call.end_ns);
+                if pending {
+                    *not_yet_destroyed
+                        .entry(o.kind.plural().to_string())
+                        .or_default() += 1;
+                }
+            }
+            _ => *live.entry(o.kind.plural().to_string()).or_default() += 1,
         }
     }
     Some(RanOut {
@@ -124,6 +145,7 @@ fn ran_out(run: &Run) -> Option<RanOut> {
             .or_else(|| run.meta.as_ref().and_then(|m| m.device.total_bytes))
             .map(|t| t as f64 / MIB),
         live,
+        not_yet_destroyed,
     })
 }
 

@@ -65,6 +65,18 @@ fn ran_out(s: &Summary, o: &mut String) {
     if !held.is_empty() {
         let _ = writeln!(o, "         the lab held: {}", held.join(", "));
     }
+    let pending: Vec<String> = r
+        .not_yet_destroyed
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    if !pending.is_empty() {
+        let _ = writeln!(
+            o,
+            "         released by the lab, not yet destroyed by the driver: {}",
+            pending.join(", ")
+        );
+    }
     let why = match free {
         Some(f) if f >= 0.10 => format!(
             "{what} was not what ran out: a limit on objects or on other resources was \
