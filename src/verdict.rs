@@ -169,20 +169,7 @@ impl Env<'_> {
     fn metric(&self, name: &str, arg: &str) -> Result<f64, Why> {
         let run = self.run;
         match name {
-            "host_ms" => {
-                if let Some(b) = run.tagged_block(arg) {
-                    return Ok(ms(b.end_ns.saturating_sub(b.begin_ns)));
-                }
-                let calls: Vec<_> = run.tagged_calls(arg).collect();
-                if calls.is_empty() {
-                    return Err(never_ran(arg));
-                }
-                let total: u64 = calls
-                    .iter()
-                    .map(|c| c.end_ns.saturating_sub(c.begin_ns))
-                    .sum();
-                Ok(ms(total) / calls.len() as f64)
-            }
+            "host_ms" => host_ms(run, arg),
             "vram_delta_mib" => {
                 if let Some(b) = run.tagged_block(arg) {
                     return match (b.mem_before, b.mem_after) {
@@ -338,6 +325,24 @@ impl Env<'_> {
 
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
+}
+
+/// `host_ms(tag)`: a tagged block's whole duration, or a tagged line's host time
+/// (the mean over its executions), ms. The reports' side-by-side table shows
+/// the same figure.
+pub fn host_ms(run: &Run, tag: &str) -> Result<f64, Why> {
+    if let Some(b) = run.tagged_block(tag) {
+        return Ok(ms(b.end_ns.saturating_sub(b.begin_ns)));
+    }
+    let calls: Vec<_> = run.tagged_calls(tag).collect();
+    if calls.is_empty() {
+        return Err(never_ran(tag));
+    }
+    let total: u64 = calls
+        .iter()
+        .map(|c| c.end_ns.saturating_sub(c.begin_ns))
+        .sum();
+    Ok(ms(total) / calls.len() as f64)
 }
 
 /// Device memory growth per iteration of the tagged repeat block from its

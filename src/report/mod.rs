@@ -103,12 +103,6 @@ fn ran_out(run: &Run) -> Option<RanOut> {
         .filter(|s| s.t_ns <= call.end_ns)
         .max_by_key(|s| s.t_ns);
     // The ledger as it stood when the call returned.
-    let born: BTreeMap<u64, u64> = run
-        .objects
-        .iter()
-        .filter(|e| e.action == ObjectAction::Created)
-        .map(|e| (e.id, e.t_ns))
-        .collect();
     let mut live: BTreeMap<String, usize> = BTreeMap::new();
     let mut not_yet_destroyed: BTreeMap<String, usize> = BTreeMap::new();
     // Only OpenCL tells gpulab when the driver deletes what a lab released.
@@ -117,8 +111,7 @@ fn ran_out(run: &Run) -> Option<RanOut> {
         .as_ref()
         .is_some_and(|m| m.backend == BackendKind::OpenCl);
     for o in run.ledger.values() {
-        let born = born.get(&o.id).copied().unwrap_or(u64::MAX);
-        if born > call.end_ns {
+        if o.created_ns > call.end_ns {
             continue;
         }
         match o.released_ns {
@@ -311,32 +304,15 @@ impl Summary {
 
 /// `host_ms(tag)` of every tag in the run, by the claims' own definition.
 fn host_ms_by_tag(run: &Run) -> BTreeMap<String, f64> {
-    let mut out = BTreeMap::new();
-    let tags = run
+    let tags: std::collections::BTreeSet<&str> = run
         .blocks
         .iter()
-        .filter_map(|b| b.tag.clone())
-        .chain(run.calls.iter().filter_map(|c| c.tag.clone()));
-    for tag in tags {
-        if out.contains_key(&tag) {
-            continue;
-        }
-        let ms = match run.tagged_block(&tag) {
-            Some(b) => b.end_ns.saturating_sub(b.begin_ns) as f64 / 1e6,
-            None => {
-                let times: Vec<u64> = run
-                    .tagged_calls(&tag)
-                    .map(|c| c.end_ns.saturating_sub(c.begin_ns))
-                    .collect();
-                if times.is_empty() {
-                    continue;
-                }
-                times.iter().sum::<u64>() as f64 / 1e6 / times.len() as f64
-            }
-        };
-        out.insert(tag, ms);
-    }
-    out
+        .filter_map(|b| b.tag.as_deref())
+        .chain(run.calls.iter().filter_map(|c| c.tag.as_deref()))
+        .collect();
+    tags.into_iter()
+        .filter_map(|tag| Some((tag.to_string(), crate::verdict::host_ms(run, tag).ok()?)))
+        .collect()
 }
 
 /// Device memory after the worker exited, against the level at the start (both

@@ -21,6 +21,8 @@ pub struct ObjState {
     /// Objects this one refers to (an event to its queue, kernel and buffer).
     pub refs: Vec<u64>,
     pub forgotten: bool,
+    /// When it was made (its first event).
+    pub created_ns: u64,
     /// When the program's last reference went, if it has.
     pub released_ns: Option<u64>,
     /// When the driver's destructor callback fired, if it has.
@@ -59,6 +61,7 @@ impl ObjState {
             releases: 0,
             refs: o.refs.clone(),
             forgotten: false,
+            created_ns: o.t_ns,
             released_ns: None,
             destroyed_ns: None,
             made_by: None,

@@ -239,7 +239,12 @@ impl NvmlProbe {
         let device = self.nvml.device_by_index(self.index).map_err(nvml_error)?;
         let mem = device.memory_info().map_err(nvml_error)?;
         let listed = compute_processes(&device);
-        let (process_bytes, note) = if self.tree {
+        // The tree is walked only when NVML lists a process other than the
+        // program itself: a single-process program costs no /proc reads.
+        let others = listed
+            .as_deref()
+            .is_some_and(|l| l.iter().any(|(p, _)| *p != self.tracker.pid));
+        let (process_bytes, note) = if self.tree && others {
             let tree = super::procfs::process_tree(self.tracker.pid);
             self.tracker
                 .observe_tree(t_ns, listed.as_deref(), mem.used, &tree)

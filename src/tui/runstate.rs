@@ -4,8 +4,11 @@
 
 use std::path::PathBuf;
 
+use std::collections::BTreeMap;
+
+use crate::lab::api::Api;
 use crate::run::Run;
-use crate::trace::{DeviceKind, EndStatus, Event, MemorySource};
+use crate::trace::{CallStatus, DeviceKind, EndStatus, Event, MemorySource};
 
 /// Where the events come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +33,10 @@ pub struct RunState {
     pub closed: bool,
     /// A recording could not be read.
     pub error: Option<String>,
+    /// Device work a lab queued whose span has not come yet, by the seq of the
+    /// call that queued it: its enqueue time. Kept as events arrive, so a frame
+    /// reads it without scanning the calls.
+    pub in_flight: BTreeMap<u64, u64>,
 }
 
 impl RunState {
@@ -39,6 +46,7 @@ impl RunState {
             run: Run::default(),
             closed: false,
             error: None,
+            in_flight: BTreeMap::new(),
         }
     }
 
@@ -53,6 +61,20 @@ impl RunState {
 
     pub fn apply(&mut self, event: &Event) {
         self.run.apply(event);
+        match event {
+            Event::Call(c)
+                if c.line.is_some()
+                    && c.status == CallStatus::Ok
+                    && Api::lookup(&c.api).is_some_and(|s| s.api.queues_device_work()) =>
+            {
+                self.in_flight.insert(c.seq, c.begin_ns);
+            }
+            Event::DeviceSpan(s) => {
+                self.in_flight.remove(&s.call_seq);
+            }
+            Event::End(_) => self.in_flight.clear(),
+            _ => {}
+        }
     }
 
     pub fn running(&self) -> bool {

@@ -9,7 +9,6 @@ use ratatui::text::Span;
 use ratatui::widgets::{Paragraph, Widget};
 
 use super::{Axes, GUTTER, axis_labels, block, fit, usable};
-use crate::lab::api::Api;
 use crate::trace::CallStatus;
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
@@ -160,23 +159,16 @@ impl Widget for &TimelinePanel<'_> {
 /// When each device job a running lab queued began, for those whose span has not
 /// come yet. None once the run ended: what never came then is not in flight.
 fn in_flight(run: &RunState) -> Vec<u64> {
-    let r = &run.run;
-    if r.end.is_some() || r.meta.as_ref().is_none_or(|m| m.lab.is_none()) {
+    if run.run.end.is_some() {
         return Vec::new();
     }
-    let done: std::collections::HashSet<u64> = r.spans.iter().map(|s| s.call_seq).collect();
-    r.calls
-        .iter()
-        .filter(|c| c.status == CallStatus::Ok && !done.contains(&c.seq))
-        .filter(|c| Api::lookup(&c.api).is_some_and(|spec| spec.api.queues_device_work()))
-        .map(|c| c.begin_ns)
-        .collect()
+    run.in_flight.values().copied().collect()
 }
 
 /// The latest time the run has seen: its last call's end or last reading.
 fn latest(run: &RunState) -> u64 {
     let r = &run.run;
-    let call = r.calls.iter().map(|c| c.end_ns).max().unwrap_or(0);
+    let call = r.calls.last().map_or(0, |c| c.end_ns);
     let reading = r.readings.last().map_or(0, |(t, _)| *t);
     call.max(reading)
 }
