@@ -101,6 +101,7 @@ fn heavy_run(app: &mut App) -> Vec<Event> {
             refcount: 1,
             refs: vec![],
             line: Some(54),
+            stack: None,
         }));
         events.push(Event::DeviceSpan(trace::DeviceSpan {
             queue: 2,

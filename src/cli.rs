@@ -184,6 +184,12 @@ pub struct WatchArgs {
     #[arg(long)]
     pub device_spans: bool,
 
+    /// Take the native call stack of every call that creates an object, and
+    /// name each object alive at exit with the stack that made it (function and
+    /// file:line where the program has symbols and debug information).
+    #[arg(long)]
+    pub backtrace: bool,
+
     /// The libcupti to watch CUDA calls with (default: the one `gpulab doctor`
     /// names: CUDA_HOME, the Python environment's nvidia-cuda-cupti wheel, or an
     /// installed toolkit).

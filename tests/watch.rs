@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::watch::{assert_complete, kind, watch_json};
+use common::watch::{assert_complete, kind, watch_json, watch_json_with};
 use common::{device_lock, gpulab, opencl_or_skip, repo_file, stderr, stdout, temp_dir};
 use serde_json::Value;
 
@@ -57,10 +57,12 @@ fn program(test: &str, name: &str) -> Option<(tempfile::TempDir, PathBuf)> {
     Some((dir, exe))
 }
 
-/// Builds `tests/watch/{name}.c` against the OpenCL loader.
+/// Builds `tests/watch/{name}.c` against the OpenCL loader, with debug
+/// information (for `--backtrace`).
 fn compile(test: &str, dir: &Path, name: &str) -> Option<PathBuf> {
     let exe = dir.join(name);
     let built = Command::new("cc")
+        .arg("-g")
         .arg(repo_file(&format!("tests/watch/{name}.c")))
         .arg("-o")
         .arg(&exe)
@@ -207,6 +209,48 @@ fn a_c_program_that_forgets_its_kernel_events_is_counted_exactly() {
             }
         }
     }
+}
+
+/// `--backtrace` names where the program made what it left alive: the source
+/// line of its `clEnqueueNDRangeKernel` call (read from the C file, not
+/// assumed), as the innermost frame, with the loader's and the agent's own
+/// frames left out.
+#[test]
+fn backtraces_name_the_source_line_that_made_each_leak() {
+    let test = "backtraces_name_the_source_line_that_made_each_leak";
+    let Some((_dir, exe)) = program(test, "forgotten_events") else {
+        return;
+    };
+    let source = std::fs::read_to_string(repo_file("tests/watch/forgotten_events.c"))
+        .expect("the C program's source");
+    let line = 1 + source
+        .lines()
+        .position(|l| l.contains("clEnqueueNDRangeKernel(q,"))
+        .expect("the program enqueues its kernel");
+    let _device = device_lock();
+    let exe = exe.to_string_lossy().into_owned();
+    let (out, report) = watch_json_with(&["--backtrace"], &[exe.as_str(), "3", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_complete(&report, None);
+    let alive = report["alive_at_exit"].as_array().expect("alive_at_exit");
+    assert_eq!(alive.len(), 1, "one call site made them: {alive:?}");
+    let frames = alive[0]["backtrace"].as_array().expect("a backtrace");
+    assert_eq!(frames[0]["function"], "main", "{frames:#?}");
+    let at = frames[0]["location"].as_str().unwrap_or_default();
+    assert!(
+        at.ends_with(&format!("forgotten_events.c:{line}")),
+        "{at}: {frames:#?}"
+    );
+    assert!(
+        frames[0]["module"].as_str() == Some(exe.as_str()),
+        "{frames:#?}"
+    );
+    // Without the flag, no stacks are taken.
+    let (_, plain) = watch_json(&[exe.as_str(), "1", "1"]);
+    assert!(
+        plain["alive_at_exit"][0].get("backtrace").is_none(),
+        "{plain:#}"
+    );
 }
 
 #[test]

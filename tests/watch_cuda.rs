@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use common::watch::{assert_complete, kind, watch_json};
+use common::watch::{assert_complete, kind, watch_json, watch_json_with};
 use common::{gpulab, repo_file, stderr, temp_dir};
 use gpulab::trace::{Event, ObjKind, ObjectAction};
 use gpulab::watch::{self, WatchRequest};
@@ -42,6 +42,7 @@ fn nvcc() -> PathBuf {
 fn build(dir: &Path, source: &str) -> PathBuf {
     let exe = dir.join(Path::new(source).file_stem().expect("a file name"));
     let out = Command::new(nvcc())
+        .arg("-g")
         .arg("-o")
         .arg(&exe)
         .arg(repo_file(source))
@@ -130,6 +131,77 @@ fn an_nvcc_program_is_counted_exactly_and_its_leaks_are_compute_sanitizers() {
     );
 }
 
+/// `--backtrace` names each leak's source line (read from the source, not
+/// assumed), where compute-sanitizer's leak check names only the function, and
+/// both name the same function of the program.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn backtraces_name_each_leaks_line_where_compute_sanitizer_names_its_function() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/cuda_leaks.cu");
+    let exe = exe.to_string_lossy().into_owned();
+    let source = std::fs::read_to_string(repo_file("tests/watch/cuda_leaks.cu")).expect("source");
+    let line_of = |text: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.contains(text))
+            .unwrap_or_else(|| panic!("no `{text}` in cuda_leaks.cu"))
+    };
+    let (out, report) = watch_json_with(&["--backtrace"], &[&exe, "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_complete(&report, Some("cuda"));
+    let groups = report["alive_at_exit"].as_array().expect("alive_at_exit");
+    let site = |kind: &str| -> Vec<String> {
+        groups
+            .iter()
+            .filter(|g| g["kind"] == kind)
+            .flat_map(|g| g["backtrace"].as_array().cloned().unwrap_or_default())
+            .filter(|f| f["module"] == exe.as_str())
+            .filter_map(|f| {
+                Some(format!(
+                    "{} {}",
+                    f["function"].as_str()?,
+                    f["location"].as_str()?.rsplit('/').next()?
+                ))
+            })
+            .collect()
+    };
+    for (kind, call) in [
+        ("buffer", "cudaMalloc(&small"),
+        ("host_buffer", "cudaMallocHost(&pinned"),
+    ] {
+        let want = format!("main cuda_leaks.cu:{}", line_of(call));
+        let frames = site(kind);
+        assert!(frames.contains(&want), "{kind}: {want} not in {frames:?}\n{report:#}");
+    }
+
+    let Ok(sanitizer) = Command::new("compute-sanitizer")
+        .args(["--leak-check", "full", &exe, "2"])
+        .output()
+    else {
+        eprintln!("compute-sanitizer is not on PATH: its side of the comparison is skipped");
+        return;
+    };
+    let text = String::from_utf8_lossy(&sanitizer.stdout).into_owned()
+        + &String::from_utf8_lossy(&sanitizer.stderr);
+    let leak_frames: Vec<&str> = text
+        .split("Leaked ")
+        .skip(1)
+        .flat_map(|leak| leak.lines().filter(|l| l.contains("Host Frame")))
+        .collect();
+    assert!(
+        leak_frames.iter().any(|l| l.contains("main")),
+        "compute-sanitizer names main in its leak backtraces:\n{text}"
+    );
+    eprintln!(
+        "compute-sanitizer's leak frames:\n{}\ngpulab's: buffer {:?} host_buffer {:?}",
+        leak_frames.join("\n"),
+        site("buffer"),
+        site("host_buffer")
+    );
+}
+
 /// The leak is in the stream while the program still runs: each kept buffer
 /// arrives before the program's exit by at least the pauses after it.
 #[test]
@@ -144,6 +216,7 @@ fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
         output: Some(dir.path().join("program.log")),
         cupti: None,
         device_spans: false,
+        backtrace: false,
     })
     .expect("watch starts");
     let mut kept = Vec::new();

@@ -49,6 +49,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         output: log.clone(),
         cupti: args.cupti.clone(),
         device_spans: args.device_spans,
+        backtrace: args.backtrace,
     })
     .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     // Ctrl-C reaches the program too (same terminal); SIGTERM to gpulab alone is

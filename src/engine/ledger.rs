@@ -46,6 +46,7 @@ impl Entry {
             refcount: self.refcount,
             refs: self.refs.clone(),
             line,
+            stack: None,
         }
     }
 }

@@ -12,7 +12,7 @@ pub use objects::{MadeBy, ObjState};
 
 use crate::trace::{
     AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End,
-    EndStatus, Event, Meta, Note, ObjectAction, ObjectEvent, Sample,
+    EndStatus, Event, Frame, Meta, Note, ObjectAction, ObjectEvent, Sample,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -28,6 +28,8 @@ pub struct Run {
     pub end: Option<End>,
     /// Agents in a watched program's processes, as they attached and detached.
     pub agents: Vec<AgentEvent>,
+    /// Native call stacks in a watched program, by id (`watch --backtrace`).
+    pub stacks: BTreeMap<u64, Vec<Frame>>,
     /// Live objects per kind right now, as the ledger's events say.
     pub live: BTreeMap<ObjKind, i64>,
     /// The most objects of each kind alive at one time so far.
@@ -141,6 +143,9 @@ impl Run {
                 self.split_at_end(e.t_ns);
             }
             Event::Agent(a) => self.agents.push(a.clone()),
+            Event::Stack(s) => {
+                self.stacks.insert(s.id, s.frames.clone());
+            }
         }
     }
 
@@ -409,6 +414,7 @@ mod tests {
                 refcount,
                 refs: vec![],
                 line: None,
+                stack: None,
             })
         };
         let run = Run::from_events(&[
@@ -473,6 +479,7 @@ mod tests {
                 refcount,
                 refs: vec![],
                 line: None,
+                stack: None,
             })
         };
         let run = Run::from_events(&[

@@ -29,6 +29,8 @@ pub struct ObjState {
     pub destroyed_ns: Option<u64>,
     /// The call that made it, where the stream names one.
     pub made_by: Option<MadeBy>,
+    /// The native stack that made it ([`crate::run::Run::stacks`]).
+    pub stack: Option<u64>,
 }
 
 /// The call that created an object: its API name and who called it.
@@ -65,6 +67,7 @@ impl ObjState {
             released_ns: None,
             destroyed_ns: None,
             made_by: None,
+            stack: o.stack,
         }
     }
 

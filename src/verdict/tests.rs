@@ -81,6 +81,7 @@ fn buffer(action: ObjectAction, t_ns: u64) -> Event {
         },
         refs: vec![],
         line: None,
+        stack: None,
     })
 }
 

@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod report;
+pub mod symbols;
 
 use std::io::{BufRead, BufReader};
 use std::os::fd::AsRawFd;
@@ -67,6 +68,8 @@ pub struct WatchRequest {
     /// CUDA: kernel activity records as device spans (opt-in: CUPTI instruments
     /// modules at load for them).
     pub device_spans: bool,
+    /// The native stack of every creating call ([`symbols`] names it).
+    pub backtrace: bool,
 }
 
 /// A running watch: its events, and a switch to stop the program.
@@ -217,10 +220,15 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     });
     let mut notes = reach_the_loader(&mut cmd, &plan);
     notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis));
-    if req.device_spans {
-        cmd.env("GPULAB_DEVICE_SPANS", "1");
-    } else {
-        cmd.env_remove("GPULAB_DEVICE_SPANS");
+    for (wanted, name) in [
+        (req.device_spans, "GPULAB_DEVICE_SPANS"),
+        (req.backtrace, "GPULAB_BACKTRACE"),
+    ] {
+        if wanted {
+            cmd.env(name, "1");
+        } else {
+            cmd.env_remove(name);
+        }
     }
     let started_ns = now_ns();
     let child = cmd.spawn().map_err(|source| WatchError::Spawn {
@@ -320,7 +328,10 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>) -> Meta {
 }
 
 /// The agent's lines, parsed; unreadable ones become warnings, never a crash.
+/// Stacks go through [`symbols::name_stacks`] on a thread of their own: reading a
+/// large library's symbols must never hold up the pipe.
 fn read_pipe(reader: std::io::PipeReader, tx: Sender<Event>) {
+    let mut stacks: Option<Option<Sender<trace::Stack>>> = None;
     for (i, line) in BufReader::new(reader).lines().enumerate() {
         let Ok(line) = line else { break };
         if line.trim().is_empty() {
@@ -334,7 +345,17 @@ fn read_pipe(reader: std::io::PipeReader, tx: Sender<Event>) {
                 line: None,
             })
         });
-        if tx.send(event).is_err() {
+        let sent = match event {
+            Event::Stack(stack) => {
+                match stacks.get_or_insert_with(|| symbols::name_stacks(tx.clone())) {
+                    Some(to) => to.send(stack).is_ok(),
+                    // No thread to name them: they pass on as the agent named them.
+                    None => tx.send(Event::Stack(stack)).is_ok(),
+                }
+            }
+            event => tx.send(event).is_ok(),
+        };
+        if !sent {
             break;
         }
     }
@@ -567,6 +588,7 @@ mod tests {
             output: None,
             cupti: None,
             device_spans: false,
+            backtrace: false,
         };
         let (tx, events) = mpsc::channel();
         let session = Session {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::run::{ObjState, Run};
-use crate::trace::{AgentState, EndStatus, MemorySource, NoteLevel, ObjKind};
+use crate::trace::{AgentState, EndStatus, Frame, MemorySource, NoteLevel, ObjKind};
 use crate::units::mib;
 
 #[derive(Debug, Clone, Serialize)]
@@ -80,6 +80,10 @@ pub struct AliveGroup {
     pub created_by: String,
     pub pid: u32,
     pub thread: u64,
+    /// Where the program made them (`watch --backtrace`): its native stack at
+    /// the creating call, innermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backtrace: Vec<Frame>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -108,7 +112,8 @@ impl WatchReport {
         let lives = &run.ledger;
 
         let mut kinds: BTreeMap<ObjKind, KindReport> = BTreeMap::new();
-        let mut alive: BTreeMap<(ObjKind, String, u32, u64), (u64, u64)> = BTreeMap::new();
+        type Made = (ObjKind, String, u32, u64, Option<u64>);
+        let mut alive: BTreeMap<Made, (u64, u64)> = BTreeMap::new();
         let mut live_ids = BTreeSet::new();
         for (id, life) in lives {
             let kind = life.kind;
@@ -136,7 +141,7 @@ impl WatchReport {
                 .as_ref()
                 .map_or(("?", 0, 0), |m| (m.api.as_str(), m.pid, m.thread));
             let g = alive
-                .entry((kind, api.to_string(), pid, thread))
+                .entry((kind, api.to_string(), pid, thread, life.stack))
                 .or_default();
             g.0 += 1;
             g.1 += life.bytes;
@@ -235,13 +240,17 @@ impl WatchReport {
             alive_at_exit: alive
                 .into_iter()
                 .map(
-                    |((kind, created_by, pid, thread), (count, bytes))| AliveGroup {
+                    |((kind, created_by, pid, thread, stack), (count, bytes))| AliveGroup {
                         kind,
                         count,
                         bytes,
                         created_by,
                         pid,
                         thread,
+                        backtrace: stack
+                            .and_then(|id| run.stacks.get(&id))
+                            .cloned()
+                            .unwrap_or_default(),
                     },
                 )
                 .collect(),
@@ -346,6 +355,9 @@ impl WatchReport {
                     g.pid,
                     g.thread
                 );
+                for f in &g.backtrace {
+                    let _ = writeln!(s, "          at {}", f.describe());
+                }
             }
         }
         if !self.held_by_driver.is_empty() {
@@ -437,6 +449,21 @@ impl WatchReport {
                     g.pid,
                     g.thread
                 );
+            }
+            for (i, g) in self.alive_at_exit.iter().enumerate() {
+                if g.backtrace.is_empty() {
+                    continue;
+                }
+                let _ = writeln!(
+                    s,
+                    "\nRow {}: {} {} made at\n",
+                    i + 1,
+                    g.count,
+                    g.kind.plural()
+                );
+                for f in &g.backtrace {
+                    let _ = writeln!(s, "- `{}`", f.describe());
+                }
             }
         }
         if !self.held_by_driver.is_empty() {

@@ -8,6 +8,11 @@ use super::{gpulab, stderr, stdout, temp_dir};
 
 /// Watches `args`, the report written to a file apart from the program's output.
 pub fn watch_json(args: &[&str]) -> (Output, Value) {
+    watch_json_with(&[], args)
+}
+
+/// [`watch_json`] with `flags` for `gpulab watch`.
+pub fn watch_json_with(flags: &[&str], args: &[&str]) -> (Output, Value) {
     let dir = temp_dir();
     let file = dir.path().join("report.json");
     let out = gpulab()
@@ -15,6 +20,7 @@ pub fn watch_json(args: &[&str]) -> (Output, Value) {
         .arg("--json")
         .arg("--output")
         .arg(&file)
+        .args(flags)
         .arg("--")
         .args(args)
         .output()

@@ -27,4 +27,5 @@ mod dispatch;
 mod layer;
 mod ledger;
 mod opencl;
+mod stack;
 mod transport;

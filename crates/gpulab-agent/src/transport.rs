@@ -18,8 +18,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use gpulab_events::{
-    AgentEvent, AgentState, Call, CallStatus, DeviceSpan, Event, ObjKind, ObjectAction,
-    ObjectEvent, to_line,
+    AgentEvent, AgentState, Call, CallStatus, DeviceSpan, Event, Frame, ObjKind, ObjectAction,
+    ObjectEvent, Stack, to_line,
 };
 
 use crate::clock::{now_ns, thread_id};
@@ -60,6 +60,8 @@ pub enum Record {
         bytes: u64,
         refcount: u32,
         refs: Vec<u64>,
+        /// Return addresses of the creating call (`--backtrace`).
+        stack: Option<Box<[usize]>>,
     },
     Agent {
         api: &'static str,
@@ -344,6 +346,7 @@ fn push_until(tx: &SyncSender<Message>, mut message: Message, deadline: Instant)
 /// `POLL_MAX`, while the program is quiet.
 fn drain(rx: Receiver<Message>, out: File, pid: u32, parent_pid: u32) {
     let mut out = Lines::new(out);
+    let mut stacks = crate::stack::Stacks::default();
     let mut nap = POLL_MIN;
     let mut flushed = Instant::now();
     loop {
@@ -361,9 +364,19 @@ fn drain(rx: Receiver<Message>, out: File, pid: u32, parent_pid: u32) {
                     out.flush();
                     let _ = ack.try_send(());
                 }
-                Ok(Message::Record(record)) => {
+                Ok(Message::Record(mut record)) => {
                     got = true;
-                    out.push(&to_event(record, pid, parent_pid));
+                    if let Record::Object { stack, .. } = &mut record
+                        && let Some(addrs) = stack.take()
+                    {
+                        let (id, new) = stacks.intern(pid, addrs);
+                        if let Some(frames) = new {
+                            out.push(&stack_event(id, frames));
+                        }
+                        out.push(&with_stack(to_event(record, pid, parent_pid), id));
+                    } else {
+                        out.push(&to_event(record, pid, parent_pid));
+                    }
                 }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
@@ -380,6 +393,28 @@ fn drain(rx: Receiver<Message>, out: File, pid: u32, parent_pid: u32) {
         };
         std::thread::sleep(nap);
     }
+}
+
+/// A stack's frames, trimmed from the outermost until its line fits one
+/// atomic pipe write (children share the pipe).
+fn stack_event(id: u64, mut frames: Vec<Frame>) -> Event {
+    loop {
+        let event = Event::Stack(Stack {
+            t_ns: now_ns(),
+            id,
+            frames: frames.clone(),
+        });
+        if to_line(&event).len() < PIPE_BUF || frames.pop().is_none() {
+            return event;
+        }
+    }
+}
+
+fn with_stack(mut event: Event, id: u64) -> Event {
+    if let Event::Object(o) = &mut event {
+        o.stack = Some(id);
+    }
+    event
 }
 
 fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
@@ -419,6 +454,7 @@ fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             bytes,
             refcount,
             refs,
+            stack: _,
         } => Event::Object(ObjectEvent {
             t_ns,
             id,
@@ -429,6 +465,7 @@ fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             refcount,
             refs,
             line: None,
+            stack: None,
         }),
         Record::Span(span) => Event::DeviceSpan(span),
         Record::Agent { api, state } => Event::Agent(AgentEvent {
@@ -503,6 +540,11 @@ pub fn object(
     refcount: u32,
     refs: Vec<u64>,
 ) {
+    let stack = if action == ObjectAction::Created {
+        crate::stack::capture()
+    } else {
+        None
+    };
     send(Record::Object {
         t_ns: now_ns(),
         id,
@@ -511,6 +553,7 @@ pub fn object(
         bytes,
         refcount,
         refs,
+        stack,
     });
 }
 
@@ -566,6 +609,7 @@ mod tests {
                     bytes: 0,
                     refcount: 1,
                     refs: vec![1, 2, 3],
+                    stack: None,
                 },
                 7,
                 1,

@@ -36,6 +36,9 @@ pub enum Event {
     End(End),
     /// An agent inside a watched program attached or detached (`gpulab watch`).
     Agent(AgentEvent),
+    /// A call stack in a watched program (`gpulab watch --backtrace`), sent once
+    /// before the first object made from it names it.
+    Stack(Stack),
 }
 
 impl Event {
@@ -53,6 +56,7 @@ impl Event {
             Event::Claim(_) => return None,
             Event::End(e) => e.t_ns,
             Event::Agent(a) => a.t_ns,
+            Event::Stack(s) => s.t_ns,
         })
     }
 }
@@ -248,6 +252,56 @@ pub struct ObjectEvent {
     /// Objects this one refers to (an event to its queue, kernel and buffer).
     pub refs: Vec<u64>,
     pub line: Option<u32>,
+    /// The native call stack that created it ([`Stack::id`]), when the watch
+    /// asked for backtraces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<u64>,
+}
+
+/// A native call stack in a watched process, innermost frame first, starting at
+/// the program's own call into the API (the agent's and the driver's frames are
+/// left out). Ids carry the process id in their upper 32 bits, like objects'.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stack {
+    pub t_ns: u64,
+    pub id: u64,
+    pub frames: Vec<Frame>,
+}
+
+/// One return address of a [`Stack`], as the process had it mapped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Frame {
+    /// The file mapped there (executable or shared library); empty if none.
+    pub module: String,
+    /// The address in the module's own address space (what `addr2line -e
+    /// MODULE` takes): the runtime address less the module's load bias.
+    pub address: u64,
+    /// The module's GNU build id (hex), so a symbolizer can tell that the file
+    /// on disk is the one that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+    /// The function, from the module's symbols (demangled), if named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// `file:line` from the module's debug information, if it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+impl Frame {
+    /// `main (leak.cu:42)`, `main`, or `app+0x1a2b` where nothing names it.
+    pub fn describe(&self) -> String {
+        let module = self.module.rsplit('/').next().unwrap_or(&self.module);
+        let module = if module.is_empty() { "?" } else { module };
+        match (&self.function, &self.location) {
+            (Some(f), Some(l)) => format!("{f} ({l})"),
+            (Some(f), None) => format!("{f} in {module}"),
+            (None, Some(l)) => format!("{module}+{:#x} ({l})", self.address),
+            (None, None) => format!("{module}+{:#x}", self.address),
+        }
+    }
 }
 
 impl ObjectEvent {

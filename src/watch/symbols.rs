@@ -1,0 +1,151 @@
+//! Names the frames of a watched program's stacks (`watch --backtrace`) while
+//! the files it mapped are still on disk: the function from the file's symbol
+//! table or debug information (demangled), and `file:line` where it has debug
+//! information. The agent sends each frame as file + address in that file; this
+//! reads the file as `addr2line -f -C -e FILE ADDRESS` would.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Sender};
+
+use addr2line::Loader;
+
+use crate::trace::{Event, Frame, Stack};
+
+/// Starts the thread that names stacks and passes them on as events; the
+/// returned sender takes them in. None if no thread could be started.
+pub fn name_stacks(out: Sender<Event>) -> Option<Sender<Stack>> {
+    let (tx, rx) = mpsc::channel::<Stack>();
+    std::thread::Builder::new()
+        .name("gpulab-symbols".into())
+        .spawn(move || {
+            let mut symbols = Symbols::default();
+            for mut stack in rx {
+                symbols.name(&mut stack.frames);
+                if out.send(Event::Stack(stack)).is_err() {
+                    return;
+                }
+            }
+        })
+        .ok()?;
+    Some(tx)
+}
+
+/// Each file's symbols, read once; `None` where the file cannot be read.
+#[derive(Default)]
+pub struct Symbols {
+    files: HashMap<String, Option<Loader>>,
+}
+
+impl Symbols {
+    /// Fills in what the files say about `frames`; what they cannot tell stays
+    /// as the agent had it (its dynamic symbol, or none).
+    pub fn name(&mut self, frames: &mut [Frame]) {
+        for frame in frames {
+            if frame.module.is_empty() {
+                continue;
+            }
+            let loader = self
+                .files
+                .entry(frame.module.clone())
+                .or_insert_with(|| Loader::new(&frame.module).ok());
+            let Some(loader) = loader else {
+                frame.function = frame.function.take().map(|f| demangle(&f));
+                continue;
+            };
+            let (function, location) = describe(loader, frame.address);
+            frame.function = function.or_else(|| frame.function.take().map(|f| demangle(&f)));
+            frame.location = location.or(frame.location.take());
+        }
+    }
+}
+
+/// The function at `address` (the outermost of inlined ones: the one the
+/// return address is in) and the innermost source line.
+fn describe(loader: &Loader, address: u64) -> (Option<String>, Option<String>) {
+    let location =
+        loader
+            .find_location(address)
+            .ok()
+            .flatten()
+            .and_then(|l| match (l.file, l.line) {
+                (Some(file), Some(line)) => Some(format!("{file}:{line}")),
+                _ => None,
+            });
+    let mut function = None;
+    if let Ok(mut frames) = loader.find_frames(address) {
+        while let Ok(Some(f)) = frames.next() {
+            if let Some(name) = f.function.as_ref().and_then(|n| n.demangle().ok()) {
+                function = Some(name.into_owned());
+            }
+        }
+    }
+    let function = function.or_else(|| loader.find_symbol(address).map(demangle));
+    (function, location)
+}
+
+fn demangle(name: &str) -> String {
+    addr2line::demangle_auto(name.into(), None).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This test's own code, named from the test binary's symbols and debug
+    /// information as the agent would send it.
+    #[inline(never)]
+    fn marker() -> usize {
+        std::hint::black_box(42)
+    }
+
+    #[test]
+    fn frames_are_named_from_the_file_with_function_and_line() {
+        let exe = std::env::current_exe().expect("test binary");
+        let bias = load_bias();
+        let f: fn() -> usize = marker;
+        let mut frames = vec![Frame {
+            module: exe.display().to_string(),
+            address: (f as usize - bias) as u64 + 1,
+            build_id: None,
+            function: None,
+            location: None,
+        }];
+        Symbols::default().name(&mut frames);
+        let name = frames[0].function.clone().unwrap_or_default();
+        assert!(name.ends_with("symbols::tests::marker"), "{frames:?}");
+        let at = frames[0].location.clone().unwrap_or_default();
+        assert!(at.contains("symbols.rs:"), "{frames:?}");
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_keeps_the_agents_name_demangled() {
+        let mut frames = vec![Frame {
+            module: "/nonexistent/libapp.so".into(),
+            address: 0x1234,
+            build_id: None,
+            function: Some("_Z4leakv".into()),
+            location: None,
+        }];
+        Symbols::default().name(&mut frames);
+        assert_eq!(frames[0].function.as_deref(), Some("leak()"));
+        assert_eq!(frames[0].describe(), "leak() in libapp.so");
+    }
+
+    /// Where the test binary was loaded: the start of its mapping at file
+    /// offset 0 (a PIE's first segment sits at address 0 of the file).
+    fn load_bias() -> usize {
+        let exe = std::fs::read_link("/proc/self/exe").expect("exe");
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+        maps.lines()
+            .find_map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                (fields.len() >= 6
+                    && fields[2].chars().all(|c| c == '0')
+                    && std::path::Path::new(fields[5]) == exe)
+                    .then(|| fields[0].split('-').next())
+                    .flatten()
+                    .and_then(|lo| usize::from_str_radix(lo, 16).ok())
+            })
+            .expect("the test binary is mapped")
+    }
+}
