@@ -173,7 +173,10 @@ fn backtraces_name_each_leaks_line_where_compute_sanitizer_names_its_function() 
     ] {
         let want = format!("main cuda_leaks.cu:{}", line_of(call));
         let frames = site(kind);
-        assert!(frames.contains(&want), "{kind}: {want} not in {frames:?}\n{report:#}");
+        assert!(
+            frames.contains(&want),
+            "{kind}: {want} not in {frames:?}\n{report:#}"
+        );
     }
 
     let Ok(sanitizer) = Command::new("compute-sanitizer")
