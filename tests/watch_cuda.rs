@@ -254,6 +254,95 @@ fn python_has(module: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// A program that subscribed to CUPTI before gpulab's agent could: the agent
+/// cannot watch its CUDA calls, and the report says so and names the holder
+/// as CUPTI names it, instead of an empty, clean-looking ledger.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn a_program_that_holds_cupti_first_is_named_in_the_report() {
+    require_cuda();
+    let dir = temp_dir();
+    let cupti = [
+        "/usr/local/cuda/targets/x86_64-linux",
+        "/usr/local/cuda-13.0/targets/x86_64-linux",
+    ]
+    .into_iter()
+    .find(|d| Path::new(d).join("include/cupti.h").exists())
+    .expect("CUPTI's headers in the CUDA toolkit");
+    let exe = dir.path().join("cupti_first");
+    let built = Command::new(nvcc())
+        .arg("-o")
+        .arg(&exe)
+        .arg(repo_file("tests/watch/cupti_first.cu"))
+        .arg(format!("-I{cupti}/include"))
+        .arg(format!("-L{cupti}/lib"))
+        .arg(format!("-Xlinker=-rpath={cupti}/lib"))
+        .arg("-lcupti")
+        .output()
+        .expect("nvcc starts");
+    assert!(built.status.success(), "nvcc: {}", stderr(&built));
+    let exe = exe.to_string_lossy().into_owned();
+    let (out, report) = watch_json_with(&["--cupti", &format!("{cupti}/lib/libcupti.so")], &[&exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let own = stderr(&out);
+    assert_eq!(own_count(&own, "cupti_first:", "malloc_ok"), 1, "{own}");
+    if own_count(&own, "cupti_first:", "subscribed") == 1 {
+        let warnings = report["warnings"].to_string();
+        assert!(
+            warnings.contains("cupti_first") && warnings.contains("go unseen"),
+            "the holder is named: {report:#}"
+        );
+    }
+}
+
+/// A profiler inside the watched program (torch.profiler) is a second CUPTI
+/// client. Whatever CUPTI does with it, the user is told: where the profiler
+/// records fewer kernels than it does without gpulab, the report names the
+/// library whose CUPTI call was refused; where it records them all, there is
+/// nothing to warn about.
+#[test]
+#[ignore = "needs an NVIDIA GPU, PyTorch and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn a_profiler_inside_the_program_is_told_of_when_cupti_refuses_it() {
+    require_cuda();
+    if !python_has("torch") {
+        eprintln!("skipping: python3 has no torch");
+        return;
+    }
+    let script = repo_file("tests/watch/torch_profiled.py");
+    let script = script.to_string_lossy().into_owned();
+    let plain = Command::new("python3")
+        .arg(&script)
+        .output()
+        .expect("python3 starts");
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let alone = own_count(&stderr(&plain), "torch_profiled:", "profiled_kernels");
+    assert!(alone > 0, "the profiler records kernels without gpulab");
+
+    let (out, report) = watch_json(&["python3", &script]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_complete(&report, Some("cuda"));
+    let watched = own_count(&stderr(&out), "torch_profiled:", "profiled_kernels");
+    let warnings: Vec<&str> = report["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|w| w.contains("CUPTI refused it"))
+        .collect();
+    eprintln!("profiled kernels: {alone} alone, {watched} under watch; {warnings:?}");
+    if watched < alone {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("cuptiSubscribe") && w.contains(".so")),
+            "the profiler lost {} kernels and nobody said so: {report:#}",
+            alone - watched
+        );
+    } else {
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+}
+
 /// PyTorch: `del x` frees nothing (no cuMemFree), `empty_cache()` does.
 #[test]
 #[ignore = "needs an NVIDIA GPU, PyTorch and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]

@@ -54,6 +54,9 @@ pub struct ProcessReport {
     pub apis: Vec<String>,
     /// APIs it could not watch there, and why.
     pub unwatched: Vec<String>,
+    /// Tools inside it that watching made worse off, and how.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
     /// Records the agent sent and dropped, from its last record; None when the
     /// process never sent one (killed, or it called `_exit`).
     pub records: Option<u64>,
@@ -196,7 +199,7 @@ impl WatchReport {
             );
         }
         for p in &processes {
-            for why in &p.unwatched {
+            for why in p.unwatched.iter().chain(&p.conflicts) {
                 warnings.push(format!("pid {}: {why}", p.pid));
             }
             match p.dropped {
@@ -356,7 +359,7 @@ impl WatchReport {
                     g.thread
                 );
                 for f in &g.backtrace {
-                    let _ = writeln!(s, "          at {}", f.describe());
+                    let _ = writeln!(s, "          at {}", clipped(&f.describe(), FRAME_WIDTH));
                 }
             }
         }
@@ -575,6 +578,7 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
             exe: String::new(),
             apis: Vec::new(),
             unwatched: Vec::new(),
+            conflicts: Vec::new(),
             records: None,
             dropped: None,
             received: 0,
@@ -591,6 +595,7 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
             AgentState::Unavailable { reason } => {
                 p.unwatched.push(format!("{}: {reason}", a.api));
             }
+            AgentState::Conflict { reason } => p.conflicts.push(reason.clone()),
         }
     }
     // What arrived of each process's records: its calls, the objects whose ids
@@ -616,4 +621,31 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
         }
     }
     by_pid.into_values().collect()
+}
+
+/// A text report's frame is cut to this many characters (C++ template names
+/// run to thousands); JSON and Markdown keep it whole.
+const FRAME_WIDTH: usize = 160;
+
+fn clipped(text: &str, width: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(width.saturating_sub(1)) {
+        Some((cut, _)) if text.chars().count() > width => format!("{}…", &text[..cut]).into(),
+        _ => text.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_frames_are_clipped_on_a_character_boundary() {
+        assert_eq!(clipped("main (a.c:3)", 160), "main (a.c:3)");
+        let long = "é".repeat(200);
+        let cut = clipped(&long, 160);
+        assert_eq!(cut.chars().count(), 160);
+        assert!(cut.ends_with('…'));
+        assert_eq!(clipped("abcd", 4), "abcd");
+        assert_eq!(clipped("abcde", 4), "abc…");
+    }
 }

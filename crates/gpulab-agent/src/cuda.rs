@@ -30,6 +30,7 @@ pub const CUPTI_ENV: &str = "GPULAB_CUPTI";
 pub const SPANS_ENV: &str = "GPULAB_DEVICE_SPANS";
 
 const CUPTI_SUCCESS: i32 = 0;
+const CUPTI_ERROR_MULTIPLE_SUBSCRIBERS: i32 = 39;
 const DOMAIN_DRIVER_API: u32 = 1;
 const DOMAIN_RESOURCE: u32 = 3;
 const API_ENTER: u32 = 0;
@@ -70,6 +71,8 @@ struct ResourceData {
 
 type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 type Subscribe = unsafe extern "C" fn(*mut *mut c_void, Callback, *mut c_void) -> i32;
+type SubscribeV2 =
+    unsafe extern "C" fn(*mut *mut c_void, Callback, *mut c_void, *mut c_void) -> i32;
 type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> i32;
 type GetCallbackName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> i32;
 type GetResultString = unsafe extern "C" fn(i32, *mut *const c_char) -> i32;
@@ -444,12 +447,18 @@ fn dl_error() -> String {
 
 /// Opens libcupti, enables the watched callbacks and the context callbacks.
 fn subscribe() -> Result<(), String> {
-    let path = std::env::var(CUPTI_ENV).map_err(|_| {
-        "no libcupti was found for this program, so its CUDA calls go unseen: \
-         install the CUDA toolkit's CUPTI or `pip install nvidia-cuda-cupti`, \
-         or give `gpulab watch --cupti PATH`"
-            .to_string()
-    })?;
+    // A libcupti the program loaded already (PyTorch links its wheel's) is the
+    // one to use: two CUPTIs in one process would each refuse the other's
+    // subscriber, and the program's profiler would be refused unseen.
+    let path = match crate::got::loaded_file("libcupti.so") {
+        Some(theirs) => theirs,
+        None => std::env::var(CUPTI_ENV).map_err(|_| {
+            "no libcupti was found for this program, so its CUDA calls go unseen: \
+             install the CUDA toolkit's CUPTI or `pip install nvidia-cuda-cupti`, \
+             or give `gpulab watch --cupti PATH`"
+                .to_string()
+        })?,
+    };
     let lib = Library::open(&path)?;
     // SAFETY: the CUPTI API's C types (cupti_callbacks.h, cupti_result.h).
     let (subscribe, enable, name_of, result_string) = unsafe {
@@ -490,14 +499,28 @@ fn subscribe() -> Result<(), String> {
         ));
     }
 
-    let mut subscriber: *mut c_void = std::ptr::null_mut();
-    // SAFETY: out-pointer and a callback of CUPTI's type; no user data.
-    let status = unsafe { subscribe(&mut subscriber, on_cupti, std::ptr::null_mut()) };
+    // SAFETY: an optional symbol of CUPTI >= 13.0, of this type.
+    let subscribe_v2 = unsafe { lib.get::<SubscribeV2>(c"cuptiSubscribe_v2") }.ok();
+    let (subscriber, status, holder) = match subscribe_v2 {
+        Some(v2) => named_subscriber(v2),
+        None => {
+            let mut subscriber: *mut c_void = std::ptr::null_mut();
+            // SAFETY: out-pointer and a callback of CUPTI's type; no user data.
+            let status = unsafe { subscribe(&mut subscriber, on_cupti, std::ptr::null_mut()) };
+            (subscriber, status, None)
+        }
+    };
     if status != CUPTI_SUCCESS {
+        let holder = holder.map_or_else(
+            || {
+                "another CUPTI client (Nsight Systems, the PyTorch profiler, \
+                compute-sanitizer) may already hold it"
+                    .to_string()
+            },
+            |h| format!("{h} holds it"),
+        );
         return Err(format!(
-            "CUPTI refused a subscriber ({}): another CUPTI client (Nsight Systems, \
-             the PyTorch profiler, compute-sanitizer) may already hold it, so the \
-             program's CUDA calls go unseen",
+            "CUPTI refused a subscriber ({}): {holder}, so the program's CUDA calls go unseen",
             says(status)
         ));
     }
@@ -520,14 +543,78 @@ fn subscribe() -> Result<(), String> {
             ));
         }
     }
-    if std::env::var(SPANS_ENV).is_ok_and(|v| v == "1")
-        && let Err(e) = enable_spans(&lib)
-    {
+    let spans = std::env::var(SPANS_ENV).is_ok_and(|v| v == "1");
+    if spans && let Err(e) = enable_spans(&lib) {
         return Err(format!(
             "device spans: {e} (the calls are still watched without --device-spans)"
         ));
     }
+    crate::rival::arm(result_string, spans);
+    transport::on_tick(tick);
     Ok(())
+}
+
+/// The agent thread's regular look: libraries loaded since the last one may
+/// bring another CUPTI client; CUPTI's finished activity records go out.
+fn tick() {
+    crate::rival::look();
+    flush_spans();
+}
+
+/// `CUpti_SubscriberParams` (cupti_callbacks.h, CUDA 13.0), with the field
+/// CUPTI 13.2 added at its end.
+#[repr(C)]
+struct SubscriberParams {
+    struct_size: usize,
+    name: *const c_char,
+    old_name: *mut c_char,
+    old_name_size: usize,
+    allow_multiple: u8,
+}
+
+/// Subscribes under the name "gpulab watch", so a tool refused after it is told
+/// who holds CUPTI, asking CUPTI >= 13.2 to let later subscribers in beside it;
+/// if that is refused for another reason than a subscriber already there (an
+/// older CUPTI may not take the field), it asks again without it. On a
+/// refusal, also the name of the subscriber that holds CUPTI.
+fn named_subscriber(v2: SubscribeV2) -> (*mut c_void, i32, Option<String>) {
+    let mut old = [0 as c_char; 64];
+    let mut status = CUPTI_SUCCESS;
+    let mut subscriber: *mut c_void = std::ptr::null_mut();
+    let full = size_of::<SubscriberParams>();
+    let without_allow = std::mem::offset_of!(SubscriberParams, allow_multiple);
+    for struct_size in [without_allow + 1, without_allow] {
+        let mut params = SubscriberParams {
+            struct_size,
+            name: c"gpulab watch".as_ptr(),
+            old_name: old.as_mut_ptr(),
+            old_name_size: old.len(),
+            allow_multiple: 1,
+        };
+        debug_assert!(struct_size <= full);
+        // SAFETY: out-pointer, a callback of CUPTI's type, no user data, and
+        // params whose `struct_size` says which fields are there.
+        status = unsafe {
+            v2(
+                &mut subscriber,
+                on_cupti,
+                std::ptr::null_mut(),
+                (&mut params as *mut SubscriberParams).cast(),
+            )
+        };
+        // Held by another subscriber, or taken: asking without the field
+        // would change nothing.
+        if status == CUPTI_SUCCESS || status == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS {
+            break;
+        }
+    }
+    let holder = (old[0] != 0).then(|| {
+        // SAFETY: CUPTI wrote a NUL-terminated name into `old` (64 bytes, zeroed).
+        unsafe { CStr::from_ptr(old.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    });
+    (subscriber, status, holder)
 }
 
 /// CUPTI's callback, on the program's thread inside the driver call.
@@ -765,7 +852,6 @@ fn enable_spans(lib: &Library) -> Result<(), String> {
     if unsafe { enable(ACTIVITY_KIND_CONCURRENT_KERNEL) } != CUPTI_SUCCESS {
         return Err("cuptiActivityEnable(CONCURRENT_KERNEL) failed".into());
     }
-    transport::on_tick(flush_spans);
     // Before the runtime's own exit handlers (registered earlier, run later),
     // while CUDA still works: the last spans go out.
     // SAFETY: registers a plain function.

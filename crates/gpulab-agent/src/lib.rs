@@ -24,8 +24,10 @@
 mod clock;
 mod cuda;
 mod dispatch;
+mod got;
 mod layer;
 mod ledger;
 mod opencl;
+mod rival;
 mod stack;
 mod transport;

@@ -136,7 +136,9 @@ fn dynamic_symbol(pc: usize) -> Option<String> {
     )
 }
 
-fn generation() -> u64 {
+/// The loader's count of loads and unloads so far: it changes whenever a
+/// library was loaded or unloaded.
+pub fn generation() -> u64 {
     unsafe extern "C" fn count(
         info: *mut libc::dl_phdr_info,
         _: usize,

@@ -130,6 +130,10 @@ pub enum AgentState {
     /// CUPTI subscriber): the program's calls of that API go unseen, and `reason`
     /// says why.
     Unavailable { reason: String },
+    /// Watching, but another tool inside the process is worse off for it (the
+    /// program's own CUPTI client, refused because the agent holds CUPTI's
+    /// subscriber); `reason` says who and what it loses.
+    Conflict { reason: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
