@@ -391,3 +391,38 @@ fn a_buffer_released_but_still_retained_is_not_called_never_released() {
     );
     assert!(!text.contains("never released"), "{text}");
 }
+
+/// `gpulab run` on the lab of errors in `tests/labs/findings`.
+fn run_findings(variant: &str, extra: &[&str]) -> std::process::Output {
+    let labs = common::repo_file("tests/labs/findings");
+    common::gpulab()
+        .args(["run", "cl-expected-error", "--variant", variant, "--labs"])
+        .arg(&labs)
+        .args(extra)
+        .output()
+        .expect("gpulab starts")
+}
+
+/// The host's load is measured for every run and stated as figures; whether it
+/// counts as loaded follows from them alone (this machine's load is whatever
+/// it is, so only the consistency is checked here).
+#[test]
+fn the_report_carries_the_hosts_load_during_the_run() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("the_report_carries_the_hosts_load_during_the_run") {
+        return;
+    }
+    let out = run_findings("marked", &["--json"]);
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON report");
+    let load = &json["load"];
+    let (avg, cores) = (
+        load["load_avg"].as_f64().expect("load_avg"),
+        load["cores"].as_u64().expect("cores"),
+    );
+    assert!(cores >= 1, "{load}");
+    assert_eq!(
+        load["loaded"].as_bool(),
+        Some(gpulab::run::loaded(avg, cores as u32)),
+        "{load}"
+    );
+}

@@ -86,6 +86,9 @@ pub fn markdown(s: &Summary) -> String {
                 vals.join(", ")
             );
         }
+        if let Some(w) = s.load.as_ref().and_then(|l| l.warning()) {
+            let _ = writeln!(o, "\n**Note:** {w}.");
+        }
     }
     let counts: Vec<String> = s
         .live_at_end

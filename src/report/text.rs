@@ -288,6 +288,9 @@ fn claims(s: &Summary, o: &mut String) {
         return;
     }
     let _ = writeln!(o, "\nclaims (on this device and driver)");
+    if let Some(w) = s.load.as_ref().and_then(|l| l.warning()) {
+        let _ = writeln!(o, "  ! {w}");
+    }
     for c in &s.claims {
         let _ = writeln!(
             o,

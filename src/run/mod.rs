@@ -3,16 +3,18 @@
 //! built the same way, one event at a time, live, from a recording or in a replay.
 
 pub mod gap;
+mod load;
 mod objects;
 
 use std::collections::BTreeMap;
 
 use crate::trace::ObjKind;
+pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
 
 use crate::trace::{
     AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End,
-    EndStatus, Event, Meta, Note, ObjectAction, ObjectEvent, Sample,
+    EndStatus, Event, HostLoad, Meta, Note, ObjectAction, ObjectEvent, Sample,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -42,6 +44,8 @@ pub struct Run {
     pub readings: Vec<(u64, u64)>,
     /// Device-wide readings the parent took after the worker was gone, (t_ns, bytes).
     pub after_exit: Vec<(u64, u64)>,
+    /// How busy the host was during the run, when the parent measured it.
+    pub load: Option<HostLoad>,
 }
 
 /// One script line with everything its executions did.
@@ -141,6 +145,7 @@ impl Run {
                 self.split_at_end(e.t_ns);
             }
             Event::Agent(a) => self.agents.push(a.clone()),
+            Event::Load(l) => self.load = Some(l.clone()),
         }
     }
 

@@ -38,6 +38,7 @@ fn event_time(e: &Event) -> Option<u64> {
         Event::Note(n) => n.t_ns,
         Event::End(e) => e.t_ns,
         Event::Agent(a) => a.t_ns,
+        Event::Load(l) => l.t_ns,
         Event::Claim(_) => return None,
     })
 }

@@ -30,6 +30,8 @@ fn meta(baseline: Option<u64>) -> Event {
             variant: "v1".into(),
             params: [("kernel_ms".to_string(), 100.0)].into_iter().collect(),
             script: vec![],
+            stepped: false,
+            until_failure: false,
         }),
         baseline_bytes: baseline,
         budget_bytes: None,

@@ -9,6 +9,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{block, usable};
 use crate::lab::Lab;
+use crate::run::Load;
 use crate::trace::{EndStatus, NoteLevel, ObjKind, Verdict};
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
@@ -140,6 +141,14 @@ impl VerdictPanel<'_> {
             if let Some(r) = &c.reason {
                 out.push(Line::styled(format!("    why inconclusive: {r}"), t.warn()));
             }
+        }
+        if !claims.is_empty()
+            && let Some(w) = self
+                .run
+                .and_then(|r| r.run.load.as_ref())
+                .and_then(|l| Load::of(l).warning())
+        {
+            out.push(Line::styled(format!("! {w}"), t.warn()));
         }
         if claims.is_empty()
             && let Some(lab) = self.lab
