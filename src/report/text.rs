@@ -22,6 +22,9 @@ pub fn text(s: &Summary) -> String {
         let _ = writeln!(o, "note     {n}");
     }
     ran_out(s, &mut o);
+    if let Some(f) = &s.finding {
+        let _ = writeln!(o, "\nfinding  {}", f.said);
+    }
     claims(s, &mut o);
     let _ = writeln!(
         o,

@@ -2,6 +2,7 @@
 //! dashboard and the watch report show. The one fold of the stream: pure data,
 //! built the same way, one event at a time, live, from a recording or in a replay.
 
+mod finding;
 pub mod gap;
 mod load;
 mod objects;
@@ -9,6 +10,7 @@ mod objects;
 use std::collections::BTreeMap;
 
 use crate::trace::ObjKind;
+pub use finding::Finding;
 pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
 

@@ -168,10 +168,20 @@ impl VerdictPanel<'_> {
             }
         }
         if let Some(run) = self.run {
+            if let Some(f) = &run.finding {
+                out.push(Line::styled(format!("finding: {}", f.said), t.title()));
+            }
             if let Some(end) = &run.run.end
                 && !matches!(end.status, EndStatus::Finished)
             {
-                out.push(Line::styled(format!("run {}", end.status.label()), t.bad()));
+                // A failure that is the lab's finding is stated above; the
+                // status stays on screen, as what happened, not as a breakdown.
+                let style = if run.finding.as_ref().is_some_and(|f| f.explains_end()) {
+                    t.dim()
+                } else {
+                    t.bad()
+                };
+                out.push(Line::styled(format!("run {}", end.status.label()), style));
             }
             for n in &run.run.notes {
                 let style = if n.level == NoteLevel::Warning {
