@@ -479,6 +479,61 @@ fn until_failure_exits_0_when_it_reaches_the_failure() {
     assert!(!text.contains("finding "), "{text}");
 }
 
+/// A stepped run says first which claims stepping leaves inconclusive, then
+/// leaves exactly those inconclusive, saying why; the others are judged.
+#[test]
+fn a_stepped_run_warns_and_leaves_claims_over_time_between_lines_inconclusive() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("a_stepped_run_warns_and_leaves_claims_over_time") {
+        return;
+    }
+    let out = common::gpulab()
+        .args([
+            "run",
+            "cl-finish",
+            "--step",
+            "--json",
+            "--param",
+            "kernel_ms=20",
+            "--param",
+            "size_mib=4",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("gpulab starts");
+    let stderr = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("host-waits — reads host_ms(wait), busy_ms(wait)"),
+        "{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON report");
+    let claims = json["claims"].as_array().cloned().unwrap_or_default();
+    let claim = |name: &str| {
+        claims
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let waits = claim("host-waits");
+    assert_eq!(waits["verdict"], "inconclusive", "{waits}");
+    assert!(
+        waits["reason"].as_str().unwrap_or_default().starts_with(
+            "stepped run: host_ms(wait), busy_ms(wait) depend on the time between lines"
+        ),
+        "{waits}"
+    );
+    let span = claim("kernel-took-its-time");
+    assert!(
+        !span["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stepped"),
+        "{span}"
+    );
+}
+
 /// The host's load is measured for every run and stated as figures; whether it
 /// counts as loaded follows from them alone (this machine's load is whatever
 /// it is, so only the consistency is checked here).

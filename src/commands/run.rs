@@ -73,6 +73,12 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             step: args.step,
             sample_hz: SAMPLE_HZ,
         };
+        if args.step {
+            eprintln!(
+                "{}",
+                report::printable(&gpulab::verdict::stepping_warning(lab, variant))
+            );
+        }
         let run = run_variant(&source, req, args.step, record.as_deref(), &cancel)?;
         if let Some(error) = never_started(&run) {
             // One variant that could not start fails itself (exit 4 below), not

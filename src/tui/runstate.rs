@@ -92,6 +92,17 @@ impl RunState {
         matches!(self.origin, Origin::Live { step: true, .. })
     }
 
+    /// The run was stepped: started so here, or recorded so.
+    pub fn stepped(&self) -> bool {
+        self.step_mode()
+            || self
+                .run
+                .meta
+                .as_ref()
+                .and_then(|m| m.lab.as_ref())
+                .is_some_and(|l| l.stepped)
+    }
+
     pub fn variant(&self) -> String {
         match (&self.origin, self.run.variant()) {
             (_, Some(v)) => v.to_string(),

@@ -159,12 +159,26 @@ impl VerdictPanel<'_> {
                 None => "not run yet on this device",
             };
             out.push(Line::styled(format!("claims ({why}):"), t.dim()));
+            let stepped = self.run.filter(|r| r.stepped());
             for c in &lab.claims {
                 out.push(Line::from(vec![
                     Span::styled("○ ", t.dim()),
                     Span::raw(format!("{}: {}", c.name, c.text)),
                 ]));
                 out.push(Line::styled(format!("    {}", c.expr_src), t.dim()));
+                let paced = match stepped {
+                    Some(r) if c.applies_to(&r.variant()) => c.paced_metrics(),
+                    _ => Vec::new(),
+                };
+                if !paced.is_empty() {
+                    out.push(Line::styled(
+                        format!(
+                            "    stepping will leave this inconclusive: it reads {}",
+                            paced.join(", ")
+                        ),
+                        t.warn(),
+                    ));
+                }
             }
         }
         if let Some(run) = self.run {
