@@ -62,6 +62,8 @@ fn heavy_run(app: &mut App) -> Vec<Event> {
             variant: req.variant.clone(),
             params: lab.default_params(),
             script,
+            stepped: false,
+            until_failure: false,
         }),
         baseline_bytes: Some(0),
         budget_bytes: Some(40 << 30),

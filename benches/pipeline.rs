@@ -43,6 +43,8 @@ fn stream() -> Vec<Event> {
             variant: "forgotten".into(),
             params: lab.default_params(),
             script: meta_lines,
+            stepped: false,
+            until_failure: false,
         }),
         baseline_bytes: Some(3 << 20),
         budget_bytes: None,

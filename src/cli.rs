@@ -141,6 +141,8 @@ pub struct RunArgs {
     /// iteration counts (raise those with --param to go further). When a call
     /// fails for want of memory or resources, the report says what the run had
     /// measured then: memory in use of the total, and the objects the lab held.
+    /// Reaching a failing call is the point of such a run: it is reported as the
+    /// finding and the exit status is 0.
     #[arg(long, conflicts_with = "budget")]
     pub until_failure: bool,
 

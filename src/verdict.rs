@@ -55,6 +55,11 @@ fn judge_one(claim: &Claim, run: &Run, params: &Params) -> ClaimVerdict {
         Ok(v) => (v, None),
         Err(why) => (Verdict::Inconclusive, Some(why)),
     };
+    // The values are still shown: they are what this stepped run measured.
+    let (verdict, reason) = match stepped_out(claim, run) {
+        Some(why) => (Verdict::Inconclusive, Some(why)),
+        None => (verdict, reason),
+    };
     ClaimVerdict {
         name: claim.name.clone(),
         text: claim.text.clone(),
@@ -64,6 +69,62 @@ fn judge_one(claim: &Claim, run: &Run, params: &Params) -> ClaimVerdict {
         verdict,
         reason,
     }
+}
+
+/// Why a stepped run cannot decide `claim`: it reads a measurement that depends
+/// on the time between lines, which the user's pauses changed.
+fn stepped_out(claim: &Claim, run: &Run) -> Option<Why> {
+    let stepped = run
+        .meta
+        .as_ref()
+        .and_then(|m| m.lab.as_ref())
+        .is_some_and(|l| l.stepped);
+    if !stepped {
+        return None;
+    }
+    let paced = claim.paced_metrics();
+    (!paced.is_empty()).then(|| stepping_reason(&paced))
+}
+
+/// "stepped run: host_ms(finish) depends on …", shared by the verdict and the
+/// warning a stepped run starts with.
+pub fn stepping_reason(paced: &[String]) -> Why {
+    format!(
+        "stepped run: {} depend{} on the time between lines, and stepping let device work \
+         finish while you read the screen",
+        paced.join(", "),
+        if paced.len() == 1 { "s" } else { "" }
+    )
+}
+
+/// The claims of `lab` that apply to `variant` and that a stepped run leaves
+/// inconclusive, each with what it reads that stepping changes.
+pub fn stepping_changes<'l>(lab: &'l Lab, variant: &str) -> Vec<(&'l Claim, Vec<String>)> {
+    lab.claims
+        .iter()
+        .filter(|c| c.applies_to(variant))
+        .map(|c| (c, c.paced_metrics()))
+        .filter(|(_, m)| !m.is_empty())
+        .collect()
+}
+
+/// What a stepped run of `variant` says before its first line: the claims it
+/// will leave inconclusive and what each reads that stepping changes.
+pub fn stepping_warning(lab: &Lab, variant: &str) -> String {
+    let changed = stepping_changes(lab, variant);
+    if changed.is_empty() {
+        return "step mode: no claim of this variant depends on the time between lines; \
+                stepping changes no verdict"
+            .into();
+    }
+    let mut o = String::from(
+        "step mode: stepping lets device work finish while you read the screen, so these \
+         claims will be inconclusive:",
+    );
+    for (c, paced) in changed {
+        o.push_str(&format!("\n  {} — reads {}", c.name, paced.join(", ")));
+    }
+    o
 }
 
 fn decide(claim: &Claim, env: &mut Env) -> Result<Verdict, Why> {

@@ -274,3 +274,57 @@ fn a_kernel_still_running_is_drawn_in_flight_until_its_span_comes() {
     let after = draw(events.iter().collect());
     assert!(!after.contains("pending"), "{after}");
 }
+
+/// The H100 run of cuda-cross-stream-free's `unordered` variant, where the
+/// kernel faulted: the sync line (51), which the lab now marks `# expect-error`
+/// (the recording predates the mark; the call results are as recorded), with
+/// the host's load as the parent would have measured it.
+#[test]
+fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
+    use gpulab::trace::{Event, HostLoad, read_events};
+    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::theme::Theme;
+
+    let path =
+        common::repo_file("assets/recordings/nvidia-h100/cuda-cross-stream-free--unordered.jsonl");
+    let file = std::fs::File::open(&path).expect("the H100 recording");
+    let mut events = read_events(std::io::BufReader::new(file)).expect("it reads");
+    for e in &mut events {
+        if let Event::Call(c) = e
+            && c.line == Some(51)
+        {
+            c.expect_error = true;
+        }
+    }
+    let draw = |events: &[Event]| {
+        let run = RunState::from_events(Origin::Recording("h100".into()), events);
+        let area = Rect::new(0, 0, 80, 24);
+        let mut buf = Buffer::empty(area);
+        VerdictPanel {
+            lab: None,
+            run: Some(&run),
+            scroll: 0,
+            theme: Theme::PLAIN,
+            focused: false,
+        }
+        .render(area, &mut buf);
+        text(&buf)
+    };
+    let quiet = draw(&events);
+    assert!(!quiet.contains("loaded"), "{quiet}");
+    events.push(Event::Load(HostLoad {
+        t_ns: 0,
+        load_avg: 5.2,
+        cores: 2,
+    }));
+    let panel = draw(&events);
+    assert!(
+        panel.contains("load average 5.2 on 2 cores during the run"),
+        "{panel}"
+    );
+    assert!(
+        panel.contains("finding: line 51 `cudaStreamSynchronize(sa)` returned"),
+        "{panel}"
+    );
+    insta::assert_snapshot!("panel_verdict_finding_and_load_80x24", panel);
+}

@@ -264,3 +264,42 @@ fn params_resolve_with_clear_errors() {
         "--param zzz=1: lab `cl-premature-release` has no parameter `zzz` (parameters: size_mib, kernel_ms)"
     );
 }
+
+/// Labs whose teaching text says an error is the finding mark the line that
+/// returns it, so the run reports the finding and exits 0 instead of failing.
+#[test]
+fn shipped_labs_mark_the_errors_they_look_for() {
+    let set = gpulab::lab::LabSet::load(&[]);
+    for (lab, variant, tag) in [
+        ("cuda-cross-stream-free", "unordered", "sync"),
+        ("cuda-mixed-free", "async-alloc-sync-free", "sync"),
+        ("cuda-double-free", "sync", "again"),
+        ("cuda-double-free", "async", "again"),
+    ] {
+        let lab = set.get(lab).expect("shipped lab");
+        let v = lab.find_variant(variant).expect("variant");
+        let line = v
+            .script
+            .iter()
+            .find(|s| s.tag.as_deref() == Some(tag))
+            .unwrap_or_else(|| panic!("{} [{variant}] has no `{tag}`", lab.id));
+        assert!(
+            line.expect_error,
+            "{} [{variant}] line {}",
+            lab.id, line.line
+        );
+    }
+    // The variants that show the safe way mark nothing.
+    for (lab, variant) in [
+        ("cuda-cross-stream-free", "ordered"),
+        ("cuda-mixed-free", "sync-alloc-async-free"),
+    ] {
+        let lab = set.get(lab).expect("shipped lab");
+        let v = lab.find_variant(variant).expect("variant");
+        assert!(
+            v.script.iter().all(|s| !s.expect_error),
+            "{} [{variant}]",
+            lab.id
+        );
+    }
+}

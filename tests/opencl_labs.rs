@@ -391,3 +391,169 @@ fn a_buffer_released_but_still_retained_is_not_called_never_released() {
     );
     assert!(!text.contains("never released"), "{text}");
 }
+
+/// `gpulab run` on the lab of errors in `tests/labs/findings`.
+fn run_findings(variant: &str, extra: &[&str]) -> std::process::Output {
+    let labs = common::repo_file("tests/labs/findings");
+    common::gpulab()
+        .args(["run", "cl-expected-error", "--variant", variant, "--labs"])
+        .arg(&labs)
+        .args(extra)
+        .output()
+        .expect("gpulab starts")
+}
+
+/// An error on a line marked `# expect-error` is the lab's finding: every report
+/// says so plainly, and the run exits 0.
+#[test]
+fn an_error_on_a_marked_line_is_stated_as_the_finding() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("an_error_on_a_marked_line_is_stated_as_the_finding") {
+        return;
+    }
+    let out = run_findings("marked", &[]);
+    let text = common::stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", common::stderr(&out));
+    assert!(
+        text.contains("finding  line 27 `clReleaseMemObject(buf)` returned ")
+            && text.contains(", the error this lab looks for"),
+        "{text}"
+    );
+    let md = common::stdout(&run_findings("marked", &["--markdown"]));
+    assert!(
+        md.contains("- finding: line 27 `clReleaseMemObject(buf)` returned "),
+        "{md}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&common::stdout(&run_findings("marked", &["--json"])))
+            .expect("JSON report");
+    assert_eq!(json["finding"]["kind"], "expected_error", "{json}");
+    assert_eq!(json["finding"]["line"], 27, "{json}");
+    assert_eq!(json["finding"]["ended_run"], false, "{json}");
+}
+
+/// A marked error does not excuse a later, different failure: exit 4.
+#[test]
+fn an_error_on_an_unmarked_line_still_fails_the_run() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("an_error_on_an_unmarked_line_still_fails_the_run") {
+        return;
+    }
+    // The allocation fails on its own (past any address space), not for the budget.
+    let out = run_findings("then-unmarked", &["--budget", "2000000000"]);
+    let text = common::stdout(&out);
+    assert_eq!(out.status.code(), Some(4), "{text}{}", common::stderr(&out));
+    assert!(text.contains("status   failed at line 39"), "{text}");
+    assert!(text.contains("finding  line 38"), "{text}");
+}
+
+/// `--until-failure` runs until a call fails: reaching it is the point, so the
+/// run exits 0 and the report names the failure as the finding. Without the
+/// flag the same lab stops at the budget and fails.
+#[test]
+fn until_failure_exits_0_when_it_reaches_the_failure() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("until_failure_exits_0_when_it_reaches_the_failure") {
+        return;
+    }
+    let out = run_findings("too-big", &["--until-failure", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON report");
+    assert_eq!(json["finding"]["kind"], "until_failure", "{json}");
+    assert_eq!(json["finding"]["line"], 49, "{json}");
+    let said = json["finding"]["said"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("the failure this --until-failure run went on until"),
+        "{said}"
+    );
+    assert!(
+        json["status"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("failed at line 49")
+    );
+
+    let out = run_findings("too-big", &[]);
+    let text = common::stdout(&out);
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    assert!(!text.contains("finding "), "{text}");
+}
+
+/// A stepped run says first which claims stepping leaves inconclusive, then
+/// leaves exactly those inconclusive, saying why; the others are judged.
+#[test]
+fn a_stepped_run_warns_and_leaves_claims_over_time_between_lines_inconclusive() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("a_stepped_run_warns_and_leaves_claims_over_time") {
+        return;
+    }
+    let out = common::gpulab()
+        .args([
+            "run",
+            "cl-finish",
+            "--step",
+            "--json",
+            "--param",
+            "kernel_ms=20",
+            "--param",
+            "size_mib=4",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("gpulab starts");
+    let stderr = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("host-waits — reads host_ms(wait), busy_ms(wait)"),
+        "{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON report");
+    let claims = json["claims"].as_array().cloned().unwrap_or_default();
+    let claim = |name: &str| {
+        claims
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let waits = claim("host-waits");
+    assert_eq!(waits["verdict"], "inconclusive", "{waits}");
+    assert!(
+        waits["reason"].as_str().unwrap_or_default().starts_with(
+            "stepped run: host_ms(wait), busy_ms(wait) depend on the time between lines"
+        ),
+        "{waits}"
+    );
+    let span = claim("kernel-took-its-time");
+    assert!(
+        !span["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stepped"),
+        "{span}"
+    );
+}
+
+/// The host's load is measured for every run and stated as figures; whether it
+/// counts as loaded follows from them alone (this machine's load is whatever
+/// it is, so only the consistency is checked here).
+#[test]
+fn the_report_carries_the_hosts_load_during_the_run() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("the_report_carries_the_hosts_load_during_the_run") {
+        return;
+    }
+    let out = run_findings("marked", &["--json"]);
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON report");
+    let load = &json["load"];
+    let (avg, cores) = (
+        load["load_avg"].as_f64().expect("load_avg"),
+        load["cores"].as_u64().expect("cores"),
+    );
+    assert!(cores >= 1, "{load}");
+    assert_eq!(
+        load["loaded"].as_bool(),
+        Some(gpulab::run::loaded(avg, cores as u32)),
+        "{load}"
+    );
+}

@@ -73,6 +73,12 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             step: args.step,
             sample_hz: SAMPLE_HZ,
         };
+        if args.step {
+            eprintln!(
+                "{}",
+                report::printable(&gpulab::verdict::stepping_warning(lab, variant))
+            );
+        }
         let run = run_variant(&source, req, args.step, record.as_deref(), &cancel)?;
         if let Some(error) = never_started(&run) {
             // One variant that could not start fails itself (exit 4 below), not
@@ -336,11 +342,17 @@ fn show_step(run: &Run, event: &Event) {
     }
 }
 
+/// The exit status of `gpulab run`: 130 when cancelled, 4 when a run failed
+/// (unless its failure is the lab's finding), else 1 when `--fail-on` matched a
+/// verdict, else 0.
 fn exit_code(runs: &[Run], fail_on: &[FailOn]) -> i32 {
     let mut code = EXIT_OK;
     for run in runs {
         match run.end.as_ref().map(|e| &e.status) {
             Some(EndStatus::Cancelled) => return EXIT_CANCELLED,
+            // The failure the lab (or --until-failure) went looking for: a
+            // finding, which the report states, not a run that broke down.
+            Some(EndStatus::Failed { .. }) if run.finding().is_some_and(|f| f.explains_end()) => {}
             Some(
                 EndStatus::Failed { .. } | EndStatus::Crashed { .. } | EndStatus::Exited { .. },
             )

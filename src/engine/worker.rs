@@ -93,6 +93,8 @@ fn prepare_and_run(
             variant: variant.name.clone(),
             params: params.clone(),
             script: variant.lines(),
+            stepped: req.step,
+            until_failure: req.unbounded,
         }),
         baseline_bytes: baseline,
         budget_bytes: budget,

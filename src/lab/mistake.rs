@@ -101,6 +101,12 @@ pub enum Mistake {
         found: String,
     },
     BadTag,
+    /// A word in a line's comment that is nearly, not exactly, one of the marks
+    /// (`expect-error`, `stop-on-error`): a misspelt mark would change nothing.
+    UnknownMark {
+        word: String,
+        suggestion: &'static str,
+    },
     TagOnClose,
     UnclosedRepeat,
     StrayClose,
@@ -356,6 +362,10 @@ impl Mistake {
             M::BadTag => (
                 "expected a tag after `name:`".into(),
                 Some("a tag is a word of letters, digits and `_`: `# name: release`".into()),
+            ),
+            M::UnknownMark { word, suggestion } => (
+                format!("unknown mark `{word}` in a comment"),
+                did_you_mean(Some(suggestion)),
             ),
             M::TagOnClose => (
                 "a tag on `}` tags nothing".into(),

@@ -205,6 +205,18 @@ impl Claim {
     pub fn applies_to(&self, variant: &str) -> bool {
         self.variants.is_empty() || self.variants.iter().any(|v| v == variant)
     }
+
+    /// What the claim (its `requires` too) reads that stepping changes: a stepped
+    /// run leaves it inconclusive.
+    pub fn paced_metrics(&self) -> Vec<String> {
+        let mut out = super::expr::paced_metrics(&self.expr);
+        for m in self.requires.iter().flat_map(super::expr::paced_metrics) {
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+        out
+    }
 }
 
 impl Variant {

@@ -172,6 +172,44 @@ fn find_word(text: &str, word: &str) -> Option<usize> {
     None
 }
 
+/// The words a comment may hold besides `name: TAG` and free text.
+pub const MARKS: [&str; 2] = ["expect-error", "stop-on-error"];
+
+/// The first word of `comment` that is nearly a mark but not one (`expect-eror`,
+/// `expected-error`, `stop_on_error`, `Expect-Error`): its byte offset, the word,
+/// and the mark it stands for. Comments are free text otherwise, so only a word
+/// within two edits of a mark is taken for one; "expected" or "error" alone are
+/// prose.
+fn misspelt_mark(comment: &str) -> Option<(usize, String, &'static str)> {
+    let is_word_char = |c: char| c.is_ascii_alphabetic() || c == '-' || c == '_';
+    let mut words = Vec::new();
+    let mut start = None;
+    for (i, c) in comment.char_indices().chain([(comment.len(), ' ')]) {
+        match (start, is_word_char(c)) {
+            (None, true) => start = Some(i),
+            (Some(s), false) => {
+                words.push((s, &comment[s..i]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    words.into_iter().find_map(|(i, raw)| {
+        let word = raw.trim_matches(['-', '_']);
+        let i = i + (raw.len() - raw.trim_start_matches(['-', '_']).len());
+        if MARKS.contains(&word) || word.len() < 8 {
+            return None;
+        }
+        let lower = word.to_ascii_lowercase();
+        MARKS
+            .iter()
+            .map(|m| (strsim::damerau_levenshtein(&lower, m), *m))
+            .filter(|(d, _)| *d <= 2)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, m)| (i, word.to_string(), m))
+    })
+}
+
 fn parse_line(script: &RawText, at: usize, line: &str) -> Result<Option<Line>, Problem> {
     let (code, comment) = match comment_start(line) {
         Some(h) => (&line[..h], Some((h + 1, &line[h + 1..]))),
@@ -214,6 +252,14 @@ fn parse_line(script: &RawText, at: usize, line: &str) -> Result<Option<Line>, P
         }
         expect_error = find_word(comment, "expect-error").is_some();
         stop_on_error = find_word(comment, "stop-on-error").is_some();
+        if let Some((i, word, suggestion)) = misspelt_mark(comment) {
+            let word_at = at + c_at + i;
+            let len = word.len();
+            return Err(Problem::new(
+                script.file_span(word_at..word_at + len),
+                Mistake::UnknownMark { word, suggestion },
+            ));
+        }
     }
 
     let whole = file(0..code.len());
@@ -564,7 +610,7 @@ mod tests {
         assert_eq!(v[0].tag.as_ref().map(|t| t.value.as_str()), Some("again"));
         assert!(v[0].expect_error);
         assert_eq!(v[0].span, 26..49);
-        assert!(!one("clFinish(q) # rename: x, expected-errors").expect_error);
+        assert!(!one("clFinish(q) # rename: x, an error expected").expect_error);
         assert!(one("cudaFree(p) # stop-on-error: the rest needs it").stop_on_error);
         assert!(!one("cudaFree(p) # name: free").stop_on_error);
         assert!(one("clFinish(q) # rename: x").tag.is_none());
@@ -572,6 +618,59 @@ mod tests {
             err("clFinish(q) # name: ").mistake,
             Mistake::BadTag
         ));
+    }
+
+    #[test]
+    fn a_tag_and_a_mark_share_one_comment() {
+        for c in [
+            "cudaFree(buf) # name: free, expect-error",
+            "cudaFree(buf) # expect-error, name: free",
+            "cudaFree(buf) # name: free — expect-error: the double free is the point",
+        ] {
+            let s = one(c);
+            assert_eq!(s.tag.map(|t| t.value), Some("free".into()), "{c}");
+            assert!(s.expect_error, "{c}");
+        }
+    }
+
+    #[test]
+    fn a_misspelt_mark_is_an_error_with_the_mark_it_meant() {
+        for (comment, word, meant) in [
+            ("# name: free, expect-eror", "expect-eror", "expect-error"),
+            ("# expected-error", "expected-error", "expect-error"),
+            ("# expect_error", "expect_error", "expect-error"),
+            ("# Expect-Error", "Expect-Error", "expect-error"),
+            (
+                "# stop-on-errors: the rest needs it",
+                "stop-on-errors",
+                "stop-on-error",
+            ),
+        ] {
+            let line = format!("cudaFree(buf) {comment}");
+            let e = err(&line);
+            assert_eq!(
+                e.mistake,
+                Mistake::UnknownMark {
+                    word: word.into(),
+                    suggestion: meant
+                },
+                "{line}"
+            );
+            let at = line.find(word).unwrap();
+            assert_eq!(e.span, at..at + word.len(), "{line}");
+        }
+        // Prose stays prose.
+        for prose in [
+            "# an error is expected here",
+            "# name: sync — a fault of the kernel surfaces here",
+            "# the error-path is tested elsewhere",
+            "# expectations: none",
+        ] {
+            assert!(
+                parse_script(&script(&format!("cudaFree(buf) {prose}"))).is_ok(),
+                "{prose}"
+            );
+        }
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub fn markdown(s: &Summary) -> String {
         let _ = writeln!(o, "- params: {}", p.join(" "));
     }
     let _ = writeln!(o, "- status: {}", s.status);
+    if let Some(f) = &s.finding {
+        let _ = writeln!(o, "- finding: {}", f.said);
+    }
     if let Some(r) = &s.ran_out {
         let used = match (r.device_used_mib, r.device_total_mib) {
             (Some(u), Some(t)) => format!("{u:.1} of {t:.1} MiB in use"),
@@ -85,6 +88,9 @@ pub fn markdown(s: &Summary) -> String {
                 c.expr,
                 vals.join(", ")
             );
+        }
+        if let Some(w) = s.load.as_ref().and_then(|l| l.warning()) {
+            let _ = writeln!(o, "\n**Note:** {w}.");
         }
     }
     let counts: Vec<String> = s

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::lab::{Api, BackendKind, ObjKind};
-use crate::run::Run;
+use crate::run::{Finding, Load, Run};
 use crate::trace::{CallStatus, ClaimVerdict, MemorySource, ObjectAction};
 
 mod cuda;
@@ -61,6 +61,11 @@ pub struct Summary {
     /// When a call failed for want of memory or resources: what the run had
     /// measured at that moment, to tell which ran out.
     pub ran_out: Option<RanOut>,
+    /// The error the lab looked for (an `# expect-error` line that returned one,
+    /// or the failure an `--until-failure` run reached), when a call returned it.
+    pub finding: Option<Finding>,
+    /// How busy the host was during the run, when the parent measured it.
+    pub load: Option<Load>,
 }
 
 /// The state of the run when a call failed with an out-of-memory or
@@ -298,6 +303,8 @@ impl Summary {
             duration_ms: run.duration_ns().map(|d| d as f64 / 1e6),
             host_ms_by_tag: host_ms_by_tag(run),
             ran_out: ran_out(run),
+            finding: run.finding(),
+            load: run.load.as_ref().map(Load::of),
         }
     }
 }

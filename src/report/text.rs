@@ -22,6 +22,9 @@ pub fn text(s: &Summary) -> String {
         let _ = writeln!(o, "note     {n}");
     }
     ran_out(s, &mut o);
+    if let Some(f) = &s.finding {
+        let _ = writeln!(o, "\nfinding  {}", f.said);
+    }
     claims(s, &mut o);
     let _ = writeln!(
         o,
@@ -288,6 +291,9 @@ fn claims(s: &Summary, o: &mut String) {
         return;
     }
     let _ = writeln!(o, "\nclaims (on this device and driver)");
+    if let Some(w) = s.load.as_ref().and_then(|l| l.warning()) {
+        let _ = writeln!(o, "  ! {w}");
+    }
     for c in &s.claims {
         let _ = writeln!(
             o,

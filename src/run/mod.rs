@@ -2,17 +2,21 @@
 //! dashboard and the watch report show. The one fold of the stream: pure data,
 //! built the same way, one event at a time, live, from a recording or in a replay.
 
+mod finding;
 pub mod gap;
+mod load;
 mod objects;
 
 use std::collections::BTreeMap;
 
 use crate::trace::ObjKind;
+pub use finding::Finding;
+pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
 
 use crate::trace::{
     AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End,
-    EndStatus, Event, Frame, Meta, Note, ObjectAction, ObjectEvent, Sample,
+    EndStatus, Event, Frame, HostLoad, Meta, Note, ObjectAction, ObjectEvent, Sample,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -44,6 +48,8 @@ pub struct Run {
     pub readings: Vec<(u64, u64)>,
     /// Device-wide readings the parent took after the worker was gone, (t_ns, bytes).
     pub after_exit: Vec<(u64, u64)>,
+    /// How busy the host was during the run, when the parent measured it.
+    pub load: Option<HostLoad>,
 }
 
 /// One script line with everything its executions did.
@@ -146,6 +152,7 @@ impl Run {
             Event::Stack(s) => {
                 self.stacks.insert(s.id, s.frames.clone());
             }
+            Event::Load(l) => self.load = Some(l.clone()),
         }
     }
 

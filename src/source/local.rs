@@ -66,6 +66,7 @@ impl RunSource for LocalSource {
         // Device memory from before the worker exists: the run's start level, and
         // its samples while the worker makes its context.
         let before = BeforeRun::start(req.sample_hz);
+        let load_at_start = crate::telemetry::load_avg();
         let mut cmd = Process::new(&self.exe);
         cmd.arg("worker");
         // Its own process group: Ctrl-C in the terminal reaches the parent only,
@@ -110,6 +111,7 @@ impl RunSource for LocalSource {
             stderr_thread,
             sample_hz: req.sample_hz,
             before,
+            load_at_start,
         };
         std::thread::Builder::new()
             .name("gpulab-run".into())
@@ -184,6 +186,8 @@ struct Watch {
     sample_hz: f64,
     /// NVML's readings from before the worker started, until its `meta`.
     before: Option<BeforeRun>,
+    /// The host's 1-minute load average when the run was started.
+    load_at_start: Option<f64>,
 }
 
 impl Watch {
@@ -218,6 +222,9 @@ impl Watch {
             // It never started: there is nothing to judge.
             return;
         }
+        if let Some(load) = self.host_load() {
+            self.emit(&mut run, Event::Load(load));
+        }
         for verdict in crate::verdict::judge(&self.lab, &run) {
             self.emit(&mut run, Event::Claim(verdict));
         }
@@ -251,6 +258,22 @@ impl Watch {
             }
         }
         telemetry
+    }
+
+    /// The host's load over the run: the higher of the load averages read at its
+    /// start and now (a 1-minute average moves slowly, so a loaded minute shows
+    /// at one end or both), against the CPUs this process may use.
+    fn host_load(&self) -> Option<trace::HostLoad> {
+        let load_avg = [self.load_at_start, crate::telemetry::load_avg()]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)?;
+        let cores = std::thread::available_parallelism().ok()?.get();
+        Some(trace::HostLoad {
+            t_ns: now_ns(),
+            load_avg,
+            cores: u32::try_from(cores).unwrap_or(u32::MAX),
+        })
     }
 
     /// Waits for the worker to exit, then for the rest of what it wrote on stderr.

@@ -1,6 +1,6 @@
 //! Host memory from `/proc`: a process's resident set (`statm`) and the machine's
-//! `MemTotal` / `MemAvailable`. A `statm` read is one `pread` of an already open file
-//! into a stack buffer: no allocation, no path lookup.
+//! `MemTotal` / `MemAvailable`; and the host's load average. A `statm` read is one
+//! `pread` of an already open file into a stack buffer: no allocation, no path lookup.
 
 use std::fs::File;
 use std::io;
@@ -164,6 +164,20 @@ pub(crate) fn parse_meminfo(text: &str) -> MemInfo {
     info
 }
 
+/// The 1-minute load average from `/proc/loadavg` (runnable and uninterruptible
+/// tasks, averaged), or None where it cannot be read.
+pub fn load_avg() -> Option<f64> {
+    parse_loadavg(&std::fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+fn parse_loadavg(text: &str) -> Option<f64> {
+    text.split_whitespace()
+        .next()?
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+}
+
 /// Resident bytes of process `pid`, or None when it is gone or unreadable.
 /// Opens the file each time: for repeated reads use a `Probe`.
 /// `root` and every process below it, from `/proc/<pid>/task/<tid>/children`
@@ -264,6 +278,14 @@ mod tests {
         assert_eq!(info.total, Some(16318480 * 1024));
         assert_eq!(info.available, Some(8000 * 1024));
         assert!(meminfo().and_then(|m| m.total).is_some_and(|t| t > 0));
+    }
+
+    #[test]
+    fn loadavg_reads_its_first_field() {
+        assert_eq!(parse_loadavg("5.21 0.93 1.24 1/78 15451\n"), Some(5.21));
+        assert_eq!(parse_loadavg(""), None);
+        assert_eq!(parse_loadavg("x 1 2"), None);
+        assert_eq!(parse_loadavg("-1 0 0"), None);
     }
 
     #[test]

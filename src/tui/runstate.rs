@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::collections::BTreeMap;
 
 use crate::lab::api::Api;
-use crate::run::Run;
+use crate::run::{Finding, Run};
 use crate::trace::{CallStatus, DeviceKind, EndStatus, Event, MemorySource};
 
 /// Where the events come from.
@@ -37,6 +37,9 @@ pub struct RunState {
     /// call that queued it: its enqueue time. Kept as events arrive, so a frame
     /// reads it without scanning the calls.
     pub in_flight: BTreeMap<u64, u64>,
+    /// The error the lab looked for, found once when the run ends (the calls
+    /// are all in by then), so a frame never scans them.
+    pub finding: Option<Finding>,
 }
 
 impl RunState {
@@ -47,6 +50,7 @@ impl RunState {
             closed: false,
             error: None,
             in_flight: BTreeMap::new(),
+            finding: None,
         }
     }
 
@@ -72,7 +76,10 @@ impl RunState {
             Event::DeviceSpan(s) => {
                 self.in_flight.remove(&s.call_seq);
             }
-            Event::End(_) => self.in_flight.clear(),
+            Event::End(_) => {
+                self.in_flight.clear();
+                self.finding = self.run.finding();
+            }
             _ => {}
         }
     }
@@ -83,6 +90,17 @@ impl RunState {
 
     pub fn step_mode(&self) -> bool {
         matches!(self.origin, Origin::Live { step: true, .. })
+    }
+
+    /// The run was stepped: started so here, or recorded so.
+    pub fn stepped(&self) -> bool {
+        self.step_mode()
+            || self
+                .run
+                .meta
+                .as_ref()
+                .and_then(|m| m.lab.as_ref())
+                .is_some_and(|l| l.stepped)
     }
 
     pub fn variant(&self) -> String {

@@ -30,6 +30,8 @@ fn meta(baseline: Option<u64>) -> Event {
             variant: "v1".into(),
             params: [("kernel_ms".to_string(), 100.0)].into_iter().collect(),
             script: vec![],
+            stepped: false,
+            until_failure: false,
         }),
         baseline_bytes: baseline,
         budget_bytes: None,
@@ -396,4 +398,77 @@ fn growth_per_iteration_leaves_out_the_first_iterations_reserve() {
         None,
     );
     assert_eq!(judge_events(&old, &events).verdict, Verdict::Holds);
+}
+
+/// `events` as a stepped run would record them.
+fn stepped(mut events: Vec<Event>) -> Vec<Event> {
+    if let Some(Event::Meta(m)) = events.first_mut()
+        && let Some(lab) = m.lab.as_mut()
+    {
+        lab.stepped = true;
+    }
+    events
+}
+
+#[test]
+fn a_stepped_run_leaves_claims_over_time_between_lines_inconclusive() {
+    let quick = claim(
+        bin(
+            BinOp::Lt,
+            metric("host_ms", "release"),
+            bin(BinOp::Mul, Expr::Num(0.2), Expr::Var("kernel_ms".into())),
+        ),
+        None,
+    );
+    assert_eq!(
+        judge_events(&quick, &premature_release(true)).verdict,
+        Verdict::Holds
+    );
+    let v = judge_events(&quick, &stepped(premature_release(true)));
+    assert_eq!(v.verdict, Verdict::Inconclusive, "{v:?}");
+    let why = v.reason.unwrap_or_default();
+    assert!(
+        why.starts_with("stepped run: host_ms(release) depends on the time between lines"),
+        "{why}"
+    );
+    // What it measured is still shown.
+    assert_eq!(v.values["host_ms(release)"], 2.0);
+}
+
+#[test]
+fn a_stepped_run_still_decides_claims_that_stepping_does_not_change() {
+    // The kernel's own device time: how long the host paused before or after it
+    // changes nothing of it.
+    let span = claim(
+        bin(BinOp::Gt, metric("span_ms", "enqueue"), Expr::Num(50.0)),
+        None,
+    );
+    let v = judge_events(&span, &stepped(premature_release(true)));
+    assert_eq!(v.verdict, Verdict::Holds, "{v:?}");
+    // A precondition over a paced metric is enough to leave the claim open.
+    let guarded = claim(
+        bin(BinOp::Gt, metric("span_ms", "enqueue"), Expr::Num(50.0)),
+        Some(bin(BinOp::Ge, metric("busy_ms", "release"), Expr::Num(0.0))),
+    );
+    let v = judge_events(&guarded, &stepped(premature_release(true)));
+    assert_eq!(v.verdict, Verdict::Inconclusive, "{v:?}");
+    assert!(v.reason.unwrap_or_default().contains("busy_ms(release)"));
+}
+
+#[test]
+fn the_stepping_warning_names_the_claims_it_will_leave_open() {
+    let set = crate::lab::LabSet::load(&[]);
+    let lab = set.get("cl-finish").unwrap();
+    let variant = &lab.variants[0].name;
+    let w = stepping_warning(lab, variant);
+    assert!(
+        w.contains("host-waits — reads host_ms(wait), busy_ms(wait)"),
+        "{w}"
+    );
+    assert!(!w.contains("kernel-took-its-time"), "{w}");
+    let changed: Vec<&str> = stepping_changes(lab, variant)
+        .iter()
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    assert_eq!(changed, ["host-waits"]);
 }

@@ -36,9 +36,11 @@ pub enum Event {
     End(End),
     /// An agent inside a watched program attached or detached (`gpulab watch`).
     Agent(AgentEvent),
-    /// A call stack in a watched program (`gpulab watch --backtrace`), sent once
-    /// before the first object made from it names it.
+    /// A call stack in a watched program (`gpulab watch --backtrace`), sent once;
+    /// objects made from it name its id (it may arrive after the first of them).
     Stack(Stack),
+    /// How busy the host's CPUs were during the run, as the parent read it.
+    Load(HostLoad),
 }
 
 impl Event {
@@ -57,6 +59,7 @@ impl Event {
             Event::End(e) => e.t_ns,
             Event::Agent(a) => a.t_ns,
             Event::Stack(s) => s.t_ns,
+            Event::Load(l) => l.t_ns,
         })
     }
 }
@@ -161,6 +164,28 @@ pub struct LabMeta {
     pub params: BTreeMap<String, f64>,
     /// The variant's script lines as (line number, text), for replay without the file.
     pub script: Vec<(u32, String)>,
+    /// The worker waited for a key before each line (`--step`, or step mode in the
+    /// dashboard): device work ran on while the user read the screen.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stepped: bool,
+    /// `--until-failure`: no budget, and reaching a failing call is the run's point.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub until_failure: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// The host's load while a run went on: the highest 1-minute load average the
+/// parent read (`/proc/loadavg`, at the run's start and end) and the CPUs this
+/// process may use. A CPU device (PoCL) runs its kernels on those CPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostLoad {
+    pub t_ns: u64,
+    pub load_avg: f64,
+    pub cores: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,6 +9,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{block, usable};
 use crate::lab::Lab;
+use crate::run::Load;
 use crate::trace::{EndStatus, NoteLevel, ObjKind, Verdict};
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
@@ -141,6 +142,14 @@ impl VerdictPanel<'_> {
                 out.push(Line::styled(format!("    why inconclusive: {r}"), t.warn()));
             }
         }
+        if !claims.is_empty()
+            && let Some(w) = self
+                .run
+                .and_then(|r| r.run.load.as_ref())
+                .and_then(|l| Load::of(l).warning())
+        {
+            out.push(Line::styled(format!("! {w}"), t.warn()));
+        }
         if claims.is_empty()
             && let Some(lab) = self.lab
         {
@@ -150,19 +159,43 @@ impl VerdictPanel<'_> {
                 None => "not run yet on this device",
             };
             out.push(Line::styled(format!("claims ({why}):"), t.dim()));
+            let stepped = self.run.filter(|r| r.stepped());
             for c in &lab.claims {
                 out.push(Line::from(vec![
                     Span::styled("○ ", t.dim()),
                     Span::raw(format!("{}: {}", c.name, c.text)),
                 ]));
                 out.push(Line::styled(format!("    {}", c.expr_src), t.dim()));
+                let paced = match stepped {
+                    Some(r) if c.applies_to(&r.variant()) => c.paced_metrics(),
+                    _ => Vec::new(),
+                };
+                if !paced.is_empty() {
+                    out.push(Line::styled(
+                        format!(
+                            "    stepping will leave this inconclusive: it reads {}",
+                            paced.join(", ")
+                        ),
+                        t.warn(),
+                    ));
+                }
             }
         }
         if let Some(run) = self.run {
+            if let Some(f) = &run.finding {
+                out.push(Line::styled(format!("finding: {}", f.said), t.title()));
+            }
             if let Some(end) = &run.run.end
                 && !matches!(end.status, EndStatus::Finished)
             {
-                out.push(Line::styled(format!("run {}", end.status.label()), t.bad()));
+                // A failure that is the lab's finding is stated above; the
+                // status stays on screen, as what happened, not as a breakdown.
+                let style = if run.finding.as_ref().is_some_and(|f| f.explains_end()) {
+                    t.dim()
+                } else {
+                    t.bad()
+                };
+                out.push(Line::styled(format!("run {}", end.status.label()), style));
             }
             for n in &run.run.notes {
                 let style = if n.level == NoteLevel::Warning {

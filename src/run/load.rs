@@ -1,0 +1,103 @@
+//! Whether the host was busy enough during a run to bend its timings, judged from
+//! the figures the parent measured (`HostLoad`), never from this machine now, so
+//! it is tested on given numbers. It is stated next to the verdicts; it never
+//! changes one (a verdict is what was measured, load included).
+
+use serde::Serialize;
+
+use crate::trace::HostLoad;
+
+/// The host's load during a run, as the reports and the dashboard state it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Load {
+    /// The highest 1-minute load average read during the run.
+    pub load_avg: f64,
+    /// CPUs the run could use.
+    pub cores: u32,
+    /// More tasks wanted a CPU than there were CPUs (see `loaded`).
+    pub loaded: bool,
+}
+
+/// More runnable tasks than CPUs: something waited for a CPU, the lab's own
+/// threads (and on a CPU device such as PoCL, its kernels) included. Under such
+/// load PoCL once ran a calibrated 500 ms spin in 168 ms, and a timing claim
+/// flipped. No CPU count (0) says nothing.
+pub fn loaded(load_avg: f64, cores: u32) -> bool {
+    cores > 0 && load_avg.is_finite() && load_avg > f64::from(cores)
+}
+
+impl Load {
+    pub fn of(h: &HostLoad) -> Load {
+        Load {
+            load_avg: h.load_avg,
+            cores: h.cores,
+            loaded: loaded(h.load_avg, h.cores),
+        }
+    }
+
+    /// "load average 5.2 on 2 cores during the run", the measured figures.
+    pub fn figures(&self) -> String {
+        format!(
+            "load average {:.1} on {} core{} during the run",
+            self.load_avg,
+            self.cores,
+            if self.cores == 1 { "" } else { "s" }
+        )
+    }
+
+    /// What a report says beside the verdicts when the host was loaded; nothing
+    /// when it was not.
+    pub fn warning(&self) -> Option<String> {
+        self.loaded.then(|| {
+            format!(
+                "the machine was loaded: {}; timings (host_ms, busy_ms, spin lengths) \
+                 may differ from an idle machine's, and the verdicts are as measured",
+                self.figures()
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loaded_means_more_runnable_tasks_than_cores() {
+        assert!(loaded(5.2, 2));
+        assert!(loaded(2.01, 2));
+        assert!(!loaded(2.0, 2));
+        assert!(!loaded(0.3, 2));
+        assert!(!loaded(7.9, 8));
+        assert!(loaded(1.5, 1));
+    }
+
+    #[test]
+    fn unknown_figures_never_say_loaded() {
+        assert!(!loaded(5.0, 0));
+        assert!(!loaded(f64::NAN, 2));
+        assert!(!loaded(f64::INFINITY, 2));
+    }
+
+    #[test]
+    fn a_loaded_run_says_its_figures() {
+        let l = Load::of(&HostLoad {
+            t_ns: 0,
+            load_avg: 5.2,
+            cores: 2,
+        });
+        assert!(l.loaded);
+        let w = l.warning().unwrap();
+        assert!(
+            w.contains("load average 5.2 on 2 cores during the run"),
+            "{w}"
+        );
+        let idle = Load::of(&HostLoad {
+            t_ns: 0,
+            load_avg: 0.4,
+            cores: 1,
+        });
+        assert_eq!(idle.warning(), None);
+        assert_eq!(idle.figures(), "load average 0.4 on 1 core during the run");
+    }
+}
