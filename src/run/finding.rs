@@ -27,9 +27,13 @@ pub struct Finding {
     /// The line as the script wrote it (the API name when the script is unknown).
     pub call: String,
     pub error: String,
-    /// Later lines whose calls all failed with the same error, none succeeding
-    /// after it: the error is sticky.
+    /// Later lines whose calls failed with the same error (before any call
+    /// failed otherwise): the error stayed.
     pub sticky_lines: Vec<u32>,
+    /// Lines between those whose calls succeeded: calls that do not see the
+    /// error (on the H100, `cudaMemPoolTrimTo` succeeds in a context a sticky
+    /// error poisoned), said so the reader is not misled.
+    pub passed_lines: Vec<u32>,
     /// The run ended on this failure, or on a later call that failed because of it.
     pub ended_run: bool,
     /// The finding in words, as the reports print it.
@@ -82,12 +86,14 @@ impl Run {
             call: text,
             error,
             sticky_lines: Vec::new(),
+            passed_lines: Vec::new(),
             ended_run: true,
         })
     }
 
     /// The first call on an `# expect-error` line that returned an error, and
-    /// whether every call after it failed the same way.
+    /// the later calls that failed the same way (up to one that failed
+    /// otherwise), with the ones that succeeded between them.
     fn expected_error(&self, failed_line: Option<u32>) -> Option<Finding> {
         let i = self
             .calls
@@ -96,7 +102,8 @@ impl Run {
         let marked = &self.calls[i];
         let line = marked.line?;
         let error = error_of(marked)?.to_string();
-        let mut sticky_lines = Vec::new();
+        let mut sticky_lines: Vec<u32> = Vec::new();
+        let mut passed: Vec<u32> = Vec::new();
         for c in &self.calls[i + 1..] {
             match &c.status {
                 CallStatus::Directive => {}
@@ -105,14 +112,21 @@ impl Run {
                         sticky_lines.push(l);
                     }
                 }
-                // A call that succeeded (or failed otherwise) after it: the
-                // error did not poison what came next.
-                _ => {
-                    sticky_lines.clear();
-                    break;
+                CallStatus::Ok => {
+                    if let Some(l) = c.line.filter(|l| !passed.contains(l)) {
+                        passed.push(l);
+                    }
                 }
+                // Another failure: not this error's doing.
+                _ => break,
             }
         }
+        // Successes after the last repeat of the error say nothing about it.
+        let last = sticky_lines.last().copied();
+        let passed_lines: Vec<u32> = passed
+            .into_iter()
+            .filter(|l| last.is_some_and(|last| *l < last))
+            .collect();
         let ended_run =
             failed_line.is_some_and(|l| l == line || sticky_lines.last().is_some_and(|s| *s == l));
         let text = self.line_text(line, &marked.api);
@@ -123,11 +137,27 @@ impl Run {
                 .iter()
                 .map(|l| format!("{l} `{}`", self.line_text(*l, "")))
                 .collect();
-            said.push_str(&format!(
-                "; later calls failed the same way because the error is sticky (line{} {})",
-                if lines.len() == 1 { "" } else { "s" },
-                lines.join(", ")
-            ));
+            let plural = |n: usize| if n == 1 { "" } else { "s" };
+            if passed_lines.is_empty() {
+                said.push_str(&format!(
+                    "; later calls failed the same way because the error is sticky (line{} {})",
+                    plural(lines.len()),
+                    lines.join(", ")
+                ));
+            } else {
+                let passed: Vec<String> = passed_lines
+                    .iter()
+                    .map(|l| format!("{l} `{}`", self.line_text(*l, "")))
+                    .collect();
+                said.push_str(&format!(
+                    "; later calls failed with the same error (line{} {}), while line{} {} \
+                     between them succeeded: the error stayed, though not every call sees it",
+                    plural(lines.len()),
+                    lines.join(", "),
+                    plural(passed.len()),
+                    passed.join(", ")
+                ));
+            }
             if ended_run {
                 said.push_str(", and the script stopped there");
             }
@@ -140,6 +170,7 @@ impl Run {
             call: text,
             error,
             sticky_lines,
+            passed_lines,
             ended_run,
             said,
         })
@@ -293,18 +324,36 @@ mod tests {
         assert!(!f.explains_end());
     }
 
+    /// As cuda-mixed-free did on the H100: the sticky error at the marked sync,
+    /// `cudaMemPoolTrimTo` still succeeding, then `cudaStreamDestroy` failing
+    /// with the same error. The end is the finding, and the success is said.
     #[test]
-    fn a_success_after_the_marked_error_means_it_was_not_sticky() {
+    fn a_success_between_is_said_and_the_same_error_later_still_explains_the_end() {
         let run = Run::from_events(&[
             meta(false),
-            call(0, 4, err("CUDA_ERROR_INVALID_VALUE"), true),
+            call(0, 4, err(ILLEGAL), true),
             call(1, 5, CallStatus::Ok, false),
-            call(2, 6, err("CUDA_ERROR_INVALID_VALUE"), false),
+            call(2, 6, err(ILLEGAL), false),
             failed(6),
         ]);
         let f = run.finding().unwrap();
-        assert!(f.sticky_lines.is_empty());
-        assert!(!f.explains_end());
+        assert_eq!(f.sticky_lines, vec![6]);
+        assert_eq!(f.passed_lines, vec![5]);
+        assert!(f.explains_end());
+        assert!(f.said.contains("while line 5"), "{}", f.said);
+    }
+
+    #[test]
+    fn a_success_after_the_last_repeat_is_not_said() {
+        let run = Run::from_events(&[
+            meta(false),
+            call(0, 4, err(ILLEGAL), true),
+            call(1, 5, err(ILLEGAL), false),
+            call(2, 6, CallStatus::Ok, false),
+        ]);
+        let f = run.finding().unwrap();
+        assert!(f.passed_lines.is_empty());
+        assert!(!f.said.contains("while"), "{}", f.said);
     }
 
     #[test]
