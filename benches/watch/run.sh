@@ -18,6 +18,8 @@ cc -O2 -o "$OUT/bin/cl_calls" "$HERE/cl_calls.c" -lOpenCL || exit 1
 # The program's own summary line (on stderr) for each run, watched or not.
 plain() { "$@" 2>&1 >/dev/null | tail -1; }
 watched() { "$B" watch --json -o "$OUT/last.json" -- "$@" 2>&1 >/dev/null | grep -v '^gpulab' | tail -1; }
+# The same with --backtrace: a native stack taken at every creating call.
+traced() { "$B" watch --backtrace --json -o "$OUT/last.json" -- "$@" 2>&1 >/dev/null | grep -v '^gpulab' | tail -1; }
 drops() { python3 -c "import json;d=json.load(open('$OUT/last.json'));print(sum(p.get('dropped') or 0 for p in d['processes']),sum(p.get('records') or 0 for p in d['processes']))"; }
 wall() { local s=$(date +%s.%N); "$@" >/dev/null 2>&1; local e=$(date +%s.%N); python3 -c "print(f'{$e-$s:.3f}')"; }
 median() { python3 -c "import sys,statistics;v=[float(x) for x in sys.argv[1:]];print(f'{statistics.median(v):.3f}' if v else '-')" "$@"; }
@@ -28,8 +30,8 @@ echo "|---|---:|---:|---|"
 # Per call: as fast as the program goes, then paced at 100k calls/s.
 p=(); w=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field record_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field record_ns)); done
 echo "| cuEventRecord, ns per call (100k calls, unpaced) | $(median ${p[@]}) | $(median ${w[@]}) | drops, records in the last run: $(drops) |"
-p=(); w=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field pair_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field pair_ns)); done
-echo "| cudaMalloc+cudaFree 4 KiB, ns per pair | $(median ${p[@]}) | $(median ${w[@]}) | |"
+p=(); w=(); t=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field pair_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field pair_ns)); t+=($(traced "$OUT/bin/cuda_calls" 100000 | field pair_ns)); done
+echo "| cudaMalloc+cudaFree 4 KiB, ns per pair | $(median ${p[@]}) | $(median ${w[@]}) | with --backtrace: $(median ${t[@]}) |"
 watched "$OUT/bin/cuda_calls" 200000 100000 > /dev/null
 echo "| cuEventRecord paced at 100k calls/s, 2 s | - | drops, records: $(drops) | |"
 p=(); w=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cl_calls" 100000 gpu | field call_ns)); w+=($(watched "$OUT/bin/cl_calls" 100000 gpu | field call_ns)); done
