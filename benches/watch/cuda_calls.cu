@@ -1,6 +1,8 @@
 // What one watched CUDA call costs: N calls of one driver entry the agent
-// records (cuEventRecord), then N small cudaMalloc/cudaFree pairs (calls that
-// also make and end objects), timed by the program itself. Run it with and
+// records (cuEventRecord), then N/10 small cudaMalloc/cudaFree pairs and N/10
+// cudaEventCreate/cudaEventDestroy pairs (calls that also make and end objects:
+// the event pair is cheap enough to show what `--backtrace` adds per creation),
+// timed by the program itself. Run it with and
 // without `gpulab watch`; the difference per call is the agent's cost.
 //
 // With a rate, the cuEventRecord calls are paced to that many per second (0: as
@@ -45,11 +47,18 @@ int main(int argc, char **argv) {
     cudaFree(p);
   }
   double t3 = now_s();
+  for (long i = 0; i < pairs; i++) {
+    cudaEvent_t e;
+    cudaEventCreate(&e);
+    cudaEventDestroy(e);
+  }
+  double t4 = now_s();
   cudaEventDestroy(ev);
   cudaStreamDestroy(s);
   fprintf(stderr,
           "cuda_calls: records=%ld record_ns=%.0f record_calls_per_s=%.0f "
-          "alloc_free_pairs=%ld pair_ns=%.0f\n",
-          n, (t1 - t0) / n * 1e9, n / (t1 - t0), pairs, (t3 - t2) / pairs * 1e9);
+          "alloc_free_pairs=%ld pair_ns=%.0f event_pair_ns=%.0f\n",
+          n, (t1 - t0) / n * 1e9, n / (t1 - t0), pairs, (t3 - t2) / pairs * 1e9,
+          (t4 - t3) / pairs * 1e9);
   return 0;
 }

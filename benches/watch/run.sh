@@ -32,6 +32,8 @@ p=(); w=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | fi
 echo "| cuEventRecord, ns per call (100k calls, unpaced) | $(median ${p[@]}) | $(median ${w[@]}) | drops, records in the last run: $(drops) |"
 p=(); w=(); t=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field pair_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field pair_ns)); t+=($(traced "$OUT/bin/cuda_calls" 100000 | field pair_ns)); done
 echo "| cudaMalloc+cudaFree 4 KiB, ns per pair | $(median ${p[@]}) | $(median ${w[@]}) | with --backtrace: $(median ${t[@]}) |"
+p=(); w=(); t=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); t+=($(traced "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); done
+echo "| cudaEventCreate+cudaEventDestroy, ns per pair | $(median ${p[@]}) | $(median ${w[@]}) | with --backtrace (a stack per creation): $(median ${t[@]}) |"
 watched "$OUT/bin/cuda_calls" 200000 100000 > /dev/null
 echo "| cuEventRecord paced at 100k calls/s, 2 s | - | drops, records: $(drops) | |"
 p=(); w=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cl_calls" 100000 gpu | field call_ns)); w+=($(watched "$OUT/bin/cl_calls" 100000 gpu | field call_ns)); done

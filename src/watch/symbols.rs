@@ -38,8 +38,26 @@ pub struct Symbols {
 
 impl Symbols {
     /// Fills in what the files say about `frames`; what they cannot tell stays
-    /// as the agent had it (its dynamic symbol, or none).
-    pub fn name(&mut self, frames: &mut [Frame]) {
+    /// as the agent had it (its dynamic symbol, or none). The static CUDA
+    /// runtime's internal frames at the top (`libcudart_static_<hash>`, inside
+    /// the program's own file) are left out, so the stack starts at the API
+    /// call the program made (`cudaMalloc`).
+    pub fn name(&mut self, frames: &mut Vec<Frame>) {
+        self.name_each(frames);
+        let inside = frames
+            .iter()
+            .take_while(|f| {
+                f.function
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("libcudart_static_"))
+            })
+            .count();
+        if inside < frames.len() {
+            frames.drain(..inside);
+        }
+    }
+
+    fn name_each(&mut self, frames: &mut [Frame]) {
         for frame in frames {
             if frame.module.is_empty() {
                 continue;
@@ -115,6 +133,26 @@ mod tests {
         assert!(name.ends_with("symbols::tests::marker"), "{frames:?}");
         let at = frames[0].location.clone().unwrap_or_default();
         assert!(at.contains("symbols.rs:"), "{frames:?}");
+    }
+
+    #[test]
+    fn the_static_cuda_runtimes_own_frames_are_left_out_at_the_top() {
+        let frame = |f: &str| Frame {
+            module: String::new(),
+            address: 0,
+            build_id: None,
+            function: Some(f.into()),
+            location: None,
+        };
+        let mut frames = vec![
+            frame("libcudart_static_5382377d"),
+            frame("libcudart_static_f74e2f2b"),
+            frame("cudaMalloc"),
+            frame("main"),
+        ];
+        Symbols::default().name(&mut frames);
+        let names: Vec<_> = frames.iter().filter_map(|f| f.function.clone()).collect();
+        assert_eq!(names, ["cudaMalloc", "main"]);
     }
 
     #[test]
