@@ -66,6 +66,35 @@ pub struct Summary {
     pub finding: Option<Finding>,
     /// How busy the host was during the run, when the parent measured it.
     pub load: Option<Load>,
+    /// The parent's memory readings in this stream between the run's start and
+    /// end (a recording keeps fewer: idle stretches are thinned).
+    pub readings: Option<Readings>,
+}
+
+/// How often memory was read during the run, from the readings in the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Readings {
+    pub count: usize,
+    pub per_s: f64,
+}
+
+impl Readings {
+    fn of(run: &Run) -> Option<Readings> {
+        let start = run.meta.as_ref()?.t_ns;
+        let end = run.end.as_ref()?.t_ns;
+        let during: Vec<u64> = run
+            .samples
+            .iter()
+            .map(|s| s.t_ns)
+            .filter(|t| (start..=end).contains(t))
+            .collect();
+        let (first, last) = (*during.iter().min()?, *during.iter().max()?);
+        let span = last.saturating_sub(first) as f64 / 1e9;
+        (span > 0.0).then(|| Readings {
+            count: during.len(),
+            per_s: (during.len() - 1) as f64 / span,
+        })
+    }
 }
 
 /// The state of the run when a call failed with an out-of-memory or
@@ -305,6 +334,7 @@ impl Summary {
             ran_out: ran_out(run),
             finding: run.finding(),
             load: run.load.as_ref().map(Load::of),
+            readings: Readings::of(run),
         }
     }
 }

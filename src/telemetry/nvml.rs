@@ -147,6 +147,32 @@ pub(crate) struct NvmlProbe {
     tracker: PidTracker,
     /// Sum the program's whole process tree (`watch`), not one worker's pid.
     tree: bool,
+    listed: ListCache,
+}
+
+/// NVML's process list costs ~20x a memory reading (it is most of the
+/// sampler's CPU), and what it says can only change when device memory does:
+/// a process's share is part of `used`. So the list is read again when `used`
+/// moved since the last list, and at least every `LIST_EVERY_NS` (two
+/// processes' changes that cancel out, a pid that appears).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ListCache {
+    /// When the list was last read, device memory then, and the share found.
+    last: Option<(u64, u64, Option<u64>)>,
+}
+
+pub(crate) const LIST_EVERY_NS: u64 = 100_000_000;
+
+impl ListCache {
+    /// The share the last list gave, if it still holds at `t_ns` with `used`.
+    pub(crate) fn still(&self, t_ns: u64, used: u64) -> Option<Option<u64>> {
+        let (at, was, share) = self.last?;
+        (was == used && t_ns.saturating_sub(at) < LIST_EVERY_NS).then_some(share)
+    }
+
+    pub(crate) fn read(&mut self, t_ns: u64, used: u64, share: Option<u64>) {
+        self.last = Some((t_ns, used, share));
+    }
 }
 
 /// NVIDIA GPU 0 as NVML names it, with its memory in use when it was opened.
@@ -208,6 +234,7 @@ impl NvmlProbe {
             baseline: mem.used,
             tracker: PidTracker::new(pid, mem.used),
             tree: false,
+            listed: ListCache::default(),
         })
     }
 
@@ -221,6 +248,7 @@ impl NvmlProbe {
             baseline: gpu.used,
             tracker: PidTracker::new(pid, gpu.used),
             tree: true,
+            listed: ListCache::default(),
         }
     }
 
@@ -238,6 +266,15 @@ impl NvmlProbe {
         let t_ns = now_ns();
         let device = self.nvml.device_by_index(self.index).map_err(nvml_error)?;
         let mem = device.memory_info().map_err(nvml_error)?;
+        if let Some(process_bytes) = self.listed.still(t_ns, mem.used) {
+            let reading = Reading {
+                t_ns,
+                used_bytes: mem.used,
+                total_bytes: Some(mem.total),
+                process_bytes,
+            };
+            return Ok((reading, None));
+        }
         let listed = compute_processes(&device);
         // The tree is walked only when NVML lists a process other than the
         // program itself: a single-process program costs no /proc reads.
@@ -251,6 +288,7 @@ impl NvmlProbe {
         } else {
             self.tracker.observe(t_ns, listed.as_deref(), mem.used)
         };
+        self.listed.read(t_ns, mem.used, process_bytes);
         let reading = Reading {
             t_ns,
             used_bytes: mem.used,
@@ -625,6 +663,22 @@ mod tests {
         let (bytes, note) = t.observe(4 * SEC, Some(&[(42, Some(MIB))]), 950 * MIB);
         assert_eq!(bytes, Some(MIB));
         assert!(note.is_some_and(|n| n.contains("now lists")));
+    }
+
+    #[test]
+    fn the_process_list_is_read_again_when_memory_moves_or_it_is_old() {
+        let mut cache = ListCache::default();
+        assert_eq!(cache.still(0, 100), None, "nothing read yet");
+        cache.read(1_000, 100, Some(40));
+        assert_eq!(cache.still(2_000, 100), Some(Some(40)));
+        assert_eq!(cache.still(2_000, 101), None, "memory moved");
+        assert_eq!(cache.still(1_000 + LIST_EVERY_NS, 100), None, "too old");
+        cache.read(5_000, 100, None);
+        assert_eq!(
+            cache.still(6_000, 100),
+            Some(None),
+            "an unlisted share holds too"
+        );
     }
 
     #[test]
