@@ -14,16 +14,28 @@ pub const ENV_DIR: &str = "GPULAB_DATA_DIR";
 /// `$GPULAB_DATA_DIR/runs`, else `$XDG_DATA_HOME/gpulab/runs`, else
 /// `~/.local/share/gpulab/runs`; `None` without a home.
 pub fn dir() -> Option<PathBuf> {
+    data_dir().map(|d| d.join("runs"))
+}
+
+/// Where `R` writes the runs it was asked to keep: `recordings` beside `runs`,
+/// never pruned, never the working directory (which may be a read-only checkout
+/// or a lecture's slides folder).
+pub fn recordings_dir() -> Option<PathBuf> {
+    data_dir().map(|d| d.join("recordings"))
+}
+
+/// `$GPULAB_DATA_DIR`, else `$XDG_DATA_HOME/gpulab`, else `~/.local/share/gpulab`.
+pub fn data_dir() -> Option<PathBuf> {
     let var = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
     if let Some(d) = var(ENV_DIR) {
-        return Some(d.join("runs"));
+        return Some(d);
     }
     let data = var("XDG_DATA_HOME").or_else(|| var("HOME").map(|h| h.join(".local/share")))?;
-    Some(data.join("gpulab").join("runs"))
+    Some(data.join("gpulab"))
 }
 
 /// A file name that sorts by time: `20250102-030405.678-lab--variant.jsonl`.

@@ -47,6 +47,7 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
             filter: "",
             filtering: false,
             availability: app.availability.as_ref(),
+            lab_recording: None,
             theme: t,
             focused: true,
         }
@@ -112,7 +113,13 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
         }
         .render(area, b)
     });
-    draw("help", &|b| HelpOverlay { theme: t }.render(area, b));
+    draw("help", &|b| {
+        HelpOverlay {
+            theme: t,
+            scroll: 0,
+        }
+        .render(area, b)
+    });
     if let Some(lab) = lab {
         let values = lab.default_params();
         draw("params", &|b| {

@@ -6,7 +6,7 @@ mod common;
 use common::dash::{app, carry_out, feed, key, keys, open, select};
 use gpulab::source::Steer;
 use gpulab::tui::app::{A, B, Effect, Msg, Overlay};
-use gpulab::tui::layout::{Panel, Screen};
+use gpulab::tui::layout::{Panel, Screen, View};
 use ratatui::crossterm::event::{KeyCode, KeyModifiers, MouseEvent, MouseEventKind};
 
 #[test]
@@ -211,7 +211,7 @@ fn quit_with_q_or_ctrl_c_cancels_running_workers() {
 fn the_mouse_wheel_scrolls_the_panel_under_the_pointer() {
     let mut a = app();
     a.update(Msg::Resize(160, 48));
-    let verdict = Screen::new(160, 48, false)
+    let verdict = Screen::new(160, 48, View::default())
         .get(Panel::Verdict, 0)
         .expect("verdict panel");
     let wheel = |kind| MouseEvent {
@@ -230,4 +230,124 @@ fn the_mouse_wheel_scrolls_the_panel_under_the_pointer() {
     assert_eq!(a.focus, Panel::Script);
     key(&mut a, KeyCode::PageDown);
     assert_eq!(a.script_scroll, 5);
+}
+
+#[test]
+fn without_cuda_a_cuda_labs_row_offers_its_h100_recording_on_o() {
+    let mut a = app();
+    select(&mut a, "cuda-free-async");
+    let s = common::dash::screen(&mut a, 80, 24);
+    assert!(s.contains("o replays its"), "{s}");
+    assert!(s.contains("nvidia-h100 run"), "{s}");
+    // Enter cannot run it here, and says which key replays it instead.
+    assert!(key(&mut a, KeyCode::Enter).is_empty());
+    assert!(a.message.as_deref().unwrap_or("").contains("o replays"));
+    let fx = keys(&mut a, "o");
+    match fx.as_slice() {
+        [Effect::Open { slot: A, path, .. }] => assert!(
+            path.ends_with("nvidia-h100/cuda-free-async--same-stream.jsonl"),
+            "{}",
+            path.display()
+        ),
+        other => panic!("{other:?}"),
+    }
+    carry_out(&mut a, fx);
+    assert!(a.replaying(), "the recording is shown in replay");
+    assert_eq!(
+        a.shown().and_then(|r| r.lab_id()).as_deref(),
+        Some("cuda-free-async")
+    );
+}
+
+#[test]
+fn c_on_a_recording_compares_it_with_the_other_variants_and_plays_both() {
+    let mut a = app();
+    open(&mut a, "nvidia-h100/cl-finish--finish", false);
+    let fx = keys(&mut a, "c");
+    let opened: Vec<_> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Open { slot, path, .. } => Some((*slot, path.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened.len(), 1, "A is already the recording: {fx:?}");
+    assert_eq!(opened[0].0, B);
+    assert!(
+        !opened[0].1.ends_with("cl-finish--finish.jsonl"),
+        "not with itself"
+    );
+    assert!(
+        opened[0]
+            .1
+            .to_string_lossy()
+            .contains("nvidia-h100/cl-finish--")
+    );
+    carry_out(&mut a, fx);
+    assert!(a.compare && a.replaying());
+    let vb = a.slots[B].as_ref().map(|r| r.variant());
+    assert_ne!(vb.as_deref(), Some("finish"));
+    // Space plays both sides from the start; ticks move both.
+    keys(&mut a, " ");
+    let cursors = |a: &gpulab::tui::App| {
+        (
+            a.playback.as_ref().map(|p| p.cursor),
+            a.playback_b.as_ref().map(|p| p.cursor),
+        )
+    };
+    let start = cursors(&a);
+    assert!(a.playback.as_ref().is_some_and(|p| !p.paused));
+    assert!(a.playback_b.as_ref().is_some_and(|p| !p.paused));
+    for _ in 0..200 {
+        a.update(Msg::Tick);
+    }
+    let later = cursors(&a);
+    assert!(
+        later.0 > start.0 && later.1 > start.1,
+        "{start:?} → {later:?}"
+    );
+    // Esc leaves compare mode; the first recording stays.
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.compare && a.slots[B].is_none() && a.playback_b.is_none());
+    assert!(a.replaying());
+}
+
+#[test]
+fn after_v_the_script_shows_the_new_variant_not_the_old_runs_results() {
+    let mut a = app();
+    select(&mut a, "cl-finish");
+    let fx = keys(&mut a, "r");
+    feed(
+        &mut a,
+        &fx,
+        &common::dash::events("pocl--cl-finish--no-wait"),
+        true,
+    );
+    let before = common::dash::screen(&mut a, 160, 48);
+    assert!(before.contains("· finished"), "{before}");
+    keys(&mut a, "v");
+    assert!(a.shown().is_none(), "the finish run is not this variant's");
+    let after = common::dash::screen(&mut a, 160, 48);
+    assert!(after.contains("Script · cl-finish [no-wait]"), "{after}");
+    assert!(!after.contains("finished"), "{after}");
+    assert!(a.message.as_deref().unwrap_or("").contains("kept"));
+    keys(&mut a, "V");
+    assert!(a.shown().is_some(), "V brings the kept run back");
+}
+
+#[test]
+fn z_zooms_the_focused_panel_and_tab_moves_between_them() {
+    let mut a = app();
+    a.update(Msg::Resize(80, 24));
+    key(&mut a, KeyCode::Tab);
+    keys(&mut a, "z");
+    let screen = Screen::new(80, 24, a.view());
+    assert_eq!(screen.panels.len(), 1);
+    assert_eq!(screen.panels[0].0, Panel::Script);
+    assert_eq!(screen.panels[0].2.height, 23, "the whole body");
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(Screen::new(80, 24, a.view()).panels[0].0, Panel::Memory);
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.zoom);
+    assert_eq!(Screen::new(80, 24, a.view()).panels.len(), 6);
 }

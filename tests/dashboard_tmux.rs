@@ -95,11 +95,35 @@ fn dashboard_runs_cl_finish_in_tmux() {
         |s| s.contains("Labs") && !s.contains("checking devices"),
         60,
     );
-    tmux.keys(&["/", "cl-finish", "Enter", "Enter"]);
+    // R: this run is also recorded, into the data folder (never the working one).
+    tmux.keys(&["/", "cl-finish", "Enter", "R", "Enter"]);
     let s = tmux.wait_for(
         "the run to finish",
         |s| s.contains("[finish] · finished"),
         120,
+    );
+    let recorded: Vec<_> = std::fs::read_dir(dir.path().join("data/recordings"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        recorded.len(),
+        1,
+        "R wrote one recording: {recorded:?}\n{s}"
+    );
+    assert!(
+        recorded[0]
+            .to_string_lossy()
+            .ends_with("-cl-finish--finish.jsonl"),
+        "{recorded:?}"
+    );
+    let stray: Vec<_> = std::fs::read_dir(dir.path())
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    assert!(
+        stray
+            .iter()
+            .all(|p| p.extension().is_none_or(|x| x != "jsonl")),
+        "nothing recorded into the working directory: {stray:?}"
     );
     assert!(s.contains("clCreateContext()"), "{s}");
     assert!(s.contains("holds"), "a verdict is shown:\n{s}");
@@ -114,6 +138,29 @@ fn dashboard_runs_cl_finish_in_tmux() {
         assert!(Instant::now() < until, "q did not quit:\n{}", tmux.screen());
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Started outside the checkout (its working directory a temporary folder), the
+/// dashboard still opens the shipped H100 recordings: their paths keep the
+/// folder they were found in.
+#[test]
+fn shipped_recordings_open_from_another_working_directory() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping shipped_recordings_open_from_another_working_directory: no tmux");
+        return;
+    }
+    let dir = common::temp_dir();
+    let tmux = Tmux::start("cwd", dir.path(), env!("CARGO_BIN_EXE_gpulab"));
+    tmux.wait_for("the labs list", |s| s.contains("Labs"), 60);
+    tmux.keys(&["/", "nvidia-h100/cl-finish--no-wait", "Enter", "Enter"]);
+    let s = tmux.wait_for(
+        "the recording to open",
+        |s| s.contains("RECORDING") || s.contains("unreadable"),
+        60,
+    );
+    assert!(!s.contains("unreadable"), "{s}");
+    assert!(s.contains("cl-finish [no-wait]"), "{s}");
+    assert!(s.contains("NVIDIA H100"), "{s}");
 }
 
 /// SIGTERM (a `kill`, a closing session manager) ends the dashboard as `q` does:

@@ -142,16 +142,26 @@ fn copies(req: &RunRequest, record: bool, app: &mut App) -> Vec<(PathBuf, BufWri
         out.push((dir.join(&name), BufWriter::new(f)));
     }
     if record {
-        let path = PathBuf::from(format!("gpulab-{name}"));
-        match File::create(&path) {
-            Ok(f) => {
+        match record_to(&name) {
+            Ok((path, f)) => {
                 app.message = Some(format!("recording this run to {}", path.display()));
+                app.add_recording(path.clone());
                 out.push((path, BufWriter::new(f)));
             }
-            Err(e) => app.message = Some(format!("cannot record to {}: {e}", path.display())),
+            Err(why) => app.message = Some(format!("cannot record this run: {why}")),
         }
     }
     out
+}
+
+/// The file `R` asked for, in the data folder's `recordings`.
+fn record_to(name: &str) -> Result<(PathBuf, File), String> {
+    let dir = history::recordings_dir()
+        .ok_or_else(|| format!("no data folder (set {} or HOME)", history::ENV_DIR))?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(name);
+    let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((path, f))
 }
 
 /// A recording, read leniently (damaged lines skipped and named) and handed to

@@ -29,6 +29,10 @@ pub enum Action {
     Reset,
     /// Record the lab's next run to a file.
     Record,
+    /// Open the selected lab's recording (its chosen variant's) in replay.
+    OpenRecording,
+    /// The focused panel fills the screen, or the layout comes back.
+    Zoom,
     /// Replay: play or pause (at the end: play from the start).
     PlayPause,
     /// Replay: a second back / forward.
@@ -154,6 +158,13 @@ pub const KEYS: &[Binding] = &[
     ),
     b(
         Mode::Main,
+        &[K::Char('z')],
+        Action::Zoom,
+        "zoom: the focused panel fills the screen (Tab: the next one; z/Esc: back)",
+        Some("zoom"),
+    ),
+    b(
+        Mode::Main,
         &[K::Up, K::Char('k')],
         Action::Up,
         "previous lab or recording",
@@ -191,7 +202,7 @@ pub const KEYS: &[Binding] = &[
         Mode::Main,
         &[K::Esc],
         Action::Cancel,
-        "cancel the running lab (its worker is killed)",
+        "cancel the running lab; else leave compare mode or zoom",
         Some("cancel"),
     ),
     b(
@@ -219,7 +230,7 @@ pub const KEYS: &[Binding] = &[
         Mode::Main,
         &[K::Char('c')],
         Action::Compare,
-        "compare: this variant and the next side by side (a recording: beside the shown run)",
+        "compare: this variant and the next side by side (a recording: with its lab's next variant's)",
         Some("compare"),
     ),
     b(
@@ -231,10 +242,17 @@ pub const KEYS: &[Binding] = &[
     ),
     b(
         Mode::Main,
+        &[K::Char('o')],
+        Action::OpenRecording,
+        "open the lab's recording in replay (no CUDA here: the shipped H100 one)",
+        Some("recording"),
+    ),
+    b(
+        Mode::Main,
         &[K::Tab],
         Action::FocusNext,
         "focus the next panel (for scrolling)",
-        None,
+        Some("panel"),
     ),
     b(
         Mode::Main,

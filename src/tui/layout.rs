@@ -38,6 +38,21 @@ impl Panel {
     }
 }
 
+/// What of the app's state decides the layout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct View {
+    /// Two runs side by side.
+    pub compare: bool,
+    /// `z`: this panel alone fills the body (one per run in compare mode).
+    pub zoom: Option<Panel>,
+    /// A replay banner takes a row above the area laid out.
+    pub banner: bool,
+}
+
+/// Below this height the column gives the script most of the room and the
+/// verdicts and timeline their fewest useful rows (80x24 has 23 under the bar).
+pub const COMPACT_H: u16 = 32;
+
 /// The panels of one frame: (panel, run slot, area).
 #[derive(Debug, Clone)]
 pub struct Screen {
@@ -48,9 +63,10 @@ pub struct Screen {
 }
 
 impl Screen {
-    pub fn new(w: u16, h: u16, compare: bool) -> Screen {
+    pub fn new(w: u16, h: u16, view: View) -> Screen {
+        let compare = view.compare;
         let area = Rect::new(0, 0, w, h);
-        if w < MIN_W || h < MIN_H {
+        if w < MIN_W || h + u16::from(view.banner) < MIN_H {
             return Screen {
                 area,
                 status: Rect::default(),
@@ -61,7 +77,15 @@ impl Screen {
         let [body, status] =
             Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(area);
         let mut panels = Vec::new();
-        if compare {
+        if let Some(panel) = view.zoom {
+            if compare && panel != Panel::Labs && panel != Panel::Objects {
+                let [l, r] = Layout::horizontal([Constraint::Ratio(1, 2); 2]).areas(body);
+                panels.push((panel, 0, l));
+                panels.push((panel, 1, r));
+            } else {
+                panels.push((panel, 0, body));
+            }
+        } else if compare {
             let [l, r] = Layout::horizontal([Constraint::Ratio(1, 2); 2]).areas(body);
             for (slot, col) in [l, r].into_iter().enumerate() {
                 let [script, memory, timeline, verdict] = column(col);
@@ -108,9 +132,25 @@ impl Screen {
     }
 }
 
-/// Script, memory, timeline and verdicts stacked; the chart gets the most room.
+/// Script, memory, timeline and verdicts stacked; the chart gets the most room,
+/// except on a short terminal, where the script does (its per-line results are
+/// the lesson) and `z` zooms any panel.
 fn column(area: Rect) -> [Rect; 4] {
     let h = area.height;
+    if h + 1 < COMPACT_H {
+        // 23 rows at 80x24: script 9 (a header and 7 lines), chart 6, two lanes,
+        // two lines of verdicts; every panel scrolls or zooms.
+        let timeline = 4;
+        let verdict = 4;
+        let memory = (h.saturating_sub(timeline + verdict) * 2 / 5).max(6);
+        return Layout::vertical([
+            Constraint::Min(3),
+            Constraint::Length(memory),
+            Constraint::Length(timeline),
+            Constraint::Length(verdict),
+        ])
+        .areas(area);
+    }
     let timeline = if h >= 40 { 7 } else { 5 };
     let script = (h.saturating_sub(timeline) * 3 / 10).max(5);
     let memory = (h.saturating_sub(timeline) * 4 / 10).max(6);

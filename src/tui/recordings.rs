@@ -1,7 +1,8 @@
 //! Recordings the dashboard offers to open read-only: `assets/recordings/` (labs),
 //! `assets/watch-recordings/` (real programs under `gpulab watch`) and
-//! `tests/fixtures/recordings/` under the working directory (where a checkout of
-//! gpulab keeps them).
+//! `tests/fixtures/recordings/` under a checkout of gpulab, and the ones `R` made.
+//! Paths keep the root they were found under, so a recording opens whatever the
+//! working directory is.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,9 @@ pub const FOLDERS: &[&str] = &[
 ];
 
 /// Every `*.jsonl` in the folders under `root` and one level below them (the
-/// shipped ones sit in `assets/recordings/<device>/`), sorted by path.
+/// shipped ones sit in `assets/recordings/<device>/`), sorted by path, each
+/// joined to `root` (never made relative: the dashboard opens them from wherever
+/// it was started).
 pub fn find(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for folder in FOLDERS {
@@ -27,10 +30,6 @@ pub fn find(root: &Path) -> Vec<PathBuf> {
                 collect(&dir, &mut files);
             }
         }
-        let mut files: Vec<PathBuf> = files
-            .into_iter()
-            .map(|p| p.strip_prefix(root).map(Path::to_path_buf).unwrap_or(p))
-            .collect();
         files.sort();
         out.extend(files);
     }
@@ -46,6 +45,12 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file()),
     );
+}
+
+/// The device folder a recording sits in (`nvidia-h100`), when it has one.
+pub fn device(path: &Path) -> Option<String> {
+    let dir = path.parent()?.file_name()?.to_string_lossy().into_owned();
+    (!matches!(dir.as_str(), "recordings" | "watch-recordings" | "runs")).then_some(dir)
 }
 
 /// The name a list shows: the file name without `.jsonl`, after its device folder
@@ -76,6 +81,16 @@ pub fn label(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn found_recordings_keep_their_root_so_they_open_from_any_folder() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let found = find(&root);
+        assert!(!found.is_empty());
+        for p in &found {
+            assert!(p.starts_with(&root), "{} lost its root", p.display());
+        }
+    }
 
     #[test]
     fn labels_name_the_device_and_mark_watched_programs() {

@@ -7,7 +7,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::app::{A, App, B, Entry, Overlay};
-use super::layout::{MIN_H, MIN_W, Panel, Screen};
+use super::layout::{MIN_H, MIN_W, Panel, Screen, View};
 use super::panels::Axes;
 use super::panels::banner::ReplayBanner;
 use super::panels::help::HelpOverlay;
@@ -32,10 +32,11 @@ impl Widget for &Dashboard<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.app;
         let banner = app.playback.as_ref().filter(|_| app.replaying());
+        let full = area;
         let (banner_row, area) = split_banner(area, banner);
-        let screen = screen_in(area, app.compare);
+        let screen = screen_in(area, app.view());
         if screen.too_small {
-            too_small(area, app.theme, buf);
+            too_small(full, app.theme, buf);
             return;
         }
         let frame = FrameState::new(app);
@@ -55,12 +56,12 @@ impl Widget for &Dashboard<'_> {
     }
 }
 
-/// The banner's row, if it gets one of its own, and the area left for the panels.
+/// The banner's row, if there is a banner, and the area left for the panels.
 fn split_banner(area: Rect, banner: Option<&Playback>) -> (Option<Rect>, Rect) {
-    // A replay's banner takes the top row and the panels lay out below it;
-    // at the smallest size it takes the status bar's row instead.
+    // A replay's banner takes the top row and the panels lay out below it, at
+    // every size: the status bar keeps its hints and messages.
     match banner {
-        Some(_) if area.height > MIN_H => (
+        Some(_) if area.height > 1 => (
             Some(Rect::new(area.x, area.y, area.width, 1)),
             Rect::new(area.x, area.y + 1, area.width, area.height - 1),
         ),
@@ -69,8 +70,8 @@ fn split_banner(area: Rect, banner: Option<&Playback>) -> (Option<Rect>, Rect) {
 }
 
 /// The layout for `area`, moved down to where `area` starts.
-fn screen_in(area: Rect, compare: bool) -> Screen {
-    let mut screen = Screen::new(area.width, area.height, compare);
+fn screen_in(area: Rect, view: View) -> Screen {
+    let mut screen = Screen::new(area.width, area.height, view);
     for (_, _, r) in &mut screen.panels {
         r.y += area.y;
     }
@@ -98,6 +99,7 @@ struct FrameState<'a> {
     shared: Option<Axes>,
     entries: Vec<Entry>,
     selected_lab: Option<&'a Lab>,
+    lab_recording: Option<std::path::PathBuf>,
 }
 
 impl<'a> FrameState<'a> {
@@ -116,6 +118,9 @@ impl<'a> FrameState<'a> {
             shared,
             entries: app.entries(),
             selected_lab: app.selected_lab(),
+            lab_recording: app
+                .selected_lab_recording()
+                .and_then(|i| app.recordings.get(i).cloned()),
         }
     }
 
@@ -157,6 +162,7 @@ impl<'a> FrameState<'a> {
                 filter: &app.filter,
                 filtering: app.filtering,
                 availability: app.availability.as_ref(),
+                lab_recording: self.lab_recording.as_deref(),
                 theme: t,
                 focused,
             }
@@ -221,7 +227,11 @@ impl<'a> FrameState<'a> {
         let app = self.app;
         match &app.overlay {
             Overlay::None => {}
-            Overlay::Help => HelpOverlay { theme: app.theme }.render(area, buf),
+            Overlay::Help => HelpOverlay {
+                theme: app.theme,
+                scroll: app.help_scroll,
+            }
+            .render(area, buf),
             Overlay::Params { selected, typed } => {
                 if let Some(lab) = self.selected_lab {
                     let values = app.params_of(lab);

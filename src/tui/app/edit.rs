@@ -1,7 +1,8 @@
 //! Choosing a variant and editing parameters within their ranges.
 
-use super::{App, Entry, Overlay};
+use super::{A, App, Entry, Overlay};
 use crate::tui::keys::Action;
+use crate::tui::runstate::Origin;
 
 impl App {
     pub(super) fn cycle_variant(&mut self, forward: bool) {
@@ -17,8 +18,25 @@ impl App {
             (cur + n - 1) % n
         };
         let id = lab.id.clone();
+        let kept = self.slots[A]
+            .as_ref()
+            .filter(|r| matches!(r.origin, Origin::Live { .. }) && !r.running())
+            .filter(|r| r.lab_id().as_deref() == Some(id.as_str()))
+            .and_then(|r| match &r.origin {
+                Origin::Live { variant, .. } => Some(variant.clone()),
+                _ => None,
+            });
+        let name = lab.variants.get(next).map(|v| v.name.clone());
         self.variants.insert(id, next);
         self.script_scroll = 0;
+        self.verdict_scroll = 0;
+        if let (Some(old), Some(new)) = (kept, name)
+            && old != new
+        {
+            self.message = Some(format!(
+                "[{new}] not run yet; the [{old}] run is kept: v/V back shows it"
+            ));
+        }
     }
 
     pub(super) fn open_params(&mut self) {

@@ -13,6 +13,7 @@ use crate::source::{RunRequest, Steer};
 use crate::trace::Event;
 
 mod edit;
+mod recorded;
 mod replay;
 mod runs;
 
@@ -112,6 +113,13 @@ pub struct App {
     pub slots: [Option<RunState>; 2],
     /// The recording in slot A, played back.
     pub playback: Option<Playback>,
+    /// The recording in slot B in compare mode, played back beside A's.
+    pub playback_b: Option<Playback>,
+    /// The lab and variant each recording ran (by index into `recordings`), as
+    /// its file name says; worked out when the list changes, not per frame.
+    pub recorded: Vec<Option<(String, String)>>,
+    /// `z`: the focused panel fills the screen (Tab picks another).
+    pub zoom: bool,
     /// `R` was pressed: the next run started is recorded to a file.
     pub record_next: bool,
     epochs: [u64; 2],
@@ -123,6 +131,7 @@ pub struct App {
     pub focus: Panel,
     pub script_scroll: u16,
     pub verdict_scroll: u16,
+    pub help_scroll: u16,
     pub message: Option<String>,
     pub sample_hz: f64,
     pub device: Option<String>,
@@ -135,7 +144,7 @@ pub struct App {
 
 impl App {
     pub fn new(labs: Vec<Lab>, recordings: Vec<PathBuf>, theme: Theme) -> App {
-        App {
+        let mut app = App {
             labs,
             recordings,
             availability: None,
@@ -146,6 +155,9 @@ impl App {
             params: BTreeMap::new(),
             slots: [None, None],
             playback: None,
+            playback_b: None,
+            recorded: Vec::new(),
+            zoom: false,
             record_next: false,
             epochs: [0, 0],
             compare: false,
@@ -154,6 +166,7 @@ impl App {
             focus: Panel::Labs,
             script_scroll: 0,
             verdict_scroll: 0,
+            help_scroll: 0,
             message: None,
             sample_hz: 1000.0,
             device: None,
@@ -161,7 +174,9 @@ impl App {
             theme,
             quit: false,
             dirty: true,
-        }
+        };
+        app.index_recordings();
+        app
     }
 
     /// Opens on a lab (`--lab`), with a variant and parameters already checked.
@@ -236,8 +251,13 @@ impl App {
             return Some(run);
         }
         let belongs = match (self.selected_entry()?, &run.origin) {
-            (Entry::Lab(i), Origin::Live { lab, .. }) => {
-                self.labs.get(i).is_some_and(|l| &l.id == lab)
+            // After `v` the panels show the chosen variant, not the results of
+            // the one that ran before (`V` brings those back).
+            (Entry::Lab(i), Origin::Live { lab, variant, .. }) => {
+                self.labs.get(i).is_some_and(|l| {
+                    &l.id == lab
+                        && l.variants.get(self.variant_of(l)).map(|v| &v.name) == Some(variant)
+                })
             }
             (Entry::Recording(i), Origin::Recording(p)) => self.recordings.get(i) == Some(p),
             // The program `watch --dashboard` started stays in view whatever is selected.
@@ -245,6 +265,15 @@ impl App {
             _ => false,
         };
         belongs.then_some(run)
+    }
+
+    /// What the layout needs of the state: compare mode, and the zoomed panel.
+    pub fn view(&self) -> super::layout::View {
+        super::layout::View {
+            compare: self.compare,
+            zoom: self.zoom.then_some(self.focus),
+            banner: self.replaying(),
+        }
     }
 
     pub fn running(&self) -> bool {
@@ -338,8 +367,21 @@ impl App {
 
     fn key(&mut self, k: KeyEvent) -> Vec<Effect> {
         if self.overlay == Overlay::Help {
-            // Any key closes the overlay; it never acts behind it.
-            self.overlay = Overlay::None;
+            // Scroll keys scroll a help taller than the screen; any other key
+            // closes it, and never acts behind it.
+            let by: i32 = match k.code {
+                KeyCode::Down | KeyCode::Char('j') => 1,
+                KeyCode::Up | KeyCode::Char('k') => -1,
+                KeyCode::PageDown => 10,
+                KeyCode::PageUp => -10,
+                _ => 0,
+            };
+            if by == 0 {
+                self.overlay = Overlay::None;
+                self.help_scroll = 0;
+            } else {
+                self.help_scroll = (i32::from(self.help_scroll) + by).clamp(0, 200) as u16;
+            }
             return Vec::new();
         }
         let mode = self.mode();
@@ -425,7 +467,12 @@ impl App {
                     );
                     return self.cancel_all();
                 }
-                if !self.filter.is_empty() {
+                if self.compare {
+                    self.leave_compare();
+                    self.message = Some("compare mode left: the first run stays shown".into());
+                } else if self.zoom {
+                    self.zoom = false;
+                } else if !self.filter.is_empty() {
                     self.filter.clear();
                     self.selected = 0;
                 }
@@ -443,6 +490,8 @@ impl App {
                 self.scroll(self.focus, if up { -5 } else { 5 });
             }
             Action::Record => self.arm_record(),
+            Action::OpenRecording => return self.open_lab_recording(),
+            Action::Zoom => self.zoom = !self.zoom,
             _ => {}
         }
         Vec::new()
@@ -483,8 +532,8 @@ impl App {
             _ => return,
         };
         // A replay's banner takes the top row.
-        let top = u16::from(self.replaying() && self.size.1 > super::layout::MIN_H);
-        let screen = Screen::new(self.size.0, self.size.1.saturating_sub(top), self.compare);
+        let top = u16::from(self.replaying());
+        let screen = Screen::new(self.size.0, self.size.1.saturating_sub(top), self.view());
         if let Some(panel) = screen.panel_at(m.column, m.row.saturating_sub(top)) {
             self.scroll(panel, by * if panel == Panel::Labs { 1 } else { 3 });
         }

@@ -12,26 +12,52 @@ use crate::tui::terminal::FRAME;
 use super::{A, App, B, Entry};
 
 impl App {
-    /// A recording is in slot A, played back, and it is what the panels show.
+    /// A recording is in slot A, played back, and it is what the panels show;
+    /// in compare mode, recordings on both sides, played back together.
     pub fn replaying(&self) -> bool {
+        let recording = |slot: usize| {
+            self.slots[slot]
+                .as_ref()
+                .is_some_and(|r| matches!(r.origin, Origin::Recording(_)))
+        };
+        if self.compare {
+            return self.playback.is_some() && recording(A) && recording(B);
+        }
         self.playback.is_some()
-            && !self.compare
             && matches!(self.selected_entry(), Some(Entry::Recording(_)))
             && self
                 .shown()
                 .is_some_and(|r| matches!(r.origin, Origin::Recording(_)))
     }
 
+    /// The playbacks that replay keys and the tick move, with their runs: A's,
+    /// and in compare mode B's too.
+    fn playbacks(&mut self) -> Vec<(&mut Playback, &mut RunState)> {
+        let [a, b] = &mut self.slots;
+        let mut out = Vec::new();
+        if let (Some(pb), Some(run)) = (self.playback.as_mut(), a.as_mut()) {
+            out.push((pb, run));
+        }
+        if self.compare
+            && let (Some(pb), Some(run)) = (self.playback_b.as_mut(), b.as_mut())
+        {
+            out.push((pb, run));
+        }
+        out
+    }
+
     /// The frame tick: a playing recording moves on by one frame of wall time
     /// times its speed. The tick is the play clock, so tests need no real clock.
     pub(super) fn tick(&mut self) {
-        if let (Some(pb), Some(run)) = (self.playback.as_mut(), self.slots[A].as_mut())
-            && !pb.paused
-        {
-            pb.tick(run, FRAME.as_nanos() as u64);
-            // The clock line in the banner moves even between events.
-            self.dirty = true;
+        let mut moved = false;
+        for (pb, run) in self.playbacks() {
+            if !pb.paused {
+                pb.tick(run, FRAME.as_nanos() as u64);
+                moved = true;
+            }
         }
+        // The clock line in the banner moves even between events.
+        self.dirty |= moved;
     }
 
     pub(super) fn loaded(
@@ -46,8 +72,9 @@ impl App {
         };
         let (pb, state) = Playback::new(run.origin.clone(), events);
         *run = state;
-        if slot == A {
-            self.playback = Some(pb);
+        match slot {
+            A => self.playback = Some(pb),
+            _ => self.playback_b = Some(pb),
         }
         if let Some(first) = problems.first() {
             let more = match problems.len() {
@@ -76,8 +103,8 @@ impl App {
         {
             self.selected = pos;
         }
-        self.compare = false;
-        self.slots[B] = None;
+        self.index_recordings();
+        self.leave_compare();
         self.epochs[A] += 1;
         self.slots[A] = Some(RunState::new(Origin::Recording(path)));
         let epoch = self.epochs[A];
@@ -89,21 +116,30 @@ impl App {
 
     /// A replay key; false when the key is not the replay's (the dashboard's then).
     pub(super) fn replay_action(&mut self, a: Action) -> bool {
-        let (Some(pb), Some(run)) = (self.playback.as_mut(), self.slots[A].as_mut()) else {
+        let mut sides = self.playbacks();
+        if sides.is_empty() {
             return false;
-        };
-        match a {
-            Action::PlayPause => pb.toggle(run),
-            Action::ScrubBack | Action::ScrubForward => {
-                pb.scrub_seconds(run, a == Action::ScrubForward)
+        }
+        if a == Action::PlayPause {
+            // Both sides start, stop and start over together, so the compared
+            // runs stay on one clock.
+            let playing = sides.iter().any(|(pb, _)| !pb.paused);
+            let restart = !playing && sides.iter().any(|(pb, _)| pb.at_end());
+            for (pb, run) in &mut sides {
+                if restart {
+                    pb.home(run);
+                }
+                if playing != pb.paused {
+                    pb.toggle(run);
+                }
             }
-            Action::CallBack => pb.step_back(run),
-            Action::CallForward => pb.step_forward(run),
-            Action::First => pb.home(run),
-            Action::Last => pb.end(run),
-            Action::Slower => pb.slower(),
-            Action::Faster => pb.faster(),
-            _ => return false,
+            self.message = None;
+            return true;
+        }
+        for (pb, run) in sides {
+            if !replay_one(pb, run, a) {
+                return false;
+            }
         }
         self.message = None;
         true
@@ -112,9 +148,35 @@ impl App {
     pub(super) fn arm_record(&mut self) {
         self.record_next = !self.record_next;
         self.message = Some(if self.record_next {
-            "the next run is recorded to a file: r runs it (R again: don't)".into()
+            match crate::history::recordings_dir() {
+                Some(dir) => format!(
+                    "the next run is recorded into {}: r runs it (R again: don't)",
+                    dir.display()
+                ),
+                None => format!(
+                    "the next run would be recorded, but there is no data folder: set {}",
+                    crate::history::ENV_DIR
+                ),
+            }
         } else {
             "the next run is not recorded".into()
         });
     }
+}
+
+/// A replay key other than play/pause on one side; false when it is not one.
+fn replay_one(pb: &mut Playback, run: &mut RunState, a: Action) -> bool {
+    match a {
+        Action::ScrubBack | Action::ScrubForward => {
+            pb.scrub_seconds(run, a == Action::ScrubForward)
+        }
+        Action::CallBack => pb.step_back(run),
+        Action::CallForward => pb.step_forward(run),
+        Action::First => pb.home(run),
+        Action::Last => pb.end(run),
+        Action::Slower => pb.slower(),
+        Action::Faster => pb.faster(),
+        _ => return false,
+    }
+    true
 }

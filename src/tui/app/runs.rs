@@ -24,7 +24,11 @@ impl App {
             Some(a) => a.blocker(lab.backend),
         };
         if let Some(why) = &why {
-            self.message = Some(format!("{} cannot run here: {why}", lab.id));
+            let offer = match self.selected_lab_recording() {
+                Some(_) => "; o replays its recording",
+                None => "",
+            };
+            self.message = Some(format!("{} cannot run here: {why}{offer}", lab.id));
         }
         why.is_some()
     }
@@ -47,8 +51,7 @@ impl App {
         match self.selected_entry() {
             Some(Entry::Lab(i)) => self.start_lab(i, false),
             Some(Entry::Recording(i)) => {
-                self.compare = false;
-                self.slots[B] = None;
+                self.leave_compare();
                 self.open(A, i)
             }
             None => Vec::new(),
@@ -81,8 +84,7 @@ impl App {
         if self.blocked(&lab) {
             return Vec::new();
         }
-        self.compare = false;
-        self.slots[B] = None;
+        self.leave_compare();
         let v = self.variant_of(&lab);
         let req = self.request(&lab, v, step);
         vec![self.start_in(A, req)]
@@ -107,9 +109,7 @@ impl App {
 
     pub(super) fn start_in(&mut self, slot: usize, req: RunRequest) -> Effect {
         self.epochs[slot] += 1;
-        if slot == A {
-            self.playback = None;
-        }
+        self.forget_playback(slot);
         let record = std::mem::take(&mut self.record_next);
         self.slots[slot] = Some(RunState::new(Origin::Live {
             lab: req.lab.id.clone(),
@@ -122,6 +122,13 @@ impl App {
             epoch: self.epochs[slot],
             req: Box::new(req),
             record,
+        }
+    }
+
+    fn forget_playback(&mut self, slot: usize) {
+        match slot {
+            A => self.playback = None,
+            _ => self.playback_b = None,
         }
     }
 
@@ -141,9 +148,7 @@ impl App {
             return Vec::new();
         };
         self.epochs[slot] += 1;
-        if slot == A {
-            self.playback = None;
-        }
+        self.forget_playback(slot);
         self.slots[slot] = Some(RunState::new(Origin::Recording(path.clone())));
         vec![Effect::Open {
             slot,
@@ -180,13 +185,7 @@ impl App {
                 self.compare = true;
                 vec![self.start_in(A, first)]
             }
-            Some(Entry::Recording(i)) => {
-                if self.slots[A].is_none() {
-                    return self.open(A, i);
-                }
-                self.compare = true;
-                self.open(B, i)
-            }
+            Some(Entry::Recording(i)) => self.compare_recordings(i),
             None => Vec::new(),
         }
     }

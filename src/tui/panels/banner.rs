@@ -68,6 +68,9 @@ impl Widget for &ReplayBanner<'_> {
             Span::raw(" │ "),
             Span::styled(position, t.title()),
         ]);
+        // Whatever was drawn in the row before goes: a shorter line must not
+        // leave the end of a longer one behind.
+        ratatui::widgets::Clear.render(area, buf);
         buf.set_style(area, t.status_bar());
         line.style(t.status_bar()).render(area, buf);
     }

@@ -11,6 +11,8 @@ use crate::tui::theme::Theme;
 
 pub struct HelpOverlay {
     pub theme: Theme,
+    /// Rows scrolled down (↓/↑, PgDn/PgUp) when the keys do not fit at once.
+    pub scroll: u16,
 }
 
 /// A box of `w`×`h` centred in `area` (clipped to it).
@@ -51,28 +53,28 @@ impl Widget for &HelpOverlay {
                 .render(inner, buf);
             return;
         }
-        // Too short for one column (80x24 has 22 rows): every key still shows, in
-        // columns, each help cut to its column.
-        let r = centered(area, area.width, area.height);
-        Clear.render(r, buf);
-        let b = block("Keys", true, t);
-        let inner = b.inner(r);
-        b.render(r, buf);
-        let per_column = inner.height.saturating_sub(1).max(1) as usize;
-        let columns = rows.len().div_ceil(per_column).max(1);
-        let width = (inner.width as usize / columns).max(1);
-        for (c, chunk) in rows.chunks(per_column).enumerate() {
-            let lines: Vec<Line> = chunk
-                .iter()
-                .map(|r| row_line(r, width.saturating_sub(1), t))
-                .collect();
-            let x = inner.x + (c * width) as u16;
-            let col = Rect::new(x, inner.y, width as u16, per_column as u16).intersection(inner);
-            Paragraph::new(lines).render(col, buf);
+        // Too short for every key at once (80x24 has 22 rows): one column, each
+        // help whole (wrapped, never cut), scrolled with ↓/↑ and PgDn/PgUp.
+        let b = block("Keys (↓/↑ PgDn/PgUp scroll)", true, t);
+        let inner = b.inner(area);
+        Clear.render(area, buf);
+        b.render(area, buf);
+        if inner.height < 2 || inner.width == 0 {
+            return;
         }
-        let foot =
-            Rect::new(inner.x, inner.y + per_column as u16, inner.width, 1).intersection(inner);
-        Paragraph::new(Line::styled(footer, t.dim())).render(foot, buf);
+        let lines: Vec<Line> = rows.iter().map(|r| row_line(r, usize::MAX, t)).collect();
+        let width = inner.width as usize;
+        let wrapped: usize = lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum();
+        let body_h = inner.height - 1;
+        let max = wrapped.saturating_sub(body_h as usize) as u16;
+        let scroll = self.scroll.min(max);
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((scroll, 0))
+            .render(Rect::new(inner.x, inner.y, inner.width, body_h), buf);
+        let more = if scroll < max { "more below · " } else { "" };
+        let foot = Rect::new(inner.x, inner.y + body_h, inner.width, 1);
+        Paragraph::new(Line::styled(format!("{more}{footer}"), t.dim())).render(foot, buf);
     }
 }
 

@@ -26,6 +26,8 @@ pub struct LabsPanel<'a> {
     pub filter: &'a str,
     pub filtering: bool,
     pub availability: Option<&'a Availability>,
+    /// The recording `o` opens for the selected lab, if there is one.
+    pub lab_recording: Option<&'a std::path::Path>,
     pub theme: Theme,
     pub focused: bool,
 }
@@ -79,6 +81,13 @@ impl LabsPanel<'_> {
                                 ),
                                 t.dim(),
                             ));
+                        }
+                        // Where the lab cannot run, its recording is one key away
+                        // (a teacher's laptop without CUDA, the H100's recording).
+                        if let Some(rec) = self.lab_recording.filter(|_| blocker.is_some()) {
+                            let on = recordings::device(rec).unwrap_or_else(|| "a".into());
+                            out.push(Line::styled("    o replays its", t.key()));
+                            out.push(Line::styled(format!("    {on} run"), t.key()));
                         }
                         if let Some(why) = blocker {
                             out.push(Line::styled(format!("    can't run: {why}"), t.warn()));
@@ -138,7 +147,9 @@ impl Widget for &LabsPanel<'_> {
         let (lines, selected_row) = self.lines(inner.width as usize);
         // Keep the selection in view (the variant lines under it too).
         let h = inner.height as usize;
-        let scroll = (selected_row + 3).saturating_sub(h);
+        let scroll = (selected_row + 5)
+            .saturating_sub(h)
+            .min(lines.len().saturating_sub(h));
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
             .scroll((scroll as u16, 0))

@@ -215,10 +215,12 @@ impl Widget for &ScriptPanel<'_> {
             lines.push(Line::styled(h, t.dim()));
         }
         let w = inner.width as usize;
-        // Narrow panels (80 columns, compare mode) keep host ms and drop the rest first.
+        // Narrow panels (80 columns, compare mode) keep host ms and the memory
+        // delta (the lesson) and show the result as a mark; the name of an error
+        // needs room it would not get there anyway.
         let (res_w, mem_w) = match w {
-            0..=47 => (0, 0),
-            48..=69 => (7, 0),
+            0..=39 => (0, 0),
+            40..=69 => (2, 9),
             _ => (14, 10),
         };
         let stats_w = res_w + 10 + mem_w;
@@ -239,9 +241,14 @@ impl Widget for &ScriptPanel<'_> {
                 .filter(|m| m.abs() >= 0.05)
                 .map(|m| format!("{m:+.1}M"))
                 .unwrap_or_default();
+            let result = match (res_w, r.result.is_empty(), r.bad) {
+                (2, false, true) => "✗".to_string(),
+                (2, false, false) => "✓".to_string(),
+                _ => fit(&r.result, res_w.saturating_sub(1)),
+            };
             let stats = format!(
                 "{:<res_w$}{:>10}{:>mem_w$}",
-                fit(&r.result, res_w.saturating_sub(1)),
+                result,
                 r.host_ms.map(|m| format!("{m:.3}ms")).unwrap_or_default(),
                 if mem_w > 0 { mem } else { String::new() },
             );

@@ -72,16 +72,36 @@ impl Widget for &StatusBar<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let t = self.theme;
         buf.set_style(area, t.status_bar());
-        // The device takes at most half the bar; the hints get the rest.
-        let device = super::fit(&self.device(), (area.width as usize / 2).saturating_sub(2));
+        let w = area.width as usize;
+        let hints: Vec<(String, &str)> = keys::hints(self.mode).collect();
+        let hint_len = |(k, h): &(String, &str)| k.chars().count() + h.chars().count() + 3;
+        // The hints or the message first; the device gets what they leave, and
+        // at least a quarter of the bar.
+        let want = match self.message {
+            Some(m) => m.chars().count(),
+            None => hints.iter().map(hint_len).sum(),
+        };
+        let device = self.device();
+        let device_w = device
+            .chars()
+            .count()
+            .min(w.saturating_sub(want + 4).max(w / 4));
+        let device = super::fit(&device, device_w);
+        let mut room = w.saturating_sub(device.chars().count() + 4);
         let mut spans = vec![Span::raw(format!(" {device} "))];
         spans.push(Span::raw("│ "));
         match self.message {
             Some(m) => spans.push(Span::styled(m.to_string(), t.warn())),
             None => {
-                for (key, hint) in keys::hints(self.mode) {
-                    spans.push(Span::styled(key, t.key()));
-                    spans.push(Span::raw(format!(" {hint}  ")));
+                // Whole hints only: a hint cut in half names no key.
+                for hint in &hints {
+                    let len = hint_len(hint);
+                    if len > room + 2 {
+                        break;
+                    }
+                    room = room.saturating_sub(len);
+                    spans.push(Span::styled(hint.0.clone(), t.key()));
+                    spans.push(Span::raw(format!(" {}  ", hint.1)));
                 }
             }
         }
