@@ -29,6 +29,13 @@ pub enum Mistake {
     Toml {
         message: String,
     },
+    /// A multi-line string (`"""` or `'''`) that runs on over the next key: it
+    /// was never closed where its text ended.
+    UnclosedString {
+        delimiter: &'static str,
+        swallowed: String,
+        line: usize,
+    },
     DuplicateKey {
         key: String,
     },
@@ -296,7 +303,24 @@ impl Mistake {
                 format!("unknown key `{key}` in {table}"),
                 did_you_mean(*suggestion),
             ),
-            M::MissingKey { key, table } => (format!("{table} needs a `{key}` key"), None),
+            M::MissingKey { key, table } => {
+                let article = if key.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                (format!("{table} needs {article} `{key}` key"), None)
+            }
+            M::UnclosedString {
+                delimiter,
+                swallowed,
+                line,
+            } => (
+                format!(
+                    "this {delimiter} string is never closed: it runs on over `{swallowed}` on line {line}"
+                ),
+                Some(format!("close it with {delimiter} where its text ends")),
+            ),
             M::WrongType {
                 key,
                 expected,

@@ -182,6 +182,9 @@ pub fn read(text: &str) -> Res<RawLab> {
 
 fn toml_problem(text: &str, e: &toml::de::Error) -> Problem {
     let span = e.span().unwrap_or(0..0);
+    if let Some(problem) = unclosed_string(text, span.start) {
+        return problem;
+    }
     let mistake = if e.message() == "duplicate key" {
         let key = text.get(span.clone()).unwrap_or("").to_owned();
         Mistake::DuplicateKey { key }
@@ -191,6 +194,104 @@ fn toml_problem(text: &str, e: &toml::de::Error) -> Problem {
         }
     };
     Problem::new(span, mistake)
+}
+
+/// TOML reads an unclosed `"""` string on to the next `"""` (the opening of
+/// the next key's text) and then fails right after it, far from the mistake.
+/// When the error is on the line where a multi-line string closed, and that
+/// string holds a line that reads like a TOML key with a TOML value (or a table
+/// header), it is the one left open: point at its opening. (A script's lines,
+/// `buf = clCreateBuffer(…)`, do not read as TOML values.)
+fn unclosed_string(text: &str, error_at: usize) -> Option<Problem> {
+    let (open, close, delimiter) = multiline_strings(text)
+        .into_iter()
+        .take_while(|(_, close, _)| *close <= error_at)
+        .last()?;
+    if text.get(close..error_at)?.contains('\n') {
+        return None;
+    }
+    let inside = text.get(open + 3..close.saturating_sub(3))?;
+    let mut offset = open + 3;
+    for line in inside.split_inclusive('\n') {
+        let trimmed = line.trim();
+        let key = trimmed
+            .split_once('=')
+            .filter(|(k, v)| {
+                let (k, v) = (k.trim(), v.trim_start());
+                !k.is_empty()
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                    // Empty: the value's own opening quotes closed this string.
+                    && (v.is_empty()
+                        || v.starts_with(['"', '\'', '[', '{', '-', '+'])
+                        || v.starts_with(|c: char| c.is_ascii_digit())
+                        || v.starts_with("true")
+                        || v.starts_with("false"))
+            })
+            .map(|(k, _)| k.trim());
+        let table = trimmed.starts_with('[') && trimmed.ends_with(']');
+        if let Some(shown) = key
+            .map(|k| format!("{k} ="))
+            .or(table.then(|| trimmed.to_string()))
+        {
+            let line_no = text[..offset].matches('\n').count() + 1;
+            return Some(Problem::new(
+                open..open + 3,
+                Mistake::UnclosedString {
+                    delimiter,
+                    swallowed: shown,
+                    line: line_no,
+                },
+            ));
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// The multi-line strings of a TOML text as (opening, end of closing, delimiter),
+/// in order; comments and one-line strings are skipped.
+fn multiline_strings(text: &str) -> Vec<(usize, usize, &'static str)> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &bytes[i..];
+        if rest.starts_with(b"\"\"\"") || rest.starts_with(b"'''") {
+            let (delimiter, literal) = if rest[0] == b'"' {
+                ("\"\"\"", false)
+            } else {
+                ("'''", true)
+            };
+            let mut j = i + 3;
+            while j < bytes.len() && !bytes[j..].starts_with(delimiter.as_bytes()) {
+                j += if !literal && bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            // A closing delimiter may take up to two more quotes into the text.
+            let mut end = (j + 3).min(bytes.len());
+            while end < bytes.len() && bytes[end] == delimiter.as_bytes()[0] && end < j + 5 {
+                end += 1;
+            }
+            found.push((i, end, delimiter));
+            i = end;
+        } else if rest[0] == b'#' {
+            i += rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len());
+        } else if rest[0] == b'"' || rest[0] == b'\'' {
+            let quote = rest[0];
+            let mut j = i + 1;
+            while j < bytes.len() && bytes[j] != quote && bytes[j] != b'\n' {
+                j += if quote == b'"' && bytes[j] == b'\\' {
+                    2
+                } else {
+                    1
+                };
+            }
+            i = j + 1;
+        } else {
+            i += 1;
+        }
+    }
+    found
 }
 
 /// One TOML table whose keys have been checked against the known ones.
@@ -477,6 +578,35 @@ mod tests {
             "id = \"x\"\ntitle = \"t\"\nbackend = \"opencl\"\nclaim = \"c\"\n\
              [teaching]\nlook = \"l\"\nwhy = \"w\"\ninstead = \"i\"\n{extra}"
         )
+    }
+
+    #[test]
+    fn an_error_after_a_closed_script_is_not_blamed_on_the_script() {
+        // The script's lines read like keys, but the script is closed and the
+        // error is on a later line of its own.
+        let text = minimal(
+            "[[variants]]\nname = \"v\"\nscript = '''\nn = 1\nctx = clCreateContext()\n'''\nbad bad\n",
+        );
+        let Err(problem) = read(&text) else {
+            panic!("a TOML error")
+        };
+        assert!(
+            matches!(problem.mistake, Mistake::Toml { .. }),
+            "{problem:?}"
+        );
+    }
+
+    #[test]
+    fn an_unclosed_string_is_named_at_its_opening() {
+        let text = "id = \"x\"\nwhy = \"\"\"runs on\nclaim = \"\"\"c\"\"\"\n";
+        let Err(problem) = read(text) else {
+            panic!("a TOML error")
+        };
+        assert_eq!(problem.span, 15..18, "{problem:?}");
+        assert!(
+            matches!(&problem.mistake, Mistake::UnclosedString { swallowed, line: 3, .. } if swallowed == "claim ="),
+            "{problem:?}"
+        );
     }
 
     #[test]
