@@ -39,6 +39,42 @@ fn an_unknown_variant_names_the_known_ones() {
     );
 }
 
+/// Two variants with a mistake each: `check` names both in one pass, and a
+/// command that only skips the file says there is more than the first.
+#[test]
+fn check_reports_every_mistake_of_a_file_in_one_pass() {
+    let dir = common::temp_dir();
+    let file = dir.path().join("two.toml");
+    let text = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml"))
+        .unwrap()
+        .replace(
+            "clFinish(q)                      # name: wait",
+            "clFinsh(q)",
+        )
+        .replace(
+            "clEnqueueReadBuffer(q, buf, CL_TRUE)                 # name: wait",
+            "clEnqueueReadBufer(q, buf, CL_TRUE)",
+        );
+    std::fs::write(&file, text).unwrap();
+    let out = common::run(&["check", &file.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("two.toml:43:1: unknown call `clFinsh`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("two.toml:82:1: unknown call `clEnqueueReadBufer`"),
+        "{err}"
+    );
+    let list = common::run(&["--labs", &dir.path().display().to_string(), "list"]);
+    let said = common::stderr(&list);
+    assert!(
+        said.contains("(and 1 more mistake: `gpulab check"),
+        "{said}"
+    );
+}
+
 #[test]
 fn check_points_at_the_mistake() {
     let dir = common::temp_dir();

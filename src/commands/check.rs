@@ -21,7 +21,9 @@ pub fn check(files: &[PathBuf]) -> anyhow::Result<i32> {
             ),
             Err(LabError::Invalid(d)) => {
                 bad += 1;
-                eprintln!("{}", d.render(color));
+                for mistake in std::iter::once(d.as_ref()).chain(&d.more) {
+                    eprintln!("{}", mistake.render(color));
+                }
             }
             Err(e) => {
                 bad += 1;

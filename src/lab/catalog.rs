@@ -159,8 +159,17 @@ fn config_dir() -> Option<PathBuf> {
 /// Parse and validate one lab from text; `file` names it in messages.
 pub fn parse(file: &str, text: &str, origin: Origin) -> Result<Lab> {
     raw::read(text)
+        .map_err(|p| vec![p])
         .and_then(|raw| validate::lab(raw, text, origin))
-        .map_err(|p| LabError::Invalid(Box::new(Diagnostic::from_problem(file, text, &p))))
+        .map_err(|problems| {
+            let mut all = problems
+                .iter()
+                .map(|p| Diagnostic::from_problem(file, text, p));
+            let first = all.next().unwrap_or_else(|| {
+                Diagnostic::at(file, text, 0..0, "the lab is not valid".into(), None)
+            });
+            LabError::Invalid(Box::new(first.with_more(all.collect())))
+        })
 }
 
 pub fn load_file(path: &Path) -> Result<Lab> {

@@ -23,6 +23,8 @@ pub struct Diagnostic {
     pub help: Option<String>,
     /// The whole offending line, for the caret display.
     pub source_line: String,
+    /// The file's other mistakes, in file order after this one's checks.
+    pub more: Vec<Diagnostic>,
 }
 
 impl fmt::Display for Diagnostic {
@@ -35,7 +37,11 @@ impl fmt::Display for Diagnostic {
         if let Some(help) = &self.help {
             write!(f, "; {help}")?;
         }
-        Ok(())
+        match self.more.len() {
+            0 => Ok(()),
+            1 => write!(f, " (and 1 more mistake: `gpulab check {}`)", self.file),
+            n => write!(f, " (and {n} more mistakes: `gpulab check {}`)", self.file),
+        }
     }
 }
 
@@ -111,7 +117,14 @@ impl Diagnostic {
             message,
             help,
             source_line,
+            more: Vec::new(),
         }
+    }
+
+    /// This mistake with the file's `more` after it.
+    pub fn with_more(mut self, more: Vec<Diagnostic>) -> Diagnostic {
+        self.more = more;
+        self
     }
 
     /// The one-line form, then the offending line with the span underlined and the

@@ -37,11 +37,42 @@ fn is_param_name(s: &str) -> bool {
 }
 
 /// Validates a raw lab read from `text`.
-pub fn lab(raw: RawLab, text: &str, origin: Origin) -> Res<Lab> {
-    let backend = header(&raw)?;
-    let params = params(raw.params, text)?;
-    let (variants, tags) = variants(&raw.variants, raw.variants_span, text, backend, &params)?;
-    let claims = claims(raw.claims, text, &params, &variants, &tags)?;
+/// Every mistake is reported, not only the first: each parameter, each
+/// variant and each claim is checked on its own. A variant's script stops at
+/// its first mistake (what follows depends on it); variants are checked only
+/// when the header and parameters they use were good, and claims only when the
+/// variants were, so no mistake is a mere echo of another.
+pub fn lab(raw: RawLab, text: &str, origin: Origin) -> Result<Lab, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let mut keep = |r: Res<()>| {
+        if let Err(p) = r {
+            problems.push(p);
+        }
+    };
+    let backend = header(&raw);
+    let params = params(raw.params, text, &mut keep);
+    let Ok(backend) = backend.map_err(|p| problems.push(p)) else {
+        return Err(problems);
+    };
+    // Scripts name the parameters: with one missing, they would only echo it.
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let (variants, tags) = variants(
+        &raw.variants,
+        raw.variants_span,
+        text,
+        backend,
+        &params,
+        &mut problems,
+    );
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let claims = claims(raw.claims, text, &params, &variants, &tags, &mut problems);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
     Ok(Lab {
         id: raw.id.value,
         title: raw.title.value,
@@ -92,13 +123,17 @@ fn header(raw: &RawLab) -> Res<BackendKind> {
     Ok(backend)
 }
 
-fn params(raw: Vec<RawParam>, text: &str) -> Res<Vec<Param>> {
+/// The good parameters; each bad one goes to `problem`.
+fn params(raw: Vec<RawParam>, text: &str, problem: &mut impl FnMut(Res<()>)) -> Vec<Param> {
     let mut params = Vec::new();
     let mut seen = BTreeMap::new();
     for p in raw {
-        params.push(param(p, &mut seen, text)?);
+        match param(p, &mut seen, text) {
+            Ok(p) => params.push(p),
+            Err(e) => problem(Err(e)),
+        }
     }
-    Ok(params)
+    params
 }
 
 /// Checks one parameter's name and range; `seen` holds the names before it.
@@ -168,79 +203,116 @@ fn param(p: RawParam, seen: &mut BTreeMap<String, u32>, text: &str) -> Res<Param
 
 /// Checks each variant's name and simulates its script; returns the variants and
 /// their tags, in the same order.
+/// The good variants and their tags; each bad one's first mistake goes to
+/// `problems`.
 fn variants(
     raw: &[RawVariant],
     variants_span: Span,
     text: &str,
     backend: BackendKind,
     params: &[Param],
-) -> Res<(Vec<Variant>, Vec<Tags>)> {
+    problems: &mut Vec<Problem>,
+) -> (Vec<Variant>, Vec<Tags>) {
     if raw.is_empty() {
-        return Err(Problem::new(variants_span, Mistake::NoVariants));
+        problems.push(Problem::new(variants_span, Mistake::NoVariants));
     }
     let mut variants = Vec::new();
     let mut tags = Vec::new();
     let mut seen = BTreeMap::new();
     for v in raw {
-        if !is_slug(&v.name.value) {
-            return Err(bad_name(&v.name, "variant", NAME_RULE));
+        match variant(v, &mut seen, text, backend, params) {
+            Ok((variant, t)) => {
+                variants.push(variant);
+                tags.push(t);
+            }
+            Err(p) => problems.push(p),
         }
-        unique(&mut seen, &v.name, "variant", line_of(text, &v.name.span))?;
-        let stmts = parse_script(&v.script)?;
-        if stmts.is_empty() {
-            return Err(Problem::new(
-                v.script.span.clone(),
-                Mistake::EmptyScript {
-                    variant: v.name.value.clone(),
-                },
-            ));
-        }
-        let checked = Simulator::new(text, backend, params).run(&stmts)?;
-        tags.push(checked.tags);
-        variants.push(Variant {
+    }
+    (variants, tags)
+}
+
+fn variant(
+    v: &RawVariant,
+    seen: &mut BTreeMap<String, u32>,
+    text: &str,
+    backend: BackendKind,
+    params: &[Param],
+) -> Res<(Variant, Tags)> {
+    if !is_slug(&v.name.value) {
+        return Err(bad_name(&v.name, "variant", NAME_RULE));
+    }
+    unique(seen, &v.name, "variant", line_of(text, &v.name.span))?;
+    let stmts = parse_script(&v.script)?;
+    if stmts.is_empty() {
+        return Err(Problem::new(
+            v.script.span.clone(),
+            Mistake::EmptyScript {
+                variant: v.name.value.clone(),
+            },
+        ));
+    }
+    let checked = Simulator::new(text, backend, params).run(&stmts)?;
+    Ok((
+        Variant {
             name: v.name.value.clone(),
             description: v.description.clone(),
             script: checked.script,
-        });
-    }
-    Ok((variants, tags))
+        },
+        checked.tags,
+    ))
 }
 
 /// Checks each claim's name, the variants it names and the names in its expressions.
+/// The good claims; each bad one's mistake goes to `problems`.
 fn claims(
     raw: Vec<RawClaim>,
     text: &str,
     params: &[Param],
     variants: &[Variant],
     tags: &[Tags],
-) -> Res<Vec<Claim>> {
+    problems: &mut Vec<Problem>,
+) -> Vec<Claim> {
     let mut claims = Vec::new();
     let mut seen = BTreeMap::new();
     for c in raw {
-        if !is_slug(&c.name.value) {
-            return Err(bad_name(&c.name, "claim", NAME_RULE));
+        match claim(c, &mut seen, text, params, variants, tags) {
+            Ok(c) => claims.push(c),
+            Err(p) => problems.push(p),
         }
-        unique(&mut seen, &c.name, "claim", line_of(text, &c.name.span))?;
-        let names = claim_variants(c.variants.as_deref(), variants)?;
-        let scope = Scope {
-            params,
-            variants,
-            tags,
-            applies: &names,
-        };
-        let expr = scope.expr(&c.expr)?;
-        let requires = c.requires.as_ref().map(|r| scope.expr(r)).transpose()?;
-        claims.push(Claim {
-            name: c.name.value,
-            text: c.text,
-            expr: expr.expr,
-            expr_src: c.expr.value,
-            requires: requires.map(|r| r.expr),
-            requires_src: c.requires.map(|r| r.value),
-            variants: names,
-        });
     }
-    Ok(claims)
+    claims
+}
+
+fn claim(
+    c: RawClaim,
+    seen: &mut BTreeMap<String, u32>,
+    text: &str,
+    params: &[Param],
+    variants: &[Variant],
+    tags: &[Tags],
+) -> Res<Claim> {
+    if !is_slug(&c.name.value) {
+        return Err(bad_name(&c.name, "claim", NAME_RULE));
+    }
+    unique(seen, &c.name, "claim", line_of(text, &c.name.span))?;
+    let names = claim_variants(c.variants.as_deref(), variants)?;
+    let scope = Scope {
+        params,
+        variants,
+        tags,
+        applies: &names,
+    };
+    let expr = scope.expr(&c.expr)?;
+    let requires = c.requires.as_ref().map(|r| scope.expr(r)).transpose()?;
+    Ok(Claim {
+        name: c.name.value,
+        text: c.text,
+        expr: expr.expr,
+        expr_src: c.expr.value,
+        requires: requires.map(|r| r.expr),
+        requires_src: c.requires.map(|r| r.value),
+        variants: names,
+    })
 }
 
 /// The variants a claim names, each checked to exist; empty when it names none.
@@ -420,7 +492,36 @@ mod tests {
         let text =
             format!("{HEAD}[[variants]]\nname = \"v\"\nscript = '''\n{script}\n'''\n{claims}");
         let raw = raw::read(&text)?;
-        lab(raw, &text, Origin::Builtin)
+        first(lab(raw, &text, Origin::Builtin))
+    }
+
+    /// The first mistake, as the tests written before all were reported read it.
+    fn first(r: Result<Lab, Vec<Problem>>) -> Res<Lab> {
+        r.map_err(|mut all| all.remove(0))
+    }
+
+    #[test]
+    fn every_variants_and_claims_mistake_is_reported_in_one_pass() {
+        let text = format!(
+            "{HEAD}[[variants]]\nname = \"a\"\nscript = '''\nclFnish(q)\n'''\n\
+             [[variants]]\nname = \"b\"\nscript = '''\nctx = clCreateContext()\nclReleaseContext(ctx)\nclReleaseContext(ctx)\n'''\n\
+             [[variants]]\nname = \"Bad Name\"\nscript = '''\nctx = clCreateContext()\n'''\n"
+        );
+        let all = lab(raw::read(&text).unwrap(), &text, Origin::Builtin).unwrap_err();
+        assert_eq!(all.len(), 3, "{all:?}");
+        // In file order.
+        assert!(
+            all.windows(2).all(|w| w[0].span.start < w[1].span.start),
+            "{all:?}"
+        );
+        // With good variants, each bad claim is its own mistake.
+        let claims = format!(
+            "{HEAD}[[variants]]\nname = \"v\"\nscript = '''\nctx = clCreateContext()\nclReleaseContext(ctx)\n'''\n\
+             [[claims]]\nname = \"one\"\ntext = \"t\"\nexpr = \"nope(x) > 1\"\n\
+             [[claims]]\nname = \"two\"\ntext = \"t\"\nexpr = \"n >\"\n"
+        );
+        let all = lab(raw::read(&claims).unwrap(), &claims, Origin::Builtin).unwrap_err();
+        assert_eq!(all.len(), 2, "{all:?}");
     }
 
     fn mistake(script: &str) -> Mistake {
@@ -439,7 +540,7 @@ mod tests {
             + "[[variants]]\nname = \"v\"\nscript = '''\n\
                s = cudaStreamCreate()\nd = cudaMalloc(1 MiB)\nh = cudaMallocHost(1 MiB)\n\
                cudaMemcpyAsync(h, d, s)\ncudaMemcpyAsync(d, h, s)\ncudaMemcpyAsync(s, h, d)\n'''\n";
-        let problem = lab(raw::read(&text).unwrap(), &text, Origin::Builtin).unwrap_err();
+        let problem = first(lab(raw::read(&text).unwrap(), &text, Origin::Builtin)).unwrap_err();
         // The third has no overload: its message speaks of the first one's arguments.
         assert!(
             matches!(problem.mistake, Mistake::WrongKind { .. }),
@@ -447,7 +548,7 @@ mod tests {
             problem.mistake
         );
         let ok = text.replace("cudaMemcpyAsync(s, h, d)\n", "");
-        let parsed = lab(raw::read(&ok).unwrap(), &ok, Origin::Builtin).unwrap();
+        let parsed = first(lab(raw::read(&ok).unwrap(), &ok, Origin::Builtin)).unwrap();
         let apis: Vec<Api> = parsed.variants[0]
             .script
             .iter()
@@ -618,7 +719,7 @@ mod tests {
         let p = |extra: &str| {
             let text =
                 format!("{HEAD}{extra}[[variants]]\nname = \"v\"\nscript = 'clCreateContext()'\n");
-            lab(raw::read(&text).unwrap(), &text, Origin::Builtin)
+            first(lab(raw::read(&text).unwrap(), &text, Origin::Builtin))
                 .unwrap_err()
                 .mistake
         };
@@ -637,7 +738,7 @@ mod tests {
         let text = HEAD.replace("title = \"t\"", "title = \"a\\nb\"")
             + "[[variants]]\nname = \"v\"\nscript = 'clCreateContext()'\n";
         assert!(matches!(
-            lab(raw::read(&text).unwrap(), &text, Origin::Builtin)
+            first(lab(raw::read(&text).unwrap(), &text, Origin::Builtin))
                 .unwrap_err()
                 .mistake,
             Mistake::MultiLine { key: "title" }
