@@ -213,3 +213,203 @@ impl Expr {
         }
     }
 }
+
+/// What a claim's number is measured in, as far as mixing matters: sizes and
+/// durations in their unit; counts, ratios and plain numbers are free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dim {
+    Size(&'static str),
+    Time(&'static str),
+    Free,
+}
+
+impl Dim {
+    /// A parameter's `unit` as a dimension: `B`, `KiB`, `MiB`, `GiB`, `us`, `ms`, `s`.
+    pub fn of_unit(unit: &str) -> Dim {
+        match unit {
+            "B" => Dim::Size("B"),
+            "KiB" => Dim::Size("KiB"),
+            "MiB" => Dim::Size("MiB"),
+            "GiB" => Dim::Size("GiB"),
+            "us" => Dim::Time("us"),
+            "ms" => Dim::Time("ms"),
+            "s" => Dim::Time("s"),
+            _ => Dim::Free,
+        }
+    }
+
+    /// A metric's dimension, from its name's suffix.
+    fn of_metric(name: &str) -> Dim {
+        if name.ends_with("_mib") {
+            Dim::Size("MiB")
+        } else if name.ends_with("_ms") {
+            Dim::Time("ms")
+        } else {
+            Dim::Free
+        }
+    }
+
+    fn unit(self) -> &'static str {
+        match self {
+            Dim::Size(u) | Dim::Time(u) => u,
+            Dim::Free => "",
+        }
+    }
+}
+
+/// Two sides of a sum or comparison measured in different units, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mixed {
+    pub left: String,
+    pub left_unit: &'static str,
+    pub right: String,
+    pub right_unit: &'static str,
+}
+
+/// The first place `e` adds, subtracts or compares a size with a size in
+/// another unit, or with a duration (`vram_mib(x) > size_b` where `size_b` is
+/// in B). `param_unit` gives each parameter's `unit`. A product or quotient of
+/// two measured values has no dimension this checks, so it is never flagged.
+pub fn mixed_units(e: &Expr, param_unit: &dyn Fn(&str) -> Option<String>) -> Option<Mixed> {
+    fn dim(
+        e: &Expr,
+        unit: &dyn Fn(&str) -> Option<String>,
+        found: &mut Option<Mixed>,
+    ) -> Option<Dim> {
+        Some(match e {
+            Expr::Num(_) => Dim::Free,
+            Expr::Var(name) => match unit(name) {
+                Some(u) => Dim::of_unit(&u),
+                None => Dim::of_metric(name),
+            },
+            Expr::Metric { name, .. } => Dim::of_metric(name),
+            Expr::Neg(x) => dim(x, unit, found)?,
+            Expr::Not(x) => {
+                dim(x, unit, found);
+                Dim::Free
+            }
+            Expr::Bin(op, l, r) => {
+                let (a, b) = (dim(l, unit, found), dim(r, unit, found));
+                match op {
+                    BinOp::And | BinOp::Or => Dim::Free,
+                    BinOp::Mul => match (a?, b?) {
+                        (Dim::Free, d) | (d, Dim::Free) => d,
+                        _ => return None,
+                    },
+                    BinOp::Div => match (a?, b?) {
+                        (d, Dim::Free) => d,
+                        (x, y) if x == y => Dim::Free,
+                        _ => return None,
+                    },
+                    _ => {
+                        let (a, b) = (a?, b?);
+                        let clash = a != Dim::Free && b != Dim::Free && a != b;
+                        if clash && found.is_none() {
+                            *found = Some(Mixed {
+                                left: l.to_string(),
+                                left_unit: a.unit(),
+                                right: r.to_string(),
+                                right_unit: b.unit(),
+                            });
+                        }
+                        match op {
+                            BinOp::Add | BinOp::Sub => {
+                                if a == Dim::Free {
+                                    b
+                                } else {
+                                    a
+                                }
+                            }
+                            _ => Dim::Free,
+                        }
+                    }
+                }
+            }
+        })
+    }
+    let mut found = None;
+    dim(e, param_unit, &mut found);
+    found
+}
+
+impl std::fmt::Display for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Expr::Num(n) => write!(f, "{n}"),
+            Expr::Var(v) => f.write_str(v),
+            Expr::Metric { name, arg } => write!(f, "{name}({arg})"),
+            Expr::Neg(e) => write!(f, "-{e}"),
+            Expr::Not(e) => write!(f, "not {e}"),
+            Expr::Bin(op, l, r) => write!(f, "{l} {} {r}", op.symbol()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(name: &str, arg: &str) -> Box<Expr> {
+        Box::new(Expr::Metric {
+            name: name.into(),
+            arg: arg.into(),
+        })
+    }
+
+    fn var(v: &str) -> Box<Expr> {
+        Box::new(Expr::Var(v.into()))
+    }
+
+    fn units(p: &str) -> Option<String> {
+        match p {
+            "size_b" => Some("B".into()),
+            "size_mib" => Some("MiB".into()),
+            "kernel_ms" => Some("ms".into()),
+            "iterations" => Some("".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_size_in_bytes_against_mib_is_mixed_and_named() {
+        let e = Expr::Bin(BinOp::Gt, m("vram_mib", "alloc"), var("size_b"));
+        let mixed = mixed_units(&e, &units).expect("mixed");
+        assert_eq!(
+            (
+                mixed.left.as_str(),
+                mixed.left_unit,
+                mixed.right.as_str(),
+                mixed.right_unit
+            ),
+            ("vram_mib(alloc)", "MiB", "size_b", "B")
+        );
+        // A duration against a size, inside a sum.
+        let sum = Expr::Bin(BinOp::Add, m("host_ms", "free"), var("size_mib"));
+        assert!(mixed_units(&sum, &units).is_some());
+    }
+
+    #[test]
+    fn same_units_scaled_by_numbers_and_ratios_are_not_mixed() {
+        let scaled = Expr::Bin(
+            BinOp::Lt,
+            m("vram_mib", "after"),
+            Box::new(Expr::Bin(
+                BinOp::Mul,
+                Box::new(Expr::Num(0.1)),
+                var("size_mib"),
+            )),
+        );
+        assert_eq!(mixed_units(&scaled, &units), None);
+        let timed = Expr::Bin(BinOp::Gt, m("host_ms", "free"), var("kernel_ms"));
+        assert_eq!(mixed_units(&timed, &units), None);
+        let counted = Expr::Bin(BinOp::Eq, m("live", "events"), var("iterations"));
+        assert_eq!(mixed_units(&counted, &units), None);
+        // MiB per ms against MiB is a product of measured values: not judged.
+        let rate = Expr::Bin(
+            BinOp::Gt,
+            Box::new(Expr::Bin(BinOp::Div, m("vram_mib", "a"), m("host_ms", "a"))),
+            var("size_mib"),
+        );
+        assert_eq!(mixed_units(&rate, &units), None);
+    }
+}

@@ -29,6 +29,13 @@ pub enum Mistake {
     Toml {
         message: String,
     },
+    /// A claim adds, subtracts or compares values measured in different units.
+    MixedUnits {
+        left: String,
+        left_unit: &'static str,
+        right: String,
+        right_unit: &'static str,
+    },
     /// A multi-line string (`"""` or `'''`) that runs on over the next key: it
     /// was never closed where its text ended.
     UnclosedString {
@@ -311,6 +318,19 @@ impl Mistake {
                 };
                 (format!("{table} needs {article} `{key}` key"), None)
             }
+            M::MixedUnits {
+                left,
+                left_unit,
+                right,
+                right_unit,
+            } => (
+                format!("this claim sets `{left}` ({left_unit}) against `{right}` ({right_unit})"),
+                Some(
+                    "convert one side to the other's unit (1 MiB = 1024 KiB = 1,048,576 B; \
+                     1 s = 1000 ms = 1,000,000 us), or give the parameter the unit the metric has"
+                        .into(),
+                ),
+            ),
             M::UnclosedString {
                 delimiter,
                 swallowed,

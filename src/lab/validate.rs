@@ -304,6 +304,25 @@ fn claim(
     };
     let expr = scope.expr(&c.expr)?;
     let requires = c.requires.as_ref().map(|r| scope.expr(r)).transpose()?;
+    let unit = |name: &str| {
+        params
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.unit.clone())
+    };
+    for (parsed, raw) in std::iter::once((&expr, &c.expr)).chain(requires.iter().zip(&c.requires)) {
+        if let Some(m) = expr::mixed_units(&parsed.expr, &unit) {
+            return Err(Problem::new(
+                raw.span.clone(),
+                Mistake::MixedUnits {
+                    left: m.left,
+                    left_unit: m.left_unit,
+                    right: m.right,
+                    right_unit: m.right_unit,
+                },
+            ));
+        }
+    }
     Ok(Claim {
         name: c.name.value,
         text: c.text,
