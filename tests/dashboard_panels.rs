@@ -282,6 +282,66 @@ fn a_kernel_still_running_is_drawn_in_flight_until_its_span_comes() {
     assert!(!after.contains("pending"), "{after}");
 }
 
+/// A live run inside a blocking call (H100 cuda-free-sync `free-used`, cut
+/// while its cudaFree waits for the kernel): the host lane draws the call from
+/// the previous call's end to the latest reading, and not once it returned.
+#[test]
+fn a_blocking_call_is_drawn_on_the_host_lane_while_it_runs() {
+    use gpulab::trace::Event;
+    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::theme::Theme;
+
+    let path = common::repo_file("assets/recordings/nvidia-h100/cuda-free-sync--free-used.jsonl");
+    let file = std::fs::File::open(&path).expect("the shipped recording");
+    let events = gpulab::trace::read_events(std::io::BufReader::new(file)).expect("it reads");
+    let free = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Call(c) if c.api == "cudaFree" => Some(c.clone()),
+            _ => None,
+        })
+        .expect("the lab frees its buffer");
+    // Just before it returned: the recording keeps the readings near a call's
+    // edges (idle stretches are thinned), as a live run has them all.
+    let cut = free.end_ns - 1;
+    let draw = |events: Vec<&Event>| {
+        let origin = Origin::Live {
+            lab: "cuda-free-sync".into(),
+            variant: "free-used".into(),
+            step: false,
+        };
+        let mut run = RunState::from_events(origin, events);
+        // Still coming in, as a live run is.
+        run.closed = false;
+        let area = Rect::new(0, 0, 100, 8);
+        let mut buf = Buffer::empty(area);
+        TimelinePanel {
+            run: Some(&run),
+            axes: None,
+            theme: Theme::PLAIN,
+            focused: false,
+        }
+        .render(area, &mut buf);
+        text(&buf)
+    };
+    let during: Vec<&Event> = events
+        .iter()
+        .filter(|e| match e {
+            Event::Call(c) => c.end_ns < cut,
+            Event::End(_) | Event::Claim(_) | Event::DeviceSpan(_) => false,
+            e => e.t_ns().is_none_or(|t| t < cut),
+        })
+        .collect();
+    let drawn = draw(during);
+    let host = drawn
+        .lines()
+        .find(|l| l.starts_with("│host"))
+        .unwrap_or_default();
+    assert!(host.matches('┅').count() >= 10, "{drawn}");
+    let after = draw(events.iter().collect());
+    assert!(!after.contains('┅'), "{after}");
+}
+
 /// The H100 run of cuda-cross-stream-free's `unordered` variant, where the
 /// kernel faulted: the sync line (51), which the lab now marks `# expect-error`
 /// (the recording predates the mark; the call results are as recorded), with

@@ -28,6 +28,8 @@ enum Cell {
     Empty,
     InFlight,
     Call,
+    /// A host call that has not returned yet.
+    Running,
     Wait,
     Copy,
     Kernel,
@@ -96,6 +98,17 @@ impl Widget for &TimelinePanel<'_> {
             };
             mark(&mut lanes[0].1, c.begin_ns, c.end_ns, kind);
         }
+        // The line the worker is in (a blocking cudaFree, a long sleep) has sent
+        // nothing yet: it began when the previous call returned, and is drawn
+        // open-ended until it returns.
+        if let Some(since) = blocked_since(run) {
+            mark(
+                &mut lanes[0].1,
+                since,
+                latest(run).max(since),
+                Cell::Running,
+            );
+        }
         for s in &run.run.spans {
             let n = s
                 .queue_name
@@ -135,6 +148,7 @@ impl Widget for &TimelinePanel<'_> {
                     Cell::Empty => continue,
                     Cell::Call => ("▬", self.theme.host()),
                     Cell::Wait => ("━", self.theme.warn()),
+                    Cell::Running => ("┅", self.theme.warn()),
                     Cell::Error => ("✗", self.theme.bad()),
                     Cell::Kernel => ("█", self.theme.device()),
                     Cell::Copy => ("▓", self.theme.device()),
@@ -163,6 +177,19 @@ fn in_flight(run: &RunState) -> Vec<u64> {
         return Vec::new();
     }
     run.in_flight.values().copied().collect()
+}
+
+/// When the line a live lab run is in began, if it has gone on for a while
+/// without returning: the previous call's end (the worker starts each line as
+/// the last returns). Not in step mode, where the worker may be waiting for
+/// the user rather than for a call.
+fn blocked_since(run: &RunState) -> Option<u64> {
+    if !run.running() || run.step_mode() || run.run.end.is_some() {
+        return None;
+    }
+    run.next_line()?;
+    let since = run.run.calls.last()?.end_ns;
+    (latest(run).saturating_sub(since) >= WAIT_NS).then_some(since)
 }
 
 /// The latest time the run has seen: its last call's end or last reading.
