@@ -24,8 +24,9 @@ pub fn export(
                 "--compare draws figures; a Chrome trace holds one run",
             ));
         }
-        let text = serde_json::to_string(&chrome::trace(&run))?;
-        write(out, text.as_bytes())?;
+        let mut text = Vec::new();
+        chrome::write(&run, &mut text)?;
+        write(out, &text)?;
     }
     if svg_out.is_some() || png_out.is_some() {
         let other = compare.map(super::report::load).transpose()?;

@@ -6,7 +6,7 @@ use anyhow::Context;
 
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
-use gpulab::trace::read_recording;
+use gpulab::trace::stream_recording;
 use gpulab::watch::report::WatchReport;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
@@ -23,20 +23,22 @@ pub fn report(file: &Path, format: Format) -> anyhow::Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// A recording as a Run. A damaged recording still shows what it holds; each
-/// skipped line is named on stderr.
+/// A recording as a Run, folded as it is read (the events are not kept beside
+/// it). A damaged recording still shows what it holds; each skipped line is
+/// named on stderr.
 pub fn load(file: &Path) -> anyhow::Result<Run> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-    let rec = read_recording(std::io::BufReader::new(f))
+    let mut run = Run::default();
+    let problems = stream_recording(std::io::BufReader::new(f), |e| run.apply(&e))
         .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
-    for p in &rec.problems {
+    for p in &problems {
         eprintln!(
             "gpulab: {}: {}",
             file.display(),
             report::printable(&p.to_string())
         );
     }
-    Ok(Run::from_events(&rec.events))
+    Ok(run)
 }
 
 pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {

@@ -2,18 +2,133 @@
 //! the host lane with every call and its arguments, one track per queue or stream
 //! with the device spans, device memory as a counter track, and each object's life
 //! as async slices (held by the lab, then held by the driver until destroyed).
+//!
+//! Events are typed and written straight to the output: a generic JSON tree of a
+//! 58 MB recording (200,000 calls) took 2.2 GB and 7.7 s to build.
 
-use serde_json::{Value, json};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde::Serialize;
 
 use crate::run::Run;
-use crate::trace::{CallStatus, ObjectAction};
+use crate::trace::CallStatus;
 
 const HOST_TID: u64 = 1;
 /// Queue tracks sit above every plausible host thread id.
 const QUEUE_TID_BASE: u64 = 1000;
 
-/// The whole trace as one JSON document.
-pub fn trace(run: &Run) -> Value {
+/// One trace event; fields a phase does not use are left out.
+#[derive(Serialize)]
+struct TraceEvent<'a> {
+    name: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cat: Option<&'a str>,
+    ph: &'static str,
+    pid: u32,
+    tid: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ts: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dur: Option<f64>,
+    /// Instant events: their scope (`p`, the process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s: Option<&'static str>,
+    /// Async slices: the id pairing a begin with its end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(skip_serializing_if = "Args::is_none")]
+    args: Args<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Args<'a> {
+    None,
+    Name {
+        name: Cow<'a, str>,
+    },
+    Call {
+        line: Option<u32>,
+        text: Option<&'a str>,
+        driver: &'a str,
+        status: Cow<'a, str>,
+        tag: Option<&'a str>,
+        iteration: &'a [u32],
+        mem_before: Option<u64>,
+        mem_after: Option<u64>,
+    },
+    Span {
+        line: Option<u32>,
+        call_seq: u64,
+        queued_us: f64,
+    },
+    Counter {
+        #[serde(rename = "MiB")]
+        mib: f64,
+    },
+    Object {
+        bytes: u64,
+        line: Option<u32>,
+        refs: &'a [u64],
+    },
+}
+
+impl Args<'_> {
+    fn is_none(&self) -> bool {
+        matches!(self, Args::None)
+    }
+}
+
+impl<'a> TraceEvent<'a> {
+    fn new(name: impl Into<Cow<'a, str>>, ph: &'static str, pid: u32, tid: u64) -> Self {
+        TraceEvent {
+            name: name.into(),
+            cat: None,
+            ph,
+            pid,
+            tid,
+            ts: None,
+            dur: None,
+            s: None,
+            id: None,
+            args: Args::None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Claim<'a> {
+    name: &'a str,
+    verdict: &'a str,
+    values: BTreeMap<&'a str, serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct OtherData<'a> {
+    gpulab_version: Option<&'a str>,
+    device: Option<&'a str>,
+    driver: Option<&'a str>,
+    claims: Vec<Claim<'a>>,
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    #[serde(rename = "traceEvents")]
+    trace_events: Vec<TraceEvent<'a>>,
+    #[serde(rename = "displayTimeUnit")]
+    display_time_unit: &'static str,
+    #[serde(rename = "otherData")]
+    other_data: OtherData<'a>,
+}
+
+/// Writes the whole trace as one JSON document to `out`.
+pub fn write(run: &Run, out: impl Write) -> serde_json::Result<()> {
+    serde_json::to_writer(out, &document(run))
+}
+
+fn document(run: &Run) -> Document<'_> {
     let t0 = run.t0();
     let us = |t: u64| (t as f64 - t0 as f64) / 1e3;
     let pid = run.meta.as_ref().map_or(0, |m| m.pid);
@@ -23,17 +138,19 @@ pub fn trace(run: &Run) -> Value {
         .map(|e| e.t_ns)
         .or_else(|| run.calls.last().map(|c| c.end_ns))
         .unwrap_or(t0);
-    let mut events: Vec<Value> = Vec::new();
+    let mut events: Vec<TraceEvent> = Vec::new();
 
     let title = match (&run.meta, run.meta.as_ref().and_then(|m| m.lab.as_ref())) {
         (Some(m), Some(l)) => format!("gpulab · {} [{}] · {}", l.id, l.variant, m.device.name),
         (Some(m), None) => format!("gpulab · {}", m.device.name),
         _ => "gpulab".to_string(),
     };
-    events.push(
-        json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": title}}),
-    );
-    events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": HOST_TID, "args": {"name": "host"}}));
+    let named = |name: &'static str, tid: u64, value: Cow<'static, str>| TraceEvent {
+        args: Args::Name { name: value },
+        ..TraceEvent::new(name, "M", pid, tid)
+    };
+    events.push(named("process_name", 0, title.into()));
+    events.push(named("thread_name", HOST_TID, "host".into()));
     let mut queues: Vec<(u64, String)> = Vec::new();
     for s in &run.spans {
         if !queues.iter().any(|(q, _)| *q == s.queue) {
@@ -45,110 +162,157 @@ pub fn trace(run: &Run) -> Value {
         }
     }
     for (q, name) in &queues {
-        events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": QUEUE_TID_BASE + q, "args": {"name": format!("queue {name}")}}));
+        events.push(named(
+            "thread_name",
+            QUEUE_TID_BASE + q,
+            format!("queue {name}").into(),
+        ));
     }
 
-    let mut timed: Vec<Value> = Vec::new();
-    let script = run
+    let mut timed: Vec<TraceEvent> = Vec::new();
+    let script: BTreeMap<u32, &str> = run
         .meta
         .as_ref()
         .and_then(|m| m.lab.as_ref())
-        .map(|l| &l.script);
+        .map(|l| l.script.iter().map(|(n, t)| (*n, t.as_str())).collect())
+        .unwrap_or_default();
     for c in &run.calls {
-        let text = script.and_then(|s| {
-            s.iter()
-                .find(|(l, _)| Some(*l) == c.line)
-                .map(|(_, t)| t.clone())
-        });
-        let status = match &c.status {
-            CallStatus::Ok => "ok".to_string(),
-            CallStatus::Directive => "directive".to_string(),
-            CallStatus::Error { name, code } => format!("{name} ({code})"),
+        let status: Cow<str> = match &c.status {
+            CallStatus::Ok => "ok".into(),
+            CallStatus::Directive => "directive".into(),
+            CallStatus::Error { name, code } => format!("{name} ({code})").into(),
         };
-        timed.push(json!({
-            "name": c.api, "cat": "call", "ph": "X", "pid": pid, "tid": HOST_TID,
-            "ts": us(c.begin_ns), "dur": (c.end_ns.saturating_sub(c.begin_ns)) as f64 / 1e3,
-            "args": {
-                "line": c.line, "text": text, "driver": c.driver, "status": status,
-                "tag": c.tag, "iteration": c.iter, "mem_before": c.mem_before, "mem_after": c.mem_after,
+        timed.push(TraceEvent {
+            cat: Some("call"),
+            ts: Some(us(c.begin_ns)),
+            dur: Some(c.end_ns.saturating_sub(c.begin_ns) as f64 / 1e3),
+            args: Args::Call {
+                line: c.line,
+                text: c.line.and_then(|l| script.get(&l).copied()),
+                driver: &c.driver,
+                status,
+                tag: c.tag.as_deref(),
+                iteration: &c.iter,
+                mem_before: c.mem_before,
+                mem_after: c.mem_after,
             },
-        }));
+            ..TraceEvent::new(c.api.as_str(), "X", pid, HOST_TID)
+        });
     }
     for s in &run.spans {
-        timed.push(json!({
-            "name": s.name, "cat": "device", "ph": "X", "pid": pid, "tid": QUEUE_TID_BASE + s.queue,
-            "ts": us(s.begin_ns), "dur": (s.end_ns.saturating_sub(s.begin_ns)) as f64 / 1e3,
-            "args": {"line": s.line, "call_seq": s.call_seq, "queued_us": us(s.queued_ns)},
-        }));
+        timed.push(TraceEvent {
+            cat: Some("device"),
+            ts: Some(us(s.begin_ns)),
+            dur: Some(s.end_ns.saturating_sub(s.begin_ns) as f64 / 1e3),
+            args: Args::Span {
+                line: s.line,
+                call_seq: s.call_seq,
+                queued_us: us(s.queued_ns),
+            },
+            ..TraceEvent::new(s.name.as_str(), "X", pid, QUEUE_TID_BASE + s.queue)
+        });
     }
     for &(t, bytes) in &run.readings {
-        timed.push(json!({
-            "name": "device memory", "ph": "C", "pid": pid, "tid": 0, "ts": us(t),
-            "args": {"MiB": crate::units::mib(bytes)},
-        }));
+        timed.push(TraceEvent {
+            ts: Some(us(t)),
+            args: Args::Counter {
+                mib: crate::units::mib(bytes),
+            },
+            ..TraceEvent::new("device memory", "C", pid, 0)
+        });
     }
     for n in &run.notes {
-        timed.push(json!({"name": n.text, "cat": "note", "ph": "i", "s": "p", "pid": pid, "tid": HOST_TID, "ts": us(n.t_ns)}));
+        timed.push(TraceEvent {
+            cat: Some("note"),
+            ts: Some(us(n.t_ns)),
+            s: Some("p"),
+            ..TraceEvent::new(n.text.as_str(), "i", pid, HOST_TID)
+        });
     }
     lifetimes(run, &mut timed, pid, &us, end_ns);
 
-    timed.sort_by(|a, b| ts(a).total_cmp(&ts(b)));
+    timed.sort_by(|a, b| {
+        a.ts.unwrap_or(f64::MIN)
+            .total_cmp(&b.ts.unwrap_or(f64::MIN))
+    });
     events.extend(timed);
-    json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "gpulab_version": run.meta.as_ref().map(|m| m.gpulab_version.clone()),
-            "device": run.meta.as_ref().map(|m| m.device.name.clone()),
-            "driver": run.meta.as_ref().map(|m| m.device.driver_version.clone()),
-            "claims": run.claims.iter().map(|c| json!({"name": c.name, "verdict": c.verdict.label(), "values": c.values.iter().map(|(k, v)| (k.clone(), if v.is_finite() { json!(v) } else { json!("never") })).collect::<serde_json::Map<_, _>>()})).collect::<Vec<_>>(),
+    let meta = run.meta.as_ref();
+    Document {
+        trace_events: events,
+        display_time_unit: "ms",
+        other_data: OtherData {
+            gpulab_version: meta.map(|m| m.gpulab_version.as_str()),
+            device: meta.map(|m| m.device.name.as_str()),
+            driver: meta.map(|m| m.device.driver_version.as_str()),
+            claims: run
+                .claims
+                .iter()
+                .map(|c| Claim {
+                    name: &c.name,
+                    verdict: c.verdict.label(),
+                    values: c
+                        .values
+                        .iter()
+                        .map(|(k, v)| {
+                            let v = if v.is_finite() {
+                                serde_json::json!(v)
+                            } else {
+                                serde_json::json!("never")
+                            };
+                            (k.as_str(), v)
+                        })
+                        .collect(),
+                })
+                .collect(),
         },
-    })
-}
-
-fn ts(v: &Value) -> f64 {
-    v.get("ts").and_then(Value::as_f64).unwrap_or(f64::MIN)
+    }
 }
 
 /// Each object: "held by the lab" from creation to its last release, then "held by
-/// the driver" until the destructor fired (or the run ended without it).
-fn lifetimes(run: &Run, out: &mut Vec<Value>, pid: u32, us: &impl Fn(u64) -> f64, end_ns: u64) {
-    let mut ids: Vec<u64> = run.objects.iter().map(|o| o.id).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    for id in ids {
-        let evs: Vec<_> = run.objects.iter().filter(|o| o.id == id).collect();
-        let Some(created) = evs.iter().find(|o| o.action == ObjectAction::Created) else {
-            continue;
-        };
+/// the driver" until the destructor fired (or the run ended without it), from the
+/// ledger the run folded.
+fn lifetimes<'a>(
+    run: &'a Run,
+    out: &mut Vec<TraceEvent<'a>>,
+    pid: u32,
+    us: &impl Fn(u64) -> f64,
+    end_ns: u64,
+) {
+    for (id, life) in &run.ledger {
         let name = format!(
             "{} {}",
-            created.kind.as_str(),
-            created.handle.clone().unwrap_or_else(|| format!("#{id}"))
+            life.kind.as_str(),
+            life.handle.clone().unwrap_or_else(|| format!("#{id}"))
         );
-        let released = evs
-            .iter()
-            .filter(|o| {
-                matches!(o.action, ObjectAction::Released | ObjectAction::CleanedUp)
-                    && o.refcount == 0
-            })
-            .map(|o| o.t_ns)
-            .next_back();
-        let destroyed = evs
-            .iter()
-            .find(|o| o.action == ObjectAction::Destroyed)
-            .map(|o| o.t_ns);
-        let mut slice = |label: &str, from: u64, to: u64| {
+        let mut slice = |label: &'static str, from: u64, to: u64| {
             let to = to.max(from);
             let idv = format!("{id}-{label}");
-            let args = json!({"bytes": created.bytes, "line": created.line, "refs": created.refs});
-            out.push(json!({"name": name, "cat": label, "ph": "b", "id": idv, "pid": pid, "tid": HOST_TID, "ts": us(from), "args": args}));
-            out.push(json!({"name": name, "cat": label, "ph": "e", "id": idv, "pid": pid, "tid": HOST_TID, "ts": us(to)}));
+            out.push(TraceEvent {
+                cat: Some(label),
+                ts: Some(us(from)),
+                id: Some(idv.clone()),
+                args: Args::Object {
+                    bytes: life.bytes,
+                    line: life.line,
+                    refs: &life.refs,
+                },
+                ..TraceEvent::new(name.clone(), "b", pid, HOST_TID)
+            });
+            out.push(TraceEvent {
+                cat: Some(label),
+                ts: Some(us(to)),
+                id: Some(idv),
+                ..TraceEvent::new(name.clone(), "e", pid, HOST_TID)
+            });
         };
-        let lab_end = released.unwrap_or(end_ns);
-        slice("held by the lab", created.t_ns, lab_end);
+        let released = life.released_ns;
+        slice(
+            "held by the lab",
+            life.created_ns,
+            released.unwrap_or(end_ns),
+        );
         if let Some(r) = released {
-            match destroyed {
+            match life.destroyed_ns {
                 Some(d) if d > r => slice("held by the driver", r, d),
                 Some(_) => {}
                 None => slice(

@@ -91,8 +91,21 @@ pub struct Recording {
 /// Reads a recording, skipping damaged lines and saying which. Refuses outright only
 /// what cannot be a gpulab recording of a version it reads: no `meta` first, or a
 /// `meta` from a newer or too old format.
-pub fn read_recording(mut input: impl BufRead) -> Result<Recording> {
-    let mut rec = Recording::default();
+pub fn read_recording(input: impl BufRead) -> Result<Recording> {
+    let mut events = Vec::new();
+    let problems = stream_recording(input, |e| events.push(e))?;
+    Ok(Recording { events, problems })
+}
+
+/// [`read_recording`] without holding the events: each one kept goes to `keep`
+/// as it is read (a report folds a recording of any size this way), and the
+/// skipped lines' problems are returned.
+pub fn stream_recording(
+    mut input: impl BufRead,
+    mut keep: impl FnMut(Event),
+) -> Result<Vec<TraceError>> {
+    let mut problems = Vec::new();
+    let mut seen = Seen::default();
     let mut buf = Vec::new();
     let mut line_no = 0;
     loop {
@@ -103,14 +116,14 @@ pub fn read_recording(mut input: impl BufRead) -> Result<Recording> {
             break;
         }
         if !complete {
-            rec.problems.push(TraceError::HugeLine { line: line_no });
+            problems.push(TraceError::HugeLine { line: line_no });
             continue;
         }
         let Ok(text) = std::str::from_utf8(&buf) else {
-            if rec.events.is_empty() {
+            if seen.start.is_none() {
                 return Err(TraceError::MissingMeta);
             }
-            rec.problems.push(TraceError::NotText { line: line_no });
+            problems.push(TraceError::NotText { line: line_no });
             continue;
         };
         if text.trim().is_empty() {
@@ -118,34 +131,87 @@ pub fn read_recording(mut input: impl BufRead) -> Result<Recording> {
         }
         match parse_line(line_no, text.trim_end()) {
             Ok(event) => {
-                if rec.events.is_empty() && !matches!(event, Event::Meta(_)) {
+                if seen.start.is_none() && !matches!(event, Event::Meta(_)) {
                     return Err(TraceError::MissingMeta);
                 }
-                match at_odds(&rec.events, &event) {
-                    Some((what, keep)) => {
+                match seen.at_odds(&event) {
+                    Some((what, kept)) => {
                         let what = what.to_string();
-                        rec.problems.push(TraceError::Inconsistent {
+                        problems.push(TraceError::Inconsistent {
                             line: line_no,
                             what,
                         });
-                        if keep {
-                            rec.events.push(event);
+                        if kept {
+                            seen.note(&event);
+                            keep(event);
                         }
                     }
-                    None => rec.events.push(event),
+                    None => {
+                        seen.note(&event);
+                        keep(event);
+                    }
                 }
             }
             Err(e @ (TraceError::TooNew { .. } | TraceError::TooOld { .. })) => return Err(e),
-            Err(TraceError::Malformed { line, message }) if rec.events.is_empty() => {
+            Err(TraceError::Malformed { line, message }) if seen.start.is_none() => {
                 return Err(TraceError::BadMeta { line, message });
             }
-            Err(e) => rec.problems.push(e),
+            Err(e) => problems.push(e),
         }
     }
-    if rec.events.is_empty() {
+    if seen.start.is_none() {
         return Err(TraceError::MissingMeta);
     }
-    Ok(rec)
+    Ok(problems)
+}
+
+/// What the events kept so far tell about the next: the run's start (its
+/// `meta`) and whether it ended.
+#[derive(Default)]
+struct Seen {
+    start: Option<u64>,
+    ended: bool,
+}
+
+impl Seen {
+    fn note(&mut self, event: &Event) {
+        match event {
+            Event::Meta(m) if self.start.is_none() => self.start = Some(m.t_ns),
+            Event::End(_) => self.ended = true,
+            _ => {}
+        }
+    }
+
+    /// What is wrong with `event` given the events before it, and whether to keep it.
+    fn at_odds(&self, event: &Event) -> Option<(&'static str, bool)> {
+        let start = self.start?;
+        match event {
+            Event::Meta(_) => return Some(("a second `meta` event; ignored", false)),
+            Event::End(_) if self.ended => {
+                return Some(("a second `end` event; ignored", false));
+            }
+            _ => {}
+        }
+        let t = event.t_ns()?;
+        // The parent samples the device from before the worker exists (its start
+        // is the worker's), for as long as the worker takes to report in.
+        if matches!(event, Event::Sample(_)) && t < start && start - t <= BEFORE_START_NS {
+            return None;
+        }
+        if t < start {
+            Some((
+                "its time is before the run's start (kept, but figures may be off)",
+                true,
+            ))
+        } else if t - start > PLAUSIBLE_NS {
+            Some((
+                "its time is more than 30 days after the run's start; ignored",
+                false,
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 /// Runs are hours long at most; a time further than this from the start is not
@@ -155,40 +221,6 @@ const PLAUSIBLE_NS: u64 = 30 * 24 * 3600 * 1_000_000_000;
 /// How long before the run's start its samples may be: the worker's own start,
 /// context included, takes well under this.
 const BEFORE_START_NS: u64 = 60 * 1_000_000_000;
-
-/// What is wrong with `event` given the events before it, and whether to keep it.
-fn at_odds(before: &[Event], event: &Event) -> Option<(&'static str, bool)> {
-    let start = match before.first() {
-        Some(Event::Meta(m)) => m.t_ns,
-        _ => return None,
-    };
-    match event {
-        Event::Meta(_) => return Some(("a second `meta` event; ignored", false)),
-        Event::End(_) if before.iter().any(|e| matches!(e, Event::End(_))) => {
-            return Some(("a second `end` event; ignored", false));
-        }
-        _ => {}
-    }
-    let t = event.t_ns()?;
-    // The parent samples the device from before the worker exists (its start
-    // is the worker's), for as long as the worker takes to report in.
-    if matches!(event, Event::Sample(_)) && t < start && start - t <= BEFORE_START_NS {
-        return None;
-    }
-    if t < start {
-        Some((
-            "its time is before the run's start (kept, but figures may be off)",
-            true,
-        ))
-    } else if t - start > PLAUSIBLE_NS {
-        Some((
-            "its time is more than 30 days after the run's start; ignored",
-            false,
-        ))
-    } else {
-        None
-    }
-}
 
 /// One line into `buf` (without its newline), reading at most `MAX_LINE` bytes of
 /// it; the rest of a longer line is consumed and dropped. Returns the bytes consumed

@@ -16,5 +16,5 @@ pub mod wallclock;
 
 pub use device::DeviceInfo;
 pub use event::*;
-pub use jsonl::{Recording, TraceError, read_events, read_recording, to_line};
+pub use jsonl::{Recording, TraceError, read_events, read_recording, stream_recording, to_line};
 pub use vocab::{BackendKind, DeviceKind, MemorySource, ObjKind};
