@@ -14,6 +14,7 @@ use gpulab::trace::{EndStatus, Event, ObjectAction, read_events};
 fn params_for(lab: &str) -> Vec<&'static str> {
     match lab {
         "cl-forgotten-events" => vec!["iterations=4", "size_mib=16", "kernel_ms=5"],
+        "cl-sub-buffer" => vec!["size_mib=16", "sub_mib=1", "hold_ms=20"],
         _ => vec!["size_mib=16", "kernel_ms=60"],
     }
 }
@@ -556,4 +557,58 @@ fn the_report_carries_the_hosts_load_during_the_run() {
         Some(gpulab::run::loaded(avg, cores as u32)),
         "{load}"
     );
+}
+
+/// Issue #14: every new OpenCL call (sub-buffer, map/unmap, copy, fill, marker,
+/// barrier), wait lists and the buffer and queue flags run on the device, each
+/// line once and without an error, and the device reports a span for each enqueue.
+#[test]
+fn the_new_opencl_calls_run_on_the_device() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("the_new_opencl_calls_run_on_the_device") {
+        return;
+    }
+    let labs = common::repo_file("tests/labs/calls");
+    let dir = common::temp_dir();
+    let file = dir.path().join("calls.jsonl");
+    let out = common::gpulab()
+        .args(["run", "cl-new-calls", "--labs"])
+        .arg(&labs)
+        .arg("--record")
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+    let events = read_events(std::io::BufReader::new(
+        std::fs::File::open(&file).expect("the recording exists"),
+    ))
+    .expect("the recording reads back");
+    let run = Run::from_events(&events);
+    let end = run.end.as_ref().expect("an end event");
+    assert_eq!(end.status, EndStatus::Finished);
+    let lines = run.lines();
+    assert!(
+        lines.iter().all(|l| l.calls == 1 && l.errors == 0),
+        "{lines:?}"
+    );
+    for name in ["copy", "fill", "map", "unmap", "marker", "barrier", "write"] {
+        assert!(
+            run.spans.iter().any(|s| s.name == name),
+            "no `{name}` span: {:?}",
+            run.spans
+        );
+    }
+    // The parent and its sub-buffer were both destroyed by the driver (the ledger
+    // heard their destructor callbacks), and nothing is left.
+    let destroyed = events
+        .iter()
+        .filter(|e| matches!(e, Event::Object(o) if o.action == ObjectAction::Destroyed && o.kind == ObjKind::Buffer))
+        .count();
+    assert_eq!(destroyed, 5, "four buffers and one sub-buffer");
 }

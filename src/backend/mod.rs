@@ -7,7 +7,7 @@ pub mod cuda;
 pub mod discover;
 pub mod opencl;
 
-use crate::lab::{Api, BackendKind};
+use crate::lab::{Api, BackendKind, ClFlag};
 use crate::trace::CudaMemory;
 
 pub type Result<T, E = BackendError> = std::result::Result<T, E>;
@@ -50,6 +50,9 @@ pub enum Operand {
     Ms(f64),
     Kernel(String),
     Bool(bool),
+    Flag(ClFlag),
+    /// The events an enqueue waits for (`wait [e1, e2]`).
+    Wait(Vec<ObjId>),
 }
 
 /// What a successful call produced.

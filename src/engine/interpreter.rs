@@ -246,6 +246,13 @@ impl<'a> Engine<'a> {
                 },
                 Arg::Kernel(k) => Operand::Kernel(k.clone()),
                 Arg::Bool(b) => Operand::Bool(*b),
+                Arg::Flag(f) => Operand::Flag(*f),
+                Arg::WaitList(names) => Operand::Wait(
+                    names
+                        .iter()
+                        .map(|n| self.names.get(n).copied().unwrap_or(0))
+                        .collect(),
+                ),
             };
             if let (Some(ArgKind::Objs(_)), Operand::Obj(id)) = (kind, &op) {
                 variadic.push(*id);
@@ -319,6 +326,10 @@ impl<'a> Engine<'a> {
         else {
             return Ok(());
         };
+        // A sub-buffer is a region of memory its parent already holds.
+        if api == Api::ClCreateSubBuffer {
+            return Ok(());
+        }
         let bytes = operands
             .iter()
             .find_map(|o| match o {
@@ -475,7 +486,8 @@ impl<'a> Engine<'a> {
                     .iter()
                     .flat_map(|o| match o {
                         Operand::Obj(id) => vec![*id],
-                        Operand::Objs(ids) => ids.clone(),
+                        // An enqueue's event depends on the events it waited for.
+                        Operand::Objs(ids) | Operand::Wait(ids) => ids.clone(),
                         _ => vec![],
                     })
                     .collect();

@@ -34,6 +34,13 @@ pub enum Api {
     ClReleaseProgram,
     ClReleaseKernel,
     ClReleaseEvent,
+    ClCreateSubBuffer,
+    ClEnqueueCopyBuffer,
+    ClEnqueueFillBuffer,
+    ClEnqueueMapBuffer,
+    ClEnqueueUnmapMemObject,
+    ClEnqueueBarrierWithWaitList,
+    ClEnqueueMarkerWithWaitList,
     CudaMalloc,
     CudaFree,
     CudaMallocAsync,
@@ -70,9 +77,77 @@ pub enum ArgKind {
     Duration,
     Kernel,
     Bool,
+    /// Optional, last: how `clCreateBuffer` allocates (`CL_MEM_USE_HOST_PTR`, …).
+    MemFlag,
+    /// Optional, last: `CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE` on `clCreateCommandQueue`.
+    QueueFlag,
+    /// Optional, last: the events an enqueue waits for, `wait [e1, e2]`.
+    WaitList,
+}
+
+/// A flag word a script may pass where the call takes `ArgKind::MemFlag` or
+/// `ArgKind::QueueFlag`; each is the C constant of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClFlag {
+    /// gpulab's default: the buffer is filled from zeroed host memory at creation,
+    /// so the implementation commits it at that line.
+    CopyHostPtr,
+    /// The buffer lives in host memory gpulab allocates and keeps until the
+    /// driver's destructor callback says the buffer is gone.
+    UseHostPtr,
+    /// The implementation allocates host-accessible memory of its own.
+    AllocHostPtr,
+    /// Commands of the queue may run in any order their wait lists allow.
+    OutOfOrder,
+}
+
+impl ClFlag {
+    pub const ALL: [ClFlag; 4] = [
+        ClFlag::CopyHostPtr,
+        ClFlag::UseHostPtr,
+        ClFlag::AllocHostPtr,
+        ClFlag::OutOfOrder,
+    ];
+
+    pub fn c_name(self) -> &'static str {
+        match self {
+            ClFlag::CopyHostPtr => "CL_MEM_COPY_HOST_PTR",
+            ClFlag::UseHostPtr => "CL_MEM_USE_HOST_PTR",
+            ClFlag::AllocHostPtr => "CL_MEM_ALLOC_HOST_PTR",
+            ClFlag::OutOfOrder => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE",
+        }
+    }
+
+    /// The argument kind that takes this flag.
+    pub fn kind(self) -> ArgKind {
+        match self {
+            ClFlag::OutOfOrder => ArgKind::QueueFlag,
+            _ => ArgKind::MemFlag,
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<ClFlag> {
+        ClFlag::ALL.into_iter().find(|f| f.c_name() == word)
+    }
+
+    /// The flags an argument of `kind` takes, by C name.
+    pub fn names_for(kind: ArgKind) -> impl Iterator<Item = &'static str> {
+        ClFlag::ALL
+            .into_iter()
+            .filter(move |f| f.kind() == kind)
+            .map(ClFlag::c_name)
+    }
 }
 
 impl ArgKind {
+    /// Optional arguments come last and may be left out.
+    pub fn is_optional(self) -> bool {
+        matches!(
+            self,
+            ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::WaitList
+        )
+    }
+
     pub fn describe(self) -> String {
         match self {
             ArgKind::Obj(k) => format!("a {} handle", k.as_str()),
@@ -81,6 +156,12 @@ impl ArgKind {
             ArgKind::Duration => "a duration such as `50 ms` or `{kernel_ms} ms`".into(),
             ArgKind::Kernel => "a kernel name (`spin`)".into(),
             ArgKind::Bool => "`CL_TRUE` or `CL_FALSE`".into(),
+            ArgKind::MemFlag | ArgKind::QueueFlag => {
+                let names: Vec<String> =
+                    ClFlag::names_for(self).map(|n| format!("`{n}`")).collect();
+                format!("a flag: {}", names.join(", "))
+            }
+            ArgKind::WaitList => "a wait list such as `wait [ev]` or `wait [e1, e2]`".into(),
         }
     }
 }
@@ -111,7 +192,7 @@ pub struct ApiSpec {
     pub may_return_event: bool,
 }
 
-use ArgKind::{Bool, Duration, Kernel, Obj, Objs, Size};
+use ArgKind::{Bool, Duration, Kernel, MemFlag, Obj, Objs, QueueFlag, Size, WaitList};
 use ObjKind::{Buffer, Context, Event, HostBuffer, Queue, Stream};
 
 const fn spec(
@@ -160,15 +241,15 @@ pub static CATALOG: &[ApiSpec] = &[
     spec(
         Api::ClCreateCommandQueue,
         "clCreateCommandQueue",
-        "clCreateCommandQueueWithProperties(PROFILING_ENABLE)",
-        &[Obj(Context)],
+        "clCreateCommandQueueWithProperties(PROFILING_ENABLE [| OUT_OF_ORDER_EXEC_MODE_ENABLE])",
+        &[Obj(Context), QueueFlag],
         Effect::Create(Queue),
     ),
     spec(
         Api::ClCreateBuffer,
         "clCreateBuffer",
-        "clCreateBuffer(COPY_HOST_PTR) + clSetMemObjectDestructorCallback",
-        &[Obj(Context), Size],
+        "clCreateBuffer(COPY_HOST_PTR by default) + clSetMemObjectDestructorCallback",
+        &[Obj(Context), Size, MemFlag],
         Effect::Create(Buffer),
     ),
     spec(
@@ -196,21 +277,27 @@ pub static CATALOG: &[ApiSpec] = &[
         Api::ClEnqueueNDRangeKernel,
         "clEnqueueNDRangeKernel",
         "clSetKernelArg + clEnqueueNDRangeKernel",
-        &[Obj(Queue), Obj(ObjKind::Kernel), Obj(Buffer), Duration],
+        &[
+            Obj(Queue),
+            Obj(ObjKind::Kernel),
+            Obj(Buffer),
+            Duration,
+            WaitList,
+        ],
         Effect::Create(Event),
     ),
     with_event(spec(
         Api::ClEnqueueReadBuffer,
         "clEnqueueReadBuffer",
         "clEnqueueReadBuffer",
-        &[Obj(Queue), Obj(Buffer), Bool],
+        &[Obj(Queue), Obj(Buffer), Bool, WaitList],
         Effect::Use,
     )),
     with_event(spec(
         Api::ClEnqueueWriteBuffer,
         "clEnqueueWriteBuffer",
         "clEnqueueWriteBuffer",
-        &[Obj(Queue), Obj(Buffer), Bool],
+        &[Obj(Queue), Obj(Buffer), Bool, WaitList],
         Effect::Use,
     )),
     spec(
@@ -318,6 +405,59 @@ pub static CATALOG: &[ApiSpec] = &[
         &[Obj(Event)],
         Effect::Release,
     ),
+    // A region of its parent (origin, size): it shares the parent's memory and
+    // keeps the parent alive until the sub-buffer itself is destroyed.
+    spec(
+        Api::ClCreateSubBuffer,
+        "clCreateSubBuffer",
+        "clCreateSubBuffer(CL_BUFFER_CREATE_TYPE_REGION) + clSetMemObjectDestructorCallback",
+        &[Obj(Buffer), Size, Size],
+        Effect::Create(Buffer),
+    ),
+    with_event(spec(
+        Api::ClEnqueueCopyBuffer,
+        "clEnqueueCopyBuffer",
+        "clEnqueueCopyBuffer",
+        &[Obj(Queue), Obj(Buffer), Obj(Buffer), WaitList],
+        Effect::Use,
+    )),
+    with_event(spec(
+        Api::ClEnqueueFillBuffer,
+        "clEnqueueFillBuffer",
+        "clEnqueueFillBuffer",
+        &[Obj(Queue), Obj(Buffer), WaitList],
+        Effect::Use,
+    )),
+    // The mapped pointer stays gpulab's: the script names the mapping by its
+    // buffer, and validation counts the buffer's open mappings.
+    with_event(spec(
+        Api::ClEnqueueMapBuffer,
+        "clEnqueueMapBuffer",
+        "clEnqueueMapBuffer(CL_MAP_READ | CL_MAP_WRITE)",
+        &[Obj(Queue), Obj(Buffer), Bool, WaitList],
+        Effect::Use,
+    )),
+    with_event(spec(
+        Api::ClEnqueueUnmapMemObject,
+        "clEnqueueUnmapMemObject",
+        "clEnqueueUnmapMemObject",
+        &[Obj(Queue), Obj(Buffer), WaitList],
+        Effect::Use,
+    )),
+    with_event(spec(
+        Api::ClEnqueueBarrierWithWaitList,
+        "clEnqueueBarrierWithWaitList",
+        "clEnqueueBarrierWithWaitList",
+        &[Obj(Queue), WaitList],
+        Effect::Use,
+    )),
+    with_event(spec(
+        Api::ClEnqueueMarkerWithWaitList,
+        "clEnqueueMarkerWithWaitList",
+        "clEnqueueMarkerWithWaitList",
+        &[Obj(Queue), WaitList],
+        Effect::Use,
+    )),
     // CUDA runtime names, each mapped onto the one driver call it stands for. The
     // primary context is retained when the backend opens (as the runtime does on its
     // first call) and the spin kernel's module is loaded then, so a line never hides
@@ -511,6 +651,12 @@ impl Api {
             Api::ClEnqueueNDRangeKernel
                 | Api::ClEnqueueReadBuffer
                 | Api::ClEnqueueWriteBuffer
+                | Api::ClEnqueueCopyBuffer
+                | Api::ClEnqueueFillBuffer
+                | Api::ClEnqueueMapBuffer
+                | Api::ClEnqueueUnmapMemObject
+                | Api::ClEnqueueBarrierWithWaitList
+                | Api::ClEnqueueMarkerWithWaitList
                 | Api::CudaLaunchKernel
                 | Api::CudaMemcpyAsync
                 | Api::CudaMemcpyAsyncToDevice
@@ -567,6 +713,20 @@ mod tests {
         for s in CATALOG {
             assert_eq!(CATALOG.iter().filter(|o| o.api == s.api).count(), 1);
             assert_eq!(s.api.spec().name, s.name);
+        }
+    }
+
+    #[test]
+    fn optional_arguments_come_last() {
+        for s in CATALOG {
+            let first_optional = s.args.iter().position(|a| a.is_optional());
+            if let Some(i) = first_optional {
+                assert!(s.args[i..].iter().all(|a| a.is_optional()), "{}", s.name);
+                assert!(!s.args.iter().any(|a| matches!(a, Objs(_))), "{}", s.name);
+            }
+        }
+        for f in ClFlag::ALL {
+            assert_eq!(ClFlag::parse(f.c_name()), Some(f));
         }
     }
 

@@ -24,6 +24,14 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../../labs/cl-forgotten-events.toml"),
     ),
     (
+        "cl-cross-queue-release.toml",
+        include_str!("../../labs/cl-cross-queue-release.toml"),
+    ),
+    (
+        "cl-sub-buffer.toml",
+        include_str!("../../labs/cl-sub-buffer.toml"),
+    ),
+    (
         "cuda-free-sync.toml",
         include_str!("../../labs/cuda-free-sync.toml"),
     ),

@@ -3,7 +3,7 @@
 //! call's signature, the lab's parameters and the units. Never looks at what a
 //! handle holds: a handle comes out as its name, for `simulate` to check.
 
-use super::api::{ApiSpec, ArgKind, KERNELS};
+use super::api::{ApiSpec, ArgKind, ClFlag, KERNELS};
 use super::mistake::{Mistake, Problem, Span};
 use super::model::{Arg, Number, Param, Quantity, Unit};
 use super::raw::Sp;
@@ -33,16 +33,17 @@ pub(super) fn arg_kind(spec: &ApiSpec, i: usize) -> ArgKind {
 /// Checks the number of arguments against the call's signature.
 pub(super) fn arg_count(spec: &ApiSpec, args: &[Sp<RawArg>], close: &Span) -> Res<()> {
     let at_least = matches!(spec.args.last(), Some(ArgKind::Objs(_)));
-    let want = spec.args.len();
+    let optional = spec.args.iter().filter(|a| a.is_optional()).count();
+    let want = spec.args.len() - optional;
     let ok = if at_least {
         args.len() >= want
     } else {
-        args.len() == want
+        (want..=want + optional).contains(&args.len())
     };
     if ok {
         return Ok(());
     }
-    let span = match (args.get(want), args.last()) {
+    let span = match (args.get(want + optional), args.last()) {
         (Some(first_extra), Some(last)) => first_extra.span.start..last.span.end,
         _ => close.clone(),
     };
@@ -52,6 +53,7 @@ pub(super) fn arg_count(spec: &ApiSpec, args: &[Sp<RawArg>], close: &Span) -> Re
             call: spec.name,
             expected: want,
             at_least,
+            optional,
             found: args.len(),
             signature: signature(spec),
         },
@@ -101,7 +103,21 @@ impl<'a> Lower<'a> {
                 }
                 Ok(Arg::Handle(w.clone()))
             }
-            (RawArg::Word(w), ArgKind::Size | ArgKind::Duration) => Err(wrong(format!("`{w}`"))),
+            (RawArg::Word(w), ArgKind::MemFlag | ArgKind::QueueFlag) => {
+                match ClFlag::parse(w).filter(|f| f.kind() == kind) {
+                    Some(f) => Ok(Arg::Flag(f)),
+                    None => Err(wrong(format!("`{w}`"))),
+                }
+            }
+            (RawArg::Wait(evs), ArgKind::WaitList) => {
+                Ok(Arg::WaitList(evs.iter().map(|e| e.value.clone()).collect()))
+            }
+            (RawArg::Wait(_), _) => Err(wrong(
+                "a wait list (only an enqueue takes one, as its last argument)".into(),
+            )),
+            (RawArg::Word(w), ArgKind::Size | ArgKind::Duration | ArgKind::WaitList) => {
+                Err(wrong(format!("`{w}`")))
+            }
             (RawArg::Qty(q), ArgKind::Size | ArgKind::Duration) => {
                 Ok(Arg::Quantity(self.quantity(q, kind)?))
             }
@@ -234,17 +250,25 @@ fn describe_qty(text: &str, q: &RawQty) -> String {
 
 /// `clEnqueueNDRangeKernel(queue, kernel, buffer, 50 ms)`, for "write …" help.
 pub fn signature(spec: &ApiSpec) -> String {
-    let args: Vec<String> = spec
-        .args
-        .iter()
-        .map(|a| match a {
+    let mut required = Vec::new();
+    let mut optional = String::new();
+    for a in spec.args {
+        let text = match a {
             ArgKind::Obj(k) => k.as_str().to_owned(),
             ArgKind::Objs(k) => format!("{}, …", k.as_str()),
             ArgKind::Size => "64 MiB".into(),
             ArgKind::Duration => "50 ms".into(),
             ArgKind::Kernel => "spin".into(),
             ArgKind::Bool => "CL_TRUE".into(),
-        })
-        .collect();
-    format!("{}({})", spec.name, args.join(", "))
+            ArgKind::MemFlag => "CL_MEM_USE_HOST_PTR".into(),
+            ArgKind::QueueFlag => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE".into(),
+            ArgKind::WaitList => "wait [event, …]".into(),
+        };
+        if a.is_optional() {
+            optional.push_str(&format!("[, {text}]"));
+        } else {
+            required.push(text);
+        }
+    }
+    format!("{}({}{optional})", spec.name, required.join(", "))
 }

@@ -164,6 +164,8 @@ pub enum Mistake {
         call: &'static str,
         expected: usize,
         at_least: bool,
+        /// Optional trailing arguments the call also takes (a flag, a wait list).
+        optional: usize,
         found: usize,
         signature: String,
     },
@@ -223,6 +225,20 @@ pub enum Mistake {
     },
     BindsNothing {
         call: &'static str,
+    },
+    /// `clEnqueueUnmapMemObject` of a buffer with no open mapping.
+    NotMapped {
+        name: String,
+    },
+    /// The lab's last reference to a buffer released while a mapping of it is open.
+    ReleasedWhileMapped {
+        name: String,
+        line: u32,
+    },
+    /// `clCreateSubBuffer` of a sub-buffer (the driver answers CL_INVALID_MEM_OBJECT).
+    SubBufferOfSubBuffer {
+        name: String,
+        parent: String,
     },
     ForgetUndefined {
         name: String,
@@ -477,13 +493,20 @@ impl Mistake {
                 call,
                 expected,
                 at_least,
+                optional,
                 found,
                 signature,
             } => {
-                let plural = if *expected == 1 { "" } else { "s" };
+                let most = expected + optional;
+                let plural = if most == 1 { "" } else { "s" };
                 let least = if *at_least { "at least " } else { "" };
+                let count = match optional {
+                    0 => expected.to_string(),
+                    1 => format!("{expected} or {most}"),
+                    _ => format!("{expected} to {most}"),
+                };
                 (
-                    format!("`{call}` takes {least}{expected} argument{plural}, found {found}"),
+                    format!("`{call}` takes {least}{count} argument{plural}, found {found}"),
                     Some(format!("write `{signature}`")),
                 )
             }
@@ -568,6 +591,18 @@ impl Mistake {
                     "if the double release is the lesson, end the line with `# expect-error`"
                         .into(),
                 ),
+            ),
+            M::NotMapped { name } => (
+                format!("`{name}` is not mapped: no `clEnqueueMapBuffer` of it is open here"),
+                Some("map it first (`clEnqueueMapBuffer(q, buf, CL_TRUE)`), or end the line with `# expect-error` if the mistake is the lesson".into()),
+            ),
+            M::ReleasedWhileMapped { name, line } => (
+                format!("`{name}` is released while the mapping of line {line} is still open; its unmap needs the buffer"),
+                Some(format!("unmap it first: `clEnqueueUnmapMemObject(q, {name})`, or end the line with `# expect-error`")),
+            ),
+            M::SubBufferOfSubBuffer { name, parent } => (
+                format!("`{name}` is a sub-buffer (of `{parent}`); OpenCL makes sub-buffers of buffers only"),
+                Some(format!("make the region a sub-buffer of `{parent}`")),
             ),
             M::BindsNothing { call } => (
                 format!("`{call}` returns no object to name"),

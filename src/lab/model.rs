@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::api::Api;
+use super::api::{Api, ClFlag};
 use super::error::LabError;
 use super::expr::Expr;
 use super::suggest;
@@ -113,6 +113,10 @@ pub enum Arg {
     Kernel(String),
     /// `CL_TRUE` / `CL_FALSE`.
     Bool(bool),
+    /// A flag constant (`CL_MEM_USE_HOST_PTR`, `CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE`).
+    Flag(ClFlag),
+    /// `wait [e1, e2]`: the events an enqueue waits for, in order.
+    WaitList(Vec<String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

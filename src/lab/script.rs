@@ -54,6 +54,8 @@ pub enum RawArg {
     /// call's signature to say.
     Word(String),
     Qty(RawQty),
+    /// `wait [e1, e2]`, each event name with its span.
+    Wait(Vec<Sp<String>>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -359,6 +361,7 @@ fn map_spans(line: Line, file: &impl Fn(Span) -> Span) -> Line {
                     let span = file(a.span);
                     let value = match a.value {
                         RawArg::Qty(q) => RawArg::Qty(qty(q)),
+                        RawArg::Wait(evs) => RawArg::Wait(evs.into_iter().map(sp).collect()),
                         w @ RawArg::Word(_) => w,
                     };
                     Sp::new(value, span)
@@ -472,12 +475,35 @@ fn qty(i: &mut In<'_>) -> ModalResult<RawQty> {
         .parse_next(i)
 }
 
+/// `wait [e1, e2]`: a word `wait` followed by `[` (a handle may still be named `wait`).
+fn wait_list(i: &mut In<'_>) -> ModalResult<Vec<Sp<String>>> {
+    let first = preceded(
+        ("wait", space0, '[', space0),
+        cut_err(ident).context(expected("an event handle")),
+    )
+    .parse_next(i)?;
+    let rest: Vec<Sp<String>> = repeat(
+        0..,
+        preceded(
+            (space0, ',', space0),
+            cut_err(ident).context(expected("an event handle")),
+        ),
+    )
+    .parse_next(i)?;
+    (space0, cut_err(']').context(expected("`,` or `]`"))).parse_next(i)?;
+    Ok(std::iter::once(first).chain(rest).collect())
+}
+
 fn arg(i: &mut In<'_>) -> ModalResult<Sp<RawArg>> {
-    alt((qty.map(RawArg::Qty), ident.map(|s| RawArg::Word(s.value))))
-        .with_span()
-        .map(|(v, span)| Sp::new(v, span))
-        .context(expected("an argument"))
-        .parse_next(i)
+    alt((
+        qty.map(RawArg::Qty),
+        wait_list.map(RawArg::Wait),
+        ident.map(|s| RawArg::Word(s.value)),
+    ))
+    .with_span()
+    .map(|(v, span)| Sp::new(v, span))
+    .context(expected("an argument"))
+    .parse_next(i)
 }
 
 type CallParts = (Option<Sp<String>>, Sp<String>, Vec<Sp<RawArg>>, Span);
@@ -753,6 +779,41 @@ mod tests {
         let e = err("clFinish(q,)");
         assert!(
             matches!(e.mistake, Mistake::ScriptSyntax { ref expected, ref found } if expected == "an argument" && found == "`)`")
+        );
+    }
+
+    #[test]
+    fn wait_lists_are_a_trailing_argument() {
+        let s = one("ev = clEnqueueReadBuffer(qb, buf, CL_FALSE, wait [k1, k2])");
+        let RawKind::Call { args, .. } = s.kind else {
+            panic!()
+        };
+        assert_eq!(args.len(), 4);
+        let RawArg::Wait(evs) = &args[3].value else {
+            panic!("not a wait list: {:?}", args[3]);
+        };
+        let names: Vec<&str> = evs.iter().map(|e| e.value.as_str()).collect();
+        assert_eq!(names, ["k1", "k2"]);
+        assert_eq!(evs[1].span, 54..56);
+        assert_eq!(args[3].span, 44..57);
+        // `wait` alone is still a handle name, and `wait[e]` needs no blank.
+        let s = one("clFinish(wait)");
+        assert!(
+            matches!(s.kind, RawKind::Call { ref args, .. } if args[0].value == RawArg::Word("wait".into()))
+        );
+        assert!(parse_script(&script("clEnqueueBarrierWithWaitList(q, wait[e])")).is_ok());
+        let e = err("clEnqueueBarrierWithWaitList(q, wait [])");
+        assert_eq!(
+            e.mistake,
+            Mistake::ScriptSyntax {
+                expected: "an event handle".into(),
+                found: "`]`".into()
+            }
+        );
+        assert_eq!(e.span, 38..39);
+        let e = err("clEnqueueBarrierWithWaitList(q, wait [e1 e2])");
+        assert!(
+            matches!(e.mistake, Mistake::ScriptSyntax { ref expected, .. } if expected == "`,` or `]`")
         );
     }
 

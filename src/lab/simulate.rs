@@ -32,6 +32,11 @@ struct Handle {
     refs: u32,
     released_at: Option<u32>,
     forgotten_at: Option<u32>,
+    /// A sub-buffer's parent buffer: the driver keeps it alive while the
+    /// sub-buffer lives, whatever the lab does with the parent's name.
+    parent: Option<String>,
+    /// Lines of the buffer's open `clEnqueueMapBuffer` mappings, oldest first.
+    maps: Vec<u32>,
 }
 
 type Res<T> = Result<T, Problem>;
@@ -251,6 +256,15 @@ impl<'a> Simulator<'a> {
                 let releases = i == 0 && spec.effect == Effect::Release;
                 self.handle(s, line, spec, a.span.clone(), name, want, kind, releases)?;
             }
+            // An enqueue with a wait list depends on each of those events: each must be
+            // an event the lab still holds.
+            if let RawArg::Wait(evs) = &a.value {
+                let event = ArgKind::Obj(ObjKind::Event);
+                for e in evs {
+                    let span = e.span.clone();
+                    self.handle(s, line, spec, span, &e.value, ObjKind::Event, event, false)?;
+                }
+            }
             out.push(arg);
         }
         let binds_object = match spec.effect {
@@ -266,6 +280,7 @@ impl<'a> Simulator<'a> {
                 Mistake::BindsNothing { call: spec.name },
             ));
         }
+        self.buffer_edges(s, spec, args, &out)?;
         self.effect(spec, line, bind, &out);
         Ok(StmtKind::Call {
             bind: bind.map(|b| b.value.clone()),
@@ -360,6 +375,65 @@ impl<'a> Simulator<'a> {
         Ok(())
     }
 
+    /// The references between buffers that the call makes or needs: a sub-buffer
+    /// names its parent, a mapping keeps its buffer (the unmap names it), so the
+    /// lab's last release of a mapped buffer comes too early.
+    fn buffer_edges(
+        &mut self,
+        s: &RawStmt,
+        spec: &ApiSpec,
+        raw: &[Sp<RawArg>],
+        args: &[Arg],
+    ) -> Res<()> {
+        let buffer_at = |i: usize| match args.get(i) {
+            Some(Arg::Handle(name)) => raw.get(i).map(|a| (name.clone(), a.span.clone())),
+            _ => None,
+        };
+        let at = match spec.api {
+            Api::ClCreateSubBuffer | Api::ClReleaseMemObject => buffer_at(0),
+            Api::ClEnqueueMapBuffer | Api::ClEnqueueUnmapMemObject => buffer_at(1),
+            _ => None,
+        };
+        let Some((name, span)) = at else {
+            return Ok(());
+        };
+        let Some(h) = self.handles.get_mut(&name) else {
+            return Ok(());
+        };
+        match spec.api {
+            Api::ClCreateSubBuffer => {
+                if let Some(parent) = &h.parent
+                    && !s.expect_error
+                {
+                    return Err(Problem::new(
+                        span,
+                        Mistake::SubBufferOfSubBuffer {
+                            name,
+                            parent: parent.clone(),
+                        },
+                    ));
+                }
+            }
+            Api::ClEnqueueMapBuffer => h.maps.push(self.lines.line(s.span.start)),
+            Api::ClEnqueueUnmapMemObject => {
+                if h.maps.pop().is_none() && !s.expect_error {
+                    return Err(Problem::new(span, Mistake::NotMapped { name }));
+                }
+            }
+            _ => {
+                if let (1, Some(&at)) = (h.refs, h.maps.first())
+                    && !s.expect_error
+                {
+                    return Err(Problem::new(
+                        span,
+                        Mistake::ReleasedWhileMapped { name, line: at },
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn effect(&mut self, spec: &ApiSpec, line: u32, bind: Option<&Sp<String>>, args: &[Arg]) {
         let created = match spec.effect {
             Effect::Create(kind) => Some(kind),
@@ -367,6 +441,10 @@ impl<'a> Simulator<'a> {
             _ => None,
         };
         if let (Some(kind), Some(b)) = (created, bind) {
+            let parent = match (spec.api, args.first()) {
+                (Api::ClCreateSubBuffer, Some(Arg::Handle(p))) => Some(p.clone()),
+                _ => None,
+            };
             // Re-binding a live name leaks the old object; that can be the lesson.
             self.handles.insert(
                 b.value.clone(),
@@ -375,6 +453,8 @@ impl<'a> Simulator<'a> {
                     refs: 1,
                     released_at: None,
                     forgotten_at: None,
+                    parent,
+                    maps: Vec::new(),
                 },
             );
         }

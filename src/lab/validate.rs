@@ -688,6 +688,119 @@ mod tests {
         assert!(check(&format!("{SETUP}repeat 5 {fresh}"), "").is_ok());
     }
 
+    /// Issue #14: wait lists, flags, sub-buffers and maps, good and bad lines,
+    /// each bad one at its `line:col`.
+    #[test]
+    fn wait_lists_flags_sub_buffers_and_maps() {
+        let enq = "p = clCreateProgramWithSource(ctx, spin)\nk = clCreateKernel(p, spin)\n";
+        let ok = format!(
+            "{SETUP}{enq}qo = clCreateCommandQueue(ctx, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)\n\
+             h = clCreateBuffer(ctx, 1 MiB, CL_MEM_USE_HOST_PTR)\n\
+             s = clCreateSubBuffer(b, 0 MiB, 1 MiB)\n\
+             e = clEnqueueNDRangeKernel(q, k, s, 5 ms)\n\
+             f = clEnqueueFillBuffer(qo, h, wait [e])\n\
+             clEnqueueCopyBuffer(qo, h, b, wait [e, f])\n\
+             m = clEnqueueMarkerWithWaitList(qo)\n\
+             clEnqueueBarrierWithWaitList(q, wait [m])\n\
+             clEnqueueMapBuffer(q, h, CL_TRUE)\n\
+             clEnqueueUnmapMemObject(q, h)\n\
+             clReleaseMemObject(b)\n\
+             clEnqueueReadBuffer(q, s, CL_TRUE, wait [f])"
+        );
+        let checked = check(&ok, "").unwrap();
+        let script = &checked.variants[0].script;
+        let StmtKind::Call { args, .. } = &script[9].kind else {
+            panic!()
+        };
+        assert_eq!(args[2], Arg::WaitList(vec!["e".into()]));
+        let StmtKind::Call { args, .. } = &script[5].kind else {
+            panic!()
+        };
+        assert_eq!(args[1], Arg::Flag(crate::lab::ClFlag::OutOfOrder));
+
+        // Each bad line: the mistake and where it is, as `gpulab check` prints it.
+        let at = |script: &str| {
+            let text = format!("{HEAD}[[variants]]\nname = \"v\"\nscript = '''\n{script}\n'''\n");
+            let p = lab(raw::read(&text).unwrap(), &text, Origin::Builtin).unwrap_err();
+            let d = crate::lab::Diagnostic::from_problem("t.toml", &text, &p);
+            let first = d.to_string().lines().next().unwrap_or("").to_owned();
+            (p.mistake, first)
+        };
+        let (m, d) = at(&format!(
+            "{SETUP}{enq}clEnqueueNDRangeKernel(q, k, b, 5 ms, wait [nope])"
+        ));
+        assert!(matches!(m, Mistake::UndefinedHandle { .. }), "{m:?}");
+        assert!(d.starts_with("t.toml:22:45: "), "{d}");
+        let (m, d) = at(&format!(
+            "{SETUP}clEnqueueWriteBuffer(q, b, CL_TRUE, wait [q])"
+        ));
+        assert!(matches!(m, Mistake::WrongKind { .. }), "{m:?}");
+        assert!(d.starts_with("t.toml:20:43: "), "{d}");
+        let (m, d) = at(&format!("{SETUP}clFinish(q, wait [q])"));
+        assert!(matches!(m, Mistake::ArgCount { .. }), "{m:?}");
+        assert!(d.contains("`clFinish` takes 1 argument, found 2"), "{d}");
+        let (m, d) = at(&format!("{SETUP}c = clCreateBuffer(ctx, 1 MiB, wait [b])"));
+        assert!(matches!(m, Mistake::ArgType { .. }), "{m:?}");
+        assert!(d.starts_with("t.toml:20:32: "), "{d}");
+        let (m, d) = at(&format!(
+            "{SETUP}c = clCreateBuffer(ctx, 1 MiB, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)"
+        ));
+        assert!(matches!(m, Mistake::ArgType { .. }), "{m:?}");
+        assert!(d.contains("CL_MEM_USE_HOST_PTR"), "{d}");
+        let (_, d) = at(&format!(
+            "{SETUP}e = clEnqueueReadBuffer(q, b, CL_TRUE, CL_TRUE, CL_TRUE)"
+        ));
+        assert!(
+            d.contains("`clEnqueueReadBuffer` takes 3 or 4 arguments, found 5"),
+            "{d}"
+        );
+        let (m, d) = at(&format!(
+            "{SETUP}s = clCreateSubBuffer(b, 0 MiB, 1 MiB)\nt = clCreateSubBuffer(s, 0 MiB, 1 MiB)"
+        ));
+        assert!(matches!(m, Mistake::SubBufferOfSubBuffer { .. }), "{m:?}");
+        assert!(d.starts_with("t.toml:21:23: "), "{d}");
+        let (m, d) = at(&format!("{SETUP}clEnqueueUnmapMemObject(q, b)"));
+        assert_eq!(m, Mistake::NotMapped { name: "b".into() });
+        assert!(d.starts_with("t.toml:20:28: "), "{d}");
+        let (m, d) = at(&format!(
+            "{SETUP}clEnqueueMapBuffer(q, b, CL_TRUE)\nclReleaseMemObject(b)"
+        ));
+        assert_eq!(
+            m,
+            Mistake::ReleasedWhileMapped {
+                name: "b".into(),
+                line: 20
+            }
+        );
+        assert!(d.starts_with("t.toml:21:20: "), "{d}");
+        let (m, _) = at(&format!(
+            "{SETUP}e = clEnqueueMarkerWithWaitList(q)\nclReleaseEvent(e)\nclEnqueueBarrierWithWaitList(q, wait [e])"
+        ));
+        assert!(
+            matches!(m, Mistake::UseAfterRelease { line: 21, .. }),
+            "{m:?}"
+        );
+
+        // A sub-buffer outlives its parent's name: the sub-buffer stays usable after
+        // the parent's release; the parent's name is dead.
+        let sub = format!(
+            "{SETUP}s = clCreateSubBuffer(b, 0 MiB, 1 MiB)\nclReleaseMemObject(b)\nclEnqueueFillBuffer(q, s)"
+        );
+        assert!(check(&sub, "").is_ok());
+        assert!(matches!(
+            mistake(&format!("{sub}\nclEnqueueFillBuffer(q, b)")),
+            Mistake::UseAfterRelease { .. }
+        ));
+        // Marked mistakes pass.
+        assert!(
+            check(
+                &format!("{SETUP}clEnqueueUnmapMemObject(q, b) # expect-error"),
+                ""
+            )
+            .is_ok()
+        );
+    }
+
     #[test]
     fn forget_kills_the_name_without_releasing() {
         let m = mistake(&format!("{SETUP}forget b\nclReleaseMemObject(b)"));

@@ -4,7 +4,11 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use cl3::command_queue::{enqueue_read_buffer, enqueue_write_buffer, finish, flush};
+use cl3::command_queue::{
+    enqueue_barrier_with_wait_list, enqueue_copy_buffer, enqueue_fill_buffer, enqueue_map_buffer,
+    enqueue_marker_with_wait_list, enqueue_read_buffer, enqueue_unmap_mem_object,
+    enqueue_write_buffer, finish, flush,
+};
 use cl3::context::{
     create_context, release_context, retain_context, set_context_destructor_callback,
 };
@@ -19,21 +23,22 @@ use cl3::event::{
 use cl3::info_type::InfoType;
 use cl3::kernel::{create_kernel, release_kernel, retain_kernel};
 use cl3::memory::{
-    CL_MEM_COPY_HOST_PTR, CL_MEM_READ_WRITE, create_buffer, release_mem_object, retain_mem_object,
-    set_mem_object_destructor_callback,
+    CL_BUFFER_CREATE_TYPE_REGION, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_ALLOC_HOST_PTR,
+    CL_MEM_COPY_HOST_PTR, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR, create_buffer, create_sub_buffer,
+    release_mem_object, retain_mem_object, set_mem_object_destructor_callback,
 };
 use cl3::program::{
     CL_PROGRAM_BUILD_LOG, build_program, create_program_with_source, get_program_build_data,
     release_program, retain_program,
 };
-use cl3::types::{CL_BLOCKING, CL_NON_BLOCKING, cl_event, cl_int};
+use cl3::types::{CL_BLOCKING, CL_NON_BLOCKING, cl_buffer_region, cl_event, cl_int, cl_uint};
 
 use super::callbacks::{self, EventCtx, ObjCtx};
 use super::errors::{GPULAB_BAD_OPERANDS, GPULAB_HOST_ALLOC_FAILED, driver_error};
 use super::{Entry, OpenClBackend, Pending, create_profiling_queue, release_queue, spin};
 use crate::backend::{DriverError, ObjId, Operand, Outcome};
 use crate::clock::now_ns;
-use crate::lab::{Api, ObjKind};
+use crate::lab::{Api, ClFlag, ObjKind};
 
 /// Zeroed host memory from `calloc` (untouched pages stay uncommitted), so a huge
 /// request fails as a status instead of aborting the worker.
@@ -87,6 +92,20 @@ pub fn event_refcount(ev: *mut c_void) -> Result<u32, DriverError> {
         Ok(InfoType::Uint(n)) => Ok(n),
         Ok(_) => Err(bad("CL_EVENT_REFERENCE_COUNT is not a cl_uint")),
         Err(e) => Err(driver_error(e)),
+    }
+}
+
+/// A wait list as the C calls take it: a count and a pointer, null when empty
+/// (the spec requires null for a count of 0).
+pub(super) fn wait_ptr(wait: &[cl_event]) -> (cl_uint, *const cl_event) {
+    if wait.is_empty() {
+        (0, ptr::null())
+    } else {
+        // A script names a handful of events; cl_uint holds any list it can write.
+        (
+            cl_uint::try_from(wait.len()).unwrap_or(cl_uint::MAX),
+            wait.as_ptr(),
+        )
     }
 }
 
@@ -186,10 +205,12 @@ impl OpenClBackend {
             }
             Api::ClCreateCommandQueue => {
                 let (_, ctx) = self.arg(ops, 0, K::Context)?;
+                let out_of_order = matches!(ops.get(1), Some(Operand::Flag(ClFlag::OutOfOrder)));
                 let q = ok(create_profiling_queue(
                     ctx,
                     self.device,
                     self.platform_version,
+                    out_of_order,
                 ))?;
                 Ok(self.created(K::Queue, q, 0))
             }
@@ -198,39 +219,73 @@ impl OpenClBackend {
                 let Some(&Operand::Bytes(bytes)) = ops.get(1) else {
                     return Err(bad("expected a size"));
                 };
+                let flag = match ops.get(2) {
+                    Some(Operand::Flag(f)) => *f,
+                    _ => ClFlag::CopyHostPtr,
+                };
                 let size =
                     usize::try_from(bytes).map_err(|_| driver_error(CL_OUT_OF_HOST_MEMORY))?;
                 // Copying from zeroed host memory makes the implementation commit the
-                // allocation now, so memory telemetry sees it at this line.
-                let (flags, host) = if size == 0 {
-                    (CL_MEM_READ_WRITE, None)
-                } else {
-                    (
+                // allocation now, so memory telemetry sees it at this line. With
+                // USE_HOST_PTR the buffer *is* that host memory, kept until destroyed.
+                let (flags, host) = match flag {
+                    _ if size == 0 => (CL_MEM_READ_WRITE, None),
+                    ClFlag::UseHostPtr => (
+                        CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+                        Some(HostBuf::zeroed(size)?),
+                    ),
+                    ClFlag::AllocHostPtr => (CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, None),
+                    _ => (
                         CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
                         Some(HostBuf::zeroed(size)?),
-                    )
+                    ),
                 };
                 let host_ptr = host.as_ref().map_or(ptr::null_mut(), |h| h.ptr);
-                // SAFETY: with COPY_HOST_PTR, host_ptr points to `size` readable bytes
-                // that live until the call returns (the copy happens inside it).
+                // SAFETY: host_ptr points to `size` readable bytes; with COPY_HOST_PTR
+                // they live until the call returns (the copy happens inside it), with
+                // USE_HOST_PTR until the buffer's destructor callback (`backing`).
                 let mem = ok(unsafe { create_buffer(ctx, flags, size, host_ptr) })?;
-                drop(host);
                 let out = self.created(K::Buffer, mem, bytes);
                 if let Some(id) = out.created {
-                    let data = callbacks::leak(ObjCtx {
-                        sink: self.sink.clone(),
-                        obj: id,
-                    });
-                    // SAFETY: `data` is a leaked ObjCtx the callback takes ownership of.
-                    let r = unsafe {
-                        set_mem_object_destructor_callback(mem, callbacks::on_mem_destroyed, data)
-                    };
-                    if r.is_err() {
-                        // SAFETY: the driver refused the registration; `data` is ours.
-                        unsafe { callbacks::reclaim::<ObjCtx>(data) };
+                    self.watch_destroy(mem, id);
+                    if flags & CL_MEM_USE_HOST_PTR != 0
+                        && let Some(h) = host
+                    {
+                        self.backing.insert(id, h);
                     }
                 }
                 Ok(out)
+            }
+            Api::ClCreateSubBuffer => {
+                let (_, parent) = self.arg(ops, 0, K::Buffer)?;
+                let (Some(&Operand::Bytes(origin)), Some(&Operand::Bytes(bytes))) =
+                    (ops.get(1), ops.get(2))
+                else {
+                    return Err(bad("expected an origin and a size"));
+                };
+                let too_big = |_| driver_error(CL_OUT_OF_HOST_MEMORY);
+                let region = cl_buffer_region {
+                    origin: usize::try_from(origin).map_err(too_big)?,
+                    size: usize::try_from(bytes).map_err(too_big)?,
+                };
+                // SAFETY: `parent` is a live buffer; `region` outlives the call, which
+                // reads it only during the call. Flags 0: inherited from the parent.
+                let mem = ok(unsafe {
+                    create_sub_buffer(
+                        parent,
+                        0,
+                        CL_BUFFER_CREATE_TYPE_REGION,
+                        (&raw const region).cast::<c_void>(),
+                    )
+                })?;
+                // The region is the parent's memory: the ledger counts no new bytes,
+                // the table keeps the region's size for the commands that use it.
+                let id = self.insert(K::Buffer, mem, bytes);
+                self.watch_destroy(mem, id);
+                Ok(Outcome {
+                    created: Some(id),
+                    bytes: 0,
+                })
             }
             Api::ClCreateProgramWithSource => {
                 let (_, ctx) = self.arg(ops, 0, K::Context)?;
@@ -272,8 +327,9 @@ impl OpenClBackend {
                     return Err(bad("expected a duration"));
                 };
                 let bytes = self.objects.get(&bid).map_or(0, |e| e.bytes);
+                let wait = self.wait_list(ops)?;
                 ok(spin::set_args(k, buf, self.cal.iterations(ms), bytes))?;
-                let (ev, h0, h1) = ok(spin::enqueue(q, k, self.cal.shape))?;
+                let (ev, h0, h1) = ok(spin::enqueue(q, k, self.cal.shape, &wait))?;
                 Ok(self.track(seq, qid, "spin", ev, h0, h1, None, want_event, false))
             }
             Api::ClEnqueueReadBuffer | Api::ClEnqueueWriteBuffer => {
@@ -292,19 +348,137 @@ impl OpenClBackend {
                     CL_NON_BLOCKING
                 };
                 let read = api == Api::ClEnqueueReadBuffer;
+                let wait = self.wait_list(ops)?;
+                let (nw, w) = wait_ptr(&wait);
                 let h0 = now_ns();
                 // SAFETY: `host` holds `size` bytes and is kept (in `pending`, or leaked)
-                // until the command completed; `buf` is a live buffer of `size` bytes.
+                // until the command completed; `buf` is a live buffer of `size` bytes;
+                // the wait list holds live events and outlives the call.
                 let ev = ok(unsafe {
                     if read {
-                        enqueue_read_buffer(q, buf, flag, 0, size, host.ptr, 0, ptr::null())
+                        enqueue_read_buffer(q, buf, flag, 0, size, host.ptr, nw, w)
                     } else {
-                        enqueue_write_buffer(q, buf, flag, 0, size, host.ptr, 0, ptr::null())
+                        enqueue_write_buffer(q, buf, flag, 0, size, host.ptr, nw, w)
                     }
                 })?;
                 let h1 = now_ns();
                 let name = if read { "read" } else { "write" };
                 Ok(self.track(seq, qid, name, ev, h0, h1, Some(host), want_event, blocking))
+            }
+            Api::ClEnqueueCopyBuffer => {
+                let (qid, q) = self.arg(ops, 0, K::Queue)?;
+                let (sid, src) = self.arg(ops, 1, K::Buffer)?;
+                let (did, dst) = self.arg(ops, 2, K::Buffer)?;
+                // The whole of the smaller buffer: a script names no offsets.
+                let size = self.size_of(sid)?.min(self.size_of(did)?);
+                let wait = self.wait_list(ops)?;
+                let (nw, w) = wait_ptr(&wait);
+                let h0 = now_ns();
+                // SAFETY: live buffers of at least `size` bytes; the wait list holds
+                // live events and outlives the call.
+                let ev = ok(unsafe { enqueue_copy_buffer(q, src, dst, 0, 0, size, nw, w) })?;
+                let h1 = now_ns();
+                Ok(self.track(seq, qid, "copy", ev, h0, h1, None, want_event, false))
+            }
+            Api::ClEnqueueFillBuffer => {
+                let (qid, q) = self.arg(ops, 0, K::Queue)?;
+                let (bid, buf) = self.arg(ops, 1, K::Buffer)?;
+                let size = self.size_of(bid)?;
+                let wait = self.wait_list(ops)?;
+                let (nw, w) = wait_ptr(&wait);
+                let pattern = 0u8;
+                let h0 = now_ns();
+                // SAFETY: the one-byte pattern is copied during the call (the spec lets
+                // it be freed on return); `buf` is live; the wait list outlives the call.
+                let ev = ok(unsafe {
+                    enqueue_fill_buffer(
+                        q,
+                        buf,
+                        (&raw const pattern).cast::<c_void>(),
+                        1,
+                        0,
+                        size,
+                        nw,
+                        w,
+                    )
+                })?;
+                let h1 = now_ns();
+                Ok(self.track(seq, qid, "fill", ev, h0, h1, None, want_event, false))
+            }
+            Api::ClEnqueueMapBuffer => {
+                let (qid, q) = self.arg(ops, 0, K::Queue)?;
+                let (bid, buf) = self.arg(ops, 1, K::Buffer)?;
+                let Some(&Operand::Bool(blocking)) = ops.get(2) else {
+                    return Err(bad("expected CL_TRUE/CL_FALSE"));
+                };
+                let size = self.size_of(bid)?;
+                let wait = self.wait_list(ops)?;
+                let (nw, w) = wait_ptr(&wait);
+                let flag = if blocking {
+                    CL_BLOCKING
+                } else {
+                    CL_NON_BLOCKING
+                };
+                let mut mapped: *mut c_void = ptr::null_mut();
+                let h0 = now_ns();
+                // SAFETY: `buf` is a live buffer of `size` bytes; `mapped` receives the
+                // pointer; the wait list outlives the call.
+                let ev = ok(unsafe {
+                    enqueue_map_buffer(
+                        q,
+                        buf,
+                        flag,
+                        CL_MAP_READ | CL_MAP_WRITE,
+                        0,
+                        size,
+                        &mut mapped,
+                        nw,
+                        w,
+                    )
+                })?;
+                let h1 = now_ns();
+                self.maps.entry(bid).or_default().push(mapped);
+                Ok(self.track(seq, qid, "map", ev, h0, h1, None, want_event, blocking))
+            }
+            Api::ClEnqueueUnmapMemObject => {
+                let (qid, q) = self.arg(ops, 0, K::Queue)?;
+                let (bid, buf) = self.arg(ops, 1, K::Buffer)?;
+                // The newest open mapping; none (an `# expect-error` line) goes to the
+                // driver as a null pointer, and the driver answers.
+                let mapped = self
+                    .maps
+                    .get(&bid)
+                    .and_then(|m| m.last().copied())
+                    .unwrap_or(ptr::null_mut());
+                let wait = self.wait_list(ops)?;
+                let (nw, w) = wait_ptr(&wait);
+                let h0 = now_ns();
+                // SAFETY: `buf` is live and `mapped` came from its map (or is null,
+                // which the driver refuses); the wait list outlives the call.
+                let ev = ok(unsafe { enqueue_unmap_mem_object(q, buf, mapped, nw, w) })?;
+                let h1 = now_ns();
+                if let Some(m) = self.maps.get_mut(&bid) {
+                    m.pop();
+                }
+                Ok(self.track(seq, qid, "unmap", ev, h0, h1, None, want_event, false))
+            }
+            Api::ClEnqueueBarrierWithWaitList | Api::ClEnqueueMarkerWithWaitList => {
+                let (qid, q) = self.arg(ops, 0, K::Queue)?;
+                let wait = self.wait_list(ops)?;
+                let (nw, w) = wait_ptr(&wait);
+                let barrier = api == Api::ClEnqueueBarrierWithWaitList;
+                let h0 = now_ns();
+                // SAFETY: `q` is live; the wait list holds live events and outlives the call.
+                let ev = ok(unsafe {
+                    if barrier {
+                        enqueue_barrier_with_wait_list(q, nw, w)
+                    } else {
+                        enqueue_marker_with_wait_list(q, nw, w)
+                    }
+                })?;
+                let h1 = now_ns();
+                let name = if barrier { "barrier" } else { "marker" };
+                Ok(self.track(seq, qid, name, ev, h0, h1, None, want_event, false))
             }
             Api::ClFinish => ok(finish(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
             Api::ClFlush => ok(flush(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
@@ -356,6 +530,42 @@ impl OpenClBackend {
             }
             // Validation keeps CUDA calls out of OpenCL labs; this answers anything else.
             other => Err(bad(&format!("{} is not an OpenCL call", other.name()))),
+        }
+    }
+
+    /// The bytes of a buffer in the table (a sub-buffer: its region's).
+    fn size_of(&self, id: ObjId) -> Result<usize, DriverError> {
+        let bytes = self.objects.get(&id).map_or(0, |e| e.bytes);
+        usize::try_from(bytes).map_err(|_| driver_error(CL_OUT_OF_HOST_MEMORY))
+    }
+
+    /// The handles of an enqueue's `wait [...]` events (empty without one).
+    fn wait_list(&self, ops: &[Operand]) -> Result<Vec<cl_event>, DriverError> {
+        match ops.iter().find_map(|o| match o {
+            Operand::Wait(ids) => Some(ids),
+            _ => None,
+        }) {
+            Some(ids) => ids
+                .iter()
+                .map(|&id| self.live_handle(id, ObjKind::Event))
+                .collect(),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Registers the destructor callback that tells when the driver destroyed a
+    /// buffer (adds no reference).
+    fn watch_destroy(&mut self, mem: *mut c_void, id: ObjId) {
+        let data = callbacks::leak(ObjCtx {
+            sink: self.sink.clone(),
+            obj: id,
+        });
+        // SAFETY: `data` is a leaked ObjCtx the callback takes ownership of.
+        let r =
+            unsafe { set_mem_object_destructor_callback(mem, callbacks::on_mem_destroyed, data) };
+        if r.is_err() {
+            // SAFETY: the driver refused the registration; `data` is ours.
+            unsafe { callbacks::reclaim::<ObjCtx>(data) };
         }
     }
 

@@ -21,8 +21,8 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use cl3::command_queue::{
-    CL_QUEUE_PROFILING_ENABLE, CL_QUEUE_PROPERTIES, create_command_queue,
-    create_command_queue_with_properties, release_command_queue,
+    CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, CL_QUEUE_PROFILING_ENABLE, CL_QUEUE_PROPERTIES,
+    create_command_queue, create_command_queue_with_properties, release_command_queue,
 };
 use cl3::event::release_event;
 use cl3::types::{
@@ -76,6 +76,11 @@ pub struct OpenClBackend {
     pass_released: bool,
     /// Host memory of commands whose completion gpulab cannot observe; leaked on drop.
     orphans: Vec<HostBuf>,
+    /// The host memory of each `CL_MEM_USE_HOST_PTR` buffer, freed when its
+    /// destructor callback says the driver is done with it (leaked on drop).
+    backing: HashMap<ObjId, HostBuf>,
+    /// Open `clEnqueueMapBuffer` pointers per buffer, newest last.
+    maps: HashMap<ObjId, Vec<*mut c_void>>,
 }
 
 // SAFETY: OpenCL handles may be used from any thread (the API is thread-safe except
@@ -88,19 +93,23 @@ pub fn tests_require_opencl() -> bool {
     std::env::var("GPULAB_REQUIRE_OPENCL").is_ok_and(|v| v == "1")
 }
 
-/// A queue with profiling on: `clCreateCommandQueueWithProperties` from OpenCL 2.0,
-/// `clCreateCommandQueue` before (a 1.2 ICD has no entry for the newer call).
+/// A queue with profiling on (and out-of-order execution when asked):
+/// `clCreateCommandQueueWithProperties` from OpenCL 2.0, `clCreateCommandQueue`
+/// before (a 1.2 ICD has no entry for the newer call).
 pub(crate) fn create_profiling_queue(
     ctx: cl_context,
     device: cl_device_id,
     platform_version: (u32, u32),
+    out_of_order: bool,
 ) -> Result<cl_command_queue, cl_int> {
+    let props = if out_of_order {
+        CL_QUEUE_PROFILING_ENABLE | CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE
+    } else {
+        CL_QUEUE_PROFILING_ENABLE
+    };
     if platform_version >= (2, 0) {
-        let props: [cl_queue_properties; 3] = [
-            cl_queue_properties::from(CL_QUEUE_PROPERTIES),
-            CL_QUEUE_PROFILING_ENABLE,
-            0,
-        ];
+        let props: [cl_queue_properties; 3] =
+            [cl_queue_properties::from(CL_QUEUE_PROPERTIES), props, 0];
         // SAFETY: `device` belongs to `ctx`'s platform (the context was made for it)
         // and `props` is zero-terminated and outlives the call.
         unsafe { create_command_queue_with_properties(ctx, device, props.as_ptr()) }
@@ -108,7 +117,7 @@ pub(crate) fn create_profiling_queue(
         // SAFETY: as above; this is the 1.2 entry point for the same request.
         #[allow(deprecated)]
         unsafe {
-            create_command_queue(ctx, device, CL_QUEUE_PROFILING_ENABLE)
+            create_command_queue(ctx, device, props)
         }
     }
 }
@@ -156,6 +165,8 @@ impl OpenClBackend {
             last_build_log: None,
             pass_released: true,
             orphans: Vec::new(),
+            backing: HashMap::new(),
+            maps: HashMap::new(),
         })
     }
 
@@ -214,6 +225,9 @@ impl OpenClBackend {
         for a in arrivals {
             match a {
                 Arrival::Destroyed { obj, t_ns } => {
+                    // The spec lets the host memory of a USE_HOST_PTR buffer be reused
+                    // once its destructor callback ran.
+                    drop(self.backing.remove(&obj));
                     self.ready.push(Notice::Destroyed { obj, t_ns })
                 }
                 Arrival::Completed { token, stamps, .. } => {
@@ -293,6 +307,10 @@ impl Drop for OpenClBackend {
             std::mem::forget(p.host);
         }
         std::mem::forget(std::mem::take(&mut self.orphans));
+        // A buffer that was never destroyed may still point into its host memory.
+        for (_, b) in self.backing.drain() {
+            std::mem::forget(b);
+        }
         // Lab objects are never released here: a leak the script made is the lesson,
         // and the worker's exit hands the memory back.
     }

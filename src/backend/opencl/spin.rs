@@ -106,16 +106,19 @@ pub fn set_args(k: cl_kernel, buf: cl_mem, iters: cl_ulong, bytes: u64) -> Resul
 }
 
 /// Enqueues one spin launch; returns the event (caller owns it) and host stamps.
+/// `wait` is the launch's event wait list (empty for none).
 pub fn enqueue(
     q: cl_command_queue,
     k: cl_kernel,
     shape: Shape,
+    wait: &[cl_event],
 ) -> Result<(cl_event, u64, u64), cl_int> {
     let global = [shape.global];
     let local = [shape.local];
     let h0 = now_ns();
-    // SAFETY: q and k are live handles; the size arrays outlive the call and the
-    // kernel's arguments were set by `set_args`.
+    let (n_wait, wait_ptr) = super::calls::wait_ptr(wait);
+    // SAFETY: q and k are live handles; the size arrays and the wait list outlive
+    // the call and the kernel's arguments were set by `set_args`.
     let ev = unsafe {
         enqueue_nd_range_kernel(
             q,
@@ -124,8 +127,8 @@ pub fn enqueue(
             ptr::null(),
             global.as_ptr(),
             local.as_ptr(),
-            0,
-            ptr::null(),
+            n_wait,
+            wait_ptr,
         )
     }?;
     Ok((ev, h0, now_ns()))
@@ -176,7 +179,7 @@ fn timed(
     iters: u64,
 ) -> Result<Run, String> {
     set_args(k, buf, iters, CAL_BYTES as u64).map_err(|e| step("clSetKernelArg", e))?;
-    let (ev, h0, h1) = enqueue(q, k, shape).map_err(|e| step("clEnqueueNDRangeKernel", e))?;
+    let (ev, h0, h1) = enqueue(q, k, shape, &[]).map_err(|e| step("clEnqueueNDRangeKernel", e))?;
     let waited = wait_for_events(&[ev]);
     let stamps = read_stamps(ev);
     // SAFETY: `ev` is calibration's own event, released once, after its info was read.
@@ -207,7 +210,7 @@ pub fn calibrate(
         .map_err(|e| step("clCreateContext", e))?;
     p.ctx = Some(ctx);
     p.q = Some(
-        create_profiling_queue(ctx, device, platform_version)
+        create_profiling_queue(ctx, device, platform_version, false)
             .map_err(|e| step("clCreateCommandQueue", e))?,
     );
     let prog = create_program_with_source(ctx, &[SOURCE])
