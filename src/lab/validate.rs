@@ -721,7 +721,7 @@ mod tests {
         // Each bad line: the mistake and where it is, as `gpulab check` prints it.
         let at = |script: &str| {
             let text = format!("{HEAD}[[variants]]\nname = \"v\"\nscript = '''\n{script}\n'''\n");
-            let p = lab(raw::read(&text).unwrap(), &text, Origin::Builtin).unwrap_err();
+            let p = first(lab(raw::read(&text).unwrap(), &text, Origin::Builtin)).unwrap_err();
             let d = crate::lab::Diagnostic::from_problem("t.toml", &text, &p);
             let first = d.to_string().lines().next().unwrap_or("").to_owned();
             (p.mistake, first)
