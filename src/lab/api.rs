@@ -645,6 +645,8 @@ impl Api {
 
     /// The call queues device work that the backends time as a device span
     /// (a kernel, a copy, a fill): until the span arrives, the work is in flight.
+    /// Markers and barriers are not work: NVIDIA's OpenCL does not time them (its
+    /// counters read 0), so no span would ever close them.
     pub fn queues_device_work(self) -> bool {
         matches!(
             self,
@@ -655,8 +657,6 @@ impl Api {
                 | Api::ClEnqueueFillBuffer
                 | Api::ClEnqueueMapBuffer
                 | Api::ClEnqueueUnmapMemObject
-                | Api::ClEnqueueBarrierWithWaitList
-                | Api::ClEnqueueMarkerWithWaitList
                 | Api::CudaLaunchKernel
                 | Api::CudaMemcpyAsync
                 | Api::CudaMemcpyAsyncToDevice

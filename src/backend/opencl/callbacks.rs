@@ -84,12 +84,20 @@ fn stamp(ev: cl_event, what: cl_profiling_info) -> Option<u64> {
 
 /// Reads the four profiling stamps of a completed command (never retains `ev`).
 pub fn read_stamps(ev: cl_event) -> Option<Stamps> {
-    Some(Stamps {
+    timed(Stamps {
         queued: stamp(ev, CL_PROFILING_COMMAND_QUEUED)?,
         submit: stamp(ev, CL_PROFILING_COMMAND_SUBMIT)?,
         start: stamp(ev, CL_PROFILING_COMMAND_START)?,
         end: stamp(ev, CL_PROFILING_COMMAND_END)?,
     })
+}
+
+/// The stamps, if the driver really timed the command. NVIDIA's OpenCL answers
+/// markers and barriers with 0 for every counter (measured on the H100): such a
+/// command has no device time, and a span at device time 0 would sit days
+/// before the run.
+fn timed(s: Stamps) -> Option<Stamps> {
+    (s.queued > 0 && s.start > 0 && s.end >= s.start).then_some(s)
 }
 
 /// `clSetEventCallback(ev, CL_COMPLETE, …)` target.
@@ -145,4 +153,26 @@ pub fn leak<T>(ctx: T) -> *mut c_void {
 pub unsafe fn reclaim<T>(p: *mut c_void) {
     // SAFETY: the caller guarantees `p` is an unclaimed `Box<T>` from `leak`.
     drop(unsafe { Box::from_raw(p.cast::<T>()) });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_the_driver_did_not_time_have_no_stamps() {
+        let s = |queued, start, end| Stamps {
+            queued,
+            submit: queued,
+            start,
+            end,
+        };
+        assert_eq!(timed(s(0, 0, 0)), None, "NVIDIA's markers and barriers");
+        assert_eq!(timed(s(10, 5, 4)), None, "ends before it starts");
+        assert!(
+            timed(s(10, 20, 20)).is_some(),
+            "an empty command is still timed"
+        );
+        assert!(timed(s(10, 20, 30)).is_some());
+    }
 }
