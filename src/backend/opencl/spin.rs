@@ -13,7 +13,7 @@ use cl3::command_queue::{enqueue_nd_range_kernel, finish};
 use cl3::context::{create_context, release_context};
 use cl3::event::{release_event, wait_for_events};
 use cl3::kernel::{create_kernel, release_kernel, set_kernel_arg};
-use cl3::memory::{CL_MEM_READ_WRITE, create_buffer, release_mem_object};
+use cl3::memory::{CL_MEM_COPY_HOST_PTR, CL_MEM_READ_WRITE, create_buffer, release_mem_object};
 use cl3::program::{build_program, create_program_with_source, release_program};
 use cl3::types::{
     cl_command_queue, cl_context, cl_device_id, cl_event, cl_int, cl_kernel, cl_mem, cl_program,
@@ -30,6 +30,10 @@ pub const KERNEL: &std::ffi::CStr = c"spin";
 
 /// Bytes of the private buffer calibration touches (one page).
 const CAL_BYTES: usize = 4096;
+/// The spin kernel touches one word per page of this size.
+const PAGE_BYTES: u64 = 4096;
+/// The buffer whose touching is timed on a CPU device, per page.
+const TOUCH_BYTES: usize = 64 << 20;
 
 /// How many work-items a spin launch uses: one work-group's worth on a GPU (the
 /// time is the loop, not the launch), a single work-item on a CPU device, where a
@@ -53,22 +57,33 @@ impl Shape {
     }
 }
 
-/// `t_ms = launch_ms + iters / iters_per_ms`, fitted at open.
+/// `t_ms = launch_ms + pages * page_ms + iters / iters_per_ms`, fitted at open.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Calibration {
     pub shape: Shape,
     pub iters_per_ms: f64,
     pub launch_ms: f64,
+    /// What touching one 4 KiB page of the lab's buffer adds (the kernel writes
+    /// a word in each before it spins): measured on CPU devices, where one
+    /// work-item touches them all (a 1 GiB buffer added ~100 ms to a 200 ms spin
+    /// on PoCL); 0 on GPUs, where 64 work-items share the pages.
+    pub page_ms: f64,
     /// Wall time calibration took, build included.
     pub took_ms: f64,
 }
 
 impl Calibration {
     pub fn iterations(&self, ms: f64) -> cl_ulong {
+        self.iterations_over(ms, 0)
+    }
+
+    /// Loop iterations for a spin of `ms` that first touches a buffer of `bytes`.
+    pub fn iterations_over(&self, ms: f64, bytes: u64) -> cl_ulong {
         if !ms.is_finite() || ms <= 0.0 {
             return 0;
         }
-        let it = ((ms - self.launch_ms).max(0.0) * self.iters_per_ms).round();
+        let touch_ms = bytes.div_ceil(PAGE_BYTES) as f64 * self.page_ms;
+        let it = ((ms - self.launch_ms - touch_ms).max(0.0) * self.iters_per_ms).round();
         if it >= u64::MAX as f64 {
             u64::MAX
         } else {
@@ -178,7 +193,19 @@ fn timed(
     shape: Shape,
     iters: u64,
 ) -> Result<Run, String> {
-    set_args(k, buf, iters, CAL_BYTES as u64).map_err(|e| step("clSetKernelArg", e))?;
+    timed_bytes(q, k, buf, shape, iters, CAL_BYTES as u64)
+}
+
+/// One run of `iters` loop iterations that first touches `bytes` of `buf`.
+fn timed_bytes(
+    q: cl_command_queue,
+    k: cl_kernel,
+    buf: cl_mem,
+    shape: Shape,
+    iters: u64,
+    bytes: u64,
+) -> Result<Run, String> {
+    set_args(k, buf, iters, bytes).map_err(|e| step("clSetKernelArg", e))?;
     let (ev, h0, h1) = enqueue(q, k, shape, &[]).map_err(|e| step("clEnqueueNDRangeKernel", e))?;
     let waited = wait_for_events(&[ev]);
     let stamps = read_stamps(ev);
@@ -248,14 +275,61 @@ pub fn calibrate(
             ));
         }
     };
+    let page_ms = if shape.global == 1 {
+        touch_ms_per_page(ctx, q, k, shape, &mut runs)?
+    } else {
+        0.0
+    };
     drop(p);
     let cal = Calibration {
         shape,
         iters_per_ms: 1.0 / ms_per_iter,
         launch_ms: launch_ms.max(0.0),
+        page_ms,
         took_ms: (now_ns() - t0) as f64 / 1e6,
     };
     Ok((cal, runs))
+}
+
+/// What one page of a lab's buffer adds to a spin on a single work-item: a
+/// spin of 0 iterations over `TOUCH_BYTES`, against the same over one page. The
+/// buffer is written first, as a lab's (COPY_HOST_PTR) is, so its pages are
+/// in memory; the quickest of `REPEATS` counts, as load only lengthens a run.
+fn touch_ms_per_page(
+    ctx: cl_context,
+    q: cl_command_queue,
+    k: cl_kernel,
+    shape: Shape,
+    runs: &mut Vec<Run>,
+) -> Result<f64, String> {
+    let host = vec![0u8; TOUCH_BYTES];
+    // SAFETY: `host` holds TOUCH_BYTES bytes, copied at creation (COPY_HOST_PTR).
+    let big = unsafe {
+        create_buffer(
+            ctx,
+            CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+            TOUCH_BYTES,
+            host.as_ptr().cast_mut().cast(),
+        )
+    }
+    .map_err(|e| step("clCreateBuffer", e))?;
+    let mut timed_over = |bytes: u64| -> Result<f64, String> {
+        let mut best = f64::INFINITY;
+        for _ in 0..REPEATS {
+            let r = timed_bytes(q, k, big, shape, 0, bytes)?;
+            runs.push(r);
+            best = best.min(r.ms());
+        }
+        Ok(best)
+    };
+    let measured = timed_over(PAGE_BYTES).and_then(|one| {
+        let all = timed_over(TOUCH_BYTES as u64)?;
+        let pages = (TOUCH_BYTES as u64 / PAGE_BYTES) as f64;
+        Ok(((all - one) / (pages - 1.0)).max(0.0))
+    });
+    // SAFETY: the buffer was created above and no command uses it any more.
+    let _ = unsafe { release_mem_object(big) };
+    measured
 }
 
 /// Runs per calibration point; the quickest counts.
@@ -339,11 +413,18 @@ mod tests {
             },
             iters_per_ms: 1000.0,
             launch_ms: 0.5,
+            page_ms: 0.001,
             took_ms: 0.0,
         };
         assert_eq!(c.iterations(10.5), 10_000);
         assert_eq!(c.iterations(0.1), 0);
         assert_eq!(c.iterations(f64::NAN), 0);
+        // 1,000 pages of 4 KiB at 1 us each take 1 ms of the 10.5 requested.
+        assert_eq!(c.iterations_over(10.5, 1000 * 4096), 9_000);
+        // A partial page is a page touched.
+        assert_eq!(c.iterations_over(10.5, 999 * 4096 + 1), 9_000);
+        // A buffer that takes longer to touch than the spin asked: no loop.
+        assert_eq!(c.iterations_over(10.5, 100_000 * 4096), 0);
         assert_eq!(Shape::for_device(DeviceKind::Gpu, 1024).global, 64);
         assert_eq!(Shape::for_device(DeviceKind::Cpu, 4096).global, 1);
     }
