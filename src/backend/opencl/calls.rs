@@ -328,7 +328,12 @@ impl OpenClBackend {
                 };
                 let bytes = self.objects.get(&bid).map_or(0, |e| e.bytes);
                 let wait = self.wait_list(ops)?;
-                ok(spin::set_args(k, buf, self.cal.iterations_over(ms, bytes), bytes))?;
+                ok(spin::set_args(
+                    k,
+                    buf,
+                    self.cal.iterations_over(ms, bytes),
+                    bytes,
+                ))?;
                 let (ev, h0, h1) = ok(spin::enqueue(q, k, self.cal.shape, &wait))?;
                 Ok(self.track(seq, qid, "spin", ev, h0, h1, None, want_event, false))
             }
