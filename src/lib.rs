@@ -14,6 +14,7 @@ pub mod lab;
 pub mod machine;
 pub mod report;
 pub mod run;
+pub mod signals;
 pub mod source;
 pub mod telemetry;
 pub mod trace;

@@ -18,6 +18,7 @@ const MODULES: &[&str] = &[
     "lab",
     "report",
     "run",
+    "signals",
     "source",
     "telemetry",
     "trace",

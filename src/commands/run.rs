@@ -53,7 +53,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         let cancel = cancel.clone();
         // A second Ctrl-C while the first is handled is harmless; failing to install
         // the handler only costs the partial report.
-        let _ = ctrlc::set_handler(move || cancel.store(true, Ordering::SeqCst));
+        let _ = gpulab::signals::on_termination(move || cancel.store(true, Ordering::SeqCst));
     }
     let source = LocalSource::new()?;
     let mut summaries = Vec::new();

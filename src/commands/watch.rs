@@ -58,7 +58,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
     let events = if args.dashboard {
         live(cli, args, watching)?
     } else {
-        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
+        let _ = gpulab::signals::on_termination(move || stop.store(true, Ordering::SeqCst));
         watching.events.iter().collect()
     };
 
