@@ -21,6 +21,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "INDEX|NAME")]
     pub device: Option<String>,
 
+    /// Colour: `auto` colours a terminal unless NO_COLOR is set; `always` and
+    /// `never` win over NO_COLOR. The dashboard and every command follow it.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    pub color: ColorWhen,
+
     /// Open the dashboard on this lab (without a terminal: print the lab and how to run it).
     #[arg(long, value_name = "ID")]
     pub lab: Option<String>,
@@ -201,6 +206,23 @@ pub struct WatchArgs {
     /// The program to run and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+impl From<ColorWhen> for gpulab::color::Choice {
+    fn from(c: ColorWhen) -> Self {
+        match c {
+            ColorWhen::Auto => Self::Auto,
+            ColorWhen::Always => Self::Always,
+            ColorWhen::Never => Self::Never,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod clock;
+pub mod color;
 pub mod engine;
 pub mod export;
 pub mod history;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 const MODULES: &[&str] = &[
     "backend",
     "clock",
+    "color",
     "engine",
     "export",
     "history",
