@@ -92,6 +92,14 @@ pub enum Cmd {
         #[arg(long, value_name = "OTHER")]
         compare: Option<PathBuf>,
     },
+    /// Print a completion script for SHELL on stdout, e.g.
+    /// `gpulab completions bash > ~/.local/share/bash-completion/completions/gpulab`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print gpulab's man page (roff) on stdout: `gpulab man | man -l -`.
+    Man,
     /// Runs one lab variant and streams events on stdout (started by gpulab itself;
     /// the request is the first line of stdin).
     #[command(hide = true)]

@@ -9,6 +9,7 @@ mod list;
 mod replay;
 mod report;
 mod run;
+mod shell;
 mod watch;
 mod worker;
 
@@ -72,6 +73,8 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
             compare.as_deref(),
         ),
         Some(Cmd::Watch(ref args)) => watch::watch(&cli, args),
+        Some(Cmd::Completions { shell }) => shell::completions(shell),
+        Some(Cmd::Man) => shell::man(),
         Some(Cmd::Worker) => worker::worker(),
         None => {
             if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
