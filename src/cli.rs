@@ -4,12 +4,32 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// Examples and exit statuses, under `--help`. A test in `commands` keeps the
+/// statuses here equal to the ones the commands return.
+pub const AFTER_HELP: &str = "\
+Examples:
+  gpulab list
+  gpulab run cl-premature-release
+  gpulab run cl-forgotten-events --all-variants
+  gpulab run cl-finish --step
+  gpulab doctor
+  gpulab completions bash > ~/.local/share/bash-completion/completions/gpulab
+
+Exit status:
+    0  ok (also a run that ended on the error its lab looks for)
+    1  a claim ended with a verdict named by --fail-on
+    2  bad input: unknown lab or variant, bad parameter, malformed or missing file,
+       an output path that cannot be written
+    3  no device, platform or driver library to run on (`gpulab doctor` explains)
+    4  the run failed: a line failed that was not expected to, or the worker crashed
+  130  cancelled by Ctrl-C, SIGTERM or SIGHUP (the partial run is still reported)";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "gpulab",
     version,
     about = "A terminal laboratory for GPU memory lifetime: run real OpenCL/CUDA calls, watch memory live and die, and check each lab's claim on this device.",
-    after_help = "Examples:\n  gpulab list\n  gpulab run cl-premature-release\n  gpulab run cl-forgotten-events --all-variants\n  gpulab run cl-finish --step\n  gpulab doctor"
+    after_help = AFTER_HELP
 )]
 pub struct Cli {
     /// Extra folder of lab files (`*.toml`); may be given more than once.
@@ -80,7 +100,8 @@ pub enum Cmd {
         /// A recording (`gpulab run … --record FILE`).
         file: PathBuf,
         /// Write Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev) to OUT.
-        #[arg(long, value_name = "OUT", required_unless_present_any = ["svg", "png"])]
+        /// One of --chrome, --svg and --png is needed.
+        #[arg(long, value_name = "OUT")]
         chrome: Option<PathBuf>,
         /// Write a figure (memory over time above the timeline) as SVG.
         #[arg(long, value_name = "OUT")]

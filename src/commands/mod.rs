@@ -15,17 +15,18 @@ mod worker;
 
 use crate::cli::{Cli, Cmd};
 
-/// Exit statuses, documented in the README.
+/// Exit statuses, documented in the README and under `--help` (`cli::AFTER_HELP`).
 pub const EXIT_OK: i32 = 0;
 /// `--fail-on` matched a verdict.
 pub const EXIT_VERDICT: i32 = 1;
-/// Bad input: unknown lab, bad parameter, malformed lab file.
+/// Bad input: unknown lab, bad parameter, malformed or missing file, an output
+/// path that cannot be written.
 pub const EXIT_USAGE: i32 = 2;
 /// No device, platform or driver library to run on (`gpulab doctor` explains).
 pub const EXIT_UNAVAILABLE: i32 = 3;
 /// The run failed or the worker crashed.
 pub const EXIT_ERROR: i32 = 4;
-/// Cancelled with Ctrl-C.
+/// Cancelled with Ctrl-C, SIGTERM or SIGHUP.
 pub const EXIT_CANCELLED: i32 = 130;
 
 /// An error that carries its exit status.
@@ -84,5 +85,32 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
                 list::overview(&cli.labs, cli.lab.as_deref())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_lists_every_exit_status_the_commands_return() {
+        let listed: Vec<i32> = crate::cli::AFTER_HELP
+            .split_once("Exit status:")
+            .map(|(_, statuses)| statuses)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                EXIT_OK,
+                EXIT_VERDICT,
+                EXIT_USAGE,
+                EXIT_UNAVAILABLE,
+                EXIT_ERROR,
+                EXIT_CANCELLED
+            ]
+        );
     }
 }
