@@ -136,7 +136,11 @@ fn heavy_run(app: &mut App) -> Vec<Event> {
 }
 
 fn benches(c: &mut Criterion) {
-    let mut app = App::new(LabSet::load(&[]).labs().to_vec(), vec![], Theme::from_env());
+    let mut app = App::new(
+        LabSet::load(&[]).labs().to_vec(),
+        vec![],
+        Theme::chosen(gpulab::color::Choice::Auto),
+    );
     let events = heavy_run(&mut app);
     let area = Rect::new(0, 0, 200, 60);
     let mut buf = Buffer::empty(area);

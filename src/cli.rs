@@ -4,12 +4,32 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// Examples and exit statuses, under `--help`. A test in `commands` keeps the
+/// statuses here equal to the ones the commands return.
+pub const AFTER_HELP: &str = "\
+Examples:
+  gpulab list
+  gpulab run cl-premature-release
+  gpulab run cl-forgotten-events --all-variants
+  gpulab run cl-finish --step
+  gpulab doctor
+  gpulab completions bash > ~/.local/share/bash-completion/completions/gpulab
+
+Exit status:
+    0  ok (also a run that ended on the error its lab looks for)
+    1  a claim ended with a verdict named by --fail-on
+    2  bad input: unknown lab or variant, bad parameter, malformed or missing file,
+       an output path that cannot be written
+    3  no device, platform or driver library to run on (`gpulab doctor` explains)
+    4  the run failed: a line failed that was not expected to, or the worker crashed
+  130  cancelled by Ctrl-C, SIGTERM or SIGHUP (the partial run is still reported)";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "gpulab",
     version,
     about = "A terminal laboratory for GPU memory lifetime: run real OpenCL/CUDA calls, watch memory live and die, and check each lab's claim on this device.",
-    after_help = "Examples:\n  gpulab list\n  gpulab run cl-premature-release\n  gpulab run cl-forgotten-events --all-variants\n  gpulab run cl-finish --step\n  gpulab doctor"
+    after_help = AFTER_HELP
 )]
 pub struct Cli {
     /// Extra folder of lab files (`*.toml`); may be given more than once.
@@ -20,6 +40,11 @@ pub struct Cli {
     /// Default: the first GPU, else the first device.
     #[arg(long, global = true, value_name = "INDEX|NAME")]
     pub device: Option<String>,
+
+    /// Colour: `auto` colours a terminal unless NO_COLOR is set; `always` and
+    /// `never` win over NO_COLOR. The dashboard and every command follow it.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    pub color: ColorWhen,
 
     /// Open the dashboard on this lab (without a terminal: print the lab and how to run it).
     #[arg(long, value_name = "ID")]
@@ -75,7 +100,8 @@ pub enum Cmd {
         /// A recording (`gpulab run … --record FILE`).
         file: PathBuf,
         /// Write Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev) to OUT.
-        #[arg(long, value_name = "OUT", required_unless_present_any = ["svg", "png"])]
+        /// One of --chrome, --svg and --png is needed.
+        #[arg(long, value_name = "OUT")]
         chrome: Option<PathBuf>,
         /// Write a figure (memory over time above the timeline) as SVG.
         #[arg(long, value_name = "OUT")]
@@ -87,6 +113,14 @@ pub enum Cmd {
         #[arg(long, value_name = "OTHER")]
         compare: Option<PathBuf>,
     },
+    /// Print a completion script for SHELL on stdout, e.g.
+    /// `gpulab completions bash > ~/.local/share/bash-completion/completions/gpulab`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print gpulab's man page (roff) on stdout: `gpulab man | man -l -`.
+    Man,
     /// Runs one lab variant and streams events on stdout (started by gpulab itself;
     /// the request is the first line of stdin).
     #[command(hide = true)]
@@ -201,6 +235,23 @@ pub struct WatchArgs {
     /// The program to run and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+impl From<ColorWhen> for gpulab::color::Choice {
+    fn from(c: ColorWhen) -> Self {
+        match c {
+            ColorWhen::Auto => Self::Auto,
+            ColorWhen::Always => Self::Always,
+            ColorWhen::Never => Self::Never,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

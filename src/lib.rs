@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod clock;
+pub mod color;
 pub mod engine;
 pub mod export;
 pub mod history;
@@ -14,6 +15,7 @@ pub mod lab;
 pub mod machine;
 pub mod report;
 pub mod run;
+pub mod signals;
 pub mod source;
 pub mod telemetry;
 pub mod trace;

@@ -191,6 +191,18 @@ fn help_opens_and_any_key_closes_it_without_acting() {
 }
 
 #[test]
+fn f1_opens_help_and_f10_quits_as_in_htop() {
+    let mut a = app();
+    key(&mut a, KeyCode::F(1));
+    assert_eq!(a.overlay, Overlay::Help);
+    key(&mut a, KeyCode::F(1));
+    assert_eq!(a.overlay, Overlay::None);
+    assert!(!a.quit);
+    key(&mut a, KeyCode::F(10));
+    assert!(a.quit);
+}
+
+#[test]
 fn quit_with_q_or_ctrl_c_cancels_running_workers() {
     let mut a = app();
     select(&mut a, "cl-finish");

@@ -7,8 +7,9 @@ use gpulab::lab::{LabError, catalog};
 
 use super::{EXIT_OK, EXIT_USAGE};
 
-pub fn check(files: &[PathBuf]) -> anyhow::Result<i32> {
-    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+pub fn check(files: &[PathBuf], color: gpulab::color::Choice) -> anyhow::Result<i32> {
+    // Mistakes go to stderr: its being a terminal is what `auto` asks about.
+    let color = gpulab::color::for_stream(color, std::io::stderr().is_terminal());
     let mut bad = 0;
     for f in files {
         match catalog::load_file(f) {

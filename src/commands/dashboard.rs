@@ -47,7 +47,11 @@ pub fn new_app(cli: &Cli, set: &LabSet) -> App {
     if let Some(dir) = history::dir() {
         recordings.extend(history::list(&dir));
     }
-    let mut app = App::new(set.labs().to_vec(), recordings, Theme::from_env());
+    let mut app = App::new(
+        set.labs().to_vec(),
+        recordings,
+        Theme::chosen(cli.color.into()),
+    );
     app.device = cli.device.clone();
     app
 }

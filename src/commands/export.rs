@@ -3,8 +3,6 @@
 
 use std::path::Path;
 
-use anyhow::Context;
-
 use gpulab::export::{chrome, figure};
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
@@ -16,6 +14,15 @@ pub fn export(
     png_out: Option<&Path>,
     compare: Option<&Path>,
 ) -> anyhow::Result<i32> {
+    if chrome_out.is_none() && svg_out.is_none() && png_out.is_none() {
+        return Err(fail(
+            EXIT_USAGE,
+            format!(
+                "export needs an output: one of {}",
+                OUTPUTS.map(|o| format!("--{o} OUT")).join(", ")
+            ),
+        ));
+    }
     let run = super::report::load(file)?;
     if let Some(out) = chrome_out {
         if compare.is_some() {
@@ -42,8 +49,13 @@ pub fn export(
     Ok(EXIT_OK)
 }
 
+/// What `export` can write, as its options name them.
+const OUTPUTS: [&str; 3] = ["chrome", "svg", "png"];
+
+/// An output path that cannot be written is the caller's to fix (exit 2).
 fn write(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    std::fs::write(out, bytes).with_context(|| format!("cannot write {}", out.display()))?;
+    std::fs::write(out, bytes)
+        .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", out.display())))?;
     eprintln!("wrote {}", out.display());
     Ok(())
 }

@@ -9,22 +9,24 @@ mod list;
 mod replay;
 mod report;
 mod run;
+mod shell;
 mod watch;
 mod worker;
 
 use crate::cli::{Cli, Cmd};
 
-/// Exit statuses, documented in the README.
+/// Exit statuses, documented in the README and under `--help` (`cli::AFTER_HELP`).
 pub const EXIT_OK: i32 = 0;
 /// `--fail-on` matched a verdict.
 pub const EXIT_VERDICT: i32 = 1;
-/// Bad input: unknown lab, bad parameter, malformed lab file.
+/// Bad input: unknown lab, bad parameter, malformed or missing file, an output
+/// path that cannot be written.
 pub const EXIT_USAGE: i32 = 2;
 /// No device, platform or driver library to run on (`gpulab doctor` explains).
 pub const EXIT_UNAVAILABLE: i32 = 3;
 /// The run failed or the worker crashed.
 pub const EXIT_ERROR: i32 = 4;
-/// Cancelled with Ctrl-C.
+/// Cancelled with Ctrl-C, SIGTERM or SIGHUP.
 pub const EXIT_CANCELLED: i32 = 130;
 
 /// An error that carries its exit status.
@@ -54,7 +56,7 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
     match cli.command {
         Some(Cmd::List { json }) => list::list(&cli.labs, json),
         Some(Cmd::Run(args)) => run::run(&cli.labs, cli.device.as_deref(), &args),
-        Some(Cmd::Check { files }) => check::check(&files),
+        Some(Cmd::Check { ref files }) => check::check(files, cli.color.into()),
         Some(Cmd::Doctor { json }) => doctor::doctor(json, icd_note),
         Some(Cmd::Report { file, format }) => report::report(&file, format),
         Some(Cmd::Replay { ref file }) => replay::replay(&cli, file),
@@ -72,6 +74,8 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
             compare.as_deref(),
         ),
         Some(Cmd::Watch(ref args)) => watch::watch(&cli, args),
+        Some(Cmd::Completions { shell }) => shell::completions(shell),
+        Some(Cmd::Man) => shell::man(),
         Some(Cmd::Worker) => worker::worker(),
         None => {
             if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
@@ -81,5 +85,32 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
                 list::overview(&cli.labs, cli.lab.as_deref())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_lists_every_exit_status_the_commands_return() {
+        let listed: Vec<i32> = crate::cli::AFTER_HELP
+            .split_once("Exit status:")
+            .map(|(_, statuses)| statuses)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                EXIT_OK,
+                EXIT_VERDICT,
+                EXIT_USAGE,
+                EXIT_UNAVAILABLE,
+                EXIT_ERROR,
+                EXIT_CANCELLED
+            ]
+        );
     }
 }

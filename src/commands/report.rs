@@ -2,8 +2,6 @@
 
 use std::path::Path;
 
-use anyhow::Context;
-
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::trace::stream_recording;
@@ -27,7 +25,8 @@ pub fn report(file: &Path, format: Format) -> anyhow::Result<i32> {
 /// it). A damaged recording still shows what it holds; each skipped line is
 /// named on stderr.
 pub fn load(file: &Path) -> anyhow::Result<Run> {
-    let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let f = std::fs::File::open(file)
+        .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;
     let mut run = Run::default();
     let problems = stream_recording(std::io::BufReader::new(f), |e| run.apply(&e))
         .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;

@@ -8,8 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-
 use gpulab::lab::{BackendKind, Lab, LabSet, catalog};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
@@ -53,7 +51,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         let cancel = cancel.clone();
         // A second Ctrl-C while the first is handled is harmless; failing to install
         // the handler only costs the partial report.
-        let _ = ctrlc::set_handler(move || cancel.store(true, Ordering::SeqCst));
+        let _ = gpulab::signals::on_termination(move || cancel.store(true, Ordering::SeqCst));
     }
     let source = LocalSource::new()?;
     let mut summaries = Vec::new();
@@ -181,9 +179,9 @@ fn run_variant(
 ) -> anyhow::Result<Run> {
     let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
     let recorder = match record {
-        Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
-        )),
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
+            |e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display())),
+        )?)),
         None => None,
     };
     let mut handle = source.start(req)?;

@@ -32,9 +32,9 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         ));
     }
     let mut recorder = match &args.record {
-        Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
-        )),
+        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
+            |e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display())),
+        )?)),
         None => None,
     };
     // With the dashboard on the terminal, the program's output goes to a file.
@@ -58,7 +58,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
     let events = if args.dashboard {
         live(cli, args, watching)?
     } else {
-        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
+        let _ = gpulab::signals::on_termination(move || stop.store(true, Ordering::SeqCst));
         watching.events.iter().collect()
     };
 

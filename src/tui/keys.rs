@@ -87,6 +87,8 @@ pub enum K {
     BackTab,
     Home,
     End,
+    /// A function key, `F(1)` for F1.
+    F(u8),
 }
 
 impl K {
@@ -107,6 +109,7 @@ impl K {
             K::BackTab => "Shift-Tab".into(),
             K::Home => "Home".into(),
             K::End => "End".into(),
+            K::F(n) => format!("F{n}"),
         }
     }
 
@@ -127,6 +130,7 @@ impl K {
             (K::BackTab, KeyCode::BackTab) => true,
             (K::Home, KeyCode::Home) => true,
             (K::End, KeyCode::End) => true,
+            (K::F(n), KeyCode::F(x)) => n == x,
             _ => false,
         }
     }
@@ -144,14 +148,15 @@ pub struct Binding {
 pub const KEYS: &[Binding] = &[
     b(
         Mode::Main,
-        &[K::Char('?')],
+        // F1 and F10 as in htop and nvtop.
+        &[K::Char('?'), K::F(1)],
         Action::Help,
         "show / hide this help",
         Some("help"),
     ),
     b(
         Mode::Main,
-        &[K::Char('q'), K::Ctrl('c')],
+        &[K::Char('q'), K::Ctrl('c'), K::F(10)],
         Action::Quit,
         "quit (a running worker is killed first)",
         Some("quit"),
@@ -500,9 +505,23 @@ mod tests {
             Some(Action::Compare)
         );
         assert_eq!(action(&key(KeyCode::Char('x')), Mode::Main), None);
+        assert_eq!(action(&key(KeyCode::F(2)), Mode::Main), None);
         assert_eq!(
             action(&key(KeyCode::Left), Mode::Params),
             Some(Action::Less)
         );
+    }
+
+    #[test]
+    fn f1_opens_help_and_f10_quits_as_in_htop() {
+        for mode in [Mode::Main, Mode::Replay] {
+            assert_eq!(action(&key(KeyCode::F(1)), mode), Some(Action::Help));
+            assert_eq!(action(&key(KeyCode::F(10)), mode), Some(Action::Quit));
+        }
+        let help = KEYS.iter().find(|b| b.action == Action::Help);
+        assert_eq!(help.map(label).as_deref(), Some("?/F1"));
+        // The status bar keeps the short first keys.
+        assert!(hints(Mode::Main).any(|(k, h)| k == "?" && h == "help"));
+        assert!(hints(Mode::Main).any(|(k, h)| k == "q" && h == "quit"));
     }
 }

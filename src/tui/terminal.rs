@@ -71,7 +71,7 @@ pub fn open_fed(
         // end the dashboard as `q` does. Without a handler the process died in
         // the alternate screen, cursor hidden, mouse reporting on.
         let tx = tx.clone();
-        let _ = ctrlc::set_handler(move || {
+        let _ = crate::signals::on_termination(move || {
             let _ = tx.send(Msg::Terminate);
         });
     }

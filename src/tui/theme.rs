@@ -1,7 +1,10 @@
-//! Styles of the dashboard, in one place so `NO_COLOR` turns every colour off at
-//! once: without colour, meaning is carried by bold, reverse and dim alone.
+//! Styles of the dashboard, in one place so `--color never` or `NO_COLOR` turns
+//! every colour off at once: without colour, meaning is carried by bold, reverse
+//! and dim alone.
 
 use ratatui::style::{Color, Modifier, Style};
+
+use crate::color;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {
@@ -9,10 +12,12 @@ pub struct Theme {
 }
 
 impl Theme {
-    /// Colour unless `NO_COLOR` is set to anything non-empty (no-color.org).
-    pub fn from_env() -> Theme {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Theme { color: !no_color }
+    /// The theme `--color` asks for, by the rule every command follows
+    /// (`color::enabled`); the dashboard always draws on a terminal.
+    pub fn chosen(choice: color::Choice) -> Theme {
+        Theme {
+            color: color::for_stream(choice, true),
+        }
     }
 
     pub const PLAIN: Theme = Theme { color: false };

@@ -1,0 +1,231 @@
+//! The habits of other command-line tools: completions, a man page, `--color`
+//! with NO_COLOR, exit statuses in `--help` and kept by the commands. Every test
+//! spawns the real binary with absolute paths, so none depends on the folder it
+//! runs in.
+
+mod common;
+
+use std::process::Output;
+
+fn run_env(args: &[&str], env: &[(&str, Option<&str>)]) -> Output {
+    let mut cmd = common::gpulab();
+    cmd.args(args);
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.output().expect("the gpulab binary starts")
+}
+
+/// The visible subcommands, as `--help` lists them.
+fn subcommands() -> Vec<String> {
+    let out = common::run(&["--help"]);
+    let help = common::stdout(&out);
+    let names: Vec<String> = help
+        .split_once("Commands:\n")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect();
+    for expected in [
+        "list",
+        "run",
+        "check",
+        "doctor",
+        "export",
+        "completions",
+        "man",
+    ] {
+        assert!(names.iter().any(|n| n == expected), "{expected}: {help}");
+    }
+    names
+}
+
+fn fixture(name: &str) -> String {
+    common::repo_file(&format!("tests/fixtures/recordings/{name}.jsonl"))
+        .display()
+        .to_string()
+}
+
+#[test]
+fn completion_scripts_name_every_subcommand() {
+    let commands = subcommands();
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef gpulab"),
+        ("fish", "complete -c gpulab"),
+    ] {
+        let out = common::run(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = common::stdout(&out);
+        assert!(script.contains(marker), "{shell}: {script}");
+        for c in &commands {
+            assert!(script.contains(c.as_str()), "{shell} script lacks `{c}`");
+        }
+        // `worker` is gpulab's own (it starts it); no shell offers it.
+        assert!(
+            !script.contains("-a \"worker\"") && !script.contains("gpulab,worker)"),
+            "{shell}: the hidden worker is offered"
+        );
+    }
+    let out = common::run(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "an unknown shell is bad input");
+}
+
+#[test]
+fn the_man_page_renders_and_names_every_subcommand() {
+    let out = common::run(&["man"]);
+    assert_eq!(out.status.code(), Some(0));
+    let page = common::stdout(&out);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH gpulab"),
+        "{page}"
+    );
+    assert!(page.contains(".SH NAME") && page.contains(".SH SYNOPSIS"));
+    assert!(
+        page.contains("Exit status"),
+        "the exit statuses are in the page"
+    );
+    assert!(
+        page.contains("\\-\\-color"),
+        "global options are in the page"
+    );
+    for c in subcommands() {
+        assert!(page.contains(&c), "the man page lacks `{c}`");
+    }
+}
+
+#[test]
+fn help_lists_the_exit_statuses() {
+    let help = common::stdout(&common::run(&["--help"]));
+    let statuses = help
+        .split_once("Exit status:")
+        .map(|(_, s)| s)
+        .unwrap_or("");
+    for (code, words) in [
+        ("0", "ok"),
+        ("1", "--fail-on"),
+        ("2", "bad input"),
+        ("3", "no device"),
+        ("4", "the run failed"),
+        ("130", "Ctrl-C"),
+    ] {
+        assert!(
+            statuses
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{code} ")) && l.contains(words)),
+            "{code} {words}: {help}"
+        );
+    }
+}
+
+/// A lab file with a misspelt call: `check` draws the mistake, coloured or not.
+fn bad_lab(dir: &std::path::Path) -> String {
+    let file = dir.join("bad.toml");
+    let text = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml"))
+        .expect("shipped lab")
+        .replace("clFinish(q)", "clFinsh(q)");
+    std::fs::write(&file, text).expect("temp file");
+    file.display().to_string()
+}
+
+#[test]
+fn color_follows_one_rule_with_no_color() {
+    let dir = common::temp_dir();
+    let file = bad_lab(dir.path());
+    let coloured = |args: &[&str], no_color: Option<&str>| {
+        let mut all = vec!["check", file.as_str()];
+        all.extend_from_slice(args);
+        let out = run_env(&all, &[("NO_COLOR", no_color)]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = common::stderr(&out);
+        assert!(err.contains("clFinsh"), "{err}");
+        err.contains('\u{1b}')
+    };
+    // stderr is a pipe here: `auto` means no colour, NO_COLOR or not.
+    assert!(!coloured(&[], None));
+    assert!(!coloured(&["--color", "auto"], None));
+    assert!(coloured(&["--color", "always"], None));
+    assert!(coloured(&["--color=always"], Some("1")), "a flag wins");
+    assert!(!coloured(&["--color", "never"], None));
+    let out = common::run(&["--color", "sometimes", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_missing_input_file_is_bad_input() {
+    let dir = common::temp_dir();
+    let missing = dir.path().join("missing.jsonl").display().to_string();
+    let out_svg = dir.path().join("out.svg").display().to_string();
+    for args in [
+        vec!["report", missing.as_str()],
+        vec!["replay", missing.as_str()],
+        vec!["export", missing.as_str(), "--svg", out_svg.as_str()],
+        vec!["check", missing.as_str()],
+    ] {
+        let out = common::run(&args);
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("missing.jsonl"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn an_unwritable_output_path_is_bad_input() {
+    let dir = common::temp_dir();
+    let nowhere = dir.path().join("no-such-folder").join("out.jsonl");
+    let nowhere = nowhere.display().to_string();
+    let out = common::run(&["watch", "--record", &nowhere, "--", "true"]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cannot create") && err.contains("out.jsonl"),
+        "{err}"
+    );
+
+    let recording = fixture("pocl--cl-finish--no-wait");
+    let out = common::run(&["export", &recording, "--chrome", &nowhere]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot write"), "{err}");
+}
+
+#[test]
+fn run_with_an_unwritable_record_path_is_bad_input() {
+    if !common::opencl_or_skip("run_with_an_unwritable_record_path_is_bad_input") {
+        return;
+    }
+    let _device = common::device_lock();
+    let dir = common::temp_dir();
+    let nowhere = dir.path().join("no-such-folder").join("run.jsonl");
+    let out = common::run(&[
+        "run",
+        "cl-finish",
+        "--record",
+        &nowhere.display().to_string(),
+    ]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cannot create") && err.contains("run.jsonl"),
+        "{err}"
+    );
+}
+
+#[test]
+fn export_without_an_output_names_the_outputs_and_exits_2() {
+    let out = common::run(&["export", &fixture("pocl--cl-finish--no-wait")]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("one of --chrome OUT, --svg OUT, --png OUT"),
+        "{err}"
+    );
+}
