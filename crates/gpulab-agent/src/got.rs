@@ -9,7 +9,9 @@
 //! thread calling through a slot sees the old function or the new one.
 
 use std::collections::HashSet;
-use std::ffi::{CStr, CString, c_int, c_void};
+use std::ffi::{CStr, CString, c_void};
+
+use crate::loaded::{Loaded, loaded};
 
 const DT_NULL: i64 = 0;
 const DT_PLTRELSZ: i64 = 2;
@@ -20,8 +22,6 @@ const DT_RELASZ: i64 = 8;
 const DT_JMPREL: i64 = 23;
 const R_X86_64_GLOB_DAT: u32 = 6;
 const R_X86_64_JUMP_SLOT: u32 = 7;
-const PT_DYNAMIC: u32 = 2;
-const PT_GNU_RELRO: u32 = 0x6474_e552;
 
 #[repr(C)]
 struct Dyn {
@@ -44,15 +44,6 @@ struct Sym {
     shndx: u16,
     value: u64,
     size: u64,
-}
-
-/// A loaded file, as the dynamic loader lists it.
-struct Loaded {
-    path: String,
-    bias: usize,
-    dynamic: usize,
-    relro: Option<(usize, usize)>,
-    ranges: Vec<(usize, usize)>,
 }
 
 /// One slot pointed at the agent's function: where it was, and what it held.
@@ -92,7 +83,7 @@ pub fn redirect(
                 continue;
             }
             // A slot not yet bound (lazy binding) holds the file's PLT stub.
-            let bound = !file.ranges.iter().any(|(lo, hi)| (*lo..*hi).contains(&was));
+            let bound = !file.holds(was);
             let real = if bound {
                 Some(was)
             } else {
@@ -232,60 +223,6 @@ fn write_slot(slot: usize, to: usize, file: &Loaded) -> bool {
         unsafe { libc::mprotect(start as *mut c_void, page, libc::PROT_READ) };
     }
     true
-}
-
-fn loaded() -> Vec<Loaded> {
-    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
-        // SAFETY: the loader passes a valid info; `data` is the Vec below.
-        let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<Loaded>)) };
-        // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
-        let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
-        let bias = info.dlpi_addr as usize;
-        let segment = |kind: u32| {
-            headers.iter().find(|h| h.p_type == kind).map(|h| {
-                (
-                    bias + h.p_vaddr as usize,
-                    bias + (h.p_vaddr + h.p_memsz) as usize,
-                )
-            })
-        };
-        let name = if info.dlpi_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: a NUL-terminated path owned by the loader.
-            unsafe { CStr::from_ptr(info.dlpi_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        let path = if name.is_empty() && out.is_empty() {
-            std::fs::read_link("/proc/self/exe")
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        } else {
-            name
-        };
-        out.push(Loaded {
-            path,
-            bias,
-            dynamic: segment(PT_DYNAMIC).map_or(0, |(lo, _)| lo),
-            relro: segment(PT_GNU_RELRO),
-            ranges: headers
-                .iter()
-                .filter(|h| h.p_type == libc::PT_LOAD)
-                .map(|h| {
-                    (
-                        bias + h.p_vaddr as usize,
-                        bias + (h.p_vaddr + h.p_memsz) as usize,
-                    )
-                })
-                .collect(),
-        });
-        0
-    }
-    let mut out: Vec<Loaded> = Vec::new();
-    // SAFETY: the callback matches dl_iterate_phdr's contract.
-    unsafe { libc::dl_iterate_phdr(Some(each), &mut out as *mut Vec<Loaded> as *mut c_void) };
-    out
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ mod dispatch;
 mod got;
 mod layer;
 mod ledger;
+mod loaded;
 mod opencl;
 mod rival;
 mod stack;

@@ -84,7 +84,7 @@ pub fn arm(result_string: ResultString, spans: bool) {
 /// Points imports of the clashing calls in libraries loaded since the last
 /// look at the agent's functions. Cheap when nothing was loaded.
 pub fn look() {
-    let now = crate::stack::generation();
+    let now = crate::loaded::generation();
     if GENERATION.swap(now, Ordering::AcqRel) == now {
         return;
     }

@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 
 use gpulab_events::Frame;
 
+use crate::loaded::{Loaded, generation, loaded};
+
 /// `1` turns capturing on.
 pub const BACKTRACE_ENV: &str = "GPULAB_BACKTRACE";
 /// Return addresses taken per creation, before the agent's and driver's own
@@ -50,19 +52,11 @@ pub fn capture() -> Option<Box<[usize]>> {
     Some(buf[1.min(n)..n].iter().map(|p| *p as usize).collect())
 }
 
-/// One mapped file: where its segments lie and how far it was moved.
-struct Module {
-    path: String,
-    bias: usize,
-    ranges: Vec<(usize, usize)>,
-    build_id: Option<String>,
-}
-
 /// The agent thread's stacks: ids by return addresses, and the mapped files.
 #[derive(Default)]
 pub struct Stacks {
     ids: HashMap<Box<[usize]>, u64>,
-    modules: Vec<Module>,
+    modules: Vec<Loaded>,
     /// `dlpi_adds + dlpi_subs` when `modules` was read: a change means a
     /// library was loaded or unloaded since.
     generation: u64,
@@ -83,7 +77,7 @@ impl Stacks {
 
     fn frames(&mut self, addrs: &[usize]) -> Vec<Frame> {
         if generation() != self.generation {
-            self.modules = modules();
+            self.modules = loaded();
             self.generation = generation();
         }
         let named: Vec<Frame> = addrs.iter().map(|a| self.frame(*a)).collect();
@@ -97,10 +91,7 @@ impl Stacks {
     /// A return address, named. The call is the instruction before it.
     fn frame(&self, ret: usize) -> Frame {
         let pc = ret.saturating_sub(1);
-        let module = self
-            .modules
-            .iter()
-            .find(|m| m.ranges.iter().any(|(lo, hi)| (*lo..*hi).contains(&pc)));
+        let module = self.modules.iter().find(|m| m.holds(pc));
         Frame {
             module: module.map(|m| m.path.clone()).unwrap_or_default(),
             address: module.map_or(pc, |m| pc - m.bias) as u64,
@@ -136,106 +127,6 @@ fn dynamic_symbol(pc: usize) -> Option<String> {
     )
 }
 
-/// The loader's count of loads and unloads so far: it changes whenever a
-/// library was loaded or unloaded.
-pub fn generation() -> u64 {
-    unsafe extern "C" fn count(
-        info: *mut libc::dl_phdr_info,
-        _: usize,
-        data: *mut c_void,
-    ) -> c_int {
-        // SAFETY: the loader passes a valid info; `data` is the u64 below.
-        unsafe {
-            *(data as *mut u64) = (*info).dlpi_adds + (*info).dlpi_subs;
-        }
-        1
-    }
-    let mut n = 0u64;
-    // SAFETY: the callback matches dl_iterate_phdr's contract and stops at once.
-    unsafe { libc::dl_iterate_phdr(Some(count), &mut n as *mut u64 as *mut c_void) };
-    n
-}
-
-/// Every file the process has mapped, from the dynamic loader's list.
-fn modules() -> Vec<Module> {
-    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
-        // SAFETY: the loader passes a valid info; `data` is the Vec below.
-        let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<Module>)) };
-        // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
-        let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
-        let bias = info.dlpi_addr as usize;
-        let ranges = headers
-            .iter()
-            .filter(|h| h.p_type == libc::PT_LOAD)
-            .map(|h| {
-                let lo = bias + h.p_vaddr as usize;
-                (lo, lo + h.p_memsz as usize)
-            })
-            .collect();
-        let name = if info.dlpi_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: a NUL-terminated path owned by the loader.
-            unsafe { CStr::from_ptr(info.dlpi_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        // The executable comes first, unnamed.
-        let path = if name.is_empty() && out.is_empty() {
-            std::fs::read_link("/proc/self/exe")
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        } else {
-            name
-        };
-        let build_id = headers
-            .iter()
-            .filter(|h| h.p_type == libc::PT_NOTE)
-            .find_map(|h| {
-                // SAFETY: a PT_NOTE segment is mapped at bias + p_vaddr.
-                let notes = unsafe {
-                    std::slice::from_raw_parts(
-                        (bias + h.p_vaddr as usize) as *const u8,
-                        h.p_memsz as usize,
-                    )
-                };
-                build_id(notes)
-            });
-        out.push(Module {
-            path,
-            bias,
-            ranges,
-            build_id,
-        });
-        0
-    }
-    let mut out: Vec<Module> = Vec::new();
-    // SAFETY: the callback matches dl_iterate_phdr's contract.
-    unsafe { libc::dl_iterate_phdr(Some(each), &mut out as *mut Vec<Module> as *mut c_void) };
-    out
-}
-
-/// The `NT_GNU_BUILD_ID` note among `notes` (ELF note records), as hex.
-fn build_id(notes: &[u8]) -> Option<String> {
-    const NT_GNU_BUILD_ID: u32 = 3;
-    let word = |at: usize| -> Option<u32> {
-        Some(u32::from_ne_bytes(notes.get(at..at + 4)?.try_into().ok()?))
-    };
-    let align = |n: usize| (n + 3) & !3;
-    let mut at = 0;
-    while at + 12 <= notes.len() {
-        let (namesz, descsz, kind) = (word(at)? as usize, word(at + 4)? as usize, word(at + 8)?);
-        let name = at + 12;
-        let desc = name + align(namesz);
-        if kind == NT_GNU_BUILD_ID && notes.get(name..name + namesz) == Some(b"GNU\0") {
-            let id = notes.get(desc..desc + descsz)?;
-            return Some(id.iter().map(|b| format!("{b:02x}")).collect());
-        }
-        at = desc + align(descsz);
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,25 +158,5 @@ mod tests {
         for path in ["/home/u/app", "/usr/lib/libtorch_cuda.so", ""] {
             assert!(!between(path), "{path}");
         }
-    }
-
-    #[test]
-    fn build_ids_are_read_from_notes() {
-        let mut notes = Vec::new();
-        // A note of another kind first, then the build id.
-        for (name, kind, desc) in [
-            (&b"GNU\0"[..], 1u32, &[0u8; 16][..]),
-            (b"GNU\0", 3, &[0xde, 0xad, 0xbe, 0xef, 1][..]),
-        ] {
-            notes.extend((name.len() as u32).to_ne_bytes());
-            notes.extend((desc.len() as u32).to_ne_bytes());
-            notes.extend(kind.to_ne_bytes());
-            notes.extend(name);
-            notes.extend(desc);
-            notes.resize(notes.len().next_multiple_of(4), 0);
-        }
-        assert_eq!(build_id(&notes).as_deref(), Some("deadbeef01"));
-        assert_eq!(build_id(&notes[..20]), None);
-        assert_eq!(build_id(&[]), None);
     }
 }

@@ -1,0 +1,166 @@
+//! The files the process has mapped, as the dynamic loader lists them
+//! (`dl_iterate_phdr`): where each lies, how far it was moved, its dynamic
+//! section, its read-only-after-relocation range and its build id. Stacks name
+//! frames by them ([`crate::stack`]); import slots are found in them
+//! ([`crate::got`]).
+
+use std::ffi::{CStr, c_int, c_void};
+
+const PT_DYNAMIC: u32 = 2;
+const PT_GNU_RELRO: u32 = 0x6474_e552;
+
+/// One mapped file.
+pub struct Loaded {
+    /// Its path as the loader has it; the executable's from `/proc/self/exe`.
+    pub path: String,
+    /// Runtime address minus the file's own addresses.
+    pub bias: usize,
+    /// Its loaded segments, runtime addresses.
+    pub ranges: Vec<(usize, usize)>,
+    /// Its dynamic section's runtime address, 0 if it has none.
+    pub dynamic: usize,
+    /// What relocation leaves read-only, if anything.
+    pub relro: Option<(usize, usize)>,
+    /// Its GNU build id, hex.
+    pub build_id: Option<String>,
+}
+
+impl Loaded {
+    pub fn holds(&self, addr: usize) -> bool {
+        self.ranges
+            .iter()
+            .any(|(lo, hi)| (*lo..*hi).contains(&addr))
+    }
+}
+
+/// The loader's count of loads and unloads so far: it changes whenever a
+/// library was loaded or unloaded.
+pub fn generation() -> u64 {
+    unsafe extern "C" fn count(
+        info: *mut libc::dl_phdr_info,
+        _: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: the loader passes a valid info; `data` is the u64 below.
+        unsafe {
+            *(data as *mut u64) = (*info).dlpi_adds + (*info).dlpi_subs;
+        }
+        1
+    }
+    let mut n = 0u64;
+    // SAFETY: the callback matches dl_iterate_phdr's contract and stops at once.
+    unsafe { libc::dl_iterate_phdr(Some(count), &mut n as *mut u64 as *mut c_void) };
+    n
+}
+
+/// Every file the process has mapped, the executable first.
+pub fn loaded() -> Vec<Loaded> {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+        // SAFETY: the loader passes a valid info; `data` is the Vec below.
+        let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<Loaded>)) };
+        // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
+        let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
+        let bias = info.dlpi_addr as usize;
+        let span = |h: &libc::Elf64_Phdr| {
+            let lo = bias + h.p_vaddr as usize;
+            (lo, lo + h.p_memsz as usize)
+        };
+        let first = |kind: u32| headers.iter().find(|h| h.p_type == kind).map(span);
+        let name = if info.dlpi_name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a NUL-terminated path owned by the loader.
+            unsafe { CStr::from_ptr(info.dlpi_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        // The executable comes first, unnamed.
+        let path = if name.is_empty() && out.is_empty() {
+            std::fs::read_link("/proc/self/exe")
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        } else {
+            name
+        };
+        let build_id = headers
+            .iter()
+            .filter(|h| h.p_type == libc::PT_NOTE)
+            .find_map(|h| {
+                let (lo, hi) = span(h);
+                // SAFETY: a PT_NOTE segment is mapped at bias + p_vaddr.
+                let notes = unsafe { std::slice::from_raw_parts(lo as *const u8, hi - lo) };
+                build_id(notes)
+            });
+        out.push(Loaded {
+            path,
+            bias,
+            ranges: headers
+                .iter()
+                .filter(|h| h.p_type == libc::PT_LOAD)
+                .map(span)
+                .collect(),
+            dynamic: first(PT_DYNAMIC).map_or(0, |(lo, _)| lo),
+            relro: first(PT_GNU_RELRO),
+            build_id,
+        });
+        0
+    }
+    let mut out: Vec<Loaded> = Vec::new();
+    // SAFETY: the callback matches dl_iterate_phdr's contract.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut out as *mut Vec<Loaded> as *mut c_void) };
+    out
+}
+
+/// The `NT_GNU_BUILD_ID` note among `notes` (ELF note records), as hex.
+fn build_id(notes: &[u8]) -> Option<String> {
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let word = |at: usize| -> Option<u32> {
+        Some(u32::from_ne_bytes(notes.get(at..at + 4)?.try_into().ok()?))
+    };
+    let align = |n: usize| (n + 3) & !3;
+    let mut at = 0;
+    while at + 12 <= notes.len() {
+        let (namesz, descsz, kind) = (word(at)? as usize, word(at + 4)? as usize, word(at + 8)?);
+        let name = at + 12;
+        let desc = name + align(namesz);
+        if kind == NT_GNU_BUILD_ID && notes.get(name..name + namesz) == Some(b"GNU\0") {
+            let id = notes.get(desc..desc + descsz)?;
+            return Some(id.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        at = desc + align(descsz);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_ids_are_read_from_notes() {
+        let mut notes = Vec::new();
+        // A note of another kind first, then the build id.
+        for (name, kind, desc) in [
+            (&b"GNU\0"[..], 1u32, &[0u8; 16][..]),
+            (b"GNU\0", 3, &[0xde, 0xad, 0xbe, 0xef, 1][..]),
+        ] {
+            notes.extend((name.len() as u32).to_ne_bytes());
+            notes.extend((desc.len() as u32).to_ne_bytes());
+            notes.extend(kind.to_ne_bytes());
+            notes.extend(name);
+            notes.extend(desc);
+            notes.resize(notes.len().next_multiple_of(4), 0);
+        }
+        assert_eq!(build_id(&notes).as_deref(), Some("deadbeef01"));
+        assert_eq!(build_id(&notes[..20]), None);
+        assert_eq!(build_id(&[]), None);
+    }
+
+    #[test]
+    fn the_executable_comes_first_and_holds_this_code() {
+        let files = loaded();
+        let here: fn() = the_executable_comes_first_and_holds_this_code;
+        assert!(files[0].holds(here as *const () as usize));
+        assert_eq!(generation(), generation());
+    }
+}
