@@ -4,6 +4,7 @@
 
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cl3::event::{
@@ -11,7 +12,7 @@ use cl3::event::{
     CL_PROFILING_COMMAND_SUBMIT, get_event_profiling_info,
 };
 use cl3::info_type::InfoType;
-use cl3::types::{cl_context, cl_event, cl_int, cl_mem, cl_profiling_info};
+use cl3::types::{cl_context, cl_event, cl_int, cl_mem, cl_profiling_info, cl_uint};
 
 use crate::backend::ObjId;
 use crate::clock::now_ns;
@@ -98,6 +99,20 @@ pub fn read_stamps(ev: cl_event) -> Option<Stamps> {
 /// before the run.
 fn timed(s: Stamps) -> Option<Stamps> {
     (s.queued > 0 && s.start > 0 && s.end >= s.start).then_some(s)
+}
+
+/// A wait list as the C calls take it: a count and a pointer, null when empty
+/// (the spec requires null for a count of 0).
+pub(super) fn wait_ptr(wait: &[cl_event]) -> (cl_uint, *const cl_event) {
+    if wait.is_empty() {
+        (0, ptr::null())
+    } else {
+        // A script names a handful of events; cl_uint holds any list it can write.
+        (
+            cl_uint::try_from(wait.len()).unwrap_or(cl_uint::MAX),
+            wait.as_ptr(),
+        )
+    }
 }
 
 /// `clSetEventCallback(ev, CL_COMPLETE, …)` target.

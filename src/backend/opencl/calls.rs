@@ -31,9 +31,9 @@ use cl3::program::{
     CL_PROGRAM_BUILD_LOG, build_program, create_program_with_source, get_program_build_data,
     release_program, retain_program,
 };
-use cl3::types::{CL_BLOCKING, CL_NON_BLOCKING, cl_buffer_region, cl_event, cl_int, cl_uint};
+use cl3::types::{CL_BLOCKING, CL_NON_BLOCKING, cl_buffer_region, cl_event, cl_int};
 
-use super::callbacks::{self, EventCtx, ObjCtx};
+use super::callbacks::{self, EventCtx, ObjCtx, wait_ptr};
 use super::errors::{GPULAB_BAD_OPERANDS, GPULAB_HOST_ALLOC_FAILED, driver_error};
 use super::{Entry, OpenClBackend, Pending, create_profiling_queue, release_queue, spin};
 use crate::backend::{DriverError, ObjId, Operand, Outcome};
@@ -92,20 +92,6 @@ pub fn event_refcount(ev: *mut c_void) -> Result<u32, DriverError> {
         Ok(InfoType::Uint(n)) => Ok(n),
         Ok(_) => Err(bad("CL_EVENT_REFERENCE_COUNT is not a cl_uint")),
         Err(e) => Err(driver_error(e)),
-    }
-}
-
-/// A wait list as the C calls take it: a count and a pointer, null when empty
-/// (the spec requires null for a count of 0).
-pub(super) fn wait_ptr(wait: &[cl_event]) -> (cl_uint, *const cl_event) {
-    if wait.is_empty() {
-        (0, ptr::null())
-    } else {
-        // A script names a handful of events; cl_uint holds any list it can write.
-        (
-            cl_uint::try_from(wait.len()).unwrap_or(cl_uint::MAX),
-            wait.as_ptr(),
-        )
     }
 }
 

@@ -131,7 +131,7 @@ pub fn enqueue(
     let global = [shape.global];
     let local = [shape.local];
     let h0 = now_ns();
-    let (n_wait, wait_ptr) = super::calls::wait_ptr(wait);
+    let (n_wait, wait_ptr) = super::callbacks::wait_ptr(wait);
     // SAFETY: q and k are live handles; the size arrays and the wait list outlive
     // the call and the kernel's arguments were set by `set_args`.
     let ev = unsafe {
