@@ -176,3 +176,28 @@ fn png_figures_decode_at_projector_size() {
         )
     );
 }
+
+/// Labels are drawn with the font gpulab carries, whatever fonts the machine
+/// has (a container often has none, and the PNG used to come out without any
+/// text): a white SVG holding only a word must come out with dark pixels.
+#[test]
+fn png_text_is_drawn_without_any_system_font() {
+    let svg = r##"<svg xmlns="http://www.w3.org/2000/svg" width="200" height="60">
+        <rect width="200" height="60" fill="#ffffff"/>
+        <text x="10" y="40" font-family="sans-serif" font-size="32" fill="#000000">clFinish</text>
+    </svg>"##;
+    let bytes = gpulab::export::figure::png(svg).expect("a PNG");
+    let decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+    let mut reader = decoder.read_info().expect("a PNG");
+    let mut pixels = vec![0; reader.output_buffer_size().expect("a size")];
+    let frame = reader.next_frame(&mut pixels).expect("a frame");
+    let channels = frame.color_type.samples();
+    let dark = pixels[..frame.buffer_size()]
+        .chunks(channels)
+        .filter(|p| p[..3].iter().all(|c| *c < 128))
+        .count();
+    assert!(
+        dark > 100,
+        "only {dark} dark pixels: the word was not drawn"
+    );
+}

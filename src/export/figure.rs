@@ -50,30 +50,22 @@ pub fn svg(runs: &[&Run]) -> Result<String> {
     Ok(out)
 }
 
+/// DejaVu Sans (Bitstream Vera license, `assets/fonts/DejaVuSans.LICENSE`).
+const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+const FONT_FAMILY: &str = "DejaVu Sans";
+
 /// PNG bytes of the same figure.
 pub fn png(svg: &str) -> Result<Vec<u8>> {
     let mut opt = resvg::usvg::Options::default();
-    // Without system fonts the labels are missing, not the figure.
+    // The figure's one font travels with gpulab: containers and CI images often
+    // have no fonts at all, and the PNG then had every label missing.
     let db = opt.fontdb_mut();
-    db.load_system_fonts();
-    // fontdb maps `sans-serif` to Arial, which Linux machines rarely have.
-    let families: Vec<String> = db
-        .faces()
-        .flat_map(|f| f.families.iter().map(|(name, _)| name.clone()))
-        .collect();
-    let sans = [
-        "DejaVu Sans",
-        "Liberation Sans",
-        "Noto Sans",
-        "Arial",
-        "Helvetica",
-    ]
-    .iter()
-    .find(|want| families.iter().any(|f| f == *want))
-    .map(|s| s.to_string())
-    .or_else(|| families.first().cloned());
-    if let Some(family) = sans {
-        db.set_sans_serif_family(family);
+    db.load_font_data(FONT.to_vec());
+    db.set_sans_serif_family(FONT_FAMILY);
+    if db.faces().next().is_none() {
+        return Err(FigureError::Raster(
+            "the embedded font could not be loaded, so no text could be drawn".into(),
+        ));
     }
     let tree =
         resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| FigureError::Raster(e.to_string()))?;
