@@ -18,6 +18,7 @@ pub mod run;
 pub mod signals;
 pub mod source;
 pub mod telemetry;
+pub mod text;
 pub mod trace;
 pub mod tui;
 pub mod verdict;

@@ -22,6 +22,7 @@ const MODULES: &[&str] = &[
     "signals",
     "source",
     "telemetry",
+    "text",
     "trace",
     "tui",
     "units",

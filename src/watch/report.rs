@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::run::{ObjState, Run};
+use crate::text::fit;
 use crate::trace::{AgentState, EndStatus, Frame, MemorySource, NoteLevel, ObjKind};
 use crate::units::mib;
 
@@ -359,7 +360,7 @@ impl WatchReport {
                     g.thread
                 );
                 for f in &g.backtrace {
-                    let _ = writeln!(s, "          at {}", clipped(&f.describe(), FRAME_WIDTH));
+                    let _ = writeln!(s, "          at {}", fit(&f.describe(), FRAME_WIDTH));
                 }
             }
         }
@@ -626,26 +627,3 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
 /// A text report's frame is cut to this many characters (C++ template names
 /// run to thousands); JSON and Markdown keep it whole.
 const FRAME_WIDTH: usize = 160;
-
-fn clipped(text: &str, width: usize) -> std::borrow::Cow<'_, str> {
-    match text.char_indices().nth(width.saturating_sub(1)) {
-        Some((cut, _)) if text.chars().count() > width => format!("{}…", &text[..cut]).into(),
-        _ => text.into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_frames_are_clipped_on_a_character_boundary() {
-        assert_eq!(clipped("main (a.c:3)", 160), "main (a.c:3)");
-        let long = "é".repeat(200);
-        let cut = clipped(&long, 160);
-        assert_eq!(cut.chars().count(), 160);
-        assert!(cut.ends_with('…'));
-        assert_eq!(clipped("abcd", 4), "abcd");
-        assert_eq!(clipped("abcde", 4), "abc…");
-    }
-}

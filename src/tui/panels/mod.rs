@@ -127,18 +127,7 @@ pub fn fmt_dur(ns: u64) -> String {
     }
 }
 
-/// Cuts `s` to `w` characters, marking the cut with `…`.
-pub fn fit(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        return s.to_string();
-    }
-    if w == 0 {
-        return String::new();
-    }
-    let mut out: String = s.chars().take(w - 1).collect();
-    out.push('…');
-    out
-}
+pub use crate::text::fit;
 
 /// The time axis under a chart or lanes: `0`, the middle and the end.
 pub fn axis_labels(dur_ns: u64, width: usize) -> String {
