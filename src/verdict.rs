@@ -27,29 +27,38 @@ struct Env<'a> {
     run: &'a Run,
     params: &'a Params,
     values: BTreeMap<String, f64>,
+    /// The other variants' runs a claim may read (`… in variant sync`).
+    others: &'a Others<'a>,
 }
 
-/// Judges every claim of `lab` that applies to the run's variant.
+/// Judges every claim of `lab` that applies to the run's variant. A claim that
+/// reads another variant (`… in variant sync`) is inconclusive here: this run
+/// alone cannot decide it, `across::judge_across` can when both ran.
 pub fn judge(lab: &Lab, run: &Run) -> Vec<ClaimVerdict> {
     let variant = run.variant().unwrap_or_default().to_string();
-    let params = run
-        .meta
-        .as_ref()
-        .and_then(|m| m.lab.as_ref())
-        .map(|l| l.params.clone())
-        .unwrap_or_else(|| lab.default_params());
+    let params = params_of(lab, run);
     lab.claims
         .iter()
         .filter(|c| c.applies_to(&variant))
-        .map(|c| judge_one(c, run, &params))
+        .map(|c| judge_one(c, run, &params, &Others::new()))
         .collect()
 }
 
-fn judge_one(claim: &Claim, run: &Run, params: &Params) -> ClaimVerdict {
+/// The parameters the run used, as its `meta` recorded them.
+fn params_of(lab: &Lab, run: &Run) -> Params {
+    run.meta
+        .as_ref()
+        .and_then(|m| m.lab.as_ref())
+        .map(|l| l.params.clone())
+        .unwrap_or_else(|| lab.default_params())
+}
+
+fn judge_one(claim: &Claim, run: &Run, params: &Params, others: &Others) -> ClaimVerdict {
     let mut env = Env {
         run,
         params,
         values: BTreeMap::new(),
+        others,
     };
     let (verdict, reason) = match decide(claim, &mut env) {
         Ok(v) => (v, None),
@@ -197,6 +206,21 @@ impl Env<'_> {
                 self.values.insert(format!("{name}({arg})"), v);
                 Value::Num(v)
             }
+            Expr::InVariant(inner, variant) => {
+                let other = Env {
+                    run: self.others.run_of(variant)?,
+                    params: self.params,
+                    values: BTreeMap::new(),
+                    others: self.others,
+                };
+                let v = match inner.as_ref() {
+                    Expr::Metric { name, arg } => other.metric(name, arg)?,
+                    Expr::Var(name) => other.metric(name, "")?,
+                    _ => return Err("`in variant` follows a metric".into()),
+                };
+                self.values.insert(e.to_string(), v);
+                Value::Num(v)
+            }
             Expr::Neg(x) => Value::Num(-num(self.eval(x)?)?),
             Expr::Not(x) => Value::Bool(!truth(self.eval(x)?)?),
             Expr::Bin(op, l, r) => {
@@ -294,6 +318,7 @@ impl Env<'_> {
                 Ok(ms(outstanding))
             }
             "per_iter_mib" => per_iter_mib(run, arg),
+            "peak_mib" => peak_mib(run, arg),
             "iterations" => run
                 .tagged_block(arg)
                 .map(|b| b.iterations as f64)
@@ -447,6 +472,36 @@ fn per_iter_mib(run: &Run, tag: &str) -> Result<f64, Why> {
     Ok((*last as f64 - *first as f64) / MIB / f64::from(last_i - first_i))
 }
 
+/// `peak_mib(tag)`: the highest reading, above the run's baseline, taken while
+/// the tagged block or any execution of the tagged line ran (its begin and end
+/// included: the worker's own readings sit exactly there). Readings are the
+/// worker's and the parent sampler's alike (`Run::readings`).
+fn peak_mib(run: &Run, tag: &str) -> Result<f64, Why> {
+    let base = run.baseline().ok_or_else(no_memory)?;
+    let windows: Vec<(u64, u64)> = match run.tagged_block(tag) {
+        Some(b) => vec![(b.begin_ns, b.end_ns)],
+        None => run
+            .tagged_calls(tag)
+            .map(|c| (c.begin_ns, c.end_ns))
+            .collect(),
+    };
+    if windows.is_empty() {
+        return Err(never_ran(tag));
+    }
+    let peak = windows
+        .iter()
+        .flat_map(|&(from, to)| {
+            let start = run.readings.partition_point(|(t, _)| *t < from);
+            run.readings[start..]
+                .iter()
+                .take_while(move |(t, _)| *t <= to)
+                .map(|(_, v)| *v)
+        })
+        .max()
+        .ok_or_else(no_memory)?;
+    Ok((peak as f64 - base as f64) / MIB)
+}
+
 fn never_ran(tag: &str) -> Why {
     format!("`{tag}` never ran in this run")
 }
@@ -455,6 +510,8 @@ fn no_memory() -> Why {
     "no memory telemetry on this device".into()
 }
 
+mod across;
 mod cuda;
+pub use across::{Others, judge_across};
 #[cfg(test)]
 mod tests;

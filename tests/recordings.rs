@@ -5,7 +5,7 @@
 mod common;
 
 use gpulab::run::Run;
-use gpulab::trace::{Event, read_events};
+use gpulab::trace::{Event, Verdict, read_events};
 
 fn fixtures() -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(common::repo_file("tests/fixtures/recordings"))
@@ -175,4 +175,64 @@ fn a_context_limit_names_the_contexts_the_driver_still_kept() {
     let r = &report["ran_out"];
     assert_eq!(r["api"], "clCreateContext", "{report:#}");
     assert_eq!(r["not_yet_destroyed"]["contexts"], pending, "{r}");
+}
+
+/// The claims that compare variants, judged on the shipped H100 recordings of
+/// each variant (recorded one variant at a time, before such claims existed):
+/// every value comes from the recording of the variant it names, and with
+/// both runs finished the verdict is decided, by those values.
+#[test]
+fn claims_across_variants_are_judged_from_the_h100_recordings_own_numbers() {
+    let set = gpulab::lab::LabSet::load(&[]);
+    let mut judged = 0;
+    for id in ["cuda-free-sync", "cl-finish"] {
+        let lab = set.get(id).expect("shipped lab");
+        let runs: Vec<Run> = lab
+            .variants
+            .iter()
+            .map(|v| {
+                let f = common::repo_file(&format!(
+                    "assets/recordings/nvidia-h100/{id}--{}.jsonl",
+                    v.name
+                ));
+                Run::from_events(
+                    &read_events(std::io::BufReader::new(std::fs::File::open(&f).unwrap()))
+                        .unwrap(),
+                )
+            })
+            .collect();
+        let by_variant = |name: &str| {
+            runs.iter()
+                .find(|r| r.variant() == Some(name))
+                .expect("a recording of each variant")
+        };
+        let verdicts = gpulab::verdict::judge_across(lab, &runs.iter().collect::<Vec<_>>());
+        for (i, v) in &verdicts {
+            assert_ne!(v.verdict, Verdict::Inconclusive, "{id}: {v:?}");
+            for (name, value) in &v.values {
+                // `host_ms(free) in variant x` from x's recording, the rest
+                // from the claim's own.
+                let (metric, run) = match name.split_once(" in variant ") {
+                    Some((metric, other)) => (metric, by_variant(other)),
+                    None => (name.as_str(), &runs[*i]),
+                };
+                let Some(tag) = metric
+                    .strip_prefix("host_ms(")
+                    .and_then(|t| t.strip_suffix(')'))
+                else {
+                    continue;
+                };
+                assert_eq!(
+                    *value,
+                    gpulab::verdict::host_ms(run, tag).unwrap(),
+                    "{id}: {name}"
+                );
+            }
+            assert!(v.values.keys().any(|k| k.contains(" in variant ")), "{v:?}");
+            judged += 1;
+        }
+    }
+    // free-costs-the-kernel ×2, untouched-buffer-no-cheaper, waiting-costs-the-kernel
+    // ×2, read-waits-like-finish.
+    assert_eq!(judged, 6);
 }
