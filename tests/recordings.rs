@@ -236,3 +236,44 @@ fn claims_across_variants_are_judged_from_the_h100_recordings_own_numbers() {
     // ×2, read-waits-like-finish.
     assert_eq!(judged, 6);
 }
+
+/// `gpulab report` of several variants' recordings judges the claims that
+/// compare them, from the recordings' own numbers; of one, it keeps the
+/// verdicts as recorded; recordings of two labs are refused.
+#[test]
+fn report_of_several_variants_judges_their_comparisons() {
+    let shipped = |name: &str| {
+        common::repo_file(&format!("assets/recordings/nvidia-h100/{name}.jsonl"))
+            .display()
+            .to_string()
+    };
+    let (finish, no_wait) = (shipped("cl-finish--finish"), shipped("cl-finish--no-wait"));
+    let out = common::run(&["report", "--json", &finish, &no_wait]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let (a, b) = (&reports[0], &reports[1]);
+    assert_eq!(
+        (a["variant"].as_str(), b["variant"].as_str()),
+        (Some("finish"), Some("no-wait"))
+    );
+    let c = a["claims"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "waiting-costs-the-kernel"))
+        .expect("the comparison");
+    assert_eq!(c["values"]["host_ms(wait)"], a["host_ms_by_tag"]["wait"]);
+    assert_eq!(
+        c["values"]["host_ms(wait) in variant no-wait"],
+        b["host_ms_by_tag"]["wait"]
+    );
+    assert_ne!(c["verdict"], "inconclusive", "{c:#}");
+    // One recording: its verdicts as recorded (this one predates the claim).
+    let one = common::run(&["report", "--json", &finish]);
+    assert!(!common::stdout(&one).contains("waiting-costs-the-kernel"));
+    let mixed = common::run(&["report", &finish, &shipped("cuda-free-sync--free-used")]);
+    assert_eq!(mixed.status.code(), Some(2));
+    assert!(
+        common::stderr(&mixed).contains("is not a recording of cl-finish"),
+        "{}",
+        common::stderr(&mixed)
+    );
+}
