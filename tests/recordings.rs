@@ -185,7 +185,7 @@ fn a_context_limit_names_the_contexts_the_driver_still_kept() {
 fn claims_across_variants_are_judged_from_the_h100_recordings_own_numbers() {
     let set = gpulab::lab::LabSet::load(&[]);
     let mut judged = 0;
-    for id in ["cuda-free-sync", "cl-finish"] {
+    for id in ["cuda-free-sync", "cl-finish", "cuda-leak-loop"] {
         let lab = set.get(id).expect("shipped lab");
         let runs: Vec<Run> = lab
             .variants
@@ -216,25 +216,41 @@ fn claims_across_variants_are_judged_from_the_h100_recordings_own_numbers() {
                     Some((metric, other)) => (metric, by_variant(other)),
                     None => (name.as_str(), &runs[*i]),
                 };
-                let Some(tag) = metric
-                    .strip_prefix("host_ms(")
-                    .and_then(|t| t.strip_suffix(')'))
-                else {
-                    continue;
+                let tag = |m: &str| {
+                    metric
+                        .strip_prefix(m)
+                        .and_then(|t| t.strip_prefix('('))
+                        .and_then(|t| t.strip_suffix(')'))
                 };
-                assert_eq!(
-                    *value,
-                    gpulab::verdict::host_ms(run, tag).unwrap(),
-                    "{id}: {name}"
-                );
+                if let Some(tag) = tag("host_ms") {
+                    let want = gpulab::verdict::host_ms(run, tag).unwrap();
+                    assert_eq!(*value, want, "{id}: {name}");
+                }
+                if let Some(tag) = tag("peak_mib") {
+                    assert_eq!(*value, peak_mib(run, tag), "{id}: {name}");
+                }
             }
             assert!(v.values.keys().any(|k| k.contains(" in variant ")), "{v:?}");
             judged += 1;
         }
     }
     // free-costs-the-kernel ×2, untouched-buffer-no-cheaper, waiting-costs-the-kernel
-    // ×2, read-waits-like-finish.
-    assert_eq!(judged, 6);
+    // ×2, read-waits-like-finish, peak-below-the-leak ×2.
+    assert_eq!(judged, 8);
+}
+
+/// The highest reading inside a tagged block's time, above the baseline, MiB:
+/// what `peak_mib` means, worked out here from the readings alone.
+fn peak_mib(run: &Run, tag: &str) -> f64 {
+    let block = run.tagged_block(tag).expect("a tagged block");
+    let peak = run
+        .readings
+        .iter()
+        .filter(|(t, _)| (block.begin_ns..=block.end_ns).contains(t))
+        .map(|(_, v)| *v)
+        .max()
+        .expect("readings in the block");
+    (peak as f64 - run.baseline().expect("a baseline") as f64) / (1024.0 * 1024.0)
 }
 
 /// `gpulab report` of several variants' recordings judges the claims that
