@@ -82,10 +82,38 @@ fn all_variants_judges_a_comparison_from_both_variants_own_numbers() {
     let out = common::run(&["report", "--json", &file.display().to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     let replayed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(
-        claim(&replayed, "finish-waits-longer"),
-        claim(finish, "finish-waits-longer")
-    );
+    let live = claim(finish, "finish-waits-longer");
+    assert_eq!(claim(&replayed, "finish-waits-longer"), live);
+    // Text, Markdown and a replay without a terminal say the same verdict,
+    // with the other variant's value by its name.
+    let label = match live["verdict"].as_str() {
+        Some("holds") => "holds",
+        _ => "does not hold",
+    };
+    let file_s = file.display().to_string();
+    for args in [
+        vec!["report", file_s.as_str()],
+        vec!["report", "--markdown", file_s.as_str()],
+        vec!["replay", file_s.as_str()],
+    ] {
+        let out = common::run(&args);
+        let text = common::stdout(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            common::stderr(&out)
+        );
+        let line = text
+            .lines()
+            .find(|l| l.contains("finish-waits-longer"))
+            .unwrap_or_else(|| panic!("{args:?}: {text}"));
+        assert!(line.contains(label), "{args:?}: {line}");
+        assert!(
+            text.contains("host_ms(wait) in variant flush = "),
+            "{args:?}: {text}"
+        );
+    }
 }
 
 #[test]
