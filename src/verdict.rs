@@ -208,7 +208,7 @@ impl Env<'_> {
             }
             Expr::InVariant(inner, variant) => {
                 let other = Env {
-                    run: self.others.run_of(variant)?,
+                    run: self.others.run_of(variant, self.run)?,
                     params: self.params,
                     values: BTreeMap::new(),
                     others: self.others,

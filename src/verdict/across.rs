@@ -23,14 +23,20 @@ impl<'a> Others<'a> {
     }
 
     /// The run of `variant`, when it ran to its end (or to the failure that is
-    /// its lab's finding); else why its measurements cannot be compared.
-    pub(super) fn run_of(&self, variant: &str) -> Result<&'a Run, Why> {
+    /// its lab's finding) on `home`'s device with `home`'s parameters; else why
+    /// its measurements cannot be compared with `home`'s.
+    pub(super) fn run_of(&self, variant: &str, home: &Run) -> Result<&'a Run, Why> {
         let Some(run) = self.runs.get(variant) else {
             return Err(format!(
                 "variant `{variant}` did not run beside this one; a claim that compares \
                  variants is judged by `gpulab run LAB --all-variants` or the dashboard's compare"
             ));
         };
+        if let Some(why) = unlike(run, home) {
+            return Err(format!(
+                "variant `{variant}` {why}, so the two do not compare"
+            ));
+        }
         let why = match run.end.as_ref().map(|e| &e.status) {
             Some(EndStatus::Finished) => return Ok(run),
             Some(EndStatus::Failed { .. }) if run.finding().is_some_and(|f| f.explains_end()) => {
@@ -44,6 +50,20 @@ impl<'a> Others<'a> {
             "variant `{variant}` {why}, so its measurements are incomplete"
         ))
     }
+}
+
+/// How `other` ran differently from `home`, where it matters to a comparison:
+/// another device (recordings of two machines side by side) or other parameters.
+fn unlike(other: &Run, home: &Run) -> Option<String> {
+    let (a, b) = (other.meta.as_ref()?, home.meta.as_ref()?);
+    if a.device.name != b.device.name {
+        return Some(format!(
+            "ran on {}, this run on {}",
+            a.device.name, b.device.name
+        ));
+    }
+    let params = |m: &crate::trace::Meta| m.lab.as_ref().map(|l| l.params.clone());
+    (params(a) != params(b)).then(|| "ran with other parameters".to_string())
 }
 
 /// Whether `claim` reads a measurement of another variant.

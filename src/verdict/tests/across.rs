@@ -134,6 +134,31 @@ fn without_the_other_variant_the_comparison_is_inconclusive_and_says_why() {
 }
 
 #[test]
+fn runs_on_another_device_or_with_other_parameters_do_not_compare() {
+    let lab = lab();
+    let slow = run_of("slow", 30, EndStatus::Finished);
+    let mut elsewhere = run_of("quick", 2, EndStatus::Finished);
+    if let Some(m) = elsewhere.meta.as_mut() {
+        m.device.name = "other".into();
+    }
+    let mut bigger = run_of("quick", 2, EndStatus::Finished);
+    if let Some(l) = bigger.meta.as_mut().and_then(|m| m.lab.as_mut()) {
+        l.params.insert("kernel_ms".into(), 500.0);
+    }
+    for (quick, words) in [
+        (elsewhere, "variant `quick` ran on other, this run on d"),
+        (bigger, "variant `quick` ran with other parameters"),
+    ] {
+        let judged = judge_across(&lab, &[&slow, &quick]);
+        let (_, v) = slower(&judged);
+        assert_eq!(v.verdict, Verdict::Inconclusive, "{v:?}");
+        let why = v.reason.as_deref().unwrap_or_default();
+        assert!(why.starts_with(words), "{why}");
+        assert!(why.ends_with("so the two do not compare"), "{why}");
+    }
+}
+
+#[test]
 fn a_later_verdict_of_the_same_claim_replaces_the_earlier_in_the_run() {
     let lab = lab();
     let quick = run_of("quick", 2, EndStatus::Finished);
