@@ -84,7 +84,15 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&gpulab::verdict::stepping_warning(lab, variant))
             );
         }
-        let (run, recorded) = run_variant(&source, req, args.step, record.is_some(), &cancel)?;
+        let (run, recorded) = match run_variant(&source, req, args.step, record.is_some(), &cancel)
+        {
+            Ok(ran) => ran,
+            Err(e) => {
+                // The variants that ran keep their recordings.
+                write_recordings(recordings, &runs)?;
+                return Err(e);
+            }
+        };
         if let Some(error) = never_started(&run) {
             // One variant that could not start fails itself (exit 4 below), not
             // the variants that ran: their results are still printed.
@@ -108,11 +116,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             recordings[i].1.push(event);
         }
     }
-    for ((file, events), run) in recordings.into_iter().zip(&runs) {
-        if let Some(file) = file {
-            file.write(run, &events)?;
-        }
-    }
+    write_recordings(recordings, &runs)?;
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
 
     if let Some(error) = runs.iter().map(never_started).collect::<Option<Vec<_>>>()
@@ -257,6 +261,19 @@ fn run_variant(
         eprint!("\r\x1b[2K");
     }
     Ok((run, recorded))
+}
+
+/// Each run's `--record` file, when it has one.
+fn write_recordings(
+    recordings: Vec<(Option<Recording>, Vec<Event>)>,
+    runs: &[Run],
+) -> anyhow::Result<()> {
+    for ((file, events), run) in recordings.into_iter().zip(runs) {
+        if let Some(file) = file {
+            file.write(run, &events)?;
+        }
+    }
+    Ok(())
 }
 
 /// A `--record` file, open from before its run until every variant ran.
