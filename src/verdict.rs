@@ -442,6 +442,7 @@ fn no_memory() -> Why {
 mod across;
 mod cuda;
 mod memory;
-pub use across::{Others, judge_across};
+use across::Others;
+pub use across::judge_across;
 #[cfg(test)]
 mod tests;

@@ -13,12 +13,12 @@ use super::{Why, judge_one, params_of};
 
 /// The runs of the other variants a claim may read, by variant name.
 #[derive(Default)]
-pub struct Others<'a> {
+pub(super) struct Others<'a> {
     runs: BTreeMap<&'a str, &'a Run>,
 }
 
 impl<'a> Others<'a> {
-    pub fn new() -> Others<'a> {
+    pub(super) fn new() -> Others<'a> {
         Others::default()
     }
 
@@ -67,7 +67,7 @@ fn unlike(other: &Run, home: &Run) -> Option<String> {
 }
 
 /// Whether `claim` reads a measurement of another variant.
-pub fn compares_variants(claim: &Claim) -> bool {
+fn compares_variants(claim: &Claim) -> bool {
     !claim.expr.other_variants().is_empty()
         || claim
             .requires
