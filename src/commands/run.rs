@@ -54,13 +54,20 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         let _ = gpulab::signals::on_termination(move || cancel.store(true, Ordering::SeqCst));
     }
     let source = LocalSource::new()?;
-    let mut summaries = Vec::new();
     let mut runs = Vec::new();
+    // Each variant's events, kept until every variant ran: a claim that compares
+    // variants is judged then, and its verdict goes into the recordings too.
+    let mut recordings = Vec::new();
     for variant in &variants {
-        let record = args
-            .record
-            .as_ref()
-            .map(|r| record_path(r, variant, variants.len() > 1));
+        // Created before the run, so a path that cannot be written costs no run.
+        let record = match &args.record {
+            Some(r) => Some(Recording::create(record_path(
+                r,
+                variant,
+                variants.len() > 1,
+            ))?),
+            None => None,
+        };
         let req = RunRequest {
             lab: lab.clone(),
             variant: variant.clone(),
@@ -77,7 +84,15 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&gpulab::verdict::stepping_warning(lab, variant))
             );
         }
-        let run = run_variant(&source, req, args.step, record.as_deref(), &cancel)?;
+        let (run, recorded) = match run_variant(&source, req, args.step, record.is_some(), &cancel)
+        {
+            Ok(ran) => ran,
+            Err(e) => {
+                // The variants that ran keep their recordings.
+                write_recordings(recordings, &runs)?;
+                return Err(e);
+            }
+        };
         if let Some(error) = never_started(&run) {
             // One variant that could not start fails itself (exit 4 below), not
             // the variants that ran: their results are still printed.
@@ -87,12 +102,22 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&error)
             );
         }
-        summaries.push(Summary::of(&run));
         runs.push(run);
+        recordings.push((record, recorded));
         if cancel.load(Ordering::SeqCst) {
             break;
         }
     }
+    if runs.len() > 1 {
+        let judged = gpulab::verdict::judge_across(lab, &runs.iter().collect::<Vec<_>>());
+        for (i, verdict) in judged {
+            let event = Event::Claim(verdict);
+            runs[i].apply(&event);
+            recordings[i].1.push(event);
+        }
+    }
+    write_recordings(recordings, &runs)?;
+    let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
 
     if let Some(error) = runs.iter().map(never_started).collect::<Option<Vec<_>>>()
         && let Some(first) = error.first()
@@ -170,20 +195,15 @@ fn record_path(base: &Path, variant: &str, several: bool) -> PathBuf {
     base.with_file_name(format!("{stem}--{variant}{ext}"))
 }
 
+/// Runs one variant to its end; with `record`, also every event it produced.
 fn run_variant(
     source: &LocalSource,
     req: RunRequest,
     step: bool,
-    record: Option<&Path>,
+    record: bool,
     cancel: &AtomicBool,
-) -> anyhow::Result<Run> {
+) -> anyhow::Result<(Run, Vec<Event>)> {
     let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
-    let recorder = match record {
-        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
-            |e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display())),
-        )?)),
-        None => None,
-    };
     let mut handle = source.start(req)?;
     let stepper = step.then(spawn_stepper);
     let progress = std::io::stderr().is_terminal() && !step;
@@ -212,7 +232,7 @@ fn run_variant(
                         show_step(&run, &event);
                     }
                     run.apply(&event);
-                    if recorder.is_some() {
+                    if record {
                         recorded.push(event);
                     }
                 }
@@ -240,26 +260,57 @@ fn run_variant(
     if progress && started.elapsed() > Duration::from_secs(1) {
         eprint!("\r\x1b[2K");
     }
-    match (recorder, record) {
+    Ok((run, recorded))
+}
+
+/// Each run's `--record` file, when it has one.
+fn write_recordings(
+    recordings: Vec<(Option<Recording>, Vec<Event>)>,
+    runs: &[Run],
+) -> anyhow::Result<()> {
+    for ((file, events), run) in recordings.into_iter().zip(runs) {
+        if let Some(file) = file {
+            file.write(run, &events)?;
+        }
+    }
+    Ok(())
+}
+
+/// A `--record` file, open from before its run until every variant ran.
+struct Recording {
+    path: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl Recording {
+    fn create(path: PathBuf) -> anyhow::Result<Recording> {
+        let file = std::fs::File::create(&path)
+            .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display())))?;
+        Ok(Recording {
+            path,
+            file: std::io::BufWriter::new(file),
+        })
+    }
+
+    /// Writes the run's events, idle samples thinned (trace::decimate).
+    fn write(mut self, run: &Run, events: &[Event]) -> anyhow::Result<()> {
         // A run that never started has nothing a replay could show (no `meta`):
         // no file rather than one `report` cannot read.
-        (Some(w), Some(path)) if run.meta.is_none() => {
-            drop(w);
-            let _ = std::fs::remove_file(path);
+        if run.meta.is_none() {
+            drop(self.file);
+            let _ = std::fs::remove_file(&self.path);
             eprintln!(
                 "gpulab: {} not written: the run never started",
-                path.display()
+                self.path.display()
             );
+            return Ok(());
         }
-        (Some(mut w), _) => {
-            for event in trace::decimate::decimate(&recorded) {
-                w.write_all(trace::to_line(event).as_bytes())?;
-            }
-            w.flush()?;
+        for event in trace::decimate::decimate(events) {
+            self.file.write_all(trace::to_line(event).as_bytes())?;
         }
-        _ => {}
+        self.file.flush()?;
+        Ok(())
     }
-    Ok(run)
 }
 
 enum StepKey {
