@@ -156,3 +156,51 @@ fn a_corrupt_recording_names_the_line() {
         common::stderr(&out)
     );
 }
+
+/// Asking for a lab whose file in `--labs` has mistakes shows those mistakes (the
+/// file and the place), not "unknown lab".
+#[test]
+fn running_a_lab_whose_file_has_mistakes_shows_them() {
+    let dir = common::temp_dir();
+    let text = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml"))
+        .unwrap()
+        .replace("id = \"cl-finish\"", "id = \"my-finish\"")
+        .replace(
+            "clFinish(q)                      # name: wait",
+            "clFinsh(q)",
+        );
+    std::fs::write(dir.path().join("mine.toml"), text).unwrap();
+    let labs = dir.path().display().to_string();
+    let out = common::run(&["--labs", &labs, "run", "my-finish"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = common::stderr(&out);
+    assert!(!err.contains("unknown lab"), "{err}");
+    assert!(
+        err.contains("my-finish") && err.contains("mine.toml:"),
+        "{err}"
+    );
+    assert!(err.contains("clFinish"), "{err}");
+}
+
+/// A `--labs` folder that is not there is an error for every command, not a
+/// warning before running or listing something else.
+#[test]
+fn a_missing_labs_folder_is_an_error_for_every_command() {
+    let dir = common::temp_dir();
+    let missing = dir.path().join("nowhere").display().to_string();
+    for args in [
+        vec!["list"],
+        vec!["run", "cl-finish"],
+        vec!["check", "labs/cl-finish.toml"],
+    ] {
+        let mut all = vec!["--labs", missing.as_str()];
+        all.extend(args.iter().copied());
+        let out = common::run(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = common::stderr(&out);
+        assert!(
+            err.contains("nowhere") && err.contains("no such folder"),
+            "{args:?}: {err}"
+        );
+    }
+}

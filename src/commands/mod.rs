@@ -53,6 +53,16 @@ pub fn fail(code: i32, message: impl Into<String>) -> anyhow::Error {
 }
 
 pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
+    // A folder the user named and that is not there is a mistake in the command
+    // line, whatever the command: going on without its labs would run or list
+    // something else than what was asked.
+    if let Some(dir) = cli.labs.iter().find(|d| !d.is_dir()) {
+        return Err(Failure {
+            code: EXIT_USAGE,
+            message: format!("--labs {}: no such folder", dir.display()),
+        }
+        .into());
+    }
     match cli.command {
         Some(Cmd::List { json }) => list::list(&cli.labs, json),
         Some(Cmd::Run(args)) => run::run(&cli.labs, cli.device.as_deref(), &args),

@@ -69,6 +69,9 @@ pub struct LabSet {
     labs: Vec<Lab>,
     /// Files in user folders that failed to load; `list` and `check` show them.
     pub problems: Vec<LabError>,
+    /// The id each file in `problems` claims (its `id` key when the file is TOML
+    /// enough to have one, else its name), so asking for that id shows why.
+    claimed: Vec<(String, usize)>,
 }
 
 impl LabSet {
@@ -80,6 +83,7 @@ impl LabSet {
         let mut set = LabSet {
             labs: Vec::new(),
             problems: Vec::new(),
+            claimed: Vec::new(),
         };
         for (name, text) in SHIPPED {
             match parse(&format!("labs/{name}"), text, Origin::Builtin) {
@@ -125,7 +129,12 @@ impl LabSet {
         for path in files {
             match load_file(&path) {
                 Ok(lab) => self.insert(lab),
-                Err(e) => self.problems.push(e),
+                Err(e) => {
+                    if let Some(id) = claimed_id(&path) {
+                        self.claimed.push((id, self.problems.len()));
+                    }
+                    self.problems.push(e);
+                }
             }
         }
     }
@@ -137,6 +146,18 @@ impl LabSet {
     pub fn get(&self, id: &str) -> Result<&Lab> {
         if let Some(lab) = self.labs.iter().find(|l| l.id == id) {
             return Ok(lab);
+        }
+        if let Some(problem) = self
+            .claimed
+            .iter()
+            .rev()
+            .find(|(claimed, _)| claimed == id)
+            .and_then(|(_, i)| self.problems.get(*i))
+        {
+            return Err(LabError::InvalidLab {
+                id: id.to_owned(),
+                detail: problem.to_string(),
+            });
         }
         let ids = || self.labs.iter().map(|l| l.id.as_str());
         let suggestion = suggest::nearest(id, ids()).or_else(|| {
@@ -153,6 +174,16 @@ impl LabSet {
             suggestion: suggestion.map(str::to_owned),
         })
     }
+}
+
+/// The id a lab file that failed to load was meant to have: its `id` key when the
+/// file is TOML with a string `id`, else the file's name without `.toml`.
+fn claimed_id(path: &Path) -> Option<String> {
+    let from_key = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| text.parse::<toml::Table>().ok())
+        .and_then(|t| t.get("id").and_then(|v| v.as_str()).map(str::to_owned));
+    from_key.or_else(|| path.file_stem().and_then(|s| s.to_str()).map(str::to_owned))
 }
 
 /// `$XDG_CONFIG_HOME/gpulab/labs`, else `~/.config/gpulab/labs`.

@@ -21,6 +21,10 @@ pub enum LabError {
         id: String,
         suggestion: Option<String>,
     },
+    /// The id names a lab file the user gave that does not validate: its own
+    /// mistakes say more than "unknown lab".
+    #[error("lab `{id}` is in a file with mistakes: {detail}")]
+    InvalidLab { id: String, detail: String },
     #[error("lab `{lab}` has no variant `{variant}`{} (variants: {})", did_you_mean(suggestion.as_deref()), known.join(", "))]
     UnknownVariant {
         lab: String,
