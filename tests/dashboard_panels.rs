@@ -40,6 +40,7 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
     draw("labs", &|b| {
         LabsPanel {
             labs: &app.labs,
+            invalid: &app.invalid,
             recordings: &app.recordings,
             entries: &entries,
             selected: app.selected,

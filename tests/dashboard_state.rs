@@ -435,3 +435,39 @@ fn comparing_two_recordings_judges_the_claims_that_compare_them() {
     }
     judged_across_the_sides(&a);
 }
+
+/// A user lab file with mistakes is listed, greyed, with its first mistake; Enter
+/// says why it cannot run instead of starting anything.
+#[test]
+fn an_invalid_user_lab_is_listed_with_its_mistake_and_does_not_run() {
+    let dir = common::temp_dir();
+    let text = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml"))
+        .unwrap()
+        .replace("id = \"cl-finish\"", "id = \"my-finish\"")
+        .replace(
+            "clFinish(q)                      # name: wait",
+            "clFinsh(q)",
+        );
+    std::fs::write(dir.path().join("mine.toml"), text).unwrap();
+    let set = gpulab::lab::LabSet::load(&[dir.path().to_owned()]);
+    let mut a = app();
+    a.invalid = set.invalid();
+    assert_eq!(a.invalid.len(), 1, "{:?}", a.invalid);
+    select(&mut a, "my-finish");
+    let screen = common::dash::screen(&mut a, 160, 48);
+    assert!(
+        screen.contains("my-finish") && screen.contains("invalid"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("clFinish"),
+        "the mistake's suggestion is shown:\n{screen}"
+    );
+    let effects = key(&mut a, KeyCode::Enter);
+    assert!(effects.is_empty(), "{effects:?}");
+    let said = a.message.clone().unwrap_or_default();
+    assert!(
+        said.starts_with("cannot run:") && said.contains("mine.toml:"),
+        "{said}"
+    );
+}

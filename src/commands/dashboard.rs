@@ -24,8 +24,13 @@ pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
                 .map_err(|e| fail(EXIT_USAGE, e.to_string()))?,
         );
     }
+    // Files with mistakes are listed in the dashboard, greyed, with their first
+    // mistake; only what it cannot show is said before the screen changes.
+    let invalid = set.invalid();
     for p in &set.problems {
-        eprintln!("gpulab: skipped a lab file: {p}");
+        if !invalid.iter().any(|(_, why)| *why == p.to_string()) {
+            eprintln!("gpulab: skipped a lab file: {p}");
+        }
     }
     let mut app = new_app(cli, &set);
     if let Some(id) = &cli.lab {
@@ -53,6 +58,7 @@ pub fn new_app(cli: &Cli, set: &LabSet) -> App {
         Theme::chosen(cli.color.into()),
     );
     app.device = cli.device.clone();
+    app.invalid = set.invalid();
     app
 }
 

@@ -143,6 +143,17 @@ impl LabSet {
         &self.labs
     }
 
+    /// Lab files in user folders that have mistakes, each as the id it claims and
+    /// its first mistake (one line, with `file:line:col`), in load order. A file
+    /// that a later valid file of the same id replaced is left out.
+    pub fn invalid(&self) -> Vec<(String, String)> {
+        self.claimed
+            .iter()
+            .filter(|(id, _)| !self.labs.iter().any(|l| &l.id == id))
+            .filter_map(|(id, i)| Some((id.clone(), self.problems.get(*i)?.to_string())))
+            .collect()
+    }
+
     pub fn get(&self, id: &str) -> Result<&Lab> {
         if let Some(lab) = self.labs.iter().find(|l| l.id == id) {
             return Ok(lab);

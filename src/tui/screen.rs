@@ -155,6 +155,7 @@ impl<'a> FrameState<'a> {
         match panel {
             Panel::Labs => LabsPanel {
                 labs: &app.labs,
+                invalid: &app.invalid,
                 recordings: &app.recordings,
                 entries: &self.entries,
                 selected: app.selected,

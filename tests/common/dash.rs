@@ -56,6 +56,7 @@ pub fn events(recording: &str) -> Vec<Event> {
 pub fn select(app: &mut App, part: &str) {
     let pos = app.entries().iter().position(|e| match *e {
         Entry::Lab(i) => app.labs[i].id == part,
+        Entry::Invalid(i) => app.invalid[i].0 == part,
         Entry::Recording(i) => recordings::label(&app.recordings[i]).contains(part),
     });
     app.selected = pos.unwrap_or_else(|| panic!("no entry {part}"));

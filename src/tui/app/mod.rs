@@ -88,6 +88,8 @@ pub enum Effect {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Entry {
     Lab(usize),
+    /// A lab file in a user folder that has mistakes: listed, greyed, not runnable.
+    Invalid(usize),
     Recording(usize),
 }
 
@@ -100,6 +102,8 @@ pub enum Overlay {
 
 pub struct App {
     pub labs: Vec<Lab>,
+    /// User lab files with mistakes: the id each claims and its first mistake.
+    pub invalid: Vec<(String, String)>,
     pub recordings: Vec<PathBuf>,
     /// `None` until the doctor has answered.
     pub availability: Option<Availability>,
@@ -147,6 +151,7 @@ impl App {
     pub fn new(labs: Vec<Lab>, recordings: Vec<PathBuf>, theme: Theme) -> App {
         let mut app = App {
             labs,
+            invalid: Vec::new(),
             recordings,
             availability: None,
             selected: 0,
@@ -202,9 +207,12 @@ impl App {
         let hit = |s: &str| f.is_empty() || s.to_lowercase().contains(&f);
         let labs = self.labs.iter().enumerate();
         let labs = labs.filter(|(_, l)| hit(&l.id) || hit(&l.title) || hit(l.backend.as_str()));
+        let invalid = self.invalid.iter().enumerate();
+        let invalid = invalid.filter(|(_, (id, _))| hit(id));
         let recs = self.recordings.iter().enumerate();
         let recs = recs.filter(|(_, p)| hit(&recordings::label(p)));
         labs.map(|(i, _)| Entry::Lab(i))
+            .chain(invalid.map(|(i, _)| Entry::Invalid(i)))
             .chain(recs.map(|(i, _)| Entry::Recording(i)))
             .collect()
     }
@@ -217,6 +225,7 @@ impl App {
     pub fn selected_lab(&self) -> Option<&Lab> {
         match self.selected_entry()? {
             Entry::Lab(i) => self.labs.get(i),
+            Entry::Invalid(_) => None,
             Entry::Recording(_) => {
                 let id = self.shown().and_then(|s| s.lab_id())?;
                 self.labs.iter().find(|l| l.id == id)

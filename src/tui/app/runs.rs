@@ -50,6 +50,10 @@ impl App {
         }
         match self.selected_entry() {
             Some(Entry::Lab(i)) => self.start_lab(i, false),
+            Some(Entry::Invalid(i)) => {
+                self.say_invalid(i);
+                Vec::new()
+            }
             Some(Entry::Recording(i)) => {
                 self.leave_compare();
                 self.open(A, i)
@@ -186,7 +190,18 @@ impl App {
                 vec![self.start_in(A, first)]
             }
             Some(Entry::Recording(i)) => self.compare_recordings(i),
+            Some(Entry::Invalid(i)) => {
+                self.say_invalid(i);
+                Vec::new()
+            }
             None => Vec::new(),
+        }
+    }
+
+    /// An invalid lab file cannot run: the status line says its first mistake.
+    fn say_invalid(&mut self, i: usize) {
+        if let Some((_, why)) = self.invalid.get(i) {
+            self.message = Some(format!("cannot run: {why}"));
         }
     }
 }

@@ -18,6 +18,8 @@ use crate::tui::theme::Theme;
 
 pub struct LabsPanel<'a> {
     pub labs: &'a [Lab],
+    /// User lab files with mistakes: the id each claims and its first mistake.
+    pub invalid: &'a [(String, String)],
     pub recordings: &'a [PathBuf],
     pub entries: &'a [Entry],
     pub selected: usize,
@@ -94,6 +96,23 @@ impl LabsPanel<'_> {
                         }
                     }
                 }
+                Entry::Invalid(ii) => {
+                    let Some((id, why)) = self.invalid.get(ii) else {
+                        continue;
+                    };
+                    const TAG: &str = "invalid";
+                    let idw = w.saturating_sub(TAG.len() + 3);
+                    let text = format!("{mark}{:<idw$} {TAG}", fit(id, idw));
+                    out.push(Line::styled(text, if sel { t.selected() } else { t.dim() }));
+                    if sel {
+                        // The first mistake, file named without its folder, on a few
+                        // lines: `gpulab check FILE` has all of them whole.
+                        for l in crate::text::wrap(without_folder(why), w.saturating_sub(4), 4) {
+                            out.push(Line::styled(format!("    {l}"), t.warn()));
+                        }
+                        out.push(Line::styled("    gpulab check FILE: all", t.dim()));
+                    }
+                }
                 Entry::Recording(ri) => {
                     if !in_recordings {
                         in_recordings = true;
@@ -122,6 +141,15 @@ impl LabsPanel<'_> {
         }
         (out, selected_row)
     }
+}
+
+/// `/home/u/labs/mine.toml:43:1: …` as `mine.toml:43:1: …`.
+fn without_folder(located: &str) -> &str {
+    let Some(end) = located.find(".toml:") else {
+        return located;
+    };
+    let start = located[..end].rfind('/').map_or(0, |i| i + 1);
+    &located[start..]
 }
 
 impl Widget for &LabsPanel<'_> {
