@@ -201,3 +201,133 @@ fn png_text_is_drawn_without_any_system_font() {
         "only {dark} dark pixels: the word was not drawn"
     );
 }
+
+#[test]
+fn html_pages_load_in_a_browser_and_show_the_run() {
+    let Some(browser) = common::browser::find("html_pages_load_in_a_browser_and_show_the_run")
+    else {
+        return;
+    };
+    for fixture in [
+        "pocl--cl-finish--no-wait.jsonl",
+        "h100-opencl--cl-premature-release--release-then-finish.jsonl",
+    ] {
+        let recording = common::repo_file(&format!("tests/fixtures/recordings/{fixture}"));
+        let dir = common::temp_dir();
+        let page = dir.path().join("run.html");
+        let r = common::run(&[
+            "export",
+            &recording.display().to_string(),
+            "--html",
+            &page.display().to_string(),
+        ]);
+        assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+        let (dom, console) = common::browser::open(&browser, &page);
+        assert!(console.is_empty(), "{fixture}: console said {console:?}");
+
+        let f = std::fs::File::open(&recording).unwrap();
+        let rec = gpulab::trace::read_recording(std::io::BufReader::new(f)).unwrap();
+        let run = gpulab::run::Run::from_events(&rec.events);
+        for line in run.lines() {
+            assert!(
+                dom.contains(&format!(
+                    "<code>{}</code>",
+                    common::browser::as_dom_text(&line.text)
+                )),
+                "{fixture}: line {} ({}) not on the page",
+                line.line,
+                line.text
+            );
+        }
+        assert!(!run.claims.is_empty(), "{fixture} has claims");
+        for c in &run.claims {
+            let row = dom
+                .split("<tr>")
+                .find(|row| row.contains(&common::browser::as_dom_text(&c.expr)))
+                .unwrap_or_else(|| panic!("{fixture}: claim {} not on the page", c.name));
+            assert!(
+                row.contains(&format!(">{}", c.verdict.label())),
+                "{fixture}: claim {} without its verdict: {row}",
+                c.name
+            );
+        }
+        // The lab's teaching text, from the shipped lab file.
+        assert!(dom.contains("<h3>Look</h3>"), "{fixture}: no teaching text");
+        // Self-contained: nothing the page could fetch.
+        for outside in ["src=", "http://", "https://", "url("] {
+            assert!(
+                !dom.contains(outside),
+                "{fixture}: the page refers to {outside}"
+            );
+        }
+        let svgs = dom.matches("<svg").count();
+        assert_eq!(svgs, 2, "{fixture}: the memory chart and the timeline");
+        let titles = dom.matches("<title>").count();
+        assert!(titles > run.calls.len(), "{fixture}: {titles} hover titles");
+    }
+}
+
+#[test]
+fn html_goes_to_stdout_for_a_dash() {
+    let r = common::run(&[
+        "export",
+        &common::repo_file("tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl")
+            .display()
+            .to_string(),
+        "--html",
+        "-",
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+    let page = common::stdout(&r);
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(page.trim_end().ends_with("</html>"));
+}
+
+/// A watched program's page: its calls by name, and the report `gpulab report`
+/// prints, from H100 recordings shipped with gpulab.
+#[test]
+fn html_pages_of_watched_programs_load_in_a_browser() {
+    let Some(browser) = common::browser::find("html_pages_of_watched_programs_load_in_a_browser")
+    else {
+        return;
+    };
+    for name in ["cuda-free-wait--spans", "torch-cache"] {
+        let recording =
+            common::repo_file(&format!("assets/watch-recordings/nvidia-h100/{name}.jsonl"));
+        let dir = common::temp_dir();
+        let page = dir.path().join("watch.html");
+        let r = common::run(&[
+            "export",
+            &recording.display().to_string(),
+            "--html",
+            &page.display().to_string(),
+        ]);
+        assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+        let (dom, console) = common::browser::open(&browser, &page);
+        assert!(console.is_empty(), "{name}: console said {console:?}");
+        let f = std::fs::File::open(&recording).unwrap();
+        let rec = gpulab::trace::read_recording(std::io::BufReader::new(f)).unwrap();
+        let run = gpulab::run::Run::from_events(&rec.events);
+        assert!(!run.calls.is_empty(), "{name} has calls");
+        for c in &run.calls {
+            assert!(
+                dom.contains(&format!(
+                    "<td><code>{}</code></td>",
+                    common::browser::as_dom_text(&c.api)
+                )),
+                "{name}: {} not in the calls table",
+                c.api
+            );
+        }
+        let command = &run.meta.as_ref().unwrap().watch.as_ref().unwrap().command;
+        assert!(
+            dom.contains(&format!(
+                "gpulab watch -- {}",
+                common::browser::as_dom_text(&command.join(" "))
+            )),
+            "{name}: the command is the heading"
+        );
+        assert!(dom.contains("<h2>Report</h2>"), "{name}: the watch report");
+        assert_eq!(dom.matches("<svg").count(), 2, "{name}: both charts");
+    }
+}

@@ -7,6 +7,7 @@ mod markdown;
 mod text;
 
 pub use format::printable;
+pub(crate) use format::{fmt_delta, fmt_value, memory_label};
 pub use markdown::markdown;
 pub use text::{side_by_side, text};
 
