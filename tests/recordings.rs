@@ -89,7 +89,7 @@ fn a_run_that_ran_out_says_what_it_had_measured_then() {
     let out = common::run(&["report", "--json", &file.display().to_string()]);
     assert!(out.status.success(), "{}", common::stderr(&out));
     let report: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
-    let r = &report["ran_out"];
+    let r = &report["runs"][0]["ran_out"];
     assert_eq!(r["api"], "clCreateBuffer", "{report:#}");
     assert_eq!(r["status"], "CL_OUT_OF_HOST_MEMORY");
     assert_eq!(r["line"], 57);
@@ -172,7 +172,7 @@ fn a_context_limit_names_the_contexts_the_driver_still_kept() {
     std::fs::write(&file, failed).expect("write");
     let out = common::run(&["report", "--json", &file.display().to_string()]);
     let report: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
-    let r = &report["ran_out"];
+    let r = &report["runs"][0]["ran_out"];
     assert_eq!(r["api"], "clCreateContext", "{report:#}");
     assert_eq!(r["not_yet_destroyed"]["contexts"], pending, "{r}");
 }

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::trace::stream_recording;
@@ -43,7 +44,7 @@ pub fn load(file: &Path) -> anyhow::Result<Run> {
 pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {
     let r = WatchReport::from_run(run);
     Ok(if format.json {
-        serde_json::to_string_pretty(&r)? + "\n"
+        json(Kind::Watch, &r)?
     } else if format.markdown {
         report::printable(&r.markdown()).into_owned()
     } else {
@@ -56,7 +57,13 @@ pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {
 /// control characters itself).
 pub fn render(s: &Summary, format: Format) -> anyhow::Result<String> {
     Ok(if format.json {
-        serde_json::to_string_pretty(s)? + "\n"
+        // One run is a list of one: the shape of `run --all-variants`.
+        json(
+            Kind::Run,
+            &Runs {
+                runs: std::slice::from_ref(s),
+            },
+        )?
     } else if format.markdown {
         report::printable(&report::markdown(s)).into_owned()
     } else {
