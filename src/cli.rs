@@ -131,7 +131,7 @@ pub struct ExportArgs {
     /// offline.
     #[arg(long, value_name = "OUT")]
     pub html: Option<PathBuf>,
-    /// Put a second recording beside the first, on the same axes (figures only).
+    /// Stack a second recording beneath the first, on the same axes (figures only).
     #[arg(long, value_name = "OTHER")]
     pub compare: Option<PathBuf>,
 }

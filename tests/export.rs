@@ -152,6 +152,10 @@ fn svg_figures_hold_the_memory_series_and_the_lanes() {
         "host",
         "queue q",
         "clReleaseMemObject [release]",
+        "host calls",
+        "memory above baseline",
+        "✗ does not hold",
+        "✓ holds",
     ] {
         assert!(
             texts.iter().any(|t| t.contains(needle)),
@@ -162,19 +166,31 @@ fn svg_figures_hold_the_memory_series_and_the_lanes() {
     assert!(rects > 20, "timeline spans are drawn ({rects} rects)");
 }
 
+/// One run or two stacked: a 16:9 slide either way.
 #[test]
-fn png_figures_decode_at_projector_size() {
-    let (_dir, out) = figure(&["--png"], "fig.png");
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(out).unwrap()));
-    let reader = decoder.read_info().expect("a PNG");
-    let info = reader.info();
-    assert_eq!(
-        (info.width, info.height),
-        (
-            gpulab::export::figure::WIDTH,
-            gpulab::export::figure::HEIGHT
-        )
-    );
+fn png_figures_are_16_9_at_projector_size() {
+    for compare in [
+        &[][..],
+        &[
+            "--compare",
+            "h100-opencl--cl-premature-release--finish-then-release.jsonl",
+        ][..],
+    ] {
+        let args: Vec<&str> = compare.iter().copied().chain(["--png"]).collect();
+        let (_dir, out) = figure(&args, "fig.png");
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(out).unwrap()));
+        let reader = decoder.read_info().expect("a PNG");
+        let info = reader.info();
+        assert_eq!(
+            (info.width, info.height),
+            (
+                gpulab::export::figure::WIDTH,
+                gpulab::export::figure::HEIGHT
+            ),
+            "{compare:?}"
+        );
+        assert_eq!(info.width * 9, info.height * 16);
+    }
 }
 
 /// Labels are drawn with the font gpulab carries, whatever fonts the machine

@@ -1,5 +1,5 @@
 //! `gpulab export FILE`: a recording for Perfetto (`--chrome`), for a slide
-//! (`--svg`, `--png`, optionally `--compare OTHER` side by side) or as a page to
+//! (`--svg`, `--png`, optionally `--compare OTHER` stacked beneath) or as a page to
 //! share (`--html`). `-` as OUT writes to stdout.
 
 use std::io::Write;
@@ -41,7 +41,7 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
             .map(super::report::load)
             .transpose()?;
         let runs: Vec<_> = std::iter::once(&run).chain(other.as_ref()).collect();
-        let svg = figure::svg(&runs)?;
+        let svg = figure::svg(&runs);
         if let Some(out) = &args.svg {
             write(out, svg.as_bytes())?;
         }

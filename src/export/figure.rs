@@ -1,53 +1,544 @@
-//! Figures for slides: device memory over time with the calls marked, and the
-//! timeline (host lane, one lane per queue) beneath on the same time axis. Two runs
-//! side by side share both axes, so cudaFree and cudaFreeAsync compare at a glance.
-//! SVG through plotters; PNG by rasterising that SVG with resvg.
+//! Figures for slides, 16:9 at any count of runs: a legend, then per run its
+//! title, device memory over time with the calls its claims name marked and
+//! labelled above the plot (labels placed in rows so none overlaps another or a
+//! marker, and none leaves the figure), the timeline (a labelled host lane, one
+//! lane per queue or stream) on the same time axis, and its claims with their
+//! verdicts. Two runs are stacked on shared axes, so cudaFree and cudaFreeAsync
+//! compare at a glance. SVG written here; PNG by rasterising it with resvg.
 
-use plotters::prelude::*;
+use std::fmt::Write;
 
+use crate::export::svg::{esc, lane_label, tick_label, ticks};
+use crate::report::fmt_value;
 use crate::run::Run;
-use crate::trace::{CallStatus, MemorySource};
+use crate::trace::{CallStatus, MemorySource, Verdict};
+use crate::units::MIB_F64 as MIB;
 
 pub type Result<T, E = FigureError> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FigureError {
-    #[error("drawing the figure: {0}")]
-    Draw(String),
     #[error("rasterising the figure: {0}")]
     Raster(String),
 }
 
-/// Projector-sized: readable from the back of a room.
+/// A 16:9 slide at projector size, readable from the back of a room.
 pub const WIDTH: u32 = 1600;
 pub const HEIGHT: u32 = 900;
 
-use crate::units::MIB_F64 as MIB;
-const MEMORY: RGBColor = RGBColor(31, 119, 180);
-const HOST: RGBColor = RGBColor(120, 120, 120);
-const DEVICE: RGBColor = RGBColor(214, 39, 40);
-const MARKER: RGBColor = RGBColor(255, 127, 14);
+const W: f64 = WIDTH as f64;
+const LEFT: f64 = 150.0;
+const RIGHT: f64 = 40.0;
+const LEGEND: f64 = 50.0;
 
-fn draw_err(e: impl std::fmt::Display) -> FigureError {
-    FigureError::Draw(e.to_string())
+const MEMORY: &str = "#1f77b4";
+const HOST: &str = "#787878";
+const DEVICE: &str = "#d62728";
+const MARKER: &str = "#e86a00";
+
+/// DejaVu Sans's mean advance is a little over half its size: labels are
+/// placed with this, and a little room to spare.
+const CHAR_WIDTH: f64 = 0.6;
+
+/// Text sizes and heights of one run's panel: a figure of two runs has half the
+/// height for each.
+struct Sizes {
+    title: f64,
+    text: f64,
+    lane: f64,
+    label_rows: usize,
 }
 
-/// The figure of one run, or of several side by side on shared axes.
-pub fn svg(runs: &[&Run]) -> Result<String> {
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (WIDTH * runs.len().max(1) as u32, HEIGHT))
-            .into_drawing_area();
-        root.fill(&WHITE).map_err(draw_err)?;
-        let t_max = runs.iter().map(|r| span_ms(r)).fold(1.0, f64::max);
-        let y_max = runs.iter().map(|r| peak_mib(r)).fold(1.0, f64::max) * 1.1;
-        let columns = root.split_evenly((1, runs.len().max(1)));
-        for (run, area) in runs.iter().zip(columns.iter()) {
-            draw_run(run, area, t_max, y_max)?;
+impl Sizes {
+    fn for_runs(n: usize) -> Sizes {
+        if n <= 1 {
+            Sizes {
+                title: 30.0,
+                text: 20.0,
+                lane: 40.0,
+                label_rows: 4,
+            }
+        } else {
+            Sizes {
+                title: 22.0,
+                text: 16.0,
+                lane: 24.0,
+                label_rows: 3,
+            }
         }
-        root.present().map_err(draw_err)?;
     }
-    Ok(out)
+
+    fn row(&self) -> f64 {
+        self.text * 1.35
+    }
+}
+
+/// Where the runs' shared time falls across the figure.
+struct Axis {
+    t_max: f64,
+}
+
+impl Axis {
+    fn x(&self, ms: f64) -> f64 {
+        LEFT + (ms / self.t_max).clamp(0.0, 1.0) * (W - LEFT - RIGHT)
+    }
+}
+
+fn rel_ms(run: &Run, t: u64) -> f64 {
+    (t as f64 - run.t0() as f64) / 1e6
+}
+
+fn span_ms(run: &Run) -> f64 {
+    let last = run
+        .end
+        .iter()
+        .map(|e| e.t_ns)
+        .chain(run.calls.iter().map(|c| c.end_ns))
+        .chain(run.spans.iter().map(|s| s.end_ns))
+        .max()
+        .unwrap_or(run.t0());
+    rel_ms(run, last)
+}
+
+fn above_baseline(run: &Run, bytes: u64) -> f64 {
+    (bytes as f64 - run.baseline().unwrap_or(0) as f64).max(0.0) / MIB
+}
+
+fn peak_mib(run: &Run) -> f64 {
+    run.readings
+        .iter()
+        .map(|(_, b)| above_baseline(run, *b))
+        .fold(0.0, f64::max)
+}
+
+fn title(run: &Run) -> String {
+    let device = run
+        .meta
+        .as_ref()
+        .map(|m| m.device.name.as_str())
+        .unwrap_or("?");
+    match run.meta.as_ref().and_then(|m| m.lab.as_ref()) {
+        Some(l) => format!("{} [{}] — {device}", l.id, l.variant),
+        None => device.to_string(),
+    }
+}
+
+/// `text` cut to what fits in `width` at `size`, with an ellipsis.
+fn fit(text: &str, width: f64, size: f64) -> String {
+    let max = (width / (size * CHAR_WIDTH)).floor() as usize;
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+        cut + "…"
+    }
+}
+
+fn text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, fill: &str, body: &str) {
+    let _ = write!(
+        out,
+        r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{anchor}" fill="{fill}">{}</text>"#,
+        esc(body)
+    );
+}
+
+/// The figure of one run, or of several stacked on shared axes.
+pub fn svg(runs: &[&Run]) -> String {
+    let n = runs.len().max(1);
+    let peak = runs.iter().map(|r| peak_mib(r)).fold(0.0, f64::max);
+    let shared = Shared {
+        axis: Axis {
+            t_max: runs.iter().map(|r| span_ms(r)).fold(1e-3, f64::max),
+        },
+        y_max: if peak > 0.0 { peak * 1.1 } else { 1.0 },
+        claim_rows: runs.iter().map(|r| r.claims.len()).max().unwrap_or(0),
+        sizes: Sizes::for_runs(n),
+    };
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif"><rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>"##
+    );
+    legend(&mut out, &shared.sizes);
+    let panel = (HEIGHT as f64 - LEGEND) / n as f64;
+    for (i, run) in runs.iter().enumerate() {
+        draw_run(&mut out, run, LEGEND + i as f64 * panel, panel, &shared);
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn legend(out: &mut String, s: &Sizes) {
+    let y = LEGEND / 2.0 + s.text / 3.0;
+    let mut x = LEFT;
+    let items: [(&str, &str); 4] = [
+        ("line", "memory above baseline"),
+        ("marker", "a call a claim names"),
+        ("host", "host call"),
+        ("device", "device work"),
+    ];
+    for (kind, label) in items {
+        let mid = y - s.text / 3.0;
+        match kind {
+            "line" => {
+                let _ = write!(
+                    out,
+                    r#"<line x1="{x}" y1="{mid}" x2="{}" y2="{mid}" stroke="{MEMORY}" stroke-width="3"/>"#,
+                    x + 30.0
+                );
+            }
+            "marker" => {
+                let _ = write!(
+                    out,
+                    r#"<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="{MARKER}" stroke-width="2" stroke-dasharray="5 4"/>"#,
+                    x + 15.0,
+                    mid - s.text / 2.0,
+                    mid + s.text / 2.0
+                );
+            }
+            _ => {
+                let fill = if kind == "host" { HOST } else { DEVICE };
+                let _ = write!(
+                    out,
+                    r#"<rect x="{x}" y="{}" width="30" height="{}" fill="{fill}"/>"#,
+                    mid - s.text / 3.0,
+                    s.text * 2.0 / 3.0
+                );
+            }
+        }
+        text(out, x + 38.0, y, s.text, "start", "#222222", label);
+        x += 38.0 + label.chars().count() as f64 * s.text * CHAR_WIDTH + 40.0;
+    }
+}
+
+/// A tagged call's marker: where it is, and the label that names it.
+struct Marker {
+    x: f64,
+    label: String,
+}
+
+/// Where each label goes: its row (None where no row has room), x and anchor.
+type Placed = (Option<usize>, f64, &'static str);
+
+/// The row of each label, so that no label overlaps another label, nor (where
+/// any row allows) the marker line of a label in a row above it, and none runs
+/// off either edge.
+/// Markers close to the right edge carry their labels to their left, across
+/// the lines of markers before them: placing from the right first then fits
+/// more of them, so both orders are tried and the one that drops fewer wins.
+fn place(markers: &[Marker], rows: usize, size: f64) -> Vec<Placed> {
+    let forward = place_in_order(markers.iter().enumerate(), rows, size);
+    let backward = place_in_order(markers.iter().enumerate().rev(), rows, size);
+    let dropped = |p: &[(usize, Placed)]| p.iter().filter(|(_, p)| p.0.is_none()).count();
+    let mut best = if dropped(&backward) < dropped(&forward) {
+        backward
+    } else {
+        forward
+    };
+    best.sort_by_key(|(i, _)| *i);
+    best.into_iter().map(|(_, p)| p).collect()
+}
+
+fn place_in_order<'a>(
+    order: impl Iterator<Item = (usize, &'a Marker)>,
+    rows: usize,
+    size: f64,
+) -> Vec<(usize, Placed)> {
+    let mut taken: Vec<Vec<(f64, f64)>> = vec![Vec::new(); rows];
+    let mut lines: Vec<(usize, f64)> = Vec::new();
+    let gap = 8.0;
+    order
+        .map(|(i, m)| {
+            let width = m.label.chars().count() as f64 * size * CHAR_WIDTH;
+            // Right of the marker, or left of it where the right edge is too near.
+            let (start, anchor) = if m.x + 4.0 + width <= W - 4.0 {
+                (m.x + 4.0, "start")
+            } else {
+                (m.x - 4.0 - width, "end")
+            };
+            let span = (start - gap, start + width + gap);
+            let clear = |r: usize| taken[r].iter().all(|(a, b)| span.1 <= *a || span.0 >= *b);
+            let free = |r: usize| {
+                clear(r)
+                    && lines
+                        .iter()
+                        .all(|(row, x)| *row >= r || *x < start - 2.0 || *x > start + width + 2.0)
+                    && (r + 1..rows).all(|below| {
+                        taken[below]
+                            .iter()
+                            .all(|(a, b)| m.x + 3.0 <= *a || m.x - 3.0 >= *b)
+                    })
+            };
+            // Where every row is crossed by other markers' lines, a label over a
+            // thin dashed line still reads; over another label it would not.
+            let row = (0..rows)
+                .find(|r| free(*r))
+                .or_else(|| (0..rows).find(|r| clear(*r)));
+            if let Some(r) = row {
+                taken[r].push(span);
+                lines.push((r, m.x));
+            }
+            let text_x = if anchor == "start" { start } else { m.x - 4.0 };
+            (i, (row, text_x, anchor))
+        })
+        .collect()
+}
+
+/// What every panel of one figure shares: its axes, its sizes, and room for as
+/// many claims as the run with the most, so stacked plots have one height.
+struct Shared {
+    axis: Axis,
+    y_max: f64,
+    claim_rows: usize,
+    sizes: Sizes,
+}
+
+fn draw_run(out: &mut String, run: &Run, top: f64, height: f64, shared: &Shared) {
+    let Shared {
+        axis,
+        y_max,
+        claim_rows,
+        sizes: s,
+    } = shared;
+    let (y_max, claim_rows) = (*y_max, *claim_rows);
+    let row = s.row();
+    let mut queues: Vec<String> = Vec::new();
+    for sp in &run.spans {
+        let name = sp
+            .queue_name
+            .clone()
+            .unwrap_or_else(|| format!("#{}", sp.queue));
+        if !queues.contains(&name) {
+            queues.push(name);
+        }
+    }
+    let lanes = 1 + queues.len();
+    let title_y = top + s.title;
+    let band_top = title_y + s.text * 0.6;
+    let plot_top = band_top + s.label_rows as f64 * row + 4.0;
+    let fixed_below = lanes as f64 * s.lane + 8.0 + row * 2.2 + claim_rows as f64 * row + 8.0;
+    let plot_bottom = (top + height - fixed_below).max(plot_top + 40.0);
+    let lanes_top = plot_bottom + 8.0;
+    let lanes_bottom = lanes_top + lanes as f64 * s.lane;
+    let y = |mib: f64| plot_bottom - (mib / y_max) * (plot_bottom - plot_top);
+
+    text(
+        out,
+        W / 2.0,
+        title_y,
+        s.title,
+        "middle",
+        "#111111",
+        &title(run),
+    );
+
+    // Grid, axes and tick labels.
+    for v in ticks(y_max) {
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#e4e4e4"/>"##,
+            y(v),
+            W - RIGHT
+        );
+        text(
+            out,
+            LEFT - 10.0,
+            y(v) + s.text / 3.0,
+            s.text,
+            "end",
+            "#333333",
+            &tick_label(v),
+        );
+    }
+    let source = match run.meta.as_ref().map(|m| m.device.memory_source) {
+        Some(MemorySource::Rss) => "worker RSS, MiB",
+        _ => "device memory, MiB",
+    };
+    let mid = (plot_top + plot_bottom) / 2.0;
+    let _ = write!(
+        out,
+        r##"<text x="{0}" y="{mid:.1}" font-size="{1}" text-anchor="middle" fill="#333333" transform="rotate(-90 {0} {mid:.1})">{2}</text>"##,
+        s.text,
+        s.text,
+        esc(source)
+    );
+    let ms_ticks = ticks(axis.t_max);
+    for ms in &ms_ticks {
+        let x = axis.x(*ms);
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" y1="{plot_top:.1}" x2="{x:.1}" y2="{lanes_bottom:.1}" stroke="#f0f0f0"/>"##
+        );
+    }
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{plot_bottom:.1}" x2="{0}" y2="{plot_bottom:.1}" stroke="#444444"/><line x1="{LEFT}" y1="{plot_top:.1}" x2="{LEFT}" y2="{plot_bottom:.1}" stroke="#444444"/>"##,
+        W - RIGHT
+    );
+
+    // The memory curve.
+    let points: Vec<String> = run
+        .readings
+        .iter()
+        .map(|&(t, b)| {
+            format!(
+                "{:.1},{:.1}",
+                axis.x(rel_ms(run, t)),
+                y(above_baseline(run, b))
+            )
+        })
+        .collect();
+    let _ = write!(
+        out,
+        r#"<polyline points="{}" fill="none" stroke="{MEMORY}" stroke-width="3"/>"#,
+        points.join(" ")
+    );
+
+    // The calls the claims name: a marker each, labelled in the band above.
+    let mut markers: Vec<Marker> = run
+        .calls
+        .iter()
+        .filter(|c| c.tag.is_some() && c.iter.first().is_none_or(|i| *i == 0))
+        .map(|c| Marker {
+            x: axis.x(rel_ms(run, c.end_ns)),
+            label: format!("{} [{}]", c.api, c.tag.as_deref().unwrap_or("")),
+        })
+        .collect();
+    markers.sort_by(|a, b| a.x.total_cmp(&b.x));
+    for (m, (label_row, text_x, anchor)) in
+        markers.iter().zip(place(&markers, s.label_rows, s.text))
+    {
+        let line_top = match label_row {
+            Some(r) => band_top + r as f64 * row + row * 0.25,
+            None => plot_top,
+        };
+        let _ = write!(
+            out,
+            r#"<line x1="{0:.1}" y1="{line_top:.1}" x2="{0:.1}" y2="{plot_bottom:.1}" stroke="{MARKER}" stroke-width="2" stroke-dasharray="5 4"/>"#,
+            m.x
+        );
+        if let Some(r) = label_row {
+            text(
+                out,
+                text_x,
+                band_top + (r + 1) as f64 * row - row * 0.25,
+                s.text,
+                anchor,
+                MARKER,
+                &m.label,
+            );
+        }
+    }
+
+    // The timeline: the host lane, then one lane per queue or stream.
+    let lane_y = |lane: usize| lanes_top + lane as f64 * s.lane;
+    let names =
+        std::iter::once("host calls".to_string()).chain(queues.iter().map(|q| lane_label(run, q)));
+    for (lane, name) in names.enumerate() {
+        text(
+            out,
+            LEFT - 10.0,
+            lane_y(lane) + s.lane / 2.0 + s.text / 3.0,
+            s.text,
+            "end",
+            "#333333",
+            &fit(&name, LEFT - 16.0, s.text),
+        );
+    }
+    let bar = |out: &mut String, lane: usize, x0: f64, x1: f64, fill: &str| {
+        let _ = write!(
+            out,
+            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{fill}"/>"#,
+            lane_y(lane) + s.lane * 0.15,
+            (x1 - x0).max(1.5),
+            s.lane * 0.7
+        );
+    };
+    for c in run
+        .calls
+        .iter()
+        .filter(|c| c.status != CallStatus::Directive)
+    {
+        bar(
+            out,
+            0,
+            axis.x(rel_ms(run, c.begin_ns)),
+            axis.x(rel_ms(run, c.end_ns)),
+            HOST,
+        );
+    }
+    for sp in &run.spans {
+        let name = sp
+            .queue_name
+            .clone()
+            .unwrap_or_else(|| format!("#{}", sp.queue));
+        if let Some(q) = queues.iter().position(|n| *n == name) {
+            bar(
+                out,
+                q + 1,
+                axis.x(rel_ms(run, sp.begin_ns)),
+                axis.x(rel_ms(run, sp.end_ns)),
+                DEVICE,
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{lanes_bottom:.1}" x2="{0}" y2="{lanes_bottom:.1}" stroke="#444444"/>"##,
+        W - RIGHT
+    );
+    let ticks_y = lanes_bottom + row;
+    for ms in &ms_ticks {
+        text(
+            out,
+            axis.x(*ms),
+            ticks_y,
+            s.text,
+            "middle",
+            "#333333",
+            &tick_label(*ms),
+        );
+    }
+    text(
+        out,
+        W - RIGHT,
+        ticks_y + row,
+        s.text,
+        "end",
+        "#555555",
+        "ms from the start of the run",
+    );
+
+    // The claims and their verdicts on this device.
+    for (i, c) in run.claims.iter().enumerate() {
+        let (mark, colour) = match c.verdict {
+            Verdict::Holds => ("✓ holds", "#1a7f37"),
+            Verdict::DoesNotHold => ("✗ does not hold", "#b3261e"),
+            Verdict::Inconclusive => ("? inconclusive", "#8a6d00"),
+        };
+        let y = ticks_y + row * (i as f64 + 2.0);
+        let verdict_width = 16.0 * s.text * CHAR_WIDTH;
+        text(out, 20.0, y, s.text, "start", colour, mark);
+        // The measured values are what decided it: the claim's words give way first.
+        let values: Vec<String> = c
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
+            .collect();
+        let width = W - 40.0 - verdict_width;
+        let values = fit(&values.join(", "), width * 0.6, s.text);
+        let room = width - (values.chars().count() as f64 + 3.0) * s.text * CHAR_WIDTH;
+        let body = format!("{} — {values}", fit(&c.text, room, s.text));
+        text(
+            out,
+            20.0 + verdict_width,
+            y,
+            s.text,
+            "start",
+            "#222222",
+            &body,
+        );
+    }
 }
 
 /// DejaVu Sans (Bitstream Vera license, `assets/fonts/DejaVuSans.LICENSE`).
@@ -82,176 +573,69 @@ pub fn png(svg: &str) -> Result<Vec<u8>> {
         .map_err(|e| FigureError::Raster(e.to_string()))
 }
 
-fn rel_ms(run: &Run, t: u64) -> f64 {
-    (t as f64 - run.t0() as f64) / 1e6
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn span_ms(run: &Run) -> f64 {
-    let last = run
-        .end
-        .as_ref()
-        .map(|e| e.t_ns)
-        .into_iter()
-        .chain(run.calls.iter().map(|c| c.end_ns))
-        .chain(run.spans.iter().map(|s| s.end_ns))
-        .max()
-        .unwrap_or(run.t0());
-    rel_ms(run, last)
-}
-
-fn baseline(run: &Run) -> f64 {
-    run.baseline().unwrap_or(0) as f64 / MIB
-}
-
-fn peak_mib(run: &Run) -> f64 {
-    run.peak_above_baseline().unwrap_or(0) as f64 / MIB
-}
-
-fn title(run: &Run) -> String {
-    let lab = run.meta.as_ref().and_then(|m| m.lab.as_ref());
-    let device = run
-        .meta
-        .as_ref()
-        .map(|m| m.device.name.as_str())
-        .unwrap_or("?");
-    match lab {
-        Some(l) => format!("{} [{}] — {device}", l.id, l.variant),
-        None => device.to_string(),
-    }
-}
-
-fn draw_run<DB: DrawingBackend>(
-    run: &Run,
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    t_max: f64,
-    y_max: f64,
-) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let (upper, lower) = area.split_vertically((HEIGHT as f64 * 0.62) as u32);
-    let base = baseline(run);
-    let memory_label = match run.meta.as_ref().map(|m| m.device.memory_source) {
-        Some(MemorySource::Rss) => "host memory of the worker above baseline, MiB",
-        _ => "device memory above baseline, MiB",
-    };
-    let mut chart = ChartBuilder::on(&upper)
-        .caption(title(run), ("sans-serif", 30))
-        .margin(20)
-        .x_label_area_size(40)
-        .y_label_area_size(90)
-        .build_cartesian_2d(0.0..t_max, 0.0..y_max)
-        .map_err(draw_err)?;
-    chart
-        .configure_mesh()
-        .y_desc(memory_label)
-        .x_desc("ms from the start of the run")
-        .label_style(("sans-serif", 20))
-        .axis_desc_style(("sans-serif", 22))
-        .draw()
-        .map_err(draw_err)?;
-    let points: Vec<(f64, f64)> = run
-        .readings
-        .iter()
-        .map(|&(t, b)| (rel_ms(run, t), (b as f64 / MIB - base).max(0.0)))
-        .collect();
-    chart
-        .draw_series(LineSeries::new(points, MEMORY.stroke_width(3)))
-        .map_err(draw_err)?;
-    // Tagged calls are the ones the lab's claims talk about: mark and name them.
-    let tagged = run
-        .calls
-        .iter()
-        .filter(|c| c.tag.is_some() && c.iter.first().is_none_or(|i| *i == 0));
-    for (i, c) in tagged.enumerate() {
-        let x = rel_ms(run, c.end_ns);
-        chart
-            .draw_series(LineSeries::new(
-                [(x, 0.0), (x, y_max)],
-                MARKER.stroke_width(2),
-            ))
-            .map_err(draw_err)?;
-        let label = format!("{} [{}]", c.api, c.tag.as_deref().unwrap_or(""));
-        chart
-            // Staggered, so markers close in time keep readable labels.
-            .draw_series([Text::new(
-                label,
-                (x, y_max * (0.97 - 0.06 * (i % 4) as f64)),
-                ("sans-serif", 18).into_font().color(&MARKER),
-            )])
-            .map_err(draw_err)?;
-    }
-
-    // The timeline: lane 0 is the host, then one lane per queue or stream.
-    let mut queues: Vec<(u64, String)> = Vec::new();
-    for s in &run.spans {
-        if !queues.iter().any(|(q, _)| *q == s.queue) {
-            queues.push((
-                s.queue,
-                s.queue_name
-                    .clone()
-                    .unwrap_or_else(|| format!("#{}", s.queue)),
-            ));
+    fn marker(x: f64, label: &str) -> Marker {
+        Marker {
+            x,
+            label: label.to_string(),
         }
     }
-    let lanes = 1 + queues.len();
-    let mut timeline = ChartBuilder::on(&lower)
-        .margin(20)
-        .x_label_area_size(40)
-        .y_label_area_size(90)
-        .build_cartesian_2d(0.0..t_max, 0.0..lanes as f64)
-        .map_err(draw_err)?;
-    let lane_names: Vec<String> = std::iter::once("host".to_string())
-        .chain(queues.iter().map(|(_, n)| format!("queue {n}")))
-        .collect();
-    timeline
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(lanes * 2 + 1)
-        .y_label_formatter(&|y| {
-            let lane = y.floor() as usize;
-            if (y - lane as f64 - 0.5).abs() < 0.01 {
-                lane_names
-                    .get(lanes - 1 - lane)
-                    .cloned()
-                    .unwrap_or_default()
-            } else {
-                String::new()
+
+    /// Each placed label's horizontal extent, as `place` reckons it.
+    fn extent(m: &Marker, x: f64, anchor: &str, size: f64) -> (f64, f64) {
+        let w = m.label.chars().count() as f64 * size * CHAR_WIDTH;
+        if anchor == "start" {
+            (x, x + w)
+        } else {
+            (x - w, x)
+        }
+    }
+
+    #[test]
+    fn labels_close_in_time_take_different_rows_and_stay_inside() {
+        let markers = [
+            marker(900.0, "clEnqueueNDRangeKernel [kernel]"),
+            marker(905.0, "clReleaseMemObject [release]"),
+            marker(W - 10.0, "clFinish [finish]"),
+        ];
+        let placed = place(&markers, 3, 20.0);
+        let rows: Vec<_> = placed.iter().map(|p| p.0).collect();
+        assert_eq!(rows[0], Some(0));
+        assert_eq!(rows[1], Some(1));
+        for (m, (row, x, anchor)) in markers.iter().zip(&placed) {
+            assert!(row.is_some());
+            let (a, b) = extent(m, *x, anchor, 20.0);
+            assert!(a >= 0.0 && b <= W, "{} runs off: {a}..{b}", m.label);
+        }
+        // Labels sharing a row never overlap.
+        for (i, p) in placed.iter().enumerate() {
+            for (j, q) in placed.iter().enumerate().skip(i + 1) {
+                if p.0 == q.0 {
+                    let (a0, a1) = extent(&markers[i], p.1, p.2, 20.0);
+                    let (b0, b1) = extent(&markers[j], q.1, q.2, 20.0);
+                    assert!(a1 <= b0 || b1 <= a0, "{i} and {j} overlap");
+                }
             }
-        })
-        .label_style(("sans-serif", 20))
-        .x_desc("ms from the start of the run")
-        .axis_desc_style(("sans-serif", 22))
-        .draw()
-        .map_err(draw_err)?;
-    let lane_y = |lane: usize| (lanes - 1 - lane) as f64;
-    timeline
-        .draw_series(
-            run.calls
-                .iter()
-                .filter(|c| c.status != CallStatus::Directive)
-                .map(|c| {
-                    let (x0, x1) = (
-                        rel_ms(run, c.begin_ns),
-                        rel_ms(run, c.end_ns).max(rel_ms(run, c.begin_ns) + t_max * 0.001),
-                    );
-                    let y = lane_y(0);
-                    Rectangle::new([(x0, y + 0.15), (x1, y + 0.85)], HOST.filled())
-                }),
-        )
-        .map_err(draw_err)?;
-    timeline
-        .draw_series(run.spans.iter().map(|s| {
-            let lane = 1 + queues.iter().position(|(q, _)| *q == s.queue).unwrap_or(0);
-            let y = lane_y(lane);
-            Rectangle::new(
-                [
-                    (rel_ms(run, s.begin_ns), y + 0.15),
-                    (rel_ms(run, s.end_ns), y + 0.85),
-                ],
-                DEVICE.filled(),
-            )
-        }))
-        .map_err(draw_err)?;
-    Ok(())
+        }
+    }
+
+    #[test]
+    fn a_label_with_no_room_left_is_dropped_not_drawn_over_another() {
+        let markers: Vec<Marker> = (0..4)
+            .map(|i| marker(500.0 + i as f64, "clReleaseMemObject [release]"))
+            .collect();
+        let rows: Vec<_> = place(&markers, 2, 20.0).iter().map(|p| p.0).collect();
+        assert_eq!(rows, [Some(0), Some(1), None, None]);
+    }
+
+    #[test]
+    fn long_text_is_cut_to_its_width() {
+        assert_eq!(fit("short", 1000.0, 20.0), "short");
+        let cut = fit(&"x".repeat(200), 120.0, 20.0);
+        assert_eq!(cut.chars().count(), 10);
+        assert!(cut.ends_with('…'));
+    }
 }

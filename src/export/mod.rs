@@ -4,3 +4,4 @@
 pub mod chrome;
 pub mod figure;
 pub mod html;
+mod svg;

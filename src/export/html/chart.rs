@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::esc;
+use crate::export::svg::{esc, lane_label, tick_label, ticks};
 use crate::report::fmt_delta;
 use crate::run::Run;
 use crate::trace::{Call, CallStatus, DeviceSpan};
@@ -84,30 +84,6 @@ impl TimeAxis {
     }
 }
 
-/// About five round steps (1, 2 or 5 times a power of ten) from 0 to `max`.
-fn ticks(max: f64) -> Vec<f64> {
-    if !(max.is_finite() && max > 0.0) {
-        return vec![0.0];
-    }
-    let raw = max / 5.0;
-    let power = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * power)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * power);
-    (0..)
-        .map(|i| i as f64 * step)
-        .take_while(|v| *v <= max * 1.0001)
-        .collect()
-}
-
-/// `100`, `2.5`, `0.05`: no trailing `.0`.
-fn tick_label(v: f64) -> String {
-    let s = format!("{v:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
 /// What hovering a call shows: its line, the call, its host time and what memory
 /// did across it.
 fn call_title(run: &Run, axis: &TimeAxis, c: &Call) -> String {
@@ -144,8 +120,8 @@ fn call_title(run: &Run, axis: &TimeAxis, c: &Call) -> String {
     t
 }
 
-fn span_title(axis: &TimeAxis, s: &DeviceSpan, queue: &str) -> String {
-    let mut t = format!("queue {queue}: {}", s.name);
+fn span_title(axis: &TimeAxis, s: &DeviceSpan, lane: &str) -> String {
+    let mut t = format!("{lane}: {}", s.name);
     if let Some(l) = s.line {
         let _ = write!(t, " (line {l})");
     }
@@ -270,13 +246,7 @@ pub(super) fn timeline(run: &Run) -> String {
     };
     label(&mut out, 0, "host calls");
     for (i, name) in queues.iter().enumerate() {
-        // CUDA names its streams ("the default stream"); OpenCL queues have the
-        // script's handle names.
-        let lane = if name.contains("stream") {
-            name.clone()
-        } else {
-            format!("queue {name}")
-        };
+        let lane = lane_label(run, name);
         label(&mut out, i + 1, &lane);
     }
     // A call of a few microseconds in a run of seconds still gets a visible sliver.
@@ -321,24 +291,10 @@ pub(super) fn timeline(run: &Run) -> String {
             lane + 1,
             axis.x(s.begin_ns),
             axis.x(s.end_ns),
-            &span_title(&axis, s, &name),
+            &span_title(&axis, s, &lane_label(run, &name)),
         );
     }
     axis.draw(&mut out, bottom);
     out.push_str("</svg>");
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ticks_are_round_and_cover_the_range() {
-        assert_eq!(ticks(10.0), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
-        assert_eq!(ticks(0.3), vec![0.0, 0.1, 0.2, 0.30000000000000004]);
-        assert_eq!(ticks(f64::NAN), vec![0.0]);
-        assert_eq!(tick_label(100.0), "100");
-        assert_eq!(tick_label(0.05), "0.05");
-    }
 }

@@ -9,8 +9,9 @@ mod chart;
 
 use std::fmt::Write;
 
+use crate::export::svg::esc;
 use crate::lab::Teaching;
-use crate::report::{Summary, fmt_delta, fmt_value, memory_label, printable};
+use crate::report::{Summary, fmt_delta, fmt_value, memory_label};
 use crate::run::Run;
 use crate::trace::{CallStatus, Verdict};
 use crate::units::MIB_F64 as MIB;
@@ -22,23 +23,6 @@ pub struct Extras<'a> {
     pub teaching: Option<&'a Teaching>,
     /// A watched program's report, as `gpulab report` prints it.
     pub watch_report: Option<&'a str>,
-}
-
-/// `text` as HTML text or attribute value: markup characters escaped, control
-/// characters written out as `report` does for a terminal.
-fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in printable(text).chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const STYLE: &str = "
@@ -371,10 +355,5 @@ mod tests {
             .filter(|c| c.status != CallStatus::Directive)
             .count();
         assert_eq!(page.matches("<rect class=\"host").count(), calls);
-    }
-
-    #[test]
-    fn control_characters_are_written_out() {
-        assert_eq!(esc("a\u{1b}[2Jb & c"), "a\\u{1b}[2Jb &amp; c");
     }
 }
