@@ -117,8 +117,10 @@ fn ran_out_recording(dir: &Path) -> std::path::PathBuf {
     file
 }
 
-/// A watched C program, with `--backtrace` so the report has its stacks.
-fn watched_program(dir: &Path) -> Value {
+/// A watched C program, with `--backtrace` so the report has its stacks; None
+/// (the test skips with a notice) without a C compiler and OpenCL headers,
+/// unless `GPULAB_REQUIRE_OPENCL=1` (CI, which installs them).
+fn watched_program(dir: &Path) -> Option<Value> {
     let exe = dir.join("forgotten_events");
     let built = std::process::Command::new("cc")
         .arg("-g")
@@ -126,10 +128,16 @@ fn watched_program(dir: &Path) -> Value {
         .arg("-o")
         .arg(&exe)
         .arg("-lOpenCL")
-        .output()
-        .expect("cc starts (gcc, opencl-c-headers, ocl-icd-opencl-dev)");
-    assert!(built.status.success(), "{}", common::stderr(&built));
-    json_of(&[
+        .output();
+    if !built.as_ref().is_ok_and(|o| o.status.success()) {
+        let why = "a C compiler with OpenCL headers (gcc, opencl-c-headers, ocl-icd-opencl-dev)";
+        if std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() == Ok("1") {
+            panic!("GPULAB_REQUIRE_OPENCL=1 requires {why}: {built:?}");
+        }
+        eprintln!("skipping the_document_and_the_json_outputs_agree: no {why}");
+        return None;
+    }
+    Some(json_of(&[
         "watch",
         "--json",
         "--backtrace",
@@ -137,7 +145,7 @@ fn watched_program(dir: &Path) -> Value {
         &exe.display().to_string(),
         "2",
         "1",
-    ])
+    ]))
 }
 
 #[test]
@@ -148,6 +156,9 @@ fn the_document_and_the_json_outputs_agree() {
     }
     let doc = documented();
     let dir = common::temp_dir();
+    let Some(watched) = watched_program(dir.path()) else {
+        return;
+    };
     let mut outputs = vec![
         json_of(&[
             "run",
@@ -166,7 +177,7 @@ fn the_document_and_the_json_outputs_agree() {
             "--json",
             &ran_out_recording(dir.path()).display().to_string(),
         ]),
-        watched_program(dir.path()),
+        watched,
     ];
     for file in recordings("assets/recordings")
         .into_iter()
