@@ -98,24 +98,8 @@ pub enum Cmd {
     /// Run your own program with gpulab's agent inside it: every OpenCL object it
     /// creates and releases, and what it left alive at exit (`gpulab watch -- ./app`).
     Watch(WatchArgs),
-    /// Export a recorded run for other tools.
-    Export {
-        /// A recording (`gpulab run … --record FILE`).
-        file: PathBuf,
-        /// Write Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev) to OUT.
-        /// One of --chrome, --svg and --png is needed.
-        #[arg(long, value_name = "OUT")]
-        chrome: Option<PathBuf>,
-        /// Write a figure (memory over time above the timeline) as SVG.
-        #[arg(long, value_name = "OUT")]
-        svg: Option<PathBuf>,
-        /// Write the same figure as PNG.
-        #[arg(long, value_name = "OUT")]
-        png: Option<PathBuf>,
-        /// Put a second recording beside the first, on the same axes.
-        #[arg(long, value_name = "OTHER")]
-        compare: Option<PathBuf>,
-    },
+    /// Export a recorded run for other tools, a slide or a page to share.
+    Export(ExportArgs),
     /// Print a completion script for SHELL on stdout, e.g.
     /// `gpulab completions bash > ~/.local/share/bash-completion/completions/gpulab`.
     Completions {
@@ -128,6 +112,31 @@ pub enum Cmd {
     /// the request is the first line of stdin).
     #[command(hide = true)]
     Worker,
+}
+
+/// `gpulab export FILE`: at least one output; `-` writes it to stdout.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A recording (`gpulab run … --record FILE`, or `gpulab watch --record FILE`).
+    pub file: PathBuf,
+    /// Write Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev) to OUT.
+    /// One of --chrome, --svg, --png and --html is needed.
+    #[arg(long, value_name = "OUT")]
+    pub chrome: Option<PathBuf>,
+    /// Write a figure (memory over time above the timeline) as SVG.
+    #[arg(long, value_name = "OUT")]
+    pub svg: Option<PathBuf>,
+    /// Write the same figure as PNG.
+    #[arg(long, value_name = "OUT")]
+    pub png: Option<PathBuf>,
+    /// Write one self-contained page (charts with each call's numbers on hover,
+    /// the script, the verdicts and the lab's teaching text) that any browser opens
+    /// offline.
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<PathBuf>,
+    /// Stack a second recording beneath the first, on the same axes (figures only).
+    #[arg(long, value_name = "OTHER")]
+    pub compare: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Default, Clone, Copy)]

@@ -140,7 +140,7 @@ fn list_shows_every_lab_in_text_and_json() {
     }
     let json = common::run(&["list", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert!(v.as_array().is_some_and(|a| a.len() >= 4));
+    assert!(v["labs"].as_array().is_some_and(|a| a.len() >= 4));
 }
 
 #[test]

@@ -225,7 +225,7 @@ fn export_without_an_output_names_the_outputs_and_exits_2() {
     let err = common::stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("one of --chrome OUT, --svg OUT, --png OUT"),
+        err.contains("one of --chrome OUT, --svg OUT, --png OUT, --html OUT"),
         "{err}"
     );
 }

@@ -43,7 +43,7 @@ fn all_variants_judges_a_comparison_from_both_variants_own_numbers() {
     let record = dir.path().join("cross.jsonl");
     let record_s = record.display().to_string();
     let report = run_cross(&["--all-variants", "--record", &record_s]);
-    let summaries = report.as_array().expect("one summary per variant");
+    let summaries = report["runs"].as_array().expect("one summary per variant");
     let of = |variant: &str| {
         summaries
             .iter()
@@ -82,8 +82,9 @@ fn all_variants_judges_a_comparison_from_both_variants_own_numbers() {
     let out = common::run(&["report", "--json", &file.display().to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     let replayed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let replayed = &replayed["runs"][0];
     let live = claim(finish, "finish-waits-longer");
-    assert_eq!(claim(&replayed, "finish-waits-longer"), live);
+    assert_eq!(claim(replayed, "finish-waits-longer"), live);
     // Text, Markdown and a replay without a terminal say the same verdict,
     // with the other variant's value by its name.
     let label = match live["verdict"].as_str() {
@@ -123,7 +124,8 @@ fn a_comparison_without_the_other_variant_is_inconclusive_and_says_why() {
         return;
     }
     let report = run_cross(&["--variant", "finish"]);
-    let c = claim(&report, "finish-waits-longer");
+    let report = &report["runs"][0];
+    let c = claim(report, "finish-waits-longer");
     assert_eq!(c["verdict"], "inconclusive", "{c:#}");
     let why = c["reason"].as_str().unwrap_or_default();
     assert!(
@@ -132,7 +134,7 @@ fn a_comparison_without_the_other_variant_is_inconclusive_and_says_why() {
     );
     // The claim over the one variant is judged as usual.
     assert_ne!(
-        claim(&report, "peak-covers-the-end")["verdict"],
+        claim(report, "peak-covers-the-end")["verdict"],
         "inconclusive"
     );
 }

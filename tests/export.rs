@@ -152,6 +152,10 @@ fn svg_figures_hold_the_memory_series_and_the_lanes() {
         "host",
         "queue q",
         "clReleaseMemObject [release]",
+        "host calls",
+        "memory above baseline",
+        "✗ does not hold",
+        "✓ holds",
     ] {
         assert!(
             texts.iter().any(|t| t.contains(needle)),
@@ -162,19 +166,31 @@ fn svg_figures_hold_the_memory_series_and_the_lanes() {
     assert!(rects > 20, "timeline spans are drawn ({rects} rects)");
 }
 
+/// One run or two stacked: a 16:9 slide either way.
 #[test]
-fn png_figures_decode_at_projector_size() {
-    let (_dir, out) = figure(&["--png"], "fig.png");
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(out).unwrap()));
-    let reader = decoder.read_info().expect("a PNG");
-    let info = reader.info();
-    assert_eq!(
-        (info.width, info.height),
-        (
-            gpulab::export::figure::WIDTH,
-            gpulab::export::figure::HEIGHT
-        )
-    );
+fn png_figures_are_16_9_at_projector_size() {
+    for compare in [
+        &[][..],
+        &[
+            "--compare",
+            "h100-opencl--cl-premature-release--finish-then-release.jsonl",
+        ][..],
+    ] {
+        let args: Vec<&str> = compare.iter().copied().chain(["--png"]).collect();
+        let (_dir, out) = figure(&args, "fig.png");
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(out).unwrap()));
+        let reader = decoder.read_info().expect("a PNG");
+        let info = reader.info();
+        assert_eq!(
+            (info.width, info.height),
+            (
+                gpulab::export::figure::WIDTH,
+                gpulab::export::figure::HEIGHT
+            ),
+            "{compare:?}"
+        );
+        assert_eq!(info.width * 9, info.height * 16);
+    }
 }
 
 /// Labels are drawn with the font gpulab carries, whatever fonts the machine
@@ -200,4 +216,134 @@ fn png_text_is_drawn_without_any_system_font() {
         dark > 100,
         "only {dark} dark pixels: the word was not drawn"
     );
+}
+
+#[test]
+fn html_pages_load_in_a_browser_and_show_the_run() {
+    let Some(browser) = common::browser::find("html_pages_load_in_a_browser_and_show_the_run")
+    else {
+        return;
+    };
+    for fixture in [
+        "pocl--cl-finish--no-wait.jsonl",
+        "h100-opencl--cl-premature-release--release-then-finish.jsonl",
+    ] {
+        let recording = common::repo_file(&format!("tests/fixtures/recordings/{fixture}"));
+        let dir = common::temp_dir();
+        let page = dir.path().join("run.html");
+        let r = common::run(&[
+            "export",
+            &recording.display().to_string(),
+            "--html",
+            &page.display().to_string(),
+        ]);
+        assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+        let (dom, console) = common::browser::open(&browser, &page);
+        assert!(console.is_empty(), "{fixture}: console said {console:?}");
+
+        let f = std::fs::File::open(&recording).unwrap();
+        let rec = gpulab::trace::read_recording(std::io::BufReader::new(f)).unwrap();
+        let run = gpulab::run::Run::from_events(&rec.events);
+        for line in run.lines() {
+            assert!(
+                dom.contains(&format!(
+                    "<code>{}</code>",
+                    common::browser::as_dom_text(&line.text)
+                )),
+                "{fixture}: line {} ({}) not on the page",
+                line.line,
+                line.text
+            );
+        }
+        assert!(!run.claims.is_empty(), "{fixture} has claims");
+        for c in &run.claims {
+            let row = dom
+                .split("<tr>")
+                .find(|row| row.contains(&common::browser::as_dom_text(&c.expr)))
+                .unwrap_or_else(|| panic!("{fixture}: claim {} not on the page", c.name));
+            assert!(
+                row.contains(&format!(">{}", c.verdict.label())),
+                "{fixture}: claim {} without its verdict: {row}",
+                c.name
+            );
+        }
+        // The lab's teaching text, from the shipped lab file.
+        assert!(dom.contains("<h3>Look</h3>"), "{fixture}: no teaching text");
+        // Self-contained: nothing the page could fetch.
+        for outside in ["src=", "http://", "https://", "url("] {
+            assert!(
+                !dom.contains(outside),
+                "{fixture}: the page refers to {outside}"
+            );
+        }
+        let svgs = dom.matches("<svg").count();
+        assert_eq!(svgs, 2, "{fixture}: the memory chart and the timeline");
+        let titles = dom.matches("<title>").count();
+        assert!(titles > run.calls.len(), "{fixture}: {titles} hover titles");
+    }
+}
+
+#[test]
+fn html_goes_to_stdout_for_a_dash() {
+    let r = common::run(&[
+        "export",
+        &common::repo_file("tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl")
+            .display()
+            .to_string(),
+        "--html",
+        "-",
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+    let page = common::stdout(&r);
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(page.trim_end().ends_with("</html>"));
+}
+
+/// A watched program's page: its calls by name, and the report `gpulab report`
+/// prints, from H100 recordings shipped with gpulab.
+#[test]
+fn html_pages_of_watched_programs_load_in_a_browser() {
+    let Some(browser) = common::browser::find("html_pages_of_watched_programs_load_in_a_browser")
+    else {
+        return;
+    };
+    for name in ["cuda-free-wait--spans", "torch-cache"] {
+        let recording =
+            common::repo_file(&format!("assets/watch-recordings/nvidia-h100/{name}.jsonl"));
+        let dir = common::temp_dir();
+        let page = dir.path().join("watch.html");
+        let r = common::run(&[
+            "export",
+            &recording.display().to_string(),
+            "--html",
+            &page.display().to_string(),
+        ]);
+        assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+        let (dom, console) = common::browser::open(&browser, &page);
+        assert!(console.is_empty(), "{name}: console said {console:?}");
+        let f = std::fs::File::open(&recording).unwrap();
+        let rec = gpulab::trace::read_recording(std::io::BufReader::new(f)).unwrap();
+        let run = gpulab::run::Run::from_events(&rec.events);
+        assert!(!run.calls.is_empty(), "{name} has calls");
+        for c in &run.calls {
+            assert!(
+                dom.contains(&format!(
+                    "<td><code>{}</code></td>",
+                    common::browser::as_dom_text(&c.api)
+                )),
+                "{name}: {} not in the calls table",
+                c.api
+            );
+        }
+        let command = &run.meta.as_ref().unwrap().watch.as_ref().unwrap().command;
+        assert!(
+            dom.contains(&format!(
+                "gpulab watch -- {}",
+                common::browser::as_dom_text(&command.join(" "))
+            )),
+            "{name}: the command is the heading"
+        );
+        assert!(dom.contains("<h2>Report</h2>"), "{name}: the watch report");
+        assert_eq!(dom.matches("<svg").count(), 2, "{name}: both charts");
+    }
 }

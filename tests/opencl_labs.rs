@@ -209,6 +209,8 @@ fn json_and_markdown_reports_carry_the_claims() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(v["kind"], "run");
+    let v = &v["runs"][0];
     assert_eq!(v["lab"], "cl-finish");
     assert!(v["claims"].as_array().is_some_and(|c| !c.is_empty()));
     assert!(v["lines"].as_array().is_some_and(|l| l.len() >= 10));
@@ -428,6 +430,7 @@ fn an_error_on_a_marked_line_is_stated_as_the_finding() {
     let json: serde_json::Value =
         serde_json::from_str(&common::stdout(&run_findings("marked", &["--json"])))
             .expect("JSON report");
+    let json = &json["runs"][0];
     assert_eq!(json["finding"]["kind"], "expected_error", "{json}");
     assert_eq!(json["finding"]["line"], 27, "{json}");
     assert_eq!(json["finding"]["ended_run"], false, "{json}");
@@ -460,6 +463,7 @@ fn until_failure_exits_0_when_it_reaches_the_failure() {
     let out = run_findings("too-big", &["--until-failure", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON report");
+    let json = &json["runs"][0];
     assert_eq!(json["finding"]["kind"], "until_failure", "{json}");
     assert_eq!(json["finding"]["line"], 49, "{json}");
     let said = json["finding"]["said"].as_str().unwrap_or_default();
@@ -509,7 +513,10 @@ fn a_stepped_run_warns_and_leaves_claims_over_time_between_lines_inconclusive() 
         "{stderr}"
     );
     let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON report");
-    let claims = json["claims"].as_array().cloned().unwrap_or_default();
+    let claims = json["runs"][0]["claims"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let claim = |name: &str| {
         claims
             .iter()
@@ -546,7 +553,7 @@ fn the_report_carries_the_hosts_load_during_the_run() {
     }
     let out = run_findings("marked", &["--json"]);
     let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON report");
-    let load = &json["load"];
+    let load = &json["runs"][0]["load"];
     let (avg, cores) = (
         load["load_avg"].as_f64().expect("load_avg"),
         load["cores"].as_u64().expect("cores"),

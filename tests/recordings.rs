@@ -89,7 +89,7 @@ fn a_run_that_ran_out_says_what_it_had_measured_then() {
     let out = common::run(&["report", "--json", &file.display().to_string()]);
     assert!(out.status.success(), "{}", common::stderr(&out));
     let report: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
-    let r = &report["ran_out"];
+    let r = &report["runs"][0]["ran_out"];
     assert_eq!(r["api"], "clCreateBuffer", "{report:#}");
     assert_eq!(r["status"], "CL_OUT_OF_HOST_MEMORY");
     assert_eq!(r["line"], 57);
@@ -172,7 +172,7 @@ fn a_context_limit_names_the_contexts_the_driver_still_kept() {
     std::fs::write(&file, failed).expect("write");
     let out = common::run(&["report", "--json", &file.display().to_string()]);
     let report: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
-    let r = &report["ran_out"];
+    let r = &report["runs"][0]["ran_out"];
     assert_eq!(r["api"], "clCreateContext", "{report:#}");
     assert_eq!(r["not_yet_destroyed"]["contexts"], pending, "{r}");
 }
@@ -267,7 +267,7 @@ fn report_of_several_variants_judges_their_comparisons() {
     let out = common::run(&["report", "--json", &finish, &no_wait]);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     let reports: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let (a, b) = (&reports[0], &reports[1]);
+    let (a, b) = (&reports["runs"][0], &reports["runs"][1]);
     assert_eq!(
         (a["variant"].as_str(), b["variant"].as_str()),
         (Some("finish"), Some("no-wait"))

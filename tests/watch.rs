@@ -356,6 +356,36 @@ fn a_watch_recording_reports_as_the_watch_did() {
     ] {
         assert_eq!(live[key], replayed[key], "{key}");
     }
+    // The page to share holds the same report and the program's calls.
+    let page = dir.path().join("watch.html");
+    let out = gpulab()
+        .arg("export")
+        .arg(&file)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let Some(browser) = common::browser::find(test) else {
+        return;
+    };
+    let (dom, console) = common::browser::open(&browser, &page);
+    assert!(console.is_empty(), "console said {console:?}");
+    for call in [
+        "clCreateContext",
+        "clEnqueueNDRangeKernel",
+        "clReleaseContext",
+    ] {
+        assert!(
+            dom.contains(&format!("<td><code>{call}</code></td>")),
+            "{call} not in the calls table"
+        );
+    }
+    let calls = live["calls"].as_u64().expect("a call count");
+    assert!(
+        dom.contains(&format!("{calls} calls (0 failed)")),
+        "the watch report is on the page"
+    );
 }
 
 /// `gpulab report --json FILE`.

@@ -1,20 +1,19 @@
-//! `gpulab export FILE`: a recording for Perfetto (`--chrome`) or for a slide
-//! (`--svg`, `--png`, optionally `--compare OTHER` side by side).
+//! `gpulab export FILE`: a recording for Perfetto (`--chrome`), for a slide
+//! (`--svg`, `--png`, optionally `--compare OTHER` stacked beneath) or as a page to
+//! share (`--html`). `-` as OUT writes to stdout.
 
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
-use gpulab::export::{chrome, figure};
+use gpulab::export::{chrome, figure, html};
+use gpulab::lab::LabSet;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
+use crate::cli::{ExportArgs, Format};
 
-pub fn export(
-    file: &Path,
-    chrome_out: Option<&Path>,
-    svg_out: Option<&Path>,
-    png_out: Option<&Path>,
-    compare: Option<&Path>,
-) -> anyhow::Result<i32> {
-    if chrome_out.is_none() && svg_out.is_none() && png_out.is_none() {
+pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
+    let outputs = [&args.chrome, &args.svg, &args.png, &args.html];
+    if outputs.iter().all(|o| o.is_none()) {
         return Err(fail(
             EXIT_USAGE,
             format!(
@@ -23,37 +22,74 @@ pub fn export(
             ),
         ));
     }
-    let run = super::report::load(file)?;
-    if let Some(out) = chrome_out {
-        if compare.is_some() {
-            return Err(fail(
-                EXIT_USAGE,
-                "--compare draws figures; a Chrome trace holds one run",
-            ));
-        }
+    if args.compare.is_some() && args.svg.is_none() && args.png.is_none() {
+        return Err(fail(
+            EXIT_USAGE,
+            "--compare draws figures (--svg, --png); a Chrome trace or a page holds one run",
+        ));
+    }
+    let run = super::report::load(&args.file)?;
+    if let Some(out) = &args.chrome {
         let mut text = Vec::new();
         chrome::write(&run, &mut text)?;
         write(out, &text)?;
     }
-    if svg_out.is_some() || png_out.is_some() {
-        let other = compare.map(super::report::load).transpose()?;
+    if args.svg.is_some() || args.png.is_some() {
+        let other = args
+            .compare
+            .as_deref()
+            .map(super::report::load)
+            .transpose()?;
         let runs: Vec<_> = std::iter::once(&run).chain(other.as_ref()).collect();
-        let svg = figure::svg(&runs)?;
-        if let Some(out) = svg_out {
+        let svg = figure::svg(&runs);
+        if let Some(out) = &args.svg {
             write(out, svg.as_bytes())?;
         }
-        if let Some(out) = png_out {
+        if let Some(out) = &args.png {
             write(out, &figure::png(&svg)?)?;
         }
+    }
+    if let Some(out) = &args.html {
+        let watched = run.meta.as_ref().is_some_and(|m| m.watch.is_some());
+        let watch_report = if watched {
+            Some(super::report::watch_report(&run, &Format::default())?)
+        } else {
+            None
+        };
+        // A recording holds the lab's script but not its teaching text: that comes
+        // from the lab file of the same id, shipped or in --labs.
+        let set = LabSet::load(labs);
+        let lab = run.lab_id().and_then(|id| set.get(id).ok());
+        if let (Some(id), None) = (run.lab_id(), lab) {
+            eprintln!(
+                "gpulab: no lab file for {}: the page has no teaching text",
+                gpulab::report::printable(id)
+            );
+        }
+        let page = html::page(
+            &run,
+            html::Extras {
+                teaching: lab.map(|l| &l.teaching),
+                watch_report: watch_report.as_deref(),
+            },
+        );
+        write(out, page.as_bytes())?;
     }
     Ok(EXIT_OK)
 }
 
 /// What `export` can write, as its options name them.
-const OUTPUTS: [&str; 3] = ["chrome", "svg", "png"];
+const OUTPUTS: [&str; 4] = ["chrome", "svg", "png", "html"];
 
-/// An output path that cannot be written is the caller's to fix (exit 2).
+/// An output path that cannot be written is the caller's to fix (exit 2); `-` is
+/// stdout.
 fn write(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if out == Path::new("-") {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(bytes)?;
+        stdout.flush()?;
+        return Ok(());
+    }
     std::fs::write(out, bytes)
         .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", out.display())))?;
     eprintln!("wrote {}", out.display());

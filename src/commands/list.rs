@@ -5,8 +5,14 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use gpulab::lab::{Lab, LabSet};
+use gpulab::report::json::{self, Kind};
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
+
+#[derive(Serialize)]
+struct Labs<'a> {
+    labs: Vec<LabRow<'a>>,
+}
 
 #[derive(Serialize)]
 struct LabRow<'a> {
@@ -35,8 +41,8 @@ pub fn list(dirs: &[PathBuf], json: bool) -> anyhow::Result<i32> {
         eprintln!("gpulab: skipped a lab file: {p}");
     }
     if json {
-        let rows: Vec<LabRow> = set.labs().iter().map(row).collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        let labs: Vec<LabRow> = set.labs().iter().map(row).collect();
+        print!("{}", json::json(Kind::Labs, &Labs { labs })?);
         return Ok(EXIT_OK);
     }
     print!("{}", table(set.labs()));

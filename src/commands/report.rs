@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use gpulab::lab::LabSet;
+use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::trace::{Event, stream_recording};
@@ -30,7 +31,7 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
     judge_across(dirs, files, &mut runs)?;
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
     if format.json {
-        println!("{}", serde_json::to_string_pretty(&summaries)?);
+        print!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
         return Ok(EXIT_OK);
     }
     if !format.markdown {
@@ -103,7 +104,7 @@ pub fn load(file: &Path) -> anyhow::Result<Run> {
 pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {
     let r = WatchReport::from_run(run);
     Ok(if format.json {
-        serde_json::to_string_pretty(&r)? + "\n"
+        json(Kind::Watch, &r)?
     } else if format.markdown {
         report::printable(&r.markdown()).into_owned()
     } else {
@@ -116,7 +117,13 @@ pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {
 /// control characters itself).
 pub fn render(s: &Summary, format: Format) -> anyhow::Result<String> {
     Ok(if format.json {
-        serde_json::to_string_pretty(s)? + "\n"
+        // One run is a list of one: the shape of `run --all-variants`.
+        json(
+            Kind::Run,
+            &Runs {
+                runs: std::slice::from_ref(s),
+            },
+        )?
     } else if format.markdown {
         report::printable(&report::markdown(s)).into_owned()
     } else {

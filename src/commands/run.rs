@@ -9,6 +9,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use gpulab::lab::{BackendKind, Lab, LabSet, catalog};
+use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::source::{LocalSource, RunRequest, RunSource};
@@ -133,7 +134,11 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     }
 
     let format = args.format;
-    if summaries.len() > 1 && !format.json {
+    if format.json {
+        // Always the list of runs, one variant or all, however many ran before a
+        // Ctrl-C.
+        print!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
+    } else if summaries.len() > 1 {
         if !format.markdown {
             println!("{}\n", report::printable(&report::side_by_side(&summaries)));
         }
@@ -141,9 +146,6 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             print!("{}", super::report::render(s, format)?);
             println!();
         }
-    } else if format.json && args.all_variants {
-        // Always an array for --all-variants, however many ran before a Ctrl-C.
-        println!("{}", serde_json::to_string_pretty(&summaries)?);
     } else if let Some(s) = summaries.first() {
         print!("{}", super::report::render(s, format)?);
     }

@@ -24,7 +24,7 @@ pub(super) fn verdict_mark(v: Verdict) -> &'static str {
     }
 }
 
-pub(super) fn fmt_value(v: f64) -> String {
+pub(crate) fn fmt_value(v: f64) -> String {
     if v.is_infinite() {
         "never".into()
     } else if v == v.trunc() && v.abs() < 1e9 {
@@ -53,7 +53,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-pub(super) fn fmt_delta(d: Option<f64>) -> String {
+pub(crate) fn fmt_delta(d: Option<f64>) -> String {
     match d {
         Some(d) if d.abs() < 0.05 => "0".into(),
         Some(d) => format!("{d:+.1}"),
@@ -61,7 +61,7 @@ pub(super) fn fmt_delta(d: Option<f64>) -> String {
     }
 }
 
-pub(super) fn memory_label(source: MemorySource) -> &'static str {
+pub(crate) fn memory_label(source: MemorySource) -> &'static str {
     match source {
         MemorySource::Nvml => "device memory (NVML)",
         MemorySource::Rss => {

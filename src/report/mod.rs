@@ -3,10 +3,12 @@
 //! `Summary` (here) is what a report shows; `text` and `markdown` say it.
 
 mod format;
+pub mod json;
 mod markdown;
 mod text;
 
 pub use format::printable;
+pub(crate) use format::{fmt_delta, fmt_value, memory_label};
 pub use markdown::markdown;
 pub use text::{side_by_side, text};
 

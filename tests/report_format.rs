@@ -1,0 +1,264 @@
+//! `docs/report-format.md` and the `--json` outputs agree: every key a real
+//! output has (runs on PoCL, a watched program, `list`, `doctor`, and the report
+//! of every shipped recording) is documented there, and every documented key
+//! appears in one of them.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+/// Documented keys no output here can have, and why.
+const UNSEEN: &[(&str, &str, &str)] = &[(
+    "watch",
+    "processes[].conflicts",
+    "only a CUDA program with its own CUPTI client on a GPU",
+)];
+
+/// `(kind, path)` of every row of the document; kind `*` for the envelope's.
+fn documented() -> BTreeSet<(String, String)> {
+    let text = std::fs::read_to_string(common::repo_file("docs/report-format.md")).unwrap();
+    let mut kind = None;
+    let mut rows = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(head) = line.strip_prefix("## ") {
+            kind = Some(if head == "Every output" {
+                "*".to_string()
+            } else {
+                head.split('`')
+                    .nth(1)
+                    .expect("a kind in backticks")
+                    .to_string()
+            });
+        } else if let Some(row) = line.strip_prefix("| `") {
+            let path = row.split('`').next().unwrap();
+            let kind = kind.clone().expect("a row under a heading");
+            assert!(
+                rows.insert((kind.clone(), path.to_string())),
+                "{kind} {path} twice"
+            );
+        }
+    }
+    rows
+}
+
+/// Every key path in `v`, with `.*` for the entries of documented maps.
+fn keys(
+    v: &Value,
+    path: &str,
+    kind: &str,
+    doc: &BTreeSet<(String, String)>,
+    out: &mut BTreeSet<String>,
+) {
+    match v {
+        Value::Object(map) => {
+            let is_map = doc.contains(&(kind.to_string(), format!("{path}.*")));
+            for (k, child) in map {
+                let name = if is_map { "*" } else { k.as_str() };
+                let p = if path.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{path}.{name}")
+                };
+                out.insert(p.clone());
+                keys(child, &p, kind, doc, out);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                keys(item, &format!("{path}[]"), kind, doc, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let out = common::run(args);
+    assert!(out.status.success(), "{args:?}: {}", common::stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn recordings(dir: &str) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for device in std::fs::read_dir(common::repo_file(dir)).unwrap() {
+        for f in std::fs::read_dir(device.unwrap().path()).unwrap() {
+            files.push(f.unwrap().path());
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The PoCL fixture with its `clCreateBuffer` failed for want of host memory, so
+/// the report has its `ran_out` (a test cannot make PoCL run out).
+fn ran_out_recording(dir: &Path) -> std::path::PathBuf {
+    let path = common::repo_file("tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl");
+    let failed: String = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let l = if l.contains(r#""api":"clCreateBuffer""#) {
+                l.replace(
+                    r#""status":{"kind":"ok"}"#,
+                    r#""status":{"kind":"error","code":-6,"name":"CL_OUT_OF_HOST_MEMORY"}"#,
+                )
+            } else {
+                l.to_string()
+            };
+            l + "\n"
+        })
+        .collect();
+    assert!(failed.contains("CL_OUT_OF_HOST_MEMORY"));
+    let file = dir.join("ran-out.jsonl");
+    std::fs::write(&file, failed).unwrap();
+    file
+}
+
+/// A watched C program, with `--backtrace` so the report has its stacks; None
+/// (the test skips with a notice) without a C compiler and OpenCL headers,
+/// unless `GPULAB_REQUIRE_OPENCL=1` (CI, which installs them).
+fn watched_program(dir: &Path) -> Option<Value> {
+    let exe = dir.join("forgotten_events");
+    let built = std::process::Command::new("cc")
+        .arg("-g")
+        .arg(common::repo_file("tests/watch/forgotten_events.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-lOpenCL")
+        .output();
+    if !built.as_ref().is_ok_and(|o| o.status.success()) {
+        let why = "a C compiler with OpenCL headers (gcc, opencl-c-headers, ocl-icd-opencl-dev)";
+        if std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() == Ok("1") {
+            panic!("GPULAB_REQUIRE_OPENCL=1 requires {why}: {built:?}");
+        }
+        eprintln!("skipping the_document_and_the_json_outputs_agree: no {why}");
+        return None;
+    }
+    Some(json_of(&[
+        "watch",
+        "--json",
+        "--backtrace",
+        "--",
+        &exe.display().to_string(),
+        "2",
+        "1",
+    ]))
+}
+
+#[test]
+fn the_document_and_the_json_outputs_agree() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("the_document_and_the_json_outputs_agree") {
+        return;
+    }
+    let doc = documented();
+    let dir = common::temp_dir();
+    let Some(watched) = watched_program(dir.path()) else {
+        return;
+    };
+    let mut outputs = vec![
+        json_of(&[
+            "run",
+            "cl-finish",
+            "--all-variants",
+            "--json",
+            "--param",
+            "kernel_ms=20",
+            "--param",
+            "size_mib=4",
+        ]),
+        json_of(&["list", "--json"]),
+        json_of(&["doctor", "--json"]),
+        json_of(&[
+            "report",
+            "--json",
+            &ran_out_recording(dir.path()).display().to_string(),
+        ]),
+        watched,
+    ];
+    for file in recordings("assets/recordings")
+        .into_iter()
+        .chain(recordings("assets/watch-recordings"))
+    {
+        outputs.push(json_of(&["report", "--json", &file.display().to_string()]));
+    }
+
+    let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for out in &outputs {
+        assert_eq!(out["schema_version"], 1, "{out:#}");
+        let kind = out["kind"].as_str().expect("a kind").to_string();
+        let mut found = BTreeSet::new();
+        keys(out, "", &kind, &doc, &mut found);
+        for key in &found {
+            assert!(
+                doc.contains(&(kind.clone(), key.clone()))
+                    || doc.contains(&("*".into(), key.clone())),
+                "{kind} output has `{key}`, which docs/report-format.md does not document"
+            );
+        }
+        seen.entry(kind).or_default().extend(found);
+    }
+    assert_eq!(
+        seen.keys().collect::<Vec<_>>(),
+        ["doctor", "labs", "run", "watch"],
+        "every kind of output was read"
+    );
+    for (kind, path) in &doc {
+        if UNSEEN.iter().any(|(k, p, _)| k == kind && p == path) {
+            continue;
+        }
+        // A map's entries are named by the run (parameters, tags, kinds): the map
+        // itself, even empty, shows where they go.
+        let path = path.strip_suffix(".*").unwrap_or(path);
+        let found = if kind == "*" {
+            seen.values().all(|keys| keys.contains(path))
+        } else {
+            seen.get(kind).is_some_and(|keys| keys.contains(path))
+        };
+        assert!(
+            found,
+            "docs/report-format.md documents `{path}` for {kind}, and no output here has it"
+        );
+    }
+}
+
+/// One variant or all: `run --json` is the same shape, a list of runs.
+#[test]
+fn one_variant_is_a_list_of_one() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("one_variant_is_a_list_of_one") {
+        return;
+    }
+    let one = json_of(&[
+        "run",
+        "cl-finish",
+        "--variant",
+        "no-wait",
+        "--json",
+        "--param",
+        "kernel_ms=20",
+        "--param",
+        "size_mib=4",
+    ]);
+    assert_eq!(one["kind"], "run");
+    let runs = one["runs"].as_array().expect("a list of runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["variant"], "no-wait");
+    // A recording's report has the shape of the run that made it.
+    let report = json_of(&[
+        "report",
+        "--json",
+        &common::repo_file("tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl")
+            .display()
+            .to_string(),
+    ]);
+    let a: BTreeSet<&String> = one.as_object().unwrap().keys().collect();
+    let b: BTreeSet<&String> = report.as_object().unwrap().keys().collect();
+    assert_eq!(a, b);
+    let a: BTreeSet<&String> = runs[0].as_object().unwrap().keys().collect();
+    let b: BTreeSet<&String> = report["runs"][0].as_object().unwrap().keys().collect();
+    assert_eq!(a, b);
+}
