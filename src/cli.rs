@@ -46,6 +46,11 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
     pub color: ColorWhen,
 
+    /// The dashboard's palette: `light` for a light terminal background. `auto`
+    /// reads the terminal's COLORFGBG where it sets one, else `dark`.
+    #[arg(long, value_enum, default_value_t = ThemeWhen::Auto, value_name = "THEME")]
+    pub theme: ThemeWhen,
+
     /// Open the dashboard on this lab (without a terminal: print the lab and how to run it).
     #[arg(long, value_name = "ID")]
     pub lab: Option<String>,
@@ -262,6 +267,26 @@ impl From<ColorWhen> for gpulab::color::Choice {
             ColorWhen::Auto => Self::Auto,
             ColorWhen::Always => Self::Always,
             ColorWhen::Never => Self::Never,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ThemeWhen {
+    Auto,
+    Dark,
+    Light,
+}
+
+impl ThemeWhen {
+    /// Whether the dashboard draws for a light background.
+    pub fn light(self) -> bool {
+        match self {
+            ThemeWhen::Dark => false,
+            ThemeWhen::Light => true,
+            ThemeWhen::Auto => {
+                gpulab::tui::Theme::light_background(std::env::var("COLORFGBG").ok().as_deref())
+            }
         }
     }
 }

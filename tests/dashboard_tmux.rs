@@ -277,3 +277,29 @@ fn watch_dashboard_shows_the_program_live_then_reports() {
     let out = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(out.contains("forgotten_events: iterations=3"), "{out}");
 }
+
+/// `m` hands the mouse back to the terminal (its own text selection works without
+/// Shift) and takes it again, as the terminal's mouse reporting flag shows.
+#[test]
+fn m_turns_mouse_reporting_off_and_on() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping m_turns_mouse_reporting_off_and_on: tmux is not installed");
+        return;
+    }
+    let dir = common::temp_dir();
+    let command = format!("'{}'; sleep 60", env!("CARGO_BIN_EXE_gpulab"));
+    let tmux = Tmux::start("e2e-mouse", dir.path(), &command);
+    tmux.wait_for("the dashboard", |s| s.contains("Labs"), 60);
+    let mouse = || {
+        let out = tmux.cmd(&["display-message", "-p", "-t", "e2e", "#{mouse_any_flag}"]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(mouse(), "1", "the dashboard starts with mouse reporting on");
+    tmux.keys(&["m"]);
+    tmux.wait_for("mouse off", |s| s.contains("mouse off"), 10);
+    assert_eq!(mouse(), "0", "mouse reporting is still on after m");
+    tmux.keys(&["m"]);
+    tmux.wait_for("mouse on", |s| s.contains("mouse on"), 10);
+    assert_eq!(mouse(), "1", "mouse reporting did not come back");
+    tmux.keys(&["q"]);
+}

@@ -55,7 +55,7 @@ pub fn new_app(cli: &Cli, set: &LabSet) -> App {
     let mut app = App::new(
         set.labs().to_vec(),
         recordings,
-        Theme::chosen(cli.color.into()),
+        Theme::chosen(cli.color.into()).on_light(cli.theme.light()),
     );
     app.device = cli.device.clone();
     app.invalid = set.invalid();

@@ -20,19 +20,26 @@ use crate::{history, trace};
 use super::app::{App, Effect, Msg};
 use super::screen::Dashboard;
 
+/// `mouse` is told each time the app asks for mouse reporting on or off (`m`).
 pub fn run<B: Backend>(
     terminal: &mut Terminal<B>,
     app: &mut App,
     rx: &Receiver<Msg>,
     tx: &Sender<Msg>,
     source: &dyn RunSource,
+    mouse: &mut dyn FnMut(bool),
 ) -> Result<(), B::Error> {
     let mut controls: [Option<Box<dyn RunControl>>; 2] = [None, None];
+    let mut mouse_on = app.mouse;
     draw(terminal, app)?;
     while let Ok(msg) = rx.recv() {
         let tick = matches!(msg, Msg::Tick);
         for effect in app.update(msg) {
             carry_out(effect, app, &mut controls, tx, source);
+        }
+        if app.mouse != mouse_on {
+            mouse_on = app.mouse;
+            mouse(mouse_on);
         }
         if app.quit {
             break;

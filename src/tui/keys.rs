@@ -33,6 +33,8 @@ pub enum Action {
     OpenRecording,
     /// The focused panel fills the screen, or the layout comes back.
     Zoom,
+    /// Mouse capture off (the terminal selects and copies text) or back on.
+    Mouse,
     /// Replay: play or pause (at the end: play from the start).
     PlayPause,
     /// Replay: a second back / forward.
@@ -167,6 +169,13 @@ pub const KEYS: &[Binding] = &[
         Action::Zoom,
         "zoom: the focused panel fills the screen (Tab: the next one; z/Esc: back)",
         Some("zoom"),
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('m')],
+        Action::Mouse,
+        "mouse off: the terminal selects and copies text again (m: the wheel scrolls panels again)",
+        None,
     ),
     b(
         Mode::Main,

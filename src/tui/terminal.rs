@@ -87,7 +87,14 @@ pub fn open_fed(
             }
         });
     }
-    event_loop::run(&mut terminal, &mut app, &rx, &tx, source)?;
+    let mut mouse = |on: bool| {
+        let _ = if on {
+            execute!(io::stdout(), EnableMouseCapture)
+        } else {
+            execute!(io::stdout(), DisableMouseCapture)
+        };
+    };
+    event_loop::run(&mut terminal, &mut app, &rx, &tx, source, &mut mouse)?;
     terminal.show_cursor()?;
     Ok(())
 }

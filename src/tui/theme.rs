@@ -1,6 +1,7 @@
 //! Styles of the dashboard, in one place so `--color never` or `NO_COLOR` turns
 //! every colour off at once: without colour, meaning is carried by bold, reverse
-//! and dim alone.
+//! and dim alone. `--theme light` swaps the colours that vanish on a white
+//! background (yellow, cyan, a dark-grey bar) for darker ones.
 
 use ratatui::style::{Color, Modifier, Style};
 
@@ -9,6 +10,8 @@ use crate::color;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {
     pub color: bool,
+    /// Drawn for a light terminal background.
+    pub light: bool,
 }
 
 impl Theme {
@@ -17,16 +20,52 @@ impl Theme {
     pub fn chosen(choice: color::Choice) -> Theme {
         Theme {
             color: color::for_stream(choice, true),
+            light: false,
         }
     }
 
-    pub const PLAIN: Theme = Theme { color: false };
+    /// This theme for a light background (`light`) or a dark one.
+    pub fn on_light(self, light: bool) -> Theme {
+        Theme { light, ..self }
+    }
+
+    pub const PLAIN: Theme = Theme {
+        color: false,
+        light: false,
+    };
+
+    /// What a terminal's `COLORFGBG` ("15;0": foreground;background, set by
+    /// rxvt, Konsole and others) says: a background of colour 7 (white) or 15
+    /// (bright white) is light; anything else, or no variable, is dark.
+    pub fn light_background(colorfgbg: Option<&str>) -> bool {
+        colorfgbg
+            .and_then(|v| v.rsplit(';').next())
+            .is_some_and(|bg| matches!(bg.trim(), "7" | "15"))
+    }
 
     fn fg(self, c: Color) -> Style {
         if self.color {
-            Style::new().fg(c)
+            Style::new().fg(self.on_background(c))
         } else {
             Style::new()
+        }
+    }
+
+    /// The dark theme's colour `c` as this theme draws it: on a light background
+    /// the pale ones become the darker shades of the 256-colour palette.
+    fn on_background(self, c: Color) -> Color {
+        if !self.light {
+            return c;
+        }
+        match c {
+            Color::Yellow => Color::Indexed(130),
+            Color::Cyan => Color::Indexed(25),
+            Color::Green => Color::Indexed(28),
+            Color::Magenta => Color::Indexed(90),
+            Color::DarkGray => Color::Indexed(244),
+            Color::Blue => Color::Indexed(19),
+            Color::Red => Color::Indexed(160),
+            other => other,
         }
     }
 
@@ -38,14 +77,14 @@ impl Theme {
     }
     pub fn focused_border(self) -> Style {
         if self.color {
-            Style::new().fg(Color::Cyan)
+            self.fg(Color::Cyan)
         } else {
             Style::new().add_modifier(Modifier::BOLD)
         }
     }
     pub fn dim(self) -> Style {
         if self.color {
-            Style::new().fg(Color::DarkGray)
+            self.fg(Color::DarkGray)
         } else {
             Style::new().add_modifier(Modifier::DIM)
         }
@@ -87,10 +126,61 @@ impl Theme {
         self.fg(Color::Cyan).add_modifier(Modifier::BOLD)
     }
     pub fn status_bar(self) -> Style {
-        if self.color {
+        if self.color && self.light {
+            Style::new().bg(Color::Indexed(252)).fg(Color::Black)
+        } else if self.color {
             Style::new().bg(Color::DarkGray).fg(Color::White)
         } else {
             Style::new().add_modifier(Modifier::REVERSED)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colorfgbg_names_a_light_background_by_its_last_field() {
+        assert!(Theme::light_background(Some("0;15")));
+        assert!(Theme::light_background(Some("0;default;7")));
+        assert!(!Theme::light_background(Some("15;0")));
+        assert!(!Theme::light_background(Some("")));
+        assert!(!Theme::light_background(None));
+    }
+
+    /// On a light background no style keeps a colour that vanishes on white, and
+    /// without colour the light theme draws exactly as the dark one.
+    #[test]
+    fn the_light_theme_has_no_pale_colours() {
+        let light = Theme::chosen(color::Choice::Always).on_light(true);
+        let styles = [
+            light.title(),
+            light.border(),
+            light.focused_border(),
+            light.dim(),
+            light.current(),
+            light.ok(),
+            light.bad(),
+            light.warn(),
+            light.memory(),
+            light.memory_b(),
+            light.host(),
+            light.device(),
+            light.key(),
+        ];
+        for s in styles {
+            assert!(
+                !matches!(
+                    s.fg,
+                    Some(Color::Yellow | Color::Cyan | Color::White | Color::Gray)
+                ),
+                "{s:?}"
+            );
+        }
+        assert_ne!(light.status_bar().bg, Some(Color::DarkGray));
+        let plain = Theme::PLAIN;
+        assert_eq!(plain.on_light(true).warn(), plain.warn());
+        assert_eq!(plain.on_light(true).status_bar(), plain.status_bar());
     }
 }

@@ -145,6 +145,9 @@ pub struct App {
     pub quit: bool,
     /// Something changed since the last frame.
     pub dirty: bool,
+    /// Mouse reporting asked of the terminal (`m` toggles it): while it is on, the
+    /// terminal's own text selection needs Shift.
+    pub mouse: bool,
 }
 
 impl App {
@@ -180,6 +183,7 @@ impl App {
             theme,
             quit: false,
             dirty: true,
+            mouse: true,
         };
         app.index_recordings();
         app
@@ -503,6 +507,14 @@ impl App {
             Action::Record => self.arm_record(),
             Action::OpenRecording => return self.open_lab_recording(),
             Action::Zoom => self.zoom = !self.zoom,
+            Action::Mouse => {
+                self.mouse = !self.mouse;
+                self.message = Some(if self.mouse {
+                    "mouse on: the wheel scrolls the panel under the pointer".into()
+                } else {
+                    "mouse off: select text with the mouse as usual; m turns it back on".into()
+                });
+            }
             _ => {}
         }
         Vec::new()
