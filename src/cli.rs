@@ -20,7 +20,8 @@ Exit status:
     1  a claim ended with a verdict named by --fail-on
     2  bad input: unknown lab or variant, bad parameter, malformed or missing file,
        an output path that cannot be written
-    3  no device, platform or driver library to run on (`gpulab doctor` explains)
+    3  no device, platform or driver library to run on (`gpulab doctor` explains,
+       and exits 3 itself when nothing here can run a lab)
     4  the run failed: a line failed that was not expected to, or the worker crashed
   130  cancelled by Ctrl-C, SIGTERM or SIGHUP (the partial run is still reported)";
 

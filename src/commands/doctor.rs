@@ -3,10 +3,13 @@
 use gpulab::backend::discover;
 use gpulab::report::json::{self, Kind};
 
-use super::EXIT_OK;
+use super::{EXIT_OK, EXIT_UNAVAILABLE};
 
+/// Exits 3, as `run` does, when nothing here can run a lab, so a script can ask
+/// `gpulab doctor` before it runs anything.
 pub fn doctor(json: bool, icd_note: Option<String>) -> anyhow::Result<i32> {
     let report = discover::doctor();
+    let runnable = report.any_device();
     if json {
         print!("{}", json::json(Kind::Doctor, &report)?);
     } else {
@@ -14,6 +17,9 @@ pub fn doctor(json: bool, icd_note: Option<String>) -> anyhow::Result<i32> {
             println!("note: {note}\n");
         }
         print!("{}", report.render_text());
+        if !runnable {
+            println!("\nnothing here can run a lab: no OpenCL device and no CUDA device");
+        }
     }
-    Ok(EXIT_OK)
+    Ok(if runnable { EXIT_OK } else { EXIT_UNAVAILABLE })
 }
