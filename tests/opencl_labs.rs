@@ -15,6 +15,8 @@ fn params_for(lab: &str) -> Vec<&'static str> {
     match lab {
         "cl-forgotten-events" => vec!["iterations=4", "size_mib=16", "kernel_ms=5"],
         "cl-sub-buffer" => vec!["size_mib=16", "sub_mib=1", "hold_ms=20"],
+        "cl-map-release" => vec!["size_mib=16", "hold_ms=20"],
+        "cl-host-ptr" => vec!["size_mib=16", "kernel_ms=20", "hold_ms=20"],
         _ => vec!["size_mib=16", "kernel_ms=60"],
     }
 }
