@@ -623,3 +623,71 @@ fn the_new_opencl_calls_run_on_the_device() {
         .count();
     assert_eq!(destroyed, 5, "four buffers and one sub-buffer");
 }
+
+/// Issue #14: every kernel of `labs/kernels/` runs on the device with the
+/// buffers its launch names, each reports a device span under its own name, and
+/// a buffer released while `spin2` still runs is destroyed only once that kernel
+/// began: the enqueued kernel holds both of its buffers.
+#[test]
+fn every_kernel_runs_with_its_buffers() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("every_kernel_runs_with_its_buffers") {
+        return;
+    }
+    let labs = common::repo_file("tests/labs/kernels");
+    let dir = common::temp_dir();
+    let file = dir.path().join("kernels.jsonl");
+    let out = common::gpulab()
+        .args(["run", "cl-kernels", "--labs"])
+        .arg(&labs)
+        .arg("--record")
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+    let events = read_events(std::io::BufReader::new(
+        std::fs::File::open(&file).expect("the recording exists"),
+    ))
+    .expect("the recording reads back");
+    let run = Run::from_events(&events);
+    assert_eq!(
+        run.end.as_ref().map(|e| &e.status),
+        Some(&EndStatus::Finished)
+    );
+    let lines = run.lines();
+    assert!(
+        lines.iter().all(|l| l.calls == 1 && l.errors == 0),
+        "{lines:?}"
+    );
+    for name in ["pattern", "copy", "spin", "spin2"] {
+        let spans = run.spans.iter().filter(|s| s.name == name).count();
+        assert_eq!(spans, 1, "`{name}` spans: {:?}", run.spans);
+    }
+    let spin2 = run
+        .spans
+        .iter()
+        .find(|s| s.name == "spin2")
+        .expect("a spin2 span");
+    let destroyed: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Object(o)
+                if o.action == ObjectAction::Destroyed && o.kind == ObjKind::Buffer =>
+            {
+                Some(o.t_ns)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(destroyed.len(), 2, "both buffers destroyed: {destroyed:?}");
+    assert!(
+        destroyed.iter().all(|&t| t >= spin2.begin_ns),
+        "a buffer went before the kernel that names it began: {destroyed:?} vs {spin2:?}"
+    );
+}

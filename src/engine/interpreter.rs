@@ -240,10 +240,12 @@ impl<'a> Engine<'a> {
                 // Validation guarantees names are bound; an unbound one (only on an
                 // `expect-error` line) goes to the driver as id 0, a null handle.
                 Arg::Handle(name) => Operand::Obj(self.names.get(name).copied().unwrap_or(0)),
-                Arg::Quantity(q) => match kind {
-                    Some(ArgKind::Size) => Operand::Bytes(q.resolve(self.params).max(0.0) as u64),
-                    _ => Operand::Ms(q.resolve(self.params)),
-                },
+                // Validation gave every size a size unit and every duration a time
+                // unit; a launch's kernel arguments sit at no fixed position.
+                Arg::Quantity(q) if q.unit.is_size() => {
+                    Operand::Bytes(q.resolve(self.params).max(0.0) as u64)
+                }
+                Arg::Quantity(q) => Operand::Ms(q.resolve(self.params)),
                 Arg::Kernel(k) => Operand::Kernel(k.clone()),
                 Arg::Bool(b) => Operand::Bool(*b),
                 Arg::Flag(f) => Operand::Flag(*f),

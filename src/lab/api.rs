@@ -76,6 +76,9 @@ pub enum ArgKind {
     Size,
     Duration,
     Kernel,
+    /// The arguments of the kernel the call names just before (`KernelSpec::args`):
+    /// its buffers, then its duration when it takes one.
+    KernelArgs,
     Bool,
     /// Optional, last: how `clCreateBuffer` allocates (`CL_MEM_USE_HOST_PTR`, …).
     MemFlag,
@@ -154,7 +157,11 @@ impl ArgKind {
             ArgKind::Objs(k) => format!("one or more {} handles", k.as_str()),
             ArgKind::Size => "a size such as `64 MiB` or `{size_mib} MiB`".into(),
             ArgKind::Duration => "a duration such as `50 ms` or `{kernel_ms} ms`".into(),
-            ArgKind::Kernel => "a kernel name (`spin`)".into(),
+            ArgKind::Kernel => {
+                let names: Vec<String> = KERNELS.iter().map(|k| format!("`{}`", k.name)).collect();
+                format!("a kernel name ({})", names.join(", "))
+            }
+            ArgKind::KernelArgs => "the kernel's buffers (and duration)".into(),
             ArgKind::Bool => "`CL_TRUE` or `CL_FALSE`".into(),
             ArgKind::MemFlag | ArgKind::QueueFlag => {
                 let names: Vec<String> =
@@ -192,7 +199,7 @@ pub struct ApiSpec {
     pub may_return_event: bool,
 }
 
-use ArgKind::{Bool, Duration, Kernel, MemFlag, Obj, Objs, QueueFlag, Size, WaitList};
+use ArgKind::{Bool, Duration, Kernel, KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size, WaitList};
 use ObjKind::{Buffer, Context, Event, HostBuffer, Queue, Stream};
 
 const fn spec(
@@ -277,13 +284,7 @@ pub static CATALOG: &[ApiSpec] = &[
         Api::ClEnqueueNDRangeKernel,
         "clEnqueueNDRangeKernel",
         "clSetKernelArg + clEnqueueNDRangeKernel",
-        &[
-            Obj(Queue),
-            Obj(ObjKind::Kernel),
-            Obj(Buffer),
-            Duration,
-            WaitList,
-        ],
+        &[Obj(Queue), Obj(ObjKind::Kernel), KernelArgs, WaitList],
         Effect::Create(Event),
     ),
     with_event(spec(
@@ -564,7 +565,7 @@ pub static CATALOG: &[ApiSpec] = &[
         Api::CudaLaunchKernel,
         "cudaLaunchKernel",
         "cuLaunchKernel (+ cuEventRecord of gpulab's span events)",
-        &[Obj(Stream), Kernel, Obj(Buffer), Duration],
+        &[Obj(Stream), Kernel, KernelArgs],
         Effect::Use,
     ),
     cuda(
@@ -627,8 +628,68 @@ pub static CATALOG: &[ApiSpec] = &[
     ),
 ];
 
-/// Kernels that scripts may name; their sources ship in `labs/kernels/`.
-pub const KERNELS: &[&str] = &["spin"];
+/// A kernel scripts may name; its sources ship as `labs/kernels/NAME.cl` and
+/// `NAME.cu`, whose C signatures take the buffers first, in this order, so
+/// `clSetKernelArg(k, i, buf)` sets buffer `i`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KernelSpec {
+    pub name: &'static str,
+    /// What a launch passes after the queue (or stream) and the kernel.
+    pub args: &'static [ArgKind],
+    /// The arguments in words, for a message about a wrong count.
+    pub takes: &'static str,
+}
+
+/// Every kernel a launch names holds all of its buffers in use until its work
+/// ends; one with a duration is calibrated per device when a run starts.
+pub static KERNELS: &[KernelSpec] = &[
+    KernelSpec {
+        name: "spin",
+        args: &[Obj(Buffer), Duration],
+        takes: "one buffer and a duration",
+    },
+    KernelSpec {
+        name: "spin2",
+        args: &[Obj(Buffer), Obj(Buffer), Duration],
+        takes: "two buffers and a duration",
+    },
+    KernelSpec {
+        name: "copy",
+        args: &[Obj(Buffer), Obj(Buffer)],
+        takes: "two buffers, the source and the destination",
+    },
+    KernelSpec {
+        name: "pattern",
+        args: &[Obj(Buffer)],
+        takes: "one buffer",
+    },
+];
+
+impl KernelSpec {
+    pub fn lookup(name: &str) -> Option<&'static KernelSpec> {
+        KERNELS.iter().find(|k| k.name == name)
+    }
+
+    /// How many buffers a launch names.
+    pub fn buffers(&self) -> usize {
+        self.args.iter().filter(|a| **a == Obj(Buffer)).count()
+    }
+
+    /// Whether the kernel runs for a requested time (and so is calibrated).
+    pub fn timed(&self) -> bool {
+        self.args.contains(&Duration)
+    }
+
+    /// A call's signature with `KernelArgs` replaced by this kernel's arguments.
+    pub fn expand(&self, args: &[ArgKind]) -> Vec<ArgKind> {
+        args.iter()
+            .flat_map(|a| match a {
+                KernelArgs => self.args.to_vec(),
+                a => vec![*a],
+            })
+            .collect()
+    }
+}
 
 impl Api {
     pub fn spec(self) -> &'static ApiSpec {

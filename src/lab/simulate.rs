@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::api::{Api, ApiSpec, ArgKind, Effect, ObjKind};
+use super::api::{Api, ApiSpec, ArgKind, Effect, KernelSpec, ObjKind};
 use super::diagnostic::LineIndex;
 use super::lower::{self, Lower};
 use super::mistake::{Mistake, Problem, Span};
@@ -37,6 +37,8 @@ struct Handle {
     parent: Option<String>,
     /// Lines of the buffer's open `clEnqueueMapBuffer` mappings, oldest first.
     maps: Vec<u32>,
+    /// A program's source or a kernel object's function: what a launch of it takes.
+    kernel: Option<&'static KernelSpec>,
 }
 
 type Res<T> = Result<T, Problem>;
@@ -246,27 +248,25 @@ impl<'a> Simulator<'a> {
                 },
             ));
         }
-        lower::arg_count(spec, args, close)?;
+        // A launch takes what its kernel takes: the arguments before the kernel's
+        // are checked first, so a wrong kernel is named before any count.
+        let kernel_at = spec.args.iter().position(|a| *a == ArgKind::KernelArgs);
+        let kernel = kernel_at.and_then(|at| self.launched_kernel(spec, at, args));
+        let sig = match kernel {
+            Some(k) => k.expand(spec.args),
+            None => spec.args.to_vec(),
+        };
         let mut out = Vec::new();
-        for (i, a) in args.iter().enumerate() {
-            let kind = lower::arg_kind(spec, i);
-            let arg = self.lower.arg(spec, i, a, kind)?;
-            // Checked as soon as it is lowered, so the first wrong argument is the one reported.
-            if let (Arg::Handle(name), ArgKind::Obj(want) | ArgKind::Objs(want)) = (&arg, kind) {
-                let releases = i == 0 && spec.effect == Effect::Release;
-                self.handle(s, line, spec, a.span.clone(), name, want, kind, releases)?;
+        if let (Some(at), None) = (kernel_at, kernel) {
+            for (i, a) in args.iter().enumerate().take(at) {
+                self.arg(s, line, spec, &sig, i, a)?;
             }
-            // An enqueue with a wait list depends on each of those events: each must be
-            // an event the lab still holds.
-            if let RawArg::Wait(evs) = &a.value {
-                let event = ArgKind::Obj(ObjKind::Event);
-                for e in evs {
-                    let span = e.span.clone();
-                    self.handle(s, line, spec, span, &e.value, ObjKind::Event, event, false)?;
-                }
-            }
-            out.push(arg);
         }
+        lower::arg_count(spec, &sig, kernel, args, close)?;
+        for (i, a) in args.iter().enumerate() {
+            out.push(self.arg(s, line, spec, &sig, i, a)?);
+        }
+        self.kernel_of_program(spec, args, &out)?;
         let binds_object = match spec.effect {
             Effect::Create(_) => true,
             Effect::Use => spec.may_return_event,
@@ -287,6 +287,83 @@ impl<'a> Simulator<'a> {
             api: spec.api,
             args: out,
         })
+    }
+
+    /// Argument `i` of a call to `spec` with signature `sig`, lowered and, when
+    /// it names handles, checked against what the script holds.
+    fn arg(
+        &self,
+        s: &RawStmt,
+        line: u32,
+        spec: &ApiSpec,
+        sig: &[ArgKind],
+        i: usize,
+        a: &Sp<RawArg>,
+    ) -> Res<Arg> {
+        let kind = lower::arg_kind(sig, i);
+        let arg = self.lower.arg(spec, i, a, kind)?;
+        // Checked as soon as it is lowered, so the first wrong argument is the one reported.
+        if let (Arg::Handle(name), ArgKind::Obj(want) | ArgKind::Objs(want)) = (&arg, kind) {
+            let releases = i == 0 && spec.effect == Effect::Release;
+            self.handle(s, line, spec, a.span.clone(), name, want, kind, releases)?;
+        }
+        // An enqueue with a wait list depends on each of those events: each must be
+        // an event the lab still holds.
+        if let RawArg::Wait(evs) = &a.value {
+            let event = ArgKind::Obj(ObjKind::Event);
+            for e in evs {
+                let span = e.span.clone();
+                self.handle(s, line, spec, span, &e.value, ObjKind::Event, event, false)?;
+            }
+        }
+        Ok(arg)
+    }
+
+    /// The kernel a launch names just before its `KernelArgs` (at `at`): by name
+    /// (`cudaLaunchKernel(s, copy, …)`) or through its kernel object
+    /// (`clEnqueueNDRangeKernel(q, k, …)`); `None` when that argument is wrong.
+    fn launched_kernel(
+        &self,
+        spec: &ApiSpec,
+        at: usize,
+        args: &[Sp<RawArg>],
+    ) -> Option<&'static KernelSpec> {
+        let before = at.checked_sub(1)?;
+        let RawArg::Word(w) = &args.get(before)?.value else {
+            return None;
+        };
+        match spec.args.get(before)? {
+            ArgKind::Kernel => KernelSpec::lookup(w),
+            ArgKind::Obj(ObjKind::Kernel) => self
+                .handles
+                .get(w)
+                .filter(|h| h.kind == ObjKind::Kernel)
+                .and_then(|h| h.kernel),
+            _ => None,
+        }
+    }
+
+    /// `clCreateKernel(prog, name)` finds only the kernel its program's source
+    /// defines (each file of `labs/kernels/` defines one).
+    fn kernel_of_program(&self, spec: &ApiSpec, raw: &[Sp<RawArg>], args: &[Arg]) -> Res<()> {
+        let (Api::ClCreateKernel, [Arg::Handle(prog), Arg::Kernel(k)]) = (spec.api, args) else {
+            return Ok(());
+        };
+        let Some(source) = self.handles.get(prog).and_then(|h| h.kernel) else {
+            return Ok(());
+        };
+        if source.name == k {
+            return Ok(());
+        }
+        let span = raw.get(1).map_or(0..0, |a| a.span.clone());
+        Err(Problem::new(
+            span,
+            Mistake::KernelNotInProgram {
+                kernel: k.clone(),
+                program: prog.clone(),
+                source: source.name,
+            },
+        ))
     }
 
     /// For an overloaded call, the entry whose handle arguments name objects of the
@@ -445,6 +522,12 @@ impl<'a> Simulator<'a> {
                 (Api::ClCreateSubBuffer, Some(Arg::Handle(p))) => Some(p.clone()),
                 _ => None,
             };
+            let kernel = match (spec.api, args.get(1)) {
+                (Api::ClCreateProgramWithSource | Api::ClCreateKernel, Some(Arg::Kernel(k))) => {
+                    KernelSpec::lookup(k)
+                }
+                _ => None,
+            };
             // Re-binding a live name leaks the old object; that can be the lesson.
             self.handles.insert(
                 b.value.clone(),
@@ -455,6 +538,7 @@ impl<'a> Simulator<'a> {
                     forgotten_at: None,
                     parent,
                     maps: Vec::new(),
+                    kernel,
                 },
             );
         }
