@@ -41,6 +41,9 @@ pub enum Api {
     ClEnqueueUnmapMemObject,
     ClEnqueueBarrierWithWaitList,
     ClEnqueueMarkerWithWaitList,
+    ClSetKernelArg,
+    ClCreateUserEvent,
+    ClSetUserEventStatus,
     CudaMalloc,
     CudaFree,
     CudaMallocAsync,
@@ -86,6 +89,10 @@ pub enum ArgKind {
     QueueFlag,
     /// Optional, last: the events an enqueue waits for, `wait [e1, e2]`.
     WaitList,
+    /// The index of one of a kernel's buffer arguments (`0`, `1`).
+    Index,
+    /// The status `clSetUserEventStatus` sets: `CL_COMPLETE`.
+    EventStatus,
 }
 
 /// A flag word a script may pass where the call takes `ArgKind::MemFlag` or
@@ -102,14 +109,17 @@ pub enum ClFlag {
     AllocHostPtr,
     /// Commands of the queue may run in any order their wait lists allow.
     OutOfOrder,
+    /// A user event's status: done, so the commands waiting for it may run.
+    Complete,
 }
 
 impl ClFlag {
-    pub const ALL: [ClFlag; 4] = [
+    pub const ALL: [ClFlag; 5] = [
         ClFlag::CopyHostPtr,
         ClFlag::UseHostPtr,
         ClFlag::AllocHostPtr,
         ClFlag::OutOfOrder,
+        ClFlag::Complete,
     ];
 
     pub fn c_name(self) -> &'static str {
@@ -118,6 +128,7 @@ impl ClFlag {
             ClFlag::UseHostPtr => "CL_MEM_USE_HOST_PTR",
             ClFlag::AllocHostPtr => "CL_MEM_ALLOC_HOST_PTR",
             ClFlag::OutOfOrder => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE",
+            ClFlag::Complete => "CL_COMPLETE",
         }
     }
 
@@ -125,6 +136,7 @@ impl ClFlag {
     pub fn kind(self) -> ArgKind {
         match self {
             ClFlag::OutOfOrder => ArgKind::QueueFlag,
+            ClFlag::Complete => ArgKind::EventStatus,
             _ => ArgKind::MemFlag,
         }
     }
@@ -163,7 +175,8 @@ impl ArgKind {
             }
             ArgKind::KernelArgs => "the kernel's buffers (and duration)".into(),
             ArgKind::Bool => "`CL_TRUE` or `CL_FALSE`".into(),
-            ArgKind::MemFlag | ArgKind::QueueFlag => {
+            ArgKind::Index => "a buffer argument's index such as `0`".into(),
+            ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus => {
                 let names: Vec<String> =
                     ClFlag::names_for(self).map(|n| format!("`{n}`")).collect();
                 format!("a flag: {}", names.join(", "))
@@ -199,7 +212,10 @@ pub struct ApiSpec {
     pub may_return_event: bool,
 }
 
-use ArgKind::{Bool, Duration, Kernel, KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size, WaitList};
+use ArgKind::{
+    Bool, Duration, EventStatus, Index, Kernel, KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size,
+    WaitList,
+};
 use ObjKind::{Buffer, Context, Event, HostBuffer, Queue, Stream};
 
 const fn spec(
@@ -459,6 +475,31 @@ pub static CATALOG: &[ApiSpec] = &[
         &[Obj(Queue), WaitList],
         Effect::Use,
     )),
+    // One buffer argument of a kernel, set apart from any launch. OpenCL lets a
+    // kernel argument hold no reference on its buffer: the lab may release it.
+    spec(
+        Api::ClSetKernelArg,
+        "clSetKernelArg",
+        "clSetKernelArg",
+        &[Obj(ObjKind::Kernel), Index, Obj(Buffer)],
+        Effect::Use,
+    ),
+    // An event the host completes: a wait list naming it holds its commands back
+    // until `clSetUserEventStatus(ev, CL_COMPLETE)`.
+    spec(
+        Api::ClCreateUserEvent,
+        "clCreateUserEvent",
+        "clCreateUserEvent",
+        &[Obj(Context)],
+        Effect::Create(Event),
+    ),
+    spec(
+        Api::ClSetUserEventStatus,
+        "clSetUserEventStatus",
+        "clSetUserEventStatus",
+        &[Obj(Event), EventStatus],
+        Effect::Use,
+    ),
     // CUDA runtime names, each mapped onto the one driver call it stands for. The
     // primary context is retained when the backend opens (as the runtime does on its
     // first call) and the spin kernel's module is loaded then, so a line never hides

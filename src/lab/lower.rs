@@ -75,7 +75,7 @@ pub(super) fn arg_count(
             } else {
                 args.len()
             },
-            signature: signature_of(spec.name, sig),
+            signature: signature_of(spec.name, sig, kernel.map(|k| k.name)),
             kernel: kernel.map(|k| (k.name, k.takes)),
         },
     ))
@@ -124,7 +124,7 @@ impl<'a> Lower<'a> {
                 }
                 Ok(Arg::Handle(w.clone()))
             }
-            (RawArg::Word(w), ArgKind::MemFlag | ArgKind::QueueFlag) => {
+            (RawArg::Word(w), ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus) => {
                 match ClFlag::parse(w).filter(|f| f.kind() == kind) {
                     Some(f) => Ok(Arg::Flag(f)),
                     None => Err(wrong(format!("`{w}`"))),
@@ -138,11 +138,25 @@ impl<'a> Lower<'a> {
             )),
             (
                 RawArg::Word(w),
-                ArgKind::Size | ArgKind::Duration | ArgKind::WaitList | ArgKind::KernelArgs,
+                ArgKind::Size
+                | ArgKind::Duration
+                | ArgKind::WaitList
+                | ArgKind::KernelArgs
+                | ArgKind::Index,
             ) => Err(wrong(format!("`{w}`"))),
             (RawArg::Qty(q), ArgKind::Size | ArgKind::Duration) => {
                 Ok(Arg::Quantity(self.quantity(q, kind)?))
             }
+            // A plain whole number, as C writes the index.
+            (RawArg::Qty(q), ArgKind::Index) => match (&q.value.value, &q.unit) {
+                (RawNum::Lit(n), None) if *n >= 0.0 && n.fract() == 0.0 && *n < 64.0 => {
+                    Ok(Arg::Quantity(Quantity {
+                        value: Number::Lit(*n),
+                        unit: Unit::None,
+                    }))
+                }
+                _ => Err(wrong(describe_qty(self.text, q))),
+            },
             (RawArg::Qty(q), _) => Err(wrong(describe_qty(self.text, q))),
         }
     }
@@ -272,12 +286,13 @@ fn describe_qty(text: &str, q: &RawQty) -> String {
 
 /// `clEnqueueNDRangeKernel(queue, kernel, …[, wait [event, …]])`, for "write …" help.
 pub fn signature(spec: &ApiSpec) -> String {
-    signature_of(spec.name, spec.args)
+    signature_of(spec.name, spec.args, None)
 }
 
 /// `clEnqueueNDRangeKernel(queue, kernel, buffer, 50 ms)`: the call written with
-/// the signature `sig` (a launch's with its kernel's arguments in place).
-pub fn signature_of(name: &str, sig: &[ArgKind]) -> String {
+/// the signature `sig` (a launch's with its kernel's arguments in place, and
+/// that kernel's name where the call names one).
+pub fn signature_of(name: &str, sig: &[ArgKind], kernel: Option<&str>) -> String {
     let mut required = Vec::new();
     let mut optional = String::new();
     for a in sig {
@@ -286,10 +301,12 @@ pub fn signature_of(name: &str, sig: &[ArgKind]) -> String {
             ArgKind::Objs(k) => format!("{}, …", k.as_str()),
             ArgKind::Size => "64 MiB".into(),
             ArgKind::Duration => "50 ms".into(),
-            ArgKind::Kernel => "spin".into(),
+            ArgKind::Kernel => kernel.unwrap_or("spin").into(),
             ArgKind::KernelArgs => "…".into(),
             ArgKind::Bool => "CL_TRUE".into(),
             ArgKind::MemFlag => "CL_MEM_USE_HOST_PTR".into(),
+            ArgKind::Index => "0".into(),
+            ArgKind::EventStatus => "CL_COMPLETE".into(),
             ArgKind::QueueFlag => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE".into(),
             ArgKind::WaitList => "wait [event, …]".into(),
         };

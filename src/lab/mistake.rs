@@ -237,6 +237,26 @@ pub enum Mistake {
         name: String,
         line: u32,
     },
+    /// `clSetKernelArg` of an argument index the kernel's buffers do not reach.
+    KernelArgIndex {
+        kernel: &'static str,
+        index: u32,
+        buffers: usize,
+    },
+    /// `clSetUserEventStatus` of an event that is not a user event.
+    NotUserEvent {
+        name: String,
+    },
+    /// `clSetUserEventStatus` of a user event already set.
+    UserEventSetTwice {
+        name: String,
+        line: u32,
+    },
+    /// A wait for work that waits for a user event the script has not set.
+    WaitsForever {
+        call: &'static str,
+        user_event: String,
+    },
     /// `clCreateKernel` of a kernel its program's source does not define.
     KernelNotInProgram {
         kernel: String,
@@ -624,6 +644,32 @@ impl Mistake {
             M::ReleasedWhileMapped { name, line } => (
                 format!("`{name}` is released while the mapping of line {line} is still open; its unmap needs the buffer"),
                 Some(format!("unmap it first: `clEnqueueUnmapMemObject(q, {name})`, or end the line with `# expect-error`")),
+            ),
+            M::KernelArgIndex {
+                kernel,
+                index,
+                buffers,
+            } => (
+                format!("kernel `{kernel}` has {buffers} buffer argument{}; there is no argument {index} to set", if *buffers == 1 { "" } else { "s" }),
+                Some(match buffers {
+                    1 => "its one buffer argument is 0".to_owned(),
+                    n => format!("its buffer arguments are 0 to {}", n - 1),
+                }),
+            ),
+            M::NotUserEvent { name } => (
+                format!("`{name}` is not a user event: only `clCreateUserEvent` makes one the host can set"),
+                Some(format!("make it with `{name} = clCreateUserEvent(ctx)`")),
+            ),
+            M::UserEventSetTwice { name, line } => (
+                format!("user event `{name}` was already set on line {line}; a user event is set once (the driver answers CL_INVALID_OPERATION)"),
+                Some("end the line with `# expect-error` if the mistake is the lesson".into()),
+            ),
+            M::WaitsForever {
+                call,
+                user_event,
+            } => (
+                format!("`{call}` would wait forever: the work it waits for waits for user event `{user_event}`, which the script has not set"),
+                Some(format!("set it first: `clSetUserEventStatus({user_event}, CL_COMPLETE)`")),
             ),
             M::KernelNotInProgram {
                 kernel,

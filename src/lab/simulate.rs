@@ -39,6 +39,15 @@ struct Handle {
     maps: Vec<u32>,
     /// A program's source or a kernel object's function: what a launch of it takes.
     kernel: Option<&'static KernelSpec>,
+    /// A user event's status, as the script set it.
+    user: Option<UserStatus>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UserStatus {
+    Unset,
+    /// `clSetUserEventStatus` on this line.
+    SetAt(u32),
 }
 
 type Res<T> = Result<T, Problem>;
@@ -53,6 +62,9 @@ pub struct Simulator<'a> {
     params: &'a [Param],
     lower: Lower<'a>,
     handles: BTreeMap<String, Handle>,
+    /// Queues and events held back by a user event not yet set (the value): a
+    /// command waits for it, or comes after one that does on an in-order queue.
+    held: BTreeMap<String, String>,
     tags: BTreeMap<String, u32>,
     /// How many times the statements being walked can run: the product of the
     /// most each enclosing `repeat` can run.
@@ -67,6 +79,7 @@ impl<'a> Simulator<'a> {
             params,
             lower: Lower::new(text, params),
             handles: BTreeMap::new(),
+            held: BTreeMap::new(),
             tags: BTreeMap::new(),
             runs: 1.0,
             lines: LineIndex::new(text),
@@ -281,7 +294,12 @@ impl<'a> Simulator<'a> {
             ));
         }
         self.buffer_edges(s, spec, args, &out)?;
+        self.kernel_arg_index(spec, args, &out)?;
+        if !s.expect_error {
+            self.user_event_edges(spec, line, args, &out)?;
+        }
         self.effect(spec, line, bind, &out);
+        self.hold_bound(spec, bind, &out);
         Ok(StmtKind::Call {
             bind: bind.map(|b| b.value.clone()),
             api: spec.api,
@@ -364,6 +382,150 @@ impl<'a> Simulator<'a> {
                 source: source.name,
             },
         ))
+    }
+
+    /// `clSetKernelArg(k, i, buf)` sets one of the kernel's buffer arguments:
+    /// `i` below the number of buffers it takes.
+    fn kernel_arg_index(&self, spec: &ApiSpec, raw: &[Sp<RawArg>], args: &[Arg]) -> Res<()> {
+        let (Api::ClSetKernelArg, [Arg::Handle(k), Arg::Quantity(q), _]) = (spec.api, args) else {
+            return Ok(());
+        };
+        let Some(kernel) = self.handles.get(k).and_then(|h| h.kernel) else {
+            return Ok(());
+        };
+        let index = q.resolve(&Default::default());
+        if index < kernel.buffers() as f64 {
+            return Ok(());
+        }
+        let span = raw.get(1).map_or(0..0, |a| a.span.clone());
+        Err(Problem::new(
+            span,
+            Mistake::KernelArgIndex {
+                kernel: kernel.name,
+                index: index as u32,
+                buffers: kernel.buffers(),
+            },
+        ))
+    }
+
+    /// The user event that holds back queue or event `name`, if any: itself when
+    /// it is a user event not yet set.
+    fn holder(&self, name: &str) -> Option<String> {
+        match self.handles.get(name).and_then(|h| h.user) {
+            Some(UserStatus::Unset) => Some(name.to_owned()),
+            _ => self.held.get(name).cloned(),
+        }
+    }
+
+    /// User events: only one is set, and once. A wait for work held back by a
+    /// user event the script has not set would never return (the worker hangs),
+    /// so it is a mistake: `clFinish`, `clWaitForEvents`, a blocking enqueue, or
+    /// the last release of such a queue (PoCL finishes a queue on its release).
+    fn user_event_edges(
+        &mut self,
+        spec: &ApiSpec,
+        line: u32,
+        raw: &[Sp<RawArg>],
+        args: &[Arg],
+    ) -> Res<()> {
+        let span_of = |i: usize| raw.get(i).map_or(0..0, |a| a.span.clone());
+        let forever = |i: usize, user_event: String| {
+            Problem::new(
+                span_of(i),
+                Mistake::WaitsForever {
+                    call: spec.name,
+                    user_event,
+                },
+            )
+        };
+        let handle_at = |i: usize| match args.get(i) {
+            Some(Arg::Handle(n)) => Some(n.clone()),
+            _ => None,
+        };
+        match spec.api {
+            Api::ClSetUserEventStatus => {
+                let Some(ev) = handle_at(0) else {
+                    return Ok(());
+                };
+                let Some(h) = self.handles.get_mut(&ev) else {
+                    return Ok(());
+                };
+                match h.user {
+                    None => Err(Problem::new(span_of(0), Mistake::NotUserEvent { name: ev })),
+                    Some(UserStatus::SetAt(at)) => Err(Problem::new(
+                        span_of(0),
+                        Mistake::UserEventSetTwice { name: ev, line: at },
+                    )),
+                    Some(UserStatus::Unset) => {
+                        h.user = Some(UserStatus::SetAt(line));
+                        self.held.retain(|_, ue| *ue != ev);
+                        Ok(())
+                    }
+                }
+            }
+            Api::ClFinish => match handle_at(0).and_then(|q| self.holder(&q)) {
+                Some(ue) => Err(forever(0, ue)),
+                None => Ok(()),
+            },
+            Api::ClReleaseCommandQueue => {
+                let Some(q) = handle_at(0) else {
+                    return Ok(());
+                };
+                let last = self.handles.get(&q).is_some_and(|h| h.refs == 1);
+                match self.holder(&q) {
+                    Some(ue) if last => Err(forever(0, ue)),
+                    _ => Ok(()),
+                }
+            }
+            Api::ClWaitForEvents => {
+                for (i, a) in args.iter().enumerate() {
+                    if let Arg::Handle(e) = a
+                        && let Some(ue) = self.holder(e)
+                    {
+                        return Err(forever(i, ue));
+                    }
+                }
+                Ok(())
+            }
+            _ if spec.args.contains(&ArgKind::WaitList) => {
+                let Some(q) = handle_at(0) else {
+                    return Ok(());
+                };
+                let waits = args.iter().find_map(|a| match a {
+                    Arg::WaitList(evs) => Some(evs.clone()),
+                    _ => None,
+                });
+                let (at, from_wait) = waits
+                    .iter()
+                    .flatten()
+                    .find_map(|e| self.holder(e))
+                    .map_or((0, None), |ue| (raw.len().saturating_sub(1), Some(ue)));
+                let blocking = args.contains(&Arg::Bool(true));
+                match (from_wait.or_else(|| self.holder(&q)), blocking) {
+                    (Some(ue), true) => Err(forever(at, ue)),
+                    (Some(ue), false) => {
+                        self.held.insert(q, ue);
+                        Ok(())
+                    }
+                    (None, _) => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The event an enqueue on a held-back queue returns is held back too.
+    fn hold_bound(&mut self, spec: &ApiSpec, bind: Option<&Sp<String>>, args: &[Arg]) {
+        let Some(b) = bind else { return };
+        self.held.remove(&b.value);
+        if !spec.args.contains(&ArgKind::WaitList) {
+            return;
+        }
+        if let Some(Arg::Handle(q)) = args.first()
+            && let Some(ue) = self.held.get(q).cloned()
+        {
+            self.held.insert(b.value.clone(), ue);
+        }
     }
 
     /// For an overloaded call, the entry whose handle arguments name objects of the
@@ -539,6 +701,7 @@ impl<'a> Simulator<'a> {
                     parent,
                     maps: Vec::new(),
                     kernel,
+                    user: (spec.api == Api::ClCreateUserEvent).then_some(UserStatus::Unset),
                 },
             );
         }

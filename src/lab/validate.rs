@@ -831,6 +831,102 @@ mod tests {
     }
 
     #[test]
+    fn kernel_arguments_hold_no_reference_and_user_events_gate_their_waiters() {
+        let enq = "p = clCreateProgramWithSource(ctx, spin2)\nk = clCreateKernel(p, spin2)\n";
+        // A kernel argument is no reference: the lab may release the buffer after it.
+        let ok = format!(
+            "{SETUP}{enq}clSetKernelArg(k, 1, b)\nclReleaseMemObject(b)\nclReleaseKernel(k)"
+        );
+        let checked = check(&ok, "").unwrap();
+        let StmtKind::Call { args, .. } = &checked.variants[0].script[5].kind else {
+            panic!()
+        };
+        assert_eq!(
+            args[1],
+            Arg::Quantity(crate::lab::Quantity {
+                value: Number::Lit(1.0),
+                unit: Unit::None
+            })
+        );
+        let m = mistake(&format!("{SETUP}{enq}clSetKernelArg(k, 2, b)"));
+        assert!(
+            matches!(
+                m,
+                Mistake::KernelArgIndex {
+                    kernel: "spin2",
+                    index: 2,
+                    buffers: 2
+                }
+            ),
+            "{m:?}"
+        );
+        let m = mistake(&format!("{SETUP}{enq}clSetKernelArg(k, 1 MiB, b)"));
+        assert!(matches!(m, Mistake::ArgType { position: 2, .. }), "{m:?}");
+        let m = mistake(&format!(
+            "{SETUP}{enq}clReleaseMemObject(b)\nclSetKernelArg(k, 0, b)"
+        ));
+        assert!(matches!(m, Mistake::UseAfterRelease { .. }), "{m:?}");
+
+        // A user event holds back what waits for it, and the queue behind it.
+        let ok = format!(
+            "{SETUP}u = clCreateUserEvent(ctx)\n\
+             e = clEnqueueFillBuffer(q, b, wait [u])\n\
+             r = clEnqueueReadBuffer(q, b, CL_FALSE)\n\
+             clFlush(q)\n\
+             clSetUserEventStatus(u, CL_COMPLETE)\n\
+             clWaitForEvents(e, r)\n\
+             clFinish(q)\n\
+             clReleaseEvent(u)"
+        );
+        assert!(check(&ok, "").is_ok());
+        let held = format!(
+            "{SETUP}u = clCreateUserEvent(ctx)\ne = clEnqueueFillBuffer(q, b, wait [u])\n\
+             r = clEnqueueReadBuffer(q, b, CL_FALSE)\n"
+        );
+        for wait in [
+            "clFinish(q)",
+            "clWaitForEvents(u)",
+            "clWaitForEvents(r)",
+            "clEnqueueReadBuffer(q, b, CL_TRUE)",
+            "clReleaseCommandQueue(q)",
+        ] {
+            let m = mistake(&format!("{held}{wait}"));
+            assert!(
+                matches!(m, Mistake::WaitsForever { ref user_event, .. } if user_event == "u"),
+                "{wait}: {m:?}"
+            );
+        }
+        // Another queue is not held back; a blocking read on it may wait.
+        assert!(
+            check(
+                &format!(
+                    "{held}q2 = clCreateCommandQueue(ctx)\nclEnqueueReadBuffer(q2, b, CL_TRUE)\nclFinish(q2)"
+                ),
+                ""
+            )
+            .is_ok()
+        );
+        let m = mistake(&format!(
+            "{held}clSetUserEventStatus(u, CL_COMPLETE)\nclSetUserEventStatus(u, CL_COMPLETE)"
+        ));
+        assert!(matches!(m, Mistake::UserEventSetTwice { .. }), "{m:?}");
+        let m = mistake(&format!("{held}clSetUserEventStatus(e, CL_COMPLETE)"));
+        assert!(matches!(m, Mistake::NotUserEvent { .. }), "{m:?}");
+        let m = mistake(&format!("{held}clSetUserEventStatus(u, CL_TRUE)"));
+        assert!(matches!(m, Mistake::ArgType { .. }), "{m:?}");
+        // The second set is the lesson when the line says so.
+        assert!(
+            check(
+                &format!(
+                    "{held}clSetUserEventStatus(u, CL_COMPLETE)\nclSetUserEventStatus(u, CL_COMPLETE)  # expect-error"
+                ),
+                ""
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
     fn wait_lists_flags_sub_buffers_and_maps() {
         let enq = "p = clCreateProgramWithSource(ctx, spin)\nk = clCreateKernel(p, spin)\n";
         let ok = format!(

@@ -17,8 +17,8 @@ use cl3::error_codes::{
     CL_INVALID_MEM_OBJECT, CL_INVALID_PROGRAM, CL_OUT_OF_HOST_MEMORY,
 };
 use cl3::event::{
-    CL_COMPLETE, CL_EVENT_REFERENCE_COUNT, get_event_info, release_event, retain_event,
-    set_event_callback, wait_for_events,
+    CL_COMPLETE, CL_EVENT_REFERENCE_COUNT, create_user_event, get_event_info, release_event,
+    retain_event, set_event_callback, set_user_event_status, wait_for_events,
 };
 use cl3::info_type::InfoType;
 use cl3::kernel::{create_kernel, release_kernel, retain_kernel};
@@ -489,6 +489,23 @@ impl OpenClBackend {
                 let h1 = now_ns();
                 let name = if barrier { "barrier" } else { "marker" };
                 Ok(self.track(seq, qid, name, ev, h0, h1, None, want_event, false))
+            }
+            Api::ClSetKernelArg => {
+                let (_, k) = self.arg(ops, 0, K::Kernel)?;
+                let Some(&Operand::Index(index)) = ops.get(1) else {
+                    return Err(bad("expected an argument index"));
+                };
+                let (_, buf) = self.arg(ops, 2, K::Buffer)?;
+                ok(spin::set_buffer_arg(k, index, buf)).map(|()| Outcome::default())
+            }
+            Api::ClCreateUserEvent => {
+                let (_, ctx) = self.arg(ops, 0, K::Context)?;
+                let ev = ok(create_user_event(ctx))?;
+                Ok(self.created(K::Event, ev, 0))
+            }
+            Api::ClSetUserEventStatus => {
+                let (_, ev) = self.arg(ops, 0, K::Event)?;
+                ok(set_user_event_status(ev, CL_COMPLETE)).map(|()| Outcome::default())
             }
             Api::ClFinish => ok(finish(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
             Api::ClFlush => ok(flush(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
