@@ -75,8 +75,12 @@ fn main() {
             std::process::exit(4);
         }
     };
-    let Ok((_m, func)) = spin::load(&ptx) else {
+    let Ok((_m, funcs)) = spin::load(&ptx) else {
         eprintln!("module load failed");
+        std::process::exit(4);
+    };
+    let Some(&(_, func)) = funcs.iter().find(|(n, _)| *n == "spin") else {
+        eprintln!("the module has no spin kernel");
         std::process::exit(4);
     };
     // Same conversion as gpulab, without its calibration: the kernel's length only
@@ -96,7 +100,8 @@ fn main() {
                 });
                 let t = Instant::now();
                 // SAFETY: loaded function, live stream, `p` holds `size` bytes.
-                if let Err(e) = spin::launch(func, s, sms as u32, p, size as u64 / 4, cycles) {
+                if let Err(e) = spin::launch(func, s, sms as u32, &[(p, size as u64)], Some(cycles))
+                {
                     eprintln!("launch: {e}");
                     std::process::exit(4);
                 }

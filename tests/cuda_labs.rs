@@ -131,3 +131,46 @@ fn every_cuda_lab_runs_and_gives_its_memory_back() {
     }
     eprintln!("{}", summary.join("\n"));
 }
+
+/// Issue #14: every kernel of `labs/kernels/` launches on the GPU with the
+/// buffers it names and reports a device span under its own name.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn every_kernel_runs_with_its_buffers() {
+    assert!(
+        gpulab::backend::cuda::tests_require_cuda(),
+        "set GPULAB_REQUIRE_CUDA=1 to run this on a GPU machine"
+    );
+    let dir = common::temp_dir();
+    let file = dir.path().join("kernels.jsonl");
+    let out = common::gpulab()
+        .args(["run", "cuda-kernels", "--labs"])
+        .arg(common::repo_file("tests/labs/kernels"))
+        .arg("--record")
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let events = std::fs::File::open(&file)
+        .ok()
+        .and_then(|f| read_events(std::io::BufReader::new(f)).ok())
+        .expect("a readable recording");
+    let run = Run::from_events(&events);
+    assert_eq!(
+        run.end.as_ref().map(|e| &e.status),
+        Some(&EndStatus::Finished)
+    );
+    let lines = run.lines();
+    assert!(
+        lines.iter().all(|l| l.calls == 1 && l.errors == 0),
+        "{lines:?}"
+    );
+    for name in ["pattern", "copy", "spin", "spin2"] {
+        let spans: Vec<_> = run.spans.iter().filter(|s| s.name == name).collect();
+        assert_eq!(spans.len(), 1, "`{name}` spans: {:?}", run.spans);
+        eprintln!(
+            "{name}: {:.3} ms",
+            (spans[0].end_ns - spans[0].begin_ns) as f64 / 1e6
+        );
+    }
+}

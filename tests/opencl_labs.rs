@@ -15,6 +15,8 @@ fn params_for(lab: &str) -> Vec<&'static str> {
     match lab {
         "cl-forgotten-events" => vec!["iterations=4", "size_mib=16", "kernel_ms=5"],
         "cl-sub-buffer" => vec!["size_mib=16", "sub_mib=1", "hold_ms=20"],
+        "cl-map-release" => vec!["size_mib=16", "hold_ms=20"],
+        "cl-host-ptr" => vec!["size_mib=16", "kernel_ms=20", "hold_ms=20"],
         _ => vec!["size_mib=16", "kernel_ms=60"],
     }
 }
@@ -627,4 +629,155 @@ fn the_new_opencl_calls_run_on_the_device() {
         .filter(|e| matches!(e, Event::Object(o) if o.action == ObjectAction::Destroyed && o.kind == ObjKind::Buffer))
         .count();
     assert_eq!(destroyed, 5, "four buffers and one sub-buffer");
+}
+
+/// Issue #14: every kernel of `labs/kernels/` runs on the device with the
+/// buffers its launch names, each reports a device span under its own name, and
+/// a buffer released while `spin2` still runs is destroyed only once that kernel
+/// began: the enqueued kernel holds both of its buffers.
+#[test]
+fn every_kernel_runs_with_its_buffers() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("every_kernel_runs_with_its_buffers") {
+        return;
+    }
+    let labs = common::repo_file("tests/labs/kernels");
+    let dir = common::temp_dir();
+    let file = dir.path().join("kernels.jsonl");
+    let out = common::gpulab()
+        .args(["run", "cl-kernels", "--labs"])
+        .arg(&labs)
+        .arg("--record")
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+    let events = read_events(std::io::BufReader::new(
+        std::fs::File::open(&file).expect("the recording exists"),
+    ))
+    .expect("the recording reads back");
+    let run = Run::from_events(&events);
+    assert_eq!(
+        run.end.as_ref().map(|e| &e.status),
+        Some(&EndStatus::Finished)
+    );
+    let lines = run.lines();
+    assert!(
+        lines.iter().all(|l| l.calls == 1 && l.errors == 0),
+        "{lines:?}"
+    );
+    for name in ["pattern", "copy", "spin", "spin2"] {
+        let spans = run.spans.iter().filter(|s| s.name == name).count();
+        assert_eq!(spans, 1, "`{name}` spans: {:?}", run.spans);
+    }
+    let spin2 = run
+        .spans
+        .iter()
+        .find(|s| s.name == "spin2")
+        .expect("a spin2 span");
+    let destroyed: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Object(o)
+                if o.action == ObjectAction::Destroyed && o.kind == ObjKind::Buffer =>
+            {
+                Some(o.t_ns)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(destroyed.len(), 2, "both buffers destroyed: {destroyed:?}");
+    assert!(
+        destroyed.iter().all(|&t| t >= spin2.begin_ns),
+        "a buffer went before the kernel that names it began: {destroyed:?} vs {spin2:?}"
+    );
+}
+
+/// Runs variant `variant` of lab `id` from fixture folder `dir` and returns the
+/// run, after checking that it finished and every line ran once without error.
+fn run_fixture(dir: &str, id: &str, variant: &str, params: &[&str]) -> Run {
+    let labs = common::repo_file(dir);
+    let tmp = common::temp_dir();
+    let file = tmp.path().join(format!("{id}.jsonl"));
+    let mut cmd = common::gpulab();
+    cmd.args(["run", id, "--variant", variant, "--labs"])
+        .arg(&labs)
+        .arg("--record")
+        .arg(&file);
+    for p in params {
+        cmd.args(["--param", p]);
+    }
+    let out = cmd.output().expect("gpulab starts");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+    let events = read_events(std::io::BufReader::new(
+        std::fs::File::open(&file).expect("the recording exists"),
+    ))
+    .expect("the recording reads back");
+    let run = Run::from_events(&events);
+    assert_eq!(
+        run.end.as_ref().map(|e| &e.status),
+        Some(&EndStatus::Finished)
+    );
+    let lines = run.lines();
+    assert!(
+        lines.iter().all(|l| l.calls == 1 && l.errors == 0),
+        "{lines:?}"
+    );
+    run
+}
+
+/// Issue #14: a user event in a wait list holds its command back until the host
+/// sets it: the fill starts no earlier than `clSetUserEventStatus` began.
+#[test]
+fn a_user_event_holds_back_the_command_that_waits_for_it() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("a_user_event_holds_back_the_command_that_waits_for_it") {
+        return;
+    }
+    let run = run_fixture("tests/labs/calls", "cl-user-events", "held", &[]);
+    let set = run
+        .calls
+        .iter()
+        .find(|c| c.api == "clSetUserEventStatus")
+        .expect("the set line ran");
+    let fill = run
+        .spans
+        .iter()
+        .find(|s| s.name == "fill")
+        .expect("a fill span");
+    assert!(
+        fill.begin_ns >= set.begin_ns,
+        "the fill began before its user event was set: {fill:?} vs {set:?}"
+    );
+}
+
+/// Issue #14: `clSetKernelArg` on its own line, then the buffer's release: both
+/// variants run, and the claims about what the driver kept are decided from the
+/// run (whatever they are: that is the driver's business).
+#[test]
+fn a_kernel_argument_and_its_released_buffer_are_measured() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("a_kernel_argument_and_its_released_buffer_are_measured") {
+        return;
+    }
+    for variant in ["arg-set", "no-arg"] {
+        let params = ["size_mib=16", "hold_ms=20"];
+        let run = run_fixture("tests/labs/kernels", "cl-kernel-arg", variant, &params);
+        assert_eq!(run.claims.len(), 2, "{variant}");
+        for c in &run.claims {
+            assert!(!c.values.is_empty(), "{variant}: {c:?}");
+        }
+    }
 }

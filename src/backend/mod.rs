@@ -48,6 +48,8 @@ pub enum Operand {
     Objs(Vec<ObjId>),
     Bytes(u64),
     Ms(f64),
+    /// A kernel's argument index (`clSetKernelArg(k, 0, buf)`).
+    Index(u32),
     Kernel(String),
     Bool(bool),
     Flag(ClFlag),

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::backend::{Backend, DriverError, Notice, ObjId, Operand, Outcome};
 use crate::clock::now_ns;
-use crate::lab::{Api, Arg, ArgKind, Effect, ObjKind, Params, Stmt, StmtKind};
+use crate::lab::{Api, Arg, ArgKind, Effect, ObjKind, Params, Stmt, StmtKind, Unit};
 use crate::trace::{
     Block, Call, CallStatus, CudaMemory, DeviceSpan, End, EndStatus, Event, Leak, Note, NoteLevel,
     ObjectAction, ObjectEvent,
@@ -240,10 +240,15 @@ impl<'a> Engine<'a> {
                 // Validation guarantees names are bound; an unbound one (only on an
                 // `expect-error` line) goes to the driver as id 0, a null handle.
                 Arg::Handle(name) => Operand::Obj(self.names.get(name).copied().unwrap_or(0)),
-                Arg::Quantity(q) => match kind {
-                    Some(ArgKind::Size) => Operand::Bytes(q.resolve(self.params).max(0.0) as u64),
-                    _ => Operand::Ms(q.resolve(self.params)),
-                },
+                // Validation gave every size a size unit and every duration a time
+                // unit; a launch's kernel arguments sit at no fixed position.
+                Arg::Quantity(q) if q.unit == Unit::None => {
+                    Operand::Index(q.resolve(self.params).clamp(0.0, f64::from(u32::MAX)) as u32)
+                }
+                Arg::Quantity(q) if q.unit.is_size() => {
+                    Operand::Bytes(q.resolve(self.params).max(0.0) as u64)
+                }
+                Arg::Quantity(q) => Operand::Ms(q.resolve(self.params)),
                 Arg::Kernel(k) => Operand::Kernel(k.clone()),
                 Arg::Bool(b) => Operand::Bool(*b),
                 Arg::Flag(f) => Operand::Flag(*f),

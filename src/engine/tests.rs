@@ -433,3 +433,51 @@ fn a_driver_without_destructor_callbacks_is_not_waited_for() {
         reported.backend.drains_after_last_call
     );
 }
+
+/// A launch's operands follow its kernel: `spin2`'s two buffers, then its
+/// duration; the bound event refers to both buffers (the kernel holds both).
+/// `clSetKernelArg`'s index reaches the backend as an index, not a duration.
+#[test]
+fn a_two_buffer_launch_and_a_kernel_argument_reach_the_backend() {
+    let mut script = setup();
+    script.push(call(
+        7,
+        Some("b2"),
+        "clCreateBuffer",
+        vec![h("ctx"), q(1.0, Unit::MiB)],
+    ));
+    script.push(call(
+        8,
+        Some("ev"),
+        "clEnqueueNDRangeKernel",
+        vec![h("q"), h("k"), h("buf"), h("b2"), q(40.0, Unit::Ms)],
+    ));
+    script.push(call(
+        9,
+        None,
+        "clSetKernelArg",
+        vec![h("k"), q(1.0, Unit::None), h("b2")],
+    ));
+    let o = run(&script);
+    // The fake numbers objects as they are made: ctx 1, q 2, buf 3, prog 4, k 5, b2 6.
+    let (buf, b2) = (Operand::Obj(3), Operand::Obj(6));
+    let (api, ops) = &o.backend.calls[7];
+    assert_eq!(*api, Api::ClEnqueueNDRangeKernel);
+    assert_eq!(ops[2..], [buf, b2.clone(), Operand::Ms(40.0)]);
+    let (api, ops) = &o.backend.calls[8];
+    assert_eq!(*api, Api::ClSetKernelArg);
+    assert_eq!(ops[..], [Operand::Obj(5), Operand::Index(1), b2]);
+    let ev = o
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::Object(ob) if ob.kind == ObjKind::Event => Some(ob.clone()),
+            _ => None,
+        })
+        .expect("the launch's event");
+    assert!(
+        ev.refs.contains(&3) && ev.refs.contains(&6),
+        "{:?}",
+        ev.refs
+    );
+}

@@ -51,7 +51,10 @@ fn prepare_and_run(
 ) -> Result<EndStatus> {
     let (lab, variant, params) = (&req.lab, &req.variant, &req.params);
     let mut backend: Box<dyn Backend> = match lab.backend {
-        BackendKind::OpenCl => Box::new(OpenClBackend::open(req.device.as_deref())?),
+        BackendKind::OpenCl => Box::new(OpenClBackend::open_for(
+            req.device.as_deref(),
+            &variant.kernels(),
+        )?),
         BackendKind::Cuda => Box::new(CudaBackend::open(req.device.as_deref())?),
     };
     let pid = std::process::id();

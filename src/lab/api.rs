@@ -41,6 +41,9 @@ pub enum Api {
     ClEnqueueUnmapMemObject,
     ClEnqueueBarrierWithWaitList,
     ClEnqueueMarkerWithWaitList,
+    ClSetKernelArg,
+    ClCreateUserEvent,
+    ClSetUserEventStatus,
     CudaMalloc,
     CudaFree,
     CudaMallocAsync,
@@ -76,6 +79,9 @@ pub enum ArgKind {
     Size,
     Duration,
     Kernel,
+    /// The arguments of the kernel the call names just before (`KernelSpec::args`):
+    /// its buffers, then its duration when it takes one.
+    KernelArgs,
     Bool,
     /// Optional, last: how `clCreateBuffer` allocates (`CL_MEM_USE_HOST_PTR`, …).
     MemFlag,
@@ -83,6 +89,10 @@ pub enum ArgKind {
     QueueFlag,
     /// Optional, last: the events an enqueue waits for, `wait [e1, e2]`.
     WaitList,
+    /// The index of one of a kernel's buffer arguments (`0`, `1`).
+    Index,
+    /// The status `clSetUserEventStatus` sets: `CL_COMPLETE`.
+    EventStatus,
 }
 
 /// A flag word a script may pass where the call takes `ArgKind::MemFlag` or
@@ -99,14 +109,17 @@ pub enum ClFlag {
     AllocHostPtr,
     /// Commands of the queue may run in any order their wait lists allow.
     OutOfOrder,
+    /// A user event's status: done, so the commands waiting for it may run.
+    Complete,
 }
 
 impl ClFlag {
-    pub const ALL: [ClFlag; 4] = [
+    pub const ALL: [ClFlag; 5] = [
         ClFlag::CopyHostPtr,
         ClFlag::UseHostPtr,
         ClFlag::AllocHostPtr,
         ClFlag::OutOfOrder,
+        ClFlag::Complete,
     ];
 
     pub fn c_name(self) -> &'static str {
@@ -115,6 +128,7 @@ impl ClFlag {
             ClFlag::UseHostPtr => "CL_MEM_USE_HOST_PTR",
             ClFlag::AllocHostPtr => "CL_MEM_ALLOC_HOST_PTR",
             ClFlag::OutOfOrder => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE",
+            ClFlag::Complete => "CL_COMPLETE",
         }
     }
 
@@ -122,6 +136,7 @@ impl ClFlag {
     pub fn kind(self) -> ArgKind {
         match self {
             ClFlag::OutOfOrder => ArgKind::QueueFlag,
+            ClFlag::Complete => ArgKind::EventStatus,
             _ => ArgKind::MemFlag,
         }
     }
@@ -154,9 +169,14 @@ impl ArgKind {
             ArgKind::Objs(k) => format!("one or more {} handles", k.as_str()),
             ArgKind::Size => "a size such as `64 MiB` or `{size_mib} MiB`".into(),
             ArgKind::Duration => "a duration such as `50 ms` or `{kernel_ms} ms`".into(),
-            ArgKind::Kernel => "a kernel name (`spin`)".into(),
+            ArgKind::Kernel => {
+                let names: Vec<String> = KERNELS.iter().map(|k| format!("`{}`", k.name)).collect();
+                format!("a kernel name ({})", names.join(", "))
+            }
+            ArgKind::KernelArgs => "the kernel's buffers (and duration)".into(),
             ArgKind::Bool => "`CL_TRUE` or `CL_FALSE`".into(),
-            ArgKind::MemFlag | ArgKind::QueueFlag => {
+            ArgKind::Index => "a buffer argument's index such as `0`".into(),
+            ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus => {
                 let names: Vec<String> =
                     ClFlag::names_for(self).map(|n| format!("`{n}`")).collect();
                 format!("a flag: {}", names.join(", "))
@@ -192,7 +212,10 @@ pub struct ApiSpec {
     pub may_return_event: bool,
 }
 
-use ArgKind::{Bool, Duration, Kernel, MemFlag, Obj, Objs, QueueFlag, Size, WaitList};
+use ArgKind::{
+    Bool, Duration, EventStatus, Index, Kernel, KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size,
+    WaitList,
+};
 use ObjKind::{Buffer, Context, Event, HostBuffer, Queue, Stream};
 
 const fn spec(
@@ -277,13 +300,7 @@ pub static CATALOG: &[ApiSpec] = &[
         Api::ClEnqueueNDRangeKernel,
         "clEnqueueNDRangeKernel",
         "clSetKernelArg + clEnqueueNDRangeKernel",
-        &[
-            Obj(Queue),
-            Obj(ObjKind::Kernel),
-            Obj(Buffer),
-            Duration,
-            WaitList,
-        ],
+        &[Obj(Queue), Obj(ObjKind::Kernel), KernelArgs, WaitList],
         Effect::Create(Event),
     ),
     with_event(spec(
@@ -458,6 +475,31 @@ pub static CATALOG: &[ApiSpec] = &[
         &[Obj(Queue), WaitList],
         Effect::Use,
     )),
+    // One buffer argument of a kernel, set apart from any launch. OpenCL lets a
+    // kernel argument hold no reference on its buffer: the lab may release it.
+    spec(
+        Api::ClSetKernelArg,
+        "clSetKernelArg",
+        "clSetKernelArg",
+        &[Obj(ObjKind::Kernel), Index, Obj(Buffer)],
+        Effect::Use,
+    ),
+    // An event the host completes: a wait list naming it holds its commands back
+    // until `clSetUserEventStatus(ev, CL_COMPLETE)`.
+    spec(
+        Api::ClCreateUserEvent,
+        "clCreateUserEvent",
+        "clCreateUserEvent",
+        &[Obj(Context)],
+        Effect::Create(Event),
+    ),
+    spec(
+        Api::ClSetUserEventStatus,
+        "clSetUserEventStatus",
+        "clSetUserEventStatus",
+        &[Obj(Event), EventStatus],
+        Effect::Use,
+    ),
     // CUDA runtime names, each mapped onto the one driver call it stands for. The
     // primary context is retained when the backend opens (as the runtime does on its
     // first call) and the spin kernel's module is loaded then, so a line never hides
@@ -564,7 +606,7 @@ pub static CATALOG: &[ApiSpec] = &[
         Api::CudaLaunchKernel,
         "cudaLaunchKernel",
         "cuLaunchKernel (+ cuEventRecord of gpulab's span events)",
-        &[Obj(Stream), Kernel, Obj(Buffer), Duration],
+        &[Obj(Stream), Kernel, KernelArgs],
         Effect::Use,
     ),
     cuda(
@@ -627,8 +669,68 @@ pub static CATALOG: &[ApiSpec] = &[
     ),
 ];
 
-/// Kernels that scripts may name; their sources ship in `labs/kernels/`.
-pub const KERNELS: &[&str] = &["spin"];
+/// A kernel scripts may name; its sources ship as `labs/kernels/NAME.cl` and
+/// `NAME.cu`, whose C signatures take the buffers first, in this order, so
+/// `clSetKernelArg(k, i, buf)` sets buffer `i`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KernelSpec {
+    pub name: &'static str,
+    /// What a launch passes after the queue (or stream) and the kernel.
+    pub args: &'static [ArgKind],
+    /// The arguments in words, for a message about a wrong count.
+    pub takes: &'static str,
+}
+
+/// Every kernel a launch names holds all of its buffers in use until its work
+/// ends; one with a duration is calibrated per device when a run starts.
+pub static KERNELS: &[KernelSpec] = &[
+    KernelSpec {
+        name: "spin",
+        args: &[Obj(Buffer), Duration],
+        takes: "one buffer and a duration",
+    },
+    KernelSpec {
+        name: "spin2",
+        args: &[Obj(Buffer), Obj(Buffer), Duration],
+        takes: "two buffers and a duration",
+    },
+    KernelSpec {
+        name: "copy",
+        args: &[Obj(Buffer), Obj(Buffer)],
+        takes: "two buffers, the source and the destination",
+    },
+    KernelSpec {
+        name: "pattern",
+        args: &[Obj(Buffer)],
+        takes: "one buffer",
+    },
+];
+
+impl KernelSpec {
+    pub fn lookup(name: &str) -> Option<&'static KernelSpec> {
+        KERNELS.iter().find(|k| k.name == name)
+    }
+
+    /// How many buffers a launch names.
+    pub fn buffers(&self) -> usize {
+        self.args.iter().filter(|a| **a == Obj(Buffer)).count()
+    }
+
+    /// Whether the kernel runs for a requested time (and so is calibrated).
+    pub fn timed(&self) -> bool {
+        self.args.contains(&Duration)
+    }
+
+    /// A call's signature with `KernelArgs` replaced by this kernel's arguments.
+    pub fn expand(&self, args: &[ArgKind]) -> Vec<ArgKind> {
+        args.iter()
+            .flat_map(|a| match a {
+                KernelArgs => self.args.to_vec(),
+                a => vec![*a],
+            })
+            .collect()
+    }
+}
 
 impl Api {
     pub fn spec(self) -> &'static ApiSpec {

@@ -32,6 +32,14 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../../labs/cl-sub-buffer.toml"),
     ),
     (
+        "cl-map-release.toml",
+        include_str!("../../labs/cl-map-release.toml"),
+    ),
+    (
+        "cl-host-ptr.toml",
+        include_str!("../../labs/cl-host-ptr.toml"),
+    ),
+    (
         "cuda-free-sync.toml",
         include_str!("../../labs/cuda-free-sync.toml"),
     ),

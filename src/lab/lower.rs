@@ -3,7 +3,7 @@
 //! call's signature, the lab's parameters and the units. Never looks at what a
 //! handle holds: a handle comes out as its name, for `simulate` to check.
 
-use super::api::{ApiSpec, ArgKind, ClFlag, KERNELS};
+use super::api::{ApiSpec, ArgKind, ClFlag, KERNELS, KernelSpec};
 use super::mistake::{Mistake, Problem, Span};
 use super::model::{Arg, Number, Param, Quantity, Unit};
 use super::raw::Sp;
@@ -21,22 +21,38 @@ pub(super) struct Lower<'a> {
     params: &'a [Param],
 }
 
-/// The kind the call takes at argument `i`.
-pub(super) fn arg_kind(spec: &ApiSpec, i: usize) -> ArgKind {
-    match spec.args.get(i) {
+/// The kind the call takes at argument `i`, where `sig` is its signature with
+/// the kernel's arguments in place (`KernelSpec::expand`).
+pub(super) fn arg_kind(sig: &[ArgKind], i: usize) -> ArgKind {
+    match sig.get(i) {
         Some(k) => *k,
         // Only a trailing `Objs` takes more; `arg_count` saw to that.
-        None => spec.args.last().copied().unwrap_or(ArgKind::Bool),
+        None => sig.last().copied().unwrap_or(ArgKind::Bool),
     }
 }
 
-/// Checks the number of arguments against the call's signature.
-pub(super) fn arg_count(spec: &ApiSpec, args: &[Sp<RawArg>], close: &Span) -> Res<()> {
-    let at_least = matches!(spec.args.last(), Some(ArgKind::Objs(_)));
-    let optional = spec.args.iter().filter(|a| a.is_optional()).count();
-    let want = spec.args.len() - optional;
+/// Checks the number of arguments against the call's signature `sig`; a launch
+/// names its kernel in the message, with what that kernel takes.
+pub(super) fn arg_count(
+    spec: &ApiSpec,
+    sig: &[ArgKind],
+    kernel: Option<&KernelSpec>,
+    args: &[Sp<RawArg>],
+    close: &Span,
+) -> Res<()> {
+    let at_least = matches!(sig.last(), Some(ArgKind::Objs(_)));
+    let optional = sig.iter().filter(|a| a.is_optional()).count();
+    let want = sig.len() - optional;
+    // A launch's wait list is known by its `wait [`: the rest must be exactly
+    // what the kernel takes, so a duration for a kernel without one is a count.
+    let positional = args
+        .iter()
+        .filter(|a| kernel.is_none() || !matches!(a.value, RawArg::Wait(_)))
+        .count();
     let ok = if at_least {
         args.len() >= want
+    } else if kernel.is_some() {
+        positional == want && args.len() <= want + optional
     } else {
         (want..=want + optional).contains(&args.len())
     };
@@ -54,8 +70,13 @@ pub(super) fn arg_count(spec: &ApiSpec, args: &[Sp<RawArg>], close: &Span) -> Re
             expected: want,
             at_least,
             optional,
-            found: args.len(),
-            signature: signature(spec),
+            found: if kernel.is_some() {
+                positional
+            } else {
+                args.len()
+            },
+            signature: signature_of(spec.name, sig, kernel.map(|k| k.name)),
+            kernel: kernel.map(|k| (k.name, k.takes)),
         },
     ))
 }
@@ -85,14 +106,14 @@ impl<'a> Lower<'a> {
                 _ => Err(wrong(format!("`{w}`"))),
             },
             (RawArg::Word(w), ArgKind::Kernel) => {
-                if KERNELS.contains(&w.as_str()) {
+                if KernelSpec::lookup(w).is_some() {
                     Ok(Arg::Kernel(w.clone()))
                 } else {
                     Err(Problem::new(
                         a.span.clone(),
                         Mistake::UnknownKernel {
                             name: w.clone(),
-                            suggestion: suggest::nearest(w, KERNELS.iter().copied()),
+                            suggestion: suggest::nearest(w, KERNELS.iter().map(|k| k.name)),
                         },
                     ))
                 }
@@ -103,7 +124,7 @@ impl<'a> Lower<'a> {
                 }
                 Ok(Arg::Handle(w.clone()))
             }
-            (RawArg::Word(w), ArgKind::MemFlag | ArgKind::QueueFlag) => {
+            (RawArg::Word(w), ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus) => {
                 match ClFlag::parse(w).filter(|f| f.kind() == kind) {
                     Some(f) => Ok(Arg::Flag(f)),
                     None => Err(wrong(format!("`{w}`"))),
@@ -115,12 +136,27 @@ impl<'a> Lower<'a> {
             (RawArg::Wait(_), _) => Err(wrong(
                 "a wait list (only an enqueue takes one, as its last argument)".into(),
             )),
-            (RawArg::Word(w), ArgKind::Size | ArgKind::Duration | ArgKind::WaitList) => {
-                Err(wrong(format!("`{w}`")))
-            }
+            (
+                RawArg::Word(w),
+                ArgKind::Size
+                | ArgKind::Duration
+                | ArgKind::WaitList
+                | ArgKind::KernelArgs
+                | ArgKind::Index,
+            ) => Err(wrong(format!("`{w}`"))),
             (RawArg::Qty(q), ArgKind::Size | ArgKind::Duration) => {
                 Ok(Arg::Quantity(self.quantity(q, kind)?))
             }
+            // A plain whole number, as C writes the index.
+            (RawArg::Qty(q), ArgKind::Index) => match (&q.value.value, &q.unit) {
+                (RawNum::Lit(n), None) if *n >= 0.0 && n.fract() == 0.0 && *n < 64.0 => {
+                    Ok(Arg::Quantity(Quantity {
+                        value: Number::Lit(*n),
+                        unit: Unit::None,
+                    }))
+                }
+                _ => Err(wrong(describe_qty(self.text, q))),
+            },
             (RawArg::Qty(q), _) => Err(wrong(describe_qty(self.text, q))),
         }
     }
@@ -248,19 +284,29 @@ fn describe_qty(text: &str, q: &RawQty) -> String {
     format!("{what} `{written}`")
 }
 
-/// `clEnqueueNDRangeKernel(queue, kernel, buffer, 50 ms)`, for "write …" help.
+/// `clEnqueueNDRangeKernel(queue, kernel, …[, wait [event, …]])`, for "write …" help.
 pub fn signature(spec: &ApiSpec) -> String {
+    signature_of(spec.name, spec.args, None)
+}
+
+/// `clEnqueueNDRangeKernel(queue, kernel, buffer, 50 ms)`: the call written with
+/// the signature `sig` (a launch's with its kernel's arguments in place, and
+/// that kernel's name where the call names one).
+pub fn signature_of(name: &str, sig: &[ArgKind], kernel: Option<&str>) -> String {
     let mut required = Vec::new();
     let mut optional = String::new();
-    for a in spec.args {
+    for a in sig {
         let text = match a {
             ArgKind::Obj(k) => k.as_str().to_owned(),
             ArgKind::Objs(k) => format!("{}, …", k.as_str()),
             ArgKind::Size => "64 MiB".into(),
             ArgKind::Duration => "50 ms".into(),
-            ArgKind::Kernel => "spin".into(),
+            ArgKind::Kernel => kernel.unwrap_or("spin").into(),
+            ArgKind::KernelArgs => "…".into(),
             ArgKind::Bool => "CL_TRUE".into(),
             ArgKind::MemFlag => "CL_MEM_USE_HOST_PTR".into(),
+            ArgKind::Index => "0".into(),
+            ArgKind::EventStatus => "CL_COMPLETE".into(),
             ArgKind::QueueFlag => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE".into(),
             ArgKind::WaitList => "wait [event, …]".into(),
         };
@@ -270,5 +316,5 @@ pub fn signature(spec: &ApiSpec) -> String {
             required.push(text);
         }
     }
-    format!("{}({}{optional})", spec.name, required.join(", "))
+    format!("{name}({}{optional})", required.join(", "))
 }

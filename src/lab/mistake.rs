@@ -168,6 +168,8 @@ pub enum Mistake {
         optional: usize,
         found: usize,
         signature: String,
+        /// A launch's kernel and what it takes (`copy`: two buffers, …).
+        kernel: Option<(&'static str, &'static str)>,
     },
     ArgType {
         call: &'static str,
@@ -234,6 +236,32 @@ pub enum Mistake {
     ReleasedWhileMapped {
         name: String,
         line: u32,
+    },
+    /// `clSetKernelArg` of an argument index the kernel's buffers do not reach.
+    KernelArgIndex {
+        kernel: &'static str,
+        index: u32,
+        buffers: usize,
+    },
+    /// `clSetUserEventStatus` of an event that is not a user event.
+    NotUserEvent {
+        name: String,
+    },
+    /// `clSetUserEventStatus` of a user event already set.
+    UserEventSetTwice {
+        name: String,
+        line: u32,
+    },
+    /// A wait for work that waits for a user event the script has not set.
+    WaitsForever {
+        call: &'static str,
+        user_event: String,
+    },
+    /// `clCreateKernel` of a kernel its program's source does not define.
+    KernelNotInProgram {
+        kernel: String,
+        program: String,
+        source: &'static str,
     },
     /// `clCreateSubBuffer` of a sub-buffer (the driver answers CL_INVALID_MEM_OBJECT).
     SubBufferOfSubBuffer {
@@ -506,17 +534,31 @@ impl Mistake {
                 optional,
                 found,
                 signature,
+                kernel,
             } => {
                 let most = expected + optional;
-                let plural = if most == 1 { "" } else { "s" };
+                let plural = if most == 1 && kernel.is_none() || *expected == 1 && kernel.is_some() {
+                    ""
+                } else {
+                    "s"
+                };
                 let least = if *at_least { "at least " } else { "" };
-                let count = match optional {
-                    0 => expected.to_string(),
-                    1 => format!("{expected} or {most}"),
+                let count = match (optional, kernel) {
+                    (0, _) => expected.to_string(),
+                    (_, Some(_)) => expected.to_string(),
+                    (1, None) => format!("{expected} or {most}"),
                     _ => format!("{expected} to {most}"),
                 };
+                let wait = match (optional, kernel) {
+                    (1.., Some(_)) => " (and an optional wait list)",
+                    _ => "",
+                };
+                let with = match kernel {
+                    Some((k, takes)) => format!(" with kernel `{k}` (it takes {takes})"),
+                    None => String::new(),
+                };
                 (
-                    format!("`{call}` takes {least}{count} argument{plural}, found {found}"),
+                    format!("`{call}`{with} takes {least}{count} argument{plural}{wait}, found {found}"),
                     Some(format!("write `{signature}`")),
                 )
             }
@@ -555,7 +597,10 @@ impl Mistake {
             ),
             M::UnknownKernel { name, suggestion } => (
                 format!("unknown kernel `{name}`"),
-                did_you_mean(*suggestion).or(Some("the kernels are: spin".into())),
+                did_you_mean(*suggestion).or_else(|| {
+                    let names: Vec<&str> = crate::lab::api::KERNELS.iter().map(|k| k.name).collect();
+                    Some(format!("the kernels are: {}", names.join(", ")))
+                }),
             ),
             M::UndefinedHandle { name, suggestion } => (
                 format!("`{name}` is not defined"),
@@ -609,6 +654,40 @@ impl Mistake {
             M::ReleasedWhileMapped { name, line } => (
                 format!("`{name}` is released while the mapping of line {line} is still open; its unmap needs the buffer"),
                 Some(format!("unmap it first: `clEnqueueUnmapMemObject(q, {name})`, or end the line with `# expect-error`")),
+            ),
+            M::KernelArgIndex {
+                kernel,
+                index,
+                buffers,
+            } => (
+                format!("kernel `{kernel}` has {buffers} buffer argument{}; there is no argument {index} to set", if *buffers == 1 { "" } else { "s" }),
+                Some(match buffers {
+                    1 => "its one buffer argument is 0".to_owned(),
+                    n => format!("its buffer arguments are 0 to {}", n - 1),
+                }),
+            ),
+            M::NotUserEvent { name } => (
+                format!("`{name}` is not a user event: only `clCreateUserEvent` makes one the host can set"),
+                Some(format!("make it with `{name} = clCreateUserEvent(ctx)`")),
+            ),
+            M::UserEventSetTwice { name, line } => (
+                format!("user event `{name}` was already set on line {line}; a user event is set once (the driver answers CL_INVALID_OPERATION)"),
+                Some("end the line with `# expect-error` if the mistake is the lesson".into()),
+            ),
+            M::WaitsForever {
+                call,
+                user_event,
+            } => (
+                format!("`{call}` would wait forever: the work it waits for waits for user event `{user_event}`, which the script has not set"),
+                Some(format!("set it first: `clSetUserEventStatus({user_event}, CL_COMPLETE)`")),
+            ),
+            M::KernelNotInProgram {
+                kernel,
+                program,
+                source,
+            } => (
+                format!("program `{program}` is built from `labs/kernels/{source}.cl`, which defines no kernel `{kernel}`"),
+                Some(format!("write `clCreateKernel({program}, {source})`, or make a program from `{kernel}`: `clCreateProgramWithSource(ctx, {kernel})`")),
             ),
             M::SubBufferOfSubBuffer { name, parent } => (
                 format!("`{name}` is a sub-buffer (of `{parent}`); OpenCL makes sub-buffers of buffers only"),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::api::{Api, ClFlag};
+use super::api::{Api, ClFlag, KernelSpec};
 use super::error::LabError;
 use super::expr::Expr;
 use super::suggest;
@@ -238,6 +238,38 @@ impl Variant {
             out.push((s.line, s.text.clone()));
             if let StmtKind::Repeat { body, .. } = &s.kind {
                 stack.push(body.iter());
+            }
+        }
+        out
+    }
+}
+
+impl Variant {
+    /// The kernels the script names (`clCreateKernel(prog, spin2)`,
+    /// `cudaLaunchKernel(s, copy, …)`), each once, in order: what a backend
+    /// calibrates before the first line runs.
+    pub fn kernels(&self) -> Vec<&'static KernelSpec> {
+        let mut out: Vec<&'static KernelSpec> = Vec::new();
+        let mut stack: Vec<std::slice::Iter<'_, Stmt>> = vec![self.script.iter()];
+        while let Some(top) = stack.last_mut() {
+            let Some(s) = top.next() else {
+                stack.pop();
+                continue;
+            };
+            match &s.kind {
+                StmtKind::Repeat { body, .. } => stack.push(body.iter()),
+                StmtKind::Call { args, .. } => {
+                    let named = args.iter().filter_map(|a| match a {
+                        Arg::Kernel(k) => KernelSpec::lookup(k),
+                        _ => None,
+                    });
+                    for k in named {
+                        if !out.iter().any(|o| o.name == k.name) {
+                            out.push(k);
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         out

@@ -744,6 +744,242 @@ mod tests {
     /// Issue #14: wait lists, flags, sub-buffers and maps, good and bad lines,
     /// each bad one at its `line:col`.
     #[test]
+    fn each_kernel_takes_its_own_buffers_and_duration() {
+        let ok = format!(
+            "{SETUP}c = clCreateBuffer(ctx, 2 MiB)\n\
+             p2 = clCreateProgramWithSource(ctx, spin2)\nk2 = clCreateKernel(p2, spin2)\n\
+             pc = clCreateProgramWithSource(ctx, copy)\nkc = clCreateKernel(pc, copy)\n\
+             pp = clCreateProgramWithSource(ctx, pattern)\nkp = clCreateKernel(pp, pattern)\n\
+             e = clEnqueueNDRangeKernel(q, k2, b, c, {{n}} ms)\n\
+             clEnqueueNDRangeKernel(q, kc, b, c, wait [e])\n\
+             clEnqueueNDRangeKernel(q, kp, c)\n\
+             clReleaseMemObject(b)\n\
+             clReleaseEvent(e)"
+        );
+        let checked = check(&ok, "").unwrap();
+        let kernels: Vec<&str> = checked.variants[0]
+            .kernels()
+            .iter()
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(kernels, ["spin2", "copy", "pattern"]);
+        let StmtKind::Call { args, .. } = &checked.variants[0].script[10].kind else {
+            panic!()
+        };
+        assert_eq!(args.len(), 5);
+        assert_eq!(args[2], Arg::Handle("b".into()));
+        assert_eq!(args[3], Arg::Handle("c".into()));
+
+        let launch = |k: &str, rest: &str| {
+            format!(
+                "{SETUP}c = clCreateBuffer(ctx, 1 MiB)\np = clCreateProgramWithSource(ctx, {k})\n\
+                 k = clCreateKernel(p, {k})\nclEnqueueNDRangeKernel(q, k, {rest})"
+            )
+        };
+        // A wrong count names the kernel and what it takes, and the call as it should read.
+        let text = format!(
+            "{HEAD}[[variants]]\nname = \"v\"\nscript = '''\n{}\n'''\n",
+            launch("spin2", "b, 5 ms")
+        );
+        let p = first(lab(raw::read(&text).unwrap(), &text, Origin::Builtin)).unwrap_err();
+        let d = crate::lab::Diagnostic::from_problem("t.toml", &text, &p).to_string();
+        assert!(
+            d.contains("`clEnqueueNDRangeKernel` with kernel `spin2` (it takes two buffers and a duration) takes 5 arguments (and an optional wait list), found 4"),
+            "{d}"
+        );
+        assert!(
+            d.contains(
+                "clEnqueueNDRangeKernel(queue, kernel, buffer, buffer, 50 ms[, wait [event, …]])"
+            ),
+            "{d}"
+        );
+        let m = mistake(&launch("copy", "b, c, 5 ms"));
+        assert!(
+            matches!(
+                m,
+                Mistake::ArgCount {
+                    kernel: Some(("copy", _)),
+                    ..
+                }
+            ),
+            "{m:?}"
+        );
+        let m = mistake(&launch("pattern", "b, c"));
+        assert!(
+            matches!(
+                m,
+                Mistake::ArgCount {
+                    kernel: Some(("pattern", _)),
+                    ..
+                }
+            ),
+            "{m:?}"
+        );
+        // Every buffer a launch names must be alive, the second as much as the first.
+        let m = mistake(&format!(
+            "{SETUP}c = clCreateBuffer(ctx, 1 MiB)\nclReleaseMemObject(c)\n\
+             p = clCreateProgramWithSource(ctx, copy)\nk = clCreateKernel(p, copy)\n\
+             clEnqueueNDRangeKernel(q, k, b, c)"
+        ));
+        assert!(
+            matches!(m, Mistake::UseAfterRelease { ref name, .. } if name == "c"),
+            "{m:?}"
+        );
+        // A program built from one kernel's source has no other kernel.
+        let m = mistake(&format!(
+            "{SETUP}p = clCreateProgramWithSource(ctx, copy)\nk = clCreateKernel(p, spin)"
+        ));
+        assert!(
+            matches!(m, Mistake::KernelNotInProgram { source: "copy", .. }),
+            "{m:?}"
+        );
+        let m = mistake(&format!("{SETUP}p = clCreateProgramWithSource(ctx, spin3)"));
+        assert!(
+            matches!(
+                m,
+                Mistake::UnknownKernel {
+                    suggestion: Some(_),
+                    ..
+                }
+            ),
+            "{m:?}"
+        );
+        // An undefined kernel object is named before any count.
+        let m = mistake(&format!("{SETUP}clEnqueueNDRangeKernel(q, nope, b)"));
+        assert!(matches!(m, Mistake::UndefinedHandle { .. }), "{m:?}");
+
+        // CUDA names the kernel in the launch itself.
+        let cuda = |script: &str| {
+            let text = HEAD.replace("backend = \"opencl\"", "backend = \"cuda\"")
+                + &format!("[[variants]]\nname = \"v\"\nscript = '''\n{script}\n'''\n");
+            first(lab(raw::read(&text).unwrap(), &text, Origin::Builtin))
+        };
+        let setup = "s = cudaStreamCreate()\na = cudaMalloc(1 MiB)\nb = cudaMalloc(1 MiB)\n";
+        let checked = cuda(&format!(
+            "{setup}cudaLaunchKernel(s, spin2, a, b, 5 ms)\ncudaLaunchKernel(s, copy, a, b)\n\
+             cudaLaunchKernel(s, pattern, b)\ncudaFree(a)\ncudaFree(b)"
+        ))
+        .unwrap();
+        assert_eq!(checked.variants[0].kernels().len(), 3);
+        let m = cuda(&format!("{setup}cudaLaunchKernel(s, copy, a)"))
+            .unwrap_err()
+            .mistake;
+        assert!(
+            matches!(
+                m,
+                Mistake::ArgCount {
+                    kernel: Some(("copy", _)),
+                    found: 3,
+                    ..
+                }
+            ),
+            "{m:?}"
+        );
+        let m = cuda(&format!(
+            "{setup}cudaFree(b)\ncudaLaunchKernel(s, spin2, a, b, 5 ms)"
+        ))
+        .unwrap_err()
+        .mistake;
+        assert!(matches!(m, Mistake::UseAfterRelease { .. }), "{m:?}");
+    }
+
+    #[test]
+    fn kernel_arguments_hold_no_reference_and_user_events_gate_their_waiters() {
+        let enq = "p = clCreateProgramWithSource(ctx, spin2)\nk = clCreateKernel(p, spin2)\n";
+        // A kernel argument is no reference: the lab may release the buffer after it.
+        let ok = format!(
+            "{SETUP}{enq}clSetKernelArg(k, 1, b)\nclReleaseMemObject(b)\nclReleaseKernel(k)"
+        );
+        let checked = check(&ok, "").unwrap();
+        let StmtKind::Call { args, .. } = &checked.variants[0].script[5].kind else {
+            panic!()
+        };
+        assert_eq!(
+            args[1],
+            Arg::Quantity(crate::lab::Quantity {
+                value: Number::Lit(1.0),
+                unit: Unit::None
+            })
+        );
+        let m = mistake(&format!("{SETUP}{enq}clSetKernelArg(k, 2, b)"));
+        assert!(
+            matches!(
+                m,
+                Mistake::KernelArgIndex {
+                    kernel: "spin2",
+                    index: 2,
+                    buffers: 2
+                }
+            ),
+            "{m:?}"
+        );
+        let m = mistake(&format!("{SETUP}{enq}clSetKernelArg(k, 1 MiB, b)"));
+        assert!(matches!(m, Mistake::ArgType { position: 2, .. }), "{m:?}");
+        let m = mistake(&format!(
+            "{SETUP}{enq}clReleaseMemObject(b)\nclSetKernelArg(k, 0, b)"
+        ));
+        assert!(matches!(m, Mistake::UseAfterRelease { .. }), "{m:?}");
+
+        // A user event holds back what waits for it, and the queue behind it.
+        let ok = format!(
+            "{SETUP}u = clCreateUserEvent(ctx)\n\
+             e = clEnqueueFillBuffer(q, b, wait [u])\n\
+             r = clEnqueueReadBuffer(q, b, CL_FALSE)\n\
+             clFlush(q)\n\
+             clSetUserEventStatus(u, CL_COMPLETE)\n\
+             clWaitForEvents(e, r)\n\
+             clFinish(q)\n\
+             clReleaseEvent(u)"
+        );
+        assert!(check(&ok, "").is_ok());
+        let held = format!(
+            "{SETUP}u = clCreateUserEvent(ctx)\ne = clEnqueueFillBuffer(q, b, wait [u])\n\
+             r = clEnqueueReadBuffer(q, b, CL_FALSE)\n"
+        );
+        for wait in [
+            "clFinish(q)",
+            "clWaitForEvents(u)",
+            "clWaitForEvents(r)",
+            "clEnqueueReadBuffer(q, b, CL_TRUE)",
+            "clReleaseCommandQueue(q)",
+        ] {
+            let m = mistake(&format!("{held}{wait}"));
+            assert!(
+                matches!(m, Mistake::WaitsForever { ref user_event, .. } if user_event == "u"),
+                "{wait}: {m:?}"
+            );
+        }
+        // Another queue is not held back; a blocking read on it may wait.
+        assert!(
+            check(
+                &format!(
+                    "{held}q2 = clCreateCommandQueue(ctx)\nclEnqueueReadBuffer(q2, b, CL_TRUE)\nclFinish(q2)"
+                ),
+                ""
+            )
+            .is_ok()
+        );
+        let m = mistake(&format!(
+            "{held}clSetUserEventStatus(u, CL_COMPLETE)\nclSetUserEventStatus(u, CL_COMPLETE)"
+        ));
+        assert!(matches!(m, Mistake::UserEventSetTwice { .. }), "{m:?}");
+        let m = mistake(&format!("{held}clSetUserEventStatus(e, CL_COMPLETE)"));
+        assert!(matches!(m, Mistake::NotUserEvent { .. }), "{m:?}");
+        let m = mistake(&format!("{held}clSetUserEventStatus(u, CL_TRUE)"));
+        assert!(matches!(m, Mistake::ArgType { .. }), "{m:?}");
+        // The second set is the lesson when the line says so.
+        assert!(
+            check(
+                &format!(
+                    "{held}clSetUserEventStatus(u, CL_COMPLETE)\nclSetUserEventStatus(u, CL_COMPLETE)  # expect-error"
+                ),
+                ""
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
     fn wait_lists_flags_sub_buffers_and_maps() {
         let enq = "p = clCreateProgramWithSource(ctx, spin)\nk = clCreateKernel(p, spin)\n";
         let ok = format!(

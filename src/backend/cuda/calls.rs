@@ -11,6 +11,7 @@ use super::load::GPULAB_BAD_OPERANDS;
 use super::{CudaBackend, Entry, Pending, spin};
 use crate::backend::{DriverError, ObjId, Operand, Outcome};
 use crate::clock::now_ns;
+use crate::lab::api::KernelSpec;
 use crate::lab::{Api, ObjKind};
 
 fn bad(what: &str) -> DriverError {
@@ -206,18 +207,36 @@ impl CudaBackend {
             }
             Api::CudaLaunchKernel => {
                 let (qid, s) = self.raw(ops, 0, K::Stream)?;
-                match ops.get(1) {
-                    Some(Operand::Kernel(k)) if k == "spin" => {}
-                    _ => return Err(bad("unknown kernel")),
+                let spec = match ops.get(1) {
+                    Some(Operand::Kernel(k)) => KernelSpec::lookup(k),
+                    _ => None,
+                };
+                let spec = spec.ok_or_else(|| bad("unknown kernel"))?;
+                let func = self
+                    .funcs
+                    .iter()
+                    .find(|(n, _)| *n == spec.name)
+                    .map(|(_, f)| *f)
+                    .ok_or_else(|| bad("kernel not loaded"))?;
+                let mut bufs = Vec::with_capacity(spec.buffers());
+                for i in 0..spec.buffers() {
+                    let (bid, p) = self.raw(ops, 2 + i, K::Buffer)?;
+                    bufs.push((p, self.bytes_of(bid)));
                 }
-                let (bid, p) = self.raw(ops, 2, K::Buffer)?;
-                let cycles = self.cal.cycles(ms_at(ops, 3)?);
-                let words = self.bytes_of(bid) / 4;
-                let (func, grid) = (self.func, self.cal.sms);
-                self.timed(seq, qid, stream(s), "spin", || {
-                    // SAFETY: `func` is the loaded spin function; `s` the lab's stream
-                    // and `p` its buffer of `words` u32s (a freed one is the lab's point).
-                    unsafe { spin::launch(func, stream(s), grid, p, words, cycles) }
+                // A timed kernel has one block per SM (two can run side by side);
+                // copy and pattern take as many blocks as keep the SMs busy.
+                let (cycles, grid) = if spec.timed() {
+                    let ms = ms_at(ops, 2 + bufs.len())?;
+                    (Some(self.cal.cycles(ms)), self.cal.sms)
+                } else {
+                    (None, self.cal.sms.saturating_mul(8))
+                };
+                self.timed(seq, qid, stream(s), spec.name, || {
+                    // SAFETY: `func` is the loaded function of `spec`, whose
+                    // signature is launch's layout for these buffers; `s` is the
+                    // lab's stream and each buffer holds its bytes (a freed one is
+                    // the lab's point).
+                    unsafe { spin::launch(func, stream(s), grid, &bufs, cycles) }
                 })
             }
             Api::CudaMemcpyAsync => {

@@ -51,7 +51,8 @@ struct Pending {
 pub struct CudaBackend {
     info: DeviceInfo,
     pool: sys::CUmemoryPool,
-    func: sys::CUfunction,
+    /// Every kernel's function, loaded at open (`spin::load`).
+    funcs: spin::Functions,
     cal: Calibration,
     clock: EventClock,
     objects: HashMap<ObjId, Entry>,
@@ -178,7 +179,12 @@ impl CudaBackend {
             nvrtc: spin::nvrtc_version(),
         };
         let (ptx, _from_cache) = spin::ptx(&key).map_err(BackendError::Setup)?;
-        let (_module, func) = spin::load(&ptx).map_err(setup("cuModuleLoadData"))?;
+        let (_module, funcs) = spin::load(&ptx).map_err(setup("cuModuleLoadData"))?;
+        let func = funcs
+            .iter()
+            .find(|(n, _)| *n == "spin")
+            .map(|(_, f)| *f)
+            .ok_or_else(|| BackendError::Setup("CUDA: the module has no spin kernel".into()))?;
         let private =
             result::stream::create(StreamKind::Default).map_err(setup("cuStreamCreate"))?;
         let clock = EventClock::new(private, 5).map_err(setup("event clock"))?;
@@ -205,7 +211,7 @@ impl CudaBackend {
         Ok(CudaBackend {
             info,
             pool,
-            func,
+            funcs,
             cal,
             clock,
             objects: HashMap::new(),
@@ -265,7 +271,7 @@ fn calibrate(
         // SAFETY: our event, and gpulab's own stream of the current context.
         unsafe { result::event::record(a, stream) }?;
         // SAFETY: `func` was just loaded, `stream` is gpulab's own; no buffer (0 words).
-        unsafe { spin::launch(func, stream, cal.sms, 0, 0, cal.cycles(target)) }?;
+        unsafe { spin::launch(func, stream, cal.sms, &[(0, 0)], Some(cal.cycles(target))) }?;
         // SAFETY: events and stream are live.
         unsafe {
             result::event::record(b, stream)?;

@@ -1,6 +1,8 @@
-//! The CUDA spin kernel: compiled at run time with NVRTC for the device's compute
-//! capability, its PTX cached per device and driver under `$XDG_CACHE_HOME/gpulab/`,
-//! loaded once when the backend opens, and calibrated so `N ms` means N ms.
+//! The CUDA kernels of `labs/kernels/*.cu`: compiled together at run time with
+//! NVRTC for the device's compute capability, their PTX cached per device and
+//! driver under `$XDG_CACHE_HOME/gpulab/`, loaded once when the backend opens. The
+//! timed ones (`spin`, `spin2`) count SM clock cycles, calibrated so `N ms` means
+//! N ms.
 
 use std::ffi::c_void;
 use std::path::PathBuf;
@@ -9,9 +11,21 @@ use cudarc::driver::{result, sys};
 
 use super::load::GPULAB_BAD_OPERANDS;
 use crate::backend::DriverError;
+use crate::lab::api::KERNELS;
 
-pub const SOURCE: &str = include_str!("../../../labs/kernels/spin.cu");
-pub const KERNEL: &std::ffi::CStr = c"spin";
+/// Every kernel's source in one module, so one compile and one load serve all.
+pub const SOURCE: &str = concat!(
+    include_str!("../../../labs/kernels/spin.cu"),
+    "\n",
+    include_str!("../../../labs/kernels/spin2.cu"),
+    "\n",
+    include_str!("../../../labs/kernels/copy.cu"),
+    "\n",
+    include_str!("../../../labs/kernels/pattern.cu"),
+);
+
+/// The loaded module's functions, one per entry of `KERNELS`, in that order.
+pub type Functions = Vec<(&'static str, sys::CUfunction)>;
 /// Threads per block; the grid has one block per SM, so two spin kernels on two
 /// streams can run side by side (an SM holds many such blocks).
 pub const BLOCK: u32 = 128;
@@ -71,7 +85,9 @@ pub fn ptx(key: &PtxKey) -> Result<(String, bool), String> {
     let path = cache_dir().map(|d| d.join(key.file_name()));
     if let Some(p) = &path
         && let Ok(text) = std::fs::read_to_string(p)
-        && text.contains(".entry spin")
+        && KERNELS
+            .iter()
+            .all(|k| text.contains(&format!(".entry {}(", k.name)))
     {
         return Ok((text, true));
     }
@@ -80,7 +96,7 @@ pub fn ptx(key: &PtxKey) -> Result<(String, bool), String> {
         ..Default::default()
     };
     let ptx = cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
-        .map_err(|e| format!("NVRTC could not compile labs/kernels/spin.cu: {e:?}"))?;
+        .map_err(|e| format!("NVRTC could not compile labs/kernels/*.cu: {e:?}"))?;
     let text = ptx.to_src();
     if let Some(p) = &path {
         if let Some(dir) = p.parent() {
@@ -99,17 +115,25 @@ pub fn nvrtc_version() -> (i32, i32) {
     (major, minor)
 }
 
-/// Loads `ptx` into the current context and returns the spin function.
-pub fn load(ptx: &str) -> Result<(sys::CUmodule, sys::CUfunction), DriverError> {
+/// Loads `ptx` into the current context and returns every kernel's function.
+pub fn load(ptx: &str) -> Result<(sys::CUmodule, Functions), DriverError> {
     let image = std::ffi::CString::new(ptx).map_err(|_| DriverError {
         code: GPULAB_BAD_OPERANDS,
         name: "GPULAB_BAD_OPERANDS (PTX with a NUL byte)".into(),
     })?;
     // SAFETY: `image` is a NUL-terminated PTX text that lives across the call.
     let module = unsafe { result::module::load_data(image.as_ptr().cast()) }?;
-    // SAFETY: `module` was just loaded.
-    let func = unsafe { result::module::get_function(module, KERNEL.to_owned()) }?;
-    Ok((module, func))
+    let mut funcs = Vec::with_capacity(KERNELS.len());
+    for k in KERNELS {
+        let name = std::ffi::CString::new(k.name).map_err(|_| DriverError {
+            code: GPULAB_BAD_OPERANDS,
+            name: "GPULAB_BAD_OPERANDS (kernel name with a NUL byte)".into(),
+        })?;
+        // SAFETY: `module` was just loaded.
+        let func = unsafe { result::module::get_function(module, name) }?;
+        funcs.push((k.name, func));
+    }
+    Ok((module, funcs))
 }
 
 /// Milliseconds to SM clock cycles: the clock rate the device reports, corrected by
@@ -127,27 +151,30 @@ impl Calibration {
     }
 }
 
-/// Enqueues one spin of `cycles` on `stream` over `words` u32s at `buf`.
+/// Enqueues one launch of `func` on `stream` in the layout every `.cu` kernel
+/// shares: each buffer's pointer, then each buffer's size in u32 words, then the
+/// clock cycles for a timed kernel.
 ///
 /// # Safety
-/// `func` must be the spin function of a loaded module and `stream` a live stream
-/// (or null) of the current context; `buf` must hold `words` u32s, or `words` be 0.
+/// `func` must be a function of the loaded module whose signature has that
+/// layout for `bufs.len()` buffers and `cycles`, and `stream` a live stream (or
+/// null) of the current context; each buffer must hold its bytes (or be freed,
+/// which is a lab's point).
 pub unsafe fn launch(
     func: sys::CUfunction,
     stream: sys::CUstream,
     grid: u32,
-    buf: sys::CUdeviceptr,
-    words: u64,
-    cycles: i64,
+    bufs: &[(sys::CUdeviceptr, u64)],
+    cycles: Option<i64>,
 ) -> Result<(), DriverError> {
-    let (mut b, mut w, mut c) = (buf, words, cycles);
-    let mut params: [*mut c_void; 3] = [
-        (&raw mut b).cast(),
-        (&raw mut w).cast(),
-        (&raw mut c).cast(),
-    ];
-    // SAFETY: `params` points to three values matching spin's (ptr, u64, i64)
-    // signature, alive across the call (the driver copies them at launch).
+    // Pointers, u64 word counts and the i64 cycle count are all 8 bytes; the
+    // driver reads each parameter through its pointer, with the kernel's type.
+    let mut values: Vec<u64> = bufs.iter().map(|&(p, _)| p).collect();
+    values.extend(bufs.iter().map(|&(_, bytes)| bytes / 4));
+    values.extend(cycles.map(|c| c as u64));
+    let mut params: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
+    // SAFETY: `params` points to one 8-byte value per parameter of `func`, alive
+    // and unmoved across the call (the driver copies them at launch).
     unsafe {
         result::launch_kernel(
             func,
@@ -228,6 +255,12 @@ mod tests {
     fn the_kernel_source_touches_its_buffer_and_reads_the_clock() {
         assert!(SOURCE.contains("clock64()"));
         assert!(SOURCE.contains("buf[i] ="));
-        assert!(SOURCE.contains("extern \"C\" __global__ void spin"));
+        for k in KERNELS {
+            assert!(
+                SOURCE.contains(&format!("extern \"C\" __global__ void {}(", k.name)),
+                "{}",
+                k.name
+            );
+        }
     }
 }

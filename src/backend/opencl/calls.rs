@@ -1,7 +1,7 @@
 //! One script line, one raw cl3 call: the dispatch from `Api` to the driver, with
 //! the few documented helpers (kernel arguments, destructor and event callbacks).
 
-use std::ffi::c_void;
+use std::ffi::{CString, c_void};
 use std::ptr;
 
 use cl3::command_queue::{
@@ -17,8 +17,8 @@ use cl3::error_codes::{
     CL_INVALID_MEM_OBJECT, CL_INVALID_PROGRAM, CL_OUT_OF_HOST_MEMORY,
 };
 use cl3::event::{
-    CL_COMPLETE, CL_EVENT_REFERENCE_COUNT, get_event_info, release_event, retain_event,
-    set_event_callback, wait_for_events,
+    CL_COMPLETE, CL_EVENT_REFERENCE_COUNT, create_user_event, get_event_info, release_event,
+    retain_event, set_event_callback, set_user_event_status, wait_for_events,
 };
 use cl3::info_type::InfoType;
 use cl3::kernel::{create_kernel, release_kernel, retain_kernel};
@@ -38,6 +38,7 @@ use super::errors::{GPULAB_BAD_OPERANDS, GPULAB_HOST_ALLOC_FAILED, driver_error}
 use super::{Entry, OpenClBackend, Pending, create_profiling_queue, release_queue, spin};
 use crate::backend::{DriverError, ObjId, Operand, Outcome};
 use crate::clock::now_ns;
+use crate::lab::api::KernelSpec;
 use crate::lab::{Api, ClFlag, ObjKind};
 
 /// Zeroed host memory from `calloc` (untouched pages stay uncommitted), so a huge
@@ -275,11 +276,12 @@ impl OpenClBackend {
             }
             Api::ClCreateProgramWithSource => {
                 let (_, ctx) = self.arg(ops, 0, K::Context)?;
-                match ops.get(1) {
-                    Some(Operand::Kernel(k)) if k == "spin" => {}
-                    _ => return Err(bad("unknown kernel source")),
-                }
-                let p = ok(create_program_with_source(ctx, &[spin::SOURCE]))?;
+                let source = match ops.get(1) {
+                    Some(Operand::Kernel(k)) => spin::source(k),
+                    _ => None,
+                };
+                let source = source.ok_or_else(|| bad("unknown kernel source"))?;
+                let p = ok(create_program_with_source(ctx, &[source]))?;
                 Ok(self.created(K::Program, p, 0))
             }
             Api::ClBuildProgram => {
@@ -298,30 +300,47 @@ impl OpenClBackend {
             }
             Api::ClCreateKernel => {
                 let (_, p) = self.arg(ops, 0, K::Program)?;
-                match ops.get(1) {
-                    Some(Operand::Kernel(k)) if k == "spin" => {}
-                    _ => return Err(bad("unknown kernel")),
+                let spec = match ops.get(1) {
+                    Some(Operand::Kernel(k)) => KernelSpec::lookup(k),
+                    _ => None,
+                };
+                let spec = spec.ok_or_else(|| bad("unknown kernel"))?;
+                let name = CString::new(spec.name).map_err(|_| bad("kernel name"))?;
+                let k = ok(create_kernel(p, &name))?;
+                let out = self.created(K::Kernel, k, 0);
+                if let Some(id) = out.created {
+                    self.kernels.insert(id, spec);
                 }
-                let k = ok(create_kernel(p, spin::KERNEL))?;
-                Ok(self.created(K::Kernel, k, 0))
+                Ok(out)
             }
             Api::ClEnqueueNDRangeKernel => {
                 let (qid, q) = self.arg(ops, 0, K::Queue)?;
-                let (_, k) = self.arg(ops, 1, K::Kernel)?;
-                let (bid, buf) = self.arg(ops, 2, K::Buffer)?;
-                let Some(&Operand::Ms(ms)) = ops.get(3) else {
-                    return Err(bad("expected a duration"));
+                let (kid, k) = self.arg(ops, 1, K::Kernel)?;
+                let spec = *self
+                    .kernels
+                    .get(&kid)
+                    .ok_or_else(|| bad("unknown kernel"))?;
+                let mut bufs = Vec::with_capacity(spec.buffers());
+                for i in 0..spec.buffers() {
+                    let (bid, buf) = self.arg(ops, 2 + i, K::Buffer)?;
+                    bufs.push((buf, self.objects.get(&bid).map_or(0, |e| e.bytes)));
+                }
+                let (iters, shape) = if spec.timed() {
+                    let Some(&Operand::Ms(ms)) = ops.get(2 + bufs.len()) else {
+                        return Err(bad("expected a duration"));
+                    };
+                    let cal = self
+                        .calibration_of(spec.name)
+                        .ok_or_else(|| bad("the kernel was not calibrated when the run started"))?;
+                    let bytes = bufs.iter().map(|(_, b)| b).sum();
+                    (Some(cal.iterations_over(ms, bytes)), cal.shape)
+                } else {
+                    (None, self.shape.bulk())
                 };
-                let bytes = self.objects.get(&bid).map_or(0, |e| e.bytes);
                 let wait = self.wait_list(ops)?;
-                ok(spin::set_args(
-                    k,
-                    buf,
-                    self.cal.iterations_over(ms, bytes),
-                    bytes,
-                ))?;
-                let (ev, h0, h1) = ok(spin::enqueue(q, k, self.cal.shape, &wait))?;
-                Ok(self.track(seq, qid, "spin", ev, h0, h1, None, want_event, false))
+                ok(spin::set_args(k, &bufs, iters))?;
+                let (ev, h0, h1) = ok(spin::enqueue(q, k, shape, &wait))?;
+                Ok(self.track(seq, qid, spec.name, ev, h0, h1, None, want_event, false))
             }
             Api::ClEnqueueReadBuffer | Api::ClEnqueueWriteBuffer => {
                 let (qid, q) = self.arg(ops, 0, K::Queue)?;
@@ -470,6 +489,23 @@ impl OpenClBackend {
                 let h1 = now_ns();
                 let name = if barrier { "barrier" } else { "marker" };
                 Ok(self.track(seq, qid, name, ev, h0, h1, None, want_event, false))
+            }
+            Api::ClSetKernelArg => {
+                let (_, k) = self.arg(ops, 0, K::Kernel)?;
+                let Some(&Operand::Index(index)) = ops.get(1) else {
+                    return Err(bad("expected an argument index"));
+                };
+                let (_, buf) = self.arg(ops, 2, K::Buffer)?;
+                ok(spin::set_buffer_arg(k, index, buf)).map(|()| Outcome::default())
+            }
+            Api::ClCreateUserEvent => {
+                let (_, ctx) = self.arg(ops, 0, K::Context)?;
+                let ev = ok(create_user_event(ctx))?;
+                Ok(self.created(K::Event, ev, 0))
+            }
+            Api::ClSetUserEventStatus => {
+                let (_, ev) = self.arg(ops, 0, K::Event)?;
+                ok(set_user_event_status(ev, CL_COMPLETE)).map(|()| Outcome::default())
             }
             Api::ClFinish => ok(finish(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
             Api::ClFlush => ok(flush(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),

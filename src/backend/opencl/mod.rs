@@ -36,6 +36,7 @@ use self::callbacks::{Arrival, Sink};
 use self::calls::HostBuf;
 use super::discover::{self, parse_cl_version};
 use super::{Backend, BackendError, DeviceInfo, DriverError, Notice, ObjId, Operand, Outcome};
+use crate::lab::api::KernelSpec;
 use crate::lab::{Api, ObjKind};
 
 /// A lab object: its raw handle, the references the lab holds on it as gpulab
@@ -64,7 +65,12 @@ pub struct OpenClBackend {
     info: DeviceInfo,
     device: cl_device_id,
     platform_version: (u32, u32),
-    cal: Calibration,
+    /// Each timed kernel's calibration, `spin`'s first.
+    cals: Vec<(&'static str, Calibration)>,
+    /// The launch shape of every kernel (a timed one's is its calibration's).
+    shape: Shape,
+    /// The kernel each lab kernel object runs (`clCreateKernel`'s name).
+    kernels: HashMap<ObjId, &'static KernelSpec>,
     sink: Arc<Sink>,
     objects: HashMap<ObjId, Entry>,
     next_id: ObjId,
@@ -134,6 +140,15 @@ impl OpenClBackend {
     /// case-insensitive name substring; `None` picks the first GPU, else the first
     /// device. Calibrates the spin kernel on private objects released before return.
     pub fn open(selector: Option<&str>) -> Result<Self, BackendError> {
+        Self::open_for(selector, &[])
+    }
+
+    /// As `open`, and calibrates each timed kernel of `kernels` too (the ones a
+    /// lab's script launches), so no script line hides a calibration.
+    pub fn open_for(
+        selector: Option<&str>,
+        kernels: &[&'static KernelSpec],
+    ) -> Result<Self, BackendError> {
         let all = discover::enumerate()?;
         let found = discover::select(&all, selector)?;
         let platform_version = parse_cl_version(&found.dev.platform_version);
@@ -142,19 +157,34 @@ impl OpenClBackend {
             .max_work_group_size()
             .unwrap_or(1);
         let shape = Shape::for_device(found.dev.kind, max_wg);
-        let (cal, runs) =
-            spin::calibrate(found.device, platform_version, shape).map_err(|why| {
-                BackendError::Setup(format!("{} ({}): {why}", info.name, info.platform))
-            })?;
+        let mut timed: Vec<&'static KernelSpec> = KernelSpec::lookup("spin").into_iter().collect();
+        for k in kernels.iter().copied().filter(|k| k.timed()) {
+            if !timed.iter().any(|t| t.name == k.name) {
+                timed.push(k);
+            }
+        }
         let mut clock = ClockMap::default();
-        for r in &runs {
-            clock.observe(r.h0, r.h1, r.stamps.queued);
+        let mut cals = Vec::new();
+        for k in timed {
+            let (cal, runs) =
+                spin::calibrate(found.device, platform_version, shape, k).map_err(|why| {
+                    BackendError::Setup(format!(
+                        "{} ({}): {} {why}",
+                        info.name, info.platform, k.name
+                    ))
+                })?;
+            for r in &runs {
+                clock.observe(r.h0, r.h1, r.stamps.queued);
+            }
+            cals.push((k.name, cal));
         }
         Ok(OpenClBackend {
             info,
             device: found.device,
             platform_version,
-            cal,
+            cals,
+            shape,
+            kernels: HashMap::new(),
             sink: Arc::new(Sink::default()),
             objects: HashMap::new(),
             next_id: 1,
@@ -175,8 +205,14 @@ impl OpenClBackend {
         self.last_build_log.as_deref()
     }
 
-    pub fn calibration(&self) -> &Calibration {
-        &self.cal
+    /// The spin kernel's calibration.
+    pub fn calibration(&self) -> Option<&Calibration> {
+        self.calibration_of("spin")
+    }
+
+    /// The calibration of timed kernel `name`, when this backend made one.
+    pub fn calibration_of(&self, name: &str) -> Option<&Calibration> {
+        self.cals.iter().find(|(n, _)| *n == name).map(|(_, c)| c)
     }
 
     pub fn clock(&self) -> &ClockMap {

@@ -1,4 +1,5 @@
-//! The spin kernel: its source, the launch shape, and the calibration that turns a
+//! The kernels of `labs/kernels/`: their sources, their arguments, the launch
+//! shape, and the calibration that turns a timed kernel's (`spin`, `spin2`)
 //! requested duration into loop iterations for this device.
 //!
 //! Calibration runs at `open` on a private context, queue, program and buffer,
@@ -25,8 +26,20 @@ use super::{create_profiling_queue, release_queue};
 use crate::backend::DeviceKind;
 use crate::clock::now_ns;
 
-pub const SOURCE: &str = include_str!("../../../labs/kernels/spin.cl");
-pub const KERNEL: &std::ffi::CStr = c"spin";
+use crate::lab::api::KernelSpec;
+
+/// Each kernel's OpenCL C source, by name; each file defines that one kernel.
+const SOURCES: &[(&str, &str)] = &[
+    ("spin", include_str!("../../../labs/kernels/spin.cl")),
+    ("spin2", include_str!("../../../labs/kernels/spin2.cl")),
+    ("copy", include_str!("../../../labs/kernels/copy.cl")),
+    ("pattern", include_str!("../../../labs/kernels/pattern.cl")),
+];
+
+/// The source of kernel `name` (`None` for a name `KERNELS` does not list).
+pub fn source(name: &str) -> Option<&'static str> {
+    SOURCES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
 
 /// Bytes of the private buffer calibration touches (one page).
 const CAL_BYTES: usize = 4096;
@@ -45,6 +58,18 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// The shape of a kernel whose time is its work (`copy`, `pattern`): on a GPU,
+    /// 1,024 work-groups share the words; on a CPU device, as a spin.
+    pub fn bulk(self) -> Shape {
+        match self.global {
+            1 => self,
+            n => Shape {
+                global: n * 1024,
+                local: self.local,
+            },
+        }
+    }
+
     pub fn for_device(kind: DeviceKind, max_work_group: usize) -> Shape {
         let n = match kind {
             DeviceKind::Cpu => 1,
@@ -77,7 +102,8 @@ impl Calibration {
         self.iterations_over(ms, 0)
     }
 
-    /// Loop iterations for a spin of `ms` that first touches a buffer of `bytes`.
+    /// Loop iterations for a spin of `ms` that first touches buffers of `bytes`
+    /// in all.
     pub fn iterations_over(&self, ms: f64, bytes: u64) -> cl_ulong {
         if !ms.is_finite() || ms <= 0.0 {
             return 0;
@@ -108,16 +134,44 @@ impl Run {
     }
 }
 
-/// Sets the three spin arguments; `buf` must be a live buffer of `bytes`.
-pub fn set_args(k: cl_kernel, buf: cl_mem, iters: cl_ulong, bytes: u64) -> Result<(), cl_int> {
-    let words: cl_ulong = bytes / 4;
-    // SAFETY: argument 0 is `__global uint *` (a cl_mem), 1 and 2 are `ulong`; each
-    // pointer is to a local of exactly the size passed, read during the call only.
+/// Sets buffer argument `index` (a kernel's buffers come first), the one
+/// `clSetKernelArg` a script line may make itself.
+pub fn set_buffer_arg(k: cl_kernel, index: u32, buf: cl_mem) -> Result<(), cl_int> {
+    // SAFETY: arguments below the kernel's buffer count are `__global uint *` (a
+    // cl_mem); the pointer is to a local of that size, read during the call only.
     unsafe {
-        set_kernel_arg(k, 0, size_of::<cl_mem>(), (&raw const buf).cast::<c_void>())?;
-        set_kernel_arg(k, 1, size_of::<cl_ulong>(), (&raw const iters).cast())?;
-        set_kernel_arg(k, 2, size_of::<cl_ulong>(), (&raw const words).cast())
+        set_kernel_arg(
+            k,
+            index,
+            size_of::<cl_mem>(),
+            (&raw const buf).cast::<c_void>(),
+        )
     }
+}
+
+/// Sets every argument of a launch in the layout all of `labs/kernels/*.cl`
+/// share: the buffers, then the loop's iterations for a timed kernel, then each
+/// buffer's size in 32-bit words. `bufs` are live buffers with their bytes.
+pub fn set_args(
+    k: cl_kernel,
+    bufs: &[(cl_mem, u64)],
+    iters: Option<cl_ulong>,
+) -> Result<(), cl_int> {
+    let mut index = 0;
+    for &(buf, _) in bufs {
+        set_buffer_arg(k, index, buf)?;
+        index += 1;
+    }
+    let ulongs = iters
+        .into_iter()
+        .chain(bufs.iter().map(|&(_, bytes)| bytes / 4));
+    for value in ulongs {
+        // SAFETY: the arguments after the buffers are `ulong`; the pointer is to a
+        // local of exactly that size, read during the call only.
+        unsafe { set_kernel_arg(k, index, size_of::<cl_ulong>(), (&raw const value).cast()) }?;
+        index += 1;
+    }
+    Ok(())
 }
 
 /// Enqueues one spin launch; returns the event (caller owns it) and host stamps.
@@ -190,23 +244,26 @@ fn timed(
     q: cl_command_queue,
     k: cl_kernel,
     buf: cl_mem,
-    shape: Shape,
+    launch: Launch,
     iters: u64,
 ) -> Result<Run, String> {
-    timed_bytes(q, k, buf, shape, iters, CAL_BYTES as u64)
+    timed_bytes(q, k, buf, launch, iters, CAL_BYTES as u64)
 }
 
-/// One run of `iters` loop iterations that first touches `bytes` of `buf`.
+/// One run of `iters` loop iterations that first touches `bytes` of `buf`, which
+/// is passed for every buffer the kernel takes (`spin2` touches it twice).
 fn timed_bytes(
     q: cl_command_queue,
     k: cl_kernel,
     buf: cl_mem,
-    shape: Shape,
+    launch: Launch,
     iters: u64,
     bytes: u64,
 ) -> Result<Run, String> {
-    set_args(k, buf, iters, bytes).map_err(|e| step("clSetKernelArg", e))?;
-    let (ev, h0, h1) = enqueue(q, k, shape, &[]).map_err(|e| step("clEnqueueNDRangeKernel", e))?;
+    let bufs = vec![(buf, bytes); launch.buffers];
+    set_args(k, &bufs, Some(iters)).map_err(|e| step("clSetKernelArg", e))?;
+    let (ev, h0, h1) =
+        enqueue(q, k, launch.shape, &[]).map_err(|e| step("clEnqueueNDRangeKernel", e))?;
     let waited = wait_for_events(&[ev]);
     let stamps = read_stamps(ev);
     // SAFETY: `ev` is calibration's own event, released once, after its info was read.
@@ -225,13 +282,34 @@ fn step(call: &str, code: cl_int) -> String {
     format!("calibration: {call} failed: {}", super::errors::name(code))
 }
 
-/// Builds the spin kernel on a private context and fits its speed on `device`.
+/// What calibration launches: the shape, and how many buffer arguments the
+/// kernel takes (calibration passes its one buffer for each).
+#[derive(Debug, Clone, Copy)]
+struct Launch {
+    shape: Shape,
+    buffers: usize,
+}
+
+/// Builds the timed kernel `kernel` on a private context and fits its speed on
+/// `device`.
 pub fn calibrate(
     device: cl_device_id,
     platform_version: (u32, u32),
     shape: Shape,
+    kernel: &KernelSpec,
 ) -> Result<(Calibration, Vec<Run>), String> {
     let t0 = now_ns();
+    let launch = Launch {
+        shape,
+        buffers: kernel.buffers(),
+    };
+    let (Some(source), Ok(name)) = (source(kernel.name), std::ffi::CString::new(kernel.name))
+    else {
+        return Err(format!(
+            "calibration: no source for kernel `{}`",
+            kernel.name
+        ));
+    };
     let mut p = Private::default();
     let ctx = create_context(&[device], ptr::null(), None, ptr::null_mut())
         .map_err(|e| step("clCreateContext", e))?;
@@ -240,12 +318,12 @@ pub fn calibrate(
         create_profiling_queue(ctx, device, platform_version, false)
             .map_err(|e| step("clCreateCommandQueue", e))?,
     );
-    let prog = create_program_with_source(ctx, &[SOURCE])
+    let prog = create_program_with_source(ctx, &[source])
         .map_err(|e| step("clCreateProgramWithSource", e))?;
     p.prog = Some(prog);
     build_program(prog, &[device], c"", None, ptr::null_mut())
         .map_err(|e| step("clBuildProgram", e))?;
-    p.k = Some(create_kernel(prog, KERNEL).map_err(|e| step("clCreateKernel", e))?);
+    p.k = Some(create_kernel(prog, &name).map_err(|e| step("clCreateKernel", e))?);
     // SAFETY: no host pointer is passed, so the flags need none.
     let buf = unsafe { create_buffer(ctx, CL_MEM_READ_WRITE, CAL_BYTES, ptr::null_mut()) }
         .map_err(|e| step("clCreateBuffer", e))?;
@@ -255,7 +333,7 @@ pub fn calibrate(
         _ => return Err("calibration: setup incomplete".into()),
     };
 
-    let mut runs = vec![timed(q, k, buf, shape, 1_000)?]; // warm-up (first-launch JIT)
+    let mut runs = vec![timed(q, k, buf, launch, 1_000)?]; // warm-up (first-launch JIT)
     // A busy host only ever makes a run take longer (the kernel's threads lose
     // the CPU), so each point is the quickest of `REPEATS` runs, and a fit that
     // still makes no sense is measured again: under load a single run once timed
@@ -263,7 +341,7 @@ pub fn calibrate(
     let mut attempt = 0;
     let (launch_ms, ms_per_iter) = loop {
         attempt += 1;
-        let points = fit_points(q, k, buf, shape, &mut runs)?;
+        let points = fit_points(q, k, buf, launch, &mut runs)?;
         let (launch_ms, ms_per_iter) = fit(&points);
         if ms_per_iter.is_finite() && ms_per_iter > 0.0 {
             break (launch_ms, ms_per_iter);
@@ -276,7 +354,7 @@ pub fn calibrate(
         }
     };
     let page_ms = if shape.global == 1 {
-        touch_ms_per_page(ctx, q, k, shape, &mut runs)?
+        touch_ms_per_page(ctx, q, k, launch, &mut runs)?
     } else {
         0.0
     };
@@ -299,7 +377,7 @@ fn touch_ms_per_page(
     ctx: cl_context,
     q: cl_command_queue,
     k: cl_kernel,
-    shape: Shape,
+    launch: Launch,
     runs: &mut Vec<Run>,
 ) -> Result<f64, String> {
     let host = vec![0u8; TOUCH_BYTES];
@@ -316,7 +394,7 @@ fn touch_ms_per_page(
     let mut timed_over = |bytes: u64| -> Result<f64, String> {
         let mut best = f64::INFINITY;
         for _ in 0..REPEATS {
-            let r = timed_bytes(q, k, big, shape, 0, bytes)?;
+            let r = timed_bytes(q, k, big, launch, 0, bytes)?;
             runs.push(r);
             best = best.min(r.ms());
         }
@@ -324,8 +402,11 @@ fn touch_ms_per_page(
     };
     let measured = timed_over(PAGE_BYTES).and_then(|one| {
         let all = timed_over(TOUCH_BYTES as u64)?;
+        // Every buffer argument was the big buffer: each of its pages was touched
+        // once per buffer the kernel takes.
         let pages = (TOUCH_BYTES as u64 / PAGE_BYTES) as f64;
-        Ok(((all - one) / (pages - 1.0)).max(0.0))
+        let touches = (pages - 1.0) * launch.buffers.max(1) as f64;
+        Ok(((all - one) / touches).max(0.0))
     });
     // SAFETY: the buffer was created above and no command uses it any more.
     let _ = unsafe { release_mem_object(big) };
@@ -342,13 +423,13 @@ fn quickest(
     q: cl_command_queue,
     k: cl_kernel,
     buf: cl_mem,
-    shape: Shape,
+    launch: Launch,
     iters: u64,
     runs: &mut Vec<Run>,
 ) -> Result<Run, String> {
     let mut best: Option<Run> = None;
     for _ in 0..REPEATS {
-        let r = timed(q, k, buf, shape, iters)?;
+        let r = timed(q, k, buf, launch, iters)?;
         runs.push(r);
         if best.is_none_or(|b| r.ms() < b.ms()) {
             best = Some(r);
@@ -362,12 +443,12 @@ fn fit_points(
     q: cl_command_queue,
     k: cl_kernel,
     buf: cl_mem,
-    shape: Shape,
+    launch: Launch,
     runs: &mut Vec<Run>,
 ) -> Result<Vec<Run>, String> {
     let mut iters: u64 = 100_000;
     let probe = loop {
-        let r = quickest(q, k, buf, shape, iters, runs)?;
+        let r = quickest(q, k, buf, launch, iters, runs)?;
         if r.ms() >= 2.0 || iters >= 1 << 40 {
             break r;
         }
@@ -376,7 +457,14 @@ fn fit_points(
     let rate = probe.iters as f64 / probe.ms().max(1e-3);
     let mut points = vec![probe];
     for target_ms in [10.0, 40.0] {
-        points.push(quickest(q, k, buf, shape, (rate * target_ms) as u64, runs)?);
+        points.push(quickest(
+            q,
+            k,
+            buf,
+            launch,
+            (rate * target_ms) as u64,
+            runs,
+        )?);
     }
     Ok(points)
 }

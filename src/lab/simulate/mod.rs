@@ -4,18 +4,20 @@
 //! Turns raw statements into the `Stmt`s the engine trusts; each call's arguments
 //! are lowered by `lower`.
 
+mod edges;
+
 use std::collections::BTreeMap;
 
-use super::api::{Api, ApiSpec, ArgKind, Effect, ObjKind};
-use super::diagnostic::LineIndex;
-use super::lower::{self, Lower};
-use super::mistake::{Mistake, Problem, Span};
-use super::model::{Arg, BackendKind, Number, Param, Quantity, Stmt, StmtKind};
-use super::raw::Sp;
-use super::script::{RawArg, RawKind, RawQty, RawStmt};
-use super::suggest;
+use crate::lab::api::{Api, ApiSpec, ArgKind, Effect, KernelSpec, ObjKind};
+use crate::lab::diagnostic::LineIndex;
+use crate::lab::lower::{self, Lower};
+use crate::lab::mistake::{Mistake, Problem, Span};
+use crate::lab::model::{Arg, BackendKind, Number, Param, Quantity, Stmt, StmtKind};
+use crate::lab::raw::Sp;
+use crate::lab::script::{RawArg, RawKind, RawQty, RawStmt};
+use crate::lab::suggest;
 
-pub use super::lower::signature;
+pub use crate::lab::lower::signature;
 
 /// A variant's statements and the line of each tag it defines.
 #[derive(Debug)]
@@ -37,6 +39,17 @@ struct Handle {
     parent: Option<String>,
     /// Lines of the buffer's open `clEnqueueMapBuffer` mappings, oldest first.
     maps: Vec<u32>,
+    /// A program's source or a kernel object's function: what a launch of it takes.
+    kernel: Option<&'static KernelSpec>,
+    /// A user event's status, as the script set it.
+    user: Option<UserStatus>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UserStatus {
+    Unset,
+    /// `clSetUserEventStatus` on this line.
+    SetAt(u32),
 }
 
 type Res<T> = Result<T, Problem>;
@@ -51,6 +64,9 @@ pub struct Simulator<'a> {
     params: &'a [Param],
     lower: Lower<'a>,
     handles: BTreeMap<String, Handle>,
+    /// Queues and events held back by a user event not yet set (the value): a
+    /// command waits for it, or comes after one that does on an in-order queue.
+    held: BTreeMap<String, String>,
     tags: BTreeMap<String, u32>,
     /// How many times the statements being walked can run: the product of the
     /// most each enclosing `repeat` can run.
@@ -65,6 +81,7 @@ impl<'a> Simulator<'a> {
             params,
             lower: Lower::new(text, params),
             handles: BTreeMap::new(),
+            held: BTreeMap::new(),
             tags: BTreeMap::new(),
             runs: 1.0,
             lines: LineIndex::new(text),
@@ -246,27 +263,25 @@ impl<'a> Simulator<'a> {
                 },
             ));
         }
-        lower::arg_count(spec, args, close)?;
+        // A launch takes what its kernel takes: the arguments before the kernel's
+        // are checked first, so a wrong kernel is named before any count.
+        let kernel_at = spec.args.iter().position(|a| *a == ArgKind::KernelArgs);
+        let kernel = kernel_at.and_then(|at| self.launched_kernel(spec, at, args));
+        let sig = match kernel {
+            Some(k) => k.expand(spec.args),
+            None => spec.args.to_vec(),
+        };
         let mut out = Vec::new();
-        for (i, a) in args.iter().enumerate() {
-            let kind = lower::arg_kind(spec, i);
-            let arg = self.lower.arg(spec, i, a, kind)?;
-            // Checked as soon as it is lowered, so the first wrong argument is the one reported.
-            if let (Arg::Handle(name), ArgKind::Obj(want) | ArgKind::Objs(want)) = (&arg, kind) {
-                let releases = i == 0 && spec.effect == Effect::Release;
-                self.handle(s, line, spec, a.span.clone(), name, want, kind, releases)?;
+        if let (Some(at), None) = (kernel_at, kernel) {
+            for (i, a) in args.iter().enumerate().take(at) {
+                self.arg(s, line, spec, &sig, i, a)?;
             }
-            // An enqueue with a wait list depends on each of those events: each must be
-            // an event the lab still holds.
-            if let RawArg::Wait(evs) = &a.value {
-                let event = ArgKind::Obj(ObjKind::Event);
-                for e in evs {
-                    let span = e.span.clone();
-                    self.handle(s, line, spec, span, &e.value, ObjKind::Event, event, false)?;
-                }
-            }
-            out.push(arg);
         }
+        lower::arg_count(spec, &sig, kernel, args, close)?;
+        for (i, a) in args.iter().enumerate() {
+            out.push(self.arg(s, line, spec, &sig, i, a)?);
+        }
+        self.kernel_of_program(spec, args, &out)?;
         let binds_object = match spec.effect {
             Effect::Create(_) => true,
             Effect::Use => spec.may_return_event,
@@ -281,12 +296,47 @@ impl<'a> Simulator<'a> {
             ));
         }
         self.buffer_edges(s, spec, args, &out)?;
+        self.kernel_arg_index(spec, args, &out)?;
+        if !s.expect_error {
+            self.user_event_edges(spec, line, args, &out)?;
+        }
         self.effect(spec, line, bind, &out);
+        self.hold_bound(spec, bind, &out);
         Ok(StmtKind::Call {
             bind: bind.map(|b| b.value.clone()),
             api: spec.api,
             args: out,
         })
+    }
+
+    /// Argument `i` of a call to `spec` with signature `sig`, lowered and, when
+    /// it names handles, checked against what the script holds.
+    fn arg(
+        &self,
+        s: &RawStmt,
+        line: u32,
+        spec: &ApiSpec,
+        sig: &[ArgKind],
+        i: usize,
+        a: &Sp<RawArg>,
+    ) -> Res<Arg> {
+        let kind = lower::arg_kind(sig, i);
+        let arg = self.lower.arg(spec, i, a, kind)?;
+        // Checked as soon as it is lowered, so the first wrong argument is the one reported.
+        if let (Arg::Handle(name), ArgKind::Obj(want) | ArgKind::Objs(want)) = (&arg, kind) {
+            let releases = i == 0 && spec.effect == Effect::Release;
+            self.handle(s, line, spec, a.span.clone(), name, want, kind, releases)?;
+        }
+        // An enqueue with a wait list depends on each of those events: each must be
+        // an event the lab still holds.
+        if let RawArg::Wait(evs) = &a.value {
+            let event = ArgKind::Obj(ObjKind::Event);
+            for e in evs {
+                let span = e.span.clone();
+                self.handle(s, line, spec, span, &e.value, ObjKind::Event, event, false)?;
+            }
+        }
+        Ok(arg)
     }
 
     /// For an overloaded call, the entry whose handle arguments name objects of the
@@ -375,65 +425,6 @@ impl<'a> Simulator<'a> {
         Ok(())
     }
 
-    /// The references between buffers that the call makes or needs: a sub-buffer
-    /// names its parent, a mapping keeps its buffer (the unmap names it), so the
-    /// lab's last release of a mapped buffer comes too early.
-    fn buffer_edges(
-        &mut self,
-        s: &RawStmt,
-        spec: &ApiSpec,
-        raw: &[Sp<RawArg>],
-        args: &[Arg],
-    ) -> Res<()> {
-        let buffer_at = |i: usize| match args.get(i) {
-            Some(Arg::Handle(name)) => raw.get(i).map(|a| (name.clone(), a.span.clone())),
-            _ => None,
-        };
-        let at = match spec.api {
-            Api::ClCreateSubBuffer | Api::ClReleaseMemObject => buffer_at(0),
-            Api::ClEnqueueMapBuffer | Api::ClEnqueueUnmapMemObject => buffer_at(1),
-            _ => None,
-        };
-        let Some((name, span)) = at else {
-            return Ok(());
-        };
-        let Some(h) = self.handles.get_mut(&name) else {
-            return Ok(());
-        };
-        match spec.api {
-            Api::ClCreateSubBuffer => {
-                if let Some(parent) = &h.parent
-                    && !s.expect_error
-                {
-                    return Err(Problem::new(
-                        span,
-                        Mistake::SubBufferOfSubBuffer {
-                            name,
-                            parent: parent.clone(),
-                        },
-                    ));
-                }
-            }
-            Api::ClEnqueueMapBuffer => h.maps.push(self.lines.line(s.span.start)),
-            Api::ClEnqueueUnmapMemObject => {
-                if h.maps.pop().is_none() && !s.expect_error {
-                    return Err(Problem::new(span, Mistake::NotMapped { name }));
-                }
-            }
-            _ => {
-                if let (1, Some(&at)) = (h.refs, h.maps.first())
-                    && !s.expect_error
-                {
-                    return Err(Problem::new(
-                        span,
-                        Mistake::ReleasedWhileMapped { name, line: at },
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
     fn effect(&mut self, spec: &ApiSpec, line: u32, bind: Option<&Sp<String>>, args: &[Arg]) {
         let created = match spec.effect {
             Effect::Create(kind) => Some(kind),
@@ -443,6 +434,12 @@ impl<'a> Simulator<'a> {
         if let (Some(kind), Some(b)) = (created, bind) {
             let parent = match (spec.api, args.first()) {
                 (Api::ClCreateSubBuffer, Some(Arg::Handle(p))) => Some(p.clone()),
+                _ => None,
+            };
+            let kernel = match (spec.api, args.get(1)) {
+                (Api::ClCreateProgramWithSource | Api::ClCreateKernel, Some(Arg::Kernel(k))) => {
+                    KernelSpec::lookup(k)
+                }
                 _ => None,
             };
             // Re-binding a live name leaks the old object; that can be the lesson.
@@ -455,6 +452,8 @@ impl<'a> Simulator<'a> {
                     forgotten_at: None,
                     parent,
                     maps: Vec::new(),
+                    kernel,
+                    user: (spec.api == Api::ClCreateUserEvent).then_some(UserStatus::Unset),
                 },
             );
         }
