@@ -103,7 +103,7 @@ impl<'a> Lower<'a> {
                 }
                 Ok(Arg::Handle(w.clone()))
             }
-            (RawArg::Word(w), ArgKind::MemFlag | ArgKind::QueueFlag) => {
+            (RawArg::Word(w), ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::StreamFlag) => {
                 match ClFlag::parse(w).filter(|f| f.kind() == kind) {
                     Some(f) => Ok(Arg::Flag(f)),
                     None => Err(wrong(format!("`{w}`"))),
@@ -263,6 +263,7 @@ pub fn signature(spec: &ApiSpec) -> String {
             ArgKind::MemFlag => "CL_MEM_USE_HOST_PTR".into(),
             ArgKind::QueueFlag => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE".into(),
             ArgKind::WaitList => "wait [event, …]".into(),
+            ArgKind::StreamFlag => "cudaStreamNonBlocking".into(),
         };
         if a.is_optional() {
             optional.push_str(&format!("[, {text}]"));

@@ -235,6 +235,22 @@ pub enum Mistake {
         name: String,
         line: u32,
     },
+    /// A use of a virtual address range (`cuMemSetAccess`, `cuMemUnmap`, a memset)
+    /// with no allocation mapped into it.
+    RangeNotMapped {
+        name: String,
+        unmapped_at: Option<u32>,
+    },
+    /// `cuMemMap` into a range that already has an allocation mapped.
+    AlreadyMapped {
+        name: String,
+        line: u32,
+    },
+    /// `cuMemAddressFree` of a range an allocation is still mapped into.
+    RangeFreedWhileMapped {
+        name: String,
+        line: u32,
+    },
     /// `clCreateSubBuffer` of a sub-buffer (the driver answers CL_INVALID_MEM_OBJECT).
     SubBufferOfSubBuffer {
         name: String,
@@ -599,6 +615,21 @@ impl Mistake {
             M::ReleasedWhileMapped { name, line } => (
                 format!("`{name}` is released while the mapping of line {line} is still open; its unmap needs the buffer"),
                 Some(format!("unmap it first: `clEnqueueUnmapMemObject(q, {name})`, or end the line with `# expect-error`")),
+            ),
+            M::RangeNotMapped { name, unmapped_at } => (
+                match unmapped_at {
+                    Some(at) => format!("`{name}` has no allocation mapped into it: line {at} unmapped it"),
+                    None => format!("`{name}` has no allocation mapped into it here"),
+                },
+                Some(format!("map one first: `cuMemMap({name}, mem)`, or end the line with `# expect-error` if the mistake is the lesson")),
+            ),
+            M::AlreadyMapped { name, line } => (
+                format!("`{name}` already has the allocation mapped at line {line} in it"),
+                Some(format!("unmap it first: `cuMemUnmap({name})`, or reserve another range")),
+            ),
+            M::RangeFreedWhileMapped { name, line } => (
+                format!("`{name}` is freed while the allocation mapped at line {line} is still in it; cuMemAddressFree needs the range unmapped"),
+                Some(format!("unmap it first: `cuMemUnmap({name})`, or end the line with `# expect-error`")),
             ),
             M::SubBufferOfSubBuffer { name, parent } => (
                 format!("`{name}` is a sub-buffer (of `{parent}`); OpenCL makes sub-buffers of buffers only"),

@@ -37,6 +37,12 @@ struct Handle {
     parent: Option<String>,
     /// Lines of the buffer's open `clEnqueueMapBuffer` mappings, oldest first.
     maps: Vec<u32>,
+    /// A virtual address range: the line of the `cuMemMap` into it, while mapped.
+    /// The mapping keeps its physical allocation, so the allocation's handle may be
+    /// released meanwhile and the range stays usable.
+    mapped_at: Option<u32>,
+    /// The range's last `cuMemUnmap`, for "line N unmapped it".
+    unmapped_at: Option<u32>,
 }
 
 type Res<T> = Result<T, Problem>;
@@ -281,6 +287,7 @@ impl<'a> Simulator<'a> {
             ));
         }
         self.buffer_edges(s, spec, args, &out)?;
+        self.range_edges(s, line, spec, args, &out)?;
         self.effect(spec, line, bind, &out);
         Ok(StmtKind::Call {
             bind: bind.map(|b| b.value.clone()),
@@ -434,6 +441,61 @@ impl<'a> Simulator<'a> {
         Ok(())
     }
 
+    /// The virtual memory API's mapping state of a range: a use, an unmap or a
+    /// free needs (or must not have) an allocation mapped into it. What the
+    /// allocation's own handle does meanwhile does not matter: the mapping keeps
+    /// the physical memory until `cuMemUnmap`.
+    fn range_edges(
+        &mut self,
+        s: &RawStmt,
+        line: u32,
+        spec: &ApiSpec,
+        raw: &[Sp<RawArg>],
+        args: &[Arg],
+    ) -> Res<()> {
+        let uses_range = matches!(
+            spec.api,
+            Api::CuMemMap
+                | Api::CuMemSetAccess
+                | Api::CudaMemsetAsyncRange
+                | Api::CuMemUnmap
+                | Api::CuMemAddressFree
+        );
+        let (true, Some(Arg::Handle(name)), Some(a)) = (uses_range, args.first(), raw.first())
+        else {
+            return Ok(());
+        };
+        let Some(h) = self.handles.get_mut(name) else {
+            return Ok(());
+        };
+        let (name, span) = (name.clone(), a.span.clone());
+        let mistake = match (spec.api, h.mapped_at) {
+            (Api::CuMemMap, Some(at)) => Some(Mistake::AlreadyMapped { name, line: at }),
+            (Api::CuMemMap, None) => {
+                h.mapped_at = Some(line);
+                None
+            }
+            (Api::CuMemAddressFree, Some(at)) => {
+                Some(Mistake::RangeFreedWhileMapped { name, line: at })
+            }
+            (Api::CuMemAddressFree, None) => None,
+            (Api::CuMemUnmap, Some(_)) => {
+                h.mapped_at = None;
+                h.unmapped_at = Some(line);
+                None
+            }
+            (_, Some(_)) => None,
+            (_, None) => Some(Mistake::RangeNotMapped {
+                name,
+                unmapped_at: h.unmapped_at,
+            }),
+        };
+        match mistake {
+            Some(m) if !s.expect_error => Err(Problem::new(span, m)),
+            _ => Ok(()),
+        }
+    }
+
     fn effect(&mut self, spec: &ApiSpec, line: u32, bind: Option<&Sp<String>>, args: &[Arg]) {
         let created = match spec.effect {
             Effect::Create(kind) => Some(kind),
@@ -455,6 +517,8 @@ impl<'a> Simulator<'a> {
                     forgotten_at: None,
                     parent,
                     maps: Vec::new(),
+                    mapped_at: None,
+                    unmapped_at: None,
                 },
             );
         }

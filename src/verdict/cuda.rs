@@ -112,6 +112,19 @@ pub fn pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
         / MIB)
 }
 
+/// `custom_pool_reserved_mib(tag)` / `custom_pool_used_mib(tag)`: the lab's own
+/// pool right after the tagged line's last execution.
+pub fn custom_pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
+    let c = run
+        .tagged_calls(tag)
+        .last()
+        .ok_or_else(|| format!("`{tag}` never ran in this run"))?;
+    let p = c.cuda.and_then(|m| m.custom_pool).ok_or_else(|| {
+        format!("no reading of the lab's own pool after `{tag}` (none alive then, more than one, or not a CUDA run)")
+    })?;
+    Ok(if reserved { p.reserved } else { p.used } as f64 / MIB)
+}
+
 #[cfg(test)]
 mod tests {
     use super::overlap_of;
