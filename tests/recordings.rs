@@ -176,3 +176,50 @@ fn a_context_limit_names_the_contexts_the_driver_still_kept() {
     assert_eq!(r["api"], "clCreateContext", "{report:#}");
     assert_eq!(r["not_yet_destroyed"]["contexts"], pending, "{r}");
 }
+
+/// Every shipped H100 lab recording reads, reports, and judges its claims again
+/// from its own measurements to the verdicts it recorded: what a replay shows is
+/// what the device showed (the CUDA pool readings, the custom pool's included).
+#[test]
+fn every_shipped_h100_recording_judges_again_as_recorded() {
+    let dir = common::repo_file("assets/recordings/nvidia-h100");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("the shipped recordings")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 40, "{} recordings", files.len());
+    let labs = gpulab::lab::LabSet::load(&[]);
+    for f in files {
+        let name = f.display().to_string();
+        let events = read_events(std::io::BufReader::new(std::fs::File::open(&f).unwrap()))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let run = Run::from_events(&events);
+        assert!(run.end.is_some(), "{name}");
+        let id = run
+            .meta
+            .as_ref()
+            .and_then(|m| m.lab.as_ref())
+            .map(|l| l.id.clone())
+            .unwrap_or_else(|| panic!("{name}: no lab in its meta"));
+        let lab = labs.get(&id).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let verdicts = |v: &[gpulab::trace::ClaimVerdict]| {
+            v.iter()
+                .map(|c| (c.name.clone(), c.verdict))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            verdicts(&gpulab::verdict::judge(lab, &run)),
+            verdicts(&run.claims),
+            "{name}"
+        );
+        let out = common::run(&["report", &name]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {}",
+            common::stderr(&out)
+        );
+    }
+}

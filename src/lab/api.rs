@@ -892,6 +892,13 @@ impl Api {
             .collect()
     }
 
+    /// Kinds only a few calls make (a pool of the lab's own, the virtual memory
+    /// API's handles): views list them for a run only once it made one, so every
+    /// other CUDA run keeps its rows.
+    pub fn listed_when_made(kind: ObjKind) -> bool {
+        matches!(kind, ObjKind::Pool | ObjKind::MemHandle | ObjKind::VaRange)
+    }
+
     /// The catalog name closest to a misspelt one, for "did you mean".
     pub fn suggest(name: &str) -> Option<&'static str> {
         crate::lab::suggest::nearest(name, CATALOG.iter().map(|s| s.name))
