@@ -251,6 +251,13 @@ pub enum Mistake {
         name: String,
         line: u32,
     },
+    /// Pinned host memory released by the call that does not pair with the one
+    /// that made it (`cudaFreeHost` of registered memory).
+    WrongHostRelease {
+        name: String,
+        made_by: &'static str,
+        release: &'static str,
+    },
     /// `clCreateSubBuffer` of a sub-buffer (the driver answers CL_INVALID_MEM_OBJECT).
     SubBufferOfSubBuffer {
         name: String,
@@ -630,6 +637,14 @@ impl Mistake {
             M::RangeFreedWhileMapped { name, line } => (
                 format!("`{name}` is freed while the allocation mapped at line {line} is still in it; cuMemAddressFree needs the range unmapped"),
                 Some(format!("unmap it first: `cuMemUnmap({name})`, or end the line with `# expect-error`")),
+            ),
+            M::WrongHostRelease {
+                name,
+                made_by,
+                release,
+            } => (
+                format!("`{name}` was made by {made_by}: {release} gives it back, not this call"),
+                Some(format!("write `{release}({name})`, or end the line with `# expect-error` if the mistake is the lesson")),
             ),
             M::SubBufferOfSubBuffer { name, parent } => (
                 format!("`{name}` is a sub-buffer (of `{parent}`); OpenCL makes sub-buffers of buffers only"),

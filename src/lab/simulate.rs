@@ -43,6 +43,9 @@ struct Handle {
     mapped_at: Option<u32>,
     /// The range's last `cuMemUnmap`, for "line N unmapped it".
     unmapped_at: Option<u32>,
+    /// The call that made it: pinned host memory goes back the way it came
+    /// (`cudaFreeHost` for `cudaMallocHost`, `cudaHostUnregister` for `cudaHostRegister`).
+    made_by: Api,
 }
 
 type Res<T> = Result<T, Problem>;
@@ -288,6 +291,7 @@ impl<'a> Simulator<'a> {
         }
         self.buffer_edges(s, spec, args, &out)?;
         self.range_edges(s, line, spec, args, &out)?;
+        self.host_release(s, spec, args, &out)?;
         self.effect(spec, line, bind, &out);
         Ok(StmtKind::Call {
             bind: bind.map(|b| b.value.clone()),
@@ -496,6 +500,39 @@ impl<'a> Simulator<'a> {
         }
     }
 
+    /// Pinned host memory is released by the call that pairs with the one that
+    /// made it; the other one is the driver's error (or the process's crash, for
+    /// `cudaFreeHost` of memory the program allocated itself).
+    fn host_release(
+        &self,
+        s: &RawStmt,
+        spec: &ApiSpec,
+        raw: &[Sp<RawArg>],
+        args: &[Arg],
+    ) -> Res<()> {
+        let pair = |made: Api| match made {
+            Api::CudaHostRegister => Api::CudaHostUnregister,
+            _ => Api::CudaFreeHost,
+        };
+        if !matches!(spec.api, Api::CudaFreeHost | Api::CudaHostUnregister) || s.expect_error {
+            return Ok(());
+        }
+        let (Some(Arg::Handle(name)), Some(a)) = (args.first(), raw.first()) else {
+            return Ok(());
+        };
+        match self.handles.get(name) {
+            Some(h) if pair(h.made_by) != spec.api => Err(Problem::new(
+                a.span.clone(),
+                Mistake::WrongHostRelease {
+                    name: name.clone(),
+                    made_by: h.made_by.name(),
+                    release: pair(h.made_by).name(),
+                },
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn effect(&mut self, spec: &ApiSpec, line: u32, bind: Option<&Sp<String>>, args: &[Arg]) {
         let created = match spec.effect {
             Effect::Create(kind) => Some(kind),
@@ -519,6 +556,7 @@ impl<'a> Simulator<'a> {
                     maps: Vec::new(),
                     mapped_at: None,
                     unmapped_at: None,
+                    made_by: spec.api,
                 },
             );
         }

@@ -992,6 +992,23 @@ mod tests {
             cuda(&format!("{host}\ncudaMemcpy(d, h)")),
             Err(Mistake::UseAfterRelease { .. })
         ));
+        // Pinned memory goes back the way it came.
+        assert_eq!(
+            cuda("h = cudaHostRegister(1 MiB)\ncudaFreeHost(h)"),
+            Err(Mistake::WrongHostRelease {
+                name: "h".into(),
+                made_by: "cudaHostRegister",
+                release: "cudaHostUnregister"
+            })
+        );
+        assert!(matches!(
+            cuda("h = cudaMallocHost(1 MiB)\ncudaHostUnregister(h)"),
+            Err(Mistake::WrongHostRelease {
+                release: "cudaFreeHost",
+                ..
+            })
+        ));
+        assert!(cuda("h = cudaMallocHost(1 MiB)\ncudaHostUnregister(h) # expect-error").is_ok());
     }
 
     #[test]
