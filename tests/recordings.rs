@@ -223,3 +223,42 @@ fn every_shipped_h100_recording_judges_again_as_recorded() {
         );
     }
 }
+
+/// The H100 runs, cut right after a tagged line: the objects panel's gap names
+/// what holds the memory the ledger no longer counts.
+#[test]
+fn the_gap_names_a_released_but_mapped_allocation_and_the_own_pool_cache() {
+    for (file, tag, cause) in [
+        (
+            "cuda-vmm-release--release-while-mapped",
+            "first",
+            "released while mapped",
+        ),
+        (
+            "cuda-custom-pool--own-pool",
+            "settled",
+            "the lab's own pool",
+        ),
+    ] {
+        let f = common::repo_file(&format!("assets/recordings/nvidia-h100/{file}.jsonl"));
+        let events = read_events(std::io::BufReader::new(std::fs::File::open(f).unwrap())).unwrap();
+        let cut = events
+            .iter()
+            .position(|e| matches!(e, Event::Call(c) if c.tag.as_deref() == Some(tag)))
+            .unwrap_or_else(|| panic!("{file}: no `{tag}` line"));
+        let run = Run::from_events(&events[..=cut]);
+        let gap = gpulab::run::gap::of(&run);
+        assert!(
+            gap.causes.iter().any(|c| c.contains(cause)),
+            "{file} after `{tag}`: {:?}",
+            gap.causes
+        );
+        // The whole run gave everything back: nothing to explain at its end.
+        let all = gpulab::run::gap::of(&Run::from_events(&events));
+        assert!(
+            !all.causes.iter().any(|c| c.contains(cause)),
+            "{file}: {:?}",
+            all.causes
+        );
+    }
+}
