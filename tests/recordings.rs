@@ -262,3 +262,18 @@ fn the_gap_names_a_released_but_mapped_allocation_and_the_own_pool_cache() {
         );
     }
 }
+
+/// The report's CUDA table gets the lab's own pool only in runs that made one.
+#[test]
+fn the_report_shows_the_own_pool_only_where_there_is_one() {
+    let report = |name: &str| {
+        let f = common::repo_file(&format!("assets/recordings/nvidia-h100/{name}.jsonl"));
+        common::stdout(&common::run(&["report", &f.display().to_string()]))
+    };
+    let own = report("cuda-custom-pool--own-pool");
+    assert!(own.contains("own pool reserved / used"), "{own}");
+    assert!(own.contains("pools 0"), "{own}");
+    let default = report("cuda-custom-pool--default-pool");
+    assert!(!default.contains("own pool"), "{default}");
+    assert!(!default.contains("pools 0"), "{default}");
+}
