@@ -155,7 +155,17 @@ impl CudaBackend {
     fn host_register(&mut self, api: Api, ops: &[Operand]) -> Result<Outcome, DriverError> {
         if api == Api::CudaHostRegister {
             let bytes = bytes_at(ops, 0)?;
-            let mut host = vec![0u8; size(bytes)?].into_boxed_slice();
+            let n = size(bytes)?;
+            // A size the host cannot give is the lab's answer, not an abort.
+            let mut host = Vec::new();
+            host.try_reserve_exact(n).map_err(|_| {
+                refused(format!(
+                    "cudaHostRegister needs {:.1} MiB of host memory, and the host has not got it",
+                    crate::units::mib(bytes)
+                ))
+            })?;
+            host.resize(n, 0u8);
+            let mut host = host.into_boxed_slice();
             let p = host.as_mut_ptr();
             // SAFETY: `host` is `bytes` bytes of this process's memory, kept in
             // `self.registered` (its heap block never moves) until unregistered.
