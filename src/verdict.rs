@@ -332,6 +332,8 @@ impl Env<'_> {
             "errors" => cuda::errors(run, arg),
             "pool_reserved_mib" => cuda::pool_mib(run, arg, true),
             "pool_used_mib" => cuda::pool_mib(run, arg, false),
+            "custom_pool_reserved_mib" => cuda::custom_pool_mib(run, arg, true),
+            "custom_pool_used_mib" => cuda::custom_pool_mib(run, arg, false),
             "bytes_live_mib" => {
                 let end = run.end.as_ref().ok_or("the run did not finish")?;
                 Ok(end.leaked.iter().map(|l| l.bytes).sum::<u64>() as f64 / MIB)

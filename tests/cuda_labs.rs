@@ -6,7 +6,7 @@ mod common;
 
 use gpulab::lab::{BackendKind, LabSet};
 use gpulab::run::Run;
-use gpulab::trace::{EndStatus, Event, read_events};
+use gpulab::trace::{CallStatus, EndStatus, Event, Verdict, read_events};
 
 fn cuda_labs() -> Vec<gpulab::lab::Lab> {
     LabSet::load(&[])
@@ -18,7 +18,7 @@ fn cuda_labs() -> Vec<gpulab::lab::Lab> {
 }
 
 #[test]
-fn eight_cuda_labs_ship() {
+fn every_cuda_lab_ships() {
     let ids: Vec<String> = cuda_labs().iter().map(|l| l.id.clone()).collect();
     for id in [
         "cuda-free-sync",
@@ -29,6 +29,9 @@ fn eight_cuda_labs_ship() {
         "cuda-pool-retention",
         "cuda-mixed-free",
         "cuda-forgotten-event",
+        "cuda-custom-pool",
+        "cuda-vmm-release",
+        "cuda-memcpy-sync",
     ] {
         assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
     }
@@ -172,5 +175,173 @@ fn every_kernel_runs_with_its_buffers() {
             "{name}: {:.3} ms",
             (spans[0].end_ns - spans[0].begin_ns) as f64 / 1e6
         );
+    }
+}
+
+/// Runs `lab`'s `variant` (with `extra` arguments) and returns its recorded run.
+fn recorded(lab: &str, variant: &str, extra: &[&str]) -> Run {
+    let dir = common::temp_dir();
+    let file = dir.path().join("run.jsonl");
+    let file_s = file.display().to_string();
+    let mut args = vec!["run", lab, "--variant", variant, "--record", &file_s];
+    args.extend_from_slice(extra);
+    let out = common::run(&args);
+    let events = std::fs::File::open(&file)
+        .ok()
+        .and_then(|f| read_events(std::io::BufReader::new(f)).ok())
+        .unwrap_or_else(|| panic!("{lab} {variant}: no recording:\n{}", common::stderr(&out)));
+    Run::from_events(&events)
+}
+
+/// Lines that returned an error without `# expect-error`.
+fn failed_lines(run: &Run) -> Vec<String> {
+    run.calls
+        .iter()
+        .filter(|c| !c.expect_error && matches!(c.status, CallStatus::Error { .. }))
+        .map(|c| format!("line {:?} {}: {:?}", c.line, c.api, c.status))
+        .collect()
+}
+
+/// The pool, VMM and legacy-stream labs: every call reaches the driver and
+/// succeeds, the lab's own pool is read after each line while it lives, every
+/// claim is decided (holds or not: that is the device's answer), and nothing is
+/// left in the ledger.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn pool_vmm_and_legacy_stream_calls_reach_the_driver() {
+    assert!(
+        gpulab::backend::cuda::tests_require_cuda(),
+        "set GPULAB_REQUIRE_CUDA=1 to run this on a GPU machine"
+    );
+    let set = LabSet::load(&[]);
+    for id in ["cuda-custom-pool", "cuda-vmm-release", "cuda-memcpy-sync"] {
+        let lab = set.get(id).unwrap();
+        for v in &lab.variants {
+            let run = recorded(id, &v.name, &[]);
+            let end = run.end.as_ref().expect("an end event");
+            assert!(
+                matches!(end.status, EndStatus::Finished),
+                "{id} {}: {:?}",
+                v.name,
+                end.status
+            );
+            assert_eq!(failed_lines(&run), Vec::<String>::new(), "{id} {}", v.name);
+            assert!(end.leaked.is_empty(), "{id} {}: {:?}", v.name, end.leaked);
+            let undecided: Vec<_> = run
+                .claims
+                .iter()
+                .filter(|c| c.verdict == Verdict::Inconclusive)
+                .map(|c| (&c.name, &c.reason))
+                .collect();
+            assert!(undecided.is_empty(), "{id} {}: {undecided:?}", v.name);
+            let own_pool_read = run
+                .calls
+                .iter()
+                .any(|c| c.cuda.is_some_and(|m| m.custom_pool.is_some()));
+            let makes_pool = v
+                .script
+                .iter()
+                .any(|s| s.text.contains("cudaMemPoolCreate"));
+            assert_eq!(own_pool_read, makes_pool, "{id} {}", v.name);
+        }
+    }
+}
+
+const MANAGED_LAB: &str = r#"
+id = "t-managed-register"
+title = "managed and registered memory"
+backend = "cuda"
+claim = "the calls run"
+
+[teaching]
+look = "l"
+why = "w"
+instead = "i"
+
+[[params]]
+name = "size_mib"
+default = 64
+min = 1
+max = 1073741824
+unit = "MiB"
+help = "size"
+
+[[variants]]
+name = "managed"
+script = '''
+s = cudaStreamCreate()
+m = cudaMallocManaged({size_mib} MiB)   # name: managed
+cudaMemPrefetchAsync(m, s)              # name: prefetch
+cudaLaunchKernel(s, spin, m, 10 ms)
+cudaStreamSynchronize(s)
+cudaFree(m)
+cudaStreamDestroy(s)
+'''
+
+[[variants]]
+name = "registered"
+script = '''
+s = cudaStreamCreateWithFlags(cudaStreamNonBlocking)
+h = cudaHostRegister({size_mib} MiB)    # name: register
+d = cudaMalloc({size_mib} MiB)
+cudaMemcpyAsync(d, h, s)
+cudaMemcpyAsync(h, d, s)
+cudaStreamSynchronize(s)
+cudaMemcpy(h, d)
+cudaHostUnregister(h)                   # name: unregister
+cudaFree(d)
+cudaStreamDestroy(s)
+'''
+"#;
+
+/// Managed memory is prefetched and used, registered host memory copied both
+/// ways; a managed size beyond the device's free memory is refused before the
+/// driver is asked, even with the budget lifted.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn managed_and_registered_memory_run_and_oversized_managed_is_refused() {
+    assert!(
+        gpulab::backend::cuda::tests_require_cuda(),
+        "set GPULAB_REQUIRE_CUDA=1 to run this on a GPU machine"
+    );
+    let labs = common::temp_dir();
+    std::fs::write(labs.path().join("t-managed-register.toml"), MANAGED_LAB).unwrap();
+    let dir = labs.path().display().to_string();
+    for v in ["managed", "registered"] {
+        let run = recorded("t-managed-register", v, &["--labs", &dir]);
+        assert_eq!(failed_lines(&run), Vec::<String>::new(), "{v}");
+        let end = run.end.as_ref().expect("an end event");
+        assert!(end.leaked.is_empty(), "{v}: {:?}", end.leaked);
+        if v == "managed" {
+            assert!(
+                run.spans.iter().any(|s| s.name == "prefetch"),
+                "no prefetch span: {:?}",
+                run.spans
+            );
+        }
+    }
+    // 1 PiB: more than any device's free memory.
+    let run = recorded(
+        "t-managed-register",
+        "managed",
+        &[
+            "--labs",
+            &dir,
+            "--until-failure",
+            "--param",
+            "size_mib=1073741824",
+        ],
+    );
+    let managed = run
+        .calls
+        .iter()
+        .find(|c| c.api == "cudaMallocManaged")
+        .expect("the cudaMallocManaged line ran");
+    match &managed.status {
+        CallStatus::Error { name, .. } => {
+            assert!(name.starts_with("GPULAB_REFUSED"), "{name}");
+            assert!(name.contains("free memory"), "{name}");
+        }
+        other => panic!("a 1 PiB managed allocation was not refused: {other:?}"),
     }
 }

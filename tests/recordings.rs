@@ -293,3 +293,108 @@ fn report_of_several_variants_judges_their_comparisons() {
         common::stderr(&mixed)
     );
 }
+
+/// Every shipped H100 lab recording reads, reports, and judges its claims again
+/// from its own measurements to the verdicts it recorded: what a replay shows is
+/// what the device showed (the CUDA pool readings, the custom pool's included).
+#[test]
+fn every_shipped_h100_recording_judges_again_as_recorded() {
+    let dir = common::repo_file("assets/recordings/nvidia-h100");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("the shipped recordings")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 40, "{} recordings", files.len());
+    let labs = gpulab::lab::LabSet::load(&[]);
+    for f in files {
+        let name = f.display().to_string();
+        let events = read_events(std::io::BufReader::new(std::fs::File::open(&f).unwrap()))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let run = Run::from_events(&events);
+        assert!(run.end.is_some(), "{name}");
+        let id = run
+            .meta
+            .as_ref()
+            .and_then(|m| m.lab.as_ref())
+            .map(|l| l.id.clone())
+            .unwrap_or_else(|| panic!("{name}: no lab in its meta"));
+        let lab = labs.get(&id).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // The claims the recording holds, judged again. Claims added to the lab
+        // since (those that compare variants among them: a run alone leaves them
+        // inconclusive) are judged by the tests that read several recordings.
+        let recorded: Vec<_> = run
+            .claims
+            .iter()
+            .map(|c| (c.name.clone(), c.verdict))
+            .collect();
+        let again: Vec<_> = gpulab::verdict::judge(lab, &run)
+            .into_iter()
+            .filter(|c| run.claims.iter().any(|r| r.name == c.name))
+            .map(|c| (c.name, c.verdict))
+            .collect();
+        assert_eq!(again, recorded, "{name}");
+        let out = common::run(&["report", &name]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {}",
+            common::stderr(&out)
+        );
+    }
+}
+
+/// The H100 runs, cut right after a tagged line: the objects panel's gap names
+/// what holds the memory the ledger no longer counts.
+#[test]
+fn the_gap_names_a_released_but_mapped_allocation_and_the_own_pool_cache() {
+    for (file, tag, cause) in [
+        (
+            "cuda-vmm-release--release-while-mapped",
+            "first",
+            "released while mapped",
+        ),
+        (
+            "cuda-custom-pool--own-pool",
+            "settled",
+            "the lab's own pool",
+        ),
+    ] {
+        let f = common::repo_file(&format!("assets/recordings/nvidia-h100/{file}.jsonl"));
+        let events = read_events(std::io::BufReader::new(std::fs::File::open(f).unwrap())).unwrap();
+        let cut = events
+            .iter()
+            .position(|e| matches!(e, Event::Call(c) if c.tag.as_deref() == Some(tag)))
+            .unwrap_or_else(|| panic!("{file}: no `{tag}` line"));
+        let run = Run::from_events(&events[..=cut]);
+        let gap = gpulab::run::gap::of(&run);
+        assert!(
+            gap.causes.iter().any(|c| c.contains(cause)),
+            "{file} after `{tag}`: {:?}",
+            gap.causes
+        );
+        // The whole run gave everything back: nothing to explain at its end.
+        let all = gpulab::run::gap::of(&Run::from_events(&events));
+        assert!(
+            !all.causes.iter().any(|c| c.contains(cause)),
+            "{file}: {:?}",
+            all.causes
+        );
+    }
+}
+
+/// The report's CUDA table gets the lab's own pool only in runs that made one.
+#[test]
+fn the_report_shows_the_own_pool_only_where_there_is_one() {
+    let report = |name: &str| {
+        let f = common::repo_file(&format!("assets/recordings/nvidia-h100/{name}.jsonl"));
+        common::stdout(&common::run(&["report", &f.display().to_string()]))
+    };
+    let own = report("cuda-custom-pool--own-pool");
+    assert!(own.contains("own pool reserved / used"), "{own}");
+    assert!(own.contains("pools 0"), "{own}");
+    let default = report("cuda-custom-pool--default-pool");
+    assert!(!default.contains("own pool"), "{default}");
+    assert!(!default.contains("pools 0"), "{default}");
+}

@@ -327,7 +327,9 @@ impl<'a> Engine<'a> {
     /// Refuses a buffer that would pass the budget: at the top level the run fails
     /// with a note; inside a loop, the loop stops.
     fn check_budget(&mut self, stmt: &Stmt, api: Api, operands: &[Operand]) -> Result<(), Stop> {
-        let (Some(budget), Effect::Create(ObjKind::Buffer)) = (self.budget, api.spec().effect)
+        // Physical memory of the virtual memory API counts as a buffer would.
+        let (Some(budget), Effect::Create(ObjKind::Buffer | ObjKind::MemHandle)) =
+            (self.budget, api.spec().effect)
         else {
             return Ok(());
         };

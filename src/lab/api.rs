@@ -68,6 +68,31 @@ pub enum Api {
     CudaMemPoolSetAttribute,
     CudaMemPoolTrimTo,
     CudaMemGetInfo,
+    /// Synchronous device-to-host copy on the legacy default stream.
+    CudaMemcpy,
+    /// The host-to-device form of `cudaMemcpy` (destination first, as in C).
+    CudaMemcpyToDevice,
+    CudaStreamCreateWithFlags,
+    CudaMemPoolCreate,
+    /// `cudaMemPoolSetAttribute` on a pool the lab created.
+    CudaMemPoolSetAttributeOf,
+    /// `cudaMemPoolTrimTo` on a pool the lab created.
+    CudaMemPoolTrimToOf,
+    CudaMallocFromPoolAsync,
+    CudaMemPoolDestroy,
+    CudaHostRegister,
+    CudaHostUnregister,
+    CudaMallocManaged,
+    CudaMemPrefetchAsync,
+    CuMemCreate,
+    CuMemAddressReserve,
+    CuMemMap,
+    CuMemSetAccess,
+    /// `cudaMemsetAsync` over a mapped virtual address range.
+    CudaMemsetAsyncRange,
+    CuMemUnmap,
+    CuMemRelease,
+    CuMemAddressFree,
 }
 
 /// What kind of value an argument position takes.
@@ -93,6 +118,8 @@ pub enum ArgKind {
     Index,
     /// The status `clSetUserEventStatus` sets: `CL_COMPLETE`.
     EventStatus,
+    /// `cudaStreamNonBlocking` or `cudaStreamDefault` on `cudaStreamCreateWithFlags`.
+    StreamFlag,
 }
 
 /// A flag word a script may pass where the call takes `ArgKind::MemFlag` or
@@ -111,15 +138,22 @@ pub enum ClFlag {
     OutOfOrder,
     /// A user event's status: done, so the commands waiting for it may run.
     Complete,
+    /// CUDA: a stream that synchronizes with the legacy default stream.
+    StreamDefault,
+    /// CUDA: a stream that neither waits for nor is waited on by the legacy
+    /// default stream (a synchronous `cudaMemcpy` ignores it).
+    StreamNonBlocking,
 }
 
 impl ClFlag {
-    pub const ALL: [ClFlag; 5] = [
+    pub const ALL: [ClFlag; 7] = [
         ClFlag::CopyHostPtr,
         ClFlag::UseHostPtr,
         ClFlag::AllocHostPtr,
         ClFlag::OutOfOrder,
         ClFlag::Complete,
+        ClFlag::StreamDefault,
+        ClFlag::StreamNonBlocking,
     ];
 
     pub fn c_name(self) -> &'static str {
@@ -129,6 +163,8 @@ impl ClFlag {
             ClFlag::AllocHostPtr => "CL_MEM_ALLOC_HOST_PTR",
             ClFlag::OutOfOrder => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE",
             ClFlag::Complete => "CL_COMPLETE",
+            ClFlag::StreamDefault => "cudaStreamDefault",
+            ClFlag::StreamNonBlocking => "cudaStreamNonBlocking",
         }
     }
 
@@ -137,6 +173,7 @@ impl ClFlag {
         match self {
             ClFlag::OutOfOrder => ArgKind::QueueFlag,
             ClFlag::Complete => ArgKind::EventStatus,
+            ClFlag::StreamDefault | ClFlag::StreamNonBlocking => ArgKind::StreamFlag,
             _ => ArgKind::MemFlag,
         }
     }
@@ -176,7 +213,7 @@ impl ArgKind {
             ArgKind::KernelArgs => "the kernel's buffers (and duration)".into(),
             ArgKind::Bool => "`CL_TRUE` or `CL_FALSE`".into(),
             ArgKind::Index => "a buffer argument's index such as `0`".into(),
-            ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus => {
+            ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus | ArgKind::StreamFlag => {
                 let names: Vec<String> =
                     ClFlag::names_for(self).map(|n| format!("`{n}`")).collect();
                 format!("a flag: {}", names.join(", "))
@@ -214,9 +251,9 @@ pub struct ApiSpec {
 
 use ArgKind::{
     Bool, Duration, EventStatus, Index, Kernel, KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size,
-    WaitList,
+    StreamFlag, WaitList,
 };
-use ObjKind::{Buffer, Context, Event, HostBuffer, Queue, Stream};
+use ObjKind::{Buffer, Context, Event, HostBuffer, MemHandle, Pool, Queue, Stream, VaRange};
 
 const fn spec(
     api: Api,
@@ -667,6 +704,161 @@ pub static CATALOG: &[ApiSpec] = &[
         &[],
         Effect::Use,
     ),
+    // The synchronous copy runs on the legacy default stream: it starts after the
+    // work of every blocking stream (`cudaStreamCreate`) and returns when done, but
+    // does not wait for a `cudaStreamNonBlocking` stream.
+    cuda(
+        Api::CudaMemcpy,
+        "cudaMemcpy",
+        "cuMemcpyDtoH_v2 (device to pinned host, legacy default stream)",
+        &[Obj(HostBuffer), Obj(Buffer)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemcpyToDevice,
+        "cudaMemcpy",
+        "cuMemcpyHtoD_v2 (pinned host to device, legacy default stream)",
+        &[Obj(Buffer), Obj(HostBuffer)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaStreamCreateWithFlags,
+        "cudaStreamCreateWithFlags",
+        "cuStreamCreate(CU_STREAM_DEFAULT | CU_STREAM_NON_BLOCKING)",
+        &[StreamFlag],
+        Effect::Create(Stream),
+    ),
+    // A pool of the lab's own, on the device, with its own release threshold (0
+    // when created). A buffer allocated from it keeps it alive: destroying a pool
+    // with allocations outstanding returns at once and the driver frees the pool
+    // after the last of them.
+    cuda(
+        Api::CudaMemPoolCreate,
+        "cudaMemPoolCreate",
+        "cuMemPoolCreate(pinned, this device, no export handle)",
+        &[],
+        Effect::Create(Pool),
+    ),
+    cuda(
+        Api::CudaMemPoolSetAttributeOf,
+        "cudaMemPoolSetAttribute",
+        "cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
+        &[Obj(Pool), Size],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemPoolTrimToOf,
+        "cudaMemPoolTrimTo",
+        "cuMemPoolTrimTo(pool)",
+        &[Obj(Pool), Size],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMallocFromPoolAsync,
+        "cudaMallocFromPoolAsync",
+        "cuMemAllocFromPoolAsync",
+        &[Size, Obj(Pool), Obj(Stream)],
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaMemPoolDestroy,
+        "cudaMemPoolDestroy",
+        "cuMemPoolDestroy",
+        &[Obj(Pool)],
+        Effect::Release,
+    ),
+    // Page-locks host memory gpulab allocates for the line (the C program's own
+    // malloc), so copies to and from it run as from cudaMallocHost memory.
+    cuda(
+        Api::CudaHostRegister,
+        "cudaHostRegister",
+        "cuMemHostRegister_v2(flags 0) on host memory gpulab allocates",
+        &[Size],
+        Effect::Create(HostBuffer),
+    ),
+    cuda(
+        Api::CudaHostUnregister,
+        "cudaHostUnregister",
+        "cuMemHostUnregister (then gpulab frees the host memory)",
+        &[Obj(HostBuffer)],
+        Effect::Release,
+    ),
+    // Managed memory beyond the device's free memory can hang a shared GPU under
+    // oversubscription: gpulab reads the free memory first and refuses such a size.
+    cuda(
+        Api::CudaMallocManaged,
+        "cudaMallocManaged",
+        "cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL) (after gpulab's cuMemGetInfo_v2 guard)",
+        &[Size],
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaMemPrefetchAsync,
+        "cudaMemPrefetchAsync",
+        "cuMemPrefetchAsync_v2(to this device) (+ cuEventRecord of gpulab's span events)",
+        &[Obj(Buffer), Obj(Stream)],
+        Effect::Use,
+    ),
+    // The virtual memory API: physical memory (`cuMemCreate`) and an address range
+    // (`cuMemAddressReserve`) live apart; `cuMemMap` puts one into the other, and
+    // the mapping keeps the physical memory: a `cuMemRelease` while mapped only
+    // drops the handle, and the memory returns at `cuMemUnmap`.
+    cuda(
+        Api::CuMemCreate,
+        "cuMemCreate",
+        "cuMemCreate(pinned, this device)",
+        &[Size],
+        Effect::Create(MemHandle),
+    ),
+    cuda(
+        Api::CuMemAddressReserve,
+        "cuMemAddressReserve",
+        "cuMemAddressReserve(alignment 0, any address)",
+        &[Size],
+        Effect::Create(VaRange),
+    ),
+    cuda(
+        Api::CuMemMap,
+        "cuMemMap",
+        "cuMemMap(range, the allocation's size, offset 0)",
+        &[Obj(VaRange), Obj(MemHandle)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CuMemSetAccess,
+        "cuMemSetAccess",
+        "cuMemSetAccess(mapped size, this device, READWRITE)",
+        &[Obj(VaRange)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemsetAsyncRange,
+        "cudaMemsetAsync",
+        "cuMemsetD8Async (over the mapped range)",
+        &[Obj(VaRange), Obj(Stream)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CuMemUnmap,
+        "cuMemUnmap",
+        "cuMemUnmap(mapped size)",
+        &[Obj(VaRange)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CuMemRelease,
+        "cuMemRelease",
+        "cuMemRelease",
+        &[Obj(MemHandle)],
+        Effect::Release,
+    ),
+    cuda(
+        Api::CuMemAddressFree,
+        "cuMemAddressFree",
+        "cuMemAddressFree",
+        &[Obj(VaRange)],
+        Effect::Release,
+    ),
 ];
 
 /// A kernel scripts may name; its sources ship as `labs/kernels/NAME.cl` and
@@ -763,6 +955,8 @@ impl Api {
                 | Api::CudaMemcpyAsync
                 | Api::CudaMemcpyAsyncToDevice
                 | Api::CudaMemsetAsync
+                | Api::CudaMemsetAsyncRange
+                | Api::CudaMemPrefetchAsync
         )
     }
 
@@ -798,6 +992,13 @@ impl Api {
                 })
             })
             .collect()
+    }
+
+    /// Kinds only a few calls make (a pool of the lab's own, the virtual memory
+    /// API's handles): views list them for a run only once it made one, so every
+    /// other CUDA run keeps its rows.
+    pub fn listed_when_made(kind: ObjKind) -> bool {
+        matches!(kind, ObjKind::Pool | ObjKind::MemHandle | ObjKind::VaRange)
     }
 
     /// The catalog name closest to a misspelt one, for "did you mean".

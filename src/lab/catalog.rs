@@ -71,6 +71,18 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "cuda-forgotten-event.toml",
         include_str!("../../labs/cuda-forgotten-event.toml"),
     ),
+    (
+        "cuda-custom-pool.toml",
+        include_str!("../../labs/cuda-custom-pool.toml"),
+    ),
+    (
+        "cuda-vmm-release.toml",
+        include_str!("../../labs/cuda-vmm-release.toml"),
+    ),
+    (
+        "cuda-memcpy-sync.toml",
+        include_str!("../../labs/cuda-memcpy-sync.toml"),
+    ),
 ];
 
 pub struct LabSet {

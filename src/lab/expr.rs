@@ -165,6 +165,18 @@ pub static METRICS: &[MetricSpec] = &[
         paced: true,
     },
     MetricSpec {
+        name: "custom_pool_reserved_mib",
+        arg: MetricArg::Tag,
+        help: "CUDA: memory the lab's own pool (`cudaMemPoolCreate`, when exactly one is alive) holds right after the tagged line's last execution, MiB",
+        paced: true,
+    },
+    MetricSpec {
+        name: "custom_pool_used_mib",
+        arg: MetricArg::Tag,
+        help: "CUDA: memory the lab's own pool has handed out and not yet freed right after the tagged line's last execution, MiB",
+        paced: true,
+    },
+    MetricSpec {
         name: "live",
         arg: MetricArg::Kind,
         help: "objects of that kind alive in the ledger at the end of the script",

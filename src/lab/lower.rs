@@ -124,12 +124,13 @@ impl<'a> Lower<'a> {
                 }
                 Ok(Arg::Handle(w.clone()))
             }
-            (RawArg::Word(w), ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus) => {
-                match ClFlag::parse(w).filter(|f| f.kind() == kind) {
-                    Some(f) => Ok(Arg::Flag(f)),
-                    None => Err(wrong(format!("`{w}`"))),
-                }
-            }
+            (
+                RawArg::Word(w),
+                ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus | ArgKind::StreamFlag,
+            ) => match ClFlag::parse(w).filter(|f| f.kind() == kind) {
+                Some(f) => Ok(Arg::Flag(f)),
+                None => Err(wrong(format!("`{w}`"))),
+            },
             (RawArg::Wait(evs), ArgKind::WaitList) => {
                 Ok(Arg::WaitList(evs.iter().map(|e| e.value.clone()).collect()))
             }
@@ -309,6 +310,7 @@ pub fn signature_of(name: &str, sig: &[ArgKind], kernel: Option<&str>) -> String
             ArgKind::EventStatus => "CL_COMPLETE".into(),
             ArgKind::QueueFlag => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE".into(),
             ArgKind::WaitList => "wait [event, …]".into(),
+            ArgKind::StreamFlag => "cudaStreamNonBlocking".into(),
         };
         if a.is_optional() {
             optional.push_str(&format!("[, {text}]"));

@@ -263,6 +263,29 @@ pub enum Mistake {
         program: String,
         source: &'static str,
     },
+    /// A use of a virtual address range (`cuMemSetAccess`, `cuMemUnmap`, a memset)
+    /// with no allocation mapped into it.
+    RangeNotMapped {
+        name: String,
+        unmapped_at: Option<u32>,
+    },
+    /// `cuMemMap` into a range that already has an allocation mapped.
+    AlreadyMapped {
+        name: String,
+        line: u32,
+    },
+    /// `cuMemAddressFree` of a range an allocation is still mapped into.
+    RangeFreedWhileMapped {
+        name: String,
+        line: u32,
+    },
+    /// Pinned host memory released by the call that does not pair with the one
+    /// that made it (`cudaFreeHost` of registered memory).
+    WrongHostRelease {
+        name: String,
+        made_by: &'static str,
+        release: &'static str,
+    },
     /// `clCreateSubBuffer` of a sub-buffer (the driver answers CL_INVALID_MEM_OBJECT).
     SubBufferOfSubBuffer {
         name: String,
@@ -688,6 +711,29 @@ impl Mistake {
             } => (
                 format!("program `{program}` is built from `labs/kernels/{source}.cl`, which defines no kernel `{kernel}`"),
                 Some(format!("write `clCreateKernel({program}, {source})`, or make a program from `{kernel}`: `clCreateProgramWithSource(ctx, {kernel})`")),
+            ),
+            M::RangeNotMapped { name, unmapped_at } => (
+                match unmapped_at {
+                    Some(at) => format!("`{name}` has no allocation mapped into it: line {at} unmapped it"),
+                    None => format!("`{name}` has no allocation mapped into it here"),
+                },
+                Some(format!("map one first: `cuMemMap({name}, mem)`, or end the line with `# expect-error` if the mistake is the lesson")),
+            ),
+            M::AlreadyMapped { name, line } => (
+                format!("`{name}` already has the allocation mapped at line {line} in it"),
+                Some(format!("unmap it first: `cuMemUnmap({name})`, or reserve another range")),
+            ),
+            M::RangeFreedWhileMapped { name, line } => (
+                format!("`{name}` is freed while the allocation mapped at line {line} is still in it; cuMemAddressFree needs the range unmapped"),
+                Some(format!("unmap it first: `cuMemUnmap({name})`, or end the line with `# expect-error`")),
+            ),
+            M::WrongHostRelease {
+                name,
+                made_by,
+                release,
+            } => (
+                format!("`{name}` was made by {made_by}: {release} gives it back, not this call"),
+                Some(format!("write `{release}({name})`, or end the line with `# expect-error` if the mistake is the lesson")),
             ),
             M::SubBufferOfSubBuffer { name, parent } => (
                 format!("`{name}` is a sub-buffer (of `{parent}`); OpenCL makes sub-buffers of buffers only"),

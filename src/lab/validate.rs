@@ -1203,4 +1203,155 @@ mod tests {
             Mistake::MultiLine { key: "title" }
         ));
     }
+
+    /// A CUDA variant's first mistake, or the calls it makes.
+    fn cuda(script: &str) -> Result<Vec<Api>, Mistake> {
+        let text = HEAD.replace("backend = \"opencl\"", "backend = \"cuda\"")
+            + &format!("[[variants]]\nname = \"v\"\nscript = '''\n{script}\n'''\n");
+        let lab =
+            first(lab(raw::read(&text).unwrap(), &text, Origin::Builtin)).map_err(|p| p.mistake)?;
+        Ok(lab.variants[0]
+            .script
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::Call { api, .. } => Some(*api),
+                _ => None,
+            })
+            .collect())
+    }
+
+    const VMM: &str = "s = cudaStreamCreate()\nmem = cuMemCreate(2 MiB)\n\
+        va = cuMemAddressReserve(2 MiB)\ncuMemMap(va, mem)\ncuMemSetAccess(va)\n";
+
+    #[test]
+    fn a_mapping_keeps_its_allocation_after_cu_mem_release() {
+        // Released while mapped: the range stays usable until it is unmapped.
+        let ok = format!(
+            "{VMM}cuMemRelease(mem)\ncudaMemsetAsync(va, s)\ncuMemUnmap(va)\ncuMemAddressFree(va)"
+        );
+        let apis = cuda(&ok).unwrap();
+        assert!(apis.contains(&Api::CudaMemsetAsyncRange), "{apis:?}");
+        // After the unmap, the range holds nothing to use.
+        assert_eq!(
+            cuda(&format!(
+                "{VMM}cuMemRelease(mem)\ncuMemUnmap(va)\ncudaMemsetAsync(va, s)"
+            )),
+            Err(Mistake::RangeNotMapped {
+                name: "va".into(),
+                unmapped_at: Some(23)
+            })
+        );
+        assert_eq!(
+            cuda("va = cuMemAddressReserve(2 MiB)\ncuMemSetAccess(va)"),
+            Err(Mistake::RangeNotMapped {
+                name: "va".into(),
+                unmapped_at: None
+            })
+        );
+        // The handle itself is gone: mapping it again is a use after release.
+        assert!(matches!(
+            cuda(&format!(
+                "{VMM}cuMemRelease(mem)\ncuMemUnmap(va)\ncuMemMap(va, mem)"
+            )),
+            Err(Mistake::UseAfterRelease { line: 22, .. })
+        ));
+        assert_eq!(
+            cuda(&format!("{VMM}cuMemMap(va, mem)")),
+            Err(Mistake::AlreadyMapped {
+                name: "va".into(),
+                line: 20
+            })
+        );
+        assert_eq!(
+            cuda(&format!("{VMM}cuMemAddressFree(va)")),
+            Err(Mistake::RangeFreedWhileMapped {
+                name: "va".into(),
+                line: 20
+            })
+        );
+        // A range is not a buffer, nor an allocation handle a range.
+        assert!(matches!(
+            cuda(&format!("{VMM}cudaFree(va)")),
+            Err(Mistake::WrongKind { .. })
+        ));
+        assert!(matches!(
+            cuda(&format!("{VMM}cuMemUnmap(mem)")),
+            Err(Mistake::WrongKind { .. })
+        ));
+        assert!(cuda(&format!("{VMM}cuMemAddressFree(va) # expect-error")).is_ok());
+    }
+
+    #[test]
+    fn managed_pool_and_registered_memory_follow_their_handles() {
+        let managed = "s = cudaStreamCreate()\nm = cudaMallocManaged(1 MiB)\n\
+            cudaMemPrefetchAsync(m, s)\ncudaFree(m)";
+        assert!(cuda(managed).is_ok());
+        assert!(matches!(
+            cuda(&format!("{managed}\ncudaMemPrefetchAsync(m, s)")),
+            Err(Mistake::UseAfterRelease { line: 20, .. })
+        ));
+        // A buffer from a destroyed pool stays the lab's to use and free.
+        let pool = "s = cudaStreamCreate()\np = cudaMemPoolCreate()\n\
+            cudaMemPoolSetAttribute(p, 64 MiB)\nb = cudaMallocFromPoolAsync(1 MiB, p, s)\n\
+            cudaMemPoolDestroy(p)\ncudaMemsetAsync(b, s)\ncudaFreeAsync(b, s)";
+        let apis = cuda(pool).unwrap();
+        assert!(apis.contains(&Api::CudaMemPoolSetAttributeOf), "{apis:?}");
+        assert!(matches!(
+            cuda(&format!("{pool}\ncudaMemPoolTrimTo(p, 0 MiB)")),
+            Err(Mistake::UseAfterRelease { line: 21, .. })
+        ));
+        // The default pool's forms stay: a size alone names no pool.
+        let apis = cuda("cudaMemPoolSetAttribute(0 MiB)\ncudaMemPoolTrimTo(0 MiB)").unwrap();
+        assert_eq!(apis, [Api::CudaMemPoolSetAttribute, Api::CudaMemPoolTrimTo]);
+        let host = "h = cudaHostRegister(1 MiB)\nd = cudaMalloc(1 MiB)\n\
+            cudaMemcpy(d, h)\ncudaMemcpy(h, d)\ncudaHostUnregister(h)";
+        assert_eq!(
+            cuda(host).unwrap(),
+            [
+                Api::CudaHostRegister,
+                Api::CudaMalloc,
+                Api::CudaMemcpyToDevice,
+                Api::CudaMemcpy,
+                Api::CudaHostUnregister
+            ]
+        );
+        assert!(matches!(
+            cuda(&format!("{host}\ncudaMemcpy(d, h)")),
+            Err(Mistake::UseAfterRelease { .. })
+        ));
+        // Pinned memory goes back the way it came.
+        assert_eq!(
+            cuda("h = cudaHostRegister(1 MiB)\ncudaFreeHost(h)"),
+            Err(Mistake::WrongHostRelease {
+                name: "h".into(),
+                made_by: "cudaHostRegister",
+                release: "cudaHostUnregister"
+            })
+        );
+        assert!(matches!(
+            cuda("h = cudaMallocHost(1 MiB)\ncudaHostUnregister(h)"),
+            Err(Mistake::WrongHostRelease {
+                release: "cudaFreeHost",
+                ..
+            })
+        ));
+        assert!(cuda("h = cudaMallocHost(1 MiB)\ncudaHostUnregister(h) # expect-error").is_ok());
+    }
+
+    #[test]
+    fn stream_flags_are_cuda_words() {
+        assert_eq!(
+            cuda("s = cudaStreamCreateWithFlags(cudaStreamNonBlocking)"),
+            Ok(vec![Api::CudaStreamCreateWithFlags])
+        );
+        assert!(cuda("s = cudaStreamCreateWithFlags(cudaStreamDefault)").is_ok());
+        assert!(matches!(
+            cuda("s = cudaStreamCreateWithFlags(CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)"),
+            Err(Mistake::ArgType { .. })
+        ));
+        assert!(matches!(
+            cuda("s = cudaStreamCreateWithFlags()"),
+            Err(Mistake::ArgCount { .. })
+        ));
+    }
 }

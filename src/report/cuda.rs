@@ -1,6 +1,6 @@
 //! The CUDA part of a report: after each line, who held device memory — the
-//! default pool (in use by the program, or cached), and the device as cuMemGetInfo
-//! saw it. Read from the `cuda` field the worker puts on each call event.
+//! default pool (in use by the program, or cached), the lab's own pool when it
+//! has one, and the device as cuMemGetInfo saw it. Read from the `cuda` field the worker puts on each call event.
 
 use std::fmt::Write;
 
@@ -21,6 +21,9 @@ pub struct PoolRow {
     pub pool_cached_mib: f64,
     /// total − free as cuMemGetInfo reports it, all processes.
     pub device_used_mib: f64,
+    /// The lab's own pool (`cudaMemPoolCreate`): reserved and used, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom_pool_mib: Option<(f64, f64)>,
 }
 
 /// One row per script line, from the line's last execution; empty for OpenCL runs.
@@ -36,6 +39,9 @@ pub fn rows(run: &Run) -> Vec<PoolRow> {
             pool_used_mib: m.pool_used as f64 / MIB,
             pool_cached_mib: m.pool_reserved.saturating_sub(m.pool_used) as f64 / MIB,
             device_used_mib: m.total.saturating_sub(m.free) as f64 / MIB,
+            custom_pool_mib: m
+                .custom_pool
+                .map(|p| (p.reserved as f64 / MIB, p.used as f64 / MIB)),
         };
         match out.iter_mut().find(|r| r.line == line) {
             Some(r) => *r = row,
@@ -53,16 +59,33 @@ pub fn text(rows: &[PoolRow], o: &mut String) {
         o,
         "\nwho holds device memory after each line (CUDA, MiB; pool cached = reserved − used)"
     );
-    let _ = writeln!(
+    // The lab's own pool gets columns only in runs that made one.
+    let custom = rows.iter().any(|r| r.custom_pool_mib.is_some());
+    let _ = write!(
         o,
         "{:>5}  {:>13}  {:>10}  {:>12}  {:>12}",
         "line", "pool reserved", "pool used", "pool cached", "device used"
     );
+    let _ = writeln!(
+        o,
+        "{}",
+        if custom {
+            "  own pool reserved / used"
+        } else {
+            ""
+        }
+    );
     for r in rows {
-        let _ = writeln!(
+        let _ = write!(
             o,
             "{:>5}  {:>13.1}  {:>10.1}  {:>12.1}  {:>12.1}",
             r.line, r.pool_reserved_mib, r.pool_used_mib, r.pool_cached_mib, r.device_used_mib
         );
+        let own = match r.custom_pool_mib {
+            Some((reserved, used)) => format!("  {reserved:>17.1} / {used:.1}"),
+            None if custom => format!("  {:>17}", "-"),
+            None => String::new(),
+        };
+        let _ = writeln!(o, "{own}");
     }
 }

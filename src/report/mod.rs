@@ -287,10 +287,14 @@ impl Summary {
             .collect();
         let baseline = run.baseline();
         // The kinds this run's backend has: a CUDA run lists no OpenCL programs.
-        let kinds = match meta {
+        let made = |k: ObjKind| run.ledger.values().any(|o| o.kind == k);
+        let kinds: Vec<ObjKind> = match meta {
             Some(m) => Api::kinds_of(m.backend),
             None => ObjKind::ALL.to_vec(),
-        };
+        }
+        .into_iter()
+        .filter(|&k| !Api::listed_when_made(k) || made(k))
+        .collect();
         Summary {
             lab: lab.map(|l| l.id.clone()).unwrap_or_default(),
             title: lab.map(|l| l.title.clone()).unwrap_or_default(),

@@ -1,6 +1,7 @@
 //! Why the device holds more than the ledger: causes the run itself can show
 //! (forgotten events, events still referring to released buffers, released objects
-//! the driver has not destroyed, contexts' own reserve). Never a driver refcount.
+//! the driver has not destroyed, contexts' own reserve, pool caches, allocations
+//! released while still mapped). Never a driver refcount.
 
 use crate::trace::{AgentState, ObjKind, ObjectAction};
 
@@ -125,6 +126,45 @@ pub fn of(run: &Run) -> Gap {
                 crate::units::mib(cached)
             ));
         }
+    }
+    // The lab's own pool, read the same way.
+    if let Some(own) = run
+        .calls
+        .iter()
+        .rev()
+        .find_map(|c| c.cuda.as_ref())
+        .and_then(|m| m.custom_pool)
+    {
+        let cached = own.reserved.saturating_sub(own.used);
+        if cached > 4 << 20 {
+            causes.push(format!(
+                "pool cache: {:.1} MiB freed, kept by the lab's own pool (its release threshold; cudaMemPoolTrimTo gives it back)",
+                crate::units::mib(cached)
+            ));
+        }
+    }
+    // CUDA's virtual memory API: a mapping keeps its physical allocation, so a
+    // handle released while still mapped holds its memory until cuMemUnmap.
+    let ok_calls = |api: &str| {
+        run.calls
+            .iter()
+            .filter(|c| c.api == api && matches!(c.status, crate::trace::CallStatus::Ok))
+            .count()
+    };
+    let still_mapped = ok_calls("cuMemMap") > ok_calls("cuMemUnmap");
+    if still_mapped
+        && let Some(mem) = objs
+            .values()
+            .find(|o| o.kind == ObjKind::MemHandle && !o.held() && o.bytes > 0)
+        && objs
+            .values()
+            .any(|o| o.kind == ObjKind::VaRange && o.held())
+    {
+        causes.push(format!(
+            "mem handle {} released while mapped: the mapping keeps its {:.1} MiB until cuMemUnmap",
+            mem.name(),
+            crate::units::mib(mem.bytes)
+        ));
     }
     let anything_held = objs.values().any(|o| o.held() || o.forgotten);
     // Only when nothing above explains it: then it is the driver's own keeping.

@@ -112,9 +112,46 @@ pub fn pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
         / MIB)
 }
 
+/// `custom_pool_reserved_mib(tag)` / `custom_pool_used_mib(tag)`: the lab's own
+/// pool right after the tagged line's last execution.
+pub fn custom_pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
+    let c = run
+        .tagged_calls(tag)
+        .last()
+        .ok_or_else(|| format!("`{tag}` never ran in this run"))?;
+    let p = c.cuda.and_then(|m| m.custom_pool).ok_or_else(|| {
+        format!("no reading of the lab's own pool after `{tag}` (none alive then, more than one, or not a CUDA run)")
+    })?;
+    Ok(if reserved { p.reserved } else { p.used } as f64 / MIB)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::overlap_of;
+    use super::{Run, custom_pool_mib, overlap_of};
+
+    fn recorded(name: &str) -> Run {
+        let path = format!(
+            "{}/assets/recordings/nvidia-h100/{name}.jsonl",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        Run::from_events(&crate::trace::read_events(text.as_bytes()).unwrap())
+    }
+
+    #[test]
+    fn the_own_pool_is_read_only_while_the_lab_has_one() {
+        let own = recorded("cuda-custom-pool--own-pool");
+        assert!(custom_pool_mib(&own, "settled", true).is_ok());
+        // Before cudaMemPoolCreate, and in a run that never made one: inconclusive.
+        let before = custom_pool_mib(&own, "start", true).unwrap_err();
+        assert!(
+            before.contains("no reading of the lab's own pool"),
+            "{before}"
+        );
+        let default = recorded("cuda-custom-pool--default-pool");
+        assert!(custom_pool_mib(&default, "settled", false).is_err());
+        assert!(custom_pool_mib(&default, "no-such-tag", true).is_err());
+    }
 
     #[test]
     fn serialized_spans_do_not_overlap() {

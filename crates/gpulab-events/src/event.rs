@@ -231,6 +231,20 @@ pub struct CudaMemory {
     /// `cuMemGetInfo` free and total bytes of the device.
     pub free: u64,
     pub total: u64,
+    /// The lab's own pool (`cudaMemPoolCreate`), when exactly one is alive.
+    /// Absent in streams written before custom pools existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_pool: Option<PoolMemory>,
+}
+
+/// One memory pool's bookkeeping, as `CudaMemory` reads the default pool's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolMemory {
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`.
+    pub reserved: u64,
+    /// `CU_MEMPOOL_ATTR_USED_MEM_CURRENT`.
+    pub used: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,12 +15,20 @@ pub enum ObjKind {
     Event,
     /// A CUDA stream (`cudaStreamCreate`).
     Stream,
-    /// Pinned host memory (`cudaMallocHost`).
+    /// Pinned host memory (`cudaMallocHost`, `cudaHostRegister`).
     HostBuffer,
+    /// A CUDA memory pool of the lab's own (`cudaMemPoolCreate`).
+    Pool,
+    /// Physical device memory of the virtual memory API (`cuMemCreate`): it holds
+    /// its bytes until released and unmapped everywhere.
+    MemHandle,
+    /// A reserved range of device virtual addresses (`cuMemAddressReserve`):
+    /// no memory of its own until an allocation is mapped into it.
+    VaRange,
 }
 
 impl ObjKind {
-    pub const ALL: [ObjKind; 8] = [
+    pub const ALL: [ObjKind; 11] = [
         ObjKind::Context,
         ObjKind::Queue,
         ObjKind::Buffer,
@@ -29,6 +37,9 @@ impl ObjKind {
         ObjKind::Event,
         ObjKind::Stream,
         ObjKind::HostBuffer,
+        ObjKind::Pool,
+        ObjKind::MemHandle,
+        ObjKind::VaRange,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -41,6 +52,9 @@ impl ObjKind {
             ObjKind::Event => "event",
             ObjKind::Stream => "stream",
             ObjKind::HostBuffer => "host_buffer",
+            ObjKind::Pool => "pool",
+            ObjKind::MemHandle => "mem_handle",
+            ObjKind::VaRange => "va_range",
         }
     }
 
@@ -61,6 +75,9 @@ impl ObjKind {
             ObjKind::Event => "events",
             ObjKind::Stream => "streams",
             ObjKind::HostBuffer => "host_buffers",
+            ObjKind::Pool => "pools",
+            ObjKind::MemHandle => "mem_handles",
+            ObjKind::VaRange => "va_ranges",
         }
     }
 }

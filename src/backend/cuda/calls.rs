@@ -14,14 +14,14 @@ use crate::clock::now_ns;
 use crate::lab::api::KernelSpec;
 use crate::lab::{Api, ObjKind};
 
-fn bad(what: &str) -> DriverError {
+pub(super) fn bad(what: &str) -> DriverError {
     DriverError {
         code: GPULAB_BAD_OPERANDS,
         name: format!("GPULAB_BAD_OPERANDS ({what})"),
     }
 }
 
-fn bytes_at(ops: &[Operand], i: usize) -> Result<u64, DriverError> {
+pub(super) fn bytes_at(ops: &[Operand], i: usize) -> Result<u64, DriverError> {
     match ops.get(i) {
         Some(Operand::Bytes(b)) => Ok(*b),
         _ => Err(bad("expected a size")),
@@ -35,7 +35,7 @@ fn ms_at(ops: &[Operand], i: usize) -> Result<f64, DriverError> {
     }
 }
 
-fn size(bytes: u64) -> Result<usize, DriverError> {
+pub(super) fn size(bytes: u64) -> Result<usize, DriverError> {
     usize::try_from(bytes).map_err(|_| bad("size does not fit this host"))
 }
 
@@ -43,7 +43,12 @@ impl CudaBackend {
     /// The raw handle of operand `i`, of `kind`. Released objects are passed as
     /// written (a double `cudaFree` must reach the driver, which answers it);
     /// an id gpulab never handed out is 0, the null handle.
-    fn raw(&self, ops: &[Operand], i: usize, kind: ObjKind) -> Result<(ObjId, u64), DriverError> {
+    pub(super) fn raw(
+        &self,
+        ops: &[Operand],
+        i: usize,
+        kind: ObjKind,
+    ) -> Result<(ObjId, u64), DriverError> {
         let Some(Operand::Obj(id)) = ops.get(i) else {
             return Err(bad("expected an object"));
         };
@@ -54,7 +59,7 @@ impl CudaBackend {
         }
     }
 
-    fn created(&mut self, kind: ObjKind, raw: u64, bytes: u64) -> Outcome {
+    pub(super) fn created(&mut self, kind: ObjKind, raw: u64, bytes: u64) -> Outcome {
         let id = self.next_id;
         self.next_id += 1;
         self.objects.insert(id, Entry { kind, raw, bytes });
@@ -64,13 +69,13 @@ impl CudaBackend {
         }
     }
 
-    fn bytes_of(&self, id: ObjId) -> u64 {
+    pub(super) fn bytes_of(&self, id: ObjId) -> u64 {
         self.objects.get(&id).map_or(0, |e| e.bytes)
     }
 
     /// Records a begin event, does `work` on `stream`, records an end event, and
     /// keeps both for `collect`. Without events (creation failed) the work still runs.
-    fn timed(
+    pub(super) fn timed(
         &mut self,
         seq: u64,
         queue: ObjId,
@@ -309,7 +314,9 @@ impl CudaBackend {
                 result::mem_get_info()?;
                 Ok(Outcome::default())
             }
-            other => Err(bad(&format!("{} is not a CUDA call", other.name()))),
+            other => self
+                .dispatch_memory(seq, other, ops)
+                .unwrap_or_else(|| Err(bad(&format!("{} is not a CUDA call", other.name())))),
         }
     }
 }

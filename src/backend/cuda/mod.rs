@@ -10,6 +10,7 @@
 
 mod calls;
 pub mod load;
+mod memory;
 pub mod spin;
 mod timing;
 
@@ -25,7 +26,7 @@ use super::{
     Backend, BackendError, DeviceInfo, DeviceKind, DriverError, Notice, ObjId, Operand, Outcome,
 };
 use crate::lab::{Api, BackendKind, ObjKind};
-use crate::trace::CudaMemory;
+use crate::trace::{CudaMemory, PoolMemory};
 
 /// A lab object: its raw handle (device pointer, stream, event or host pointer as
 /// an integer), its bytes, and whether the lab still holds it.
@@ -50,9 +51,17 @@ struct Pending {
 /// memory back.
 pub struct CudaBackend {
     info: DeviceInfo,
+    /// The device's ordinal, as memory locations name it.
+    ordinal: i32,
     pool: sys::CUmemoryPool,
     /// Every kernel's function, loaded at open (`spin::load`).
     funcs: spin::Functions,
+    /// The lab's own pools (`cudaMemPoolCreate`) not yet destroyed, oldest first.
+    pools: Vec<ObjId>,
+    /// Host memory of each `cudaHostRegister`, kept until its unregister.
+    registered: HashMap<ObjId, Box<[u8]>>,
+    /// Bytes mapped into each virtual address range (`cuMemMap`), until unmapped.
+    mapped: HashMap<ObjId, u64>,
     cal: Calibration,
     clock: EventClock,
     objects: HashMap<ObjId, Entry>,
@@ -210,8 +219,12 @@ impl CudaBackend {
         };
         Ok(CudaBackend {
             info,
+            ordinal: index as i32,
             pool,
             funcs,
+            pools: Vec::new(),
+            registered: HashMap::new(),
+            mapped: HashMap::new(),
             cal,
             clock,
             objects: HashMap::new(),
@@ -353,23 +366,42 @@ impl Backend for CudaBackend {
         if self.lost.is_some() {
             return None;
         }
-        let attr = |a: sys::CUmemPool_attribute| {
-            let mut v = 0u64;
-            // SAFETY: these two attributes are cuuint64_t, written to `v`.
-            let r = unsafe { result::mem_pool::get_attribute(self.pool, a, (&raw mut v).cast()) };
-            r.is_ok().then_some(v)
+        let (reserved, used) = pool_memory(self.pool)?;
+        // The lab's own pool, when it has exactly one: claims name it as "the
+        // custom pool" (`custom_pool_reserved_mib`).
+        let custom_pool = match self.pools.as_slice() {
+            [id] => self
+                .objects
+                .get(id)
+                .and_then(|e| pool_memory(e.raw as usize as sys::CUmemoryPool))
+                .map(|(reserved, used)| PoolMemory { reserved, used }),
+            _ => None,
         };
-        use sys::CUmemPool_attribute as P;
-        let reserved = attr(P::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?;
-        let used = attr(P::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?;
         let (free, total) = result::mem_get_info().ok()?;
         Some(CudaMemory {
             pool_reserved: reserved,
             pool_used: used,
             free: free as u64,
             total: total as u64,
+            custom_pool,
         })
     }
+}
+
+/// A pool's reserved and used bytes (`CU_MEMPOOL_ATTR_*_MEM_CURRENT`).
+fn pool_memory(pool: sys::CUmemoryPool) -> Option<(u64, u64)> {
+    let attr = |a: sys::CUmemPool_attribute| {
+        let mut v = 0u64;
+        // SAFETY: these two attributes are cuuint64_t, written to `v`; `pool` is the
+        // default pool or one of the lab's that is not destroyed.
+        let r = unsafe { result::mem_pool::get_attribute(pool, a, (&raw mut v).cast()) };
+        r.is_ok().then_some(v)
+    };
+    use sys::CUmemPool_attribute as P;
+    Some((
+        attr(P::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?,
+        attr(P::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?,
+    ))
 }
 
 #[cfg(test)]

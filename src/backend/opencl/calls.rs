@@ -84,7 +84,11 @@ fn invalid_code(kind: ObjKind) -> cl_int {
         ObjKind::Program => CL_INVALID_PROGRAM,
         ObjKind::Kernel => CL_INVALID_KERNEL,
         ObjKind::Event => CL_INVALID_EVENT,
-        ObjKind::Stream | ObjKind::HostBuffer => cl3::error_codes::CL_INVALID_VALUE,
+        ObjKind::Stream
+        | ObjKind::HostBuffer
+        | ObjKind::Pool
+        | ObjKind::MemHandle
+        | ObjKind::VaRange => cl3::error_codes::CL_INVALID_VALUE,
     }
 }
 

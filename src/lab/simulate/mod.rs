@@ -43,6 +43,15 @@ struct Handle {
     kernel: Option<&'static KernelSpec>,
     /// A user event's status, as the script set it.
     user: Option<UserStatus>,
+    /// A virtual address range: the line of the `cuMemMap` into it, while mapped.
+    /// The mapping keeps its physical allocation, so the allocation's handle may be
+    /// released meanwhile and the range stays usable.
+    mapped_at: Option<u32>,
+    /// The range's last `cuMemUnmap`, for "line N unmapped it".
+    unmapped_at: Option<u32>,
+    /// The call that made it: pinned host memory goes back the way it came
+    /// (`cudaFreeHost` for `cudaMallocHost`, `cudaHostUnregister` for `cudaHostRegister`).
+    made_by: Api,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,6 +309,8 @@ impl<'a> Simulator<'a> {
         if !s.expect_error {
             self.user_event_edges(spec, line, args, &out)?;
         }
+        self.range_edges(s, line, spec, args, &out)?;
+        self.host_release(s, spec, args, &out)?;
         self.effect(spec, line, bind, &out);
         self.hold_bound(spec, bind, &out);
         Ok(StmtKind::Call {
@@ -425,6 +436,94 @@ impl<'a> Simulator<'a> {
         Ok(())
     }
 
+    /// The virtual memory API's mapping state of a range: a use, an unmap or a
+    /// free needs (or must not have) an allocation mapped into it. What the
+    /// allocation's own handle does meanwhile does not matter: the mapping keeps
+    /// the physical memory until `cuMemUnmap`.
+    fn range_edges(
+        &mut self,
+        s: &RawStmt,
+        line: u32,
+        spec: &ApiSpec,
+        raw: &[Sp<RawArg>],
+        args: &[Arg],
+    ) -> Res<()> {
+        let uses_range = matches!(
+            spec.api,
+            Api::CuMemMap
+                | Api::CuMemSetAccess
+                | Api::CudaMemsetAsyncRange
+                | Api::CuMemUnmap
+                | Api::CuMemAddressFree
+        );
+        let (true, Some(Arg::Handle(name)), Some(a)) = (uses_range, args.first(), raw.first())
+        else {
+            return Ok(());
+        };
+        let Some(h) = self.handles.get_mut(name) else {
+            return Ok(());
+        };
+        let (name, span) = (name.clone(), a.span.clone());
+        let mistake = match (spec.api, h.mapped_at) {
+            (Api::CuMemMap, Some(at)) => Some(Mistake::AlreadyMapped { name, line: at }),
+            (Api::CuMemMap, None) => {
+                h.mapped_at = Some(line);
+                None
+            }
+            (Api::CuMemAddressFree, Some(at)) => {
+                Some(Mistake::RangeFreedWhileMapped { name, line: at })
+            }
+            (Api::CuMemAddressFree, None) => None,
+            (Api::CuMemUnmap, Some(_)) => {
+                h.mapped_at = None;
+                h.unmapped_at = Some(line);
+                None
+            }
+            (_, Some(_)) => None,
+            (_, None) => Some(Mistake::RangeNotMapped {
+                name,
+                unmapped_at: h.unmapped_at,
+            }),
+        };
+        match mistake {
+            Some(m) if !s.expect_error => Err(Problem::new(span, m)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Pinned host memory is released by the call that pairs with the one that
+    /// made it; the other one is the driver's error (or the process's crash, for
+    /// `cudaFreeHost` of memory the program allocated itself).
+    fn host_release(
+        &self,
+        s: &RawStmt,
+        spec: &ApiSpec,
+        raw: &[Sp<RawArg>],
+        args: &[Arg],
+    ) -> Res<()> {
+        let pair = |made: Api| match made {
+            Api::CudaHostRegister => Api::CudaHostUnregister,
+            _ => Api::CudaFreeHost,
+        };
+        if !matches!(spec.api, Api::CudaFreeHost | Api::CudaHostUnregister) || s.expect_error {
+            return Ok(());
+        }
+        let (Some(Arg::Handle(name)), Some(a)) = (args.first(), raw.first()) else {
+            return Ok(());
+        };
+        match self.handles.get(name) {
+            Some(h) if pair(h.made_by) != spec.api => Err(Problem::new(
+                a.span.clone(),
+                Mistake::WrongHostRelease {
+                    name: name.clone(),
+                    made_by: h.made_by.name(),
+                    release: pair(h.made_by).name(),
+                },
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn effect(&mut self, spec: &ApiSpec, line: u32, bind: Option<&Sp<String>>, args: &[Arg]) {
         let created = match spec.effect {
             Effect::Create(kind) => Some(kind),
@@ -454,6 +553,9 @@ impl<'a> Simulator<'a> {
                     maps: Vec::new(),
                     kernel,
                     user: (spec.api == Api::ClCreateUserEvent).then_some(UserStatus::Unset),
+                    mapped_at: None,
+                    unmapped_at: None,
+                    made_by: spec.api,
                 },
             );
         }

@@ -55,7 +55,11 @@ impl ObjectsPanel<'_> {
                 .filter(|k| of.iter().any(|kinds| kinds.contains(k)))
                 .collect()
         };
-        for kind in kinds {
+        let made = |k: ObjKind| run.run.ledger.values().any(|o| o.kind == k);
+        for kind in kinds
+            .into_iter()
+            .filter(|&k| !Api::listed_when_made(k) || made(k))
+        {
             let n = live.get(&kind).copied().unwrap_or(0);
             let b = bytes.get(&kind).copied().unwrap_or(0);
             let style = if n > 0 { Style::new() } else { t.dim() };
