@@ -56,6 +56,9 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     let source = LocalSource::new()?;
     let mut summaries = Vec::new();
     let mut runs = Vec::new();
+    // Recordings that could not be written: said after the reports, which a full
+    // disk must not cost.
+    let mut record_errors = Vec::new();
     for variant in &variants {
         let record = args
             .record
@@ -77,8 +80,11 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&gpulab::verdict::stepping_warning(lab, variant))
             );
         }
-        let run = run_variant(&source, req, args.step, record.as_deref(), &cancel)?;
-        if let Some(error) = never_started(&run) {
+        let (run, unwritten) = run_variant(&source, req, args.step, record.as_deref(), &cancel)?;
+        record_errors.extend(unwritten);
+        if let Some(error) = never_started(&run)
+            && variants.len() > 1
+        {
             // One variant that could not start fails itself (exit 4 below), not
             // the variants that ran: their results are still printed.
             eprintln!(
@@ -122,7 +128,16 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     } else if let Some(s) = summaries.first() {
         print!("{}", super::report::render(s, format)?);
     }
-    Ok(exit_code(&runs, &args.fail_on))
+    let code = exit_code(&runs, &args.fail_on);
+    if !record_errors.is_empty() && code != EXIT_CANCELLED {
+        // An output path that cannot be written is bad input (2), as documented;
+        // the run it would have held is reported above all the same.
+        return Err(fail(EXIT_USAGE, record_errors.join("\n")));
+    }
+    for e in &record_errors {
+        eprintln!("gpulab: {e}");
+    }
+    Ok(code)
 }
 
 /// Refuses early, with exit 3, a CUDA lab on a machine without the CUDA driver
@@ -176,7 +191,7 @@ fn run_variant(
     step: bool,
     record: Option<&Path>,
     cancel: &AtomicBool,
-) -> anyhow::Result<Run> {
+) -> anyhow::Result<(Run, Option<String>)> {
     let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
     let recorder = match record {
         Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
@@ -240,7 +255,7 @@ fn run_variant(
     if progress && started.elapsed() > Duration::from_secs(1) {
         eprint!("\r\x1b[2K");
     }
-    match (recorder, record) {
+    let unwritten = match (recorder, record) {
         // A run that never started has nothing a replay could show (no `meta`):
         // no file rather than one `report` cannot read.
         (Some(w), Some(path)) if run.meta.is_none() => {
@@ -250,16 +265,25 @@ fn run_variant(
                 "gpulab: {} not written: the run never started",
                 path.display()
             );
+            None
         }
-        (Some(mut w), _) => {
-            for event in trace::decimate::decimate(&recorded) {
-                w.write_all(trace::to_line(event).as_bytes())?;
-            }
-            w.flush()?;
-        }
-        _ => {}
+        (Some(w), Some(path)) => write_recording(w, &recorded).err().map(|e| {
+            format!(
+                "the recording {} could not be written: {e}; the run's report is printed all the same",
+                path.display()
+            )
+        }),
+        _ => None,
+    };
+    Ok((run, unwritten))
+}
+
+/// The run's events, idle samples thinned, through `w` (a full disk shows here).
+fn write_recording(mut w: impl Write, recorded: &[Event]) -> std::io::Result<()> {
+    for event in trace::decimate::decimate(recorded) {
+        w.write_all(trace::to_line(event).as_bytes())?;
     }
-    Ok(run)
+    w.flush()
 }
 
 enum StepKey {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod dash;
+pub mod procs;
 pub mod watch;
 
 use std::path::PathBuf;
