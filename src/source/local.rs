@@ -68,7 +68,10 @@ impl RunSource for LocalSource {
         let before = BeforeRun::start(req.sample_hz);
         let load_at_start = crate::telemetry::load_avg();
         let mut cmd = Process::new(&self.exe);
-        cmd.arg("worker");
+        cmd.arg("worker").env(
+            crate::engine::worker::PARENT_PID_ENV,
+            std::process::id().to_string(),
+        );
         // Its own process group: Ctrl-C in the terminal reaches the parent only,
         // which then decides to cancel, so a partial run is still reported.
         cmd.process_group(0)
