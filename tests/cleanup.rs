@@ -112,11 +112,9 @@ fn cut_at(lab: &Lab, variant: &str, steps: usize, cut: Cut, gpu: bool) -> Outcom
         }
         if prompts == steps {
             match cut {
-                Cut::KillWorker => {
-                    // The next line is on its way as the worker dies.
-                    let _ = stdin.write_all(b"\n");
-                    procs::signal(worker, rustix::process::Signal::KILL);
-                }
+                // Paused before the line: killed there, so the run cannot finish
+                // first (the last line is a draw like any other).
+                Cut::KillWorker => procs::signal(worker, rustix::process::Signal::KILL),
                 Cut::ParentCancels => {
                     let _ = stdin.write_all(b"q\n");
                 }

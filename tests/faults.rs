@@ -382,3 +382,18 @@ fn a_variant_that_cannot_run_fails_alone_under_all_variants() {
     assert!(text.contains("budget"), "the failure in words: {text}");
     assert!(!text.contains("Unavailable {"), "no Debug dump: {text}");
 }
+
+/// A lab file in `--labs` that does not load, run by its id: the error names the
+/// file and why, not only "unknown lab".
+#[test]
+fn running_a_lab_whose_file_did_not_load_says_why() {
+    let dir = common::temp_dir();
+    let broken = TWO_VARIANTS.replace("[teaching]", "[teachings]");
+    std::fs::write(dir.path().join("two.toml"), broken).unwrap();
+    let labs = dir.path().display().to_string();
+    let out = common::run(&["--labs", &labs, "run", "fault-second-variant-too-big"]);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("two.toml"), "{err}");
+    assert!(err.contains("teaching"), "{err}");
+}

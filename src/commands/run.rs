@@ -24,9 +24,14 @@ const SAMPLE_HZ: f64 = 1000.0;
 
 pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
     let set = LabSet::load(dirs);
-    let lab = set
-        .get(&args.id)
-        .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    let lab = set.get(&args.id).map_err(|e| {
+        // The lab may be in a file of `--labs` that did not load: say which and why.
+        let mut said = e.to_string();
+        for p in &set.problems {
+            said.push_str(&format!("\nskipped a lab file: {p}"));
+        }
+        fail(EXIT_USAGE, said)
+    })?;
     let params =
         catalog::resolve_params(lab, &args.params).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     let variants: Vec<String> = if args.all_variants {

@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 
 use super::icd::{icd_files, system_vendors_dir};
 
-/// The symbol the Khronos and ocl-icd loaders look up in each ICD library
-/// (cl_khr_icd); a library without it is not an OpenCL driver.
-const ICD_ENTRY: &[u8] = b"clIcdGetPlatformIDsKHR";
+/// The symbol the Khronos and ocl-icd loaders look up in each ICD library, to
+/// ask it for `clIcdGetPlatformIDsKHR` (cl_khr_icd); a library without it is not
+/// an OpenCL driver. PoCL exports only this one, not `clIcdGetPlatformIDsKHR`.
+const ICD_ENTRY: &[u8] = b"clGetExtensionFunctionAddress";
 
 /// One `.icd` file the loader would skip, and why, in words.
 pub fn broken_icds() -> Vec<String> {
