@@ -81,9 +81,12 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Print the report of a recorded run (`--record FILE`).
+    /// Print the report of a recorded run (`--record FILE`). Given the recordings
+    /// of several variants of one lab (`--all-variants --record`), also judges the
+    /// claims that compare those variants, from the recordings' own numbers.
     Report {
-        file: PathBuf,
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
         #[command(flatten)]
         format: Format,
     },

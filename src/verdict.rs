@@ -27,29 +27,38 @@ struct Env<'a> {
     run: &'a Run,
     params: &'a Params,
     values: BTreeMap<String, f64>,
+    /// The other variants' runs a claim may read (`… in variant sync`).
+    others: &'a Others<'a>,
 }
 
-/// Judges every claim of `lab` that applies to the run's variant.
+/// Judges every claim of `lab` that applies to the run's variant. A claim that
+/// reads another variant (`… in variant sync`) is inconclusive here: this run
+/// alone cannot decide it, `across::judge_across` can when both ran.
 pub fn judge(lab: &Lab, run: &Run) -> Vec<ClaimVerdict> {
     let variant = run.variant().unwrap_or_default().to_string();
-    let params = run
-        .meta
-        .as_ref()
-        .and_then(|m| m.lab.as_ref())
-        .map(|l| l.params.clone())
-        .unwrap_or_else(|| lab.default_params());
+    let params = params_of(lab, run);
     lab.claims
         .iter()
         .filter(|c| c.applies_to(&variant))
-        .map(|c| judge_one(c, run, &params))
+        .map(|c| judge_one(c, run, &params, &Others::new()))
         .collect()
 }
 
-fn judge_one(claim: &Claim, run: &Run, params: &Params) -> ClaimVerdict {
+/// The parameters the run used, as its `meta` recorded them.
+fn params_of(lab: &Lab, run: &Run) -> Params {
+    run.meta
+        .as_ref()
+        .and_then(|m| m.lab.as_ref())
+        .map(|l| l.params.clone())
+        .unwrap_or_else(|| lab.default_params())
+}
+
+fn judge_one(claim: &Claim, run: &Run, params: &Params, others: &Others) -> ClaimVerdict {
     let mut env = Env {
         run,
         params,
         values: BTreeMap::new(),
+        others,
     };
     let (verdict, reason) = match decide(claim, &mut env) {
         Ok(v) => (v, None),
@@ -197,6 +206,21 @@ impl Env<'_> {
                 self.values.insert(format!("{name}({arg})"), v);
                 Value::Num(v)
             }
+            Expr::InVariant(inner, variant) => {
+                let other = Env {
+                    run: self.others.run_of(variant, self.run)?,
+                    params: self.params,
+                    values: BTreeMap::new(),
+                    others: self.others,
+                };
+                let v = match inner.as_ref() {
+                    Expr::Metric { name, arg } => other.metric(name, arg)?,
+                    Expr::Var(name) => other.metric(name, "")?,
+                    _ => return Err("`in variant` follows a metric".into()),
+                };
+                self.values.insert(e.to_string(), v);
+                Value::Num(v)
+            }
             Expr::Neg(x) => Value::Num(-num(self.eval(x)?)?),
             Expr::Not(x) => Value::Bool(!truth(self.eval(x)?)?),
             Expr::Bin(op, l, r) => {
@@ -293,7 +317,8 @@ impl Env<'_> {
                     .unwrap_or(0);
                 Ok(ms(outstanding))
             }
-            "per_iter_mib" => per_iter_mib(run, arg),
+            "per_iter_mib" => memory::per_iter_mib(run, arg),
+            "peak_mib" => memory::peak_mib(run, arg),
             "iterations" => run
                 .tagged_block(arg)
                 .map(|b| b.iterations as f64)
@@ -406,47 +431,6 @@ pub fn host_ms(run: &Run, tag: &str) -> Result<f64, Why> {
     Ok(ms(total) / calls.len() as f64)
 }
 
-/// Device memory growth per iteration of the tagged repeat block from its
-/// second iteration on: (memory after the last iteration − memory after the
-/// first) / (iterations − 1). A one-time reserve made in the first iteration
-/// (a pool, a context's own memory) is not growth per iteration.
-fn per_iter_mib(run: &Run, tag: &str) -> Result<f64, Why> {
-    let block = run.tagged_block(tag).ok_or_else(|| never_ran(tag))?;
-    // The block's own iteration index sits in each call's `iter` at its depth:
-    // the number of blocks on earlier lines that enclose it.
-    let mut outer: Vec<u32> = run
-        .blocks
-        .iter()
-        .filter(|b| b.line < block.line && b.begin_ns <= block.begin_ns && b.end_ns >= block.end_ns)
-        .map(|b| b.line)
-        .collect();
-    outer.sort_unstable();
-    outer.dedup();
-    let depth = outer.len();
-    // Memory after each iteration: the last reading of its last call.
-    let mut after: BTreeMap<u32, u64> = BTreeMap::new();
-    for c in run
-        .calls
-        .iter()
-        .filter(|c| c.begin_ns >= block.begin_ns && c.end_ns <= block.end_ns)
-    {
-        if let (Some(i), Some(m)) = (c.iter.get(depth), c.mem_after) {
-            after.insert(*i, m);
-        }
-    }
-    let (Some((first_i, first)), Some((last_i, last))) =
-        (after.first_key_value(), after.last_key_value())
-    else {
-        return Err(no_memory());
-    };
-    if last_i == first_i {
-        return Err(format!(
-            "`{tag}` ran one iteration: growth per iteration needs two"
-        ));
-    }
-    Ok((*last as f64 - *first as f64) / MIB / f64::from(last_i - first_i))
-}
-
 fn never_ran(tag: &str) -> Why {
     format!("`{tag}` never ran in this run")
 }
@@ -455,6 +439,10 @@ fn no_memory() -> Why {
     "no memory telemetry on this device".into()
 }
 
+mod across;
 mod cuda;
+mod memory;
+use across::Others;
+pub use across::judge_across;
 #[cfg(test)]
 mod tests;

@@ -363,3 +363,75 @@ fn z_zooms_the_focused_panel_and_tab_moves_between_them() {
     assert!(!a.zoom);
     assert_eq!(Screen::new(80, 24, a.view()).panels.len(), 6);
 }
+
+fn shipped(name: &str) -> Vec<gpulab::trace::Event> {
+    let path = common::repo_file(&format!("assets/recordings/nvidia-h100/{name}.jsonl"));
+    let file = std::fs::File::open(path).expect("shipped recording");
+    gpulab::trace::read_events(std::io::BufReader::new(file)).expect("reads")
+}
+
+/// The claim of `slot`'s run named `name`, with its verdict and values.
+fn claim_of(a: &gpulab::tui::App, slot: usize, name: &str) -> gpulab::trace::ClaimVerdict {
+    let run = &a.slots[slot].as_ref().expect("a run").run;
+    run.claims
+        .iter()
+        .find(|c| c.name == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no claim {name}: {:?}", run.claims))
+}
+
+/// Checks the comparison `waiting-costs-the-kernel` (cl-finish's `finish`
+/// against `no-wait`) was judged from the two runs shown side by side.
+fn judged_across_the_sides(a: &gpulab::tui::App) {
+    let host_ms = |slot: usize| {
+        gpulab::verdict::host_ms(&a.slots[slot].as_ref().expect("a run").run, "wait").unwrap()
+    };
+    let c = claim_of(a, A, "waiting-costs-the-kernel");
+    assert_ne!(c.verdict, gpulab::trace::Verdict::Inconclusive, "{c:?}");
+    assert_eq!(c.values["host_ms(wait)"], host_ms(A));
+    assert_eq!(c.values["host_ms(wait) in variant no-wait"], host_ms(B));
+}
+
+#[test]
+fn a_live_compare_judges_the_claims_that_compare_its_two_variants() {
+    let mut a = app();
+    select(&mut a, "cl-finish");
+    let first = keys(&mut a, "c");
+    feed(&mut a, &first, &shipped("cl-finish--finish"), false);
+    let Some(Effect::Start { epoch, .. }) = first.first().cloned() else {
+        panic!("{first:?}");
+    };
+    let second = a.update(Msg::Closed {
+        slot: A,
+        epoch,
+        error: None,
+    });
+    feed(&mut a, &second, &shipped("cl-finish--no-wait"), true);
+    judged_across_the_sides(&a);
+}
+
+#[test]
+fn comparing_two_recordings_judges_the_claims_that_compare_them() {
+    let mut a = app();
+    open(&mut a, "nvidia-h100/cl-finish--finish", false);
+    // Recorded before the comparison existed: not in the file.
+    assert!(!a.slots[A].as_ref().is_some_and(|r| {
+        r.run
+            .claims
+            .iter()
+            .any(|c| c.name == "waiting-costs-the-kernel")
+    }));
+    let fx = keys(&mut a, "c");
+    carry_out(&mut a, fx);
+    assert_eq!(
+        a.slots[B].as_ref().map(|r| r.variant()).as_deref(),
+        Some("no-wait")
+    );
+    judged_across_the_sides(&a);
+    // Played again from the start, the verdict comes back at the end.
+    keys(&mut a, " ");
+    for _ in 0..2000 {
+        a.update(Msg::Tick);
+    }
+    judged_across_the_sides(&a);
+}

@@ -5,7 +5,7 @@
 mod common;
 
 use gpulab::run::Run;
-use gpulab::trace::{Event, read_events};
+use gpulab::trace::{Event, Verdict, read_events};
 
 fn fixtures() -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(common::repo_file("tests/fixtures/recordings"))
@@ -175,4 +175,121 @@ fn a_context_limit_names_the_contexts_the_driver_still_kept() {
     let r = &report["ran_out"];
     assert_eq!(r["api"], "clCreateContext", "{report:#}");
     assert_eq!(r["not_yet_destroyed"]["contexts"], pending, "{r}");
+}
+
+/// The claims that compare variants, judged on the shipped H100 recordings of
+/// each variant (recorded one variant at a time, before such claims existed):
+/// every value comes from the recording of the variant it names, and with
+/// both runs finished the verdict is decided, by those values.
+#[test]
+fn claims_across_variants_are_judged_from_the_h100_recordings_own_numbers() {
+    let set = gpulab::lab::LabSet::load(&[]);
+    let mut judged = 0;
+    for id in ["cuda-free-sync", "cl-finish", "cuda-leak-loop"] {
+        let lab = set.get(id).expect("shipped lab");
+        let runs: Vec<Run> = lab
+            .variants
+            .iter()
+            .map(|v| {
+                let f = common::repo_file(&format!(
+                    "assets/recordings/nvidia-h100/{id}--{}.jsonl",
+                    v.name
+                ));
+                Run::from_events(
+                    &read_events(std::io::BufReader::new(std::fs::File::open(&f).unwrap()))
+                        .unwrap(),
+                )
+            })
+            .collect();
+        let by_variant = |name: &str| {
+            runs.iter()
+                .find(|r| r.variant() == Some(name))
+                .expect("a recording of each variant")
+        };
+        let verdicts = gpulab::verdict::judge_across(lab, &runs.iter().collect::<Vec<_>>());
+        for (i, v) in &verdicts {
+            assert_ne!(v.verdict, Verdict::Inconclusive, "{id}: {v:?}");
+            for (name, value) in &v.values {
+                // `host_ms(free) in variant x` from x's recording, the rest
+                // from the claim's own.
+                let (metric, run) = match name.split_once(" in variant ") {
+                    Some((metric, other)) => (metric, by_variant(other)),
+                    None => (name.as_str(), &runs[*i]),
+                };
+                let tag = |m: &str| {
+                    metric
+                        .strip_prefix(m)
+                        .and_then(|t| t.strip_prefix('('))
+                        .and_then(|t| t.strip_suffix(')'))
+                };
+                if let Some(tag) = tag("host_ms") {
+                    let want = gpulab::verdict::host_ms(run, tag).unwrap();
+                    assert_eq!(*value, want, "{id}: {name}");
+                }
+                if let Some(tag) = tag("peak_mib") {
+                    assert_eq!(*value, peak_mib(run, tag), "{id}: {name}");
+                }
+            }
+            assert!(v.values.keys().any(|k| k.contains(" in variant ")), "{v:?}");
+            judged += 1;
+        }
+    }
+    // free-costs-the-kernel ×2, untouched-buffer-no-cheaper, waiting-costs-the-kernel
+    // ×2, read-waits-like-finish, peak-below-the-leak ×2.
+    assert_eq!(judged, 8);
+}
+
+/// The highest reading inside a tagged block's time, above the baseline, MiB:
+/// what `peak_mib` means, worked out here from the readings alone.
+fn peak_mib(run: &Run, tag: &str) -> f64 {
+    let block = run.tagged_block(tag).expect("a tagged block");
+    let peak = run
+        .readings
+        .iter()
+        .filter(|(t, _)| (block.begin_ns..=block.end_ns).contains(t))
+        .map(|(_, v)| *v)
+        .max()
+        .expect("readings in the block");
+    (peak as f64 - run.baseline().expect("a baseline") as f64) / (1024.0 * 1024.0)
+}
+
+/// `gpulab report` of several variants' recordings judges the claims that
+/// compare them, from the recordings' own numbers; of one, it keeps the
+/// verdicts as recorded; recordings of two labs are refused.
+#[test]
+fn report_of_several_variants_judges_their_comparisons() {
+    let shipped = |name: &str| {
+        common::repo_file(&format!("assets/recordings/nvidia-h100/{name}.jsonl"))
+            .display()
+            .to_string()
+    };
+    let (finish, no_wait) = (shipped("cl-finish--finish"), shipped("cl-finish--no-wait"));
+    let out = common::run(&["report", "--json", &finish, &no_wait]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let (a, b) = (&reports[0], &reports[1]);
+    assert_eq!(
+        (a["variant"].as_str(), b["variant"].as_str()),
+        (Some("finish"), Some("no-wait"))
+    );
+    let c = a["claims"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "waiting-costs-the-kernel"))
+        .expect("the comparison");
+    assert_eq!(c["values"]["host_ms(wait)"], a["host_ms_by_tag"]["wait"]);
+    assert_eq!(
+        c["values"]["host_ms(wait) in variant no-wait"],
+        b["host_ms_by_tag"]["wait"]
+    );
+    assert_ne!(c["verdict"], "inconclusive", "{c:#}");
+    // One recording: its verdicts as recorded (this one predates the claim).
+    let one = common::run(&["report", "--json", &finish]);
+    assert!(!common::stdout(&one).contains("waiting-costs-the-kernel"));
+    let mixed = common::run(&["report", &finish, &shipped("cuda-free-sync--free-used")]);
+    assert_eq!(mixed.status.code(), Some(2));
+    assert!(
+        common::stderr(&mixed).contains("is not a recording of cl-finish"),
+        "{}",
+        common::stderr(&mixed)
+    );
 }

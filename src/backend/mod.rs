@@ -108,6 +108,13 @@ pub trait Backend {
     /// (called once at the end of a script; never releases a lab object).
     fn settle(&mut self, timeout_ms: u64);
 
+    /// Whether the driver tells when it really destroys a buffer or context
+    /// (OpenCL's destructor callbacks). CUDA has no such callback, so the end of a
+    /// CUDA run never waits for one.
+    fn reports_destruction(&self) -> bool {
+        true
+    }
+
     /// Which API this backend drives (picks the release call gpulab's cleanup uses).
     fn kind(&self) -> BackendKind {
         BackendKind::OpenCl

@@ -58,7 +58,7 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
         Some(Cmd::Run(args)) => run::run(&cli.labs, cli.device.as_deref(), &args),
         Some(Cmd::Check { ref files }) => check::check(files, cli.color.into()),
         Some(Cmd::Doctor { json }) => doctor::doctor(json, icd_note),
-        Some(Cmd::Report { file, format }) => report::report(&file, format),
+        Some(Cmd::Report { ref files, format }) => report::report(&cli.labs, files, format),
         Some(Cmd::Replay { ref file }) => replay::replay(&cli, file),
         Some(Cmd::Export {
             file,

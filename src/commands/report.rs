@@ -1,24 +1,84 @@
-//! `gpulab report FILE`: the report of a recorded run, exactly as `run` prints it.
+//! `gpulab report FILE…`: the report of a recorded run, exactly as `run` prints
+//! it; of several variants' recordings, as `run --all-variants` prints them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use gpulab::lab::LabSet;
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
-use gpulab::trace::stream_recording;
+use gpulab::trace::{Event, stream_recording};
 use gpulab::watch::report::WatchReport;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::Format;
 
-pub fn report(file: &Path, format: Format) -> anyhow::Result<i32> {
-    let run = load(file)?;
-    if run.meta.as_ref().is_some_and(|m| m.watch.is_some()) {
-        // A watched program, not a lab: the same report `gpulab watch` printed.
-        print!("{}", watch_report(&run, &format)?);
-    } else {
-        print!("{}", render(&Summary::of(&run), format)?);
+pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Result<i32> {
+    if let [file] = files {
+        let run = load(file)?;
+        if run.meta.as_ref().is_some_and(|m| m.watch.is_some()) {
+            // A watched program, not a lab: the same report `gpulab watch` printed.
+            print!("{}", watch_report(&run, &format)?);
+        } else {
+            print!("{}", render(&Summary::of(&run), format)?);
+        }
+        return Ok(EXIT_OK);
+    }
+    let mut runs = files
+        .iter()
+        .map(|f| load(f))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    judge_across(dirs, files, &mut runs)?;
+    let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
+    if format.json {
+        println!("{}", serde_json::to_string_pretty(&summaries)?);
+        return Ok(EXIT_OK);
+    }
+    if !format.markdown {
+        println!("{}\n", report::printable(&report::side_by_side(&summaries)));
+    }
+    for s in &summaries {
+        print!("{}", render(s, format)?);
+        println!();
     }
     Ok(EXIT_OK)
+}
+
+/// Recordings of several variants of one lab: the claims that compare those
+/// variants, judged from the recordings' own numbers. Each replaces what its
+/// recording holds (inconclusive when it was recorded alone; the same verdict,
+/// from the same numbers, when it came from `--all-variants`).
+fn judge_across(dirs: &[PathBuf], files: &[PathBuf], runs: &mut [Run]) -> anyhow::Result<()> {
+    let ids: Vec<Option<&str>> = runs.iter().map(Run::lab_id).collect();
+    let Some(Some(id)) = ids.first().copied() else {
+        return Err(fail(
+            EXIT_USAGE,
+            format!(
+                "{} is not the recording of a lab run: several files are the variants of one lab",
+                files[0].display()
+            ),
+        ));
+    };
+    if let Some(i) = ids.iter().position(|x| *x != Some(id)) {
+        return Err(fail(
+            EXIT_USAGE,
+            format!(
+                "{} is not a recording of {id}: several files are the variants of one lab",
+                files[i].display()
+            ),
+        ));
+    }
+    let set = LabSet::load(dirs);
+    let lab = set.get(id).map_err(|e| {
+        fail(
+            EXIT_USAGE,
+            format!("{e}; the claims that compare variants need the lab file (--labs DIR)"),
+        )
+    })?;
+    let judged = gpulab::verdict::judge_across(lab, &runs.iter().collect::<Vec<_>>());
+    for (i, verdict) in judged {
+        runs[i].apply(&Event::Claim(verdict));
+    }
+    Ok(())
 }
 
 /// A recording as a Run, folded as it is read (the events are not kept beside

@@ -59,16 +59,20 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         let _ = gpulab::signals::on_termination(move || cancel.store(true, Ordering::SeqCst));
     }
     let source = LocalSource::new()?;
-    let mut summaries = Vec::new();
     let mut runs = Vec::new();
-    // Recordings that could not be written: said after the reports, which a full
-    // disk must not cost.
-    let mut record_errors = Vec::new();
+    // Each variant's events, kept until every variant ran: a claim that compares
+    // variants is judged then, and its verdict goes into the recordings too.
+    let mut recordings = Vec::new();
     for variant in &variants {
-        let record = args
-            .record
-            .as_ref()
-            .map(|r| record_path(r, variant, variants.len() > 1));
+        // Created before the run, so a path that cannot be written costs no run.
+        let record = match &args.record {
+            Some(r) => Some(Recording::create(record_path(
+                r,
+                variant,
+                variants.len() > 1,
+            ))?),
+            None => None,
+        };
         let req = RunRequest {
             lab: lab.clone(),
             variant: variant.clone(),
@@ -85,8 +89,18 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&gpulab::verdict::stepping_warning(lab, variant))
             );
         }
-        let (run, unwritten) = run_variant(&source, req, args.step, record.as_deref(), &cancel)?;
-        record_errors.extend(unwritten);
+        let (run, recorded) = match run_variant(&source, req, args.step, record.is_some(), &cancel)
+        {
+            Ok(ran) => ran,
+            Err(e) => {
+                // The variants that ran keep their recordings.
+                for unwritten in write_recordings(recordings, &runs) {
+                    eprintln!("gpulab: {unwritten}");
+                }
+                return Err(e);
+            }
+        };
+        // Said once, by the error below, when it is the only variant.
         if let Some(error) = never_started(&run)
             && variants.len() > 1
         {
@@ -98,12 +112,24 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&error)
             );
         }
-        summaries.push(Summary::of(&run));
         runs.push(run);
+        recordings.push((record, recorded));
         if cancel.load(Ordering::SeqCst) {
             break;
         }
     }
+    if runs.len() > 1 {
+        let judged = gpulab::verdict::judge_across(lab, &runs.iter().collect::<Vec<_>>());
+        for (i, verdict) in judged {
+            let event = Event::Claim(verdict);
+            runs[i].apply(&event);
+            recordings[i].1.push(event);
+        }
+    }
+    // Recordings that could not be written are said after the reports, which a
+    // full disk must not cost.
+    let record_errors = write_recordings(recordings, &runs);
+    let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
 
     if let Some(error) = runs.iter().map(never_started).collect::<Option<Vec<_>>>()
         && let Some(first) = error.first()
@@ -190,20 +216,15 @@ fn record_path(base: &Path, variant: &str, several: bool) -> PathBuf {
     base.with_file_name(format!("{stem}--{variant}{ext}"))
 }
 
+/// Runs one variant to its end; with `record`, also every event it produced.
 fn run_variant(
     source: &LocalSource,
     req: RunRequest,
     step: bool,
-    record: Option<&Path>,
+    record: bool,
     cancel: &AtomicBool,
-) -> anyhow::Result<(Run, Option<String>)> {
+) -> anyhow::Result<(Run, Vec<Event>)> {
     let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
-    let recorder = match record {
-        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
-            |e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display())),
-        )?)),
-        None => None,
-    };
     let mut handle = source.start(req)?;
     let stepper = step.then(spawn_stepper);
     let progress = std::io::stderr().is_terminal() && !step;
@@ -232,7 +253,7 @@ fn run_variant(
                         show_step(&run, &event);
                     }
                     run.apply(&event);
-                    if recorder.is_some() {
+                    if record {
                         recorded.push(event);
                     }
                 }
@@ -260,35 +281,61 @@ fn run_variant(
     if progress && started.elapsed() > Duration::from_secs(1) {
         eprint!("\r\x1b[2K");
     }
-    let unwritten = match (recorder, record) {
-        // A run that never started has nothing a replay could show (no `meta`):
-        // no file rather than one `report` cannot read.
-        (Some(w), Some(path)) if run.meta.is_none() => {
-            drop(w);
-            let _ = std::fs::remove_file(path);
-            eprintln!(
-                "gpulab: {} not written: the run never started",
-                path.display()
-            );
-            None
-        }
-        (Some(w), Some(path)) => write_recording(w, &recorded).err().map(|e| {
-            format!(
-                "the recording {} could not be written: {e}; the run's report is printed all the same",
-                path.display()
-            )
-        }),
-        _ => None,
-    };
-    Ok((run, unwritten))
+    Ok((run, recorded))
 }
 
-/// The run's events, idle samples thinned, through `w` (a full disk shows here).
-fn write_recording(mut w: impl Write, recorded: &[Event]) -> std::io::Result<()> {
-    for event in trace::decimate::decimate(recorded) {
-        w.write_all(trace::to_line(event).as_bytes())?;
+/// Writes each run's `--record` file, when it has one; says each that could not
+/// be written.
+fn write_recordings(recordings: Vec<(Option<Recording>, Vec<Event>)>, runs: &[Run]) -> Vec<String> {
+    let mut unwritten = Vec::new();
+    for ((file, events), run) in recordings.into_iter().zip(runs) {
+        if let Some(file) = file {
+            let path = file.path.clone();
+            if let Err(e) = file.write(run, &events) {
+                unwritten.push(format!(
+                    "the recording {} could not be written: {e}; the run's report is printed all the same",
+                    path.display()
+                ));
+            }
+        }
     }
-    w.flush()
+    unwritten
+}
+
+/// A `--record` file, open from before its run until every variant ran.
+struct Recording {
+    path: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl Recording {
+    fn create(path: PathBuf) -> anyhow::Result<Recording> {
+        let file = std::fs::File::create(&path)
+            .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display())))?;
+        Ok(Recording {
+            path,
+            file: std::io::BufWriter::new(file),
+        })
+    }
+
+    /// Writes the run's events, idle samples thinned (trace::decimate).
+    fn write(mut self, run: &Run, events: &[Event]) -> std::io::Result<()> {
+        // A run that never started has nothing a replay could show (no `meta`):
+        // no file rather than one `report` cannot read.
+        if run.meta.is_none() {
+            drop(self.file);
+            let _ = std::fs::remove_file(&self.path);
+            eprintln!(
+                "gpulab: {} not written: the run never started",
+                self.path.display()
+            );
+            return Ok(());
+        }
+        for event in trace::decimate::decimate(events) {
+            self.file.write_all(trace::to_line(event).as_bytes())?;
+        }
+        self.file.flush()
+    }
 }
 
 enum StepKey {

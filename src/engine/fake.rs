@@ -21,6 +21,10 @@ pub struct FakeBackend {
     pub errors_end_run: bool,
     bytes: HashMap<ObjId, u64>,
     notices: Vec<Notice>,
+    /// Whether releases report the driver's destruction (OpenCL) or not (CUDA).
+    pub reports_destruction: bool,
+    /// Drains since the last call: what the end of a run waits after the script.
+    pub drains_after_last_call: usize,
 }
 
 impl FakeBackend {
@@ -44,6 +48,8 @@ impl FakeBackend {
             errors_end_run: true,
             bytes: HashMap::new(),
             notices: Vec::new(),
+            reports_destruction: true,
+            drains_after_last_call: 0,
         }
     }
 
@@ -76,6 +82,7 @@ impl Backend for FakeBackend {
     ) -> Result<Outcome, DriverError> {
         let n = self.calls.len();
         self.calls.push((api, ops.to_vec()));
+        self.drains_after_last_call = 0;
         if let Some(e) = self.fail_at.get(&n) {
             return Err(e.clone());
         }
@@ -128,7 +135,9 @@ impl Backend for FakeBackend {
                         *c -= 1;
                         if *c == 0 {
                             self.memory -= self.bytes.get(&id).copied().unwrap_or(0);
-                            self.notices.push(Notice::Destroyed { obj: id, t_ns: 9 });
+                            if self.reports_destruction {
+                                self.notices.push(Notice::Destroyed { obj: id, t_ns: 9 });
+                            }
                         }
                         Ok(Outcome::default())
                     }
@@ -153,7 +162,12 @@ impl Backend for FakeBackend {
     }
 
     fn drain(&mut self) -> Vec<Notice> {
+        self.drains_after_last_call += 1;
         std::mem::take(&mut self.notices)
+    }
+
+    fn reports_destruction(&self) -> bool {
+        self.reports_destruction
     }
 
     fn settle(&mut self, _timeout_ms: u64) {}

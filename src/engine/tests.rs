@@ -413,3 +413,23 @@ fn where_errors_do_not_end_a_run_stop_on_error_still_does() {
     );
     assert!(!apis(&o).contains(&Api::ClFinish));
 }
+
+/// A driver without destructor callbacks (CUDA) is not waited for at the end of a
+/// run: the run ends after as many drains as one whose destructions were all
+/// reported, instead of polling until the wait's deadline (250 ms every CUDA run).
+#[test]
+fn a_driver_without_destructor_callbacks_is_not_waited_for() {
+    let mut script = setup();
+    script.push(call(8, None, "clReleaseMemObject", vec![h("buf")]));
+    script.extend(teardown());
+    let reported = run(&script);
+    let mut silent = FakeBackend::new();
+    silent.reports_destruction = false;
+    let silent = run_with(&script, silent, None);
+    assert_eq!(reported.status, EndStatus::Finished);
+    assert_eq!(silent.status, EndStatus::Finished);
+    assert_eq!(
+        silent.backend.drains_after_last_call,
+        reported.backend.drains_after_last_call
+    );
+}

@@ -3,12 +3,14 @@
 //! numbers and comparisons are combined sensibly; what names mean is `validate`'s job.
 //!
 //! Precedence, loosest first: `or`, `and`, `not`, comparisons (not chained),
-//! `+ -`, `* /`, unary `-`.
+//! `+ -`, `* /`, unary `-`. `in variant NAME` follows one metric and binds to it
+//! alone (`2 * host_ms(free) in variant sync` doubles the other variant's value);
+//! the name runs to the next space, `-` included, as variant names may hold `-`.
 
-use winnow::ascii::space0;
+use winnow::ascii::{space0, space1};
 use winnow::combinator::{alt, cut_err, delimited, not, opt, preceded, repeat, terminated};
 use winnow::prelude::*;
-use winnow::token::one_of;
+use winnow::token::{one_of, take_while};
 
 use super::expr::{BinOp, Expr};
 use super::mistake::{Mistake, Problem, Span};
@@ -22,11 +24,13 @@ pub struct ParsedExpr {
     pub refs: Vec<NameRef>,
 }
 
-/// A bare name (`kernel_ms`) or a metric call (`host_ms(release)`), in file spans.
+/// A bare name (`kernel_ms`) or a metric call (`host_ms(release)`), in file spans,
+/// with the other variant it is measured in (`… in variant sync`), if any.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NameRef {
     pub name: Sp<String>,
     pub arg: Option<Sp<String>>,
+    pub variant: Option<Sp<String>>,
 }
 
 /// The expression with spans, before types are checked.
@@ -41,6 +45,8 @@ enum Kind {
     Num(f64),
     Name(Sp<String>),
     Metric(Sp<String>, Sp<String>),
+    /// A name or metric call, measured in the named variant.
+    InVariant(Box<Node>, Sp<String>),
     Neg(Box<Node>),
     Not(Box<Node>),
     Bin(BinOp, Box<Node>, Box<Node>),
@@ -140,6 +146,7 @@ fn lower(n: &Node, text: &RawText, refs: &mut Vec<NameRef>) -> Result<(Expr, Ty)
             refs.push(NameRef {
                 name: file(name),
                 arg: None,
+                variant: None,
             });
             (Expr::Var(name.value.clone()), Ty::Num)
         }
@@ -147,12 +154,22 @@ fn lower(n: &Node, text: &RawText, refs: &mut Vec<NameRef>) -> Result<(Expr, Ty)
             refs.push(NameRef {
                 name: file(name),
                 arg: Some(file(arg)),
+                variant: None,
             });
             let expr = Expr::Metric {
                 name: name.value.clone(),
                 arg: arg.value.clone(),
             };
             (expr, Ty::Num)
+        }
+        Kind::InVariant(inner, variant) => {
+            // The parser puts `in variant` only after a name or a metric call,
+            // whose reference was the last one pushed.
+            let (e, ty) = lower(inner, text, refs)?;
+            if let Some(r) = refs.last_mut() {
+                r.variant = Some(file(variant));
+            }
+            (Expr::InVariant(Box::new(e), variant.value.clone()), ty)
         }
         Kind::Neg(e) => match lower(e, text, refs)? {
             (e, Ty::Num) => (Expr::Neg(Box::new(e)), Ty::Num),
@@ -196,7 +213,7 @@ fn lower(n: &Node, text: &RawText, refs: &mut Vec<NameRef>) -> Result<(Expr, Ty)
     })
 }
 
-const KEYWORDS: &[&str] = &["and", "or", "not"];
+const KEYWORDS: &[&str] = &["and", "or", "not", "in"];
 
 fn keyword<'a>(
     word: &'static str,
@@ -347,24 +364,7 @@ fn atom(i: &mut In<'_>) -> ModalResult<Node> {
             span,
             kind: Kind::Num(v),
         }),
-        (
-            ident.verify(|s: &Sp<String>| !KEYWORDS.contains(&s.value.as_str())),
-            opt(preceded(
-                (space0, '(', space0),
-                cut_err(terminated(
-                    ident.context(expected("a tag or object kind")),
-                    (space0, cut_err(')').context(expected("`)`"))),
-                )),
-            )),
-        )
-            .with_span()
-            .map(|((name, arg), span)| Node {
-                span,
-                kind: match arg {
-                    Some(arg) => Kind::Metric(name, arg),
-                    None => Kind::Name(name),
-                },
-            }),
+        named,
         (
             '(',
             delimited(space0, cut_err(or_expr), space0),
@@ -375,6 +375,53 @@ fn atom(i: &mut In<'_>) -> ModalResult<Node> {
     ))
     .context(expected("a number, a name or `(`"))
     .parse_next(i)
+}
+
+/// A parameter, an argument-less metric or a metric call, and what follows
+/// it: `in variant NAME` measures it in that variant. A variant name is a slug
+/// (`after-event-sync`), so it runs to the next character that cannot be in
+/// one: a minus right after it is part of the name (subtract with spaces:
+/// `… in variant a - 1`).
+fn named(i: &mut In<'_>) -> ModalResult<Node> {
+    let node = (
+        ident.verify(|s: &Sp<String>| !KEYWORDS.contains(&s.value.as_str())),
+        opt(preceded(
+            (space0, '(', space0),
+            cut_err(terminated(
+                ident.context(expected("a tag or object kind")),
+                (space0, cut_err(')').context(expected("`)`"))),
+            )),
+        )),
+    )
+        .with_span()
+        .map(|((name, arg), span)| Node {
+            span,
+            kind: match arg {
+                Some(arg) => Kind::Metric(name, arg),
+                None => Kind::Name(name),
+            },
+        })
+        .parse_next(i)?;
+    let variant = opt(preceded(
+        (space1, keyword("in"), space1),
+        cut_err(preceded(
+            (keyword("variant"), space1).context(expected("`variant` after `in`")),
+            take_while(1.., |c: char| {
+                c.is_ascii_alphanumeric() || c == '_' || c == '-'
+            })
+            .with_span()
+            .map(|(s, span): (&str, Span)| Sp::new(s.to_owned(), span))
+            .context(expected("a variant name")),
+        )),
+    ))
+    .parse_next(i)?;
+    Ok(match variant {
+        Some(v) => Node {
+            span: node.span.start..v.span.end,
+            kind: Kind::InVariant(Box::new(node), v),
+        },
+        None => node,
+    })
 }
 
 #[cfg(test)]
@@ -481,6 +528,71 @@ mod tests {
         ));
         assert!(matches!(e("not a").mistake, Mistake::ExprType { .. }));
         assert_eq!(e("1 < 2 and 3").span, 10..11);
+    }
+
+    #[test]
+    fn in_variant_binds_to_the_one_metric_before_it() {
+        let m = |name: &str, arg: &str| {
+            Box::new(Expr::Metric {
+                name: name.into(),
+                arg: arg.into(),
+            })
+        };
+        let got = p("host_ms(free) > 10 * host_ms(free) in variant after-event-sync");
+        let want = Expr::Bin(
+            BinOp::Gt,
+            m("host_ms", "free"),
+            Box::new(Expr::Bin(
+                BinOp::Mul,
+                num(10.0),
+                Box::new(Expr::InVariant(
+                    m("host_ms", "free"),
+                    "after-event-sync".into(),
+                )),
+            )),
+        );
+        assert_eq!(got, want);
+        assert_eq!(got.other_variants(), ["after-event-sync"]);
+        // The name ends at a space: a minus after one is subtraction.
+        let got = p("bytes_live_mib in variant a - 1 > 0");
+        let Expr::Bin(BinOp::Gt, l, _) = got else {
+            panic!("{got:?}")
+        };
+        assert!(
+            matches!(*l, Expr::Bin(BinOp::Sub, ref v, _) if matches!(**v, Expr::InVariant(ref x, ref name) if name == "a" && **x == Expr::Var("bytes_live_mib".into()))),
+            "{l:?}"
+        );
+        let parsed = parse_expr(&RawText::for_tests(
+            "host_ms(x) < host_ms( x ) in variant  v2",
+        ))
+        .unwrap();
+        assert_eq!(parsed.refs[0].variant, None);
+        let v = parsed.refs[1].variant.as_ref().unwrap();
+        assert_eq!((v.value.as_str(), v.span.clone()), ("v2", 38..40));
+        assert_eq!(
+            p("host_ms(x) < host_ms(x) in variant v2").to_string(),
+            "host_ms(x) < host_ms(x) in variant v2"
+        );
+    }
+
+    #[test]
+    fn in_variant_needs_its_words_and_a_name() {
+        let x = e("host_ms(x) in sync > 1");
+        assert_eq!(x.span, 14..18);
+        assert!(
+            matches!(x.mistake, Mistake::ExprSyntax { ref expected, .. } if expected == "`variant` after `in`"),
+            "{x:?}"
+        );
+        let x = e("host_ms(x) in variant > 1");
+        assert!(
+            matches!(x.mistake, Mistake::ExprSyntax { ref expected, .. } if expected == "a variant name"),
+            "{x:?}"
+        );
+        // It follows one metric, not a group: the reader could not tell what
+        // else it measures.
+        let x = e("(host_ms(x) + 1) in variant v > 1");
+        assert_eq!(x.span, 17..19);
+        assert!(matches!(e("in < 1").mistake, Mistake::ExprSyntax { .. }));
     }
 
     /// Deep or long claims get a clear error, never a stack overflow; one at the

@@ -1,9 +1,9 @@
-//! The one place `file:line:col` messages are made and rendered (miette), so every
+//! The one place `file:line:col` messages are made and rendered (annotate-snippets, as cargo does), so every
 //! mistake in a lab file reads the same way.
 
 use std::fmt;
 
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteSpanContents};
+use annotate_snippets::{AnnotationKind, Level, Renderer, Snippet};
 
 use super::mistake::{Problem, Span};
 
@@ -128,38 +128,46 @@ impl Diagnostic {
     }
 
     /// The one-line form, then the offending line with the span underlined and the
-    /// help, drawn by miette. `color` picks ANSI colours and Unicode lines; without
-    /// it the drawing is plain ASCII with `^` under the span.
+    /// help, drawn as cargo and rustc draw theirs (annotate-snippets). `color` picks
+    /// ANSI colours and Unicode lines; without it the drawing is plain ASCII with `^`
+    /// under the span.
     pub fn render(&self, color: bool) -> String {
-        let theme = if color {
-            GraphicalTheme::unicode()
+        let renderer = if color {
+            Renderer::styled()
         } else {
-            GraphicalTheme::none()
-        };
-        let handler = GraphicalReportHandler::new_themed(theme)
-            .with_width(usize::MAX / 4)
-            .with_context_lines(0);
-        let mut drawn = String::new();
-        let header = format!("{}:{}:{}: {}", self.file, self.line, self.col, self.message);
-        let (line, span) = self.window();
-        let snippet = Snippet {
-            d: self,
-            line,
-            span,
-        };
-        if handler.render_report(&mut drawn, &snippet).is_err() {
-            return self.to_string();
+            Renderer::plain()
         }
-        // miette opens with its own `× message` line; ours replaces it so the first
-        // line is the same `file:line:col:` every editor and terminal can jump to.
+        // The shown line is already cut to a window (`window`); the renderer must not
+        // cut it again to a terminal width it cannot know here.
+        .term_width(SHOWN_CHARS * 4);
+        let (line, span) = self.window();
+        let mut group = Level::ERROR.primary_title(self.message.as_str()).element(
+            Snippet::source(line.as_str())
+                .line_start(self.line as usize)
+                .annotation(AnnotationKind::Primary.span(span)),
+        );
+        if let Some(help) = &self.help {
+            group = group.element(Level::HELP.message(help.as_str()));
+        }
+        let drawn = renderer.render(&[group]);
+        // The renderer opens with its own `error: message` line; ours replaces it so
+        // the first line is the same `file:line:col:` every editor and terminal can
+        // jump to.
         let body: Vec<&str> = drawn.lines().skip(1).collect();
-        format!("{header}\n{}\n", body.join("\n"))
+        format!(
+            "{}:{}:{}: {}\n{}\n",
+            self.file,
+            self.line,
+            self.col,
+            self.message,
+            body.join("\n")
+        )
     }
 
     /// The part of the offending line to show, and the span's byte range in it: the
     /// whole line, or for a long one (a minified or generated file) a window
-    /// around the span with `…` where it is cut. miette cannot draw a caret
-    /// beyond column 65,535, and nobody reads a 70,000-character line anyway.
+    /// around the span with `…` where it is cut: nobody reads a 70,000-character
+    /// line, and a terminal would wrap it past recognition.
     fn window(&self) -> (String, Span) {
         let span = self.line_span();
         let chars = self.source_line.chars().count();
@@ -204,69 +212,6 @@ impl Diagnostic {
 
 /// Characters of a long line shown around the span.
 const SHOWN_CHARS: usize = 160;
-
-/// The diagnostic as miette sees it: one line of source (or the window of it that
-/// is shown) that claims its real line number, so the gutter shows the line in the
-/// file.
-struct Snippet<'a> {
-    d: &'a Diagnostic,
-    line: String,
-    span: Span,
-}
-
-impl fmt::Debug for Snippet<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self.d, f)
-    }
-}
-
-impl fmt::Display for Snippet<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.d.message)
-    }
-}
-
-impl std::error::Error for Snippet<'_> {}
-
-impl miette::Diagnostic for Snippet<'_> {
-    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.d
-            .help
-            .as_ref()
-            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
-    }
-
-    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        Some(self)
-    }
-
-    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        let label = LabeledSpan::new_primary_with_span(None, self.span.start..self.span.end);
-        Some(Box::new(std::iter::once(label)))
-    }
-}
-
-impl miette::SourceCode for Snippet<'_> {
-    fn read_span<'a>(
-        &'a self,
-        span: &miette::SourceSpan,
-        _before: usize,
-        _after: usize,
-    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
-        let d = self.d;
-        if span.offset() + span.len() > self.line.len() {
-            return Err(miette::MietteError::OutOfBounds);
-        }
-        Ok(Box::new(MietteSpanContents::new_named(
-            d.file.clone(),
-            self.line.as_bytes(),
-            (0, self.line.len()).into(),
-            d.line.saturating_sub(1) as usize,
-            0,
-            1,
-        )))
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -328,7 +273,8 @@ mod tests {
     }
 
     /// A mistake far along a very long line is drawn from a window of that line,
-    /// with the caret under the mistake (miette panicked past column 65,535).
+    /// with the caret under the mistake (miette, the renderer before, panicked past
+    /// column 65,535).
     #[test]
     fn a_mistake_deep_in_a_long_line_is_shown_from_a_window() {
         let line = format!("title = \"{}\" x", "a".repeat(70_000));

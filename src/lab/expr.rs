@@ -11,6 +11,10 @@ pub enum Expr {
         name: String,
         arg: String,
     },
+    /// A metric measured in another variant of the same lab:
+    /// `host_ms(free) in variant sync`. The inner expression is a `Metric` or a
+    /// `Var` naming an argument-less metric.
+    InVariant(Box<Expr>, String),
     Neg(Box<Expr>),
     Not(Box<Expr>),
     Bin(BinOp, Box<Expr>, Box<Expr>),
@@ -125,6 +129,12 @@ pub static METRICS: &[MetricSpec] = &[
         paced: true,
     },
     MetricSpec {
+        name: "peak_mib",
+        arg: MetricArg::Tag,
+        help: "the highest device memory above the run's baseline while the tagged line or block ran (every execution), from every reading in that time: the worker's before and after each call and the parent sampler's, MiB",
+        paced: true,
+    },
+    MetricSpec {
         name: "iterations",
         arg: MetricArg::Tag,
         help: "iterations the tagged repeat block really ran (the budget may stop it early)",
@@ -190,6 +200,20 @@ pub fn paced_metrics(e: &Expr) -> Vec<String> {
 }
 
 impl Expr {
+    /// The other variants the expression reads a measurement of, each once, in
+    /// order of first mention.
+    pub fn other_variants(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        self.walk(&mut |e| {
+            if let Expr::InVariant(_, v) = e
+                && !out.contains(&v.as_str())
+            {
+                out.push(v);
+            }
+        });
+        out
+    }
+
     /// Every (metric, argument) pair the expression reads, in order.
     pub fn metrics(&self) -> Vec<(&str, &str)> {
         let mut out = Vec::new();
@@ -204,7 +228,7 @@ impl Expr {
     pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
         f(self);
         match self {
-            Expr::Neg(e) | Expr::Not(e) => e.walk(f),
+            Expr::Neg(e) | Expr::Not(e) | Expr::InVariant(e, _) => e.walk(f),
             Expr::Bin(_, l, r) => {
                 l.walk(f);
                 r.walk(f);
@@ -283,7 +307,7 @@ pub fn mixed_units(e: &Expr, param_unit: &dyn Fn(&str) -> Option<String>) -> Opt
                 None => Dim::of_metric(name),
             },
             Expr::Metric { name, .. } => Dim::of_metric(name),
-            Expr::Neg(x) => dim(x, unit, found)?,
+            Expr::Neg(x) | Expr::InVariant(x, _) => dim(x, unit, found)?,
             Expr::Not(x) => {
                 dim(x, unit, found);
                 Dim::Free
@@ -338,6 +362,7 @@ impl std::fmt::Display for Expr {
             Expr::Num(n) => write!(f, "{n}"),
             Expr::Var(v) => f.write_str(v),
             Expr::Metric { name, arg } => write!(f, "{name}({arg})"),
+            Expr::InVariant(e, v) => write!(f, "{e} in variant {v}"),
             Expr::Neg(e) => write!(f, "-{e}"),
             Expr::Not(e) => write!(f, "not {e}"),
             Expr::Bin(op, l, r) => write!(f, "{l} {} {r}", op.symbol()),

@@ -283,6 +283,16 @@ pub enum Mistake {
         name: String,
         suggestion: Option<String>,
     },
+    /// `… in variant V` in a claim that applies to `V` itself.
+    ComparesWithItself {
+        variant: String,
+        /// The claim's other variants, quoted and joined, for the help.
+        others: String,
+    },
+    /// `param in variant V`: a parameter has one value in every variant.
+    ParamInVariant {
+        name: String,
+    },
 }
 
 fn did_you_mean(s: Option<&str>) -> Option<String> {
@@ -655,6 +665,21 @@ impl Mistake {
             M::UnknownVariant { name, suggestion } => (
                 format!("unknown variant `{name}`"),
                 did_you_mean(suggestion.as_deref()),
+            ),
+            M::ComparesWithItself { variant, others } => (
+                format!(
+                    "the claim compares with variant `{variant}` but also applies to `{variant}`, \
+                     where it would compare the variant with itself"
+                ),
+                Some(if others.is_empty() {
+                    "compare with another variant".into()
+                } else {
+                    format!("limit the claim with `variants = [{others}]`")
+                }),
+            ),
+            M::ParamInVariant { name } => (
+                format!("parameter `{name}` has the same value in every variant"),
+                Some(format!("write `{name}` alone")),
             ),
         }
     }

@@ -25,4 +25,13 @@ mod tests {
         assert_eq!(nearest("cl-premature", labs), None);
         assert_eq!(nearest("zzz", labs), None);
     }
+
+    /// Parameters in `{…}` and claims: two swapped letters are one edit.
+    #[test]
+    fn a_transposed_parameter_finds_its_name() {
+        let params = ["size_mib", "kernel_ms", "iterations"];
+        assert_eq!(nearest("kernel_sm", params), Some("kernel_ms"));
+        assert_eq!(nearest("size_mb", params), Some("size_mib"));
+        assert_eq!(nearest("iteratoins", params), Some("iterations"));
+    }
 }

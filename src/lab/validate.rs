@@ -408,13 +408,63 @@ struct Scope<'a> {
 impl Scope<'_> {
     fn expr(&self, text: &RawText) -> Res<ParsedExpr> {
         let parsed = parse_expr(text)?;
+        // Which variants the claim compares comes first: a claim that compares a
+        // variant with itself would otherwise report a tag missing there.
+        for r in &parsed.refs {
+            self.compared(r)?;
+        }
         for r in &parsed.refs {
             self.name(r)?;
         }
         Ok(parsed)
     }
 
+    /// Checks `… in variant NAME`: a variant of the lab that the claim does not
+    /// apply to (comparing a variant with itself says nothing). The tags and
+    /// variants the name is checked against: that variant's alone, when given.
+    fn compared(&self, r: &NameRef) -> Res<Option<String>> {
+        let Some(v) = &r.variant else {
+            return Ok(None);
+        };
+        let known = || self.variants.iter().map(|x| x.name.as_str());
+        if !known().any(|x| x == v.value) {
+            return Err(Problem::new(
+                v.span.clone(),
+                Mistake::UnknownVariant {
+                    name: v.value.clone(),
+                    suggestion: suggest::nearest(&v.value, known()).map(str::to_owned),
+                },
+            ));
+        }
+        if self.applies.is_empty() || self.applies.contains(&v.value) {
+            let others: Vec<String> = known()
+                .filter(|x| {
+                    *x != v.value
+                        && (self.applies.is_empty() || self.applies.iter().any(|a| a == x))
+                })
+                .map(|x| format!("\"{x}\""))
+                .collect();
+            return Err(Problem::new(
+                v.span.clone(),
+                Mistake::ComparesWithItself {
+                    variant: v.value.clone(),
+                    others: others.join(", "),
+                },
+            ));
+        }
+        if r.arg.is_none() && self.params.iter().any(|p| p.name == r.name.value) {
+            return Err(Problem::new(
+                r.name.span.start..v.span.end,
+                Mistake::ParamInVariant {
+                    name: r.name.value.clone(),
+                },
+            ));
+        }
+        Ok(Some(v.value.clone()))
+    }
+
     fn name(&self, r: &NameRef) -> Res<()> {
+        let compared = self.compared(r)?;
         let name = &r.name;
         let Some(arg) = &r.arg else {
             if self.params.iter().any(|p| p.name == name.value) {
@@ -474,7 +524,10 @@ impl Scope<'_> {
             },
             MetricArg::Tag => {
                 for (v, tags) in self.variants.iter().zip(self.tags) {
-                    let applies = self.applies.is_empty() || self.applies.contains(&v.name);
+                    let applies = match &compared {
+                        Some(other) => v.name == *other,
+                        None => self.applies.is_empty() || self.applies.contains(&v.name),
+                    };
                     if applies && !tags.contains_key(&arg.value) {
                         return Err(Problem::new(
                             arg.span.clone(),
@@ -844,6 +897,44 @@ mod tests {
             }
         ));
         assert!(matches!(err("m < 1"), Mistake::BareVariable { .. }));
+    }
+
+    #[test]
+    fn a_claim_compares_with_another_variant_by_its_tags() {
+        let two = |claim: &str| {
+            let text = format!(
+                "{HEAD}[[variants]]\nname = \"a\"\nscript = '''\nctx = clCreateContext() # name: one\n'''\n\
+                 [[variants]]\nname = \"b\"\nscript = '''\nctx = clCreateContext() # name: two\n'''\n\
+                 [[claims]]\nname = \"c\"\ntext = \"t\"\n{claim}\n"
+            );
+            first(lab(raw::read(&text).unwrap(), &text, Origin::Builtin))
+        };
+        let lab =
+            two("expr = \"host_ms(one) > host_ms(two) in variant b\"\nvariants = [\"a\"]").unwrap();
+        assert_eq!(lab.claims[0].expr.other_variants(), ["b"]);
+        let err = |claim: &str| two(claim).unwrap_err().mistake;
+        // Applying to every variant, it would compare `b` with itself.
+        assert_eq!(
+            err("expr = \"host_ms(one) > host_ms(two) in variant b\""),
+            Mistake::ComparesWithItself {
+                variant: "b".into(),
+                others: "\"a\"".into()
+            }
+        );
+        // The tag is looked up in the compared variant, not the claim's own.
+        assert!(matches!(
+            err("expr = \"host_ms(one) > host_ms(one) in variant b\"\nvariants = [\"a\"]"),
+            Mistake::TagNotInVariant { ref variant, ref suggestion, .. }
+                if variant == "b" && suggestion.is_none()
+        ));
+        assert_eq!(
+            err("expr = \"host_ms(one) > n in variant b\"\nvariants = [\"a\"]"),
+            Mistake::ParamInVariant { name: "n".into() }
+        );
+        assert!(
+            two("expr = \"bytes_live_mib < bytes_live_mib in variant b\"\nvariants = [\"a\"]")
+                .is_ok()
+        );
     }
 
     #[test]

@@ -221,8 +221,9 @@ impl Watch {
             };
             self.emit(&mut run, Event::End(end));
         }
-        if let Some(info) = &telemetry.device {
-            self.watch_after_exit(&mut run, info, pid, telemetry.start_used);
+        if let Some(info) = telemetry.device.take() {
+            let probe = telemetry.after_exit.take();
+            self.watch_after_exit(&mut run, &info, probe, pid, telemetry.start_used);
         }
         if run.meta.is_none() {
             // It never started: there is nothing to judge.
@@ -348,6 +349,7 @@ impl Watch {
         &self,
         run: &mut Run,
         info: &DeviceInfo,
+        probe: Option<Probe>,
         pid: u32,
         start_used: Option<u64>,
     ) {
@@ -360,7 +362,7 @@ impl Watch {
             }));
             return;
         }
-        let (mut probe, _) = Probe::for_device(info, pid);
+        let mut probe = probe.unwrap_or_else(|| Probe::for_device(info, pid).0);
         let deadline = Instant::now() + AFTER_EXIT_WATCH;
         loop {
             let Some(r) = probe.read() else { return };
@@ -372,7 +374,9 @@ impl Watch {
             if back || Instant::now() >= deadline {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            // One NVML read costs microseconds; a coarse poll would add its period
+            // to what the report shows as the driver's time to hand memory back.
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 }
@@ -384,6 +388,10 @@ struct Telemetry {
     /// Memory in use on the device when sampling started.
     start_used: Option<u64>,
     device: Option<DeviceInfo>,
+    /// The probe that watches memory come back after the worker exits, made with
+    /// the sampler's so NVML stays initialised in between: shutting it down when
+    /// the sampler stops and initialising it again cost every run milliseconds.
+    after_exit: Option<Probe>,
 }
 
 impl Telemetry {
@@ -413,6 +421,9 @@ impl Telemetry {
             let _ = sample_tx.send(early);
         }
         self.sampler = Some(Sampler::spawn(probe, hz, sample_tx.clone()));
+        if info.kind != DeviceKind::Cpu {
+            self.after_exit = Some(Probe::for_device(&info, pid).0);
+        }
         self.device = Some(info);
     }
 

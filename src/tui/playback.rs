@@ -1,7 +1,9 @@
 //! Playing a recording back: the recorded events, a cursor into them and a play
 //! clock. Pure state: the frame tick advances the clock, keys move the cursor,
 //! and the run shown is the fold of the events before the cursor. Claims and
-//! verdicts are the recorded ones, never recomputed. Never reads a file or a clock.
+//! verdicts are the recorded ones, never recomputed; the one addition is a claim
+//! comparing two recordings shown side by side, appended after both are read.
+//! Never reads a file or a clock.
 
 use crate::trace::{Event, Meta};
 
@@ -71,6 +73,23 @@ impl Playback {
 
     pub fn len(&self) -> usize {
         self.events.len()
+    }
+
+    /// Every event of the recording, wherever the cursor is.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Adds an event after the last one, at the recording's end time (a
+    /// verdict judged from this recording and the one beside it). A playback
+    /// at its end shows it at once.
+    pub fn append(&mut self, run: &mut RunState, event: Event) {
+        let at_end = self.at_end();
+        self.times.push(self.times.last().copied().unwrap_or(0));
+        self.events.push(event);
+        if at_end {
+            self.seek(run, self.events.len());
+        }
     }
 
     pub fn is_empty(&self) -> bool {

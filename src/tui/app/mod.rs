@@ -12,6 +12,7 @@ use crate::lab::{Lab, Params};
 use crate::source::{RunRequest, Steer};
 use crate::trace::Event;
 
+mod across;
 mod edit;
 mod recorded;
 mod replay;
@@ -344,6 +345,7 @@ impl App {
                     {
                         out.push(self.start_in(B, *req));
                     }
+                    self.judge_compared();
                 }
                 out
             }

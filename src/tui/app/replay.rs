@@ -83,6 +83,7 @@ impl App {
             };
             self.message = Some(format!("skipped a damaged line: {first}{more}"));
         }
+        self.judge_compared();
         self.dirty = true;
     }
 
