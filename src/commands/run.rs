@@ -25,9 +25,14 @@ const SAMPLE_HZ: f64 = 1000.0;
 
 pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
     let set = LabSet::load(dirs);
-    let lab = set
-        .get(&args.id)
-        .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    let lab = set.get(&args.id).map_err(|e| {
+        // The lab may be in a file of `--labs` that did not load: say which and why.
+        let mut said = e.to_string();
+        for p in &set.problems {
+            said.push_str(&format!("\nskipped a lab file: {p}"));
+        }
+        fail(EXIT_USAGE, said)
+    })?;
     let params =
         catalog::resolve_params(lab, &args.params).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     let variants: Vec<String> = if args.all_variants {
@@ -90,11 +95,16 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             Ok(ran) => ran,
             Err(e) => {
                 // The variants that ran keep their recordings.
-                write_recordings(recordings, &runs)?;
+                for unwritten in write_recordings(recordings, &runs) {
+                    eprintln!("gpulab: {unwritten}");
+                }
                 return Err(e);
             }
         };
-        if let Some(error) = never_started(&run) {
+        // Said once, by the error below, when it is the only variant.
+        if let Some(error) = never_started(&run)
+            && variants.len() > 1
+        {
             // One variant that could not start fails itself (exit 4 below), not
             // the variants that ran: their results are still printed.
             eprintln!(
@@ -117,7 +127,9 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             recordings[i].1.push(event);
         }
     }
-    write_recordings(recordings, &runs)?;
+    // Recordings that could not be written are said after the reports, which a
+    // full disk must not cost.
+    let record_errors = write_recordings(recordings, &runs);
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
 
     if let Some(error) = runs.iter().map(never_started).collect::<Option<Vec<_>>>()
@@ -149,7 +161,16 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     } else if let Some(s) = summaries.first() {
         print!("{}", super::report::render(s, format)?);
     }
-    Ok(exit_code(&runs, &args.fail_on))
+    let code = exit_code(&runs, &args.fail_on);
+    if !record_errors.is_empty() && code != EXIT_CANCELLED {
+        // An output path that cannot be written is bad input (2), as documented;
+        // the run it would have held is reported above all the same.
+        return Err(fail(EXIT_USAGE, record_errors.join("\n")));
+    }
+    for e in &record_errors {
+        eprintln!("gpulab: {e}");
+    }
+    Ok(code)
 }
 
 /// Refuses early, with exit 3, a CUDA lab on a machine without the CUDA driver
@@ -265,17 +286,22 @@ fn run_variant(
     Ok((run, recorded))
 }
 
-/// Each run's `--record` file, when it has one.
-fn write_recordings(
-    recordings: Vec<(Option<Recording>, Vec<Event>)>,
-    runs: &[Run],
-) -> anyhow::Result<()> {
+/// Writes each run's `--record` file, when it has one; says each that could not
+/// be written.
+fn write_recordings(recordings: Vec<(Option<Recording>, Vec<Event>)>, runs: &[Run]) -> Vec<String> {
+    let mut unwritten = Vec::new();
     for ((file, events), run) in recordings.into_iter().zip(runs) {
         if let Some(file) = file {
-            file.write(run, &events)?;
+            let path = file.path.clone();
+            if let Err(e) = file.write(run, &events) {
+                unwritten.push(format!(
+                    "the recording {} could not be written: {e}; the run's report is printed all the same",
+                    path.display()
+                ));
+            }
         }
     }
-    Ok(())
+    unwritten
 }
 
 /// A `--record` file, open from before its run until every variant ran.
@@ -295,7 +321,7 @@ impl Recording {
     }
 
     /// Writes the run's events, idle samples thinned (trace::decimate).
-    fn write(mut self, run: &Run, events: &[Event]) -> anyhow::Result<()> {
+    fn write(mut self, run: &Run, events: &[Event]) -> std::io::Result<()> {
         // A run that never started has nothing a replay could show (no `meta`):
         // no file rather than one `report` cannot read.
         if run.meta.is_none() {
@@ -310,8 +336,7 @@ impl Recording {
         for event in trace::decimate::decimate(events) {
             self.file.write_all(trace::to_line(event).as_bytes())?;
         }
-        self.file.flush()?;
-        Ok(())
+        self.file.flush()
     }
 }
 

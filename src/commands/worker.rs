@@ -6,8 +6,9 @@ use gpulab::engine::{EngineError, worker};
 use super::{EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE};
 
 pub fn worker() -> anyhow::Result<i32> {
-    // Die with the parent: a worker nobody reads would hold device memory forever.
-    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    if !worker::die_with_parent() {
+        return Ok(EXIT_ERROR);
+    }
     let stdin = std::io::BufReader::new(std::io::stdin());
     let stdout = std::io::stdout();
     Ok(match worker::serve(stdin, stdout.lock()) {

@@ -14,6 +14,27 @@ use super::protocol::{ChannelControl, Control, JsonlSink, Sink, spawn_command_re
 use super::request::WorkerRequest;
 use super::{Engine, EngineError, Result};
 
+/// The parent's pid, set by the run source on every worker it starts.
+pub const PARENT_PID_ENV: &str = "GPULAB_PARENT_PID";
+
+/// Makes this worker die with the parent that started it: a worker nobody reads
+/// would hold device memory forever. `PR_SET_PDEATHSIG` covers a parent that dies
+/// from now on; one that died between its fork and this call (a SIGKILL right
+/// after the spawn) left us with another parent already, which the pid it passed
+/// tells. `false`: that parent is gone, exit now.
+pub fn die_with_parent() -> bool {
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    let expected = std::env::var(PARENT_PID_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok());
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+    match expected {
+        Some(pid) => parent == Some(pid),
+        // Started by hand (`gpulab worker < request`): no parent to follow.
+        None => true,
+    }
+}
+
 /// Reads the request from the first line of `input`, runs it, and takes command
 /// words from the rest of `input`; events go to `out`. Errors before the first
 /// line (no device, a damaged request) are returned *and* emitted as an `end`

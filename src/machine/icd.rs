@@ -41,12 +41,12 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-fn system_vendors_dir() -> PathBuf {
+pub(super) fn system_vendors_dir() -> PathBuf {
     PathBuf::from(env("OPENCL_VENDOR_PATH").unwrap_or_else(|| "/etc/OpenCL/vendors".into()))
 }
 
 /// `(file name, library named on its first line)` of each `.icd` file in `dir`.
-fn icd_files(dir: &Path) -> Vec<(String, String)> {
+pub(super) fn icd_files(dir: &Path) -> Vec<(String, String)> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

@@ -5,6 +5,7 @@
 
 pub mod cupti;
 pub mod icd;
+pub mod icd_check;
 pub mod loader;
 
 pub use icd::{IcdState, icd_state, prepare_icd_environment};

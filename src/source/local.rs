@@ -68,7 +68,13 @@ impl RunSource for LocalSource {
         let before = BeforeRun::start(req.sample_hz);
         let load_at_start = crate::telemetry::load_avg();
         let mut cmd = Process::new(&self.exe);
-        cmd.arg("worker");
+        // The worker dies with its parent (`engine::worker::die_with_parent`). Linux
+        // sends PR_SET_PDEATHSIG when the *thread* that spawned it exits: runs are
+        // started from threads that outlive them (main, the dashboard's loop).
+        cmd.arg("worker").env(
+            crate::engine::worker::PARENT_PID_ENV,
+            std::process::id().to_string(),
+        );
         // Its own process group: Ctrl-C in the terminal reaches the parent only,
         // which then decides to cancel, so a partial run is still reported.
         cmd.process_group(0)

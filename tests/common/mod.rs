@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod dash;
+pub mod procs;
 pub mod watch;
 
 use std::path::PathBuf;

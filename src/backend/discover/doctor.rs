@@ -61,6 +61,20 @@ pub fn doctor() -> DoctorReport {
     }
 }
 
+/// "No platform", with the vendors directory the loader read (the user's
+/// `OCL_ICD_VENDORS` when set) and each `.icd` there it had to skip, and why.
+fn no_platform(icd: &IcdState) -> String {
+    let dir = match &icd.user_override {
+        Some(v) => v.clone(),
+        None => format!("vendors dir {}", icd.vendors_dir),
+    };
+    let mut detail = format!("no OpenCL platform ({dir})");
+    for broken in crate::machine::icd_check::broken_icds() {
+        detail.push_str(&format!("; the loader skipped {broken}"));
+    }
+    detail
+}
+
 fn opencl_section(icd: &IcdState) -> (Section, Vec<ClDevice>) {
     let mut checks = Vec::new();
     let mut devices = Vec::new();
@@ -75,7 +89,7 @@ fn opencl_section(icd: &IcdState) -> (Section, Vec<ClDevice>) {
             Ok(d) if d.is_empty() => checks.push(check(
                 "platforms",
                 Status::Missing,
-                format!("no OpenCL platform (vendors dir {})", icd.vendors_dir),
+                no_platform(icd),
                 Some(FIX_PLATFORM),
             )),
             Ok(d) => {

@@ -114,10 +114,18 @@ pub(crate) fn select<'a>(
     let devices: Vec<&ClDevice> = all.iter().map(|f| &f.dev).collect();
     match pick(&devices, selector) {
         Ok(i) => Ok(&all[i]),
-        Err(why) => Err(BackendError::Unavailable {
-            what: "OpenCL device".into(),
-            why,
-        }),
+        Err(mut why) => {
+            // With no device at all, an `.icd` the loader skipped is the likely why.
+            if devices.is_empty() {
+                for broken in crate::machine::icd_check::broken_icds() {
+                    why.push_str(&format!("; the OpenCL loader skipped {broken}"));
+                }
+            }
+            Err(BackendError::Unavailable {
+                what: "OpenCL device".into(),
+                why,
+            })
+        }
     }
 }
 
