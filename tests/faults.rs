@@ -370,7 +370,7 @@ fn a_variant_that_cannot_run_fails_alone_under_all_variants() {
     let out = run(true);
     assert_eq!(out.status.code(), Some(4), "{}", common::stderr(&out));
     let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
-    let runs = json.as_array().expect("an array");
+    let runs = json["runs"].as_array().expect("a list of runs");
     assert_eq!(runs.len(), 2, "{json:#}");
     assert_eq!(runs[0]["status"], "finished", "{json:#}");
     assert!(

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use gpulab::lab::{BackendKind, Lab, LabSet, catalog};
+use gpulab::lab::{BackendKind, Lab, LabError, LabSet, catalog};
 use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
@@ -26,10 +26,13 @@ const SAMPLE_HZ: f64 = 1000.0;
 pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
     let set = LabSet::load(dirs);
     let lab = set.get(&args.id).map_err(|e| {
-        // The lab may be in a file of `--labs` that did not load: say which and why.
+        // A file that claims the id already says its own mistakes; otherwise the
+        // lab may be in a file of `--labs` that did not load: say which and why.
         let mut said = e.to_string();
-        for p in &set.problems {
-            said.push_str(&format!("\nskipped a lab file: {p}"));
+        if matches!(e, LabError::UnknownLab { .. }) {
+            for p in &set.problems {
+                said.push_str(&format!("\nskipped a lab file: {p}"));
+            }
         }
         fail(EXIT_USAGE, said)
     })?;
