@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use gpulab::export::{chrome, figure};
+use gpulab::run::Run;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
 
@@ -23,7 +24,8 @@ pub fn export(
             ),
         ));
     }
-    let run = super::report::load(file)?;
+    // A trace and a figure draw every call and span of the run, not a window.
+    let run = super::report::load_into(file, Run::keeping_all())?;
     if let Some(out) = chrome_out {
         if compare.is_some() {
             return Err(fail(
@@ -36,7 +38,9 @@ pub fn export(
         write(out, &text)?;
     }
     if svg_out.is_some() || png_out.is_some() {
-        let other = compare.map(super::report::load).transpose()?;
+        let other = compare
+            .map(|f| super::report::load_into(f, Run::keeping_all()))
+            .transpose()?;
         let runs: Vec<_> = std::iter::once(&run).chain(other.as_ref()).collect();
         let svg = figure::svg(&runs)?;
         if let Some(out) = svg_out {
