@@ -4,6 +4,8 @@
 
 mod finding;
 pub mod fold;
+#[cfg(test)]
+mod fold_tests;
 pub mod gap;
 mod load;
 mod objects;
