@@ -275,6 +275,9 @@ fn folds_equal_a_computation_over_every_call() {
         let run = Run::folding(Run::bounded(16, 16, 16), &events);
         assert_eq!(run.calls.len(), 16);
         assert_eq!(run.calls.seen(), 3_000);
+        assert_eq!(run.calls.last().map(|c| c.seq), Some(2_999));
+        assert!(run.spans.seen() > 16 && run.objects.seen() > 16);
+        assert_eq!((run.spans.len(), run.objects.len()), (16, 16));
         assert_eq!(run.lines(), lines_from_scratch(&events), "seed {seed}");
 
         let all: Vec<&Call> = calls(&events).collect();
