@@ -4,6 +4,7 @@
 //! the [`super::Run`] keeps only a bounded window of). Pure data; never prints.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::trace::{
     Block, Call, CallStatus, CudaMemory, DeviceSpan, ObjKind, ObjectAction, ObjectEvent,
@@ -52,7 +53,7 @@ pub struct Folds {
     /// When the first call began.
     pub first_begin: Option<u64>,
     /// The tag of each recent tagged call, by seq, for the spans that follow it.
-    tag_of_seq: BTreeMap<u64, String>,
+    tag_of_seq: BTreeMap<u64, Arc<str>>,
     /// Lengths of device spans that arrived before their call, by the call's seq.
     early_spans: BTreeMap<u64, Vec<u64>>,
     /// The highest call seq seen.
@@ -67,6 +68,8 @@ const TAGGED_SEQS_KEPT: usize = 10_000;
 /// One tag's executions, folded.
 #[derive(Debug, Clone)]
 pub struct TagFold {
+    /// The tag, shared with the index of recent tagged calls.
+    pub name: Arc<str>,
     pub calls: u64,
     pub errors: u64,
     /// Host time summed over the executions, ns.
@@ -75,7 +78,8 @@ pub struct TagFold {
     /// execution lacked a reading.
     pub mem_delta: Option<f64>,
     pub first: Call,
-    pub last: Call,
+    /// What the latest execution left: its seq, memory after it, CUDA pool.
+    pub last: LastCall,
     pub begin_min: u64,
     pub end_max: u64,
     /// Device spans of the tagged calls: their summed length (ns) and number.
@@ -88,6 +92,25 @@ pub struct TagFold {
     /// release), and the first time a reading at or below it was taken after
     /// the call returned.
     pub release: Option<ReleaseWatch>,
+}
+
+/// The few figures of a tag's latest execution that metrics read (a whole
+/// `Call` cloned per execution would cost more than the rest of the fold).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LastCall {
+    pub seq: u64,
+    pub mem_after: Option<u64>,
+    pub cuda: Option<CudaMemory>,
+}
+
+impl LastCall {
+    fn of(c: &Call) -> LastCall {
+        LastCall {
+            seq: c.seq,
+            mem_after: c.mem_after,
+            cuda: c.cuda,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -172,21 +195,19 @@ impl Folds {
         self.last_seq = Some(self.last_seq.map_or(c.seq, |s| s.max(c.seq)));
         let early = self.early_spans.remove(&c.seq).unwrap_or_default();
         let Some(tag) = &c.tag else { return };
-        let t = match self.tags.entry(tag.clone()) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => e.insert(TagFold::new(
-                c,
-                busy_before(c.seq),
-                c.object.and_then(bytes_of),
-                readings,
-            )),
+        if !self.tags.contains_key(tag) {
+            let fold = TagFold::new(c, busy_before(c.seq), c.object.and_then(bytes_of), readings);
+            self.tags.insert(tag.clone(), fold);
+        }
+        let Some(t) = self.tags.get_mut(tag) else {
+            return;
         };
         t.call(c);
         for ns in early {
             t.span_ns += ns;
             t.spans += 1;
         }
-        self.tag_of_seq.insert(c.seq, tag.clone());
+        self.tag_of_seq.insert(c.seq, Arc::clone(&t.name));
         if self.tag_of_seq.len() > TAGGED_SEQS_KEPT {
             self.tag_of_seq.pop_first();
         }
@@ -199,9 +220,12 @@ impl Folds {
             .entry(line)
             .or_insert_with(|| LineSummary::empty(line, c.api.clone()));
         s.calls += 1;
-        s.tag = c.tag.clone();
+        // Compared before cloned: a loop's line repeats the same strings.
+        if s.tag != c.tag {
+            s.tag = c.tag.clone();
+        }
         s.expect_error = c.expect_error;
-        if c.status != CallStatus::Directive {
+        if c.status != CallStatus::Directive && s.driver.as_deref() != Some(c.driver.as_str()) {
             s.driver = Some(c.driver.clone());
         }
         if let CallStatus::Error { name, .. } = &c.status {
@@ -253,7 +277,7 @@ impl Folds {
         if let Some(t) = self
             .tag_of_seq
             .get(&s.call_seq)
-            .and_then(|tag| self.tags.get_mut(tag))
+            .and_then(|tag| self.tags.get_mut(&**tag))
         {
             t.span_ns += ns;
             t.spans += 1;
@@ -319,12 +343,13 @@ impl TagFold {
             _ => None,
         };
         TagFold {
+            name: c.tag.as_deref().unwrap_or_default().into(),
             calls: 0,
             errors: 0,
             host_ns: 0,
             mem_delta: Some(0.0),
             first: c.clone(),
-            last: c.clone(),
+            last: LastCall::of(c),
             begin_min: c.begin_ns,
             end_max: c.end_ns,
             span_ns: 0,
@@ -346,7 +371,7 @@ impl TagFold {
         };
         self.begin_min = self.begin_min.min(c.begin_ns);
         self.end_max = self.end_max.max(c.end_ns);
-        self.last = c.clone();
+        self.last = LastCall::of(c);
     }
 }
 

@@ -89,7 +89,7 @@ pub fn errors(run: &Run, tag: &str) -> Result<f64, String> {
 /// `pool_reserved_mib(tag)` / `pool_used_mib(tag)`: the default pool right after
 /// the tagged line's last execution.
 pub fn pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
-    let c = &run
+    let c = run
         .tagged(tag)
         .ok_or_else(|| format!("`{tag}` never ran in this run"))?
         .last;
