@@ -1,11 +1,10 @@
 //! The folds against a from-scratch computation over every event, on seeded
-//! generated runs far longer than the run's window, and a report of a big run
-//! kept whole against one kept in a small window.
+//! generated runs far longer than the run's window (`tests/big_run.rs` compares
+//! the reports of a real lab kept whole and in the window).
 
 use std::collections::BTreeMap;
 
 use super::{LineSummary, Run};
-use crate::report::Summary;
 use crate::trace::*;
 
 /// xorshift64*: a fixed seed gives the same run on every machine.
@@ -354,28 +353,4 @@ fn folds_equal_a_computation_over_every_call() {
             ran_out.map(|c| c.seq)
         );
     }
-}
-
-#[test]
-fn a_report_of_a_big_run_is_the_same_kept_whole_or_in_a_window() {
-    let events = generated(99, 30_000);
-    let whole = Run::folding(Run::keeping_all(), &events);
-    let window = Run::from_events(&events);
-    assert_eq!(whole.calls.len(), 30_000);
-    assert_eq!(window.calls.len(), super::CALLS_KEPT);
-    let json = |run: &Run| serde_json::to_string_pretty(&Summary::of(run)).expect("json");
-    assert_eq!(json(&window), json(&whole));
-    assert_eq!(window.finding(), whole.finding());
-    assert_eq!(
-        crate::report::text(&Summary::of(&window)),
-        crate::report::text(&Summary::of(&whole))
-    );
-    assert_eq!(
-        crate::report::markdown(&Summary::of(&window)),
-        crate::report::markdown(&Summary::of(&whole))
-    );
-    let watch = |run: &Run| {
-        serde_json::to_string(&crate::watch::report::WatchReport::from_run(run)).expect("json")
-    };
-    assert_eq!(watch(&window), watch(&whole));
 }
