@@ -377,31 +377,12 @@ pub fn host_ms(run: &Run, tag: &str) -> Result<f64, Why> {
 /// first) / (iterations − 1). A one-time reserve made in the first iteration
 /// (a pool, a context's own memory) is not growth per iteration.
 fn per_iter_mib(run: &Run, tag: &str) -> Result<f64, Why> {
-    let block = run.tagged_block(tag).ok_or_else(|| never_ran(tag))?;
-    // The block's own iteration index sits in each call's `iter` at its depth:
-    // the number of blocks on earlier lines that enclose it.
-    let mut outer: Vec<u32> = run
-        .blocks
-        .iter()
-        .filter(|b| b.line < block.line && b.begin_ns <= block.begin_ns && b.end_ns >= block.end_ns)
-        .map(|b| b.line)
-        .collect();
-    outer.sort_unstable();
-    outer.dedup();
-    let depth = outer.len();
-    // Memory after each iteration: the last reading of its last call.
-    let mut after: BTreeMap<u32, u64> = BTreeMap::new();
-    for c in run
-        .calls
-        .iter()
-        .filter(|c| c.begin_ns >= block.begin_ns && c.end_ns <= block.end_ns)
-    {
-        if let (Some(i), Some(m)) = (c.iter.get(depth), c.mem_after) {
-            after.insert(*i, m);
-        }
-    }
+    run.tagged_block(tag).ok_or_else(|| never_ran(tag))?;
+    // Memory after each iteration is the last reading of its last call; the
+    // Run folds the first and the last iteration's as the calls arrive.
+    let span = run.folds.iterations.by_tag.get(tag);
     let (Some((first_i, first)), Some((last_i, last))) =
-        (after.first_key_value(), after.last_key_value())
+        (span.and_then(|s| s.first), span.and_then(|s| s.last))
     else {
         return Err(no_memory());
     };
@@ -410,7 +391,7 @@ fn per_iter_mib(run: &Run, tag: &str) -> Result<f64, Why> {
             "`{tag}` ran one iteration: growth per iteration needs two"
         ));
     }
-    Ok((*last as f64 - *first as f64) / MIB / f64::from(last_i - first_i))
+    Ok((last as f64 - first as f64) / MIB / f64::from(last_i - first_i))
 }
 
 fn never_ran(tag: &str) -> Why {

@@ -11,6 +11,7 @@ use crate::trace::{
 };
 
 use super::LineSummary;
+use super::iterations::Iterations;
 
 /// Device spans the report lists, the first ones of the run (the text report
 /// prints a few of them and counts the rest).
@@ -27,6 +28,8 @@ pub struct Folds {
     pub(super) last_block: BTreeMap<u32, Block>,
     /// The first block carrying each tag.
     pub(super) tagged_blocks: BTreeMap<String, Block>,
+    /// Memory after the first and last iteration of each tagged block.
+    pub iterations: Iterations,
     /// The CUDA pool reading after each line's latest execution, in the order
     /// lines first showed one.
     pub pools: Vec<(u32, CudaMemory)>,
@@ -170,6 +173,7 @@ impl Folds {
         readings: &[(u64, u64)],
     ) {
         self.first_begin.get_or_insert(c.begin_ns);
+        self.iterations.call(c);
         self.line(c);
         self.api(c);
         *self.received.entry(c.pid).or_default() += 1;
@@ -302,6 +306,7 @@ impl Folds {
     }
 
     pub(super) fn block(&mut self, b: &Block) {
+        self.iterations.block(b);
         self.last_block.insert(b.line, b.clone());
         if let Some(tag) = &b.tag {
             self.tagged_blocks

@@ -7,6 +7,7 @@ pub mod fold;
 #[cfg(test)]
 mod fold_tests;
 pub mod gap;
+pub mod iterations;
 mod load;
 mod objects;
 mod window;
@@ -42,8 +43,8 @@ pub const OBJECTS_KEPT: usize = 10_000;
 /// agents. What is bounded: the calls, device spans and object events
 /// themselves, of which only the most recent [`CALLS_KEPT`], [`SPANS_KEPT`] and
 /// [`OBJECTS_KEPT`] are kept whole (`calls`, `spans`, `objects`), for the
-/// timeline, the live panels and the metrics that look at a block's calls
-/// (`per_iter_mib`, `overlap`). A run of fewer events keeps them all, and
+/// timeline, the live panels and the one metric that looks at a block's calls
+/// and spans (`overlap`, of CUDA labs' short blocks). A run of fewer events keeps them all, and
 /// [`Run::keeping_all`] keeps them all whatever the length (the exports of a
 /// recording, which draw every call).
 #[derive(Debug, Clone)]
