@@ -26,7 +26,7 @@ use crate::trace::{
     Event, Frame, HostLoad, Meta, Note, ObjectAction, ObjectEvent, Sample,
 };
 
-/// Calls a run keeps whole: the most recent ones (about 3 MB of them).
+/// Calls a run keeps whole: the most recent ones.
 pub const CALLS_KEPT: usize = 10_000;
 /// Device spans a run keeps whole: the most recent ones.
 pub const SPANS_KEPT: usize = 10_000;
@@ -44,9 +44,9 @@ pub const OBJECTS_KEPT: usize = 10_000;
 /// themselves, of which only the most recent [`CALLS_KEPT`], [`SPANS_KEPT`] and
 /// [`OBJECTS_KEPT`] are kept whole (`calls`, `spans`, `objects`), for the
 /// timeline, the live panels and the one metric that looks at a block's calls
-/// and spans (`overlap`, of CUDA labs' short blocks). A run of fewer events keeps them all, and
-/// [`Run::keeping_all`] keeps them all whatever the length (the exports of a
-/// recording, which draw every call).
+/// and spans (`overlap`, of CUDA labs' short blocks). A run of fewer events
+/// keeps them all, and [`Run::keeping_all`] keeps them all whatever the length
+/// (the exports of a recording, which draw every call).
 #[derive(Debug, Clone)]
 pub struct Run {
     pub meta: Option<Meta>,
