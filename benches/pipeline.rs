@@ -4,7 +4,7 @@
 
 use std::hint::black_box;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 use gpulab::lab::{LabSet, Origin, catalog};
 use gpulab::report::{self, Summary};
@@ -133,6 +133,34 @@ fn long_lab(pairs: usize) -> String {
     format!("{head}script = '''\n{script}'''\n\n{claims}")
 }
 
+/// `n` executions of one tagged line in a loop, as `per-line-cost-cl` sends them,
+/// after `meta`: what the Run folds per call of a long lab.
+fn loop_calls(meta: &Event, n: u64) -> Vec<Event> {
+    let mut events = vec![meta.clone()];
+    for i in 0..n {
+        let t = 1_000_000 + i * 5_000;
+        events.push(Event::Call(trace::Call {
+            seq: i,
+            pid: 1,
+            thread: 0,
+            line: Some(4),
+            iter: vec![i as u32],
+            tag: Some("finish".into()),
+            api: "clFinish".into(),
+            driver: "clFinish".into(),
+            begin_ns: t,
+            end_ns: t + 3_000,
+            status: trace::CallStatus::Ok,
+            expect_error: false,
+            mem_before: Some(1 << 30),
+            mem_after: Some(1 << 30),
+            object: None,
+            cuda: None,
+        }));
+    }
+    events
+}
+
 fn benches(c: &mut Criterion) {
     c.bench_function("parse and validate the shipped labs", |b| {
         b.iter(|| {
@@ -161,6 +189,14 @@ fn benches(c: &mut Criterion) {
             black_box(report::text(&Summary::of(&run)))
         })
     });
+    let calls = loop_calls(&events[0], 200_000);
+    let mut group = c.benchmark_group("fold");
+    group.throughput(Throughput::Elements(calls.len() as u64));
+    group.sample_size(10);
+    group.bench_function("fold a 200,000-call loop into a Run (per event)", |b| {
+        b.iter(|| black_box(Run::from_events(&calls).lines().len()))
+    });
+    group.finish();
 }
 
 criterion_group!(pipeline, benches);

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use crate::lab::{BinOp, Claim, Effect, Expr, Lab, ObjKind, Params, expr};
-use crate::run::Run;
-use crate::trace::{CallStatus, ClaimVerdict, ObjectAction, Verdict};
+use crate::run::{Run, TagFold};
+use crate::trace::{CallStatus, ClaimVerdict, Verdict};
 
 use crate::units::MIB_F64 as MIB;
 
@@ -262,23 +262,17 @@ impl Env<'_> {
                         _ => Err(no_memory()),
                     };
                 }
-                let mut sum = None;
-                for c in run.tagged_calls(arg) {
-                    let (Some(x), Some(y)) = (c.mem_before, c.mem_after) else {
-                        return Err(no_memory());
-                    };
-                    *sum.get_or_insert(0.0) += y as f64 - x as f64;
-                }
-                sum.map(|s| s / MIB).ok_or_else(|| never_ran(arg))
+                let t = run.tagged(arg).ok_or_else(|| never_ran(arg))?;
+                t.mem_delta.map(|s| s / MIB).ok_or_else(no_memory)
             }
             "vram_mib" => {
                 let base = run.baseline().ok_or_else(no_memory)?;
                 let after = match run.tagged_block(arg) {
                     Some(b) => b.mem_after,
                     None => {
-                        run.tagged_calls(arg)
-                            .last()
+                        run.tagged(arg)
                             .ok_or_else(|| never_ran(arg))?
+                            .last
                             .mem_after
                     }
                 };
@@ -288,33 +282,17 @@ impl Env<'_> {
             "release_lag_ms" => self.release_lag(arg),
             "destroy_lag_ms" => self.destroy_lag(arg),
             "span_ms" => {
-                let seqs: Vec<u64> = run.tagged_calls(arg).map(|c| c.seq).collect();
-                if seqs.is_empty() {
-                    return Err(never_ran(arg));
-                }
-                let spans: Vec<_> = run
-                    .spans
-                    .iter()
-                    .filter(|s| seqs.contains(&s.call_seq))
-                    .collect();
-                if spans.is_empty() {
+                let t = run.tagged(arg).ok_or_else(|| never_ran(arg))?;
+                if t.spans == 0 {
                     return Err(format!("no device span was reported for `{arg}`"));
                 }
-                let total: u64 = spans
-                    .iter()
-                    .map(|s| s.end_ns.saturating_sub(s.begin_ns))
-                    .sum();
-                Ok(ms(total) / spans.len() as f64)
+                Ok(ms(t.span_ns) / t.spans as f64)
             }
             "busy_ms" => {
-                let c = run.tagged_calls(arg).next().ok_or_else(|| never_ran(arg))?;
-                let outstanding = run
-                    .spans
-                    .iter()
-                    .filter(|s| s.call_seq < c.seq)
-                    .map(|s| s.end_ns.saturating_sub(c.begin_ns))
-                    .max()
-                    .unwrap_or(0);
+                let t = run.tagged(arg).ok_or_else(|| never_ran(arg))?;
+                let outstanding = t
+                    .busy_end
+                    .map_or(0, |end| end.saturating_sub(t.first.begin_ns));
                 Ok(ms(outstanding))
             }
             "per_iter_mib" => memory::per_iter_mib(run, arg),
@@ -345,10 +323,11 @@ impl Env<'_> {
         }
     }
 
-    /// The tagged release: its call and the bytes it let go of.
-    fn release_call<'s>(&'s self, tag: &'s str) -> Result<(&'s crate::trace::Call, u64, u64), Why> {
+    /// The tagged release: its call, folded, and the object it let go of.
+    fn release_call<'s>(&'s self, tag: &'s str) -> Result<(&'s TagFold, u64), Why> {
         let run = self.run;
-        let c = run.tagged_calls(tag).next().ok_or_else(|| never_ran(tag))?;
+        let t = run.tagged(tag).ok_or_else(|| never_ran(tag))?;
+        let c = &t.first;
         let is_release =
             crate::lab::Api::lookup(&c.api).is_some_and(|s| s.effect == Effect::Release);
         if !is_release {
@@ -360,48 +339,42 @@ impl Env<'_> {
         let id = c
             .object
             .ok_or_else(|| format!("`{tag}` released no object gpulab knows"))?;
-        let bytes = run
-            .objects
-            .iter()
-            .find(|o| o.id == id)
-            .map(|o| o.bytes)
-            .unwrap_or(0);
-        Ok((c, id, bytes))
+        Ok((t, id))
     }
 
     fn release_lag(&self, tag: &str) -> Result<f64, Why> {
-        let (c, _, bytes) = self.release_call(tag)?;
-        if bytes == 0 {
+        let (t, _) = self.release_call(tag)?;
+        let c = &t.first;
+        // The watch holds the object's bytes when the call had a reading before it.
+        let Some(watch) = t.release else {
+            let bytes = c
+                .object
+                .and_then(|id| self.run.ledger.get(&id))
+                .map_or(0, |o| o.bytes);
+            if bytes == 0 {
+                return Err(format!("`{tag}` released an object that holds no memory"));
+            }
+            return Err(no_memory());
+        };
+        if watch.bytes == 0 {
             return Err(format!("`{tag}` released an object that holds no memory"));
         }
-        let before = c.mem_before.ok_or_else(no_memory)?;
-        let threshold = before.saturating_sub(bytes / 2);
-        let gone = self
-            .run
-            .readings
-            .iter()
-            .find(|(t, v)| *t >= c.end_ns && *v <= threshold)
-            .copied();
+        // Readings taken after the run's end are the device's, not the run's.
+        let end = self.run.end.as_ref().map(|e| e.t_ns);
+        let gone = watch.gone_ns.filter(|t| end.is_none_or(|end| *t <= end));
         Ok(match gone {
-            Some((t, _)) => ms(t - c.end_ns),
+            Some(t) => ms(t - c.end_ns),
             None => f64::INFINITY,
         })
     }
 
     fn destroy_lag(&self, tag: &str) -> Result<f64, Why> {
-        let (c, id, _) = self.release_call(tag)?;
-        let any_callback = self
-            .run
-            .objects
-            .iter()
-            .any(|o| o.action == ObjectAction::Destroyed);
-        let destroyed = self
-            .run
-            .objects
-            .iter()
-            .find(|o| o.id == id && o.action == ObjectAction::Destroyed);
+        let (t, id) = self.release_call(tag)?;
+        let c = &t.first;
+        let any_callback = !self.run.folds.destroyed_kinds.is_empty();
+        let destroyed = self.run.ledger.get(&id).and_then(|o| o.destroyed_ns);
         match destroyed {
-            Some(o) => Ok(ms(o.t_ns.saturating_sub(c.end_ns))),
+            Some(t_ns) => Ok(ms(t_ns.saturating_sub(c.end_ns))),
             None if any_callback => Ok(f64::INFINITY),
             None => Err(
                 "no destructor callback fired in this run (the platform may not support them)"
@@ -422,15 +395,8 @@ pub fn host_ms(run: &Run, tag: &str) -> Result<f64, Why> {
     if let Some(b) = run.tagged_block(tag) {
         return Ok(ms(b.end_ns.saturating_sub(b.begin_ns)));
     }
-    let calls: Vec<_> = run.tagged_calls(tag).collect();
-    if calls.is_empty() {
-        return Err(never_ran(tag));
-    }
-    let total: u64 = calls
-        .iter()
-        .map(|c| c.end_ns.saturating_sub(c.begin_ns))
-        .sum();
-    Ok(ms(total) / calls.len() as f64)
+    let t = run.tagged(tag).ok_or_else(|| never_ran(tag))?;
+    Ok(ms(t.host_ns) / t.calls as f64)
 }
 
 fn never_ran(tag: &str) -> Why {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use gpulab::export::{chrome, figure, html};
 use gpulab::lab::LabSet;
+use gpulab::run::Run;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::{ExportArgs, Format};
@@ -28,7 +29,8 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
             "--compare draws figures (--svg, --png); a Chrome trace or a page holds one run",
         ));
     }
-    let run = super::report::load(&args.file)?;
+    // A trace, a figure and a page draw every call and span of the run, not a window.
+    let run = super::report::load_into(&args.file, Run::keeping_all())?;
     if let Some(out) = &args.chrome {
         let mut text = Vec::new();
         chrome::write(&run, &mut text)?;
@@ -38,7 +40,7 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
         let other = args
             .compare
             .as_deref()
-            .map(super::report::load)
+            .map(|f| super::report::load_into(f, Run::keeping_all()))
             .transpose()?;
         let runs: Vec<_> = std::iter::once(&run).chain(other.as_ref()).collect();
         let svg = figure::svg(&runs);

@@ -83,12 +83,16 @@ fn judge_across(dirs: &[PathBuf], files: &[PathBuf], runs: &mut [Run]) -> anyhow
 }
 
 /// A recording as a Run, folded as it is read (the events are not kept beside
-/// it). A damaged recording still shows what it holds; each skipped line is
-/// named on stderr.
+/// it, and the Run keeps its bounded window of them). A damaged recording still
+/// shows what it holds; each skipped line is named on stderr.
 pub fn load(file: &Path) -> anyhow::Result<Run> {
+    load_into(file, Run::default())
+}
+
+/// A recording folded into `run` (`Run::keeping_all` for what draws every call).
+pub fn load_into(file: &Path, mut run: Run) -> anyhow::Result<Run> {
     let f = std::fs::File::open(file)
         .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;
-    let mut run = Run::default();
     let problems = stream_recording(std::io::BufReader::new(f), |e| run.apply(&e))
         .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
     for p in &problems {

@@ -28,13 +28,11 @@ pub struct PoolRow {
 
 /// One row per script line, from the line's last execution; empty for OpenCL runs.
 pub fn rows(run: &Run) -> Vec<PoolRow> {
-    let mut out: Vec<PoolRow> = Vec::new();
-    for c in &run.calls {
-        let (Some(line), Some(m)) = (c.line, c.cuda) else {
-            continue;
-        };
-        let row = PoolRow {
-            line,
+    run.folds
+        .pools
+        .iter()
+        .map(|(line, m)| PoolRow {
+            line: *line,
             pool_reserved_mib: m.pool_reserved as f64 / MIB,
             pool_used_mib: m.pool_used as f64 / MIB,
             pool_cached_mib: m.pool_reserved.saturating_sub(m.pool_used) as f64 / MIB,
@@ -42,13 +40,8 @@ pub fn rows(run: &Run) -> Vec<PoolRow> {
             custom_pool_mib: m
                 .custom_pool
                 .map(|p| (p.reserved as f64 / MIB, p.used as f64 / MIB)),
-        };
-        match out.iter_mut().find(|r| r.line == line) {
-            Some(r) => *r = row,
-            None => out.push(row),
-        }
-    }
-    out
+        })
+        .collect()
 }
 
 pub fn text(rows: &[PoolRow], o: &mut String) {

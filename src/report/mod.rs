@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::lab::{Api, BackendKind, ObjKind};
 use crate::run::{Finding, Load, Run};
-use crate::trace::{CallStatus, ClaimVerdict, MemorySource, ObjectAction};
+use crate::trace::{CallStatus, ClaimVerdict, MemorySource};
 
 mod cuda;
 
@@ -40,7 +40,11 @@ pub struct Summary {
     /// CUDA runs: the default pool and the device after each line.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pool: Vec<cuda::PoolRow>,
+    /// The run's first device spans (at most `run::fold::SPANS_LISTED`).
     pub spans: Vec<SpanRow>,
+    /// Device spans of the run past those listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spans_not_listed: u64,
     pub live_at_end: BTreeMap<String, usize>,
     pub leaked: Vec<LeakRow>,
     pub destroyed: Vec<DestroyRow>,
@@ -117,19 +121,8 @@ pub struct RanOut {
     pub not_yet_destroyed: BTreeMap<String, usize>,
 }
 
-/// Statuses that say something ran out.
-const RAN_OUT: &[&str] = &[
-    "CL_OUT_OF_HOST_MEMORY",
-    "CL_OUT_OF_RESOURCES",
-    "CL_MEM_OBJECT_ALLOCATION_FAILURE",
-    "CUDA_ERROR_OUT_OF_MEMORY",
-];
-
 fn ran_out(run: &Run) -> Option<RanOut> {
-    let call = run.calls.iter().find(|c| {
-        !c.expect_error
-            && matches!(&c.status, CallStatus::Error { name, .. } if RAN_OUT.contains(&name.as_str()))
-    })?;
+    let call = run.folds.ran_out.as_ref()?;
     let CallStatus::Error { name, .. } = &call.status else {
         return None;
     };
@@ -255,7 +248,8 @@ impl Summary {
             })
             .collect();
         let spans = run
-            .spans
+            .folds
+            .spans_listed
             .iter()
             .map(|s| SpanRow {
                 queue: s
@@ -309,6 +303,7 @@ impl Summary {
             lines,
             pool: cuda::rows(run),
             spans,
+            spans_not_listed: run.spans.seen() - run.folds.spans_listed.len() as u64,
             live_at_end: run
                 .live_counts()
                 .into_iter()
@@ -351,7 +346,7 @@ fn host_ms_by_tag(run: &Run) -> BTreeMap<String, f64> {
         .blocks
         .iter()
         .filter_map(|b| b.tag.as_deref())
-        .chain(run.calls.iter().filter_map(|c| c.tag.as_deref()))
+        .chain(run.folds.tags.keys().map(String::as_str))
         .collect();
     tags.into_iter()
         .filter_map(|tag| Some((tag.to_string(), crate::verdict::host_ms(run, tag).ok()?)))
@@ -389,34 +384,23 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
     {
         return rows;
     }
-    for created in run
-        .objects
-        .iter()
-        .filter(|o| o.action == ObjectAction::Created)
-    {
-        if !matches!(created.kind, ObjKind::Buffer | ObjKind::Context) {
-            continue;
-        }
-        let mut last_release = None;
-        let mut destroyed = None;
-        for o in run.objects.iter().filter(|o| o.id == created.id) {
-            match o.action {
-                ObjectAction::Released | ObjectAction::CleanedUp => last_release = Some(o.t_ns),
-                ObjectAction::Destroyed => destroyed = Some(o.t_ns),
-                _ => {}
-            }
-        }
-        let Some(released) = last_release else {
+    for (id, kind, handle) in &run.folds.created {
+        let Some(state) = run.ledger.get(id) else {
             continue;
         };
+        let Some(released) = state.last_release_ns else {
+            continue;
+        };
+        let destroyed = state.destroyed_ns;
         rows.push(DestroyRow {
-            handle: created
-                .handle
-                .clone()
-                .unwrap_or_else(|| format!("#{}", created.id)),
-            kind: created.kind,
+            handle: handle.clone().unwrap_or_else(|| format!("#{id}")),
+            kind: *kind,
             after_release_ms: destroyed.map(|d| (d as f64 - released as f64) / 1e6),
         });
     }
     rows
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

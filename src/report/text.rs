@@ -172,8 +172,9 @@ fn spans(s: &Summary, o: &mut String) {
             sp.duration_ms
         );
     }
-    if s.spans.len() > SPANS_SHOWN {
-        let _ = writeln!(o, "  … {} more", s.spans.len() - SPANS_SHOWN);
+    let all = s.spans.len() as u64 + s.spans_not_listed;
+    if all > SPANS_SHOWN as u64 {
+        let _ = writeln!(o, "  … {} more", all - SPANS_SHOWN as u64);
     }
 }
 

@@ -70,13 +70,9 @@ impl Run {
             .and_then(|m| m.lab.as_ref())
             .is_some_and(|l| l.until_failure);
         let line = failed_line.filter(|_| until_failure)?;
-        let call = self
-            .calls
-            .iter()
-            .rev()
-            .find(|c| c.line == Some(line) && error_of(c).is_some())?;
-        let error = error_of(call)?.to_string();
-        let text = self.line_text(line, &call.api);
+        let error = self.folds.lines.get(&line)?.error.clone()?;
+        let api = self.folds.error_api.get(&line)?;
+        let text = self.line_text(line, api);
         Some(Finding {
             kind: FindingKind::UntilFailure,
             line,
@@ -95,32 +91,12 @@ impl Run {
     /// the later calls that failed the same way (up to one that failed
     /// otherwise), with the ones that succeeded between them.
     fn expected_error(&self, failed_line: Option<u32>) -> Option<Finding> {
-        let i = self
-            .calls
-            .iter()
-            .position(|c| c.expect_error && error_of(c).is_some())?;
-        let marked = &self.calls[i];
+        let found = &self.folds.expected;
+        let marked = found.marked.as_ref()?;
         let line = marked.line?;
         let error = error_of(marked)?.to_string();
-        let mut sticky_lines: Vec<u32> = Vec::new();
-        let mut passed: Vec<u32> = Vec::new();
-        for c in &self.calls[i + 1..] {
-            match &c.status {
-                CallStatus::Directive => {}
-                CallStatus::Error { name, .. } if *name == error => {
-                    if let Some(l) = c.line.filter(|l| !sticky_lines.contains(l)) {
-                        sticky_lines.push(l);
-                    }
-                }
-                CallStatus::Ok => {
-                    if let Some(l) = c.line.filter(|l| !passed.contains(l)) {
-                        passed.push(l);
-                    }
-                }
-                // Another failure: not this error's doing.
-                _ => break,
-            }
-        }
+        let sticky_lines = found.sticky_lines.clone();
+        let passed = found.passed.clone();
         // Successes after the last repeat of the error say nothing about it.
         let last = sticky_lines.last().copied();
         let passed_lines: Vec<u32> = passed

@@ -3,7 +3,7 @@
 //! the driver has not destroyed, contexts' own reserve, pool caches, allocations
 //! released while still mapped). Never a driver refcount.
 
-use crate::trace::{AgentState, ObjKind, ObjectAction};
+use crate::trace::{AgentState, ObjKind};
 
 use super::Run;
 
@@ -39,9 +39,7 @@ pub fn of(run: &Run) -> Gap {
     // The driver's deletions are seen for this kind: one was, or an agent in a
     // watched program said it watches them (then none at all is a finding too).
     let destroys = |kind: ObjKind| {
-        run.objects
-            .iter()
-            .any(|o| o.kind == kind && o.action == ObjectAction::Destroyed)
+        run.folds.destroyed_kinds.contains(&kind)
             || run.agents.iter().any(|a| {
                 matches!(&a.state, AgentState::Attached { destruction, .. } if destruction.contains(&kind))
             })
@@ -118,7 +116,7 @@ pub fn of(run: &Run) -> Gap {
     }
     // CUDA: the default pool's own bookkeeping, as the worker read it after the
     // latest line. Memory the pool reserved but has not handed out is its cache.
-    if let Some(pool) = run.calls.iter().rev().find_map(|c| c.cuda.as_ref()) {
+    if let Some(pool) = &run.folds.last_pool {
         let cached = pool.pool_reserved.saturating_sub(pool.pool_used);
         if cached > 4 << 20 {
             causes.push(format!(

@@ -3,28 +3,63 @@
 //! built the same way, one event at a time, live, from a recording or in a replay.
 
 mod finding;
+pub mod fold;
+#[cfg(test)]
+mod fold_tests;
 pub mod gap;
+pub mod iterations;
 mod load;
 mod objects;
+mod window;
 
 use std::collections::BTreeMap;
 
 use crate::trace::ObjKind;
 pub use finding::Finding;
+pub use fold::{ApiFold, Folds, TagFold};
 pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
+pub use window::Recent;
 
 use crate::trace::{
-    AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End,
-    EndStatus, Event, Frame, HostLoad, Meta, Note, ObjectAction, ObjectEvent, Sample,
+    AgentEvent, AgentState, BackendKind, Block, Call, ClaimVerdict, DeviceSpan, End, EndStatus,
+    Event, Frame, HostLoad, Meta, Note, ObjectAction, ObjectEvent, Sample,
 };
 
-#[derive(Debug, Clone, Default)]
+/// Calls a run keeps whole: the most recent ones.
+pub const CALLS_KEPT: usize = 10_000;
+/// Device spans a run keeps whole: the most recent ones.
+pub const SPANS_KEPT: usize = 10_000;
+/// Object events a run keeps whole: the most recent ones.
+pub const OBJECTS_KEPT: usize = 10_000;
+
+/// A run as its events told it so far.
+///
+/// What is kept of every event, however long the run: the per-line, per-tag and
+/// per-API aggregates ([`Folds`], which every report figure, verdict and
+/// summary panel reads), each object's latest state (`ledger`, one entry per
+/// object), the `repeat` blocks, the memory readings and samples (16 and ~50
+/// bytes each, one or two per call and one per sample tick), notes, claims and
+/// agents. What is bounded: the calls, device spans and object events
+/// themselves, of which only the most recent [`CALLS_KEPT`], [`SPANS_KEPT`] and
+/// [`OBJECTS_KEPT`] are kept whole (`calls`, `spans`, `objects`), for the
+/// timeline, the live panels and the one metric that looks at a block's calls
+/// and spans (`overlap`, of CUDA labs' short blocks). A run of fewer events
+/// keeps them all, and [`Run::keeping_all`] keeps them all whatever the length
+/// (the exports of a recording, which draw every call).
+#[derive(Debug, Clone)]
 pub struct Run {
     pub meta: Option<Meta>,
-    pub calls: Vec<Call>,
-    pub objects: Vec<ObjectEvent>,
-    pub spans: Vec<DeviceSpan>,
+    /// The most recent calls (see [`Recent::seen`] for how many arrived).
+    pub calls: Recent<Call>,
+    /// The most recent object events.
+    pub objects: Recent<ObjectEvent>,
+    /// The most recent device spans.
+    pub spans: Recent<DeviceSpan>,
+    /// Aggregates of every call, span and object event.
+    pub folds: Folds,
+    /// The latest end of the device spans no longer in `spans`.
+    spans_forgotten_end: Option<u64>,
     pub blocks: Vec<Block>,
     pub samples: Vec<Sample>,
     pub notes: Vec<Note>,
@@ -80,7 +115,52 @@ impl LineSummary {
     }
 }
 
+impl Default for Run {
+    fn default() -> Self {
+        Run::bounded(CALLS_KEPT, SPANS_KEPT, OBJECTS_KEPT)
+    }
+}
+
 impl Run {
+    /// A run that keeps every call, span and object event whole.
+    pub fn keeping_all() -> Run {
+        Run::bounded(usize::MAX, usize::MAX, usize::MAX)
+    }
+
+    /// A run that keeps the most recent `calls`, `spans` and `objects` whole.
+    pub fn bounded(calls: usize, spans: usize, objects: usize) -> Run {
+        Run {
+            meta: None,
+            calls: Recent::new(calls),
+            objects: Recent::new(objects),
+            spans: Recent::new(spans),
+            folds: Folds::default(),
+            spans_forgotten_end: None,
+            blocks: Vec::new(),
+            samples: Vec::new(),
+            notes: Vec::new(),
+            claims: Vec::new(),
+            end: None,
+            agents: Vec::new(),
+            stacks: BTreeMap::new(),
+            live: BTreeMap::new(),
+            peak_live: BTreeMap::new(),
+            live_bytes: 0,
+            ledger: BTreeMap::new(),
+            readings: Vec::new(),
+            after_exit: Vec::new(),
+            load: None,
+        }
+    }
+
+    /// Folds `events` into `run`.
+    pub fn folding<'a>(mut run: Run, events: impl IntoIterator<Item = &'a Event>) -> Run {
+        for e in events {
+            run.apply(e);
+        }
+        run
+    }
+
     pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Run {
         let mut run = Run::default();
         for e in events {
@@ -106,6 +186,20 @@ impl Run {
                 {
                     st.made_by = Some(objects::MadeBy::of(c));
                 }
+                let (spans, forgotten_end) = (&self.spans, self.spans_forgotten_end);
+                self.folds.call(
+                    c,
+                    |seq| {
+                        spans
+                            .iter()
+                            .filter(|s| s.call_seq < seq)
+                            .map(|s| s.end_ns)
+                            .chain(forgotten_end)
+                            .max()
+                    },
+                    |id| self.ledger.get(&id).map(|o| o.bytes),
+                    &self.readings,
+                );
                 self.calls.push(c.clone());
             }
             Event::Object(o) => {
@@ -129,10 +223,20 @@ impl Run {
                 {
                     st.made_by = Some(objects::MadeBy::of(c));
                 }
+                self.folds.object(o);
                 self.objects.push(o.clone());
             }
-            Event::DeviceSpan(s) => self.spans.push(s.clone()),
-            Event::Block(b) => self.blocks.push(b.clone()),
+            Event::DeviceSpan(s) => {
+                self.folds.span(s);
+                if let Some(old) = self.spans.push(s.clone()) {
+                    self.spans_forgotten_end =
+                        Some(self.spans_forgotten_end.unwrap_or(0).max(old.end_ns));
+                }
+            }
+            Event::Block(b) => {
+                self.folds.block(b);
+                self.blocks.push(b.clone());
+            }
             Event::Sample(s) => {
                 match &self.end {
                     // After the worker ended its own reading of "its memory" is gone;
@@ -178,24 +282,24 @@ impl Run {
         self.meta
             .as_ref()
             .map(|m| m.t_ns)
-            .or_else(|| self.calls.first().map(|c| c.begin_ns))
+            .or(self.folds.first_begin)
             .unwrap_or(0)
     }
 
-    /// Every execution of the line(s) carrying `tag`, in order.
-    pub fn tagged_calls<'a>(&'a self, tag: &'a str) -> impl Iterator<Item = &'a Call> + 'a {
-        self.calls
-            .iter()
-            .filter(move |c| c.tag.as_deref() == Some(tag))
+    /// Every execution of the line(s) carrying `tag`, folded.
+    pub fn tagged(&self, tag: &str) -> Option<&TagFold> {
+        self.folds.tags.get(tag)
     }
 
+    /// The first `repeat` block carrying `tag`.
     pub fn tagged_block(&self, tag: &str) -> Option<&Block> {
-        self.blocks.iter().find(|b| b.tag.as_deref() == Some(tag))
+        self.folds.tagged_blocks.get(tag)
     }
 
     /// Arrivals are nearly in time order (worker readings lag the sampler by a
     /// call at most), so this is an append almost always.
     fn insert_reading(&mut self, t: u64, v: u64) {
+        self.folds.reading(t, v);
         if self.readings.last().is_none_or(|(lt, _)| *lt <= t) {
             self.readings.push((t, v));
         } else {
@@ -262,7 +366,8 @@ impl Run {
         self.samples.iter().rev().find(|s| s.t_ns > end)
     }
 
-    /// One summary per script line, in script order (lines that never ran too).
+    /// One summary per script line, in script order (lines that never ran too),
+    /// from the folded calls and the latest `repeat` block of each line.
     pub fn lines(&self) -> Vec<LineSummary> {
         let mut by_line: BTreeMap<u32, LineSummary> = BTreeMap::new();
         if let Some(lab) = self.meta.as_ref().and_then(|m| m.lab.as_ref()) {
@@ -270,29 +375,20 @@ impl Run {
                 by_line.insert(*line, LineSummary::empty(*line, text.clone()));
             }
         }
-        for c in &self.calls {
-            let Some(line) = c.line else { continue };
-            let s = by_line
-                .entry(line)
-                .or_insert_with(|| LineSummary::empty(line, c.api.clone()));
-            s.calls += 1;
-            s.tag = c.tag.clone();
-            s.expect_error = c.expect_error;
-            if c.status != CallStatus::Directive {
-                s.driver = Some(c.driver.clone());
-            }
-            if let CallStatus::Error { name, .. } = &c.status {
-                s.errors += 1;
-                s.error = Some(name.clone());
-            }
-            let d = c.end_ns.saturating_sub(c.begin_ns);
-            s.host_ns_total += d;
-            s.host_ns_max = s.host_ns_max.max(d);
-            if let (Some(b), Some(a)) = (c.mem_before, c.mem_after) {
-                *s.mem_delta.get_or_insert(0) += a as i64 - b as i64;
+        for (line, folded) in &self.folds.lines {
+            match by_line.get_mut(line) {
+                Some(s) => {
+                    *s = LineSummary {
+                        text: std::mem::take(&mut s.text),
+                        ..folded.clone()
+                    }
+                }
+                None => {
+                    by_line.insert(*line, folded.clone());
+                }
             }
         }
-        for b in &self.blocks {
+        for b in self.folds.last_block.values() {
             if let Some(s) = by_line.get_mut(&b.line) {
                 s.tag = b.tag.clone();
                 s.calls = b.iterations;
@@ -347,7 +443,7 @@ impl Run {
     /// then 0, a time since boot, not since the run).
     pub fn duration_ns(&self) -> Option<u64> {
         let end = self.end.as_ref()?.t_ns;
-        if self.meta.is_none() && self.calls.is_empty() {
+        if self.meta.is_none() && self.calls.seen() == 0 {
             return None;
         }
         Some(end.saturating_sub(self.t0()))
@@ -355,7 +451,7 @@ impl Run {
 }
 
 impl LineSummary {
-    fn empty(line: u32, text: String) -> Self {
+    pub(crate) fn empty(line: u32, text: String) -> Self {
         LineSummary {
             line,
             text,

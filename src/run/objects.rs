@@ -27,6 +27,8 @@ pub struct ObjState {
     pub released_ns: Option<u64>,
     /// When the driver's destructor callback fired, if it has.
     pub destroyed_ns: Option<u64>,
+    /// The latest release (or clean-up) of it, even one that left references.
+    pub last_release_ns: Option<u64>,
     /// The call that made it, where the stream names one.
     pub made_by: Option<MadeBy>,
     /// The native stack that made it ([`crate::run::Run::stacks`]).
@@ -66,6 +68,7 @@ impl ObjState {
             created_ns: o.t_ns,
             released_ns: None,
             destroyed_ns: None,
+            last_release_ns: None,
             made_by: None,
             stack: o.stack,
         }
@@ -100,6 +103,9 @@ pub(super) fn apply(states: &mut BTreeMap<u64, ObjState>, o: &ObjectEvent) {
             st.releases += 1;
         }
         _ => st.refcount = o.refcount,
+    }
+    if matches!(o.action, ObjectAction::Released | ObjectAction::CleanedUp) {
+        st.last_release_ns = Some(o.t_ns);
     }
     if o.ends_life() {
         st.released_ns = Some(o.t_ns);

@@ -2,7 +2,6 @@
 //! often a line failed, and what the default memory pool held after a line.
 
 use crate::run::Run;
-use crate::trace::CallStatus;
 
 use crate::units::MIB_F64 as MIB;
 
@@ -13,13 +12,10 @@ pub fn overlap(run: &Run, tag: &str) -> Result<f64, String> {
     let (lo, hi) = match run.tagged_block(tag) {
         Some(b) => (b.begin_ns, b.end_ns),
         None => {
-            let calls: Vec<_> = run.tagged_calls(tag).collect();
-            let lo = calls.iter().map(|c| c.begin_ns).min();
-            let hi = calls.iter().map(|c| c.end_ns).max();
-            match (lo, hi) {
-                (Some(lo), Some(hi)) => (lo, hi),
-                _ => return Err(format!("`{tag}` never ran in this run")),
-            }
+            let t = run
+                .tagged(tag)
+                .ok_or_else(|| format!("`{tag}` never ran in this run"))?;
+            (t.begin_min, t.end_max)
         }
     };
     let seqs: Vec<u64> = run
@@ -84,23 +80,19 @@ pub fn overlap_of(spans: &[(u64, u64, u64)]) -> f64 {
 
 /// `errors(tag)`: executions of the tagged line that returned an error.
 pub fn errors(run: &Run, tag: &str) -> Result<f64, String> {
-    let calls: Vec<_> = run.tagged_calls(tag).collect();
-    if calls.is_empty() {
-        return Err(format!("`{tag}` never ran in this run"));
-    }
-    Ok(calls
-        .iter()
-        .filter(|c| matches!(c.status, CallStatus::Error { .. }))
-        .count() as f64)
+    let t = run
+        .tagged(tag)
+        .ok_or_else(|| format!("`{tag}` never ran in this run"))?;
+    Ok(t.errors as f64)
 }
 
 /// `pool_reserved_mib(tag)` / `pool_used_mib(tag)`: the default pool right after
 /// the tagged line's last execution.
 pub fn pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
     let c = run
-        .tagged_calls(tag)
-        .last()
-        .ok_or_else(|| format!("`{tag}` never ran in this run"))?;
+        .tagged(tag)
+        .ok_or_else(|| format!("`{tag}` never ran in this run"))?
+        .last;
     let m = c.cuda.ok_or_else(|| {
         format!("no CUDA pool reading after `{tag}` (not a CUDA run, or the context was lost)")
     })?;
@@ -116,9 +108,9 @@ pub fn pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
 /// pool right after the tagged line's last execution.
 pub fn custom_pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
     let c = run
-        .tagged_calls(tag)
-        .last()
-        .ok_or_else(|| format!("`{tag}` never ran in this run"))?;
+        .tagged(tag)
+        .ok_or_else(|| format!("`{tag}` never ran in this run"))?
+        .last;
     let p = c.cuda.and_then(|m| m.custom_pool).ok_or_else(|| {
         format!("no reading of the lab's own pool after `{tag}` (none alive then, more than one, or not a CUDA run)")
     })?;

@@ -1,8 +1,6 @@
 //! Metrics over the memory readings of a tagged block or line: its growth per
 //! iteration and its peak. Reads the Run model only.
 
-use std::collections::BTreeMap;
-
 use crate::run::Run;
 
 use super::{MIB, Why, never_ran, no_memory};
@@ -12,31 +10,13 @@ use super::{MIB, Why, never_ran, no_memory};
 /// first) / (iterations − 1). A one-time reserve made in the first iteration
 /// (a pool, a context's own memory) is not growth per iteration.
 pub(super) fn per_iter_mib(run: &Run, tag: &str) -> Result<f64, Why> {
-    let block = run.tagged_block(tag).ok_or_else(|| never_ran(tag))?;
-    // The block's own iteration index sits in each call's `iter` at its depth:
-    // the number of blocks on earlier lines that enclose it.
-    let mut outer: Vec<u32> = run
-        .blocks
-        .iter()
-        .filter(|b| b.line < block.line && b.begin_ns <= block.begin_ns && b.end_ns >= block.end_ns)
-        .map(|b| b.line)
-        .collect();
-    outer.sort_unstable();
-    outer.dedup();
-    let depth = outer.len();
-    // Memory after each iteration: the last reading of its last call.
-    let mut after: BTreeMap<u32, u64> = BTreeMap::new();
-    for c in run
-        .calls
-        .iter()
-        .filter(|c| c.begin_ns >= block.begin_ns && c.end_ns <= block.end_ns)
-    {
-        if let (Some(i), Some(m)) = (c.iter.get(depth), c.mem_after) {
-            after.insert(*i, m);
-        }
-    }
+    run.tagged_block(tag).ok_or_else(|| never_ran(tag))?;
+    // Memory after each iteration is the last reading of its last call; the
+    // Run folds the first and the last iteration's as the calls arrive, so a
+    // block longer than the Run's window of calls is measured whole.
+    let span = run.folds.iterations.by_tag.get(tag);
     let (Some((first_i, first)), Some((last_i, last))) =
-        (after.first_key_value(), after.last_key_value())
+        (span.and_then(|s| s.first), span.and_then(|s| s.last))
     else {
         return Err(no_memory());
     };
@@ -45,7 +25,7 @@ pub(super) fn per_iter_mib(run: &Run, tag: &str) -> Result<f64, Why> {
             "`{tag}` ran one iteration: growth per iteration needs two"
         ));
     }
-    Ok((*last as f64 - *first as f64) / MIB / f64::from(last_i - first_i))
+    Ok((last as f64 - first as f64) / MIB / f64::from(last_i - first_i))
 }
 
 /// `peak_mib(tag)`: the highest reading, above the run's baseline, taken while
@@ -56,10 +36,23 @@ pub(super) fn peak_mib(run: &Run, tag: &str) -> Result<f64, Why> {
     let base = run.baseline().ok_or_else(no_memory)?;
     let windows: Vec<(u64, u64)> = match run.tagged_block(tag) {
         Some(b) => vec![(b.begin_ns, b.end_ns)],
-        None => run
-            .tagged_calls(tag)
-            .map(|c| (c.begin_ns, c.end_ns))
-            .collect(),
+        None => {
+            let ran = run.tagged(tag).map_or(0, |t| t.calls);
+            let kept: Vec<(u64, u64)> = run
+                .calls
+                .iter()
+                .filter(|c| c.tag.as_deref() == Some(tag))
+                .map(|c| (c.begin_ns, c.end_ns))
+                .collect();
+            // Every execution's own window, or no answer: the time between
+            // executions is not the line's.
+            if (kept.len() as u64) < ran {
+                return Err(format!(
+                    "`{tag}` ran {ran} times, more than the run keeps whole; tag the repeat block around it to measure its peak"
+                ));
+            }
+            kept
+        }
     };
     if windows.is_empty() {
         return Err(never_ran(tag));

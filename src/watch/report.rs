@@ -238,8 +238,8 @@ impl WatchReport {
             exit_code,
             seconds: end_ns.saturating_sub(start) as f64 / 1e9,
             processes,
-            calls: run.calls.len(),
-            failed_calls: run.calls.iter().filter(|c| !c.status.is_ok()).count(),
+            calls: run.calls.seen() as usize,
+            failed_calls: run.folds.failed_calls as usize,
             kinds: kinds.into_values().collect(),
             alive_at_exit: alive
                 .into_iter()
@@ -602,22 +602,19 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
     // What arrived of each process's records: its calls, the objects whose ids
     // carry its pid, its device spans, and its `attached` and `unavailable`
     // records (`detached` counts none of itself).
-    let pids = run
-        .calls
+    // (A device span's queue is a stream id of its process, or its default
+    // stream, id 0 there: the fold counts it for the pid in its upper half.)
+    for (pid, n) in &run.folds.received {
+        if let Some(p) = by_pid.get_mut(pid) {
+            p.received += n;
+        }
+    }
+    let agents = run
+        .agents
         .iter()
-        .map(|c| c.pid)
-        .chain(run.objects.iter().map(|o| (o.id >> 32) as u32))
-        // A device span's queue is a stream id of its process (or its default
-        // stream, id 0 there).
-        .chain(run.spans.iter().map(|s| (s.queue >> 32) as u32))
-        .chain(
-            run.agents
-                .iter()
-                .filter(|a| !matches!(a.state, AgentState::Detached { .. }))
-                .map(|a| a.pid),
-        );
-    for pid in pids {
-        if let Some(p) = by_pid.get_mut(&pid) {
+        .filter(|a| !matches!(a.state, AgentState::Detached { .. }));
+    for a in agents {
+        if let Some(p) = by_pid.get_mut(&a.pid) {
             p.received += 1;
         }
     }

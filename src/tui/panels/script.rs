@@ -11,7 +11,7 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::{MIB, block, fit, usable};
 use crate::lab::{Lab, Params, Stmt, StmtKind};
-use crate::trace::{CallStatus, EndStatus};
+use crate::trace::EndStatus;
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
 
@@ -46,39 +46,24 @@ fn flatten(stmts: &[Stmt], out: &mut Vec<(u32, String)>) {
 /// A watched program's calls, one row per API: how often, the last error, the
 /// mean host time.
 fn calls_by_api(run: &RunState) -> Vec<Row> {
-    let mut rows: Vec<(Row, u64, u32)> = Vec::new();
-    for c in &run.run.calls {
-        let i = match rows.iter().position(|(r, _, _)| r.text == c.api) {
-            Some(i) => i,
-            None => {
-                let row = Row {
-                    line: rows.len() as u32 + 1,
-                    text: c.api.clone(),
-                    result: String::new(),
-                    bad: false,
-                    host_ms: None,
-                    mem: None,
-                };
-                rows.push((row, 0, 0));
-                rows.len() - 1
-            }
-        };
-        let (row, host_ns, n) = &mut rows[i];
-        *n += 1;
-        *host_ns += c.end_ns.saturating_sub(c.begin_ns);
-        if let CallStatus::Error { name, .. } = &c.status {
-            row.result = name.clone();
-            row.bad = true;
-        } else if !row.bad {
-            row.result = if *n > 1 {
-                format!("ok ×{n}")
-            } else {
-                "ok".into()
-            };
-        }
-        row.host_ms = Some(*host_ns as f64 / f64::from(*n) / 1e6);
-    }
-    rows.into_iter().map(|(row, _, _)| row).collect()
+    run.run
+        .folds
+        .apis
+        .iter()
+        .enumerate()
+        .map(|(i, a)| Row {
+            line: i as u32 + 1,
+            text: a.api.clone(),
+            result: match (&a.error, a.calls) {
+                (Some(e), _) => e.clone(),
+                (None, n) if n > 1 => format!("ok ×{n}"),
+                (None, _) => "ok".into(),
+            },
+            bad: a.error.is_some(),
+            host_ms: Some(a.host_ns as f64 / f64::from(a.calls) / 1e6),
+            mem: None,
+        })
+        .collect()
 }
 
 impl ScriptPanel<'_> {
