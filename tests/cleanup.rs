@@ -59,12 +59,7 @@ fn params_for(lab: &Lab, gpu: bool) -> Vec<String> {
     if gpu {
         return Vec::new();
     }
-    let p: &[&str] = match lab.id.as_str() {
-        "cl-forgotten-events" => &["iterations=3", "size_mib=4", "kernel_ms=5"],
-        "cl-sub-buffer" => &["size_mib=8", "sub_mib=1", "hold_ms=20"],
-        _ => &["size_mib=4", "kernel_ms=60"],
-    };
-    p.iter().map(|s| s.to_string()).collect()
+    common::short_params(lab)
 }
 
 struct Outcome {
@@ -94,8 +89,11 @@ fn cut_at(lab: &Lab, variant: &str, steps: usize, cut: Cut, gpu: bool) -> Outcom
         .stderr(Stdio::piped())
         .spawn()
         .expect("gpulab starts");
-    let worker = procs::child_of(child.id(), Duration::from_secs(60))
-        .unwrap_or_else(|| panic!("{what}: no worker started"));
+    let Some(worker) = procs::child_of(child.id(), Duration::from_secs(60)) else {
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("gpulab ends");
+        panic!("{what}: no worker started: {}", common::stderr(&out));
+    };
     let mut stdin = child.stdin.take().expect("stdin");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
     // Step mode says `next  <line>  <text>` before each line; Enter runs it.

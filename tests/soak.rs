@@ -35,17 +35,6 @@ const WARM_UP: usize = 5;
 /// counted exactly: one per run is a leak at any count.
 const RSS_SLACK: u64 = 2 << 20;
 
-/// Short parameters: the code paths are those of the defaults, in a tenth of a
-/// second per run on two CPU cores.
-fn params_for(lab: &str) -> Vec<String> {
-    let p: &[&str] = match lab {
-        "cl-forgotten-events" => &["iterations=3", "size_mib=4", "kernel_ms=5"],
-        "cl-sub-buffer" => &["size_mib=8", "sub_mib=1", "hold_ms=20"],
-        _ => &["size_mib=4", "kernel_ms=60"],
-    };
-    p.iter().map(|s| s.to_string()).collect()
-}
-
 fn runs_wanted() -> usize {
     std::env::var("GPULAB_SOAK_RUNS")
         .ok()
@@ -259,7 +248,8 @@ fn many_runs_of_mixed_labs_leak_nothing_and_flip_no_verdict_unexplained() {
     let mut peak_rss = 0u64;
     for i in 0..wanted {
         let (lab, variant) = &mix[i % mix.len()];
-        let params = catalog::resolve_params(lab, &params_for(&lab.id)).expect("valid params");
+        let params =
+            catalog::resolve_params(lab, &common::short_params(lab)).expect("valid params");
         let key = format!("{} [{variant}]", lab.id);
         let req = RunRequest {
             lab: lab.clone(),

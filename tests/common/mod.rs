@@ -64,3 +64,26 @@ pub fn temp_dir() -> tempfile::TempDir {
 pub fn repo_file(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
+
+/// Short values for a lab's usual parameters, for those it has: the code paths of
+/// the defaults in a tenth of a second per run on PoCL (cleanup and soak runs).
+pub fn short_params(lab: &gpulab::lab::Lab) -> Vec<String> {
+    let kernel_ms = if lab.id == "cl-forgotten-events" {
+        "5"
+    } else {
+        "60"
+    };
+    let size_mib = if lab.id == "cl-sub-buffer" { "8" } else { "4" };
+    let short = [
+        ("iterations", "3"),
+        ("size_mib", size_mib),
+        ("sub_mib", "1"),
+        ("kernel_ms", kernel_ms),
+        ("hold_ms", "20"),
+    ];
+    short
+        .iter()
+        .filter(|(name, _)| lab.params.iter().any(|p| p.name == *name))
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect()
+}
