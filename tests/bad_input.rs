@@ -167,15 +167,7 @@ fn a_corrupt_recording_names_the_line() {
 /// file and the place), not "unknown lab".
 #[test]
 fn running_a_lab_whose_file_has_mistakes_shows_them() {
-    let dir = common::temp_dir();
-    let text = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml"))
-        .unwrap()
-        .replace("id = \"cl-finish\"", "id = \"my-finish\"")
-        .replace(
-            "clFinish(q)                      # name: wait",
-            "clFinsh(q)",
-        );
-    std::fs::write(dir.path().join("mine.toml"), text).unwrap();
+    let dir = common::lab_with_a_mistake();
     let labs = dir.path().display().to_string();
     let out = common::run(&["--labs", &labs, "run", "my-finish"]);
     assert_eq!(out.status.code(), Some(2));

@@ -440,15 +440,7 @@ fn comparing_two_recordings_judges_the_claims_that_compare_them() {
 /// says why it cannot run instead of starting anything.
 #[test]
 fn an_invalid_user_lab_is_listed_with_its_mistake_and_does_not_run() {
-    let dir = common::temp_dir();
-    let text = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml"))
-        .unwrap()
-        .replace("id = \"cl-finish\"", "id = \"my-finish\"")
-        .replace(
-            "clFinish(q)                      # name: wait",
-            "clFinsh(q)",
-        );
-    std::fs::write(dir.path().join("mine.toml"), text).unwrap();
+    let dir = common::lab_with_a_mistake();
     let set = gpulab::lab::LabSet::load(&[dir.path().to_owned()]);
     let mut a = app();
     a.invalid = set.invalid();

@@ -58,6 +58,17 @@ fn chrome_traces_are_well_formed() {
                 }
                 "C" => assert!(e["args"]["MiB"].is_number(), "{fixture}: {e}"),
                 "i" => {}
+                // A flow from an enqueue to its device span: one start, one end.
+                "s" | "f" => {
+                    let key = (
+                        "flow".to_string(),
+                        e["id"].as_str().unwrap_or("").to_string(),
+                    );
+                    *open.entry(key).or_default() += if ph == "s" { 1 } else { -1 };
+                    if ph == "f" {
+                        assert_eq!(e["bp"], "e", "{fixture}: {e}");
+                    }
+                }
                 other => panic!("{fixture}: unexpected phase {other}"),
             }
         }
@@ -77,6 +88,54 @@ fn chrome_traces_are_well_formed() {
         assert!(
             events.iter().any(|e| e["cat"] == "device"),
             "{fixture}: no device spans"
+        );
+    }
+}
+
+/// Each kernel's span has an arrow from the call that enqueued it (the flow starts
+/// inside that call's slice on the host lane), and the memory counter says what it
+/// reads: NVML's device memory on the H100, the worker's RSS on PoCL.
+#[test]
+fn enqueues_point_at_their_device_work_and_the_counter_names_its_source() {
+    for (fixture, counter) in [
+        (
+            "h100-opencl--cl-premature-release--release-then-finish.jsonl",
+            "device memory",
+        ),
+        ("pocl--cl-finish--no-wait.jsonl", "worker RSS"),
+    ] {
+        let doc = export(fixture);
+        let events = doc["traceEvents"].as_array().unwrap();
+        let spans = events.iter().filter(|e| e["cat"] == "device").count();
+        let ends: Vec<&Value> = events.iter().filter(|e| e["ph"] == "f").collect();
+        assert_eq!(ends.len(), spans, "{fixture}: one arrow per device span");
+        for end in &ends {
+            let start = events
+                .iter()
+                .find(|e| e["ph"] == "s" && e["id"] == end["id"])
+                .unwrap_or_else(|| panic!("{fixture}: no start for {end}"));
+            let ts = start["ts"].as_f64().unwrap();
+            let call = events
+                .iter()
+                .filter(|e| e["ph"] == "X" && e["cat"] == "call")
+                .find(|c| {
+                    let (b, d) = (c["ts"].as_f64().unwrap(), c["dur"].as_f64().unwrap());
+                    b <= ts && ts <= b + d
+                })
+                .unwrap_or_else(|| panic!("{fixture}: the arrow starts outside a call: {start}"));
+            assert!(
+                call["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("clEnqueue")),
+                "{fixture}: {call}"
+            );
+            assert!(end["ts"].as_f64().unwrap() >= ts, "{fixture}: {end}");
+        }
+        assert!(
+            events
+                .iter()
+                .any(|e| e["ph"] == "C" && e["name"] == counter),
+            "{fixture}: no `{counter}` counter"
         );
     }
 }

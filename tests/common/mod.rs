@@ -87,3 +87,18 @@ pub fn short_params(lab: &gpulab::lab::Lab) -> Vec<String> {
         .map(|(name, value)| format!("{name}={value}"))
         .collect()
 }
+
+/// A folder holding `mine.toml`: cl-finish as lab `my-finish`, with `clFinish`
+/// misspelt on one line (a user's lab file with a mistake).
+pub fn lab_with_a_mistake() -> tempfile::TempDir {
+    let dir = temp_dir();
+    let text = std::fs::read_to_string(repo_file("labs/cl-finish.toml"))
+        .expect("the shipped lab")
+        .replace("id = \"cl-finish\"", "id = \"my-finish\"")
+        .replace(
+            "clFinish(q)                      # name: wait",
+            "clFinsh(q)",
+        );
+    std::fs::write(dir.path().join("mine.toml"), text).expect("a temporary folder");
+    dir
+}
