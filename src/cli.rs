@@ -140,7 +140,8 @@ pub struct ExportArgs {
     /// offline.
     #[arg(long, value_name = "OUT")]
     pub html: Option<PathBuf>,
-    /// Stack a second recording beneath the first, on the same axes (figures only).
+    /// A second recording beside the first: stacked beneath it on the same axes in a
+    /// figure, a process of its own in a Chrome trace (not for pages).
     #[arg(long, value_name = "OTHER")]
     pub compare: Option<PathBuf>,
 }

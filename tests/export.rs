@@ -406,3 +406,73 @@ fn html_pages_of_watched_programs_load_in_a_browser() {
         assert_eq!(dom.matches("<svg").count(), 2, "{name}: both charts");
     }
 }
+
+/// `--compare` puts a second run in the same Chrome trace as a process of its own,
+/// each from its own start, with each run's claims named by variant.
+#[test]
+fn a_compared_trace_holds_both_runs_as_processes() {
+    let dir = common::temp_dir();
+    let out = dir.path().join("both.json");
+    let fx = |f: &str| {
+        common::repo_file(&format!("tests/fixtures/recordings/{f}"))
+            .display()
+            .to_string()
+    };
+    let r = common::run(&[
+        "export",
+        &fx("h100-opencl--cl-premature-release--release-then-finish.jsonl"),
+        "--compare",
+        &fx("pocl--cl-finish--no-wait.jsonl"),
+        "--chrome",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    let processes: Vec<(u64, &str)> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .map(|e| {
+            (
+                e["pid"].as_u64().unwrap(),
+                e["args"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(processes.len(), 2, "{processes:?}");
+    assert_ne!(processes[0].0, processes[1].0);
+    assert!(
+        processes[0].1.contains("cl-premature-release"),
+        "{processes:?}"
+    );
+    assert!(processes[1].1.contains("cl-finish"), "{processes:?}");
+    for (pid, _) in &processes {
+        let calls: Vec<f64> = events
+            .iter()
+            .filter(|e| e["pid"] == *pid && e["cat"] == "call")
+            .map(|e| e["ts"].as_f64().unwrap())
+            .collect();
+        assert!(!calls.is_empty(), "no calls in process {pid}");
+        // Each run's time counts from its own start.
+        assert!(calls.iter().all(|t| *t >= 0.0), "{calls:?}");
+    }
+    let variants: Vec<&str> = doc["otherData"]["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["variant"].as_str())
+        .collect();
+    assert!(
+        variants.contains(&"release-then-finish") && variants.contains(&"no-wait"),
+        "{variants:?}"
+    );
+    let page = common::run(&[
+        "export",
+        &fx("pocl--cl-finish--no-wait.jsonl"),
+        "--compare",
+        &fx("pocl--cl-finish--no-wait.jsonl"),
+        "--html",
+        "-",
+    ]);
+    assert_eq!(page.status.code(), Some(2), "a page holds one run");
+}

@@ -23,26 +23,26 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
             ),
         ));
     }
-    if args.compare.is_some() && args.svg.is_none() && args.png.is_none() {
+    if args.compare.is_some() && args.html.is_some() {
         return Err(fail(
             EXIT_USAGE,
-            "--compare draws figures (--svg, --png); a Chrome trace or a page holds one run",
+            "--compare draws figures (--svg, --png) and traces (--chrome); a page holds one run",
         ));
     }
     // A trace, a figure and a page draw every call and span of the run, not a window.
     let run = super::report::load_into(&args.file, Run::keeping_all())?;
+    let other = args
+        .compare
+        .as_deref()
+        .map(|f| super::report::load_into(f, Run::keeping_all()))
+        .transpose()?;
+    let runs: Vec<_> = std::iter::once(&run).chain(other.as_ref()).collect();
     if let Some(out) = &args.chrome {
         let mut text = Vec::new();
-        chrome::write(&run, &mut text)?;
+        chrome::write_all(&runs, &mut text)?;
         write(out, &text)?;
     }
     if args.svg.is_some() || args.png.is_some() {
-        let other = args
-            .compare
-            .as_deref()
-            .map(|f| super::report::load_into(f, Run::keeping_all()))
-            .transpose()?;
-        let runs: Vec<_> = std::iter::once(&run).chain(other.as_ref()).collect();
         let svg = figure::svg(&runs);
         if let Some(out) = &args.svg {
             write(out, svg.as_bytes())?;

@@ -108,6 +108,9 @@ impl<'a> TraceEvent<'a> {
 #[derive(Serialize)]
 struct Claim<'a> {
     name: &'a str,
+    /// Whose claim, in a trace of several runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    variant: Option<&'a str>,
     verdict: &'a str,
     values: BTreeMap<&'a str, serde_json::Value>,
 }
@@ -132,20 +135,84 @@ struct Document<'a> {
 
 /// Writes the whole trace as one JSON document to `out`.
 pub fn write(run: &Run, out: impl Write) -> serde_json::Result<()> {
-    serde_json::to_writer(out, &document(run))
+    write_all(&[run], out)
 }
 
-fn document(run: &Run) -> Document<'_> {
+/// Several runs in one trace (`export --compare`), each a process of its own with
+/// its time from its own start, so the two runs line up as Perfetto stacks them.
+pub fn write_all(runs: &[&Run], out: impl Write) -> serde_json::Result<()> {
+    serde_json::to_writer(out, &document(runs))
+}
+
+fn document<'a>(runs: &[&'a Run]) -> Document<'a> {
+    let mut events = Vec::new();
+    let mut timed = Vec::new();
+    let mut pids = Vec::new();
+    for run in runs {
+        // Two recordings may carry the same worker pid; a process is one track.
+        let mut pid = run.meta.as_ref().map_or(0, |m| m.pid);
+        while pids.contains(&pid) {
+            pid = pid.wrapping_add(1);
+        }
+        pids.push(pid);
+        process(run, pid, &mut events, &mut timed);
+    }
+    timed.sort_by(|a, b| {
+        a.ts.unwrap_or(f64::MIN)
+            .total_cmp(&b.ts.unwrap_or(f64::MIN))
+    });
+    events.extend(timed);
+    let first = runs.first().and_then(|r| r.meta.as_ref());
+    let several = runs.len() > 1;
+    Document {
+        trace_events: events,
+        display_time_unit: "ms",
+        other_data: OtherData {
+            gpulab_version: first.map(|m| m.gpulab_version.as_str()),
+            device: first.map(|m| m.device.name.as_str()),
+            driver: first.map(|m| m.device.driver_version.as_str()),
+            claims: runs
+                .iter()
+                .flat_map(|run| {
+                    let variant = run.variant().filter(|_| several);
+                    run.claims.iter().map(move |c| Claim {
+                        name: &c.name,
+                        variant,
+                        verdict: c.verdict.label(),
+                        values: c
+                            .values
+                            .iter()
+                            .map(|(k, v)| {
+                                let v = if v.is_finite() {
+                                    serde_json::json!(v)
+                                } else {
+                                    serde_json::json!("never")
+                                };
+                                (k.as_str(), v)
+                            })
+                            .collect(),
+                    })
+                })
+                .collect(),
+        },
+    }
+}
+
+/// One run's tracks: its metadata into `events`, everything timed into `timed`.
+fn process<'a>(
+    run: &'a Run,
+    pid: u32,
+    events: &mut Vec<TraceEvent<'a>>,
+    timed: &mut Vec<TraceEvent<'a>>,
+) {
     let t0 = run.t0();
     let us = |t: u64| (t as f64 - t0 as f64) / 1e3;
-    let pid = run.meta.as_ref().map_or(0, |m| m.pid);
     let end_ns = run
         .end
         .as_ref()
         .map(|e| e.t_ns)
         .or_else(|| run.calls.last().map(|c| c.end_ns))
         .unwrap_or(t0);
-    let mut events: Vec<TraceEvent> = Vec::new();
 
     let title = match (&run.meta, run.meta.as_ref().and_then(|m| m.lab.as_ref())) {
         (Some(m), Some(l)) => format!("gpulab · {} [{}] · {}", l.id, l.variant, m.device.name),
@@ -176,7 +243,6 @@ fn document(run: &Run) -> Document<'_> {
         ));
     }
 
-    let mut timed: Vec<TraceEvent> = Vec::new();
     let script: BTreeMap<u32, &str> = run
         .meta
         .as_ref()
@@ -219,7 +285,7 @@ fn document(run: &Run) -> Document<'_> {
             ..TraceEvent::new(s.name.as_str(), "X", pid, QUEUE_TID_BASE + s.queue)
         });
     }
-    flows(run, &mut timed, pid, &us);
+    flows(run, timed, pid, &us);
     let counter = counter_name(run);
     for &(t, bytes) in &run.readings {
         timed.push(TraceEvent {
@@ -238,43 +304,7 @@ fn document(run: &Run) -> Document<'_> {
             ..TraceEvent::new(n.text.as_str(), "i", pid, HOST_TID)
         });
     }
-    lifetimes(run, &mut timed, pid, &us, end_ns);
-
-    timed.sort_by(|a, b| {
-        a.ts.unwrap_or(f64::MIN)
-            .total_cmp(&b.ts.unwrap_or(f64::MIN))
-    });
-    events.extend(timed);
-    let meta = run.meta.as_ref();
-    Document {
-        trace_events: events,
-        display_time_unit: "ms",
-        other_data: OtherData {
-            gpulab_version: meta.map(|m| m.gpulab_version.as_str()),
-            device: meta.map(|m| m.device.name.as_str()),
-            driver: meta.map(|m| m.device.driver_version.as_str()),
-            claims: run
-                .claims
-                .iter()
-                .map(|c| Claim {
-                    name: &c.name,
-                    verdict: c.verdict.label(),
-                    values: c
-                        .values
-                        .iter()
-                        .map(|(k, v)| {
-                            let v = if v.is_finite() {
-                                serde_json::json!(v)
-                            } else {
-                                serde_json::json!("never")
-                            };
-                            (k.as_str(), v)
-                        })
-                        .collect(),
-                })
-                .collect(),
-        },
-    }
+    lifetimes(run, timed, pid, &us, end_ns);
 }
 
 /// What the memory counter reads, by the run's memory source: NVML's device memory,
