@@ -24,18 +24,13 @@ pub fn recordings_dir() -> Option<PathBuf> {
     data_dir().map(|d| d.join("recordings"))
 }
 
-/// `$GPULAB_DATA_DIR`, else `$XDG_DATA_HOME/gpulab`, else `~/.local/share/gpulab`.
+/// `$GPULAB_DATA_DIR`, else `$XDG_DATA_HOME/gpulab`, else `~/.local/share/gpulab`
+/// (`crate::dirs`: XDG's rules).
 pub fn data_dir() -> Option<PathBuf> {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(d) = var(ENV_DIR) {
-        return Some(d);
-    }
-    let data = var("XDG_DATA_HOME").or_else(|| var("HOME").map(|h| h.join(".local/share")))?;
-    Some(data.join("gpulab"))
+    std::env::var_os(ENV_DIR)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(crate::dirs::data)
 }
 
 /// A file name that sorts by time: `20250102-030405.678-lab--variant.jsonl`.

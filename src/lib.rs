@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod clock;
 pub mod color;
+pub mod dirs;
 pub mod engine;
 pub mod export;
 pub mod history;

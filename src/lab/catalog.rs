@@ -219,11 +219,7 @@ fn claimed_id(path: &Path) -> Option<String> {
 
 /// `$XDG_CONFIG_HOME/gpulab/labs`, else `~/.config/gpulab/labs`.
 fn config_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("gpulab").join("labs"))
+    crate::dirs::config().map(|d| d.join("labs"))
 }
 
 /// Parse and validate one lab from text; `file` names it in messages.

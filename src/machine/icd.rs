@@ -104,28 +104,33 @@ pub fn find_nvidia_opencl() -> Option<String> {
     loadable.then(|| NVIDIA_LIB.to_string())
 }
 
-fn own_vendors_dir() -> PathBuf {
-    let base = env("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .or_else(|| env("XDG_CACHE_HOME").map(PathBuf::from))
-        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".cache")))
-        .unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("gpulab-{}", rustix::process::getuid().as_raw()))
-        });
-    base.join("gpulab").join("icd-vendors")
+/// gpulab's own vendors folder: in the session's runtime directory, else the
+/// user's cache, else a folder under the shared temporary directory that only this
+/// user may use (`dirs::private_temp`).
+fn own_vendors_dir() -> Result<PathBuf, String> {
+    let base = match crate::dirs::runtime().or_else(crate::dirs::cache) {
+        Some(b) => b,
+        None => crate::dirs::private_temp()?,
+    };
+    Ok(base.join("icd-vendors"))
 }
 
 /// Writes `dst` as a vendors directory: every `.icd` file of `src` plus one naming
-/// `extra_lib`. Stale `.icd` files in `dst` are removed.
+/// `extra_lib`; stale `.icd` files in `dst` are removed. Each file is written
+/// whole before it appears (another gpulab's ICD loader may be reading the folder).
 pub fn write_vendors_dir(src: &Path, extra_lib: &str, dst: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dst)?;
+    let mut wanted: Vec<(String, String)> = icd_files(src);
+    wanted.push(("gpulab-nvidia.icd".into(), extra_lib.to_string()));
     for (name, _) in icd_files(dst) {
-        std::fs::remove_file(dst.join(name))?;
+        if !wanted.iter().any(|(w, _)| *w == name) {
+            std::fs::remove_file(dst.join(name))?;
+        }
     }
-    for (name, lib) in icd_files(src) {
-        std::fs::write(dst.join(&name), format!("{lib}\n"))?;
+    for (name, lib) in &wanted {
+        crate::dirs::write_atomic(&dst.join(name), format!("{lib}\n").as_bytes())?;
     }
-    std::fs::write(dst.join("gpulab-nvidia.icd"), format!("{extra_lib}\n"))
+    Ok(())
 }
 
 pub fn icd_state() -> IcdState {
@@ -204,7 +209,16 @@ pub fn own_vendors() -> Option<Result<OwnVendors, String>> {
         return None;
     }
     let lib = find_nvidia_opencl()?;
-    let dst = own_vendors_dir();
+    let dst = match own_vendors_dir() {
+        Ok(d) => d,
+        Err(why) => {
+            return Some(Err(format!(
+                "NVIDIA OpenCL library found at {lib} but not registered in {}, and gpulab \
+                 has no folder of its own to register it in: {why}",
+                src.display()
+            )));
+        }
+    };
     if let Err(e) = write_vendors_dir(&src, &lib, &dst) {
         return Some(Err(format!(
             "NVIDIA OpenCL library found at {lib} but not registered in {}, and gpulab could \

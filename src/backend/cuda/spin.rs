@@ -72,11 +72,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// `$XDG_CACHE_HOME/gpulab/cuda`, else `~/.cache/gpulab/cuda`.
 pub fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("gpulab").join("cuda"))
+    crate::dirs::cache().map(|d| d.join("cuda"))
 }
 
 /// The PTX for `key`: from the cache, else compiled with NVRTC and written back (a
@@ -99,10 +95,9 @@ pub fn ptx(key: &PtxKey) -> Result<(String, bool), String> {
         .map_err(|e| format!("NVRTC could not compile labs/kernels/*.cu: {e:?}"))?;
     let text = ptx.to_src();
     if let Some(p) = &path {
-        if let Some(dir) = p.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let _ = std::fs::write(p, &text);
+        // Whole or not at all: a second run compiling at the same time, or one
+        // killed mid-write, never leaves a half PTX file for the next to load.
+        let _ = crate::dirs::write_atomic(p, text.as_bytes());
     }
     Ok((text, false))
 }
@@ -227,7 +222,8 @@ mod tests {
     #[test]
     fn cache_lives_under_xdg_cache_home() {
         // Read-only check of the rule, without touching the environment.
-        if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        let absolute = |v: &std::ffi::OsStr| std::path::Path::new(v).is_absolute();
+        if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME").filter(|v| absolute(v)) {
             assert_eq!(
                 cache_dir(),
                 Some(PathBuf::from(xdg).join("gpulab").join("cuda"))
