@@ -86,19 +86,14 @@ pub struct Readings {
 
 impl Readings {
     fn of(run: &Run) -> Option<Readings> {
-        let start = run.meta.as_ref()?.t_ns;
-        let end = run.end.as_ref()?.t_ns;
-        let during: Vec<u64> = run
-            .samples
-            .iter()
-            .map(|s| s.t_ns)
-            .filter(|t| (start..=end).contains(t))
-            .collect();
-        let (first, last) = (*during.iter().min()?, *during.iter().max()?);
+        run.end.as_ref()?;
+        let stats = &run.sample_stats;
+        let (first, last) = (stats.during_first?, stats.during_last?);
         let span = last.saturating_sub(first) as f64 / 1e9;
-        (span > 0.0).then(|| Readings {
-            count: during.len(),
-            per_s: (during.len() - 1) as f64 / span,
+        let count = usize::try_from(stats.during).unwrap_or(usize::MAX);
+        (span > 0.0 && count > 1).then(|| Readings {
+            count,
+            per_s: (count - 1) as f64 / span,
         })
     }
 }
@@ -126,11 +121,7 @@ fn ran_out(run: &Run) -> Option<RanOut> {
     let CallStatus::Error { name, .. } = &call.status else {
         return None;
     };
-    let sample = run
-        .samples
-        .iter()
-        .filter(|s| s.t_ns <= call.end_ns)
-        .max_by_key(|s| s.t_ns);
+    let sample = run.sample_stats.at_ran_out.as_ref();
     // The ledger as it stood when the call returned.
     let mut live: BTreeMap<String, usize> = BTreeMap::new();
     let mut not_yet_destroyed: BTreeMap<String, usize> = BTreeMap::new();
@@ -361,7 +352,11 @@ fn after_exit_mib(run: &Run) -> Option<(f64, &'static str)> {
     if meta.device.memory_source == MemorySource::Rss {
         return Some((0.0, "before the worker started"));
     }
-    let start = run.samples.iter().find(|s| s.t_ns <= end.t_ns)?;
+    let start = run
+        .sample_stats
+        .first
+        .as_ref()
+        .filter(|s| s.t_ns <= end.t_ns)?;
     let after = run.after_exit()?;
     let against = if start.t_ns < meta.t_ns {
         "before the worker started"

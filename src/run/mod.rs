@@ -10,6 +10,7 @@ pub mod gap;
 pub mod iterations;
 mod load;
 mod objects;
+mod samples;
 mod window;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ pub use finding::Finding;
 pub use fold::{ApiFold, Folds, TagFold};
 pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
+pub use samples::{SAMPLES_KEPT, SampleStats};
 pub use window::Recent;
 
 use crate::trace::{
@@ -38,15 +40,17 @@ pub const OBJECTS_KEPT: usize = 10_000;
 /// What is kept of every event, however long the run: the per-line, per-tag and
 /// per-API aggregates ([`Folds`], which every report figure, verdict and
 /// summary panel reads), each object's latest state (`ledger`, one entry per
-/// object), the `repeat` blocks, the memory readings and samples (16 and ~50
-/// bytes each, one or two per call and one per sample tick), notes, claims and
-/// agents. What is bounded: the calls, device spans and object events
-/// themselves, of which only the most recent [`CALLS_KEPT`], [`SPANS_KEPT`] and
-/// [`OBJECTS_KEPT`] are kept whole (`calls`, `spans`, `objects`), for the
-/// timeline, the live panels and the one metric that looks at a block's calls
-/// and spans (`overlap`, of CUDA labs' short blocks). A run of fewer events
-/// keeps them all, and [`Run::keeping_all`] keeps them all whatever the length
-/// (the exports of a recording, which draw every call).
+/// object), the `repeat` blocks, the figures of every sample ([`SampleStats`]),
+/// the memory readings with each stretch of equal readings kept as its first and
+/// last (16 bytes a change: a steady device costs nothing however long the run),
+/// notes, claims and agents. What is bounded: the calls, device spans, object
+/// events and samples themselves, of which only the most recent [`CALLS_KEPT`],
+/// [`SPANS_KEPT`], [`OBJECTS_KEPT`] and [`SAMPLES_KEPT`] are kept whole (`calls`,
+/// `spans`, `objects`, `samples`), for the timeline, the live panels and the one
+/// metric that looks at a block's calls and spans (`overlap`, of CUDA labs' short
+/// blocks). A run of fewer events keeps them all, and [`Run::keeping_all`] keeps
+/// them all, every reading included, whatever the length (the exports of a
+/// recording, which draw every call).
 #[derive(Debug, Clone)]
 pub struct Run {
     pub meta: Option<Meta>,
@@ -61,7 +65,12 @@ pub struct Run {
     /// The latest end of the device spans no longer in `spans`.
     spans_forgotten_end: Option<u64>,
     pub blocks: Vec<Block>,
-    pub samples: Vec<Sample>,
+    /// The most recent samples of the parent's sampler.
+    pub samples: Recent<Sample>,
+    /// Figures of every sample.
+    pub sample_stats: SampleStats,
+    /// Equal readings in a row are kept as the first and the last of them.
+    thin_readings: bool,
     pub notes: Vec<Note>,
     pub claims: Vec<ClaimVerdict>,
     pub end: Option<End>,
@@ -124,7 +133,11 @@ impl Default for Run {
 impl Run {
     /// A run that keeps every call, span and object event whole.
     pub fn keeping_all() -> Run {
-        Run::bounded(usize::MAX, usize::MAX, usize::MAX)
+        Run {
+            samples: Recent::new(usize::MAX),
+            thin_readings: false,
+            ..Run::bounded(usize::MAX, usize::MAX, usize::MAX)
+        }
     }
 
     /// A run that keeps the most recent `calls`, `spans` and `objects` whole.
@@ -137,7 +150,9 @@ impl Run {
             folds: Folds::default(),
             spans_forgotten_end: None,
             blocks: Vec::new(),
-            samples: Vec::new(),
+            samples: Recent::new(SAMPLES_KEPT),
+            sample_stats: SampleStats::default(),
+            thin_readings: true,
             notes: Vec::new(),
             claims: Vec::new(),
             end: None,
@@ -200,6 +215,15 @@ impl Run {
                     |id| self.ledger.get(&id).map(|o| o.bytes),
                     &self.readings,
                 );
+                if let Some(failed) = &self.folds.ran_out
+                    && failed.seq == c.seq
+                {
+                    // The memory when the call ran out: the latest sample so far
+                    // taken by its end (later arrivals may still come closer).
+                    for s in self.samples.iter() {
+                        self.sample_stats.note_ran_out(s, failed.end_ns);
+                    }
+                }
                 self.calls.push(c.clone());
             }
             Event::Object(o) => {
@@ -244,6 +268,11 @@ impl Run {
                     Some(e) if s.t_ns > e.t_ns => self.after_exit.push((s.t_ns, s.used_bytes)),
                     _ => self.insert_reading(s.t_ns, s.process_bytes.unwrap_or(s.used_bytes)),
                 }
+                let start = self.meta.as_ref().map(|m| m.t_ns);
+                self.sample_stats.add(s, start, self.end.is_none());
+                if let Some(failed) = &self.folds.ran_out {
+                    self.sample_stats.note_ran_out(s, failed.end_ns);
+                }
                 self.samples.push(s.clone());
             }
             Event::Note(n) => self.notes.push(n.clone()),
@@ -256,6 +285,8 @@ impl Run {
             Event::End(e) => {
                 self.end = Some(e.clone());
                 self.split_at_end(e.t_ns);
+                let start = self.meta.as_ref().map(|m| m.t_ns);
+                self.sample_stats.close(e.t_ns, &self.samples, start);
             }
             Event::Agent(a) => self.agents.push(a.clone()),
             Event::Stack(s) => {
@@ -301,6 +332,17 @@ impl Run {
     fn insert_reading(&mut self, t: u64, v: u64) {
         self.folds.reading(t, v);
         if self.readings.last().is_none_or(|(lt, _)| *lt <= t) {
+            // In a stretch of equal readings only its first and its last are
+            // kept: the last one moves on. Every change stays, at its time.
+            let n = self.readings.len();
+            if self.thin_readings
+                && n >= 2
+                && self.readings[n - 1].1 == v
+                && self.readings[n - 2].1 == v
+            {
+                self.readings[n - 1].0 = t;
+                return;
+            }
             self.readings.push((t, v));
         } else {
             let pos = self.readings.partition_point(|(lt, _)| *lt <= t);
@@ -547,6 +589,43 @@ mod tests {
             total_bytes: None,
             process_bytes: Some(own),
         })
+    }
+
+    /// A steady device costs two readings however long it stays steady; every
+    /// change is kept at its time, and the value at any time is what it was.
+    #[test]
+    fn a_stretch_of_equal_readings_is_kept_as_its_first_and_last() {
+        let mut events: Vec<Event> = (0..1000).map(|i| sample(i * 10, 7, 5)).collect();
+        events.push(sample(10_000, 9, 6));
+        events.extend((1001..2000).map(|i| sample(i * 10, 9, 6)));
+        let run = Run::from_events(&events);
+        assert_eq!(
+            run.readings,
+            vec![(0, 5), (9_990, 5), (10_000, 6), (19_990, 6)]
+        );
+        assert_eq!(run.sample_stats.seen, 2000);
+        assert_eq!(run.samples.len(), 2000.min(SAMPLES_KEPT));
+        assert_eq!(run.sample_stats.max_process, Some(6));
+        let all = Run::folding(Run::keeping_all(), &events);
+        assert_eq!(all.readings.len(), 2000);
+    }
+
+    /// The samples' figures a report reads are of every sample, not of the window.
+    #[test]
+    fn sample_figures_cover_every_sample_past_the_window() {
+        let n = SAMPLES_KEPT as u64 + 500;
+        let mut events: Vec<Event> = (0..n).map(|i| sample(i, 100 + i % 3, i % 5)).collect();
+        events.push(Event::End(End {
+            t_ns: n / 2,
+            status: EndStatus::Finished,
+            leaked: vec![],
+        }));
+        let run = Run::from_events(&events);
+        let s = &run.sample_stats;
+        assert_eq!(s.seen, n);
+        assert_eq!(s.first.as_ref().map(|f| f.t_ns), Some(0));
+        assert_eq!((s.max_used, s.max_process), (Some(102), Some(4)));
+        assert_eq!(run.samples.len(), SAMPLES_KEPT);
     }
 
     #[test]

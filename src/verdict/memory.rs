@@ -59,12 +59,16 @@ pub(super) fn peak_mib(run: &Run, tag: &str) -> Result<f64, Why> {
     }
     let peak = windows
         .iter()
-        .flat_map(|&(from, to)| {
+        .filter_map(|&(from, to)| {
             let start = run.readings.partition_point(|(t, _)| *t < from);
-            run.readings[start..]
+            let inside = run.readings[start..]
                 .iter()
                 .take_while(move |(t, _)| *t <= to)
                 .map(|(_, v)| *v)
+                .max();
+            // A window inside a stretch of equal readings (kept as its first and
+            // last only) holds none: the level in force when it began is its peak.
+            inside.or_else(|| start.checked_sub(1).map(|i| run.readings[i].1))
         })
         .max()
         .ok_or_else(no_memory)?;

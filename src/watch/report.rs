@@ -271,12 +271,7 @@ impl WatchReport {
                     }
                 })
                 .collect(),
-            peak_memory_bytes: run
-                .samples
-                .iter()
-                .filter_map(|s| s.process_bytes)
-                .max()
-                .or_else(|| run.samples.iter().map(|s| s.used_bytes).max()),
+            peak_memory_bytes: run.sample_stats.max_process.or(run.sample_stats.max_used),
             peak_device_growth_bytes: run.peak_above_baseline(),
             device_baseline_bytes: run.baseline(),
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),

@@ -123,7 +123,7 @@ fn came_back(run: &RunState) -> Option<String> {
         return Some("worker exited: its host memory went back to the OS".into());
     }
     let (_, after) = run.run.after_exit.last()?;
-    let start = run.run.samples.first().map(|s| s.used_bytes)?;
+    let start = run.run.sample_stats.first.as_ref().map(|s| s.used_bytes)?;
     let diff = *after as i64 - start as i64;
     let cancelled = matches!(end.status, EndStatus::Cancelled);
     // Below the start counts as back: other processes may have freed memory too.

@@ -57,15 +57,15 @@ impl StatusBar<'_> {
 
 /// Samples per second the run really got (not the rate asked for).
 fn measured_rate(run: &RunState) -> String {
-    let s = &run.run.samples;
-    let (Some(a), Some(b)) = (s.first(), s.last()) else {
+    let stats = &run.run.sample_stats;
+    let (Some(a), Some(b)) = (stats.first.as_ref(), run.run.samples.last()) else {
         return String::new();
     };
     let dt = b.t_ns.saturating_sub(a.t_ns) as f64 / 1e9;
     if dt <= 0.0 {
         return String::new();
     }
-    format!(" {:.0} Hz", (s.len() - 1) as f64 / dt)
+    format!(" {:.0} Hz", stats.seen.saturating_sub(1) as f64 / dt)
 }
 
 impl Widget for &StatusBar<'_> {
