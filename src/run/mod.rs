@@ -269,7 +269,8 @@ impl Run {
                     _ => self.insert_reading(s.t_ns, s.process_bytes.unwrap_or(s.used_bytes)),
                 }
                 let start = self.meta.as_ref().map(|m| m.t_ns);
-                self.sample_stats.add(s, start, self.end.is_none());
+                self.sample_stats
+                    .add(s, start, self.end.as_ref().map(|e| e.t_ns));
                 if let Some(failed) = &self.folds.ran_out {
                     self.sample_stats.note_ran_out(s, failed.end_ns);
                 }

@@ -32,16 +32,16 @@ pub struct SampleStats {
 }
 
 impl SampleStats {
-    /// Folds `s` in; `start` is the run's start when known, `open` whether the
-    /// run's end has not arrived yet (samples after it describe the device).
-    pub fn add(&mut self, s: &Sample, start: Option<u64>, open: bool) {
+    /// Folds `s` in; `start` and `end` are the run's, when known (samples after
+    /// the end describe the device, not the run).
+    pub fn add(&mut self, s: &Sample, start: Option<u64>, end: Option<u64>) {
         self.seen += 1;
         if self.first.is_none() {
             self.first = Some(s.clone());
         }
         self.max_used = self.max_used.max(Some(s.used_bytes));
         self.max_process = self.max_process.max(s.process_bytes);
-        if open && start.is_some_and(|t0| s.t_ns >= t0) {
+        if start.is_some_and(|t0| s.t_ns >= t0) && end.is_none_or(|t1| s.t_ns <= t1) {
             self.during += 1;
             self.during_first = Some(self.during_first.map_or(s.t_ns, |t| t.min(s.t_ns)));
             self.during_last = Some(self.during_last.map_or(s.t_ns, |t| t.max(s.t_ns)));

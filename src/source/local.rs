@@ -199,19 +199,23 @@ struct Watch {
 impl Watch {
     fn run(mut self) {
         let pid = self.child.id();
-        let mut run = Run::default();
+        // The samples are folded into the Run as they come, by the thread that
+        // forwards them, so verdicts see them and no sample is kept past its fold.
+        let shared = Arc::new(Mutex::new(Run::default()));
         let (sample_tx, sample_rx) = mpsc::channel::<Vec<Sample>>();
-        let forwarder = forward_samples(sample_rx, self.tx.clone());
-        let mut telemetry = self.read_events(&mut run, pid, &sample_tx);
+        let forwarder = forward_samples(sample_rx, self.tx.clone(), Arc::clone(&shared));
+        let mut telemetry = self.read_events(&shared, pid, &sample_tx);
         let status = self.reap();
         let sampler_notes = telemetry.stop();
         drop(sample_tx);
-        // Samples are folded into the Run here too, so verdicts see them.
-        if let Ok(seen) = forwarder.join() {
-            for s in seen {
-                run.apply(&Event::Sample(s));
-            }
-        }
+        let _ = forwarder.join();
+        let mut run = match Arc::try_unwrap(shared) {
+            Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
+            Err(arc) => arc
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_else(|p| p.into_inner().clone()),
+        };
         self.note_sampler(&mut run, sampler_notes);
         if run.end.is_none() {
             let end = End {
@@ -241,7 +245,7 @@ impl Watch {
     /// starts sampling once its `meta` names the device.
     fn read_events(
         &mut self,
-        run: &mut Run,
+        run: &Mutex<Run>,
         pid: u32,
         sample_tx: &Sender<Vec<Sample>>,
     ) -> Telemetry {
@@ -259,7 +263,10 @@ impl Watch {
                 Event::Meta(m) => Some(DeviceInfo::from_meta(m)),
                 _ => None,
             };
-            self.emit(run, event);
+            match run.lock() {
+                Ok(mut r) => self.emit(&mut r, event),
+                Err(p) => self.emit(&mut p.into_inner(), event),
+            }
             if let Some(info) = meta {
                 telemetry.start(info, pid, self.sample_hz, sample_tx, self.before.take());
             }
@@ -439,19 +446,29 @@ impl Telemetry {
     }
 }
 
-/// Sends each batch of samples on as events, so samples and worker events meet in
-/// one channel in arrival order; returns every sample once the senders are gone.
-fn forward_samples(rx: Receiver<Vec<Sample>>, tx: Sender<Vec<Event>>) -> JoinHandle<Vec<Sample>> {
+/// Folds each batch of samples into the run and sends it on as events, so samples
+/// and worker events meet in one channel in arrival order.
+fn forward_samples(
+    rx: Receiver<Vec<Sample>>,
+    tx: Sender<Vec<Event>>,
+    run: Arc<Mutex<Run>>,
+) -> JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut seen = Vec::new();
         for batch in rx {
-            seen.extend(batch.iter().cloned());
-            let events = batch.into_iter().map(Event::Sample).collect();
+            let events: Vec<Event> = batch.into_iter().map(Event::Sample).collect();
+            {
+                let mut r = match run.lock() {
+                    Ok(r) => r,
+                    Err(p) => p.into_inner(),
+                };
+                for e in &events {
+                    r.apply(e);
+                }
+            }
             if tx.send(events).is_err() {
                 break;
             }
         }
-        seen
     })
 }
 
