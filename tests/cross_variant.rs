@@ -9,6 +9,11 @@ use serde_json::Value;
 const PARAMS: [&str; 4] = ["--param", "kernel_ms=40", "--param", "size_mib=4"];
 
 fn run_cross(extra: &[&str]) -> Value {
+    run_cross_saying(extra).0
+}
+
+/// The report, and what gpulab said on stderr.
+fn run_cross_saying(extra: &[&str]) -> (Value, String) {
     let labs = common::repo_file("tests/labs/cross");
     let out = common::gpulab()
         .arg("--labs")
@@ -19,7 +24,8 @@ fn run_cross(extra: &[&str]) -> Value {
         .output()
         .expect("gpulab starts");
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
-    serde_json::from_slice(&out.stdout).expect("a JSON report")
+    let report = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    (report, common::stderr(&out))
 }
 
 fn claim<'a>(summary: &'a Value, name: &str) -> &'a Value {
@@ -42,7 +48,15 @@ fn all_variants_judges_a_comparison_from_both_variants_own_numbers() {
     let dir = common::temp_dir();
     let record = dir.path().join("cross.jsonl");
     let record_s = record.display().to_string();
-    let report = run_cross(&["--all-variants", "--record", &record_s]);
+    let (report, said) = run_cross_saying(&["--all-variants", "--record", &record_s]);
+    // The file names gpulab made from the one given are said, one per variant.
+    for v in ["finish", "flush"] {
+        let file = dir.path().join(format!("cross--{v}.jsonl"));
+        assert!(
+            said.contains(&format!("recorded {}", file.display())),
+            "{said}"
+        );
+    }
     let summaries = report["runs"].as_array().expect("one summary per variant");
     let of = |variant: &str| {
         summaries

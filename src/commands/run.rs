@@ -290,17 +290,23 @@ fn run_variant(
 }
 
 /// Writes each run's `--record` file, when it has one; says each that could not
-/// be written.
+/// be written, and with several (`--all-variants`, whose file names gpulab made
+/// from the one given) each that was.
 fn write_recordings(recordings: Vec<(Option<Recording>, Vec<Event>)>, runs: &[Run]) -> Vec<String> {
+    let several = recordings.iter().filter(|(f, _)| f.is_some()).count() > 1;
     let mut unwritten = Vec::new();
     for ((file, events), run) in recordings.into_iter().zip(runs) {
         if let Some(file) = file {
             let path = file.path.clone();
-            if let Err(e) = file.write(run, &events) {
-                unwritten.push(format!(
+            match file.write(run, &events) {
+                Ok(()) if several && run.meta.is_some() => {
+                    eprintln!("gpulab: recorded {}", path.display());
+                }
+                Ok(()) => {}
+                Err(e) => unwritten.push(format!(
                     "the recording {} could not be written: {e}; the run's report is printed all the same",
                     path.display()
-                ));
+                )),
             }
         }
     }
