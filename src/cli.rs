@@ -33,13 +33,14 @@ Exit status:
     after_help = AFTER_HELP
 )]
 pub struct Cli {
-    /// Extra folder of lab files (`*.toml`); may be given more than once.
-    #[arg(long, global = true, value_name = "DIR")]
+    /// Extra folder of lab files (`*.toml`); may be given more than once. Also
+    /// taken after the commands that read labs.
+    #[arg(long, value_name = "DIR")]
     pub labs: Vec<PathBuf>,
 
     /// Device: index as `gpulab doctor` lists them (OpenCL devices, or CUDA ordinals for CUDA labs), or part of its name.
-    /// Default: the first GPU, else the first device.
-    #[arg(long, global = true, value_name = "INDEX|NAME")]
+    /// Default: the first GPU, else the first device. Also taken after `run`.
+    #[arg(long, value_name = "INDEX|NAME")]
     pub device: Option<String>,
 
     /// Colour: `auto` colours a terminal unless NO_COLOR is set; `always` and
@@ -74,6 +75,8 @@ pub enum Cmd {
     List {
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        labs: LabsArg,
     },
     /// Run a lab on the real device and report what it measured.
     Run(RunArgs),
@@ -95,11 +98,15 @@ pub enum Cmd {
         files: Vec<PathBuf>,
         #[command(flatten)]
         format: Format,
+        #[command(flatten)]
+        labs: LabsArg,
     },
     /// Play a recorded run back in the dashboard (without a terminal: print its report).
     Replay {
         /// A recording (`gpulab run … --record FILE`, or the dashboard's history).
         file: PathBuf,
+        #[command(flatten)]
+        labs: LabsArg,
     },
     /// Run your own program with gpulab's agent inside it: every OpenCL object it
     /// creates and releases, and what it left alive at exit (`gpulab watch -- ./app`).
@@ -120,11 +127,39 @@ pub enum Cmd {
     Worker,
 }
 
+/// `--labs DIR` on the commands that read labs (not `check`, `doctor`, …).
+#[derive(Debug, Args, Default, Clone)]
+pub struct LabsArg {
+    /// Extra folder of lab files (`*.toml`); may be given more than once.
+    #[arg(long = "labs", value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+}
+
+impl Cmd {
+    /// The `--labs` folders and `--device` given after the command, taken out so
+    /// that one place (`Cli::labs`, `Cli::device`) holds them whichever side of
+    /// the command they were written on.
+    pub fn take_scope(&mut self) -> (Vec<PathBuf>, Option<String>) {
+        match self {
+            Cmd::List { labs, .. } | Cmd::Report { labs, .. } | Cmd::Replay { labs, .. } => {
+                (std::mem::take(&mut labs.dirs), None)
+            }
+            Cmd::Export(a) => (std::mem::take(&mut a.labs.dirs), None),
+            Cmd::Watch(a) => (std::mem::take(&mut a.labs.dirs), None),
+            Cmd::Run(a) => (std::mem::take(&mut a.labs.dirs), a.device.take()),
+            _ => (Vec::new(), None),
+        }
+    }
+}
+
 /// `gpulab export FILE`: at least one output; `-` writes it to stdout.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// A recording (`gpulab run … --record FILE`, or `gpulab watch --record FILE`).
     pub file: PathBuf,
+    /// Where the lab's teaching text comes from for a page (`--html`).
+    #[command(flatten)]
+    pub labs: LabsArg,
     /// Write Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev) to OUT.
     /// One of --chrome, --svg, --png and --html is needed.
     #[arg(long, value_name = "OUT")]
@@ -202,12 +237,24 @@ pub struct RunArgs {
     /// Run one line per Enter, to teach without the dashboard.
     #[arg(long, conflicts_with = "all_variants")]
     pub step: bool,
+
+    #[command(flatten)]
+    pub labs: LabsArg,
+
+    /// Device: index as `gpulab doctor` lists them (OpenCL devices, or CUDA
+    /// ordinals for CUDA labs), or part of its name. Default: the first GPU, else
+    /// the first device.
+    #[arg(long, value_name = "INDEX|NAME")]
+    pub device: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     #[command(flatten)]
     pub format: Format,
+
+    #[command(flatten)]
+    pub labs: LabsArg,
 
     /// Also write the event stream (JSON Lines) to FILE: `report`, `replay` and
     /// `export` read it.

@@ -229,3 +229,34 @@ fn export_without_an_output_names_the_outputs_and_exits_2() {
         "{err}"
     );
 }
+
+/// `--labs` and `--device` are offered where they do something: `check` and
+/// `doctor` take neither, `report` and `export` only `--labs`, `run` both, on
+/// either side of the command.
+#[test]
+fn options_are_offered_only_where_they_apply() {
+    let help = |cmd: &str| common::stdout(&common::run(&[cmd, "--help"]));
+    for (cmd, labs, device) in [
+        ("check", false, false),
+        ("doctor", false, false),
+        ("report", true, false),
+        ("export", true, false),
+        ("list", true, false),
+        ("run", true, true),
+    ] {
+        let text = help(cmd);
+        assert_eq!(text.contains("--labs"), labs, "{cmd}: {text}");
+        assert_eq!(text.contains("--device"), device, "{cmd}: {text}");
+    }
+    let out = common::run(&["check", "--device", "0", "labs/cl-finish.toml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    // After the command or before it, a missing folder is the same mistake.
+    for args in [
+        vec!["list", "--labs", "/nowhere-gpulab"],
+        vec!["--labs", "/nowhere-gpulab", "list"],
+    ] {
+        let out = common::run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(common::stderr(&out).contains("no such folder"), "{args:?}");
+    }
+}

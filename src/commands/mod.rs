@@ -52,7 +52,12 @@ pub fn fail(code: i32, message: impl Into<String>) -> anyhow::Error {
     .into()
 }
 
-pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
+pub fn dispatch(mut cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
+    if let Some(cmd) = cli.command.as_mut() {
+        let (labs, device) = cmd.take_scope();
+        cli.labs.extend(labs);
+        cli.device = device.or(cli.device);
+    }
     // A folder the user named and that is not there is a mistake in the command
     // line, whatever the command: going on without its labs would run or list
     // something else than what was asked.
@@ -64,12 +69,14 @@ pub fn dispatch(cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
         .into());
     }
     match cli.command {
-        Some(Cmd::List { json }) => list::list(&cli.labs, json),
+        Some(Cmd::List { json, .. }) => list::list(&cli.labs, json),
         Some(Cmd::Run(args)) => run::run(&cli.labs, cli.device.as_deref(), &args),
         Some(Cmd::Check { ref files }) => check::check(files, cli.color.into()),
         Some(Cmd::Doctor { json }) => doctor::doctor(json, icd_note),
-        Some(Cmd::Report { ref files, format }) => report::report(&cli.labs, files, format),
-        Some(Cmd::Replay { ref file }) => replay::replay(&cli, file),
+        Some(Cmd::Report {
+            ref files, format, ..
+        }) => report::report(&cli.labs, files, format),
+        Some(Cmd::Replay { ref file, .. }) => replay::replay(&cli, file),
         Some(Cmd::Export(ref args)) => export::export(&cli.labs, args),
         Some(Cmd::Watch(ref args)) => watch::watch(&cli, args),
         Some(Cmd::Completions { shell }) => shell::completions(shell),
