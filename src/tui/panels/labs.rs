@@ -110,7 +110,7 @@ impl LabsPanel<'_> {
                         for l in crate::text::wrap(without_folder(why), w.saturating_sub(4), 4) {
                             out.push(Line::styled(format!("    {l}"), t.warn()));
                         }
-                        out.push(Line::styled("    gpulab check FILE: all", t.dim()));
+                        out.push(Line::styled(fit("    gpulab check FILE: all", w), t.dim()));
                     }
                 }
                 Entry::Recording(ri) => {
