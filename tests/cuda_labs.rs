@@ -144,20 +144,11 @@ fn every_kernel_runs_with_its_buffers() {
         gpulab::backend::cuda::tests_require_cuda(),
         "set GPULAB_REQUIRE_CUDA=1 to run this on a GPU machine"
     );
-    let dir = common::temp_dir();
-    let file = dir.path().join("kernels.jsonl");
-    let out = common::gpulab()
-        .args(["run", "cuda-kernels", "--labs"])
-        .arg(common::repo_file("tests/labs/kernels"))
-        .arg("--record")
-        .arg(&file)
-        .output()
-        .expect("gpulab starts");
+    let labs = common::repo_file("tests/labs/kernels")
+        .display()
+        .to_string();
+    let (out, events) = common::run_recorded(&["run", "cuda-kernels", "--labs", &labs]);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
-    let events = std::fs::File::open(&file)
-        .ok()
-        .and_then(|f| read_events(std::io::BufReader::new(f)).ok())
-        .expect("a readable recording");
     let run = Run::from_events(&events);
     assert_eq!(
         run.end.as_ref().map(|e| &e.status),
@@ -180,17 +171,9 @@ fn every_kernel_runs_with_its_buffers() {
 
 /// Runs `lab`'s `variant` (with `extra` arguments) and returns its recorded run.
 fn recorded(lab: &str, variant: &str, extra: &[&str]) -> Run {
-    let dir = common::temp_dir();
-    let file = dir.path().join("run.jsonl");
-    let file_s = file.display().to_string();
-    let mut args = vec!["run", lab, "--variant", variant, "--record", &file_s];
+    let mut args = vec!["run", lab, "--variant", variant];
     args.extend_from_slice(extra);
-    let out = common::run(&args);
-    let events = std::fs::File::open(&file)
-        .ok()
-        .and_then(|f| read_events(std::io::BufReader::new(f)).ok())
-        .unwrap_or_else(|| panic!("{lab} {variant}: no recording:\n{}", common::stderr(&out)));
-    Run::from_events(&events)
+    Run::from_events(&common::run_recorded(&args).1)
 }
 
 /// Lines that returned an error without `# expect-error`.

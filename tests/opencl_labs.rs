@@ -577,16 +577,8 @@ fn the_new_opencl_calls_run_on_the_device() {
     if !common::opencl_or_skip("the_new_opencl_calls_run_on_the_device") {
         return;
     }
-    let labs = common::repo_file("tests/labs/calls");
-    let dir = common::temp_dir();
-    let file = dir.path().join("calls.jsonl");
-    let out = common::gpulab()
-        .args(["run", "cl-new-calls", "--labs"])
-        .arg(&labs)
-        .arg("--record")
-        .arg(&file)
-        .output()
-        .expect("gpulab starts");
+    let labs = common::repo_file("tests/labs/calls").display().to_string();
+    let (out, events) = common::run_recorded(&["run", "cl-new-calls", "--labs", &labs]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -594,10 +586,6 @@ fn the_new_opencl_calls_run_on_the_device() {
         common::stdout(&out),
         common::stderr(&out)
     );
-    let events = read_events(std::io::BufReader::new(
-        std::fs::File::open(&file).expect("the recording exists"),
-    ))
-    .expect("the recording reads back");
     let run = Run::from_events(&events);
     let end = run.end.as_ref().expect("an end event");
     assert_eq!(end.status, EndStatus::Finished);
@@ -641,16 +629,10 @@ fn every_kernel_runs_with_its_buffers() {
     if !common::opencl_or_skip("every_kernel_runs_with_its_buffers") {
         return;
     }
-    let labs = common::repo_file("tests/labs/kernels");
-    let dir = common::temp_dir();
-    let file = dir.path().join("kernels.jsonl");
-    let out = common::gpulab()
-        .args(["run", "cl-kernels", "--labs"])
-        .arg(&labs)
-        .arg("--record")
-        .arg(&file)
-        .output()
-        .expect("gpulab starts");
+    let labs = common::repo_file("tests/labs/kernels")
+        .display()
+        .to_string();
+    let (out, events) = common::run_recorded(&["run", "cl-kernels", "--labs", &labs]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -658,10 +640,6 @@ fn every_kernel_runs_with_its_buffers() {
         common::stdout(&out),
         common::stderr(&out)
     );
-    let events = read_events(std::io::BufReader::new(
-        std::fs::File::open(&file).expect("the recording exists"),
-    ))
-    .expect("the recording reads back");
     let run = Run::from_events(&events);
     assert_eq!(
         run.end.as_ref().map(|e| &e.status),
@@ -702,18 +680,12 @@ fn every_kernel_runs_with_its_buffers() {
 /// Runs variant `variant` of lab `id` from fixture folder `dir` and returns the
 /// run, after checking that it finished and every line ran once without error.
 fn run_fixture(dir: &str, id: &str, variant: &str, params: &[&str]) -> Run {
-    let labs = common::repo_file(dir);
-    let tmp = common::temp_dir();
-    let file = tmp.path().join(format!("{id}.jsonl"));
-    let mut cmd = common::gpulab();
-    cmd.args(["run", id, "--variant", variant, "--labs"])
-        .arg(&labs)
-        .arg("--record")
-        .arg(&file);
+    let labs = common::repo_file(dir).display().to_string();
+    let mut args = vec!["run", id, "--variant", variant, "--labs", &labs];
     for p in params {
-        cmd.args(["--param", p]);
+        args.extend(["--param", p]);
     }
-    let out = cmd.output().expect("gpulab starts");
+    let (out, events) = common::run_recorded(&args);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -721,10 +693,6 @@ fn run_fixture(dir: &str, id: &str, variant: &str, params: &[&str]) -> Run {
         common::stdout(&out),
         common::stderr(&out)
     );
-    let events = read_events(std::io::BufReader::new(
-        std::fs::File::open(&file).expect("the recording exists"),
-    ))
-    .expect("the recording reads back");
     let run = Run::from_events(&events);
     assert_eq!(
         run.end.as_ref().map(|e| &e.status),

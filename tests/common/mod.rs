@@ -102,3 +102,22 @@ pub fn lab_with_a_mistake() -> tempfile::TempDir {
     std::fs::write(dir.path().join("mine.toml"), text).expect("a temporary folder");
     dir
 }
+
+/// Runs gpulab with `args` and `--record` into a temporary file: its output and
+/// the recording's events. Panics, with what gpulab said, when no readable
+/// recording was written.
+pub fn run_recorded(args: &[&str]) -> (Output, Vec<gpulab::trace::Event>) {
+    let dir = temp_dir();
+    let file = dir.path().join("run.jsonl");
+    let out = gpulab()
+        .args(args)
+        .arg("--record")
+        .arg(&file)
+        .output()
+        .expect("the gpulab binary starts");
+    let events = std::fs::File::open(&file)
+        .ok()
+        .and_then(|f| gpulab::trace::read_events(std::io::BufReader::new(f)).ok())
+        .unwrap_or_else(|| panic!("{args:?}: no readable recording:\n{}", stderr(&out)));
+    (out, events)
+}
