@@ -29,9 +29,56 @@ fn readings(c: &mut Criterion) {
     }
 }
 
+/// CPU time of this thread, as `top` counts a thread's share of a core.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// `iters` ticks one millisecond apart, each doing `work` after its wake; the
+/// result is the thread's CPU time, so criterion reports CPU per tick: what a
+/// 1 kHz sampler costs whatever the wall clock does.
+fn ticks_cpu(iters: u64, mut work: impl FnMut()) -> Duration {
+    let period = Duration::from_millis(1);
+    let start = thread_cpu();
+    let mut next = std::time::Instant::now();
+    for _ in 0..iters {
+        next += period;
+        let now = std::time::Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        }
+        work();
+    }
+    thread_cpu().saturating_sub(start)
+}
+
+fn ticks(c: &mut Criterion) {
+    c.bench_function("sampler/tick_cpu/wake_only", |b| {
+        b.iter_custom(|iters| ticks_cpu(iters, || {}))
+    });
+    if let Some(gpu) = Probe::nvidia_gpu0_now() {
+        let mut probe = Probe::nvidia_gpu0(std::process::id(), gpu);
+        c.bench_function("sampler/tick_cpu/nvml_reading", |b| {
+            b.iter_custom(|iters| {
+                ticks_cpu(iters, || {
+                    black_box(probe.try_read().ok());
+                })
+            })
+        });
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
     targets = readings
 }
-criterion_main!(benches);
+criterion_group! {
+    name = tick_benches;
+    // Each tick takes a millisecond of wall time: fewer samples, or this group
+    // alone would take minutes.
+    config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(300));
+    targets = ticks
+}
+criterion_main!(benches, tick_benches);

@@ -7,6 +7,28 @@ pub fn now_ns() -> u64 {
     (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// Where a run's wall time goes, for docs/benchmarks.md (#12): with
+/// `GPULAB_TIMINGS=FILE` in the environment, each call appends `pid label t_ns`
+/// to FILE. The worker inherits the variable, so one file holds both processes'
+/// phases on the one clock. Without it a call costs one environment lookup.
+pub fn phase(label: &str) {
+    use std::io::Write;
+    use std::sync::{Mutex, OnceLock};
+    static FILE: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
+    let file = FILE.get_or_init(|| {
+        let path = std::env::var_os("GPULAB_TIMINGS")?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok()
+            .map(Mutex::new)
+    });
+    if let Some(Ok(mut f)) = file.as_ref().map(|m| m.lock()) {
+        let _ = writeln!(f, "{} {label} {}", std::process::id(), now_ns());
+    }
+}
+
 pub fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }

@@ -7,9 +7,11 @@ mod commands;
 use clap::Parser;
 
 fn main() {
+    gpulab::clock::phase("process start");
     // Before any OpenCL call and before any thread exists: make an installed but
     // unregistered NVIDIA OpenCL driver visible to the ICD loader.
     let icd_note = gpulab::backend::discover::prepare_icd_environment();
+    gpulab::clock::phase("icd environment");
     let cli = cli::Cli::parse();
     let code = match commands::dispatch(cli, icd_note) {
         Ok(code) => code,
@@ -22,5 +24,6 @@ fn main() {
             code
         }
     };
+    gpulab::clock::phase("exit");
     std::process::exit(code);
 }

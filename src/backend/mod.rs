@@ -137,7 +137,10 @@ pub trait Backend {
 
     /// CUDA's view of device memory after a call: the default pool's reserved and
     /// used bytes, and `cuMemGetInfo`. `None` where the backend has no such view.
-    fn cuda_memory(&mut self) -> Option<CudaMemory> {
+    /// `device_used` is the device-wide figure the worker just read (NVML), when
+    /// it has one: while it stays put, a device-wide figure of the backend's own
+    /// cannot have moved either and need not be read again.
+    fn cuda_memory(&mut self, _device_used: Option<u64>) -> Option<CudaMemory> {
         None
     }
 }

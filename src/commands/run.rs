@@ -25,6 +25,7 @@ const SAMPLE_HZ: f64 = 1000.0;
 
 pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
     let set = LabSet::load(dirs);
+    gpulab::clock::phase("labs loaded");
     let lab = set.get(&args.id).map_err(|e| {
         // A file that claims the id already says its own mistakes; otherwise the
         // lab may be in a file of `--labs` that did not load: say which and why.
@@ -133,6 +134,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     // Recordings that could not be written are said after the reports, which a
     // full disk must not cost.
     let record_errors = write_recordings(recordings, &runs);
+    gpulab::clock::phase("recordings written");
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
 
     if let Some(error) = runs.iter().map(never_started).collect::<Option<Vec<_>>>()
@@ -164,6 +166,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     } else if let Some(s) = summaries.first() {
         print!("{}", super::report::render(s, format)?);
     }
+    gpulab::clock::phase("report printed");
     let code = exit_code(&runs, &args.fail_on);
     if !record_errors.is_empty() && code != EXIT_CANCELLED {
         // An output path that cannot be written is bad input (2), as documented;
@@ -230,6 +233,7 @@ fn run_variant(
     cancel: &AtomicBool,
 ) -> anyhow::Result<(Run, Vec<Event>)> {
     let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
+    gpulab::clock::phase("worker start");
     let mut handle = source.start(req)?;
     let stepper = step.then(spawn_stepper);
     let progress = std::io::stderr().is_terminal() && !step;
@@ -283,6 +287,7 @@ fn run_variant(
             );
         }
     }
+    gpulab::clock::phase("run ended");
     if progress && started.elapsed() > Duration::from_secs(1) {
         eprint!("\r\x1b[2K");
     }

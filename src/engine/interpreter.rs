@@ -16,7 +16,18 @@ use super::ledger::{Ledger, State};
 use super::protocol::{Command, Control, Gone, Sink};
 
 /// Reads the device memory in use right now (bytes), as the worker sees it.
-pub type MemoryReader<'a> = &'a mut dyn FnMut() -> Option<u64>;
+pub type MemoryReader<'a> = &'a mut dyn FnMut() -> Option<MemoryNow>;
+
+/// One memory reading of the worker's device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryNow {
+    /// What the worker holds: its share of the device (NVML's process list), or
+    /// the device-wide figure where there is no list, or its RSS on a CPU device.
+    pub process: u64,
+    /// The whole device, every process: a backend's own device-wide figures
+    /// (`cuMemGetInfo`) are read again only when this moved.
+    pub device: u64,
+}
 
 /// How long the engine waits at the end for spans and destructor callbacks.
 const SETTLE_MS: u64 = 2_000;
@@ -39,6 +50,10 @@ pub struct Engine<'a> {
     thread: u64,
     baseline: Option<u64>,
     budget: Option<u64>,
+    /// The newest reading, taken after the last call: a loop's per-iteration
+    /// budget accounting starts and ends there instead of reading twice more
+    /// (two NVML reads were half of what a one-line loop cost per line).
+    last: Option<MemoryNow>,
 }
 
 /// Why the walk over statements stopped early.
@@ -91,6 +106,7 @@ impl<'a> Engine<'a> {
             thread: 0,
             baseline: None,
             budget: None,
+            last: None,
         }
     }
 
@@ -177,7 +193,7 @@ impl<'a> Engine<'a> {
         } else {
             0
         };
-        let mem_before = (self.memory)();
+        let mem_before = self.read_memory();
         let begin_ns = now_ns();
         let mut done = 0;
         let mut result = Ok(());
@@ -186,7 +202,7 @@ impl<'a> Engine<'a> {
         // more than any buffer the budget check before an allocation sees).
         let mut step_growth = 0u64;
         for i in 0..planned {
-            let start = self.in_use();
+            let start = self.in_use_recent();
             let r = match self.budget {
                 Some(budget) if i > 0 && start + step_growth > budget => Err(Stop::Budget),
                 _ => {
@@ -196,7 +212,7 @@ impl<'a> Engine<'a> {
                     r
                 }
             };
-            step_growth = step_growth.max(self.in_use().saturating_sub(start));
+            step_growth = step_growth.max(self.in_use_recent().saturating_sub(start));
             match r {
                 Ok(()) => done += 1,
                 Err(Stop::Budget) => {
@@ -216,7 +232,7 @@ impl<'a> Engine<'a> {
             }
         }
         let end_ns = now_ns();
-        let mem_after = (self.memory)();
+        let mem_after = self.read_memory();
         self.sink.emit(Event::Block(Block {
             line: stmt.line,
             tag: stmt.tag.clone(),
@@ -274,10 +290,32 @@ impl<'a> Engine<'a> {
     /// Memory above the baseline as the worker sees it, or the ledger's bytes when
     /// the device cannot be read.
     fn in_use(&mut self) -> u64 {
-        match ((self.memory)(), self.baseline) {
+        let now = self.read_memory();
+        self.above_baseline(now)
+    }
+
+    /// As `in_use`, from the newest reading when there is one: between two
+    /// iterations of a loop that is the last call's after-reading, taken
+    /// microseconds ago.
+    fn in_use_recent(&mut self) -> u64 {
+        match self.last {
+            Some(m) => self.above_baseline(Some(m.process)),
+            None => self.in_use(),
+        }
+    }
+
+    fn above_baseline(&self, now: Option<u64>) -> u64 {
+        match (now, self.baseline) {
             (Some(now), Some(base)) => now.saturating_sub(base).max(self.ledger.live_bytes()),
             _ => self.ledger.live_bytes(),
         }
+    }
+
+    /// The worker's memory now; kept as the newest reading.
+    fn read_memory(&mut self) -> Option<u64> {
+        let now = (self.memory)();
+        self.last = now;
+        now.map(|m| m.process)
     }
 
     fn call(
@@ -370,12 +408,12 @@ impl<'a> Engine<'a> {
         operands: &[Operand],
         want_event: bool,
     ) -> (Result<Outcome, DriverError>, Readings) {
-        let mem_before = (self.memory)();
+        let mem_before = self.read_memory();
         let begin_ns = now_ns();
         let result = self.backend.call(seq, api, operands, want_event);
         let end_ns = now_ns();
-        let mem_after = (self.memory)();
-        let cuda = self.backend.cuda_memory();
+        let mem_after = self.read_memory();
+        let cuda = self.backend.cuda_memory(self.last.map(|m| m.device));
         let readings = Readings {
             begin_ns,
             end_ns,
@@ -540,11 +578,11 @@ impl<'a> Engine<'a> {
     ) -> Result<(), Stop> {
         let seq = self.seq;
         self.seq += 1;
-        let mem_before = (self.memory)();
+        let mem_before = self.read_memory();
         let begin_ns = now_ns();
         act();
         let end_ns = now_ns();
-        let mem_after = (self.memory)();
+        let mem_after = self.read_memory();
         self.sink.emit(Event::Call(Call {
             seq,
             pid: self.pid,
@@ -561,7 +599,7 @@ impl<'a> Engine<'a> {
             mem_before,
             mem_after,
             object: None,
-            cuda: self.backend.cuda_memory(),
+            cuda: self.backend.cuda_memory(self.last.map(|m| m.device)),
         }))?;
         self.drain()?;
         Ok(())

@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use super::Engine;
 use super::fake::FakeBackend;
+use super::interpreter::MemoryNow;
 use super::protocol::RunToEnd;
 use crate::backend::{DriverError, Operand};
 use crate::lab::{Api, Arg, Number, ObjKind, Params, Quantity, Stmt, StmtKind, Unit};
@@ -94,7 +95,12 @@ fn run_with(script: &[Stmt], mut backend: FakeBackend, budget: Option<u64>) -> O
         let mut control = RunToEnd;
         // Device memory reads as flat: budget checks fall back to the ledger's bytes.
         let m = mem.clone();
-        let mut reader = move || Some(m.get());
+        let mut reader = move || {
+            Some(MemoryNow {
+                process: m.get(),
+                device: m.get(),
+            })
+        };
         let engine = Engine::new(
             &mut backend,
             &mut reader,

@@ -10,6 +10,7 @@ use crate::lab::BackendKind;
 use crate::telemetry::Probe;
 use crate::trace::{DeviceMeta, End, EndStatus, Event, LabMeta, Meta, Note, NoteLevel};
 
+use super::interpreter::MemoryNow;
 use super::protocol::{ChannelControl, Control, JsonlSink, Sink, spawn_command_reader};
 use super::request::WorkerRequest;
 use super::{Engine, EngineError, Result};
@@ -70,6 +71,7 @@ fn prepare_and_run(
     sink: &mut dyn Sink,
     control: &mut dyn Control,
 ) -> Result<EndStatus> {
+    crate::clock::phase("worker: request read");
     let (lab, variant, params) = (&req.lab, &req.variant, &req.params);
     let mut backend: Box<dyn Backend> = match lab.backend {
         BackendKind::OpenCl => Box::new(OpenClBackend::open_for(
@@ -78,8 +80,10 @@ fn prepare_and_run(
         )?),
         BackendKind::Cuda => Box::new(CudaBackend::open(req.device.as_deref())?),
     };
+    crate::clock::phase("worker: backend open");
     let pid = std::process::id();
     let (mut probe, notes) = Probe::for_device(backend.device(), pid);
+    crate::clock::phase("worker: probe open");
     let baseline = probe
         .read()
         .map(|r| r.process_bytes.unwrap_or(r.used_bytes));
@@ -130,6 +134,7 @@ fn prepare_and_run(
             "event reader gone".into(),
         ))
     })?;
+    crate::clock::phase("worker: meta");
     for text in notes {
         let _ = sink.emit(Event::Note(Note {
             t_ns: now_ns(),
@@ -140,9 +145,10 @@ fn prepare_and_run(
     }
 
     let mut memory = move || {
-        probe
-            .read()
-            .map(|r| r.process_bytes.unwrap_or(r.used_bytes))
+        probe.read().map(|r| MemoryNow {
+            process: r.process_bytes.unwrap_or(r.used_bytes),
+            device: r.used_bytes,
+        })
     };
     let engine = Engine::new(backend.as_mut(), &mut memory, sink, control, params)
         .with_budget(baseline, budget);

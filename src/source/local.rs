@@ -66,6 +66,7 @@ impl RunSource for LocalSource {
         // Device memory from before the worker exists: the run's start level, and
         // its samples while the worker makes its context.
         let before = BeforeRun::start(req.sample_hz);
+        crate::clock::phase("before-run readings started");
         let load_at_start = crate::telemetry::load_avg();
         let mut cmd = Process::new(&self.exe);
         // The worker dies with its parent (`engine::worker::die_with_parent`). Linux
@@ -86,6 +87,7 @@ impl RunSource for LocalSource {
             source,
         })?;
         let pid = child.id();
+        crate::clock::phase("worker spawned");
         if let Some(b) = &before {
             b.follow(pid);
         }
@@ -206,6 +208,7 @@ impl Watch {
         let forwarder = forward_samples(sample_rx, self.tx.clone(), Arc::clone(&shared));
         let mut telemetry = self.read_events(&shared, pid, &sample_tx);
         let status = self.reap();
+        crate::clock::phase("worker exited");
         let sampler_notes = telemetry.stop();
         drop(sample_tx);
         let _ = forwarder.join();
@@ -228,6 +231,7 @@ impl Watch {
         if let Some(info) = telemetry.device.take() {
             let probe = telemetry.after_exit.take();
             self.watch_after_exit(&mut run, &info, probe, pid, telemetry.start_used);
+            crate::clock::phase("memory back");
         }
         if run.meta.is_none() {
             // It never started: there is nothing to judge.
@@ -239,6 +243,7 @@ impl Watch {
         for verdict in crate::verdict::judge(&self.lab, &run) {
             self.emit(&mut run, Event::Claim(verdict));
         }
+        crate::clock::phase("judged");
     }
 
     /// Folds and forwards each event the worker writes until its stdout closes;

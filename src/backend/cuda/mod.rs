@@ -70,6 +70,9 @@ pub struct CudaBackend {
     ready: Vec<Notice>,
     /// A sticky error was seen: the context is gone, every call now fails.
     lost: Option<DriverError>,
+    /// The last `cuMemGetInfo` (free, total) and the device-wide used bytes the
+    /// worker had read when it was taken.
+    device_info: Option<(u64, u64, u64)>,
 }
 
 // SAFETY: CUDA driver handles may be used from any thread once the context is
@@ -119,8 +122,11 @@ impl CudaBackend {
     /// context, loads the spin kernel and calibrates it. A missing driver is
     /// `BackendError::Unavailable` ("no CUDA driver"), never a panic.
     pub fn open(selector: Option<&str>) -> Result<Self, BackendError> {
+        crate::clock::phase("worker: backend opening");
         load::driver_present()?;
+        crate::clock::phase("worker: libcuda loaded");
         load::nvrtc_present()?;
+        crate::clock::phase("worker: NVRTC loaded");
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Self::open_inner(selector)))
             .unwrap_or_else(|_| {
                 Err(BackendError::Setup(
@@ -134,6 +140,7 @@ impl CudaBackend {
             what: "no usable CUDA driver".into(),
             why: format!("cuInit returned {}", DriverError::from(e)),
         })?;
+        crate::clock::phase("worker: cuInit");
         let count = result::device::get_count().map_err(setup("cuDeviceGetCount"))?;
         let names: Vec<String> = (0..count)
             .map(|i| {
@@ -180,6 +187,7 @@ impl CudaBackend {
         // SAFETY: `dev` is a valid device.
         let pool = unsafe { result::device::get_default_mem_pool(dev) }
             .map_err(setup("cuDeviceGetDefaultMemPool"))?;
+        crate::clock::phase("worker: primary context");
 
         let key = PtxKey {
             device: names[index].clone(),
@@ -188,7 +196,9 @@ impl CudaBackend {
             nvrtc: spin::nvrtc_version(),
         };
         let (ptx, _from_cache) = spin::ptx(&key).map_err(BackendError::Setup)?;
+        crate::clock::phase("worker: kernels compiled or cached");
         let (_module, funcs) = spin::load(&ptx).map_err(setup("cuModuleLoadData"))?;
+        crate::clock::phase("worker: module loaded");
         let func = funcs
             .iter()
             .find(|(n, _)| *n == "spin")
@@ -197,12 +207,14 @@ impl CudaBackend {
         let private =
             result::stream::create(StreamKind::Default).map_err(setup("cuStreamCreate"))?;
         let clock = EventClock::new(private, 5).map_err(setup("event clock"))?;
+        crate::clock::phase("worker: event clock");
         let mut cal = Calibration {
             clock_khz,
             factor: 1.0,
             sms,
         };
         cal.factor = calibrate(func, private, &clock, cal).map_err(setup("calibration"))?;
+        crate::clock::phase("worker: spin calibrated");
         // SAFETY: gpulab's own stream, idle after calibration.
         let _ = unsafe { result::stream::destroy(private) };
         let info = DeviceInfo {
@@ -232,6 +244,7 @@ impl CudaBackend {
             pending: Vec::new(),
             ready: Vec::new(),
             lost: None,
+            device_info: None,
         })
     }
 
@@ -362,7 +375,7 @@ impl Backend for CudaBackend {
         self.lost.is_some()
     }
 
-    fn cuda_memory(&mut self) -> Option<CudaMemory> {
+    fn cuda_memory(&mut self, device_used: Option<u64>) -> Option<CudaMemory> {
         if self.lost.is_some() {
             return None;
         }
@@ -377,12 +390,22 @@ impl Backend for CudaBackend {
                 .map(|(reserved, used)| PoolMemory { reserved, used }),
             _ => None,
         };
-        let (free, total) = result::mem_get_info().ok()?;
+        // cuMemGetInfo costs ~7 µs (H100), as much as the rest of a line's
+        // readings: read again only when the device-wide figure moved.
+        let (free, total) = match (self.device_info, device_used) {
+            (Some((used, free, total)), Some(now)) if used == now => (free, total),
+            _ => {
+                let (free, total) = result::mem_get_info().ok()?;
+                let (free, total) = (free as u64, total as u64);
+                self.device_info = device_used.map(|u| (u, free, total));
+                (free, total)
+            }
+        };
         Some(CudaMemory {
             pool_reserved: reserved,
             pool_used: used,
-            free: free as u64,
-            total: total as u64,
+            free,
+            total,
             custom_pool,
         })
     }
