@@ -66,7 +66,6 @@ fn main() {
         device: String::from_utf8_lossy(&name[..end]).into_owned(),
         cc: (cc0, cc1),
         driver: drv,
-        nvrtc: spin::nvrtc_version(),
     };
     let ptx = match spin::ptx(&key) {
         Ok((p, _)) => p,

@@ -81,6 +81,7 @@ impl CudaBackend {
         queue: ObjId,
         stream: sys::CUstream,
         name: &'static str,
+        asked_ms: Option<f64>,
         work: impl FnOnce() -> Result<(), DriverError>,
     ) -> Result<Outcome, DriverError> {
         let queued_ns = now_ns();
@@ -100,6 +101,7 @@ impl CudaBackend {
                 seq,
                 queue,
                 name,
+                asked_ms,
                 queued_ns,
                 begin,
                 end,
@@ -230,13 +232,13 @@ impl CudaBackend {
                 }
                 // A timed kernel has one block per SM (two can run side by side);
                 // copy and pattern take as many blocks as keep the SMs busy.
-                let (cycles, grid) = if spec.timed() {
+                let (cycles, grid, asked_ms) = if spec.timed() {
                     let ms = ms_at(ops, 2 + bufs.len())?;
-                    (Some(self.cal.cycles(ms)), self.cal.sms)
+                    (Some(self.cal.cycles(ms)), self.cal.sms, Some(ms))
                 } else {
-                    (None, self.cal.sms.saturating_mul(8))
+                    (None, self.cal.sms.saturating_mul(8), None)
                 };
-                self.timed(seq, qid, stream(s), spec.name, || {
+                self.timed(seq, qid, stream(s), spec.name, asked_ms, || {
                     // SAFETY: `func` is the loaded function of `spec`, whose
                     // signature is launch's layout for these buffers; `s` is the
                     // lab's stream and each buffer holds its bytes (a freed one is
@@ -249,7 +251,7 @@ impl CudaBackend {
                 let (bid, p) = self.raw(ops, 1, K::Buffer)?;
                 let (qid, s) = self.raw(ops, 2, K::Stream)?;
                 let n = size(self.bytes_of(hid).min(self.bytes_of(bid)))?;
-                self.timed(seq, qid, stream(s), "memcpy DtoH", || {
+                self.timed(seq, qid, stream(s), "memcpy DtoH", None, || {
                     // SAFETY: `h` is pinned host memory of at least `n` bytes the lab
                     // holds, `p` a device allocation of at least `n` bytes. (cudarc's
                     // result layer copies into a slice; the lab's memory is a raw
@@ -264,7 +266,7 @@ impl CudaBackend {
                 let (hid, h) = self.raw(ops, 1, K::HostBuffer)?;
                 let (qid, s) = self.raw(ops, 2, K::Stream)?;
                 let n = size(self.bytes_of(hid).min(self.bytes_of(bid)))?;
-                self.timed(seq, qid, stream(s), "memcpy HtoD", || {
+                self.timed(seq, qid, stream(s), "memcpy HtoD", None, || {
                     // SAFETY: `p` is a device allocation of at least `n` bytes, `h`
                     // pinned host memory of at least `n` bytes the lab holds (raw, as
                     // for the copy to the host).
@@ -277,7 +279,7 @@ impl CudaBackend {
                 let (bid, p) = self.raw(ops, 0, K::Buffer)?;
                 let (qid, s) = self.raw(ops, 1, K::Stream)?;
                 let n = size(self.bytes_of(bid))?;
-                self.timed(seq, qid, stream(s), "memset", || {
+                self.timed(seq, qid, stream(s), "memset", None, || {
                     // SAFETY: `p` is a device allocation of `n` bytes.
                     unsafe { result::memset_d8_async(p, 0, n, stream(s)) }?;
                     Ok(())

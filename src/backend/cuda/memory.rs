@@ -208,12 +208,19 @@ impl CudaBackend {
         let (qid, s) = self.raw(ops, 1, ObjKind::Stream)?;
         let n = size(self.bytes_of(bid))?;
         let loc = self.location();
-        self.timed(seq, qid, s as usize as sys::CUstream, "prefetch", || {
-            // SAFETY: `p` is the lab's managed allocation of `n` bytes (a freed one
-            // is answered by the driver); `s` the lab's stream.
-            unsafe { result::mem_prefetch_async(p, n, loc, s as usize as sys::CUstream) }?;
-            Ok(())
-        })
+        self.timed(
+            seq,
+            qid,
+            s as usize as sys::CUstream,
+            "prefetch",
+            None,
+            || {
+                // SAFETY: `p` is the lab's managed allocation of `n` bytes (a freed one
+                // is answered by the driver); `s` the lab's stream.
+                unsafe { result::mem_prefetch_async(p, n, loc, s as usize as sys::CUstream) }?;
+                Ok(())
+            },
+        )
     }
 
     fn vmm(&mut self, seq: u64, api: Api, ops: &[Operand]) -> Result<Outcome, DriverError> {
@@ -266,7 +273,7 @@ impl CudaBackend {
                 let (qid, s) = self.raw(ops, 1, ObjKind::Stream)?;
                 let n = size(self.mapped_bytes(rid))?;
                 let stream = s as usize as sys::CUstream;
-                self.timed(seq, qid, stream, "memset", || {
+                self.timed(seq, qid, stream, "memset", None, || {
                     // SAFETY: `va` is the lab's range with `n` bytes mapped and
                     // accessible (or not, which the driver reports as a fault).
                     unsafe { result::memset_d8_async(va, 0, n, stream) }?;

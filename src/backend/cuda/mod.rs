@@ -41,6 +41,8 @@ struct Pending {
     seq: u64,
     queue: ObjId,
     name: &'static str,
+    /// What a timed kernel was asked to take, ms.
+    asked_ms: Option<f64>,
     queued_ns: u64,
     begin: sys::CUevent,
     end: sys::CUevent,
@@ -70,6 +72,9 @@ pub struct CudaBackend {
     ready: Vec<Notice>,
     /// A sticky error was seen: the context is gone, every call now fails.
     lost: Option<DriverError>,
+    /// The cached spin calibration this run uses, until a timed kernel shows it
+    /// no longer fits (then it is removed, and the next run calibrates anew).
+    cal_file: Option<std::path::PathBuf>,
     /// The last `cuMemGetInfo` (free, total) and the device-wide used bytes the
     /// worker had read when it was taken.
     device_info: Option<(u64, u64, u64)>,
@@ -125,8 +130,6 @@ impl CudaBackend {
         crate::clock::phase("worker: backend opening");
         load::driver_present()?;
         crate::clock::phase("worker: libcuda loaded");
-        load::nvrtc_present()?;
-        crate::clock::phase("worker: NVRTC loaded");
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Self::open_inner(selector)))
             .unwrap_or_else(|_| {
                 Err(BackendError::Setup(
@@ -193,11 +196,20 @@ impl CudaBackend {
             device: names[index].clone(),
             cc,
             driver,
-            nvrtc: spin::nvrtc_version(),
         };
-        let (ptx, _from_cache) = spin::ptx(&key).map_err(BackendError::Setup)?;
+        let (ptx, from_cache) = spin::ptx(&key).map_err(BackendError::Setup)?;
         crate::clock::phase("worker: kernels compiled or cached");
-        let (_module, funcs) = spin::load(&ptx).map_err(setup("cuModuleLoadData"))?;
+        let (_module, funcs) = match spin::load(&ptx) {
+            Ok(loaded) => loaded,
+            // A cached PTX this driver refuses (written by a newer NVRTC than
+            // the driver knows): compile it again, once.
+            Err(_) if from_cache => {
+                spin::forget_ptx(&key);
+                let (ptx, _) = spin::ptx(&key).map_err(BackendError::Setup)?;
+                spin::load(&ptx).map_err(setup("cuModuleLoadData"))?
+            }
+            Err(e) => return Err(setup("cuModuleLoadData")(e)),
+        };
         crate::clock::phase("worker: module loaded");
         let func = funcs
             .iter()
@@ -213,7 +225,19 @@ impl CudaBackend {
             factor: 1.0,
             sms,
         };
-        cal.factor = calibrate(func, private, &clock, cal).map_err(setup("calibration"))?;
+        let cal_file = match spin::cached_factor(&key, &cal) {
+            Some((factor, path)) => {
+                cal.factor = factor;
+                Some(path)
+            }
+            None => {
+                let (factor, steady) =
+                    calibrate(func, private, &clock, cal).map_err(setup("calibration"))?;
+                cal.factor = factor;
+                // Only a calibration whose two timings agreed is worth keeping.
+                steady.then(|| spin::store_factor(&key, &cal)).flatten()
+            }
+        };
         crate::clock::phase("worker: spin calibrated");
         // SAFETY: gpulab's own stream, idle after calibration.
         let _ = unsafe { result::stream::destroy(private) };
@@ -244,6 +268,7 @@ impl CudaBackend {
             pending: Vec::new(),
             ready: Vec::new(),
             lost: None,
+            cal_file,
             device_info: None,
         })
     }
@@ -262,6 +287,12 @@ impl CudaBackend {
             if q.is_ok()
                 && let (Ok(b), Ok(e)) = (self.clock.to_host(p.begin), self.clock.to_host(p.end))
             {
+                if let Some(asked) = p.asked_ms
+                    && spin::calibration_is_off(asked, e.saturating_sub(b) as f64 / 1e6)
+                    && let Some(file) = self.cal_file.take()
+                {
+                    let _ = std::fs::remove_file(file);
+                }
                 self.ready.push(Notice::Span {
                     call_seq: p.seq,
                     queue: p.queue,
@@ -281,17 +312,19 @@ impl CudaBackend {
     }
 }
 
-/// Runs spin for 20 ms by the clock-rate estimate twice (the first warms up) and
-/// returns requested / measured.
+/// Runs spin for 20 ms by the clock-rate estimate three times (the first warms
+/// up) and returns requested / measured of the last, and whether the last two
+/// agreed within 2% (a GPU shared with another program at that moment does not).
 fn calibrate(
     func: sys::CUfunction,
     stream: sys::CUstream,
     clock: &EventClock,
     cal: Calibration,
-) -> Result<f64, DriverError> {
+) -> Result<(f64, bool), DriverError> {
     let target = 20.0;
     let mut factor = 1.0;
-    for _ in 0..2 {
+    let mut timings = Vec::with_capacity(3);
+    for _ in 0..3 {
         let a = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
         let b = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
         // SAFETY: our event, and gpulab's own stream of the current context.
@@ -312,8 +345,13 @@ fn calibrate(
         if ms > 0.5 {
             factor = target / ms;
         }
+        timings.push(ms);
     }
-    Ok(factor.clamp(0.05, 20.0))
+    let steady = match timings.as_slice() {
+        [_, a, b] => *b > 0.5 && ((a / b) - 1.0).abs() < 0.02,
+        _ => false,
+    };
+    Ok((factor.clamp(0.05, 20.0), steady))
 }
 
 impl Backend for CudaBackend {

@@ -2,7 +2,8 @@
 //! NVRTC for the device's compute capability, their PTX cached per device and
 //! driver under `$XDG_CACHE_HOME/gpulab/`, loaded once when the backend opens. The
 //! timed ones (`spin`, `spin2`) count SM clock cycles, calibrated so `N ms` means
-//! N ms.
+//! N ms; the calibration is cached beside the PTX (a run with a cached PTX and
+//! calibration never loads NVRTC nor spends 60 ms spinning: #12's run latency).
 
 use std::ffi::c_void;
 use std::path::PathBuf;
@@ -31,29 +32,44 @@ pub type Functions = Vec<(&'static str, sys::CUfunction)>;
 pub const BLOCK: u32 = 128;
 
 /// Everything the compiled PTX depends on; two runs with equal keys share a file.
+/// NVRTC's version is not in it: a PTX this driver loaded once it loads again,
+/// and leaving it out lets a cached run skip loading NVRTC (tens of MB) at all.
+/// A cached PTX the driver refuses is compiled again (`CudaBackend::open`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PtxKey {
     pub device: String,
     pub cc: (i32, i32),
     pub driver: i32,
-    pub nvrtc: (i32, i32),
 }
 
 impl PtxKey {
-    /// `spin-<device>-sm90-drv13000-nvrtc13.0-<source hash>.ptx`
+    /// `spin-<device>-sm90-drv13000-<source hash>.ptx`
     pub fn file_name(&self) -> String {
+        format!("{}.ptx", self.stem())
+    }
+
+    /// The spin calibration's file for a device with this clock rate and SM
+    /// count: `spin-<device>-sm90-drv13000-<source hash>-1980000khz-132sm.cal`.
+    pub fn calibration_name(&self, cal: &Calibration) -> String {
+        format!(
+            "{}-{}khz-{}sm.cal",
+            self.stem(),
+            cal.clock_khz.round() as i64,
+            cal.sms
+        )
+    }
+
+    fn stem(&self) -> String {
         let dev: String = self
             .device
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
             .collect();
         format!(
-            "spin-{dev}-sm{}{}-drv{}-nvrtc{}.{}-{:016x}.ptx",
+            "spin-{dev}-sm{}{}-drv{}-{:016x}",
             self.cc.0,
             self.cc.1,
             self.driver,
-            self.nvrtc.0,
-            self.nvrtc.1,
             fnv1a(SOURCE.as_bytes())
         )
     }
@@ -87,6 +103,7 @@ pub fn ptx(key: &PtxKey) -> Result<(String, bool), String> {
     {
         return Ok((text, true));
     }
+    super::load::nvrtc_present().map_err(|e| e.to_string())?;
     let opts = cudarc::nvrtc::CompileOptions {
         options: vec![key.arch()],
         ..Default::default()
@@ -102,12 +119,32 @@ pub fn ptx(key: &PtxKey) -> Result<(String, bool), String> {
     Ok((text, false))
 }
 
-/// The NVRTC version, (major, minor).
-pub fn nvrtc_version() -> (i32, i32) {
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: two valid out-pointers; the caller checked the library loads.
-    let _ = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    (major, minor)
+/// Forgets the cached PTX for `key` (the driver refused it).
+pub fn forget_ptx(key: &PtxKey) {
+    if let Some(d) = cache_dir() {
+        let _ = std::fs::remove_file(d.join(key.file_name()));
+    }
+}
+
+/// A cached calibration factor: within the range `calibrate` clamps to, else none.
+pub fn cached_factor(key: &PtxKey, cal: &Calibration) -> Option<(f64, PathBuf)> {
+    let path = cache_dir()?.join(key.calibration_name(cal));
+    let factor: f64 = std::fs::read_to_string(&path).ok()?.trim().parse().ok()?;
+    (factor.is_finite() && (0.05..=20.0).contains(&factor)).then_some((factor, path))
+}
+
+/// Keeps a calibration factor for the next run (whole or not at all).
+pub fn store_factor(key: &PtxKey, cal: &Calibration) -> Option<PathBuf> {
+    let path = cache_dir()?.join(key.calibration_name(cal));
+    crate::dirs::write_atomic(&path, format!("{}\n", cal.factor).as_bytes()).ok()?;
+    Some(path)
+}
+
+/// Whether a timed kernel asked for `asked_ms` and measured `ms` says the
+/// calibration no longer fits this device (its clocks were changed): off by more
+/// than 10% on a kernel long enough to tell (5 ms).
+pub fn calibration_is_off(asked_ms: f64, ms: f64) -> bool {
+    asked_ms >= 5.0 && ((ms / asked_ms) - 1.0).abs() > 0.10
 }
 
 /// Loads `ptx` into the current context and returns every kernel's function.
@@ -192,14 +229,21 @@ mod tests {
             device: "NVIDIA H100 80GB HBM3".into(),
             cc: (9, 0),
             driver: 13000,
-            nvrtc: (13, 0),
+        }
+    }
+
+    fn cal(clock_khz: f64, sms: u32) -> Calibration {
+        Calibration {
+            clock_khz,
+            factor: 1.0,
+            sms,
         }
     }
 
     #[test]
-    fn ptx_cache_key_names_device_arch_driver_and_nvrtc() {
+    fn ptx_cache_key_names_device_arch_and_driver() {
         let name = key().file_name();
-        assert!(name.starts_with("spin-NVIDIA_H100_80GB_HBM3-sm90-drv13000-nvrtc13.0-"));
+        assert!(name.starts_with("spin-NVIDIA_H100_80GB_HBM3-sm90-drv13000-"));
         assert!(name.ends_with(".ptx"));
         assert_eq!(name, key().file_name(), "the key is deterministic");
         assert_eq!(key().arch(), "--gpu-architecture=compute_90");
@@ -214,9 +258,28 @@ mod tests {
         let mut k = key();
         k.cc = (8, 0);
         assert_ne!(k.file_name(), base);
+    }
+
+    #[test]
+    fn the_calibration_is_kept_per_clock_rate_and_sm_count() {
+        let base = key().calibration_name(&cal(1_980_000.0, 132));
+        assert!(base.ends_with("-1980000khz-132sm.cal"), "{base}");
+        assert!(base.starts_with(key().file_name().trim_end_matches(".ptx")));
+        assert_ne!(key().calibration_name(&cal(1_755_000.0, 132)), base);
+        assert_ne!(key().calibration_name(&cal(1_980_000.0, 114)), base);
         let mut k = key();
-        k.nvrtc = (12, 9);
-        assert_ne!(k.file_name(), base);
+        k.driver = 12080;
+        assert_ne!(k.calibration_name(&cal(1_980_000.0, 132)), base);
+    }
+
+    #[test]
+    fn a_kernel_far_from_its_request_says_the_calibration_is_off() {
+        assert!(!calibration_is_off(200.0, 200.6));
+        assert!(!calibration_is_off(200.0, 215.0));
+        assert!(calibration_is_off(200.0, 230.0));
+        assert!(calibration_is_off(200.0, 150.0));
+        // Too short to tell: launch overheads are a large part of it.
+        assert!(!calibration_is_off(1.0, 2.0));
     }
 
     #[test]
