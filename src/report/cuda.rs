@@ -101,3 +101,31 @@ pub fn text(rows: &[PoolRow], o: &mut String) {
         let _ = writeln!(o, "{own}{graph}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{PoolRow, text};
+
+    fn row(line: u32, graph_mem_mib: Option<(f64, f64)>) -> PoolRow {
+        PoolRow {
+            line,
+            pool_reserved_mib: 0.0,
+            pool_used_mib: 0.0,
+            pool_cached_mib: 0.0,
+            device_used_mib: 1000.0,
+            custom_pool_mib: None,
+            graph_mem_mib,
+        }
+    }
+
+    #[test]
+    fn graph_memory_gets_columns_only_in_runs_that_made_a_graph() {
+        let mut with = String::new();
+        text(&[row(1, None), row(2, Some((256.0, 0.0)))], &mut with);
+        assert!(with.contains("graph mem reserved / used"), "{with}");
+        assert!(with.contains("256.0 / 0.0"), "{with}");
+        let mut without = String::new();
+        text(&[row(1, None)], &mut without);
+        assert!(!without.contains("graph mem"), "{without}");
+    }
+}
