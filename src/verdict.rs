@@ -312,6 +312,8 @@ impl Env<'_> {
             "pool_used_mib" => cuda::pool_mib(run, arg, false),
             "custom_pool_reserved_mib" => cuda::custom_pool_mib(run, arg, true),
             "custom_pool_used_mib" => cuda::custom_pool_mib(run, arg, false),
+            "graph_mem_reserved_mib" => cuda::graph_mem_mib(run, arg, true),
+            "graph_mem_used_mib" => cuda::graph_mem_mib(run, arg, false),
             "bytes_live_mib" => {
                 let end = run.end.as_ref().ok_or("the run did not finish")?;
                 Ok(end.leaked.iter().map(|l| l.bytes).sum::<u64>() as f64 / MIB)

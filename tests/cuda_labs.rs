@@ -32,6 +32,7 @@ fn every_cuda_lab_ships() {
         "cuda-custom-pool",
         "cuda-vmm-release",
         "cuda-memcpy-sync",
+        "cuda-graph-free",
     ] {
         assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
     }
@@ -326,5 +327,134 @@ fn managed_and_registered_memory_run_and_oversized_managed_is_refused() {
             assert!(name.contains("free memory"), "{name}");
         }
         other => panic!("a 1 PiB managed allocation was not refused: {other:?}"),
+    }
+}
+
+/// A relaunch the validator refuses unless marked: the second launch of an
+/// exec whose allocation from the first is still allocated, then the same
+/// after a cudaFreeAsync, where it must succeed.
+const GRAPH_RELAUNCH_LAB: &str = r#"
+id = "t-graph-relaunch"
+title = "a graph launched again"
+backend = "cuda"
+claim = "the calls run"
+
+[teaching]
+look = "l"
+why = "w"
+instead = "i"
+
+[[params]]
+name = "size_mib"
+default = 64
+min = 2
+max = 1024
+unit = "MiB"
+help = "size"
+
+[[variants]]
+name = "relaunch"
+script = '''
+s = cudaStreamCreate()
+g = cudaGraphCreate()
+a = cudaGraphAddMemAllocNode(g, {size_mib} MiB)
+cudaGraphAddMemsetNode(g, a)
+e = cudaGraphInstantiate(g)
+cudaGraphDestroy(g)                   # name: graph_gone — the exec lives on
+cudaGraphLaunch(e, s)                 # name: first
+cudaGraphLaunch(e, s)                 # name: refused, expect-error
+cudaFreeAsync(a, s)
+cudaGraphLaunch(e, s)                 # name: again
+cudaStreamSynchronize(s)
+cudaLaunchKernel(s, pattern, a)       # name: kernel — a graph allocation is a buffer
+cudaFree(a)
+cudaGraphExecDestroy(e)
+cudaDeviceGraphMemTrim()
+cudaStreamDestroy(s)
+'''
+"#;
+
+/// Issue #14, graphs: every call of cuda-graph-free reaches the driver and
+/// succeeds, the device's graph memory is read after every line from the
+/// first cudaGraphCreate on (and never before), every claim is decided and
+/// nothing is left in the ledger. A relaunch with the allocation still live is
+/// the driver's CUDA_ERROR_INVALID_VALUE, as the validator says; after a free
+/// it runs, and the exec outlives its graph.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn graph_calls_reach_the_driver_and_graph_memory_is_read() {
+    assert!(
+        gpulab::backend::cuda::tests_require_cuda(),
+        "set GPULAB_REQUIRE_CUDA=1 to run this on a GPU machine"
+    );
+    let set = LabSet::load(&[]);
+    let id = "cuda-graph-free";
+    let lab = set.get(id).expect("cuda-graph-free ships");
+    for v in &lab.variants {
+        let run = recorded(id, &v.name, &[]);
+        let end = run.end.as_ref().expect("an end event");
+        assert!(
+            matches!(end.status, EndStatus::Finished),
+            "{id} {}: {:?}",
+            v.name,
+            end.status
+        );
+        assert_eq!(failed_lines(&run), Vec::<String>::new(), "{id} {}", v.name);
+        assert!(end.leaked.is_empty(), "{id} {}: {:?}", v.name, end.leaked);
+        let undecided: Vec<_> = run
+            .claims
+            .iter()
+            .filter(|c| c.verdict == Verdict::Inconclusive)
+            .map(|c| (&c.name, &c.reason))
+            .collect();
+        assert!(undecided.is_empty(), "{id} {}: {undecided:?}", v.name);
+        let made = run
+            .calls
+            .iter()
+            .position(|c| c.api == "cudaGraphCreate")
+            .expect("the graph is made");
+        for (i, c) in run.calls.iter().enumerate() {
+            let read = c.cuda.is_some_and(|m| m.graph_mem.is_some());
+            assert_eq!(read, i >= made, "{id} {} line {:?}", v.name, c.line);
+        }
+        assert!(
+            run.spans.iter().any(|s| s.name == "graph"),
+            "{id} {}: no graph span: {:?}",
+            v.name,
+            run.spans
+        );
+    }
+
+    let labs = common::temp_dir();
+    std::fs::write(
+        labs.path().join("t-graph-relaunch.toml"),
+        GRAPH_RELAUNCH_LAB,
+    )
+    .unwrap();
+    let dir = labs.path().display().to_string();
+    let run = recorded("t-graph-relaunch", "relaunch", &["--labs", &dir]);
+    let end = run.end.as_ref().expect("an end event");
+    assert!(
+        matches!(end.status, EndStatus::Finished),
+        "{:?}",
+        end.status
+    );
+    assert_eq!(failed_lines(&run), Vec::<String>::new());
+    assert!(end.leaked.is_empty(), "{:?}", end.leaked);
+    let status = |tag: &str| {
+        run.calls
+            .iter()
+            .find(|c| c.tag.as_deref() == Some(tag))
+            .map(|c| c.status.clone())
+            .unwrap_or_else(|| panic!("`{tag}` did not run"))
+    };
+    match status("refused") {
+        CallStatus::Error { name, .. } => {
+            assert_eq!(name, "CUDA_ERROR_INVALID_VALUE", "the relaunch's error")
+        }
+        other => panic!("a relaunch with a live allocation was not refused: {other:?}"),
+    }
+    for tag in ["graph_gone", "first", "again", "kernel"] {
+        assert_eq!(status(tag), CallStatus::Ok, "{tag}");
     }
 }

@@ -552,6 +552,18 @@ impl<'a> Engine<'a> {
                 Some(e) => (Some(e.id), vec![event(e, ObjectAction::Released)]),
                 None => (None, vec![]),
             },
+            // A free node hands the allocation's free to its graph: the lab no
+            // longer holds it, and nothing of the lab's frees it again.
+            (Effect::Use, None) if api == Api::CudaGraphAddMemFreeNode => {
+                let freed = match operands.get(1) {
+                    Some(Operand::Obj(id)) => self.ledger.release(*id),
+                    _ => None,
+                };
+                match freed {
+                    Some(e) => (Some(e.id), vec![event(e, ObjectAction::Released)]),
+                    None => (None, vec![]),
+                }
+            }
             _ => (None, vec![]),
         }
     }

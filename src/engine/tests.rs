@@ -487,3 +487,44 @@ fn a_two_buffer_launch_and_a_kernel_argument_reach_the_backend() {
         ev.refs
     );
 }
+
+/// A graph's free node hands its allocation's free to the graph: the ledger
+/// drops it there, and what the script does not destroy (a graph, its exec)
+/// is a leak like any other handle.
+#[test]
+fn a_free_node_releases_its_allocation_and_graphs_leak_like_handles() {
+    let build = vec![
+        call(1, Some("s"), "cudaStreamCreate", vec![]),
+        call(2, Some("g"), "cudaGraphCreate", vec![]),
+        call(
+            3,
+            Some("a"),
+            "cudaGraphAddMemAllocNode",
+            vec![h("g"), q(64.0, Unit::MiB)],
+        ),
+        call(4, None, "cudaGraphAddMemsetNode", vec![h("g"), h("a")]),
+        call(5, None, "cudaGraphAddMemFreeNode", vec![h("g"), h("a")]),
+        call(6, Some("e"), "cudaGraphInstantiate", vec![h("g")]),
+        call(7, None, "cudaGraphLaunch", vec![h("e"), h("s")]),
+    ];
+    let mut all = build.clone();
+    all.extend([
+        call(8, None, "cudaGraphExecDestroy", vec![h("e")]),
+        call(9, None, "cudaGraphDestroy", vec![h("g")]),
+        call(10, None, "cudaStreamDestroy", vec![h("s")]),
+    ]);
+    let o = run(&all);
+    assert_eq!(o.status, EndStatus::Finished);
+    assert_eq!(leaked(&o), vec![]);
+    let released_at_free_node = o.events.iter().any(|e| {
+        matches!(e, Event::Object(ob) if ob.action == ObjectAction::Released
+            && ob.handle.as_deref() == Some("a") && ob.line == Some(5))
+    });
+    assert!(released_at_free_node, "{:?}", o.events);
+    let o = run(&build);
+    let kinds: Vec<ObjKind> = leaked(&o).into_iter().map(|(k, _, _)| k).collect();
+    assert_eq!(
+        kinds,
+        vec![ObjKind::Stream, ObjKind::Graph, ObjKind::GraphExec]
+    );
+}

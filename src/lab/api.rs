@@ -93,6 +93,15 @@ pub enum Api {
     CuMemUnmap,
     CuMemRelease,
     CuMemAddressFree,
+    CudaGraphCreate,
+    CudaGraphAddMemAllocNode,
+    CudaGraphAddMemsetNode,
+    CudaGraphAddMemFreeNode,
+    CudaGraphInstantiate,
+    CudaGraphLaunch,
+    CudaGraphExecDestroy,
+    CudaGraphDestroy,
+    CudaDeviceGraphMemTrim,
 }
 
 /// What kind of value an argument position takes.
@@ -253,7 +262,9 @@ use ArgKind::{
     Bool, Duration, EventStatus, Index, Kernel, KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size,
     StreamFlag, WaitList,
 };
-use ObjKind::{Buffer, Context, Event, HostBuffer, MemHandle, Pool, Queue, Stream, VaRange};
+use ObjKind::{
+    Buffer, Context, Event, Graph, GraphExec, HostBuffer, MemHandle, Pool, Queue, Stream, VaRange,
+};
 
 const fn spec(
     api: Api,
@@ -859,6 +870,76 @@ pub static CATALOG: &[ApiSpec] = &[
         &[Obj(VaRange)],
         Effect::Release,
     ),
+    // CUDA graphs, built node by node. Each node depends on the node added to the
+    // same graph just before it (a chain), so a graph runs its nodes in script
+    // order. An alloc node names its allocation's device pointer at once (the
+    // address is fixed for the graph's life) but maps memory only when the graph
+    // runs; a free node in the same graph ends it inside the graph.
+    cuda(
+        Api::CudaGraphCreate,
+        "cudaGraphCreate",
+        "cuGraphCreate(flags 0)",
+        &[],
+        Effect::Create(Graph),
+    ),
+    cuda(
+        Api::CudaGraphAddMemAllocNode,
+        "cudaGraphAddMemAllocNode",
+        "cuGraphAddMemAllocNode(after the graph's last node; pinned, this device)",
+        &[Obj(Graph), Size],
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaGraphAddMemsetNode,
+        "cudaGraphAddMemsetNode",
+        "cuGraphAddMemsetNode(after the graph's last node; the whole buffer, byte 0)",
+        &[Obj(Graph), Obj(Buffer)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaGraphAddMemFreeNode,
+        "cudaGraphAddMemFreeNode",
+        "cuGraphAddMemFreeNode(after the graph's last node)",
+        &[Obj(Graph), Obj(Buffer)],
+        Effect::Use,
+    ),
+    // The exec is a snapshot: nodes added to the graph later are not in it, and
+    // the graph may be destroyed while the exec lives on.
+    cuda(
+        Api::CudaGraphInstantiate,
+        "cudaGraphInstantiate",
+        "cuGraphInstantiateWithFlags(flags 0)",
+        &[Obj(Graph)],
+        Effect::Create(GraphExec),
+    ),
+    cuda(
+        Api::CudaGraphLaunch,
+        "cudaGraphLaunch",
+        "cuGraphLaunch (+ cuEventRecord of gpulab's span events)",
+        &[Obj(GraphExec), Obj(Stream)],
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaGraphExecDestroy,
+        "cudaGraphExecDestroy",
+        "cuGraphExecDestroy",
+        &[Obj(GraphExec)],
+        Effect::Release,
+    ),
+    cuda(
+        Api::CudaGraphDestroy,
+        "cudaGraphDestroy",
+        "cuGraphDestroy",
+        &[Obj(Graph)],
+        Effect::Release,
+    ),
+    cuda(
+        Api::CudaDeviceGraphMemTrim,
+        "cudaDeviceGraphMemTrim",
+        "cuDeviceGraphMemTrim(this device)",
+        &[],
+        Effect::Use,
+    ),
 ];
 
 /// A kernel scripts may name; its sources ship as `labs/kernels/NAME.cl` and
@@ -957,6 +1038,7 @@ impl Api {
                 | Api::CudaMemsetAsync
                 | Api::CudaMemsetAsyncRange
                 | Api::CudaMemPrefetchAsync
+                | Api::CudaGraphLaunch
         )
     }
 
@@ -995,10 +1077,17 @@ impl Api {
     }
 
     /// Kinds only a few calls make (a pool of the lab's own, the virtual memory
-    /// API's handles): views list them for a run only once it made one, so every
+    /// API's handles, graphs): views list them for a run only once it made one, so every
     /// other CUDA run keeps its rows.
     pub fn listed_when_made(kind: ObjKind) -> bool {
-        matches!(kind, ObjKind::Pool | ObjKind::MemHandle | ObjKind::VaRange)
+        matches!(
+            kind,
+            ObjKind::Pool
+                | ObjKind::MemHandle
+                | ObjKind::VaRange
+                | ObjKind::Graph
+                | ObjKind::GraphExec
+        )
     }
 
     /// The catalog name closest to a misspelt one, for "did you mean".

@@ -83,6 +83,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "cuda-memcpy-sync.toml",
         include_str!("../../labs/cuda-memcpy-sync.toml"),
     ),
+    (
+        "cuda-graph-free.toml",
+        include_str!("../../labs/cuda-graph-free.toml"),
+    ),
 ];
 
 pub struct LabSet {

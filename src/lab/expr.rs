@@ -177,6 +177,18 @@ pub static METRICS: &[MetricSpec] = &[
         paced: true,
     },
     MetricSpec {
+        name: "graph_mem_reserved_mib",
+        arg: MetricArg::Tag,
+        help: "CUDA: memory the device keeps for graphs (`CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT`: mapped for graph allocations, in use or not) right after the tagged line's last execution, MiB. Read once the run has made a graph",
+        paced: true,
+    },
+    MetricSpec {
+        name: "graph_mem_used_mib",
+        arg: MetricArg::Tag,
+        help: "CUDA: graph memory in use by graph allocations not yet freed (`CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT`) right after the tagged line's last execution, MiB",
+        paced: true,
+    },
+    MetricSpec {
         name: "live",
         arg: MetricArg::Kind,
         help: "objects of that kind alive in the ledger at the end of the script",

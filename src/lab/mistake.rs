@@ -286,6 +286,48 @@ pub enum Mistake {
         made_by: &'static str,
         release: &'static str,
     },
+    /// A use outside its graph of an allocation that no launch has mapped yet.
+    GraphAllocNotLaunched {
+        name: String,
+        node_line: u32,
+    },
+    /// A use outside its graph, a free, or a second free node, of an allocation
+    /// that a free node of its own graph frees.
+    GraphAllocFreedInGraph {
+        name: String,
+        line: u32,
+    },
+    /// A free node for a buffer that is not an allocation of the same graph.
+    FreeNodeNotOwn {
+        name: String,
+        graph: String,
+    },
+    /// A node added to a graph while an exec instantiated from it lives: the
+    /// exec would not run it.
+    NodeAfterInstantiate {
+        graph: String,
+        exec: String,
+        line: u32,
+    },
+    /// A second exec of a graph with memory nodes while the first lives.
+    InstantiatedTwice {
+        graph: String,
+        exec: String,
+        line: u32,
+    },
+    /// A launch of an exec whose allocation from an earlier launch is not freed.
+    RelaunchWithLiveAlloc {
+        exec: String,
+        name: String,
+        line: u32,
+    },
+    /// A launch of an exec with a node that names a buffer released since.
+    GraphNamesDead {
+        exec: String,
+        name: String,
+        node_line: u32,
+        line: u32,
+    },
     /// `clCreateSubBuffer` of a sub-buffer (the driver answers CL_INVALID_MEM_OBJECT).
     SubBufferOfSubBuffer {
         name: String,
@@ -734,6 +776,39 @@ impl Mistake {
             } => (
                 format!("`{name}` was made by {made_by}: {release} gives it back, not this call"),
                 Some(format!("write `{release}({name})`, or end the line with `# expect-error` if the mistake is the lesson")),
+            ),
+            M::GraphAllocNotLaunched { name, node_line } => (
+                format!("`{name}` is the allocation of the alloc node at line {node_line}: it has memory only once its graph has been launched"),
+                Some(format!("launch an exec of the graph first (`cudaGraphLaunch(e, s)`), or use it in a node of the graph: `cudaGraphAddMemsetNode(g, {name})`")),
+            ),
+            M::GraphAllocFreedInGraph { name, line } => (
+                format!("`{name}` is freed by its graph's free node at line {line}: only that graph's nodes between its alloc and free nodes may name it"),
+                Some(format!("drop the free node to use `{name}` after the launch (then free it with `cudaFreeAsync({name}, s)`), or end the line with `# expect-error`")),
+            ),
+            M::FreeNodeNotOwn { name, graph } => (
+                format!("`{name}` is not an allocation of graph `{graph}`; gpulab's free node frees what an alloc node of the same graph made"),
+                Some(format!("free it with `cudaFreeAsync({name}, s)`, or make it with `cudaGraphAddMemAllocNode({graph}, …)`")),
+            ),
+            M::NodeAfterInstantiate { graph, exec, line } => (
+                format!("`{graph}` was instantiated as `{exec}` at line {line}: a node added now is not in that exec, which runs the graph as it was then"),
+                Some(format!("add every node before `cudaGraphInstantiate`, or destroy the exec first (`cudaGraphExecDestroy({exec})`) and instantiate again")),
+            ),
+            M::InstantiatedTwice { graph, exec, line } => (
+                format!("`{graph}` has memory nodes and is already instantiated as `{exec}` (line {line}): CUDA allows one exec of such a graph at a time"),
+                Some(format!("destroy it first: `cudaGraphExecDestroy({exec})`, or end the line with `# expect-error`")),
+            ),
+            M::RelaunchWithLiveAlloc { exec, name, line } => (
+                format!("`{exec}` allocates `{name}` again, and the launch at line {line} left it allocated: the driver refuses this launch (CUDA_ERROR_INVALID_VALUE)"),
+                Some(format!("free it first: `cudaFreeAsync({name}, s)`, or add a free node for it before instantiating; end the line with `# expect-error` if the refusal is the lesson")),
+            ),
+            M::GraphNamesDead {
+                exec,
+                name,
+                node_line,
+                line,
+            } => (
+                format!("`{exec}` runs the node of line {node_line}, which names `{name}`, released at line {line}"),
+                Some(format!("launch before releasing `{name}`, or end the line with `# expect-error`")),
             ),
             M::SubBufferOfSubBuffer { name, parent } => (
                 format!("`{name}` is a sub-buffer (of `{parent}`); OpenCL makes sub-buffers of buffers only"),

@@ -1354,4 +1354,173 @@ mod tests {
             Err(Mistake::ArgCount { .. })
         ));
     }
+
+    /// Stream on line 17, graph 18, its alloc node 19, a memset node 20.
+    const GRAPH: &str = "s = cudaStreamCreate()\ng = cudaGraphCreate()\n\
+        a = cudaGraphAddMemAllocNode(g, 2 MiB)\ncudaGraphAddMemsetNode(g, a)\n";
+
+    fn freed_in_graph(line: u32) -> Result<Vec<Api>, Mistake> {
+        Err(Mistake::GraphAllocFreedInGraph {
+            name: "a".into(),
+            line,
+        })
+    }
+
+    #[test]
+    fn a_graph_allocation_lives_from_a_launch_to_its_free() {
+        // A free node (line 21) ends it in the graph; the exec outlives its graph.
+        let free_node = format!(
+            "{GRAPH}cudaGraphAddMemFreeNode(g, a)\ne = cudaGraphInstantiate(g)\n\
+             cudaGraphDestroy(g)\ncudaGraphLaunch(e, s)\ncudaStreamSynchronize(s)\n\
+             cudaDeviceGraphMemTrim()\ncudaGraphExecDestroy(e)"
+        );
+        let apis = cuda(&free_node).unwrap();
+        assert!(apis.contains(&Api::CudaGraphAddMemFreeNode), "{apis:?}");
+        // After the launch it is gone, and only its graph may free it.
+        assert_eq!(
+            cuda(&format!("{free_node}\ncudaMemsetAsync(a, s)")),
+            freed_in_graph(21)
+        );
+        assert_eq!(
+            cuda(&format!("{free_node}\ncudaFreeAsync(a, s)")),
+            freed_in_graph(21)
+        );
+        // A second free node, or a node after the free, comes too late.
+        assert_eq!(
+            cuda(&format!(
+                "{GRAPH}cudaGraphAddMemFreeNode(g, a)\ncudaGraphAddMemFreeNode(g, a)"
+            )),
+            freed_in_graph(21)
+        );
+        assert_eq!(
+            cuda(&format!(
+                "{GRAPH}cudaGraphAddMemFreeNode(g, a)\ncudaGraphAddMemsetNode(g, a)"
+            )),
+            freed_in_graph(21)
+        );
+        // Before any launch the allocation has no memory outside its graph.
+        assert_eq!(
+            cuda(&format!("{GRAPH}cudaMemsetAsync(a, s)")),
+            Err(Mistake::GraphAllocNotLaunched {
+                name: "a".into(),
+                node_line: 19
+            })
+        );
+        assert!(matches!(
+            cuda(&format!("{GRAPH}cudaFree(a)")),
+            Err(Mistake::GraphAllocNotLaunched { node_line: 19, .. })
+        ));
+        assert!(cuda(&format!("{GRAPH}cudaFree(a)  # expect-error")).is_ok());
+    }
+
+    #[test]
+    fn an_allocation_kept_after_the_launch_is_freed_before_the_next() {
+        // Instantiated on 21, launched on 22; used and freed after it, then again.
+        let kept = format!("{GRAPH}e = cudaGraphInstantiate(g)\ncudaGraphLaunch(e, s)\n");
+        let ok = format!(
+            "{kept}cudaMemsetAsync(a, s)\ncudaFreeAsync(a, s)\ncudaGraphLaunch(e, s)\n\
+             cudaFree(a)\ncudaGraphExecDestroy(e)\ncudaGraphDestroy(g)"
+        );
+        assert!(cuda(&ok).is_ok(), "{:?}", cuda(&ok));
+        let relaunch = Err(Mistake::RelaunchWithLiveAlloc {
+            exec: "e".into(),
+            name: "a".into(),
+            line: 22,
+        });
+        assert_eq!(cuda(&format!("{kept}cudaGraphLaunch(e, s)")), relaunch);
+        // Marked, the refused launch changes nothing: the allocation of line 22
+        // is still the one to free.
+        assert!(
+            cuda(&format!(
+                "{kept}cudaGraphLaunch(e, s)  # expect-error\ncudaFreeAsync(a, s)"
+            ))
+            .is_ok()
+        );
+        assert_eq!(
+            cuda(&format!("{kept}cudaFreeAsync(a, s)\ncudaFreeAsync(a, s)")),
+            Err(Mistake::DoubleRelease {
+                name: "a".into(),
+                line: 23,
+                earlier_iteration: false
+            })
+        );
+        assert!(matches!(
+            cuda(&format!("{kept}cudaFree(a)\ncudaMemsetAsync(a, s)")),
+            Err(Mistake::UseAfterRelease { line: 23, .. })
+        ));
+        // A loop is checked twice: the free in the body makes the next launch legal.
+        let looped = format!(
+            "{GRAPH}e = cudaGraphInstantiate(g)\nrepeat 3 {{\ncudaGraphLaunch(e, s)\n\
+             cudaFreeAsync(a, s)\n}}"
+        );
+        assert!(cuda(&looped).is_ok());
+        let leaky =
+            format!("{GRAPH}e = cudaGraphInstantiate(g)\nrepeat 3 {{\ncudaGraphLaunch(e, s)\n}}");
+        assert!(matches!(
+            cuda(&leaky),
+            Err(Mistake::RelaunchWithLiveAlloc { line: 23, .. })
+        ));
+    }
+
+    #[test]
+    fn graphs_and_execs_keep_their_own_lifetimes() {
+        let exec = format!("{GRAPH}e = cudaGraphInstantiate(g)\n");
+        assert_eq!(
+            cuda(&format!("{exec}cudaGraphAddMemFreeNode(g, a)")),
+            Err(Mistake::NodeAfterInstantiate {
+                graph: "g".into(),
+                exec: "e".into(),
+                line: 21
+            })
+        );
+        assert_eq!(
+            cuda(&format!("{exec}f = cudaGraphInstantiate(g)")),
+            Err(Mistake::InstantiatedTwice {
+                graph: "g".into(),
+                exec: "e".into(),
+                line: 21
+            })
+        );
+        // Once the exec is gone the graph grows and is instantiated again.
+        let again = format!(
+            "{exec}cudaGraphExecDestroy(e)\ncudaGraphAddMemFreeNode(g, a)\nf = cudaGraphInstantiate(g)"
+        );
+        assert!(cuda(&again).is_ok());
+        assert!(matches!(
+            cuda(&format!(
+                "{exec}cudaGraphExecDestroy(e)\ncudaGraphLaunch(e, s)"
+            )),
+            Err(Mistake::UseAfterRelease { line: 22, .. })
+        ));
+        assert!(matches!(
+            cuda(&format!(
+                "{exec}cudaGraphDestroy(g)\ncudaGraphAddMemsetNode(g, a)"
+            )),
+            Err(Mistake::UseAfterRelease { line: 22, .. })
+        ));
+        assert!(matches!(
+            cuda(&format!("{exec}cudaGraphLaunch(g, s)")),
+            Err(Mistake::WrongKind { .. })
+        ));
+        // A node names a buffer the launch needs alive.
+        let named = "s = cudaStreamCreate()\nb = cudaMalloc(1 MiB)\ng = cudaGraphCreate()\n\
+            cudaGraphAddMemsetNode(g, b)\ne = cudaGraphInstantiate(g)\ncudaFree(b)\n\
+            cudaGraphLaunch(e, s)";
+        assert_eq!(
+            cuda(named),
+            Err(Mistake::GraphNamesDead {
+                exec: "e".into(),
+                name: "b".into(),
+                node_line: 20,
+                line: 22
+            })
+        );
+        assert_eq!(
+            cuda("b = cudaMalloc(1 MiB)\ng = cudaGraphCreate()\ncudaGraphAddMemFreeNode(g, b)"),
+            Err(Mistake::FreeNodeNotOwn {
+                name: "b".into(),
+                graph: "g".into()
+            })
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! The CUDA part of a report: after each line, who held device memory — the
 //! default pool (in use by the program, or cached), the lab's own pool when it
-//! has one, and the device as cuMemGetInfo saw it. Read from the `cuda` field the worker puts on each call event.
+//! has one, the device's graph memory once a graph was made, and the device as
+//! cuMemGetInfo saw it. Read from the `cuda` field the worker puts on each call event.
 
 use std::fmt::Write;
 
@@ -24,6 +25,9 @@ pub struct PoolRow {
     /// The lab's own pool (`cudaMemPoolCreate`): reserved and used, MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub custom_pool_mib: Option<(f64, f64)>,
+    /// The device's graph memory (after the run made a graph): reserved and used, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph_mem_mib: Option<(f64, f64)>,
 }
 
 /// One row per script line, from the line's last execution; empty for OpenCL runs.
@@ -40,6 +44,9 @@ pub fn rows(run: &Run) -> Vec<PoolRow> {
             custom_pool_mib: m
                 .custom_pool
                 .map(|p| (p.reserved as f64 / MIB, p.used as f64 / MIB)),
+            graph_mem_mib: m
+                .graph_mem
+                .map(|g| (g.reserved as f64 / MIB, g.used as f64 / MIB)),
         })
         .collect()
 }
@@ -54,6 +61,8 @@ pub fn text(rows: &[PoolRow], o: &mut String) {
     );
     // The lab's own pool gets columns only in runs that made one.
     let custom = rows.iter().any(|r| r.custom_pool_mib.is_some());
+    // So does graph memory, in runs that made a graph.
+    let graphs = rows.iter().any(|r| r.graph_mem_mib.is_some());
     let _ = write!(
         o,
         "{:>5}  {:>13}  {:>10}  {:>12}  {:>12}",
@@ -61,9 +70,14 @@ pub fn text(rows: &[PoolRow], o: &mut String) {
     );
     let _ = writeln!(
         o,
-        "{}",
+        "{}{}",
         if custom {
             "  own pool reserved / used"
+        } else {
+            ""
+        },
+        if graphs {
+            "  graph mem reserved / used"
         } else {
             ""
         }
@@ -79,6 +93,39 @@ pub fn text(rows: &[PoolRow], o: &mut String) {
             None if custom => format!("  {:>17}", "-"),
             None => String::new(),
         };
-        let _ = writeln!(o, "{own}");
+        let graph = match r.graph_mem_mib {
+            Some((reserved, used)) => format!("  {reserved:>18.1} / {used:.1}"),
+            None if graphs => format!("  {:>18}", "-"),
+            None => String::new(),
+        };
+        let _ = writeln!(o, "{own}{graph}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PoolRow, text};
+
+    fn row(line: u32, graph_mem_mib: Option<(f64, f64)>) -> PoolRow {
+        PoolRow {
+            line,
+            pool_reserved_mib: 0.0,
+            pool_used_mib: 0.0,
+            pool_cached_mib: 0.0,
+            device_used_mib: 1000.0,
+            custom_pool_mib: None,
+            graph_mem_mib,
+        }
+    }
+
+    #[test]
+    fn graph_memory_gets_columns_only_in_runs_that_made_a_graph() {
+        let mut with = String::new();
+        text(&[row(1, None), row(2, Some((256.0, 0.0)))], &mut with);
+        assert!(with.contains("graph mem reserved / used"), "{with}");
+        assert!(with.contains("256.0 / 0.0"), "{with}");
+        let mut without = String::new();
+        text(&[row(1, None)], &mut without);
+        assert!(!without.contains("graph mem"), "{without}");
     }
 }

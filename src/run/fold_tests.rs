@@ -137,6 +137,7 @@ fn generated(seed: u64, n: u64) -> Vec<Event> {
                 free: 1 << 33,
                 total: 1 << 34,
                 custom_pool: None,
+                graph_mem: None,
             }),
         }));
         if !span_first && r.chance(40) {

@@ -1,7 +1,7 @@
 //! Why the device holds more than the ledger: causes the run itself can show
 //! (forgotten events, events still referring to released buffers, released objects
 //! the driver has not destroyed, contexts' own reserve, pool caches, allocations
-//! released while still mapped). Never a driver refcount.
+//! released while still mapped, graph memory). Never a driver refcount.
 
 use crate::trace::{AgentState, ObjKind};
 
@@ -138,6 +138,30 @@ pub fn of(run: &Run) -> Gap {
             causes.push(format!(
                 "pool cache: {:.1} MiB freed, kept by the lab's own pool (its release threshold; cudaMemPoolTrimTo gives it back)",
                 crate::units::mib(cached)
+            ));
+        }
+    }
+    // CUDA graphs: the device's graph memory, read after the latest line. What
+    // graph allocations still use is theirs until freed; the rest is kept for
+    // the graphs' next launches until cudaDeviceGraphMemTrim.
+    if let Some(g) = run
+        .calls
+        .iter()
+        .rev()
+        .find_map(|c| c.cuda.as_ref())
+        .and_then(|m| m.graph_mem)
+    {
+        if g.used > 4 << 20 {
+            causes.push(format!(
+                "graph allocations: {:.1} MiB allocated by graph launches and not freed yet",
+                crate::units::mib(g.used)
+            ));
+        }
+        let kept = g.reserved.saturating_sub(g.used);
+        if kept > 4 << 20 {
+            causes.push(format!(
+                "graph memory: {:.1} MiB freed, kept by the device for graphs (cudaDeviceGraphMemTrim gives it back)",
+                crate::units::mib(kept)
             ));
         }
     }

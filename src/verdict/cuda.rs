@@ -117,9 +117,24 @@ pub fn custom_pool_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, Stri
     Ok(if reserved { p.reserved } else { p.used } as f64 / MIB)
 }
 
+/// `graph_mem_reserved_mib(tag)` / `graph_mem_used_mib(tag)`: the device's
+/// graph memory right after the tagged line's last execution.
+pub fn graph_mem_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String> {
+    let c = run
+        .tagged(tag)
+        .ok_or_else(|| format!("`{tag}` never ran in this run"))?
+        .last;
+    let g = c.cuda.and_then(|m| m.graph_mem).ok_or_else(|| {
+        format!(
+            "no reading of graph memory after `{tag}` (no graph made before it, or not a CUDA run)"
+        )
+    })?;
+    Ok(if reserved { g.reserved } else { g.used } as f64 / MIB)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Run, custom_pool_mib, overlap_of};
+    use super::{Run, custom_pool_mib, graph_mem_mib, overlap_of};
 
     fn recorded(name: &str) -> Run {
         let path = format!(
@@ -128,6 +143,14 @@ mod tests {
         );
         let text = std::fs::read_to_string(path).unwrap();
         Run::from_events(&crate::trace::read_events(text.as_bytes()).unwrap())
+    }
+
+    #[test]
+    fn graph_memory_is_inconclusive_in_a_run_without_graphs() {
+        let run = recorded("cuda-custom-pool--own-pool");
+        let why = graph_mem_mib(&run, "settled", true).unwrap_err();
+        assert!(why.contains("no reading of graph memory"), "{why}");
+        assert!(graph_mem_mib(&run, "no-such-tag", false).is_err());
     }
 
     #[test]

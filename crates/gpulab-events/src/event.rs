@@ -235,6 +235,11 @@ pub struct CudaMemory {
     /// Absent in streams written before custom pools existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_pool: Option<PoolMemory>,
+    /// The device's graph memory (`cuDeviceGetGraphMemAttribute`,
+    /// `CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT` / `USED_MEM_CURRENT`), read once
+    /// the run has made a graph. Absent otherwise and in older streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_mem: Option<PoolMemory>,
 }
 
 /// One memory pool's bookkeeping, as `CudaMemory` reads the default pool's.

@@ -25,10 +25,16 @@ pub enum ObjKind {
     /// A reserved range of device virtual addresses (`cuMemAddressReserve`):
     /// no memory of its own until an allocation is mapped into it.
     VaRange,
+    /// A CUDA graph being built (`cudaGraphCreate`): it keeps the nodes added to
+    /// it, and so the allocations its alloc nodes name.
+    Graph,
+    /// An executable graph (`cudaGraphInstantiate`): a snapshot of its graph's
+    /// nodes, independent of the graph once made.
+    GraphExec,
 }
 
 impl ObjKind {
-    pub const ALL: [ObjKind; 11] = [
+    pub const ALL: [ObjKind; 13] = [
         ObjKind::Context,
         ObjKind::Queue,
         ObjKind::Buffer,
@@ -40,6 +46,8 @@ impl ObjKind {
         ObjKind::Pool,
         ObjKind::MemHandle,
         ObjKind::VaRange,
+        ObjKind::Graph,
+        ObjKind::GraphExec,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +63,8 @@ impl ObjKind {
             ObjKind::Pool => "pool",
             ObjKind::MemHandle => "mem_handle",
             ObjKind::VaRange => "va_range",
+            ObjKind::Graph => "graph",
+            ObjKind::GraphExec => "graph_exec",
         }
     }
 
@@ -78,6 +88,8 @@ impl ObjKind {
             ObjKind::Pool => "pools",
             ObjKind::MemHandle => "mem_handles",
             ObjKind::VaRange => "va_ranges",
+            ObjKind::Graph => "graphs",
+            ObjKind::GraphExec => "graph_execs",
         }
     }
 }

@@ -318,6 +318,7 @@ impl CudaBackend {
             }
             other => self
                 .dispatch_memory(seq, other, ops)
+                .or_else(|| self.dispatch_graph(seq, other, ops))
                 .unwrap_or_else(|| Err(bad(&format!("{} is not a CUDA call", other.name())))),
         }
     }

@@ -28,7 +28,7 @@ fn refused(why: String) -> DriverError {
 
 impl CudaBackend {
     /// This device as a memory location (pools, allocations, access, prefetch).
-    fn location(&self) -> sys::CUmemLocation {
+    pub(super) fn location(&self) -> sys::CUmemLocation {
         sys::CUmemLocation {
             type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
             id: self.ordinal,

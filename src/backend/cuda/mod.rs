@@ -9,6 +9,7 @@
 //! kernel, copy and memset, mapped to host time by `timing::EventClock`.
 
 mod calls;
+mod graph;
 pub mod load;
 mod memory;
 pub mod spin;
@@ -55,6 +56,9 @@ pub struct CudaBackend {
     info: DeviceInfo,
     /// The device's ordinal, as memory locations name it.
     ordinal: i32,
+    /// The device and its primary context, as graph calls name them.
+    dev: sys::CUdevice,
+    ctx: sys::CUcontext,
     pool: sys::CUmemoryPool,
     /// Every kernel's function, loaded at open (`spin::load`).
     funcs: spin::Functions,
@@ -64,6 +68,10 @@ pub struct CudaBackend {
     registered: HashMap<ObjId, Box<[u8]>>,
     /// Bytes mapped into each virtual address range (`cuMemMap`), until unmapped.
     mapped: HashMap<ObjId, u64>,
+    /// Each graph's last node: the next node added to it depends on it.
+    graph_tail: HashMap<ObjId, sys::CUgraphNode>,
+    /// The run has made a graph: the device's graph memory is read after each line.
+    graphs_made: bool,
     cal: Calibration,
     clock: EventClock,
     objects: HashMap<ObjId, Entry>,
@@ -256,11 +264,15 @@ impl CudaBackend {
         Ok(CudaBackend {
             info,
             ordinal: index as i32,
+            dev,
+            ctx,
             pool,
             funcs,
             pools: Vec::new(),
             registered: HashMap::new(),
             mapped: HashMap::new(),
+            graph_tail: HashMap::new(),
+            graphs_made: false,
             cal,
             clock,
             objects: HashMap::new(),
@@ -428,6 +440,16 @@ impl Backend for CudaBackend {
                 .map(|(reserved, used)| PoolMemory { reserved, used }),
             _ => None,
         };
+        // The device's graph memory, once the run has made a graph; a driver
+        // without the attribute call leaves it out rather than end the worker.
+        let graph_mem = if self.graphs_made {
+            load::guard("cuDeviceGetGraphMemAttribute", || Ok(self.graph_memory()))
+                .ok()
+                .flatten()
+                .map(|(reserved, used)| PoolMemory { reserved, used })
+        } else {
+            None
+        };
         // cuMemGetInfo costs ~7 µs (H100), as much as the rest of a line's
         // readings: read again only when the device-wide figure moved.
         let (free, total) = match (self.device_info, device_used) {
@@ -445,6 +467,7 @@ impl Backend for CudaBackend {
             free,
             total,
             custom_pool,
+            graph_mem,
         })
     }
 }

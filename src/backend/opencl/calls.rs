@@ -88,7 +88,9 @@ fn invalid_code(kind: ObjKind) -> cl_int {
         | ObjKind::HostBuffer
         | ObjKind::Pool
         | ObjKind::MemHandle
-        | ObjKind::VaRange => cl3::error_codes::CL_INVALID_VALUE,
+        | ObjKind::VaRange
+        | ObjKind::Graph
+        | ObjKind::GraphExec => cl3::error_codes::CL_INVALID_VALUE,
     }
 }
 

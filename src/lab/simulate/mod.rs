@@ -5,6 +5,7 @@
 //! are lowered by `lower`.
 
 mod edges;
+mod graph;
 
 use std::collections::BTreeMap;
 
@@ -52,6 +53,9 @@ struct Handle {
     /// The call that made it: pinned host memory goes back the way it came
     /// (`cudaFreeHost` for `cudaMallocHost`, `cudaHostUnregister` for `cudaHostRegister`).
     made_by: Api,
+    /// An allocation a graph's alloc node names: whether it has memory now is
+    /// the graph's business, apart from the name's own count.
+    alloc: Option<graph::GraphAlloc>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +80,10 @@ pub struct Simulator<'a> {
     /// Queues and events held back by a user event not yet set (the value): a
     /// command waits for it, or comes after one that does on an in-order queue.
     held: BTreeMap<String, String>,
+    /// The nodes of each graph the script builds, by the graph's name.
+    graphs: BTreeMap<String, graph::Nodes>,
+    /// Each exec's snapshot of its graph's nodes, by the exec's name.
+    execs: BTreeMap<String, graph::Nodes>,
     tags: BTreeMap<String, u32>,
     /// How many times the statements being walked can run: the product of the
     /// most each enclosing `repeat` can run.
@@ -91,6 +99,8 @@ impl<'a> Simulator<'a> {
             lower: Lower::new(text, params),
             handles: BTreeMap::new(),
             held: BTreeMap::new(),
+            graphs: BTreeMap::new(),
+            execs: BTreeMap::new(),
             tags: BTreeMap::new(),
             runs: 1.0,
             lines: LineIndex::new(text),
@@ -311,7 +321,9 @@ impl<'a> Simulator<'a> {
         }
         self.range_edges(s, line, spec, args, &out)?;
         self.host_release(s, spec, args, &out)?;
+        self.graph_edges(s, line, spec, args, &out)?;
         self.effect(spec, line, bind, &out);
+        self.graph_made(spec, line, bind, &out);
         self.hold_bound(spec, bind, &out);
         Ok(StmtKind::Call {
             bind: bind.map(|b| b.value.clone()),
@@ -556,6 +568,7 @@ impl<'a> Simulator<'a> {
                     mapped_at: None,
                     unmapped_at: None,
                     made_by: spec.api,
+                    alloc: None,
                 },
             );
         }
@@ -567,7 +580,9 @@ impl<'a> Simulator<'a> {
         };
         match spec.effect {
             Effect::Retain if h.refs > 0 => h.refs += 1,
-            Effect::Release if h.refs > 0 => {
+            // A graph allocation's frees are the graph edges' to follow: its
+            // name lives as long as its graph could map it again.
+            Effect::Release if h.refs > 0 && h.alloc.is_none() => {
                 h.refs -= 1;
                 if h.refs == 0 {
                     h.released_at = Some(line);
