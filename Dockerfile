@@ -71,6 +71,9 @@ COPY assets/watch-recordings /usr/src/gpulab/assets/watch-recordings
 # gpulab's memory readings) and nvidia-smi.
 ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility
 RUN useradd --create-home --uid 1000 --shell /bin/sh gpulab
+# Said outright: the caches under ~/.cache must not depend on how an engine (or a
+# cluster's --user) derives HOME for a numeric USER.
+ENV HOME=/home/gpulab
 # By number, so a cluster's runAsNonRoot can tell it is not root.
 USER 1000:1000
 # Writable, for `--record FILE` and the dashboard's history; the PTX cache and
