@@ -7,7 +7,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::procs;
 use gpulab::trace::{EndStatus, Event, read_events};
@@ -396,4 +396,93 @@ fn running_a_lab_whose_file_did_not_load_says_why() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("two.toml"), "{err}");
     assert!(err.contains("teaching"), "{err}");
+}
+
+/// The driver says no: on an NVIDIA GPU, `--until-failure` runs allocate until
+/// `cudaMalloc` is refused (cuda-leak-loop, 4 GiB an iteration) and create OpenCL
+/// contexts until `clCreateContext` is (cl-forgotten-events on NVIDIA's OpenCL,
+/// each forgotten event keeping its context). Each run reports the refusal as its
+/// finding, keeps what it measured before it, exits 0, and the device's memory is
+/// back where it was once the worker is gone.
+/// `GPULAB_REQUIRE_CUDA=1 cargo test --test faults -- --ignored` on the GPU host.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with -- --ignored on one"]
+fn on_a_gpu_a_refused_allocation_or_context_is_the_runs_finding() {
+    let _device = common::device_lock();
+    let required = std::env::var("GPULAB_REQUIRE_CUDA").as_deref() == Ok("1");
+    let gpu_used = || gpulab::telemetry::Probe::nvidia_gpu0_now().map(|g| g.used);
+    let Some(before) = gpu_used() else {
+        assert!(!required, "GPULAB_REQUIRE_CUDA=1 but NVML sees no GPU");
+        eprintln!("skipping: NVML sees no GPU");
+        return;
+    };
+    let runs: [&[&str]; 2] = [
+        &[
+            "run",
+            "cuda-leak-loop",
+            "--until-failure",
+            "--param",
+            "size_mib=4096",
+            "--param",
+            "iterations=1000",
+            "--json",
+        ],
+        &[
+            "run",
+            "cl-forgotten-events",
+            "--until-failure",
+            "--param",
+            "iterations=1000",
+            "--param",
+            "size_mib=1",
+            "--param",
+            "kernel_ms=1",
+            "--json",
+        ],
+    ];
+    for args in runs {
+        let out = common::run(args);
+        let what = args.join(" ");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{what}: {}",
+            common::stderr(&out)
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&common::stdout(&out)).expect("the report is JSON");
+        let run = &json["runs"][0];
+        eprintln!(
+            "{what}: {} on {}; finding: {}; after exit {} MiB against {}",
+            run["status"],
+            run["device"],
+            run["finding"]["said"],
+            run["after_exit_mib"],
+            run["after_exit_against"]
+        );
+        assert!(
+            run["device"].as_str().is_some_and(|d| d.contains("NVIDIA")),
+            "{what} ran on the GPU: {run:#}"
+        );
+        assert!(
+            run["finding"]["error"]
+                .as_str()
+                .is_some_and(|e| !e.is_empty()),
+            "{what}: the refusal is the finding: {run:#}"
+        );
+        assert!(
+            run["lines"].as_array().is_some_and(|l| !l.is_empty()),
+            "{what}: what ran before the refusal is kept: {run:#}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut now = gpu_used().unwrap_or(u64::MAX);
+        while now.abs_diff(before) > 4 << 20 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            now = gpu_used().unwrap_or(u64::MAX);
+        }
+        assert!(
+            now.abs_diff(before) <= 4 << 20,
+            "{what}: device memory {now} B after the run, {before} B before"
+        );
+    }
 }

@@ -22,11 +22,6 @@ const UNSEEN: &[(&str, &str, &str)] = &[
         "runs[].spans_not_listed",
         "only a run of more than 10,000 device spans (tests/big_run.rs has one)",
     ),
-    (
-        "run",
-        "runs[].pool[].graph_mem_mib",
-        "only a CUDA run that made a graph: no recording of one ships until cuda-graph-free is recorded on the H100",
-    ),
 ];
 
 /// `(kind, path)` of every row of the document; kind `*` for the envelope's.

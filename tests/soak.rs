@@ -225,22 +225,67 @@ impl Flips {
     }
 }
 
+/// Every variant of the shipped labs of these backends, in catalog order.
+fn mix_of(backends: &[BackendKind]) -> Vec<(gpulab::lab::Lab, String)> {
+    let set = LabSet::load(&[]);
+    set.labs()
+        .iter()
+        .filter(|l| backends.contains(&l.backend))
+        .flat_map(|l| l.variants.iter().map(move |v| (l.clone(), v.name.clone())))
+        .collect()
+}
+
 #[test]
 fn many_runs_of_mixed_labs_leak_nothing_and_flip_no_verdict_unexplained() {
     let _device = common::device_lock();
     if !common::opencl_or_skip("soak") {
         return;
     }
-    let set = LabSet::load(&[]);
-    let mix: Vec<(gpulab::lab::Lab, String)> = set
-        .labs()
-        .iter()
-        .filter(|l| l.backend == BackendKind::OpenCl)
-        .flat_map(|l| l.variants.iter().map(move |v| (l.clone(), v.name.clone())))
-        .collect();
+    soak(&mix_of(&[BackendKind::OpenCl]), runs_wanted());
+}
+
+/// The soak on an NVIDIA GPU: the CUDA labs and the OpenCL labs (NVIDIA's OpenCL
+/// is picked before PoCL), 100 runs unless `GPULAB_SOAK_RUNS` says otherwise; and
+/// device memory back where it was before the first run.
+/// `GPULAB_REQUIRE_CUDA=1 cargo test --test soak -- --ignored` on the GPU host.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with -- --ignored on one"]
+fn on_a_gpu_many_runs_of_mixed_labs_leak_nothing() {
+    let _device = common::device_lock();
+    let required = std::env::var("GPULAB_REQUIRE_CUDA").as_deref() == Ok("1");
+    let gpu_used = || gpulab::telemetry::Probe::nvidia_gpu0_now().map(|g| g.used);
+    let Some(before) = gpu_used() else {
+        assert!(!required, "GPULAB_REQUIRE_CUDA=1 but NVML sees no GPU");
+        eprintln!("skipping: NVML sees no GPU");
+        return;
+    };
+    let wanted = std::env::var("GPULAB_SOAK_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    soak(&mix_of(&[BackendKind::Cuda, BackendKind::OpenCl]), wanted);
+    // The driver takes the last worker's memory back in its own time.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut after = gpu_used().unwrap_or(u64::MAX);
+    while after.abs_diff(before) > 4 << 20 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        after = gpu_used().unwrap_or(u64::MAX);
+    }
+    eprintln!(
+        "gpu soak: device memory {:+.1} MiB after the runs",
+        (after as f64 - before as f64) / 1048576.0
+    );
+    assert!(
+        after.abs_diff(before) <= 4 << 20,
+        "device memory {after} B after the soak, {before} B before"
+    );
+}
+
+/// Runs `mix` round-robin `wanted` times in this process; see the module's doc.
+fn soak(mix: &[(gpulab::lab::Lab, String)], wanted: usize) {
     assert!(!mix.is_empty());
     let source = LocalSource::with_exe(PathBuf::from(env!("CARGO_BIN_EXE_gpulab")));
-    let wanted = runs_wanted().max(WARM_UP + 2);
+    let wanted = wanted.max(WARM_UP + 2);
     let started = Instant::now();
     let mut flips = Flips::default();
     let mut streamed = 0u64;
@@ -294,7 +339,11 @@ fn many_runs_of_mixed_labs_leak_nothing_and_flip_no_verdict_unexplained() {
         peak_rss <= rss0 + RSS_SLACK,
         "the parent's RSS grew from {rss0} B to {peak_rss} B over {measured} runs"
     );
-    assert!(fds <= fds0, "open files grew from {fds0} to {fds}");
+    assert!(
+        fds <= fds0,
+        "open files grew from {fds0} to {fds}:\n{}",
+        procs::own_fd_targets()
+    );
     assert!(
         threads <= threads0,
         "threads grew from {threads0} to {threads}"

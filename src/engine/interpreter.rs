@@ -54,6 +54,10 @@ pub struct Engine<'a> {
     /// budget accounting starts and ends there instead of reading twice more
     /// (two NVML reads were half of what a one-line loop cost per line).
     last: Option<MemoryNow>,
+    /// `--until-failure`: the first call the driver refuses ends the run and is
+    /// its finding (a CUDA allocation refused for want of memory leaves the
+    /// context usable, so the script would otherwise go on failing).
+    until_failure: bool,
 }
 
 /// Why the walk over statements stopped early.
@@ -107,7 +111,14 @@ impl<'a> Engine<'a> {
             baseline: None,
             budget: None,
             last: None,
+            until_failure: false,
         }
+    }
+
+    /// The first unexpected driver error ends the run (`--until-failure`).
+    pub fn until_failure(mut self, on: bool) -> Self {
+        self.until_failure = on;
+        self
     }
 
     /// Allocation stops before memory above `baseline` would pass `budget`.
@@ -465,7 +476,9 @@ impl<'a> Engine<'a> {
         match result {
             Err(e)
                 if !stmt.expect_error
-                    && (stmt.stop_on_error || self.backend.error_ends_run(&e)) =>
+                    && (stmt.stop_on_error
+                        || self.until_failure
+                        || self.backend.error_ends_run(&e)) =>
             {
                 let DriverError { name, code } = e;
                 let lost = if self.backend.context_lost() {

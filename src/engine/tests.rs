@@ -87,7 +87,16 @@ struct Outcome {
     backend: FakeBackend,
 }
 
-fn run_with(script: &[Stmt], mut backend: FakeBackend, budget: Option<u64>) -> Outcome {
+fn run_with(script: &[Stmt], backend: FakeBackend, budget: Option<u64>) -> Outcome {
+    run_as(script, backend, budget, false)
+}
+
+fn run_as(
+    script: &[Stmt],
+    mut backend: FakeBackend,
+    budget: Option<u64>,
+    until_failure: bool,
+) -> Outcome {
     let mut events = Vec::new();
     let params = Params::new();
     let mem = Rc::new(Cell::new(0u64));
@@ -108,7 +117,8 @@ fn run_with(script: &[Stmt], mut backend: FakeBackend, budget: Option<u64>) -> O
             &mut control,
             &params,
         )
-        .with_budget(Some(0), budget);
+        .with_budget(Some(0), budget)
+        .until_failure(until_failure);
         engine.run(script)
     };
     Outcome {
@@ -412,6 +422,17 @@ fn where_errors_do_not_end_a_run_stop_on_error_still_does() {
     // With `# stop-on-error` on the failing line the script ends there.
     script[3].stop_on_error = true;
     let o = run_with(&script, failing(), None);
+    assert!(
+        matches!(&o.status, EndStatus::Failed { line: Some(4), .. }),
+        "{:?}",
+        o.status
+    );
+    assert!(!apis(&o).contains(&Api::ClFinish));
+    // With --until-failure the first refusal ends the run: it is the finding
+    // (on the H100 a refused cudaMalloc left the context usable, and a 1,000-
+    // iteration loop went on failing 981 times).
+    script[3].stop_on_error = false;
+    let o = run_as(&script, failing(), None, true);
     assert!(
         matches!(&o.status, EndStatus::Failed { line: Some(4), .. }),
         "{:?}",

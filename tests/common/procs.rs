@@ -76,6 +76,27 @@ pub fn own_fds() -> usize {
         .count()
 }
 
+/// What this process's open files are (`/proc/self/fd` links), counted by
+/// target: the evidence when their number grew.
+pub fn own_fd_targets() -> String {
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for entry in std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let target = std::fs::read_link(entry.path())
+            .map(|t| t.display().to_string())
+            .unwrap_or_else(|e| format!("({e})"));
+        *counts.entry(target).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(t, n)| format!("{n} x {t}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub fn signal(pid: u32, signal: rustix::process::Signal) {
     if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
         let _ = rustix::process::kill_process(p, signal);
