@@ -9,7 +9,7 @@ mod fold_tests;
 pub mod gap;
 pub mod iterations;
 mod load;
-mod objects;
+pub(crate) mod objects;
 mod samples;
 mod window;
 
