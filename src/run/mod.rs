@@ -8,6 +8,7 @@ pub mod fold;
 mod fold_tests;
 pub mod gap;
 pub mod iterations;
+mod live;
 mod load;
 pub(crate) mod objects;
 mod samples;
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 use crate::trace::ObjKind;
 pub use finding::Finding;
 pub use fold::{ApiFold, Folds, TagFold};
+pub use live::LiveIndex;
 pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
 pub use samples::{SAMPLES_KEPT, SampleStats};
@@ -86,6 +88,10 @@ pub struct Run {
     pub live_bytes: i64,
     /// Each object's latest state, by id.
     pub ledger: BTreeMap<u64, ObjState>,
+    /// The ledger indexed by what the live-objects panel and the gap ask of it.
+    pub live_index: LiveIndex,
+    /// Objects the worker listed as left at the end, per kind.
+    leaked: BTreeMap<ObjKind, usize>,
     /// Memory readings in time order, (t_ns, bytes): the worker's own (around each
     /// call) and the parent's samples until the run ended. Values are what the run
     /// calls "device memory" (the worker's own share where the source tells it).
@@ -162,6 +168,8 @@ impl Run {
             peak_live: BTreeMap::new(),
             live_bytes: 0,
             ledger: BTreeMap::new(),
+            live_index: LiveIndex::default(),
+            leaked: BTreeMap::new(),
             readings: Vec::new(),
             after_exit: Vec::new(),
             load: None,
@@ -239,7 +247,9 @@ impl Run {
                 let peak = self.peak_live.entry(o.kind).or_default();
                 *peak = (*peak).max(*live);
                 self.live_bytes += bytes;
+                let before = LiveIndex::before(&self.ledger, o.id);
                 objects::apply(&mut self.ledger, o);
+                self.live_index.update(&self.ledger, o.id, before);
                 // A lab's worker sends the call first, then the object it made.
                 if o.action == ObjectAction::Created
                     && let Some(c) = self.calls.last().filter(|c| c.object == Some(o.id))
@@ -284,6 +294,10 @@ impl Run {
                 None => self.claims.push(c.clone()),
             },
             Event::End(e) => {
+                self.leaked.clear();
+                for l in &e.leaked {
+                    *self.leaked.entry(l.kind).or_default() += 1;
+                }
                 self.end = Some(e.clone());
                 self.split_at_end(e.t_ns);
                 let start = self.meta.as_ref().map(|m| m.t_ns);
@@ -469,9 +483,10 @@ impl Run {
     /// Live objects per kind at the end: the worker's own list of what was left.
     pub fn live_at_end(&self) -> BTreeMap<ObjKind, usize> {
         let mut out: BTreeMap<ObjKind, usize> = ObjKind::ALL.iter().map(|k| (*k, 0)).collect();
-        if let Some(end) = &self.end {
-            for l in &end.leaked {
-                *out.entry(l.kind).or_default() += 1;
+        if self.end.is_some() {
+            // Counted when the end came: a list of 200,000 is not walked a frame.
+            for (k, n) in &self.leaked {
+                *out.entry(*k).or_default() += n;
             }
         } else {
             for (k, n) in &self.live {
