@@ -50,7 +50,8 @@ pub const OBJECTS_KEPT: usize = 10_000;
 /// [`SPANS_KEPT`], [`OBJECTS_KEPT`] and [`SAMPLES_KEPT`] are kept whole (`calls`,
 /// `spans`, `objects`, `samples`), for the timeline, the live panels and the one
 /// metric that looks at a block's calls and spans (`overlap`, of CUDA labs' short
-/// blocks). A run of fewer events keeps them all, and [`Run::keeping_all`] keeps
+/// blocks; inconclusive, saying why, when a block no longer lies whole in the
+/// window: [`Run::window_holds`]). A run of fewer events keeps them all, and [`Run::keeping_all`] keeps
 /// them all, every reading included, whatever the length (the exports of a
 /// recording, which draw every call).
 #[derive(Debug, Clone)]
@@ -66,6 +67,8 @@ pub struct Run {
     pub folds: Folds,
     /// The latest end of the device spans no longer in `spans`.
     spans_forgotten_end: Option<u64>,
+    /// The highest call seq of the device spans no longer in `spans`.
+    spans_forgotten_seq: Option<u64>,
     pub blocks: Vec<Block>,
     /// The most recent samples of the parent's sampler.
     pub samples: Recent<Sample>,
@@ -155,6 +158,7 @@ impl Run {
             spans: Recent::new(spans),
             folds: Folds::default(),
             spans_forgotten_end: None,
+            spans_forgotten_seq: None,
             blocks: Vec::new(),
             samples: Recent::new(SAMPLES_KEPT),
             sample_stats: SampleStats::default(),
@@ -265,6 +269,8 @@ impl Run {
                 if let Some(old) = self.spans.push(s.clone()) {
                     self.spans_forgotten_end =
                         Some(self.spans_forgotten_end.unwrap_or(0).max(old.end_ns));
+                    self.spans_forgotten_seq =
+                        Some(self.spans_forgotten_seq.unwrap_or(0).max(old.call_seq));
                 }
             }
             Event::Block(b) => {
@@ -335,6 +341,19 @@ impl Run {
     /// Every execution of the line(s) carrying `tag`, folded.
     pub fn tagged(&self, tag: &str) -> Option<&TagFold> {
         self.folds.tags.get(tag)
+    }
+
+    /// Whether the window still holds every call that began in `lo..=hi` and
+    /// every device span of those calls (`calls`: their seqs): what a metric
+    /// that reads a block's calls and spans needs to read all of them.
+    pub fn window_holds(&self, lo: u64, calls: &[u64]) -> bool {
+        let calls_whole =
+            self.calls.forgotten() == 0 || self.calls.first().is_some_and(|c| c.begin_ns < lo);
+        let spans_whole = match (self.spans_forgotten_seq, calls.iter().min()) {
+            (Some(gone), Some(first)) => gone < *first,
+            _ => true,
+        };
+        calls_whole && spans_whole
     }
 
     /// The first `repeat` block carrying `tag`.
