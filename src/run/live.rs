@@ -190,8 +190,8 @@ impl LiveIndex {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Run;
     use super::*;
-    use crate::run::Run;
     use crate::trace::{Event, ObjectAction, ObjectEvent};
 
     /// The index as a walk of every object would find it.
