@@ -21,8 +21,9 @@ use gpulab::tui::{Dashboard, Theme};
 const SECOND: u64 = 1_000_000_000;
 
 /// Loads a run of `calls` host calls, as many device spans and 60 s of 1 kHz
-/// samples into `app`'s first slot.
-fn heavy_run(app: &mut App, calls: u64) -> Vec<Event> {
+/// samples into `app`'s first slot; then `leaked` more live events, as a lab
+/// that forgets them leaves them (see [`leaked_events`]).
+fn heavy_run(app: &mut App, calls: u64, leaked: u64) -> Vec<Event> {
     app.update(Msg::Doctor(Availability::device("bench device")));
     let pos = app
         .labs
@@ -119,6 +120,7 @@ fn heavy_run(app: &mut App, calls: u64) -> Vec<Event> {
             end_ns: t + 40_000_000,
         }));
     }
+    events.extend(leaked_events(calls, leaked));
     for s in 0..60_000u64 {
         events.push(Event::Sample(trace::Sample {
             t_ns: s * 1_000_000,
@@ -138,6 +140,73 @@ fn heavy_run(app: &mut App, calls: u64) -> Vec<Event> {
     events
 }
 
+/// `n` events alive at once, ids from `first` on, as `cl-forgotten-events` leaves
+/// them: each refers to its queue and to one of 1,000 buffers the lab released
+/// (a buffer the events keep from its memory), every other one forgotten.
+fn leaked_events(first: u64, n: u64) -> Vec<Event> {
+    let object = |id: u64, kind, action, refcount, refs: Vec<u64>| {
+        Event::Object(trace::ObjectEvent {
+            t_ns: 30 * SECOND,
+            id,
+            kind,
+            action,
+            handle: None,
+            bytes: if kind == ObjKind::Buffer { 1 << 20 } else { 0 },
+            refcount,
+            refs,
+            line: Some(54),
+            stack: None,
+        })
+    };
+    let (queue, buffers) = (first, first + 1);
+    let events = buffers + 1000;
+    let mut out = vec![object(
+        queue,
+        ObjKind::Queue,
+        trace::ObjectAction::Created,
+        1,
+        vec![],
+    )];
+    for b in buffers..events {
+        out.push(object(
+            b,
+            ObjKind::Buffer,
+            trace::ObjectAction::Created,
+            1,
+            vec![],
+        ));
+    }
+    for i in 0..n {
+        let refs = vec![queue, buffers + i % 1000];
+        out.push(object(
+            events + i,
+            ObjKind::Event,
+            trace::ObjectAction::Created,
+            1,
+            refs,
+        ));
+        if i % 2 == 0 {
+            out.push(object(
+                events + i,
+                ObjKind::Event,
+                trace::ObjectAction::Forgotten,
+                1,
+                vec![],
+            ));
+        }
+    }
+    for b in buffers..events {
+        out.push(object(
+            b,
+            ObjKind::Buffer,
+            trace::ObjectAction::Released,
+            0,
+            vec![],
+        ));
+    }
+    out
+}
+
 fn benches(c: &mut Criterion) {
     let mut app = App::new(
         LabSet::load(&[]).labs().to_vec(),
@@ -153,7 +222,7 @@ fn benches(c: &mut Criterion) {
         vec![],
         Theme::chosen(gpulab::color::Choice::Auto),
     );
-    heavy_run(&mut big, 200_000);
+    heavy_run(&mut big, 200_000, 0);
     c.bench_function(
         "draw a 200x60 frame: 200,000 calls and spans, 60 s of 1 kHz samples",
         |b| {
@@ -165,7 +234,25 @@ fn benches(c: &mut Criterion) {
         },
     );
     drop(big);
-    let events = heavy_run(&mut app, 1000);
+    // 200,000 objects alive and few calls: the live-objects panel and the gap.
+    let mut live = App::new(
+        LabSet::load(&[]).labs().to_vec(),
+        vec![],
+        Theme::chosen(gpulab::color::Choice::Auto),
+    );
+    heavy_run(&mut live, 1000, 200_000);
+    c.bench_function(
+        "draw a 200x60 frame: 200,000 live objects, 1,000 calls",
+        |b| {
+            b.iter(|| {
+                buf.reset();
+                (&Dashboard { app: &live }).render(area, &mut buf);
+                black_box(&buf);
+            })
+        },
+    );
+    drop(live);
+    let events = heavy_run(&mut app, 1000, 0);
     c.bench_function(
         "draw a 200x60 frame: 60 s of 1 kHz samples, 1,000 spans",
         |b| {

@@ -2,12 +2,15 @@
 //! (`--svg`, `--png`, optionally `--compare OTHER` stacked beneath) or as a page to
 //! share (`--html`). `-` as OUT writes to stdout.
 
-use std::io::Write;
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use gpulab::export::{chrome, figure, html};
 use gpulab::lab::LabSet;
 use gpulab::run::Run;
+use gpulab::trace::{Event, stream_recording};
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::{ExportArgs, Format};
@@ -29,7 +32,13 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
             "--compare draws figures (--svg, --png) and traces (--chrome); a page holds one run",
         ));
     }
-    // A trace, a figure and a page draw every call and span of the run, not a window.
+    if let Some(out) = &args.chrome {
+        chrome_trace(&args.file, args.compare.as_deref(), out)?;
+    }
+    if args.svg.is_none() && args.png.is_none() && args.html.is_none() {
+        return Ok(EXIT_OK);
+    }
+    // A figure and a page draw every call and span of the run, not a window.
     let run = super::report::load_into(&args.file, Run::keeping_all())?;
     let other = args
         .compare
@@ -37,11 +46,6 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
         .map(|f| super::report::load_into(f, Run::keeping_all()))
         .transpose()?;
     let runs: Vec<_> = std::iter::once(&run).chain(other.as_ref()).collect();
-    if let Some(out) = &args.chrome {
-        let mut text = Vec::new();
-        chrome::write_all(&runs, &mut text)?;
-        write(out, &text)?;
-    }
     if args.svg.is_some() || args.png.is_some() {
         let svg = figure::svg(&runs);
         if let Some(out) = &args.svg {
@@ -78,6 +82,49 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
         write(out, page.as_bytes())?;
     }
     Ok(EXIT_OK)
+}
+
+/// The Chrome trace of `file` (and `compare`), streamed from the recordings: each
+/// is read twice, event by event, and never held whole. A damaged line is named
+/// on stderr once, by the first pass.
+fn chrome_trace(file: &Path, compare: Option<&Path>, out: &Path) -> anyhow::Result<()> {
+    let recording = |path: &Path| {
+        let path = path.to_path_buf();
+        let first = Cell::new(true);
+        move |each: &mut dyn FnMut(Event)| -> std::io::Result<()> {
+            let f = File::open(&path).map_err(|e| {
+                std::io::Error::other(format!("cannot open {}: {e}", path.display()))
+            })?;
+            let problems = stream_recording(BufReader::new(f), each)
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+            if first.replace(false) {
+                for p in &problems {
+                    eprintln!(
+                        "gpulab: {}: {}",
+                        path.display(),
+                        gpulab::report::printable(&p.to_string())
+                    );
+                }
+            }
+            Ok(())
+        }
+    };
+    let recordings = std::iter::once(file)
+        .chain(compare)
+        .map(recording)
+        .collect();
+    let trace = chrome::Trace::outline(recordings).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    if out == Path::new("-") {
+        trace.write(std::io::stdout().lock())?;
+        return Ok(());
+    }
+    let f = File::create(out)
+        .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", out.display())))?;
+    trace
+        .write(f)
+        .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", out.display())))?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
 }
 
 /// What `export` can write, as its options name them.

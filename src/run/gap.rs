@@ -31,11 +31,21 @@ impl Gap {
     }
 }
 
+/// Every cause, for a report.
 pub fn of(run: &Run) -> Gap {
+    within(run, usize::MAX)
+}
+
+/// The causes, of which at most `refers` "live event refers to released buffer"
+/// lines (one per event and buffer: a run that forgot 200,000 events has that
+/// many; a panel shows a screenful). Read from the ledger's index
+/// ([`super::LiveIndex`]), never a walk of every object.
+pub fn within(run: &Run, refers: usize) -> Gap {
     let ledger = run.live_bytes;
     let device = run.device_above_baseline();
     let mut causes = Vec::new();
     let objs = &run.ledger;
+    let index = &run.live_index;
     // The driver's deletions are seen for this kind: one was, or an agent in a
     // watched program said it watches them (then none at all is a finding too).
     let destroys = |kind: ObjKind| {
@@ -45,48 +55,39 @@ pub fn of(run: &Run) -> Gap {
             })
     };
 
-    let forgotten: Vec<_> = objs
-        .values()
-        .filter(|o| o.forgotten && !o.destroyed())
-        .collect();
-    if let Some(first) = forgotten.first() {
+    let forgotten = index.forgotten.len();
+    if let Some(first) = index.forgotten.first().and_then(|id| objs.get(id)) {
         let line = first
             .line
             .map(|l| format!(" (line {l})"))
             .unwrap_or_default();
         causes.push(format!(
             "{} {}{} forgotten, never released{line}",
-            forgotten.len(),
+            forgotten,
             first.kind.as_str(),
-            if forgotten.len() == 1 { "" } else { "s" }
+            if forgotten == 1 { "" } else { "s" }
         ));
     }
-    for (_, o) in objs
-        .iter()
-        .filter(|(_, o)| o.kind == ObjKind::Event && o.held())
-    {
-        for r in &o.refs {
-            if let Some(buf) = objs
-                .get(r)
-                .filter(|b| b.kind == ObjKind::Buffer && !b.held())
-            {
-                causes.push(format!(
-                    "live event {} refers to released buffer {}",
-                    o.name(),
-                    buf.name()
-                ));
-            }
+    for (event, _, buffer) in index.dangling.iter().take(refers) {
+        if let (Some(o), Some(buf)) = (objs.get(event), objs.get(buffer)) {
+            causes.push(format!(
+                "live event {} refers to released buffer {}",
+                o.name(),
+                buf.name()
+            ));
         }
     }
     for kind in [ObjKind::Buffer, ObjKind::Context] {
         if !destroys(kind) {
             continue;
         }
-        let pending: Vec<_> = objs
-            .values()
-            .filter(|o| o.kind == kind && o.refcount == 0 && !o.destroyed())
-            .collect();
-        if let Some(first) = pending.first() {
+        let pending = index.pending.get(&kind).map_or(0, |p| p.len());
+        if let Some(first) = index
+            .pending
+            .get(&kind)
+            .and_then(|p| p.first())
+            .and_then(|id| objs.get(id))
+        {
             let what = if kind == ObjKind::Buffer {
                 "pending free"
             } else {
@@ -96,18 +97,15 @@ pub fn of(run: &Run) -> Gap {
                 "{} {} released, not destroyed by the driver yet ({what}{})",
                 kind.as_str(),
                 first.name(),
-                if pending.len() > 1 {
-                    format!(", {} in all", pending.len())
+                if pending > 1 {
+                    format!(", {pending} in all")
                 } else {
                     String::new()
                 }
             ));
         }
     }
-    let contexts = objs
-        .values()
-        .filter(|o| o.kind == ObjKind::Context && o.held())
-        .count();
+    let contexts = index.held.get(&ObjKind::Context).copied().unwrap_or(0);
     if contexts > 0 && device.is_some_and(|d| d - ledger > 4 << 20) {
         causes.push(format!(
             "context reserve: {contexts} live context{} hold device memory of their own",
@@ -175,12 +173,8 @@ pub fn of(run: &Run) -> Gap {
     };
     let still_mapped = ok_calls("cuMemMap") > ok_calls("cuMemUnmap");
     if still_mapped
-        && let Some(mem) = objs
-            .values()
-            .find(|o| o.kind == ObjKind::MemHandle && !o.held() && o.bytes > 0)
-        && objs
-            .values()
-            .any(|o| o.kind == ObjKind::VaRange && o.held())
+        && let Some(mem) = index.loose_mem_handles.first().and_then(|id| objs.get(id))
+        && index.held.get(&ObjKind::VaRange).is_some_and(|n| *n > 0)
     {
         causes.push(format!(
             "mem handle {} released while mapped: the mapping keeps its {:.1} MiB until cuMemUnmap",
@@ -188,7 +182,7 @@ pub fn of(run: &Run) -> Gap {
             crate::units::mib(mem.bytes)
         ));
     }
-    let anything_held = objs.values().any(|o| o.held() || o.forgotten);
+    let anything_held = index.holding > 0;
     // Only when nothing above explains it: then it is the driver's own keeping.
     if causes.is_empty()
         && run.end.is_some()

@@ -8,8 +8,9 @@ pub mod fold;
 mod fold_tests;
 pub mod gap;
 pub mod iterations;
+mod live;
 mod load;
-mod objects;
+pub(crate) mod objects;
 mod samples;
 mod window;
 
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 use crate::trace::ObjKind;
 pub use finding::Finding;
 pub use fold::{ApiFold, Folds, TagFold};
+pub use live::LiveIndex;
 pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
 pub use samples::{SAMPLES_KEPT, SampleStats};
@@ -48,7 +50,8 @@ pub const OBJECTS_KEPT: usize = 10_000;
 /// [`SPANS_KEPT`], [`OBJECTS_KEPT`] and [`SAMPLES_KEPT`] are kept whole (`calls`,
 /// `spans`, `objects`, `samples`), for the timeline, the live panels and the one
 /// metric that looks at a block's calls and spans (`overlap`, of CUDA labs' short
-/// blocks). A run of fewer events keeps them all, and [`Run::keeping_all`] keeps
+/// blocks; inconclusive, saying why, when a block no longer lies whole in the
+/// window: [`Run::window_holds`]). A run of fewer events keeps them all, and [`Run::keeping_all`] keeps
 /// them all, every reading included, whatever the length (the exports of a
 /// recording, which draw every call).
 #[derive(Debug, Clone)]
@@ -64,6 +67,8 @@ pub struct Run {
     pub folds: Folds,
     /// The latest end of the device spans no longer in `spans`.
     spans_forgotten_end: Option<u64>,
+    /// The highest call seq of the device spans no longer in `spans`.
+    spans_forgotten_seq: Option<u64>,
     pub blocks: Vec<Block>,
     /// The most recent samples of the parent's sampler.
     pub samples: Recent<Sample>,
@@ -86,6 +91,10 @@ pub struct Run {
     pub live_bytes: i64,
     /// Each object's latest state, by id.
     pub ledger: BTreeMap<u64, ObjState>,
+    /// The ledger indexed by what the live-objects panel and the gap ask of it.
+    pub live_index: LiveIndex,
+    /// Objects the worker listed as left at the end, per kind.
+    leaked: BTreeMap<ObjKind, usize>,
     /// Memory readings in time order, (t_ns, bytes): the worker's own (around each
     /// call) and the parent's samples until the run ended. Values are what the run
     /// calls "device memory" (the worker's own share where the source tells it).
@@ -149,6 +158,7 @@ impl Run {
             spans: Recent::new(spans),
             folds: Folds::default(),
             spans_forgotten_end: None,
+            spans_forgotten_seq: None,
             blocks: Vec::new(),
             samples: Recent::new(SAMPLES_KEPT),
             sample_stats: SampleStats::default(),
@@ -162,6 +172,8 @@ impl Run {
             peak_live: BTreeMap::new(),
             live_bytes: 0,
             ledger: BTreeMap::new(),
+            live_index: LiveIndex::default(),
+            leaked: BTreeMap::new(),
             readings: Vec::new(),
             after_exit: Vec::new(),
             load: None,
@@ -239,7 +251,9 @@ impl Run {
                 let peak = self.peak_live.entry(o.kind).or_default();
                 *peak = (*peak).max(*live);
                 self.live_bytes += bytes;
+                let before = LiveIndex::before(&self.ledger, o.id);
                 objects::apply(&mut self.ledger, o);
+                self.live_index.update(&self.ledger, o.id, before);
                 // A lab's worker sends the call first, then the object it made.
                 if o.action == ObjectAction::Created
                     && let Some(c) = self.calls.last().filter(|c| c.object == Some(o.id))
@@ -255,6 +269,8 @@ impl Run {
                 if let Some(old) = self.spans.push(s.clone()) {
                     self.spans_forgotten_end =
                         Some(self.spans_forgotten_end.unwrap_or(0).max(old.end_ns));
+                    self.spans_forgotten_seq =
+                        Some(self.spans_forgotten_seq.unwrap_or(0).max(old.call_seq));
                 }
             }
             Event::Block(b) => {
@@ -284,6 +300,10 @@ impl Run {
                 None => self.claims.push(c.clone()),
             },
             Event::End(e) => {
+                self.leaked.clear();
+                for l in &e.leaked {
+                    *self.leaked.entry(l.kind).or_default() += 1;
+                }
                 self.end = Some(e.clone());
                 self.split_at_end(e.t_ns);
                 let start = self.meta.as_ref().map(|m| m.t_ns);
@@ -321,6 +341,19 @@ impl Run {
     /// Every execution of the line(s) carrying `tag`, folded.
     pub fn tagged(&self, tag: &str) -> Option<&TagFold> {
         self.folds.tags.get(tag)
+    }
+
+    /// Whether the window still holds every call that began in `lo..=hi` and
+    /// every device span of those calls (`calls`: their seqs): what a metric
+    /// that reads a block's calls and spans needs to read all of them.
+    pub fn window_holds(&self, lo: u64, calls: &[u64]) -> bool {
+        let calls_whole =
+            self.calls.forgotten() == 0 || self.calls.first().is_some_and(|c| c.begin_ns < lo);
+        let spans_whole = match (self.spans_forgotten_seq, calls.iter().min()) {
+            (Some(gone), Some(first)) => gone < *first,
+            _ => true,
+        };
+        calls_whole && spans_whole
     }
 
     /// The first `repeat` block carrying `tag`.
@@ -469,9 +502,10 @@ impl Run {
     /// Live objects per kind at the end: the worker's own list of what was left.
     pub fn live_at_end(&self) -> BTreeMap<ObjKind, usize> {
         let mut out: BTreeMap<ObjKind, usize> = ObjKind::ALL.iter().map(|k| (*k, 0)).collect();
-        if let Some(end) = &self.end {
-            for l in &end.leaked {
-                *out.entry(l.kind).or_default() += 1;
+        if self.end.is_some() {
+            // Counted when the end came: a list of 200,000 is not walked a frame.
+            for (k, n) in &self.leaked {
+                *out.entry(*k).or_default() += n;
             }
         } else {
             for (k, n) in &self.live {

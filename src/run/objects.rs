@@ -93,7 +93,7 @@ impl ObjState {
 }
 
 /// Folds `o` into the states by id.
-pub(super) fn apply(states: &mut BTreeMap<u64, ObjState>, o: &ObjectEvent) {
+pub(crate) fn apply(states: &mut BTreeMap<u64, ObjState>, o: &ObjectEvent) {
     let st = states.entry(o.id).or_insert_with(|| ObjState::new(o));
     match o.action {
         ObjectAction::Destroyed => st.destroyed_ns = Some(o.t_ns),

@@ -8,6 +8,8 @@ use crate::units::MIB_F64 as MIB;
 /// `overlap(tag)`: of the time the device was busy with work enqueued inside the
 /// tagged block (or by the tagged lines), the fraction during which work of two or
 /// more streams ran at once. 0 = fully serialized, 1 = always side by side.
+/// Read from the run's window of calls and spans: a block that no longer lies
+/// whole in it is not judged (an error, so the claim is inconclusive).
 pub fn overlap(run: &Run, tag: &str) -> Result<f64, String> {
     let (lo, hi) = match run.tagged_block(tag) {
         Some(b) => (b.begin_ns, b.end_ns),
@@ -24,6 +26,16 @@ pub fn overlap(run: &Run, tag: &str) -> Result<f64, String> {
         .filter(|c| c.begin_ns >= lo && c.end_ns <= hi)
         .map(|c| c.seq)
         .collect();
+    // The sweep needs every span of the block: judged on part of it, a block
+    // that overlapped early and serialized late would read as serialized.
+    if !run.window_holds(lo, &seqs) {
+        return Err(format!(
+            "`{tag}` is longer than the run keeps whole (its last {} calls and {} device \
+             spans): overlap is judged on a whole block only",
+            crate::run::CALLS_KEPT,
+            crate::run::SPANS_KEPT
+        ));
+    }
     let spans: Vec<(u64, u64, u64)> = run
         .spans
         .iter()
@@ -134,7 +146,102 @@ pub fn graph_mem_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String
 
 #[cfg(test)]
 mod tests {
-    use super::{Run, custom_pool_mib, graph_mem_mib, overlap_of};
+    use super::{Run, custom_pool_mib, graph_mem_mib, overlap, overlap_of};
+    use crate::trace::{Block, Call, CallStatus, DeviceSpan, Event};
+
+    /// A `repeat` block tagged `loop` of `n` iterations from `t0` (ns), each
+    /// launching a 10 µs kernel on two streams: side by side in the first
+    /// `side_by_side` iterations, one after the other in the rest.
+    fn pipeline(seq0: u64, t0: u64, n: u64, side_by_side: u64) -> Vec<Event> {
+        let mut events = Vec::new();
+        let mut seq = seq0;
+        let it = 100_000;
+        for i in 0..n {
+            let t = t0 + i * it;
+            for q in [1u64, 2] {
+                let begin = t + q * 10;
+                events.push(Event::Call(Call {
+                    seq,
+                    pid: 1,
+                    thread: 0,
+                    line: Some(5),
+                    iter: vec![i as u32],
+                    tag: None,
+                    api: "cudaLaunchKernel".into(),
+                    driver: "cuLaunchKernel".into(),
+                    begin_ns: begin,
+                    end_ns: begin + 5,
+                    status: CallStatus::Ok,
+                    expect_error: false,
+                    mem_before: None,
+                    mem_after: None,
+                    object: None,
+                    cuda: None,
+                }));
+                let start = if i < side_by_side {
+                    t + 100
+                } else {
+                    t + 100 + (q - 1) * 20_000
+                };
+                events.push(Event::DeviceSpan(DeviceSpan {
+                    queue: q,
+                    queue_name: None,
+                    name: "spin".into(),
+                    call_seq: seq,
+                    line: Some(5),
+                    queued_ns: begin,
+                    begin_ns: start,
+                    end_ns: start + 10_000,
+                }));
+                seq += 1;
+            }
+        }
+        events.push(Event::Block(Block {
+            line: 4,
+            tag: Some("loop".into()),
+            iterations: n as u32,
+            planned: n as u32,
+            begin_ns: t0,
+            end_ns: t0 + n * it,
+            mem_before: None,
+            mem_after: None,
+        }));
+        events
+    }
+
+    /// A block longer than the window: its early, overlapped half is gone from
+    /// the window and only the serialized half is left. Judged on what is left,
+    /// it would read 0; it is not judged, and says why.
+    #[test]
+    fn a_block_longer_than_the_window_is_not_judged_on_its_tail() {
+        let n = crate::run::CALLS_KEPT as u64;
+        let run = Run::from_events(&pipeline(0, 0, n, n / 2));
+        let why = overlap(&run, "loop").unwrap_err();
+        assert!(
+            why.contains("overlap is judged on a whole block only"),
+            "{why}"
+        );
+        // The same block kept whole is judged: half of it side by side.
+        let all = Run::folding(Run::keeping_all(), &pipeline(0, 0, n, n / 2));
+        let v = overlap(&all, "loop").unwrap();
+        assert!(v > 0.3 && v < 0.4, "{v}");
+    }
+
+    /// A short block after a long run still lies whole in the window.
+    #[test]
+    fn a_short_block_at_the_end_of_a_long_run_is_judged() {
+        let n = crate::run::CALLS_KEPT as u64;
+        let mut events = pipeline(0, 0, n, n);
+        let mut late = pipeline(2 * n, 10 * n * 100_000, 12, 12);
+        // Its own tag, so the first block carrying it is this one.
+        if let Some(Event::Block(b)) = late.last_mut() {
+            b.tag = Some("late".into());
+        }
+        events.extend(late);
+        let run = Run::from_events(&events);
+        assert_eq!(overlap(&run, "late"), Ok(1.0));
+        assert!(overlap(&run, "loop").is_err());
+    }
 
     fn recorded(name: &str) -> Run {
         let path = format!(

@@ -3,8 +3,6 @@
 //! baseline, the gap highlighted with its causes, and whether memory came back
 //! once the worker was gone.
 
-use std::collections::BTreeMap;
-
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -25,16 +23,16 @@ pub struct ObjectsPanel<'a> {
 }
 
 impl ObjectsPanel<'_> {
-    fn lines(&self, run: &RunState, w: usize) -> Vec<Line<'static>> {
+    /// The panel's lines; of the causes, no more than `h` rows can show.
+    fn lines(&self, run: &RunState, w: usize, h: usize) -> Vec<Line<'static>> {
         // Narrow panels (80x24) keep the short labels of the old table.
         let lw = if w >= 32 { 13 } else { 9 };
         let bw = w.saturating_sub(lw + 6).min(10);
         let t = self.theme;
         let live = run.run.live_counts();
-        let mut bytes: BTreeMap<ObjKind, u64> = BTreeMap::new();
-        for o in run.run.ledger.values().filter(|o| o.held()) {
-            *bytes.entry(o.kind).or_default() += o.bytes;
-        }
+        // Folded as objects come and go: a frame never walks the ledger.
+        let index = &run.run.live_index;
+        let bytes = &index.held_bytes;
         let mut out = vec![Line::styled(
             format!(
                 "{:<lw$}{:>5} {:>bw$}",
@@ -55,7 +53,7 @@ impl ObjectsPanel<'_> {
                 .filter(|k| of.iter().any(|kinds| kinds.contains(k)))
                 .collect()
         };
-        let made = |k: ObjKind| run.run.ledger.values().any(|o| o.kind == k);
+        let made = |k: ObjKind| index.made.contains(&k);
         for kind in kinds
             .into_iter()
             .filter(|&k| !Api::listed_when_made(k) || made(k))
@@ -73,7 +71,7 @@ impl ObjectsPanel<'_> {
                 style,
             ));
         }
-        let g = gap::of(&run.run);
+        let g = gap::within(&run.run, h);
         out.push(Line::from(vec![
             Span::styled("ledger  ", t.dim()),
             Span::raw(fmt_mib(g.ledger as f64)),
@@ -148,7 +146,9 @@ impl Widget for &ObjectsPanel<'_> {
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
         let lines = match self.run {
-            Some(run) if run.run.meta.is_some() => self.lines(run, inner.width as usize),
+            Some(run) if run.run.meta.is_some() => {
+                self.lines(run, inner.width as usize, inner.height as usize)
+            }
             _ => vec![Line::styled("no run yet", self.theme.dim())],
         };
         Paragraph::new(lines)

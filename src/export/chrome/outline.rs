@@ -1,0 +1,134 @@
+//! The first pass over a recording: the little a trace needs before its events
+//! are written (the process's name and pid, the queues' tracks, the run's start
+//! and end, which device spans lie far from their call), and its claims. Its
+//! size does not grow with the recording's calls.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use crate::trace::{ClaimVerdict, Event, Meta};
+
+/// Calls whose times a pass keeps at hand for the device spans that follow them:
+/// a worker sends a call's spans within a few calls of it.
+const CALLS_NEAR: usize = 10_000;
+
+/// What the first pass learnt of one recording.
+#[derive(Debug, Default)]
+pub(super) struct Outline {
+    /// The latest `meta` event (a run keeps the latest).
+    pub meta: Option<Meta>,
+    first_begin: Option<u64>,
+    last_call_end: Option<u64>,
+    /// Each `end` event: its place in the stream and its time.
+    pub ends: Vec<(u64, u64)>,
+    /// Each queue or stream, in the order its first span came, with its name.
+    pub queues: Vec<(u64, String)>,
+    /// Calls whose spans came when the call was not among the [`CALLS_NEAR`]
+    /// latest (long before, or not yet): the second pass keeps their times.
+    pub far: BTreeSet<u64>,
+    pub claims: Vec<ClaimVerdict>,
+}
+
+impl Outline {
+    /// Reads one pass of events (`each` hands them over in order).
+    pub fn of(
+        each: impl FnOnce(&mut dyn FnMut(Event)) -> std::io::Result<()>,
+    ) -> std::io::Result<Outline> {
+        let mut o = Outline::default();
+        let mut near = NearCalls::default();
+        let mut index = 0u64;
+        each(&mut |e| {
+            match e {
+                Event::Meta(m) => o.meta = Some(*m),
+                Event::Call(c) => {
+                    o.first_begin.get_or_insert(c.begin_ns);
+                    o.last_call_end = Some(c.end_ns);
+                    near.push(c.seq, (c.begin_ns, c.end_ns));
+                }
+                Event::DeviceSpan(s) => {
+                    if !o.queues.iter().any(|(q, _)| *q == s.queue) {
+                        let name = s.queue_name.unwrap_or_else(|| format!("#{}", s.queue));
+                        o.queues.push((s.queue, name));
+                    }
+                    if near.get(s.call_seq).is_none() {
+                        o.far.insert(s.call_seq);
+                    }
+                }
+                Event::Claim(c) => match o.claims.iter_mut().find(|x| x.name == c.name) {
+                    Some(old) => *old = c,
+                    None => o.claims.push(c),
+                },
+                Event::End(e) => o.ends.push((index, e.t_ns)),
+                _ => {}
+            }
+            index += 1;
+        })?;
+        Ok(o)
+    }
+
+    /// Start of the run: the meta event's time, else the first call's (as
+    /// [`crate::run::Run::t0`]).
+    pub fn t0(&self) -> u64 {
+        self.meta
+            .as_ref()
+            .map(|m| m.t_ns)
+            .or(self.first_begin)
+            .unwrap_or(0)
+    }
+
+    /// The end of the run: the end event's time, else the last call's end.
+    pub fn end_ns(&self) -> u64 {
+        self.ends
+            .last()
+            .map(|e| e.1)
+            .or(self.last_call_end)
+            .unwrap_or(self.t0())
+    }
+
+    /// Whether a memory reading at `t`, the `index`th event of the stream, is one
+    /// the run keeps (as `Run::apply` keeps readings): none past an end event
+    /// that came after it, and no sample taken after an end that came before it.
+    pub fn keeps_reading(&self, index: u64, t: u64, sample: bool) -> bool {
+        let cut_later = self
+            .ends
+            .iter()
+            .filter(|(i, _)| *i > index)
+            .any(|(_, end)| t > *end);
+        let after_end = sample
+            && self
+                .ends
+                .iter()
+                .rev()
+                .find(|(i, _)| *i < index)
+                .is_some_and(|(_, end)| t > *end);
+        !cut_later && !after_end
+    }
+}
+
+/// The latest [`CALLS_NEAR`] calls' times by seq.
+#[derive(Debug, Default)]
+pub(super) struct NearCalls {
+    order: VecDeque<u64>,
+    /// Times of the latest call of each seq, and how many of `order` carry it.
+    times: HashMap<u64, ((u64, u64), u32)>,
+}
+
+impl NearCalls {
+    pub fn push(&mut self, seq: u64, times: (u64, u64)) {
+        let e = self.times.entry(seq).or_insert((times, 0));
+        *e = (times, e.1 + 1);
+        self.order.push_back(seq);
+        if self.order.len() > CALLS_NEAR
+            && let Some(old) = self.order.pop_front()
+            && let Some(e) = self.times.get_mut(&old)
+        {
+            e.1 -= 1;
+            if e.1 == 0 {
+                self.times.remove(&old);
+            }
+        }
+    }
+
+    pub fn get(&self, seq: u64) -> Option<(u64, u64)> {
+        self.times.get(&seq).map(|e| e.0)
+    }
+}
