@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::io::Read;
 use std::os::fd::FromRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use nvml_wrapper::Nvml;
@@ -135,6 +135,50 @@ fn cuda(c: &mut Criterion) {
     });
     c.bench_function("cuda/drain", |b| {
         b.iter(|| black_box(backend.drain().len()))
+    });
+    // A line that allocates or frees: NVML's readings right after the device's
+    // memory moved (the worker reads the process list then, for its own share).
+    let Ok(nvml) = Nvml::init() else { return };
+    let Ok(device) = nvml.device_by_index(0) else {
+        return;
+    };
+    fn after_alloc(iters: u64, read: &dyn Fn()) -> Duration {
+        let mut spent = Duration::ZERO;
+        for _ in 0..iters {
+            // SAFETY: a plain allocation in the current context, freed below.
+            let Ok(p) = (unsafe { cudarc::driver::result::malloc_sync(1 << 20) }) else {
+                break;
+            };
+            let t = Instant::now();
+            read();
+            spent += t.elapsed();
+            // SAFETY: `p` was allocated above and is freed once.
+            let _ = unsafe { cudarc::driver::result::free_sync(p) };
+        }
+        spent
+    }
+    c.bench_function("nvml/memory_info_after_alloc", |b| {
+        b.iter_custom(|iters| {
+            after_alloc(iters, &|| {
+                black_box(device.memory_info().ok());
+            })
+        })
+    });
+    c.bench_function("nvml/process_list_after_alloc", |b| {
+        b.iter_custom(|iters| {
+            after_alloc(iters, &|| {
+                black_box(device.running_compute_processes().map(|l| l.len()).ok());
+            })
+        })
+    });
+    c.bench_function("cuda/malloc_free_1MiB", |b| {
+        b.iter(|| {
+            // SAFETY: allocated and freed here, once each.
+            if let Ok(p) = unsafe { cudarc::driver::result::malloc_sync(1 << 20) } {
+                // SAFETY: as above.
+                let _ = unsafe { cudarc::driver::result::free_sync(p) };
+            }
+        })
     });
 }
 
