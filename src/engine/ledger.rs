@@ -54,6 +54,10 @@ impl Entry {
 #[derive(Debug, Default)]
 pub struct Ledger {
     entries: BTreeMap<ObjId, Entry>,
+    /// Bytes of the entries not released, kept as they change: the budget check
+    /// asks for it around every call, and summing every entry ever made cost an
+    /// allocating loop ~200 µs a line by its 20,000th iteration (H100).
+    live_bytes: u64,
 }
 
 impl Ledger {
@@ -66,7 +70,8 @@ impl Ledger {
         refs: Vec<ObjId>,
         line: Option<u32>,
     ) -> &Entry {
-        self.entries.insert(
+        self.live_bytes += bytes;
+        let replaced = self.entries.insert(
             id,
             Entry {
                 id,
@@ -80,6 +85,11 @@ impl Ledger {
                 destroyed_ns: None,
             },
         );
+        if let Some(old) = replaced
+            && old.state != State::Released
+        {
+            self.live_bytes = self.live_bytes.saturating_sub(old.bytes);
+        }
         &self.entries[&id]
     }
 
@@ -98,6 +108,7 @@ impl Ledger {
             e.refcount = e.refcount.saturating_sub(1);
             if e.refcount == 0 {
                 e.state = State::Released;
+                self.live_bytes = self.live_bytes.saturating_sub(e.bytes);
             }
         }
         Some(e)
@@ -135,7 +146,7 @@ impl Ledger {
     }
 
     pub fn live_bytes(&self) -> u64 {
-        self.live().map(|e| e.bytes).sum()
+        self.live_bytes
     }
 
     /// Live objects that refer to `id`: what may keep a released buffer pinned.
@@ -173,5 +184,36 @@ mod tests {
         assert_eq!(l.live_count(ObjKind::Event), 1);
         assert_eq!(l.live_bytes(), 0);
         assert_eq!(l.referrers(1), vec![2]);
+    }
+
+    /// The kept sum is the sum of the entries not released, whatever order
+    /// creates (new ids and reused ones), retains, releases past zero and
+    /// forgets come in.
+    #[test]
+    fn live_bytes_is_the_sum_of_what_is_not_released() {
+        let mut l = Ledger::default();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for step in 0..5_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let id = x % 40;
+            match (x >> 8) % 5 {
+                0 | 1 => {
+                    l.create(id, ObjKind::Buffer, None, (x >> 16) % 1000, vec![], None);
+                }
+                2 => {
+                    l.retain(id);
+                }
+                3 => {
+                    l.release(id);
+                }
+                _ => {
+                    l.forget(id);
+                }
+            }
+            let walked: u64 = l.live().map(|e| e.bytes).sum();
+            assert_eq!(l.live_bytes(), walked, "after step {step}");
+        }
     }
 }
