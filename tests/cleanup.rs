@@ -23,7 +23,7 @@ const DEFAULT_SEED: u64 = 12;
 
 /// NVML's device-wide figure may differ from the one before the run by this
 /// much and count as "back": the issue's ±4 MiB (the after-exit watch's slack).
-const BACK_SLACK: u64 = 4 << 20;
+const BACK_SLACK: u64 = common::GPU_BACK_SLACK;
 
 fn seed() -> u64 {
     std::env::var("GPULAB_CLEANUP_SEED")
@@ -212,11 +212,6 @@ fn every_opencl_variant_cut_at_a_random_line_leaves_nothing_behind() {
     );
 }
 
-/// NVML's device-wide memory in use on GPU 0.
-fn gpu_used() -> Option<u64> {
-    gpulab::telemetry::Probe::nvidia_gpu0_now().map(|g| g.used)
-}
-
 /// On an NVIDIA GPU: CUDA labs, and the OpenCL labs on NVIDIA's OpenCL; after each
 /// cut, device memory is back within ±4 MiB of its level before the run.
 /// `GPULAB_REQUIRE_CUDA=1 cargo test --test cleanup -- --ignored` on the GPU host.
@@ -225,9 +220,7 @@ fn gpu_used() -> Option<u64> {
 fn on_a_gpu_every_cut_gives_device_memory_back() {
     let _device = common::device_lock();
     let required = std::env::var("GPULAB_REQUIRE_CUDA").as_deref() == Ok("1");
-    let Some(_) = gpu_used() else {
-        assert!(!required, "GPULAB_REQUIRE_CUDA=1 but NVML sees no GPU");
-        eprintln!("skipping: NVML sees no GPU");
+    let Some(mut before) = common::gpu_used_or_skip("cleanup on a GPU") else {
         return;
     };
     let nvidia_opencl = gpulab::backend::discover::opencl_devices()
@@ -241,15 +234,8 @@ fn on_a_gpu_every_cut_gives_device_memory_back() {
         labs.extend(labs_of(BackendKind::OpenCl));
     }
     let mut figures = Vec::new();
-    let mut before = gpu_used().unwrap_or_default();
     let n = cut_every_variant(&labs, true, |o| {
-        // The driver takes a dead process's memory back in its own time.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut now = gpu_used().unwrap_or(u64::MAX);
-        while now.abs_diff(before) > BACK_SLACK && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-            now = gpu_used().unwrap_or(u64::MAX);
-        }
+        let now = common::gpu_used_once_back(before);
         figures.push(format!(
             "{}: {:+.1} MiB",
             o.what,

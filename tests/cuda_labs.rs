@@ -186,6 +186,27 @@ fn failed_lines(run: &Run) -> Vec<String> {
         .collect()
 }
 
+/// A run that finished, whose every call succeeded (or failed as marked), that
+/// left nothing in the ledger, and whose every claim was decided: holds or not is
+/// the device's answer, inconclusive would mean the lab could not ask.
+fn assert_clean_and_decided(id: &str, variant: &str, run: &Run) {
+    let end = run.end.as_ref().expect("an end event");
+    assert!(
+        matches!(end.status, EndStatus::Finished),
+        "{id} {variant}: {:?}",
+        end.status
+    );
+    assert_eq!(failed_lines(run), Vec::<String>::new(), "{id} {variant}");
+    assert!(end.leaked.is_empty(), "{id} {variant}: {:?}", end.leaked);
+    let undecided: Vec<_> = run
+        .claims
+        .iter()
+        .filter(|c| c.verdict == Verdict::Inconclusive)
+        .map(|c| (&c.name, &c.reason))
+        .collect();
+    assert!(undecided.is_empty(), "{id} {variant}: {undecided:?}");
+}
+
 /// The pool, VMM and legacy-stream labs: every call reaches the driver and
 /// succeeds, the lab's own pool is read after each line while it lives, every
 /// claim is decided (holds or not: that is the device's answer), and nothing is
@@ -202,22 +223,7 @@ fn pool_vmm_and_legacy_stream_calls_reach_the_driver() {
         let lab = set.get(id).unwrap();
         for v in &lab.variants {
             let run = recorded(id, &v.name, &[]);
-            let end = run.end.as_ref().expect("an end event");
-            assert!(
-                matches!(end.status, EndStatus::Finished),
-                "{id} {}: {:?}",
-                v.name,
-                end.status
-            );
-            assert_eq!(failed_lines(&run), Vec::<String>::new(), "{id} {}", v.name);
-            assert!(end.leaked.is_empty(), "{id} {}: {:?}", v.name, end.leaked);
-            let undecided: Vec<_> = run
-                .claims
-                .iter()
-                .filter(|c| c.verdict == Verdict::Inconclusive)
-                .map(|c| (&c.name, &c.reason))
-                .collect();
-            assert!(undecided.is_empty(), "{id} {}: {undecided:?}", v.name);
+            assert_clean_and_decided(id, &v.name, &run);
             let own_pool_read = run
                 .calls
                 .iter()
@@ -392,22 +398,7 @@ fn graph_calls_reach_the_driver_and_graph_memory_is_read() {
     let lab = set.get(id).expect("cuda-graph-free ships");
     for v in &lab.variants {
         let run = recorded(id, &v.name, &[]);
-        let end = run.end.as_ref().expect("an end event");
-        assert!(
-            matches!(end.status, EndStatus::Finished),
-            "{id} {}: {:?}",
-            v.name,
-            end.status
-        );
-        assert_eq!(failed_lines(&run), Vec::<String>::new(), "{id} {}", v.name);
-        assert!(end.leaked.is_empty(), "{id} {}: {:?}", v.name, end.leaked);
-        let undecided: Vec<_> = run
-            .claims
-            .iter()
-            .filter(|c| c.verdict == Verdict::Inconclusive)
-            .map(|c| (&c.name, &c.reason))
-            .collect();
-        assert!(undecided.is_empty(), "{id} {}: {undecided:?}", v.name);
+        assert_clean_and_decided(id, &v.name, &run);
         let made = run
             .calls
             .iter()

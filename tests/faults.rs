@@ -7,7 +7,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::procs;
 use gpulab::trace::{EndStatus, Event, read_events};
@@ -409,11 +409,7 @@ fn running_a_lab_whose_file_did_not_load_says_why() {
 #[ignore = "needs an NVIDIA GPU: run with -- --ignored on one"]
 fn on_a_gpu_a_refused_allocation_or_context_is_the_runs_finding() {
     let _device = common::device_lock();
-    let required = std::env::var("GPULAB_REQUIRE_CUDA").as_deref() == Ok("1");
-    let gpu_used = || gpulab::telemetry::Probe::nvidia_gpu0_now().map(|g| g.used);
-    let Some(before) = gpu_used() else {
-        assert!(!required, "GPULAB_REQUIRE_CUDA=1 but NVML sees no GPU");
-        eprintln!("skipping: NVML sees no GPU");
+    let Some(before) = common::gpu_used_or_skip("refusals on a GPU") else {
         return;
     };
     let runs: [&[&str]; 2] = [
@@ -474,14 +470,9 @@ fn on_a_gpu_a_refused_allocation_or_context_is_the_runs_finding() {
             run["lines"].as_array().is_some_and(|l| !l.is_empty()),
             "{what}: what ran before the refusal is kept: {run:#}"
         );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut now = gpu_used().unwrap_or(u64::MAX);
-        while now.abs_diff(before) > 4 << 20 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-            now = gpu_used().unwrap_or(u64::MAX);
-        }
+        let now = common::gpu_used_once_back(before);
         assert!(
-            now.abs_diff(before) <= 4 << 20,
+            now.abs_diff(before) <= common::GPU_BACK_SLACK,
             "{what}: device memory {now} B after the run, {before} B before"
         );
     }

@@ -252,11 +252,7 @@ fn many_runs_of_mixed_labs_leak_nothing_and_flip_no_verdict_unexplained() {
 #[ignore = "needs an NVIDIA GPU: run with -- --ignored on one"]
 fn on_a_gpu_many_runs_of_mixed_labs_leak_nothing() {
     let _device = common::device_lock();
-    let required = std::env::var("GPULAB_REQUIRE_CUDA").as_deref() == Ok("1");
-    let gpu_used = || gpulab::telemetry::Probe::nvidia_gpu0_now().map(|g| g.used);
-    let Some(before) = gpu_used() else {
-        assert!(!required, "GPULAB_REQUIRE_CUDA=1 but NVML sees no GPU");
-        eprintln!("skipping: NVML sees no GPU");
+    let Some(before) = common::gpu_used_or_skip("the GPU soak") else {
         return;
     };
     let wanted = std::env::var("GPULAB_SOAK_RUNS")
@@ -264,19 +260,13 @@ fn on_a_gpu_many_runs_of_mixed_labs_leak_nothing() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
     soak(&mix_of(&[BackendKind::Cuda, BackendKind::OpenCl]), wanted);
-    // The driver takes the last worker's memory back in its own time.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut after = gpu_used().unwrap_or(u64::MAX);
-    while after.abs_diff(before) > 4 << 20 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        after = gpu_used().unwrap_or(u64::MAX);
-    }
+    let after = common::gpu_used_once_back(before);
     eprintln!(
         "gpu soak: device memory {:+.1} MiB after the runs",
         (after as f64 - before as f64) / 1048576.0
     );
     assert!(
-        after.abs_diff(before) <= 4 << 20,
+        after.abs_diff(before) <= common::GPU_BACK_SLACK,
         "device memory {after} B after the soak, {before} B before"
     );
 }

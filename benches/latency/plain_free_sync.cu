@@ -8,23 +8,8 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-// The same loop as labs/kernels/spin.cu: read and write the buffer for `cycles`.
-__global__ void spin(unsigned int *buf, unsigned long long words, long long cycles)
-{
-    unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    long long start = clock64();
-    unsigned long long i = tid % words;
-    unsigned int acc = 0;
-    do {
-        acc += buf[i];
-        buf[i] = acc + 1u;
-        i += stride;
-        if (i >= words) {
-            i = tid % words;
-        }
-    } while (clock64() - start < cycles);
-}
+// gpulab's own spin kernel, the very source its CUDA backend compiles.
+#include "../../labs/kernels/spin.cu"
 
 static void check(cudaError_t e, const char *what)
 {

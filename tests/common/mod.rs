@@ -121,3 +121,38 @@ pub fn run_recorded(args: &[&str]) -> (Output, Vec<gpulab::trace::Event>) {
         .unwrap_or_else(|| panic!("{args:?}: no readable recording:\n{}", stderr(&out)));
     (out, events)
 }
+
+/// NVIDIA GPU 0's device-wide memory in use now (NVML), or None without one.
+pub fn gpu_used() -> Option<u64> {
+    gpulab::telemetry::Probe::nvidia_gpu0_now().map(|g| g.used)
+}
+
+/// GPU 0's memory in use before a GPU test, or None when there is no GPU and the
+/// test is not required to find one (`GPULAB_REQUIRE_CUDA=1` makes that a failure).
+pub fn gpu_used_or_skip(test: &str) -> Option<u64> {
+    let required = std::env::var("GPULAB_REQUIRE_CUDA").as_deref() == Ok("1");
+    let used = gpu_used();
+    if used.is_none() {
+        assert!(
+            !required,
+            "{test}: GPULAB_REQUIRE_CUDA=1 but NVML sees no GPU"
+        );
+        eprintln!("skipping {test}: NVML sees no GPU");
+    }
+    used
+}
+
+/// How far from its level before a run GPU memory may be once the worker is gone.
+pub const GPU_BACK_SLACK: u64 = 4 << 20;
+
+/// GPU 0's memory in use once it is back within `GPU_BACK_SLACK` of `before`, or
+/// after 10 s: the driver takes a dead process's memory back in its own time.
+pub fn gpu_used_once_back(before: u64) -> u64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut now = gpu_used().unwrap_or(u64::MAX);
+    while now.abs_diff(before) > GPU_BACK_SLACK && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        now = gpu_used().unwrap_or(u64::MAX);
+    }
+    now
+}
