@@ -82,20 +82,16 @@ fn heavy_run(app: &mut App, calls: u64, leaked: u64) -> Vec<Event> {
         events.push(Event::Call(trace::Call {
             seq: i,
             pid: 1,
-            thread: 0,
             line: Some(48 + (i % 14) as u32),
             iter: vec![(i / 14) as u32],
-            tag: None,
             api: "clEnqueueNDRangeKernel".into(),
             driver: "clEnqueueNDRangeKernel".into(),
             begin_ns: t,
             end_ns: t + 2_000_000,
-            status: trace::CallStatus::Ok,
-            expect_error: false,
             mem_before: Some(before),
             mem_after: Some(mem),
             object: Some(i),
-            cuda: None,
+            ..Default::default()
         }));
         events.push(Event::Object(trace::ObjectEvent {
             t_ns: t,

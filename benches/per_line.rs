@@ -18,7 +18,7 @@ use gpulab::backend::Backend;
 use gpulab::backend::cuda::CudaBackend;
 use gpulab::engine::Sink;
 use gpulab::engine::protocol::JsonlSink;
-use gpulab::trace::event::{Call, CallStatus, Event};
+use gpulab::trace::event::{Call, Event};
 use gpulab::trace::jsonl;
 
 /// A call event as `cudaStreamSynchronize(s)` inside a `repeat` writes it.
@@ -34,12 +34,9 @@ fn typical_call() -> Event {
         driver: "cuStreamSynchronize".into(),
         begin_ns: 1_234_567_890_123,
         end_ns: 1_234_567_891_456,
-        status: CallStatus::Ok,
-        expect_error: false,
         mem_before: Some(555_745_280),
         mem_after: Some(555_745_280),
-        object: None,
-        cuda: None,
+        ..Default::default()
     })
 }
 

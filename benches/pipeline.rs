@@ -81,7 +81,6 @@ fn stream() -> Vec<Event> {
             lines.push(trace::to_line(&Event::Call(trace::Call {
                 seq,
                 pid: 1,
-                thread: 0,
                 line: Some(47 + k as u32),
                 iter: vec![i],
                 tag: (k == 11).then(|| "release_buf".to_string()),
@@ -89,12 +88,10 @@ fn stream() -> Vec<Event> {
                 driver: api.to_string(),
                 begin_ns: t,
                 end_ns: t + 50_000,
-                status: trace::CallStatus::Ok,
-                expect_error: false,
                 mem_before: Some(before),
                 mem_after: Some(mem),
                 object: Some(seq),
-                cuda: None,
+                ..Default::default()
             })));
             seq += 1;
             t += 250_000_000 / 14;
@@ -142,7 +139,6 @@ fn loop_calls(meta: &Event, n: u64) -> Vec<Event> {
         events.push(Event::Call(trace::Call {
             seq: i,
             pid: 1,
-            thread: 0,
             line: Some(4),
             iter: vec![i as u32],
             tag: Some("finish".into()),
@@ -150,12 +146,9 @@ fn loop_calls(meta: &Event, n: u64) -> Vec<Event> {
             driver: "clFinish".into(),
             begin_ns: t,
             end_ns: t + 3_000,
-            status: trace::CallStatus::Ok,
-            expect_error: false,
             mem_before: Some(1 << 30),
             mem_after: Some(1 << 30),
-            object: None,
-            cuda: None,
+            ..Default::default()
         }));
     }
     events

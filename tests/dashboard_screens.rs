@@ -95,10 +95,7 @@ fn a_failed_lab_shows_the_failing_line_and_why() {
     let failed = Call {
         seq: 3,
         pid: 693,
-        thread: 0,
         line: Some(58),
-        iter: vec![],
-        tag: None,
         api: "clCreateProgramWithSource".into(),
         driver: "clCreateProgramWithSource".into(),
         begin_ns: t + 1_000,
@@ -107,11 +104,7 @@ fn a_failed_lab_shows_the_failing_line_and_why() {
             code: -5,
             name: "CL_OUT_OF_RESOURCES".into(),
         },
-        expect_error: false,
-        mem_before: None,
-        mem_after: None,
-        object: None,
-        cuda: None,
+        ..Default::default()
     };
     evs.push(Event::Call(failed));
     evs.push(Event::End(End {

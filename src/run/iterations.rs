@@ -76,20 +76,15 @@ mod tests {
         Call {
             seq: 0,
             pid: 1,
-            thread: 0,
             line: Some(1),
             iter,
-            tag: None,
             api: "clFinish".into(),
             driver: "clFinish".into(),
             begin_ns: 0,
             end_ns: 0,
-            status: crate::trace::CallStatus::Ok,
-            expect_error: false,
             mem_before: Some(0),
             mem_after: Some(mem),
-            object: None,
-            cuda: None,
+            ..Default::default()
         }
     }
 

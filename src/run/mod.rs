@@ -554,20 +554,14 @@ mod tests {
         Event::Call(Call {
             seq,
             pid: 1,
-            thread: 0,
             line: Some(line),
-            iter: vec![],
-            tag: None,
             api: "clFinish".into(),
             driver: "clFinish".into(),
             begin_ns: begin,
             end_ns: end,
-            status: CallStatus::Ok,
-            expect_error: false,
             mem_before: Some(mem.0),
             mem_after: Some(mem.1),
-            object: None,
-            cuda: None,
+            ..Default::default()
         })
     }
 

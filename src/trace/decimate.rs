@@ -53,7 +53,7 @@ pub fn decimate(events: &[Event]) -> Vec<&Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{Call, CallStatus, Sample};
+    use crate::trace::{Call, Sample};
 
     fn sample(t_ns: u64, used: u64) -> Event {
         Event::Sample(Sample {
@@ -69,20 +69,12 @@ mod tests {
         Event::Call(Call {
             seq: 0,
             pid: 1,
-            thread: 0,
             line: Some(1),
-            iter: vec![],
-            tag: None,
             api: "cudaFree".into(),
             driver: "cuMemFree_v2".into(),
             begin_ns,
             end_ns,
-            status: CallStatus::Ok,
-            expect_error: false,
-            mem_before: None,
-            mem_after: None,
-            object: None,
-            cuda: None,
+            ..Default::default()
         })
     }
 

@@ -147,7 +147,7 @@ pub fn graph_mem_mib(run: &Run, tag: &str, reserved: bool) -> Result<f64, String
 #[cfg(test)]
 mod tests {
     use super::{Run, custom_pool_mib, graph_mem_mib, overlap, overlap_of};
-    use crate::trace::{Block, Call, CallStatus, DeviceSpan, Event};
+    use crate::trace::{Block, Call, DeviceSpan, Event};
 
     /// A `repeat` block tagged `loop` of `n` iterations from `t0` (ns), each
     /// launching a 10 µs kernel on two streams: side by side in the first
@@ -163,20 +163,13 @@ mod tests {
                 events.push(Event::Call(Call {
                     seq,
                     pid: 1,
-                    thread: 0,
                     line: Some(5),
                     iter: vec![i as u32],
-                    tag: None,
                     api: "cudaLaunchKernel".into(),
                     driver: "cuLaunchKernel".into(),
                     begin_ns: begin,
                     end_ns: begin + 5,
-                    status: CallStatus::Ok,
-                    expect_error: false,
-                    mem_before: None,
-                    mem_after: None,
-                    object: None,
-                    cuda: None,
+                    ..Default::default()
                 }));
                 let start = if i < side_by_side {
                     t + 100

@@ -51,20 +51,16 @@ fn call(
     Event::Call(Call {
         seq,
         pid: 1,
-        thread: 0,
         line: Some(seq as u32 + 1),
-        iter: vec![],
         tag: Some(tag.into()),
         api: api.into(),
         driver: api.into(),
         begin_ns: t.0,
         end_ns: t.1,
-        status: CallStatus::Ok,
-        expect_error: false,
         mem_before: mem.map(|m| m.0),
         mem_after: mem.map(|m| m.1),
         object,
-        cuda: None,
+        ..Default::default()
     })
 }
 

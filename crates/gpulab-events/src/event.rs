@@ -188,7 +188,8 @@ pub struct HostLoad {
     pub cores: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `Default` is an empty successful call at time 0, for building one field by field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Call {
     /// Order of the call in the run, from 0.
@@ -252,15 +253,13 @@ pub struct PoolMemory {
     pub used: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CallStatus {
+    #[default]
     Ok,
     /// The driver returned an error status.
-    Error {
-        code: i64,
-        name: String,
-    },
+    Error { code: i64, name: String },
     /// gpulab itself did the line (sleep, mark, forget).
     Directive,
 }

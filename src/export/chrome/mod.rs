@@ -621,20 +621,11 @@ mod tests {
         Event::Call(Call {
             seq,
             pid: 1,
-            thread: 0,
-            line: None,
-            iter: vec![],
-            tag: None,
             api: "clEnqueueNDRangeKernel".into(),
             driver: "clEnqueueNDRangeKernel".into(),
             begin_ns: seq * 100,
             end_ns: seq * 100 + 10,
-            status: CallStatus::Ok,
-            expect_error: false,
-            mem_before: None,
-            mem_after: None,
-            object: None,
-            cuda: None,
+            ..Default::default()
         })
     }
 
