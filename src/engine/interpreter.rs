@@ -213,7 +213,7 @@ impl<'a> Engine<'a> {
         // more than any buffer the budget check before an allocation sees).
         let mut step_growth = 0u64;
         for i in 0..planned {
-            let start = self.in_use_recent();
+            let start = self.in_use();
             let r = match self.budget {
                 Some(budget) if i > 0 && start + step_growth > budget => Err(Stop::Budget),
                 _ => {
@@ -223,7 +223,7 @@ impl<'a> Engine<'a> {
                     r
                 }
             };
-            step_growth = step_growth.max(self.in_use_recent().saturating_sub(start));
+            step_growth = step_growth.max(self.in_use().saturating_sub(start));
             match r {
                 Ok(()) => done += 1,
                 Err(Stop::Budget) => {
@@ -298,24 +298,15 @@ impl<'a> Engine<'a> {
         ops
     }
 
-    /// Memory above the baseline as the worker sees it, or the ledger's bytes when
-    /// the device cannot be read.
+    /// Memory above the baseline as the worker sees it (or the ledger's bytes when
+    /// the device cannot be read), from the newest reading: between two lines that
+    /// is the last call's after-reading, taken microseconds ago. Read afresh only
+    /// before the first.
     fn in_use(&mut self) -> u64 {
-        let now = self.read_memory();
-        self.above_baseline(now)
-    }
-
-    /// As `in_use`, from the newest reading when there is one: between two
-    /// iterations of a loop that is the last call's after-reading, taken
-    /// microseconds ago.
-    fn in_use_recent(&mut self) -> u64 {
-        match self.last {
-            Some(m) => self.above_baseline(Some(m.process)),
-            None => self.in_use(),
-        }
-    }
-
-    fn above_baseline(&self, now: Option<u64>) -> u64 {
+        let now = match self.last {
+            Some(m) => Some(m.process),
+            None => self.read_memory(),
+        };
         match (now, self.baseline) {
             (Some(now), Some(base)) => now.saturating_sub(base).max(self.ledger.live_bytes()),
             _ => self.ledger.live_bytes(),
@@ -396,7 +387,7 @@ impl<'a> Engine<'a> {
         // The last call's after-reading, taken microseconds ago: a fresh one here
         // cost an allocating line a memory read and NVML's process list (~40 µs
         // on the H100) for a check that is a safety margin, not a measurement.
-        if self.in_use_recent() + bytes <= budget {
+        if self.in_use() + bytes <= budget {
             return Ok(());
         }
         if !self.iter.is_empty() {
