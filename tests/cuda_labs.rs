@@ -449,3 +449,69 @@ fn graph_calls_reach_the_driver_and_graph_memory_is_read() {
         assert_eq!(status(tag), CallStatus::Ok, "{tag}");
     }
 }
+
+/// Lines that move device memory: the worker counts a move soon after NVML's
+/// process list as its own, and the next list (at most a millisecond later)
+/// checks every move counted so. On a device nobody else touches no list
+/// contradicts them, an allocation never reads as memory given back (nor a free
+/// as memory taken), and the lines' changes add up to the loop's.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn lines_that_move_memory_are_counted_and_checked_against_nvmls_list() {
+    assert!(
+        gpulab::backend::cuda::tests_require_cuda(),
+        "set GPULAB_REQUIRE_CUDA=1 to run this on a GPU machine"
+    );
+    let labs = common::repo_file("benches/labs");
+    let labs = labs.to_string_lossy();
+    let (out, events) = common::run_recorded(&[
+        "--labs",
+        &labs,
+        "run",
+        "per-line-cost",
+        "--variant",
+        "alloc-free",
+        "--param",
+        "lines=5000",
+    ]);
+    let run = Run::from_events(&events);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_clean_and_decided("per-line-cost", "alloc-free", &run);
+    let contradicted: Vec<_> = run
+        .notes
+        .iter()
+        .filter(|n| n.text.contains("outside the worker"))
+        .collect();
+    assert!(contradicted.is_empty(), "{contradicted:?}");
+    let calls: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Call(c) if c.api == "cudaMalloc" || c.api == "cudaFree" => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 10_000);
+    let mut moved = 0i128;
+    for c in &calls {
+        let (Some(before), Some(after)) = (c.mem_before, c.mem_after) else {
+            panic!("line {:?} has no reading", c.line);
+        };
+        let delta = i128::from(after) - i128::from(before);
+        let grows = c.api == "cudaMalloc";
+        assert!(
+            if grows { delta >= 0 } else { delta <= 0 },
+            "{} at seq {} moved {delta} bytes",
+            c.api,
+            c.seq
+        );
+        moved += delta;
+    }
+    assert!(
+        calls.iter().any(|c| c.mem_after > c.mem_before),
+        "no allocation moved memory"
+    );
+    let first = calls.first().and_then(|c| c.mem_before).unwrap_or(0);
+    let last = calls.last().and_then(|c| c.mem_after).unwrap_or(0);
+    // Between lines nothing moves on a device nobody else touches.
+    assert_eq!(moved, i128::from(last) - i128::from(first));
+}

@@ -15,8 +15,22 @@ use crate::trace::{
 use super::ledger::{Ledger, State};
 use super::protocol::{Command, Control, Gone, Sink};
 
-/// Reads the device memory in use right now (bytes), as the worker sees it.
-pub type MemoryReader<'a> = &'a mut dyn FnMut() -> Option<MemoryNow>;
+/// Reads the device memory in use right now, as the worker sees it.
+pub trait MemoryReader {
+    fn read(&mut self) -> Option<MemoryNow>;
+
+    /// What the reader has to say about its readings since it was last asked
+    /// (NVML contradicting a move it counted as the worker's), for the run's notes.
+    fn take_notes(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl<F: FnMut() -> Option<MemoryNow>> MemoryReader for F {
+    fn read(&mut self) -> Option<MemoryNow> {
+        self()
+    }
+}
 
 /// One memory reading of the worker's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +50,7 @@ const DESTRUCTOR_WAIT: std::time::Duration = std::time::Duration::from_millis(25
 
 pub struct Engine<'a> {
     backend: &'a mut dyn Backend,
-    memory: MemoryReader<'a>,
+    memory: &'a mut dyn MemoryReader,
     sink: &'a mut dyn Sink,
     control: &'a mut dyn Control,
     params: &'a Params,
@@ -90,7 +104,7 @@ struct Readings {
 impl<'a> Engine<'a> {
     pub fn new(
         backend: &'a mut dyn Backend,
-        memory: MemoryReader<'a>,
+        memory: &'a mut dyn MemoryReader,
         sink: &'a mut dyn Sink,
         control: &'a mut dyn Control,
         params: &'a Params,
@@ -315,7 +329,7 @@ impl<'a> Engine<'a> {
 
     /// The worker's memory now; kept as the newest reading.
     fn read_memory(&mut self) -> Option<u64> {
-        let now = (self.memory)();
+        let now = self.memory.read();
         self.last = now;
         now.map(|m| m.process)
     }
@@ -359,6 +373,9 @@ impl<'a> Engine<'a> {
         self.sink.emit(Event::Call(call))?;
         for o in objects {
             self.sink.emit(Event::Object(o))?;
+        }
+        for text in self.memory.take_notes() {
+            self.note(NoteLevel::Warning, text, Some(stmt.line))?;
         }
         self.drain()?;
         self.after_call(stmt, api, result)

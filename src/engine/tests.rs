@@ -549,3 +549,59 @@ fn a_free_node_releases_its_allocation_and_graphs_leak_like_handles() {
         vec![ObjKind::Stream, ObjKind::Graph, ObjKind::GraphExec]
     );
 }
+
+/// A reader that has something to say after its `at`-th reading.
+struct Speaks {
+    reads: u32,
+    at: u32,
+    said: bool,
+}
+
+impl super::interpreter::MemoryReader for Speaks {
+    fn read(&mut self) -> Option<MemoryNow> {
+        self.reads += 1;
+        Some(MemoryNow {
+            process: 0,
+            device: 0,
+        })
+    }
+
+    fn take_notes(&mut self) -> Vec<String> {
+        if self.reads >= self.at && !self.said {
+            self.said = true;
+            return vec!["the list disagrees".into()];
+        }
+        Vec::new()
+    }
+}
+
+#[test]
+fn what_the_memory_reader_says_is_a_warning_on_the_line_it_came_up_in() {
+    let script = setup();
+    let mut backend = FakeBackend::new();
+    let mut events = Vec::new();
+    let params = Params::new();
+    let mut control = RunToEnd;
+    // Lines read memory before and after: the 6th reading is line 3's after.
+    let mut reader = Speaks {
+        reads: 0,
+        at: 6,
+        said: false,
+    };
+    let engine = Engine::new(
+        &mut backend,
+        &mut reader,
+        &mut events,
+        &mut control,
+        &params,
+    );
+    engine.run(&script);
+    let notes: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Note(n) if n.text == "the list disagrees" => Some((n.level, n.line)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notes, vec![(crate::trace::NoteLevel::Warning, Some(3))]);
+}

@@ -10,7 +10,7 @@ use crate::lab::BackendKind;
 use crate::telemetry::Probe;
 use crate::trace::{DeviceMeta, End, EndStatus, Event, LabMeta, Meta, Note, NoteLevel};
 
-use super::interpreter::MemoryNow;
+use super::interpreter::{MemoryNow, MemoryReader};
 use super::protocol::{ChannelControl, Control, JsonlSink, Sink, spawn_command_reader};
 use super::request::WorkerRequest;
 use super::{Engine, EngineError, Result};
@@ -146,14 +146,28 @@ fn prepare_and_run(
         }));
     }
 
-    let mut memory = move || {
-        probe.read().map(|r| MemoryNow {
-            process: r.process_bytes.unwrap_or(r.used_bytes),
-            device: r.used_bytes,
-        })
-    };
+    probe.attribute_moves();
+    let mut memory = LineReadings(probe);
     let engine = Engine::new(backend.as_mut(), &mut memory, sink, control, params)
         .with_budget(baseline, budget)
         .until_failure(req.unbounded);
     Ok(engine.run(&variant.script))
+}
+
+/// The worker's readings around its lines, and the probe's notes for the run.
+struct LineReadings(Probe);
+
+impl MemoryReader for LineReadings {
+    fn read(&mut self) -> Option<MemoryNow> {
+        self.0.read().map(|r| MemoryNow {
+            process: r.process_bytes.unwrap_or(r.used_bytes),
+            device: r.used_bytes,
+        })
+    }
+
+    // The probe's other notes (NVML not listing the worker) are the parent's
+    // sampler's to say: it reads the same list.
+    fn take_notes(&mut self) -> Vec<String> {
+        self.0.take_contradiction().into_iter().collect()
+    }
 }

@@ -174,6 +174,11 @@ pub(crate) struct NvmlProbe {
     /// Sum the program's whole process tree (`watch`), not one worker's pid.
     tree: bool,
     listed: ListCache,
+    /// Attribute moves to the worker between lists (its per-line readings);
+    /// off for the sampler and after a list contradicted what was attributed.
+    attribute: bool,
+    /// Said once, when a list contradicted the moves attributed to the worker.
+    contradiction: Option<String>,
 }
 
 /// NVML's process list costs ~20x a memory reading (it is most of the
@@ -181,13 +186,28 @@ pub(crate) struct NvmlProbe {
 /// a process's share is part of `used`. So the list is read again when `used`
 /// moved since the last list, and at least every `LIST_EVERY_NS` (two
 /// processes' changes that cancel out, a pid that appears).
+///
+/// Right after a move the list costs 33 µs on an H100 (5-8 µs while memory is
+/// steady), more than a whole script line may cost. So the worker's per-line
+/// readings may *attribute* a move to the worker instead (`attributed`): within
+/// `ATTRIBUTE_FOR_NS` of a list that listed it, the worker's share is the listed
+/// share plus the device-wide change since. The next list checks every move
+/// counted that way (`contradicted`): on a device nobody else touches they all
+/// hold; where they do not, the probe says so and reads the list after every move.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ListCache {
     /// When the list was last read, device memory then, and the share found.
     last: Option<(u64, u64, Option<u64>)>,
+    /// Whether a share was attributed since that list.
+    attributed: bool,
 }
 
 pub(crate) const LIST_EVERY_NS: u64 = 100_000_000;
+
+/// How long after a list moves of device memory may be attributed to the
+/// worker: a tight loop of allocating lines then reads the list about once a
+/// millisecond instead of after each line.
+pub(crate) const ATTRIBUTE_FOR_NS: u64 = 1_000_000;
 
 impl ListCache {
     /// The share the last list gave, if it still holds at `t_ns` with `used`.
@@ -196,8 +216,36 @@ impl ListCache {
         (was == used && t_ns.saturating_sub(at) < LIST_EVERY_NS).then_some(share)
     }
 
+    /// The worker's share if every byte `used` moved since the last list was
+    /// the worker's; None when that list is older than `ATTRIBUTE_FOR_NS`, did
+    /// not list the worker, or the move is larger than what it held.
+    pub(crate) fn attributed(&mut self, t_ns: u64, used: u64) -> Option<u64> {
+        let (at, was, share) = self.last?;
+        if t_ns.saturating_sub(at) >= ATTRIBUTE_FOR_NS {
+            return None;
+        }
+        let share = share?.checked_add(used)?.checked_sub(was)?;
+        self.attributed = true;
+        Some(share)
+    }
+
+    /// How far a fresh list's `share` is from what the moves attributed since
+    /// the last list added up to (bytes, signed), when it is not.
+    pub(crate) fn contradicted(&self, used: u64, share: Option<u64>) -> Option<i128> {
+        let (_, was, Some(before)) = self.last? else {
+            return None;
+        };
+        if !self.attributed {
+            return None;
+        }
+        let counted = i128::from(before) + i128::from(used) - i128::from(was);
+        let listed = i128::from(share?);
+        (listed != counted).then_some(listed - counted)
+    }
+
     pub(crate) fn read(&mut self, t_ns: u64, used: u64, share: Option<u64>) {
         self.last = Some((t_ns, used, share));
+        self.attributed = false;
     }
 }
 
@@ -261,6 +309,8 @@ impl NvmlProbe {
             tracker: PidTracker::new(pid, mem.used),
             tree: false,
             listed: ListCache::default(),
+            attribute: false,
+            contradiction: None,
         })
     }
 
@@ -275,6 +325,8 @@ impl NvmlProbe {
             tracker: PidTracker::new(pid, gpu.used),
             tree: true,
             listed: ListCache::default(),
+            attribute: false,
+            contradiction: None,
         }
     }
 
@@ -287,12 +339,28 @@ impl NvmlProbe {
         self.baseline
     }
 
+    /// Let moves of device memory count as the worker's until the next list
+    /// (see `ListCache`): for the worker's own readings around its lines.
+    pub(crate) fn attribute_moves(&mut self) {
+        self.attribute = !self.tree;
+    }
+
+    /// Why attributing moves stopped, once: a list contradicted them.
+    pub(crate) fn take_contradiction(&mut self) -> Option<String> {
+        self.contradiction.take()
+    }
+
     /// One reading, and a note the first time NVML turns out not to see the worker.
     pub(crate) fn read(&mut self) -> Result<(Reading, Option<String>)> {
         let t_ns = now_ns();
         let device = self.nvml.device_by_index(self.index).map_err(nvml_error)?;
         let mem = device.memory_info().map_err(nvml_error)?;
-        if let Some(process_bytes) = self.listed.still(t_ns, mem.used) {
+        let kept = self.listed.still(t_ns, mem.used).or_else(|| {
+            self.attribute
+                .then(|| self.listed.attributed(t_ns, mem.used).map(Some))
+                .flatten()
+        });
+        if let Some(process_bytes) = kept {
             let reading = Reading {
                 t_ns,
                 used_bytes: mem.used,
@@ -314,6 +382,17 @@ impl NvmlProbe {
         } else {
             self.tracker.observe(t_ns, listed.as_deref(), mem.used)
         };
+        if let Some(off) = self.listed.contradicted(mem.used, process_bytes) {
+            self.attribute = false;
+            self.contradiction = Some(format!(
+                "device memory moved outside the worker while its lines ran: NVML's process \
+                 list gives the worker {} than its lines since the list before (at most {} ms \
+                 earlier) counted, so those lines' figures include another process's memory. \
+                 From here on every line that moves memory reads the list",
+                signed_mib(off),
+                ATTRIBUTE_FOR_NS / 1_000_000,
+            ));
+        }
         self.listed.read(t_ns, mem.used, process_bytes);
         let reading = Reading {
             t_ns,
@@ -328,6 +407,13 @@ impl NvmlProbe {
         let device = self.nvml.device_by_index(self.index).ok()?;
         device.memory_info().ok().map(|m| m.free)
     }
+}
+
+/// "2.0 MiB more" / "512.0 MiB less".
+fn signed_mib(bytes: i128) -> String {
+    let mib = bytes.unsigned_abs() as f64 / crate::units::MIB_F64;
+    let side = if bytes > 0 { "more" } else { "less" };
+    format!("{mib:.1} MiB {side}")
 }
 
 /// The processes NVML lists on `device` with their bytes. None where it cannot
@@ -705,6 +791,66 @@ mod tests {
             Some(None),
             "an unlisted share holds too"
         );
+    }
+
+    #[test]
+    fn moves_soon_after_a_list_count_as_the_workers_until_the_next_list() {
+        let mut cache = ListCache::default();
+        assert_eq!(cache.attributed(0, 100), None, "nothing listed yet");
+        cache.read(1_000, 100, Some(40));
+        assert_eq!(cache.attributed(2_000, 110), Some(50), "10 more");
+        assert_eq!(cache.attributed(3_000, 95), Some(35), "5 less than listed");
+        assert_eq!(cache.attributed(4_000, 50), None, "more than it held");
+        assert_eq!(
+            cache.attributed(1_000 + ATTRIBUTE_FOR_NS, 110),
+            None,
+            "the list is too old"
+        );
+        // The next list agrees with every move counted: nothing to say.
+        assert_eq!(cache.contradicted(120, Some(60)), None);
+        // It does not: the difference, signed.
+        assert_eq!(cache.contradicted(120, Some(55)), Some(-5));
+        assert_eq!(cache.contradicted(120, Some(70)), Some(10));
+        // A list after which nothing was attributed contradicts nothing.
+        cache.read(5_000, 120, Some(70));
+        assert_eq!(cache.contradicted(200, Some(70)), None);
+        // An unlisted worker gets nothing attributed.
+        cache.read(6_000, 120, None);
+        assert_eq!(cache.attributed(7_000, 130), None);
+    }
+
+    #[test]
+    fn attributed_moves_add_up_to_the_device_wide_change() {
+        // Any walk of device memory after a list: each attributed share is the
+        // listed share plus the change since, and a list that saw the worker
+        // make exactly those moves contradicts none of them.
+        let mut rng = fastrand::Rng::with_seed(12);
+        for _ in 0..1_000 {
+            let mut cache = ListCache::default();
+            let share = rng.u64(0..1 << 30);
+            let others = rng.u64(0..1 << 30);
+            cache.read(0, share + others, Some(share));
+            let mut mine = share;
+            for step in 1..20u64 {
+                let delta = rng.i64(-(1 << 20)..(1 << 20));
+                mine = mine.saturating_add_signed(delta);
+                let used = mine + others;
+                assert_eq!(cache.attributed(step, used), Some(mine));
+            }
+            assert_eq!(cache.contradicted(mine + others, Some(mine)), None);
+            let stranger = rng.u64(1..1 << 20);
+            assert_eq!(
+                cache.contradicted(mine + others + stranger, Some(mine)),
+                Some(-i128::from(stranger)),
+                "another process's bytes were counted as the worker's"
+            );
+        }
+    }
+
+    #[test]
+    fn signed_mib_says_which_way() {
+        assert_eq!(signed_mib(2 * i128::from(MIB)), "2.0 MiB more");
+        assert_eq!(signed_mib(-512 * i128::from(MIB)), "512.0 MiB less");
     }
 
     #[test]

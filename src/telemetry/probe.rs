@@ -158,6 +158,24 @@ impl Probe {
         }
     }
 
+    /// For the worker's readings around its lines: a move of device memory soon
+    /// after NVML's process list counts as the worker's own until the next list
+    /// checks it, instead of costing a list after every line that moves memory.
+    pub fn attribute_moves(&mut self) {
+        if let Inner::Nvml(n) = &mut self.inner {
+            n.attribute_moves();
+        }
+    }
+
+    /// Why the probe stopped attributing moves to the worker (another process
+    /// moved device memory meanwhile), once.
+    pub fn take_contradiction(&mut self) -> Option<String> {
+        match &mut self.inner {
+            Inner::Nvml(n) => n.take_contradiction(),
+            _ => None,
+        }
+    }
+
     /// One reading, or None (the reason is what `try_read` returns).
     pub fn read(&mut self) -> Option<Reading> {
         self.try_read().ok()
