@@ -476,3 +476,188 @@ fn a_compared_trace_holds_both_runs_as_processes() {
     ]);
     assert_eq!(page.status.code(), Some(2), "a page holds one run");
 }
+
+/// A recording far longer than a figure is wide, written here event by event: the
+/// pocl fixture's meta, then `calls` calls of one line 10 µs apart (one in ten
+/// with a device span, one failing, one leaving a 512 MiB spike), 1 kHz samples
+/// and the end.
+fn long_recording(path: &std::path::Path, calls: u64) {
+    use gpulab::trace::{Call, CallStatus, DeviceSpan, End, EndStatus, Event, Sample, to_line};
+    use std::io::Write;
+
+    let fixture = common::repo_file("tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl");
+    let f = std::fs::File::open(fixture).unwrap();
+    let rec = gpulab::trace::read_recording(std::io::BufReader::new(f)).unwrap();
+    let Some(Event::Meta(meta)) = rec.events.first() else {
+        panic!("the fixture starts with its meta")
+    };
+    let (t0, base) = (meta.t_ns, meta.baseline_bytes.unwrap_or(0));
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut put = |e: &Event| out.write_all(to_line(e).as_bytes()).unwrap();
+    put(&rec.events[0]);
+    let at = |i: u64| t0 + 1_000_000 + i * 10_000;
+    for i in 0..calls {
+        let mem = base + (i % 1_000) * 4096 + if i == calls / 3 { 512 << 20 } else { 0 };
+        put(&Event::Call(Call {
+            seq: i,
+            line: Some(61),
+            api: "clFinish".into(),
+            driver: "clFinish".into(),
+            begin_ns: at(i),
+            end_ns: at(i) + 5_000,
+            mem_before: Some(mem),
+            mem_after: Some(mem),
+            status: if i == calls / 2 {
+                CallStatus::Error {
+                    name: "CL_INVALID_COMMAND_QUEUE".into(),
+                    code: -36,
+                }
+            } else {
+                CallStatus::Ok
+            },
+            ..Default::default()
+        }));
+        if i % 10 == 0 {
+            put(&Event::DeviceSpan(DeviceSpan {
+                queue: 1,
+                queue_name: Some("q".into()),
+                name: "spin".into(),
+                call_seq: i,
+                line: Some(61),
+                queued_ns: at(i),
+                begin_ns: at(i) + 1_000,
+                end_ns: at(i) + 9_000,
+            }));
+        }
+        if i % 100 == 0 {
+            put(&Event::Sample(Sample {
+                t_ns: at(i),
+                source: gpulab::trace::MemorySource::Rss,
+                used_bytes: mem,
+                total_bytes: None,
+                process_bytes: None,
+            }));
+        }
+    }
+    put(&Event::End(End {
+        t_ns: at(calls),
+        status: EndStatus::Finished,
+        leaked: vec![],
+    }));
+}
+
+/// The calls a merged mark's title says it stands for ("1,234 calls, …").
+fn counted(title: &str) -> u64 {
+    title
+        .split(' ')
+        .next()
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or(0)
+}
+
+/// 200,000 calls draw a figure of a few hundred kB, not tens of MB: the host
+/// lane and the queue's lane hold at most one bar per pixel column, each saying
+/// how many calls or spans it stands for, and the memory line keeps its spike.
+#[test]
+fn a_figure_of_200000_calls_draws_a_bounded_number_of_marks() {
+    let dir = common::temp_dir();
+    let rec = dir.path().join("long.jsonl");
+    let calls = 200_000;
+    long_recording(&rec, calls);
+    let (svg, page) = (dir.path().join("long.svg"), dir.path().join("long.html"));
+    let r = common::run(&[
+        "export",
+        &rec.display().to_string(),
+        "--svg",
+        &svg.display().to_string(),
+        "--html",
+        &page.display().to_string(),
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.len() < 1_000_000, "the SVG is {} bytes", text.len());
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let plot_width = (gpulab::export::figure::WIDTH - 150 - 40) as usize;
+    for (fill, what, want) in [
+        ("#787878", "calls", calls),
+        ("#d62728", "device spans", calls / 10),
+    ] {
+        // The legend's swatch is the one bar of its colour without a title.
+        let bars: Vec<_> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(fill))
+            .collect();
+        assert!(
+            bars.len() <= plot_width + 2,
+            "{} bars of {what}",
+            bars.len()
+        );
+        let titles: Vec<&str> = bars
+            .iter()
+            .filter_map(|b| b.children().find(|c| c.has_tag_name("title"))?.text())
+            .collect();
+        assert_eq!(
+            titles.len(),
+            bars.len() - 1,
+            "every {what} bar says what it stands for"
+        );
+        assert_eq!(
+            titles.iter().map(|t| counted(t)).sum::<u64>(),
+            want,
+            "{what}"
+        );
+    }
+    let points: Vec<f64> = doc
+        .descendants()
+        .find(|n| n.has_tag_name("polyline"))
+        .and_then(|n| n.attribute("points"))
+        .unwrap_or_default()
+        .split(' ')
+        .filter_map(|p| p.split(',').nth(1)?.parse().ok())
+        .collect();
+    assert!(
+        points.len() <= 4 * (plot_width + 2),
+        "{} points",
+        points.len()
+    );
+    let top = points.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut ys = points.clone();
+    ys.sort_by(f64::total_cmp);
+    assert!(ys[ys.len() / 2] - top > 100.0, "the 512 MiB spike is drawn");
+
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.len() < 1_000_000, "the page is {} bytes", html.len());
+    assert!(html.matches("<rect class=\"host").count() <= plot_width);
+    assert_eq!(html.matches("<rect class=\"host failed\"").count(), 1);
+    assert!(html.contains("1 returned an error"));
+    assert!(
+        html.contains(&format!("<td class=\"n\">{calls}</td>")),
+        "the script table counts every call of the line"
+    );
+}
+
+/// A run with few calls draws each one, as before: no merged marks.
+#[test]
+fn a_short_run_draws_every_call_as_its_own_bar() {
+    let (_dir, out) = figure(&["--svg"], "fig.svg");
+    let text = std::fs::read_to_string(out).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let host_bars = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some("#787878"))
+        .count();
+    let f = std::fs::File::open(common::repo_file(
+        "tests/fixtures/recordings/h100-opencl--cl-premature-release--release-then-finish.jsonl",
+    ))
+    .unwrap();
+    let rec = gpulab::trace::read_recording(std::io::BufReader::new(f)).unwrap();
+    let run = gpulab::run::Run::from_events(&rec.events);
+    let calls = run
+        .calls
+        .iter()
+        .filter(|c| c.status != gpulab::trace::CallStatus::Directive)
+        .count();
+    assert_eq!(host_bars, calls + 1, "one bar per call, and the legend's");
+    assert!(!text.contains("<title>"), "no bar stands for several calls");
+}

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use gpulab::export::{chrome, figure, html};
 use gpulab::lab::LabSet;
-use gpulab::run::Run;
 use gpulab::trace::{Event, stream_recording};
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
@@ -32,22 +31,17 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
             "--compare draws figures (--svg, --png) and traces (--chrome); a page holds one run",
         ));
     }
+    // Every export streams the recordings, each read more than once, never
+    // held whole.
+    let recordings: Vec<_> = std::iter::once(args.file.as_path())
+        .chain(args.compare.as_deref())
+        .map(recording)
+        .collect();
     if let Some(out) = &args.chrome {
-        chrome_trace(&args.file, args.compare.as_deref(), out)?;
+        chrome_trace(&recordings, out)?;
     }
-    if args.svg.is_none() && args.png.is_none() && args.html.is_none() {
-        return Ok(EXIT_OK);
-    }
-    // A figure and a page draw every call and span of the run, not a window.
-    let run = super::report::load_into(&args.file, Run::keeping_all())?;
-    let other = args
-        .compare
-        .as_deref()
-        .map(|f| super::report::load_into(f, Run::keeping_all()))
-        .transpose()?;
-    let runs: Vec<_> = std::iter::once(&run).chain(other.as_ref()).collect();
     if args.svg.is_some() || args.png.is_some() {
-        let svg = figure::svg(&runs);
+        let svg = figure::svg(&recordings).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
         if let Some(out) = &args.svg {
             write(out, svg.as_bytes())?;
         }
@@ -56,9 +50,11 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
         }
     }
     if let Some(out) = &args.html {
+        let page = html::Page::read(&recordings[0]).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+        let run = page.run();
         let watched = run.meta.as_ref().is_some_and(|m| m.watch.is_some());
         let watch_report = if watched {
-            Some(super::report::watch_report(&run, &Format::default())?)
+            Some(super::report::watch_report(run, &Format::default())?)
         } else {
             None
         };
@@ -72,48 +68,46 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
                 gpulab::report::printable(id)
             );
         }
-        let page = html::page(
-            &run,
-            html::Extras {
-                teaching: lab.map(|l| &l.teaching),
-                watch_report: watch_report.as_deref(),
-            },
-        );
+        let page = page.html(html::Extras {
+            teaching: lab.map(|l| &l.teaching),
+            watch_report: watch_report.as_deref(),
+        });
         write(out, page.as_bytes())?;
     }
     Ok(EXIT_OK)
 }
 
-/// The Chrome trace of `file` (and `compare`), streamed from the recordings: each
-/// is read twice, event by event, and never held whole. A damaged line is named
-/// on stderr once, by the first pass.
-fn chrome_trace(file: &Path, compare: Option<&Path>, out: &Path) -> anyhow::Result<()> {
-    let recording = |path: &Path| {
-        let path = path.to_path_buf();
-        let first = Cell::new(true);
-        move |each: &mut dyn FnMut(Event)| -> std::io::Result<()> {
-            let f = File::open(&path).map_err(|e| {
-                std::io::Error::other(format!("cannot open {}: {e}", path.display()))
-            })?;
-            let problems = stream_recording(BufReader::new(f), each)
-                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
-            if first.replace(false) {
-                for p in &problems {
-                    eprintln!(
-                        "gpulab: {}: {}",
-                        path.display(),
-                        gpulab::report::printable(&p.to_string())
-                    );
-                }
+/// A recording file as an export reads it: a function that hands over its events
+/// in order, from the start, each time it is called. A damaged line is named on
+/// stderr once, by the first read.
+fn recording(path: &Path) -> impl Fn(&mut dyn FnMut(Event)) -> std::io::Result<()> {
+    let path = path.to_path_buf();
+    let first = Cell::new(true);
+    move |each: &mut dyn FnMut(Event)| -> std::io::Result<()> {
+        let f = File::open(&path)
+            .map_err(|e| std::io::Error::other(format!("cannot open {}: {e}", path.display())))?;
+        let problems = stream_recording(BufReader::new(f), each)
+            .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+        if first.replace(false) {
+            for p in &problems {
+                eprintln!(
+                    "gpulab: {}: {}",
+                    path.display(),
+                    gpulab::report::printable(&p.to_string())
+                );
             }
-            Ok(())
         }
-    };
-    let recordings = std::iter::once(file)
-        .chain(compare)
-        .map(recording)
-        .collect();
-    let trace = chrome::Trace::outline(recordings).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// The Chrome trace of the recordings (the second a `--compare`), streamed.
+fn chrome_trace<R>(recordings: &[R], out: &Path) -> anyhow::Result<()>
+where
+    R: Fn(&mut dyn FnMut(Event)) -> std::io::Result<()>,
+{
+    let trace = chrome::Trace::outline(recordings.iter().collect())
+        .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     if out == Path::new("-") {
         trace.write(std::io::stdout().lock())?;
         return Ok(());

@@ -89,7 +89,7 @@ pub fn load(file: &Path) -> anyhow::Result<Run> {
     load_into(file, Run::default())
 }
 
-/// A recording folded into `run` (`Run::keeping_all` for what draws every call).
+/// A recording folded into `run`.
 pub fn load_into(file: &Path, mut run: Run) -> anyhow::Result<Run> {
     let f = std::fs::File::open(file)
         .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;

@@ -1,6 +1,10 @@
 //! What the page's charts and the slide figures share: text made safe for SVG
-//! and HTML, and round tick steps for their axes.
+//! and HTML, round tick steps for their axes, and what a mark that stands for
+//! many calls says.
 
+use std::fmt::Write;
+
+use crate::export::decimate::Mark;
 use crate::report::printable;
 use crate::run::Run;
 use crate::trace::BackendKind;
@@ -63,6 +67,52 @@ pub(crate) fn tick_label(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// `1,234,567`: a count a reader takes in at a glance.
+pub(crate) fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What a mark merged from calls or device spans stands for, as its title says
+/// it: how many (`what` names one and several), when, under which names, their
+/// time summed (`busy` says whose), and how many failed. `ms` is a time on the
+/// chart's axis.
+pub(crate) fn merged_title(
+    m: &Mark,
+    what: (&str, &str),
+    busy: &str,
+    ms: impl Fn(u64) -> f64,
+) -> String {
+    let noun = if m.count == 1 { what.0 } else { what.1 };
+    let mut t = format!(
+        "{} {noun}, from {:.3} to {:.3} ms\n",
+        grouped(m.count),
+        ms(m.begin_ns),
+        ms(m.end_ns)
+    );
+    let mut names: Vec<String> = m
+        .names
+        .iter()
+        .map(|(name, n)| format!("{name} ×{}", grouped(*n)))
+        .collect();
+    if m.other_names > 0 {
+        names.push(format!("others ×{}", grouped(m.other_names)));
+    }
+    t.push_str(&names.join(", "));
+    let _ = write!(t, "\n{busy} {:.3} ms in all", m.busy_ns as f64 / 1e6);
+    if m.failed > 0 {
+        let _ = write!(t, "\n{} returned an error", grouped(m.failed));
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +124,15 @@ mod tests {
         assert_eq!(ticks(f64::NAN), vec![0.0]);
         assert_eq!(tick_label(100.0), "100");
         assert_eq!(tick_label(0.05), "0.05");
+    }
+
+    #[test]
+    fn counts_are_grouped_in_thousands() {
+        let got: Vec<String> = [0, 7, 999, 1_000, 12_345, 1_000_003]
+            .into_iter()
+            .map(grouped)
+            .collect();
+        assert_eq!(got, ["0", "7", "999", "1,000", "12,345", "1,000,003"]);
     }
 
     #[test]

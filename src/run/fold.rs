@@ -130,8 +130,12 @@ pub struct ApiFold {
     pub api: String,
     pub calls: u32,
     pub host_ns: u64,
-    /// The latest error's name, when any call failed.
+    /// Calls that returned an error, and the latest one's name.
+    pub errors: u32,
     pub error: Option<String>,
+    /// Sum over calls of memory after minus before, bytes; None when no call
+    /// had both readings.
+    pub mem_delta: Option<i64>,
 }
 
 /// The `# expect-error` search: the first failing call on a marked line, then
@@ -253,7 +257,9 @@ impl Folds {
                     api: c.api.clone(),
                     calls: 0,
                     host_ns: 0,
+                    errors: 0,
                     error: None,
+                    mem_delta: None,
                 });
                 self.apis.len() - 1
             }
@@ -262,7 +268,11 @@ impl Folds {
         a.calls += 1;
         a.host_ns += c.end_ns.saturating_sub(c.begin_ns);
         if let Some(e) = error_of(c) {
+            a.errors += 1;
             a.error = Some(e.to_string());
+        }
+        if let (Some(b), Some(after)) = (c.mem_before, c.mem_after) {
+            *a.mem_delta.get_or_insert(0) += after as i64 - b as i64;
         }
     }
 

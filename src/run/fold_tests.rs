@@ -324,26 +324,41 @@ fn folds_equal_a_computation_over_every_call() {
 
         let failed = all.iter().filter(|c| !c.status.is_ok()).count();
         assert_eq!(run.folds.failed_calls, failed as u64);
-        let mut apis: Vec<(String, u32, u64, Option<String>)> = Vec::new();
+        type ApiRow = (String, u32, u64, u32, Option<String>, Option<i64>);
+        let mut apis: Vec<ApiRow> = Vec::new();
         for c in &all {
             let i = match apis.iter().position(|a| a.0 == c.api) {
                 Some(i) => i,
                 None => {
-                    apis.push((c.api.clone(), 0, 0, None));
+                    apis.push((c.api.clone(), 0, 0, 0, None, None));
                     apis.len() - 1
                 }
             };
             apis[i].1 += 1;
             apis[i].2 += c.end_ns - c.begin_ns;
             if let CallStatus::Error { name, .. } = &c.status {
-                apis[i].3 = Some(name.clone());
+                apis[i].3 += 1;
+                apis[i].4 = Some(name.clone());
+            }
+            if let (Some(b), Some(a)) = (c.mem_before, c.mem_after) {
+                *apis[i].5.get_or_insert(0) += a as i64 - b as i64;
             }
         }
-        let folded: Vec<_> = run
+        let folded: Vec<ApiRow> = run
             .folds
             .apis
             .iter()
-            .map(|a| (a.api.clone(), a.calls, a.host_ns, a.error.clone()))
+            .map(|a| {
+                let (calls, errors) = (a.calls, a.errors);
+                (
+                    a.api.clone(),
+                    calls,
+                    a.host_ns,
+                    errors,
+                    a.error.clone(),
+                    a.mem_delta,
+                )
+            })
             .collect();
         assert_eq!(folded, apis);
         let ran_out = all.iter().find(|c| {

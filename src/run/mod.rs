@@ -52,8 +52,8 @@ pub const OBJECTS_KEPT: usize = 10_000;
 /// metric that looks at a block's calls and spans (`overlap`, of CUDA labs' short
 /// blocks; inconclusive, saying why, when a block no longer lies whole in the
 /// window: [`Run::window_holds`]). A run of fewer events keeps them all, and [`Run::keeping_all`] keeps
-/// them all, every reading included, whatever the length (the exports of a
-/// recording, which draw every call).
+/// them all, every reading included, whatever the length (what tests compare the
+/// window with; the exports draw a recording decimated instead, `export::decimate`).
 #[derive(Debug, Clone)]
 pub struct Run {
     pub meta: Option<Meta>,

@@ -14,7 +14,6 @@
 //! and the objects alive at a time, whatever the recording's length: a 58 MB
 //! recording (200,000 calls) took 411 MB held whole in a `Run`.
 
-mod outline;
 mod sorted;
 
 use std::borrow::Cow;
@@ -23,10 +22,10 @@ use std::io::{self, BufWriter, Write};
 
 use serde::Serialize;
 
+use super::outline::{NearCalls, Outline};
 use crate::run::ObjState;
 use crate::run::objects;
 use crate::trace::{CallStatus, Event, MemorySource, Meta};
-use outline::{NearCalls, Outline};
 use sorted::{Key, Sorted};
 
 const HOST_TID: u64 = 1;

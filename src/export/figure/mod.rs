@@ -5,17 +5,26 @@
 //! lane per queue or stream) on the same time axis, and its claims with their
 //! verdicts. Two runs are stacked on shared axes, so cudaFree and cudaFreeAsync
 //! compare at a glance. SVG written here; PNG by rasterising it with resvg.
+//!
+//! Each recording is read twice (`Outline`, then `Decimated`), so a figure of a
+//! million calls costs what one of ten thousand does: past a few per pixel
+//! column, the memory line is drawn from each column's first, last, lowest and
+//! highest reading, and a lane's calls or spans that share a column are one bar
+//! whose title says how many it stands for.
 
 use std::fmt::Write;
+use std::io;
 
 mod labels;
 
 use labels::{Marker, place};
 
-use crate::export::svg::{esc, lane_label, tick_label, ticks};
+use crate::export::decimate::{Decimated, MIN_BAR, Mark};
+use crate::export::outline::Outline;
+use crate::export::svg::{esc, lane_label, merged_title, tick_label, ticks};
 use crate::report::fmt_value;
 use crate::run::Run;
-use crate::trace::{CallStatus, MemorySource, Verdict};
+use crate::trace::{Event, MemorySource, Verdict};
 use crate::units::MIB_F64 as MIB;
 
 pub type Result<T, E = FigureError> = std::result::Result<T, E>;
@@ -33,6 +42,8 @@ pub const HEIGHT: u32 = 900;
 const W: f64 = WIDTH as f64;
 const LEFT: f64 = 150.0;
 const RIGHT: f64 = 40.0;
+/// The plot's width in pixels: the columns the lanes and the line are kept at.
+const COLUMNS: usize = (W - LEFT - RIGHT) as usize;
 const LEGEND: f64 = 50.0;
 
 const MEMORY: &str = "#1f77b4";
@@ -88,31 +99,17 @@ impl Axis {
     }
 }
 
-fn rel_ms(run: &Run, t: u64) -> f64 {
-    (t as f64 - run.t0() as f64) / 1e6
-}
-
-fn span_ms(run: &Run) -> f64 {
-    let last = run
-        .end
-        .iter()
-        .map(|e| e.t_ns)
-        .chain(run.calls.iter().map(|c| c.end_ns))
-        .chain(run.spans.iter().map(|s| s.end_ns))
-        .max()
-        .unwrap_or(run.t0());
-    rel_ms(run, last)
+/// `t` in ms from a run's start `t0`.
+fn rel_ms(t0: u64, t: u64) -> f64 {
+    (t as f64 - t0 as f64) / 1e6
 }
 
 fn above_baseline(run: &Run, bytes: u64) -> f64 {
     (bytes as f64 - run.baseline().unwrap_or(0) as f64).max(0.0) / MIB
 }
 
-fn peak_mib(run: &Run) -> f64 {
-    run.readings
-        .iter()
-        .map(|(_, b)| above_baseline(run, *b))
-        .fold(0.0, f64::max)
+fn peak_mib(d: &Decimated) -> f64 {
+    d.memory.peak().map_or(0.0, |b| above_baseline(&d.run, b))
 }
 
 fn title(run: &Run) -> String {
@@ -146,16 +143,41 @@ fn text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, fill: &str, b
     );
 }
 
-/// The figure of one run, or of several stacked on shared axes.
-pub fn svg(runs: &[&Run]) -> String {
+/// The figure of one recording, or of several stacked on shared axes. Each
+/// recording is a function that hands over its events in order, from the start,
+/// each time it is called: it is read twice.
+pub fn svg<R>(recordings: &[R]) -> io::Result<String>
+where
+    R: Fn(&mut dyn FnMut(Event)) -> io::Result<()>,
+{
+    let outlines = recordings
+        .iter()
+        .map(Outline::of)
+        .collect::<io::Result<Vec<_>>>()?;
+    let axis = Axis {
+        t_max: outlines
+            .iter()
+            .map(|o| rel_ms(o.t0(), o.drawn_end()))
+            .fold(1e-3, f64::max),
+    };
+    let runs = recordings
+        .iter()
+        .zip(&outlines)
+        .map(|(r, o)| {
+            let t0 = o.t0();
+            Decimated::fold(r, o, COLUMNS, |t| axis.x(rel_ms(t0, t)))
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    Ok(draw(&runs, axis))
+}
+
+fn draw(runs: &[Decimated], axis: Axis) -> String {
     let n = runs.len().max(1);
-    let peak = runs.iter().map(|r| peak_mib(r)).fold(0.0, f64::max);
+    let peak = runs.iter().map(peak_mib).fold(0.0, f64::max);
     let shared = Shared {
-        axis: Axis {
-            t_max: runs.iter().map(|r| span_ms(r)).fold(1e-3, f64::max),
-        },
+        axis,
         y_max: if peak > 0.0 { peak * 1.1 } else { 1.0 },
-        claim_rows: runs.iter().map(|r| r.claims.len()).max().unwrap_or(0),
+        claim_rows: runs.iter().map(|r| r.run.claims.len()).max().unwrap_or(0),
         sizes: Sizes::for_runs(n),
     };
     let mut out = String::new();
@@ -165,8 +187,8 @@ pub fn svg(runs: &[&Run]) -> String {
     );
     legend(&mut out, &shared.sizes);
     let panel = (HEIGHT as f64 - LEGEND) / n as f64;
-    for (i, run) in runs.iter().enumerate() {
-        draw_run(&mut out, run, LEGEND + i as f64 * panel, panel, &shared);
+    for (i, d) in runs.iter().enumerate() {
+        draw_run(&mut out, d, LEGEND + i as f64 * panel, panel, &shared);
     }
     out.push_str("</svg>\n");
     out
@@ -224,7 +246,7 @@ struct Shared {
     sizes: Sizes,
 }
 
-fn draw_run(out: &mut String, run: &Run, top: f64, height: f64, shared: &Shared) {
+fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Shared) {
     let Shared {
         axis,
         y_max,
@@ -233,16 +255,10 @@ fn draw_run(out: &mut String, run: &Run, top: f64, height: f64, shared: &Shared)
     } = shared;
     let (y_max, claim_rows) = (*y_max, *claim_rows);
     let row = s.row();
-    let mut queues: Vec<String> = Vec::new();
-    for sp in &run.spans {
-        let name = sp
-            .queue_name
-            .clone()
-            .unwrap_or_else(|| format!("#{}", sp.queue));
-        if !queues.contains(&name) {
-            queues.push(name);
-        }
-    }
+    let run = &d.run;
+    let t0 = run.t0();
+    let x = |t: u64| axis.x(rel_ms(t0, t));
+    let queues = &d.lanes;
     let lanes = 1 + queues.len();
     let title_y = top + s.title;
     let band_top = title_y + s.text * 0.6;
@@ -308,16 +324,11 @@ fn draw_run(out: &mut String, run: &Run, top: f64, height: f64, shared: &Shared)
     );
 
     // The memory curve.
-    let points: Vec<String> = run
-        .readings
-        .iter()
-        .map(|&(t, b)| {
-            format!(
-                "{:.1},{:.1}",
-                axis.x(rel_ms(run, t)),
-                y(above_baseline(run, b))
-            )
-        })
+    let points: Vec<String> = d
+        .memory
+        .points()
+        .into_iter()
+        .map(|(t, b)| format!("{:.1},{:.1}", x(t), y(above_baseline(run, b))))
         .collect();
     let _ = write!(
         out,
@@ -326,18 +337,20 @@ fn draw_run(out: &mut String, run: &Run, top: f64, height: f64, shared: &Shared)
     );
 
     // The calls the claims name: a marker each, labelled in the band above.
-    let mut markers: Vec<Marker> = run
-        .calls
+    let mut tagged = d.tagged();
+    tagged.sort_by(|a, b| a.x.total_cmp(&b.x));
+    let markers: Vec<Marker> = tagged
         .iter()
-        .filter(|c| c.tag.is_some() && c.iter.first().is_none_or(|i| *i == 0))
-        .map(|c| Marker {
-            x: axis.x(rel_ms(run, c.end_ns)),
-            label: format!("{} [{}]", c.api, c.tag.as_deref().unwrap_or("")),
+        .map(|t| Marker {
+            x: t.x,
+            label: t.label.clone(),
         })
         .collect();
-    markers.sort_by(|a, b| a.x.total_cmp(&b.x));
-    for (m, (label_row, text_x, anchor)) in
-        markers.iter().zip(place(&markers, s.label_rows, s.text))
+    for ((m, t), (label_row, text_x, anchor)) in
+        markers
+            .iter()
+            .zip(&tagged)
+            .zip(place(&markers, s.label_rows, s.text))
     {
         let line_top = match label_row {
             Some(r) => band_top + r as f64 * row + row * 0.25,
@@ -345,9 +358,18 @@ fn draw_run(out: &mut String, run: &Run, top: f64, height: f64, shared: &Shared)
         };
         let _ = write!(
             out,
-            r#"<line x1="{0:.1}" y1="{line_top:.1}" x2="{0:.1}" y2="{plot_bottom:.1}" stroke="{MARKER}" stroke-width="2" stroke-dasharray="5 4"/>"#,
+            r#"<line x1="{0:.1}" y1="{line_top:.1}" x2="{0:.1}" y2="{plot_bottom:.1}" stroke="{MARKER}" stroke-width="2" stroke-dasharray="5 4""#,
             m.x
         );
+        if t.count > 1 {
+            let _ = write!(
+                out,
+                "><title>{} calls</title></line>",
+                crate::export::svg::grouped(t.count)
+            );
+        } else {
+            out.push_str("/>");
+        }
         if let Some(r) = label_row {
             text(
                 out,
@@ -376,41 +398,50 @@ fn draw_run(out: &mut String, run: &Run, top: f64, height: f64, shared: &Shared)
             &fit(&name, LEFT - 16.0, s.text),
         );
     }
-    let bar = |out: &mut String, lane: usize, x0: f64, x1: f64, fill: &str| {
+    let rect = |out: &mut String, lane: usize, x0: f64, x1: f64, fill: &str| {
         let _ = write!(
             out,
-            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{fill}"/>"#,
+            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{fill}""#,
             lane_y(lane) + s.lane * 0.15,
-            (x1 - x0).max(1.5),
+            (x1 - x0).max(MIN_BAR),
             s.lane * 0.7
         );
     };
-    for c in run
-        .calls
-        .iter()
-        .filter(|c| c.status != CallStatus::Directive)
-    {
-        bar(
-            out,
-            0,
-            axis.x(rel_ms(run, c.begin_ns)),
-            axis.x(rel_ms(run, c.end_ns)),
-            HOST,
-        );
+    let bar = |out: &mut String, lane: usize, x0: f64, x1: f64, fill: &str| {
+        rect(out, lane, x0, x1, fill);
+        out.push_str("/>");
+    };
+    // A bar that stands for several calls or spans says so on hover.
+    let merged = |out: &mut String, lane: usize, m: &Mark, fill: &str, what, busy| {
+        rect(out, lane, m.x0, m.x1, fill);
+        let title = merged_title(m, what, busy, |t| rel_ms(t0, t));
+        let _ = write!(out, "><title>{}</title></rect>", esc(&title));
+    };
+    match d.calls() {
+        Some(calls) => {
+            for c in calls {
+                bar(out, 0, x(c.begin_ns), x(c.end_ns), HOST);
+            }
+        }
+        None => {
+            for m in d.host.iter() {
+                merged(out, 0, m, HOST, ("call", "calls"), "host");
+            }
+        }
     }
-    for sp in &run.spans {
-        let name = sp
-            .queue_name
-            .clone()
-            .unwrap_or_else(|| format!("#{}", sp.queue));
-        if let Some(q) = queues.iter().position(|n| *n == name) {
-            bar(
-                out,
-                q + 1,
-                axis.x(rel_ms(run, sp.begin_ns)),
-                axis.x(rel_ms(run, sp.end_ns)),
-                DEVICE,
-            );
+    match d.spans() {
+        Some(spans) => {
+            for (q, sp) in spans {
+                bar(out, q + 1, x(sp.begin_ns), x(sp.end_ns), DEVICE);
+            }
+        }
+        None => {
+            let what = ("device span", "device spans");
+            for (q, lane) in d.device.iter().enumerate() {
+                for m in lane.iter() {
+                    merged(out, q + 1, m, DEVICE, what, "on the device");
+                }
+            }
         }
     }
     let _ = write!(

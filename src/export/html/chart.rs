@@ -1,11 +1,15 @@
 //! The page's two charts as inline SVG on one time axis: memory above baseline
 //! with a dot for each call's reading, and the timeline (host lane, one lane per
 //! queue or stream). Every call and device span carries a `<title>`, which a
-//! browser shows on hover with no script.
+//! browser shows on hover with no script. Past a few per column of the plot, the
+//! calls and spans that share a column are one mark, whose title says how many
+//! it stands for and what they did.
 
 use std::fmt::Write;
 
-use crate::export::svg::{esc, lane_label, tick_label, ticks};
+use crate::export::decimate::{Decimated, MIN_BAR, Mark};
+use crate::export::outline::Outline;
+use crate::export::svg::{esc, lane_label, merged_title, tick_label, ticks};
 use crate::report::fmt_delta;
 use crate::run::Run;
 use crate::trace::{Call, CallStatus, DeviceSpan};
@@ -15,6 +19,8 @@ use crate::units::MIB_F64 as MIB;
 const WIDTH: f64 = 1000.0;
 const LEFT: f64 = 150.0;
 const RIGHT: f64 = 20.0;
+/// The plot's width in drawing units: the columns lanes and the line are kept at.
+pub(super) const COLUMNS: usize = (WIDTH - LEFT - RIGHT) as usize;
 const MEMORY_HEIGHT: f64 = 300.0;
 const TOP: f64 = 16.0;
 const AXIS: f64 = 36.0;
@@ -22,27 +28,20 @@ const LANE: f64 = 30.0;
 /// What fits left of the plot at the page's font size.
 const LANE_LABEL_CHARS: usize = 20;
 
-/// Where the run's time falls across the plot.
-struct TimeAxis {
+/// Where the run's time falls across the plot: from its start to the latest
+/// call, span, reading or end.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TimeAxis {
     t0: u64,
     span_ms: f64,
 }
 
 impl TimeAxis {
-    fn of(run: &Run) -> TimeAxis {
-        let t0 = run.t0();
-        let last = run
-            .end
-            .iter()
-            .map(|e| e.t_ns)
-            .chain(run.calls.iter().map(|c| c.end_ns))
-            .chain(run.spans.iter().map(|s| s.end_ns))
-            .chain(run.readings.iter().map(|(t, _)| *t))
-            .max()
-            .unwrap_or(t0);
+    pub(super) fn of(o: &Outline) -> TimeAxis {
+        let t0 = o.t0();
         TimeAxis {
             t0,
-            span_ms: (last.saturating_sub(t0) as f64 / 1e6).max(1e-3),
+            span_ms: (o.read_end().saturating_sub(t0) as f64 / 1e6).max(1e-3),
         }
     }
 
@@ -50,7 +49,7 @@ impl TimeAxis {
         (t as f64 - self.t0 as f64) / 1e6
     }
 
-    fn x(&self, t: u64) -> f64 {
+    pub(super) fn x(&self, t: u64) -> f64 {
         self.x_ms(self.ms(t))
     }
 
@@ -135,16 +134,27 @@ fn span_title(axis: &TimeAxis, s: &DeviceSpan, lane: &str) -> String {
     t
 }
 
-/// Memory above the run's baseline over time, one dot per call that read it.
-pub(super) fn memory(run: &Run, unit_label: &str) -> String {
-    let axis = TimeAxis::of(run);
+/// A mark of several calls on the memory chart: what its title adds, the range
+/// of the readings after them.
+fn readings_title(m: &Mark, above: impl Fn(u64) -> f64) -> String {
+    match m.values {
+        Some((low, high)) if low != high => format!(
+            "\nmemory after them {:.1} to {:.1} MiB above baseline",
+            above(low),
+            above(high)
+        ),
+        Some((v, _)) => format!("\nmemory after them {:.1} MiB above baseline", above(v)),
+        None => String::new(),
+    }
+}
+
+/// Memory above the run's baseline over time, one dot per call that read it
+/// (per column, where they are too many).
+pub(super) fn memory(d: &Decimated, axis: &TimeAxis, unit_label: &str) -> String {
+    let run = &d.run;
     let base = run.baseline().unwrap_or(0) as f64 / MIB;
     let above = |bytes: u64| (bytes as f64 / MIB - base).max(0.0);
-    let peak = run
-        .readings
-        .iter()
-        .map(|(_, b)| above(*b))
-        .fold(0.0, f64::max);
+    let peak = d.memory.peak().map_or(0.0, above);
     let y_max = if peak > 0.0 { peak * 1.1 } else { 1.0 };
     let bottom = MEMORY_HEIGHT - AXIS - 14.0;
     let y = |mib: f64| bottom - (mib / y_max) * (bottom - TOP);
@@ -171,30 +181,43 @@ pub(super) fn memory(run: &Run, unit_label: &str) -> String {
         (TOP + bottom) / 2.0,
         esc(unit_label)
     );
-    let points: Vec<String> = run
-        .readings
-        .iter()
-        .map(|&(t, b)| format!("{:.1},{:.1}", axis.x(t), y(above(b))))
+    let points: Vec<String> = d
+        .memory
+        .points()
+        .into_iter()
+        .map(|(t, b)| format!("{:.1},{:.1}", axis.x(t), y(above(b))))
         .collect();
     let _ = write!(
         out,
         r#"<polyline class="memory" points="{}"/>"#,
         points.join(" ")
     );
-    for c in run
-        .calls
-        .iter()
-        .filter(|c| c.status != CallStatus::Directive)
-    {
-        let Some(after) = c.mem_after else { continue };
+    let dot = |out: &mut String, tagged: bool, x: f64, after: u64, title: &str| {
         let _ = write!(
             out,
-            r#"<circle class="call{}" cx="{:.1}" cy="{:.1}" r="4"><title>{}</title></circle>"#,
-            if c.tag.is_some() { " tagged" } else { "" },
-            axis.x(c.end_ns),
+            r#"<circle class="call{}" cx="{x:.1}" cy="{:.1}" r="4"><title>{}</title></circle>"#,
+            if tagged { " tagged" } else { "" },
             y(above(after)),
-            esc(&call_title(run, &axis, c))
+            esc(title)
         );
+    };
+    match d.calls() {
+        Some(calls) => {
+            for c in calls {
+                let Some(after) = c.mem_after else { continue };
+                let title = call_title(run, axis, c);
+                dot(&mut out, c.tag.is_some(), axis.x(c.end_ns), after, &title);
+            }
+        }
+        // A dot per column at its highest reading: the line shows the lowest.
+        None => {
+            for m in d.dots.iter() {
+                let Some((_, high)) = m.values else { continue };
+                let mut title = merged_title(m, ("call", "calls"), "host", |t| axis.ms(t));
+                title.push_str(&readings_title(m, above));
+                dot(&mut out, m.tagged, m.high_x, high, &title);
+            }
+        }
     }
     axis.draw(&mut out, bottom);
     out.push_str("</svg>");
@@ -202,22 +225,11 @@ pub(super) fn memory(run: &Run, unit_label: &str) -> String {
 }
 
 /// The host lane above one lane per queue or stream, on the memory chart's axis.
-pub(super) fn timeline(run: &Run) -> String {
-    let axis = TimeAxis::of(run);
+pub(super) fn timeline(d: &Decimated, axis: &TimeAxis) -> String {
+    let run = &d.run;
     // One lane per queue name: a lab that makes a queue `q` in each iteration of a
     // loop draws one lane `q`, as its script reads.
-    let lane_name = |s: &DeviceSpan| {
-        s.queue_name
-            .clone()
-            .unwrap_or_else(|| format!("#{}", s.queue))
-    };
-    let mut queues: Vec<String> = Vec::new();
-    for s in &run.spans {
-        let name = lane_name(s);
-        if !queues.contains(&name) {
-            queues.push(name);
-        }
-    }
+    let queues = &d.lanes;
     let lanes = 1 + queues.len();
     let bottom = TOP + lanes as f64 * LANE;
     let height = bottom + AXIS + 14.0;
@@ -249,50 +261,57 @@ pub(super) fn timeline(run: &Run) -> String {
         let lane = lane_label(run, name);
         label(&mut out, i + 1, &lane);
     }
-    // A call of a few microseconds in a run of seconds still gets a visible sliver.
-    let min_width = 1.5;
     let bar = |out: &mut String, class: &str, lane: usize, x0: f64, x1: f64, title: &str| {
         let _ = write!(
             out,
             r#"<rect class="{class}" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>{}</title></rect>"#,
             lane_top(lane) + 4.0,
-            (x1 - x0).max(min_width),
+            (x1 - x0).max(MIN_BAR),
             LANE - 8.0,
             esc(title)
         );
     };
-    for c in run
-        .calls
-        .iter()
-        .filter(|c| c.status != CallStatus::Directive)
-    {
-        let class = if matches!(c.status, CallStatus::Error { .. }) {
-            "host failed"
-        } else {
-            "host"
-        };
-        bar(
-            &mut out,
-            class,
-            0,
-            axis.x(c.begin_ns),
-            axis.x(c.end_ns),
-            &call_title(run, &axis, c),
-        );
+    let host_class = |failed: bool| if failed { "host failed" } else { "host" };
+    match d.calls() {
+        Some(calls) => {
+            for c in calls {
+                let class = host_class(matches!(c.status, CallStatus::Error { .. }));
+                let (x0, x1) = (axis.x(c.begin_ns), axis.x(c.end_ns));
+                bar(&mut out, class, 0, x0, x1, &call_title(run, axis, c));
+            }
+        }
+        None => {
+            for m in d.host.iter() {
+                let title = merged_title(m, ("call", "calls"), "host", |t| axis.ms(t));
+                bar(&mut out, host_class(m.failed > 0), 0, m.x0, m.x1, &title);
+            }
+        }
     }
-    for s in &run.spans {
-        let name = lane_name(s);
-        let Some(lane) = queues.iter().position(|q| *q == name) else {
-            continue;
-        };
-        bar(
-            &mut out,
-            "device",
-            lane + 1,
-            axis.x(s.begin_ns),
-            axis.x(s.end_ns),
-            &span_title(&axis, s, &lane_label(run, &name)),
-        );
+    match d.spans() {
+        Some(spans) => {
+            for (lane, s) in spans {
+                let title = span_title(axis, s, &lane_label(run, &queues[*lane]));
+                let (x0, x1) = (axis.x(s.begin_ns), axis.x(s.end_ns));
+                bar(&mut out, "device", lane + 1, x0, x1, &title);
+            }
+        }
+        None => {
+            for (lane, marks) in d.device.iter().enumerate() {
+                let name = lane_label(run, &queues[lane]);
+                for m in marks.iter() {
+                    let what = ("device span", "device spans");
+                    let title = merged_title(m, what, "on the device", |t| axis.ms(t));
+                    bar(
+                        &mut out,
+                        "device",
+                        lane + 1,
+                        m.x0,
+                        m.x1,
+                        &format!("{name}: {title}"),
+                    );
+                }
+            }
+        }
     }
     axis.draw(&mut out, bottom);
     out.push_str("</svg>");

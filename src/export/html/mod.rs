@@ -3,18 +3,25 @@
 //! call's numbers on hover, through `<title>`), the script table, the claims with
 //! their verdicts, and the lab's teaching text. No script, no network, no font
 //! but the reader's own. Every string from a recording or a lab file is escaped:
-//! both are shared files. Renders to a string; never prints.
+//! both are shared files. The recording is read twice (`Outline`, then
+//! `Decimated` at the charts' width), and the tables come from the run's
+//! per-line and per-API folds, so a page of a million calls costs what one of
+//! ten thousand does. Renders to a string; never prints.
 
 mod chart;
 
 use std::fmt::Write;
+use std::io;
 
+use crate::export::decimate::Decimated;
+use crate::export::outline::Outline;
 use crate::export::svg::esc;
 use crate::lab::Teaching;
 use crate::report::{Summary, fmt_delta, fmt_value, memory_label};
 use crate::run::Run;
-use crate::trace::{CallStatus, Verdict};
+use crate::trace::{Event, Verdict};
 use crate::units::MIB_F64 as MIB;
+use chart::TimeAxis;
 
 /// What a page shows beside the recording, which holds neither.
 #[derive(Debug, Default, Clone, Copy)]
@@ -45,8 +52,39 @@ circle:hover,rect:hover{stroke:#000;stroke-width:2}
 .legend span{margin-right:1.5em}.sw{display:inline-block;width:1em;height:.8em;margin-right:.3em;vertical-align:middle}
 ";
 
-/// The whole page of one run.
-pub fn page(run: &Run, extras: Extras) -> String {
+/// One recording, read for its page.
+#[derive(Debug, Clone)]
+pub struct Page {
+    axis: TimeAxis,
+    drawn: Decimated,
+}
+
+impl Page {
+    /// Reads `recording` twice (it hands over its events in order, from the
+    /// start, each time it is called).
+    pub fn read<R>(recording: R) -> io::Result<Page>
+    where
+        R: Fn(&mut dyn FnMut(Event)) -> io::Result<()>,
+    {
+        let outline = Outline::of(&recording)?;
+        let axis = TimeAxis::of(&outline);
+        let drawn = Decimated::fold(&recording, &outline, chart::COLUMNS, |t| axis.x(t))?;
+        Ok(Page { axis, drawn })
+    }
+
+    /// The run, folded as `report` folds it.
+    pub fn run(&self) -> &Run {
+        &self.drawn.run
+    }
+
+    /// The whole page.
+    pub fn html(&self, extras: Extras) -> String {
+        page(&self.drawn, &self.axis, extras)
+    }
+}
+
+fn page(drawn: &Decimated, axis: &TimeAxis, extras: Extras) -> String {
+    let run = &drawn.run;
     let summary = Summary::of(run);
     let watch = run.meta.as_ref().and_then(|m| m.watch.as_ref());
     let heading = match watch {
@@ -84,12 +122,12 @@ pub fn page(run: &Run, extras: Extras) -> String {
         out,
         r#"<p class="legend"><span><i class="sw" style="background:#1f77b4"></i>memory above baseline</span>{tagged}<span>hover a dot or a bar for the call's numbers</span></p>"#
     );
-    out.push_str(&chart::memory(run, "MiB above baseline"));
+    out.push_str(&chart::memory(drawn, axis, "MiB above baseline"));
     out.push_str("\n<h2>Timeline</h2>\n");
     out.push_str(
         r#"<p class="legend"><span><i class="sw" style="background:#777"></i>host call</span><span><i class="sw" style="background:#d62728"></i>device work (or a call that failed, in the host lane)</span></p>"#,
     );
-    out.push_str(&chart::timeline(run));
+    out.push_str(&chart::timeline(drawn, axis));
 
     if watch.is_some() {
         calls_by_api(&mut out, run);
@@ -181,54 +219,21 @@ fn script(out: &mut String, s: &Summary) {
     out.push_str("</tbody></table>\n");
 }
 
-/// A watched program has no script: its calls by name, in first-call order.
+/// A watched program has no script (nor a lab's directives): its calls by name,
+/// in first-call order, from the run's per-API fold of every call.
 fn calls_by_api(out: &mut String, run: &Run) {
-    struct Row<'a> {
-        api: &'a str,
-        count: u32,
-        failed: u32,
-        host_ns: u64,
-        mem: Option<i64>,
-    }
-    let mut rows: Vec<Row> = Vec::new();
-    for c in run
-        .calls
-        .iter()
-        .filter(|c| c.status != CallStatus::Directive)
-    {
-        let i = match rows.iter().position(|r| r.api == c.api) {
-            Some(i) => i,
-            None => {
-                rows.push(Row {
-                    api: &c.api,
-                    count: 0,
-                    failed: 0,
-                    host_ns: 0,
-                    mem: None,
-                });
-                rows.len() - 1
-            }
-        };
-        let r = &mut rows[i];
-        r.count += 1;
-        r.failed += u32::from(matches!(c.status, CallStatus::Error { .. }));
-        r.host_ns += c.end_ns.saturating_sub(c.begin_ns);
-        if let (Some(b), Some(a)) = (c.mem_before, c.mem_after) {
-            *r.mem.get_or_insert(0) += a as i64 - b as i64;
-        }
-    }
     out.push_str(
         "<h2>Calls</h2>\n<table class=\"script\"><thead><tr><th>call</th><th class=\"n\">count</th><th class=\"n\">failed</th><th class=\"n\">host ms (total)</th><th class=\"n\">memory Δ MiB</th></tr></thead><tbody>\n",
     );
-    for r in &rows {
+    for r in &run.folds.apis {
         let _ = writeln!(
             out,
             "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{}</td></tr>",
-            esc(r.api),
-            r.count,
-            r.failed,
+            esc(&r.api),
+            r.calls,
+            r.errors,
             r.host_ns as f64 / 1e6,
-            fmt_delta(r.mem.map(|m| m as f64 / MIB))
+            fmt_delta(r.mem_delta.map(|m| m as f64 / MIB))
         );
     }
     out.push_str("</tbody></table>\n");
@@ -311,26 +316,31 @@ fn notes(out: &mut String, s: &Summary) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::read_recording;
+    use crate::trace::{Call, CallStatus, read_recording};
 
     const RECORDING: &str =
         include_str!("../../../tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl");
 
-    fn run_of(text: &str) -> Run {
-        let rec = read_recording(text.as_bytes()).unwrap();
-        Run::from_events(&rec.events)
+    fn events_of(text: &str) -> Vec<Event> {
+        read_recording(text.as_bytes()).unwrap().events
+    }
+
+    fn page_of(events: &[Event]) -> Page {
+        Page::read(|each: &mut dyn FnMut(Event)| {
+            events.iter().cloned().for_each(each);
+            Ok(())
+        })
+        .unwrap()
     }
 
     #[test]
     fn strings_from_a_recording_cannot_add_markup() {
-        let run = run_of(RECORDING);
+        let run = Run::from_events(&events_of(RECORDING));
         let title = &run.meta.as_ref().unwrap().lab.as_ref().unwrap().title;
         let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>\" '";
         let as_json = |s: &str| serde_json::to_string(s).unwrap();
-        let page = page(
-            &run_of(&RECORDING.replace(&as_json(title), &as_json(hostile))),
-            Extras::default(),
-        );
+        let events = events_of(&RECORDING.replace(&as_json(title), &as_json(hostile)));
+        let page = page_of(&events).html(Extras::default());
         assert!(!page.contains("<script"), "a script got through");
         assert!(!page.contains("<img"), "an element got through");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -339,8 +349,9 @@ mod tests {
 
     #[test]
     fn the_page_holds_every_line_and_claim_of_the_run() {
-        let run = run_of(RECORDING);
-        let page = page(&run, Extras::default());
+        let events = events_of(RECORDING);
+        let run = Run::from_events(&events);
+        let page = page_of(&events).html(Extras::default());
         for l in run.lines() {
             assert!(page.contains(&esc(&l.text)), "line {} missing", l.line);
         }
@@ -355,5 +366,64 @@ mod tests {
             .filter(|c| c.status != CallStatus::Directive)
             .count();
         assert_eq!(page.matches("<rect class=\"host").count(), calls);
+    }
+
+    /// 100,000 calls of one line, one microsecond apart: a bar and a dot per
+    /// column of the chart at most, each saying how many calls it stands for,
+    /// and one row of the script table that counts them all.
+    #[test]
+    fn a_long_run_draws_a_mark_per_column_that_counts_its_calls() {
+        let mut events = events_of(RECORDING);
+        events.retain(|e| !matches!(e, Event::Call(_) | Event::End(_)));
+        let Some(Event::Meta(meta)) = events.first() else {
+            panic!("the fixture starts with its meta")
+        };
+        let (t0, line) = (meta.t_ns, meta.lab.as_ref().unwrap().script[0].0);
+        let n = 100_000u64;
+        events.extend((0..n).map(|i| {
+            Event::Call(Call {
+                seq: i,
+                line: Some(line),
+                api: "clFinish".into(),
+                driver: "clFinish".into(),
+                begin_ns: t0 + i * 1_000,
+                end_ns: t0 + i * 1_000 + 500,
+                mem_before: Some(1 << 20),
+                mem_after: Some((1 << 20) + (i % 7) * 4096),
+                status: if i == 4_242 {
+                    CallStatus::Error {
+                        name: "CL_INVALID_VALUE".into(),
+                        code: -30,
+                    }
+                } else {
+                    CallStatus::Ok
+                },
+                ..Default::default()
+            })
+        }));
+        let page = page_of(&events);
+        let html = page.html(Extras::default());
+        let bars = html.matches("<rect class=\"host").count();
+        assert!((1..=chart::COLUMNS).contains(&bars), "{bars} host bars");
+        let dots = html.matches("<circle class=\"call").count();
+        assert!((1..=chart::COLUMNS).contains(&dots), "{dots} dots");
+        let counted: u64 = html
+            .split("<rect class=\"host")
+            .skip(1)
+            .filter_map(|bar| bar.split("<title>").nth(1)?.split(' ').next())
+            .map(|count| count.replace(',', "").parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(counted, n, "every call is in one bar's count");
+        assert_eq!(html.matches("<rect class=\"host failed").count(), 1);
+        assert!(html.contains("1 returned an error"));
+        assert!(
+            html.contains("\nmemory after them "),
+            "a dot says its readings"
+        );
+        assert!(
+            html.contains(&format!("<td class=\"n\">{n}</td>")),
+            "the script table counts every call"
+        );
+        assert!(html.len() < 2_000_000, "{} bytes", html.len());
     }
 }

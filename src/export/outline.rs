@@ -1,7 +1,8 @@
-//! The first pass over a recording: the little a trace needs before its events
-//! are written (the process's name and pid, the queues' tracks, the run's start
-//! and end, which device spans lie far from their call), and its claims. Its
-//! size does not grow with the recording's calls.
+//! The first pass over a recording: the little an export needs before its events
+//! are written or drawn (the process's name and pid, the queues' tracks, the
+//! run's start and end and how far its calls, spans and samples reach, which
+//! device spans lie far from their call), and its claims. Its size does not
+//! grow with the recording's calls.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -18,6 +19,10 @@ pub(super) struct Outline {
     pub meta: Option<Meta>,
     first_begin: Option<u64>,
     last_call_end: Option<u64>,
+    /// The latest end of any call, of any device span, and the latest sample.
+    calls_end: Option<u64>,
+    spans_end: Option<u64>,
+    samples_end: Option<u64>,
     /// Each `end` event: its place in the stream and its time.
     pub ends: Vec<(u64, u64)>,
     /// Each queue or stream, in the order its first span came, with its name.
@@ -42,9 +47,11 @@ impl Outline {
                 Event::Call(c) => {
                     o.first_begin.get_or_insert(c.begin_ns);
                     o.last_call_end = Some(c.end_ns);
+                    o.calls_end = o.calls_end.max(Some(c.end_ns));
                     near.push(c.seq, (c.begin_ns, c.end_ns));
                 }
                 Event::DeviceSpan(s) => {
+                    o.spans_end = o.spans_end.max(Some(s.end_ns));
                     if !o.queues.iter().any(|(q, _)| *q == s.queue) {
                         let name = s.queue_name.unwrap_or_else(|| format!("#{}", s.queue));
                         o.queues.push((s.queue, name));
@@ -58,6 +65,7 @@ impl Outline {
                     None => o.claims.push(c),
                 },
                 Event::End(e) => o.ends.push((index, e.t_ns)),
+                Event::Sample(s) => o.samples_end = o.samples_end.max(Some(s.t_ns)),
                 _ => {}
             }
             index += 1;
@@ -82,6 +90,37 @@ impl Outline {
             .map(|e| e.1)
             .or(self.last_call_end)
             .unwrap_or(self.t0())
+    }
+
+    /// The latest time a figure's timeline reaches: the run's end (the latest
+    /// `end` event, as a run keeps it), or any call's or device span's end past it.
+    pub fn drawn_end(&self) -> u64 {
+        [
+            self.ends.last().map(|e| e.1),
+            self.calls_end,
+            self.spans_end,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(self.t0())
+    }
+
+    /// The latest time a chart of the timeline and the memory readings reaches.
+    /// A reading the run keeps lies within a call or before the end, except a
+    /// sample of a run that never ended.
+    pub fn read_end(&self) -> u64 {
+        let samples = self.samples_end.filter(|_| self.ends.is_empty());
+        [
+            self.ends.last().map(|e| e.1),
+            self.calls_end,
+            self.spans_end,
+            samples,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(self.t0())
     }
 
     /// Whether a memory reading at `t`, the `index`th event of the stream, is one
