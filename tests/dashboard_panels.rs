@@ -41,7 +41,7 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
         LabsPanel {
             labs: &app.labs,
             invalid: &app.invalid,
-            recordings: &app.recordings,
+            recordings: &app.recording_labels,
             entries: &entries,
             selected: app.selected,
             variant: 0,

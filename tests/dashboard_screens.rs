@@ -193,7 +193,7 @@ fn a_cuda_pool_that_keeps_freed_memory_is_named_as_the_gap() {
 #[test]
 fn a_watched_programs_recording_shows_its_calls_and_what_it_holds() {
     let mut a = app();
-    a.recordings.push(std::path::PathBuf::from(
+    a.add_recording(std::path::PathBuf::from(
         "assets/watch-recordings/nvidia-h100/forgotten-events--forgotten.jsonl",
     ));
     open(&mut a, "nvidia-h100/forgotten-events--forgotten", false);

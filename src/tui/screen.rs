@@ -156,7 +156,7 @@ impl<'a> FrameState<'a> {
             Panel::Labs => LabsPanel {
                 labs: &app.labs,
                 invalid: &app.invalid,
-                recordings: &app.recordings,
+                recordings: &app.recording_labels,
                 entries: &self.entries,
                 selected: app.selected,
                 variant: self.selected_lab.map(|l| app.variant_of(l)).unwrap_or(0),

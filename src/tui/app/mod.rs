@@ -21,7 +21,6 @@ mod runs;
 use super::keys::{self, Action, Mode};
 use super::layout::{Panel, Screen};
 use super::playback::Playback;
-use super::recordings;
 use super::runstate::{Origin, RunState};
 use super::theme::Theme;
 use crate::source::Availability;
@@ -123,6 +122,9 @@ pub struct App {
     /// The lab and variant each recording ran (by index into `recordings`), as
     /// its file name says; worked out when the list changes, not per frame.
     pub recorded: Vec<Option<(String, String)>>,
+    /// Per recording, the name the list shows (`recordings::label`), made once:
+    /// the list and its filter read it every frame.
+    pub recording_labels: Vec<String>,
     /// `z`: the focused panel fills the screen (Tab picks another).
     pub zoom: bool,
     /// `R` was pressed: the next run started is recorded to a file.
@@ -145,6 +147,9 @@ pub struct App {
     pub quit: bool,
     /// Something changed since the last frame.
     pub dirty: bool,
+    /// A live run's events arrived since the last frame, and nothing else
+    /// changed: the loop draws those less often (`event_loop::Pace`).
+    pub streamed: bool,
     /// Mouse reporting asked of the terminal (`m` toggles it): while it is on, the
     /// terminal's own text selection needs Shift.
     pub mouse: bool,
@@ -166,6 +171,7 @@ impl App {
             playback: None,
             playback_b: None,
             recorded: Vec::new(),
+            recording_labels: Vec::new(),
             zoom: false,
             record_next: false,
             epochs: [0, 0],
@@ -183,6 +189,7 @@ impl App {
             theme,
             quit: false,
             dirty: true,
+            streamed: false,
             mouse: true,
         };
         app.index_recordings();
@@ -213,8 +220,8 @@ impl App {
         let labs = labs.filter(|(_, l)| hit(&l.id) || hit(&l.title) || hit(l.backend.as_str()));
         let invalid = self.invalid.iter().enumerate();
         let invalid = invalid.filter(|(_, (id, _))| hit(id));
-        let recs = self.recordings.iter().enumerate();
-        let recs = recs.filter(|(_, p)| hit(&recordings::label(p)));
+        let recs = self.recording_labels.iter().enumerate();
+        let recs = recs.filter(|(_, label)| hit(label));
         labs.map(|(i, _)| Entry::Lab(i))
             .chain(invalid.map(|(i, _)| Entry::Invalid(i)))
             .chain(recs.map(|(i, _)| Entry::Recording(i)))
@@ -343,7 +350,7 @@ impl App {
                     for event in &events {
                         run.apply(event);
                     }
-                    self.dirty = true;
+                    self.streamed = true;
                 }
                 Vec::new()
             }

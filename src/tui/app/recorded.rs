@@ -17,6 +17,11 @@ impl App {
             .iter()
             .map(|p| self.lab_variant_named(p))
             .collect();
+        self.recording_labels = self
+            .recordings
+            .iter()
+            .map(|p| recordings::label(p))
+            .collect();
     }
 
     /// A recording made while the dashboard runs (`R`): listed, newest first

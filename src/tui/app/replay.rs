@@ -93,6 +93,7 @@ impl App {
             Some(i) => i,
             None => {
                 self.recordings.insert(0, path.clone());
+                self.index_recordings();
                 0
             }
         };

@@ -2,8 +2,6 @@
 //! machine cannot run it (as the doctor child said), the chosen variant under the
 //! selection, then the recordings that open read-only. `/` filters.
 
-use std::path::PathBuf;
-
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
@@ -20,7 +18,8 @@ pub struct LabsPanel<'a> {
     pub labs: &'a [Lab],
     /// User lab files with mistakes: the id each claims and its first mistake.
     pub invalid: &'a [(String, String)],
-    pub recordings: &'a [PathBuf],
+    /// The recordings' names as the list shows them.
+    pub recordings: &'a [String],
     pub entries: &'a [Entry],
     pub selected: usize,
     /// Variant index of the selected lab.
@@ -121,10 +120,10 @@ impl LabsPanel<'_> {
                             selected_row = out.len();
                         }
                     }
-                    let Some(p) = self.recordings.get(ri) else {
+                    let Some(label) = self.recordings.get(ri) else {
                         continue;
                     };
-                    let text = format!("{mark}{}", fit(&recordings::label(p), w.saturating_sub(2)));
+                    let text = format!("{mark}{}", fit(label, w.saturating_sub(2)));
                     out.push(Line::styled(
                         text,
                         if sel {
