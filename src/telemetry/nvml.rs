@@ -1,9 +1,9 @@
 //! The NVML side of a probe: finds the NVML device behind an OpenCL/CUDA device by
 //! PCI bus id and reads its memory and the worker's own share of it.
 
-use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -164,10 +164,9 @@ pub fn warm_up() {
 }
 
 pub(crate) struct NvmlProbe {
-    // Kept by index, not `Device<'_>`: getting the handle again is a table lookup
-    // inside NVML.
-    nvml: &'static Nvml,
-    index: u32,
+    // The handle, not its index: looking it up again on every reading was one
+    // more trip through NVML a tick, after the sampler's sleep left it cold.
+    device: Device<'static>,
     total: u64,
     baseline: u64,
     tracker: PidTracker,
@@ -255,7 +254,7 @@ impl ListCache {
 /// once per watch (it takes tens of milliseconds). NVML stays open across the
 /// program's spawn: its exec leaves every NVML state behind.
 pub struct Gpu0 {
-    nvml: &'static Nvml,
+    device: Device<'static>,
     pub info: DeviceInfo,
     pub used: u64,
 }
@@ -274,7 +273,7 @@ pub(crate) fn first_gpu() -> Option<Gpu0> {
         pci_bus_id: device.pci_info().ok().map(|p| p.bus_id),
     };
     Some(Gpu0 {
-        nvml,
+        device,
         info,
         used: mem.used,
     })
@@ -291,8 +290,16 @@ impl NvmlProbe {
             }
         };
         let index = pick_device(nvml, info, notes)?;
-        let mem = nvml.device_by_index(index).and_then(|d| d.memory_info());
-        let mem = match mem {
+        let device = match nvml.device_by_index(index) {
+            Ok(device) => device,
+            Err(e) => {
+                notes.push(format!(
+                    "NVML cannot open device {index}: {e} — no device-memory telemetry"
+                ));
+                return None;
+            }
+        };
+        let mem = match device.memory_info() {
             Ok(mem) => mem,
             Err(e) => {
                 notes.push(format!(
@@ -302,8 +309,7 @@ impl NvmlProbe {
             }
         };
         Some(NvmlProbe {
-            nvml,
-            index,
+            device,
             total: mem.total,
             baseline: mem.used,
             tracker: PidTracker::new(pid, mem.used),
@@ -318,8 +324,7 @@ impl NvmlProbe {
     /// read on behalf of `pid` against the memory in use when it was opened.
     pub(crate) fn of_gpu0(gpu: Gpu0, pid: u32) -> NvmlProbe {
         NvmlProbe {
-            nvml: gpu.nvml,
-            index: 0,
+            device: gpu.device,
             total: gpu.info.total_bytes.unwrap_or(0),
             baseline: gpu.used,
             tracker: PidTracker::new(pid, gpu.used),
@@ -353,7 +358,7 @@ impl NvmlProbe {
     /// One reading, and a note the first time NVML turns out not to see the worker.
     pub(crate) fn read(&mut self) -> Result<(Reading, Option<String>)> {
         let t_ns = now_ns();
-        let device = self.nvml.device_by_index(self.index).map_err(nvml_error)?;
+        let device = &self.device;
         let mem = device.memory_info().map_err(nvml_error)?;
         let kept = self.listed.still(t_ns, mem.used).or_else(|| {
             self.attribute
@@ -369,7 +374,7 @@ impl NvmlProbe {
             };
             return Ok((reading, None));
         }
-        let listed = compute_processes(&device);
+        let listed = compute_processes(device);
         // The tree is walked only when NVML lists a process other than the
         // program itself: a single-process program costs no /proc reads.
         let others = listed
@@ -404,8 +409,7 @@ impl NvmlProbe {
     }
 
     pub(crate) fn free_bytes(&self) -> Option<u64> {
-        let device = self.nvml.device_by_index(self.index).ok()?;
-        device.memory_info().ok().map(|m| m.free)
+        self.device.memory_info().ok().map(|m| m.free)
     }
 }
 

@@ -1,8 +1,12 @@
 //! The sampler thread: owns its probe, reads it at the rate asked, and sends
-//! batches of samples. Everything it shares it shares by message — control in,
-//! batches and status out — so nothing sits behind a lock.
+//! batches of samples. Batches and status go out by message; the only thing
+//! shared is the flag that stops it, so nothing sits behind a lock. It sleeps
+//! with `park_timeout` and is woken early only to stop: a channel's
+//! `recv_timeout` registered and unregistered a waiter on every tick.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,12 +33,13 @@ impl Sampler {
     /// sending batches on `tx`. The thread ends when the handle stops or drops, when
     /// the receiver is gone, or at the first failed read (see `last_error`).
     pub fn spawn(probe: Probe, hz: f64, tx: Sender<Vec<Sample>>) -> SamplerHandle {
-        let (ctl_tx, ctl_rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
         let (status_tx, status_rx) = mpsc::channel();
         let source = probe.source();
+        let stopped = stop.clone();
         let thread = std::thread::Builder::new()
             .name("gpulab-sampler".into())
-            .spawn(move || sample_loop(probe, hz, tx, ctl_rx, status_tx));
+            .spawn(move || sample_loop(probe, hz, tx, &stopped, status_tx));
         let (thread, last_error) = match thread {
             Ok(t) => (Some(t), None),
             Err(e) => (
@@ -43,7 +48,7 @@ impl Sampler {
             ),
         };
         SamplerHandle {
-            ctl: Some(ctl_tx),
+            stop,
             status: status_rx,
             thread,
             source,
@@ -55,8 +60,8 @@ impl Sampler {
 
 /// Steers a sampler thread; stopping or dropping it joins the thread.
 pub struct SamplerHandle {
-    /// Dropped to stop the thread: it wakes when the channel closes.
-    ctl: Option<Sender<()>>,
+    /// Set, and the thread unparked, to stop it.
+    stop: Arc<AtomicBool>,
     status: Receiver<Status>,
     thread: Option<JoinHandle<()>>,
     source: MemorySource,
@@ -88,11 +93,12 @@ impl SamplerHandle {
 
     /// Stops the thread and waits for it; pending samples are sent first.
     pub fn stop(&mut self) {
-        self.ctl = None;
-        if let Some(thread) = self.thread.take()
-            && thread.join().is_err()
-        {
-            self.last_error = Some("the sampler thread panicked".into());
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            if thread.join().is_err() {
+                self.last_error = Some("the sampler thread panicked".into());
+            }
         }
         self.drain_status();
     }
@@ -129,7 +135,7 @@ fn sample_loop(
     mut probe: Probe,
     hz: f64,
     tx: Sender<Vec<Sample>>,
-    ctl: Receiver<()>,
+    stop: &AtomicBool,
     status: Sender<Status>,
 ) {
     let source = probe.source();
@@ -139,6 +145,9 @@ fn sample_loop(
     let mut last_send = Instant::now();
 
     let error = loop {
+        if stop.load(Ordering::Acquire) {
+            break None;
+        }
         let now = Instant::now();
         if let Some(p) = period
             && now >= next
@@ -165,13 +174,10 @@ fn sample_loop(
             }
             continue;
         }
-        let waited = match period {
-            Some(_) => ctl.recv_timeout(next.saturating_duration_since(now)),
-            None => ctl.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        // Only the handle's drop ends the wait early: the channel closed.
-        if !matches!(waited, Err(RecvTimeoutError::Timeout)) {
-            break None;
+        // Woken early only by `stop` (or spuriously): the loop looks again.
+        match period {
+            Some(_) => std::thread::park_timeout(next.saturating_duration_since(now)),
+            None => std::thread::park(),
         }
     };
     // Samples taken before the end still count; a receiver that is gone does not mind.
