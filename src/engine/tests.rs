@@ -1,12 +1,9 @@
 //! Engine against the scripted fake backend: order of calls, ledger counts, budget,
 //! and clean-up after an error mid-script.
 
-use std::cell::Cell;
-use std::rc::Rc;
-
 use super::Engine;
 use super::fake::FakeBackend;
-use super::interpreter::MemoryNow;
+use super::interpreter::{MemoryNow, MemoryReader};
 use super::protocol::RunToEnd;
 use crate::backend::{DriverError, Operand};
 use crate::lab::{Api, Arg, Number, ObjKind, Params, Quantity, Stmt, StmtKind, Unit};
@@ -93,34 +90,34 @@ fn run_with(script: &[Stmt], backend: FakeBackend, budget: Option<u64>) -> Outco
 
 fn run_as(
     script: &[Stmt],
+    backend: FakeBackend,
+    budget: Option<u64>,
+    until_failure: bool,
+) -> Outcome {
+    // Device memory reads as flat: budget checks fall back to the ledger's bytes.
+    let mut flat = || {
+        Some(MemoryNow {
+            process: 0,
+            device: 0,
+        })
+    };
+    run_reading(script, backend, &mut flat, budget, until_failure)
+}
+
+fn run_reading(
+    script: &[Stmt],
     mut backend: FakeBackend,
+    reader: &mut dyn MemoryReader,
     budget: Option<u64>,
     until_failure: bool,
 ) -> Outcome {
     let mut events = Vec::new();
     let params = Params::new();
-    let mem = Rc::new(Cell::new(0u64));
-    let status = {
-        let mut control = RunToEnd;
-        // Device memory reads as flat: budget checks fall back to the ledger's bytes.
-        let m = mem.clone();
-        let mut reader = move || {
-            Some(MemoryNow {
-                process: m.get(),
-                device: m.get(),
-            })
-        };
-        let engine = Engine::new(
-            &mut backend,
-            &mut reader,
-            &mut events,
-            &mut control,
-            &params,
-        )
+    let mut control = RunToEnd;
+    let engine = Engine::new(&mut backend, reader, &mut events, &mut control, &params)
         .with_budget(Some(0), budget)
         .until_failure(until_failure);
-        engine.run(script)
-    };
+    let status = engine.run(script);
     Outcome {
         events,
         status,
@@ -557,7 +554,7 @@ struct Speaks {
     said: bool,
 }
 
-impl super::interpreter::MemoryReader for Speaks {
+impl MemoryReader for Speaks {
     fn read(&mut self) -> Option<MemoryNow> {
         self.reads += 1;
         Some(MemoryNow {
@@ -577,26 +574,15 @@ impl super::interpreter::MemoryReader for Speaks {
 
 #[test]
 fn what_the_memory_reader_says_is_a_warning_on_the_line_it_came_up_in() {
-    let script = setup();
-    let mut backend = FakeBackend::new();
-    let mut events = Vec::new();
-    let params = Params::new();
-    let mut control = RunToEnd;
     // Lines read memory before and after: the 6th reading is line 3's after.
     let mut reader = Speaks {
         reads: 0,
         at: 6,
         said: false,
     };
-    let engine = Engine::new(
-        &mut backend,
-        &mut reader,
-        &mut events,
-        &mut control,
-        &params,
-    );
-    engine.run(&script);
-    let notes: Vec<_> = events
+    let o = run_reading(&setup(), FakeBackend::new(), &mut reader, None, false);
+    let notes: Vec<_> = o
+        .events
         .iter()
         .filter_map(|e| match e {
             Event::Note(n) if n.text == "the list disagrees" => Some((n.level, n.line)),
