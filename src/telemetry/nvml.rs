@@ -360,11 +360,11 @@ impl NvmlProbe {
         let t_ns = now_ns();
         let device = &self.device;
         let mem = device.memory_info().map_err(nvml_error)?;
-        let kept = self.listed.still(t_ns, mem.used).or_else(|| {
-            self.attribute
-                .then(|| self.listed.attributed(t_ns, mem.used).map(Some))
-                .flatten()
-        });
+        let kept = match self.listed.still(t_ns, mem.used) {
+            Some(share) => Some(share),
+            None if self.attribute => self.listed.attributed(t_ns, mem.used).map(Some),
+            None => None,
+        };
         if let Some(process_bytes) = kept {
             let reading = Reading {
                 t_ns,
