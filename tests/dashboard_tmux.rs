@@ -126,7 +126,22 @@ fn dashboard_runs_cl_finish_in_tmux() {
         "nothing recorded into the working directory: {stray:?}"
     );
     assert!(s.contains("clCreateContext()"), "{s}");
-    assert!(s.contains("holds"), "a verdict is shown:\n{s}");
+    // A verdict is shown with what it was measured against; which verdict it is
+    // is this device's answer under this host's load, not the dashboard's.
+    assert!(s.contains("Verdicts on this device"), "{s}");
+    assert!(
+        ["✓ holds —", "✗ does not hold —", "? inconclusive —"]
+            .iter()
+            .any(|v| s.contains(v)),
+        "a verdict is shown:\n{s}"
+    );
+    // `name = 12.3`: a measured value beside the verdict (the script's own
+    // `ctx = clCreateContext()` lines are names, not numbers).
+    assert!(
+        s.match_indices(" = ")
+            .any(|(i, _)| s[i + 3..].starts_with(|c: char| c.is_ascii_digit())),
+        "the verdict shows the values it was judged on:\n{s}"
+    );
     assert!(
         s.contains("Host memory") || s.contains("Device memory"),
         "{s}"

@@ -6,7 +6,6 @@
 //! a debootstrapped Debian 12 root (README, "Docker").
 
 use std::path::Path;
-use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -227,20 +226,183 @@ fn the_runtime_copies_the_binary_cargo_builds() {
     );
 }
 
+/// One `[[package]]` of `Cargo.lock`: what the resolver chose.
+#[derive(Debug)]
+struct Locked {
+    name: String,
+    version: semver::Version,
+    /// Registry or git source; `None` for a workspace member or a path crate.
+    source: Option<String>,
+    /// Entries as Cargo writes them: `name`, `name version` or `name version (source)`.
+    deps: Vec<String>,
+}
+
+fn lock_file() -> Vec<Locked> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("Cargo.lock")).unwrap();
+    let lock: toml::Table = toml::from_str(&text).expect("Cargo.lock is TOML");
+    let str_of = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_str()).map(String::from);
+    lock["package"]
+        .as_array()
+        .expect("[[package]] entries")
+        .iter()
+        .map(|p| {
+            let p = p.as_table().expect("a package table");
+            Locked {
+                name: str_of(p, "name").expect("a name"),
+                version: semver::Version::parse(&str_of(p, "version").expect("a version"))
+                    .expect("a semver version"),
+                source: str_of(p, "source"),
+                deps: p
+                    .get("dependencies")
+                    .and_then(|d| d.as_array())
+                    .map(|d| {
+                        d.iter()
+                            .filter_map(|e| e.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// A dependency a workspace manifest asks for: the package's name (after a
+/// `package = ` rename), its version requirement, and whether it is a path crate.
+#[derive(Debug)]
+struct Wanted {
+    package: String,
+    req: Option<semver::VersionReq>,
+    path: bool,
+}
+
+/// Every dependency of one manifest, in every table Cargo resolves for the lock:
+/// normal, dev and build, for every target (the lock is the same on every platform).
+fn wanted(manifest: &toml::Table) -> Vec<Wanted> {
+    let kinds = ["dependencies", "dev-dependencies", "build-dependencies"];
+    let mut tables: Vec<&toml::Table> = kinds
+        .iter()
+        .filter_map(|k| manifest.get(*k).and_then(|t| t.as_table()))
+        .collect();
+    if let Some(targets) = manifest.get("target").and_then(|t| t.as_table()) {
+        for target in targets.values().filter_map(|t| t.as_table()) {
+            tables.extend(
+                kinds
+                    .iter()
+                    .filter_map(|k| target.get(*k).and_then(|t| t.as_table())),
+            );
+        }
+    }
+    let mut out = Vec::new();
+    for (name, spec) in tables.iter().flat_map(|t| t.iter()) {
+        let (package, req, path) = match spec {
+            toml::Value::String(req) => (name.clone(), Some(req.clone()), false),
+            toml::Value::Table(t) => (
+                t.get("package")
+                    .and_then(|p| p.as_str())
+                    .unwrap_or(name)
+                    .to_string(),
+                t.get("version").and_then(|v| v.as_str()).map(String::from),
+                t.contains_key("path"),
+            ),
+            other => panic!("dependency {name}: unexpected {other}"),
+        };
+        let req = req.map(|r| {
+            semver::VersionReq::parse(&r).unwrap_or_else(|e| panic!("{name} = {r:?}: {e}"))
+        });
+        out.push(Wanted { package, req, path });
+    }
+    out
+}
+
+/// The Docker image builds with `cargo build --locked`, which fails when
+/// `Cargo.lock` no longer satisfies a manifest. This checks the same from the
+/// files alone (no cargo, no network, no cargo cache): every workspace member is
+/// locked at its version with exactly the dependencies its manifest names, and
+/// each of those is locked at a version its requirement accepts. What a registry
+/// crate depends on is fixed by its published manifest, so the lock's own entries
+/// for it cannot go stale. `.ci/run` also runs `cargo fetch --locked` against the
+/// registries, the image's own check, on an empty cargo home.
 #[test]
 fn cargo_lock_satisfies_locked() {
-    assert!(Path::new(ROOT).join("Cargo.lock").is_file());
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["metadata", "--locked", "--offline", "--format-version", "1"])
-        .current_dir(ROOT)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "`cargo build --locked` (as the image builds) would fail: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let lock = lock_file();
+    let root = manifest();
+    let members: Vec<&str> = root["workspace"]["members"]
+        .as_array()
+        .expect("workspace members")
+        .iter()
+        .filter_map(|m| m.as_str())
+        .collect();
+    assert!(members.contains(&"."), "{members:?}");
+    for member in members {
+        let path = Path::new(ROOT).join(member).join("Cargo.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let manifest: toml::Table = toml::from_str(&text).unwrap();
+        let package = manifest["package"].as_table().expect("[package]");
+        let (name, version) = (
+            package["name"].as_str().expect("a name"),
+            package["version"].as_str().expect("a version"),
+        );
+        let entry = lock
+            .iter()
+            .find(|p| p.name == name && p.source.is_none())
+            .unwrap_or_else(|| panic!("Cargo.lock has no entry for the member {name}"));
+        assert_eq!(
+            entry.version.to_string(),
+            version,
+            "{name}: locked at another version"
+        );
+        let locked_names: std::collections::BTreeSet<&str> = entry
+            .deps
+            .iter()
+            .map(|d| d.split(' ').next().unwrap_or(d))
+            .collect();
+        let wants = wanted(&manifest);
+        let wanted_names: std::collections::BTreeSet<&str> =
+            wants.iter().map(|w| w.package.as_str()).collect();
+        assert_eq!(
+            locked_names,
+            wanted_names,
+            "{name}: Cargo.lock's dependencies differ from {}; `cargo build --locked` would fail",
+            path.display()
+        );
+        for w in &wants {
+            // An entry names a version only when two versions of the crate are locked.
+            let locked: Vec<&Locked> = entry
+                .deps
+                .iter()
+                .filter(|d| d.split(' ').next() == Some(w.package.as_str()))
+                .map(|d| {
+                    let version = d.split(' ').nth(1);
+                    lock.iter()
+                        .find(|p| {
+                            p.name == w.package
+                                && version.is_none_or(|v| p.version.to_string() == v)
+                        })
+                        .unwrap_or_else(|| panic!("{d} is not in Cargo.lock"))
+                })
+                .collect();
+            for p in &locked {
+                assert_eq!(
+                    p.source.is_none(),
+                    w.path,
+                    "{name}: {} is locked from {:?}",
+                    w.package,
+                    p.source
+                );
+            }
+            if let Some(req) = &w.req {
+                assert!(
+                    locked.iter().any(|p| req.matches(&p.version)),
+                    "{name}: {} {req} is locked at {:?}; `cargo build --locked` would fail",
+                    w.package,
+                    locked
+                        .iter()
+                        .map(|p| p.version.to_string())
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+    }
 }
 
 #[test]
