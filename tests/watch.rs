@@ -5,80 +5,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use common::watch::{assert_complete, kind, watch_json, watch_json_with};
-use common::{device_lock, gpulab, opencl_or_skip, repo_file, stderr, stdout, temp_dir};
+use common::watch::{
+    assert_complete, count, counts, kind, program, tool_or_skip, watch_json, watch_json_with,
+};
+use common::{device_lock, gpulab, opencl_or_skip, repo_file, stderr, stdout};
 use serde_json::Value;
-
-/// A tool the test needs; missing, it skips, or fails where CI requires OpenCL.
-fn tool_or_skip(test: &str, ok: bool, what: &str) -> bool {
-    if ok {
-        return true;
-    }
-    if std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() == Ok("1") {
-        panic!(
-            "{test}: {what} is missing, and GPULAB_REQUIRE_OPENCL=1 requires it (.ci/run installs it)"
-        );
-    }
-    eprintln!("skipping {test}: {what} is missing");
-    false
-}
-
-/// `name=value` pairs from the program's own summary line.
-fn counts(text: &str, prefix: &str) -> Vec<(String, u64)> {
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .unwrap_or_else(|| panic!("the program printed no summary line:\n{text}"));
-    line.split_whitespace()
-        .filter_map(|w| w.split_once('='))
-        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
-        .collect()
-}
-
-fn count(pairs: &[(String, u64)], key: &str) -> u64 {
-    pairs
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| *v)
-        .unwrap_or_else(|| panic!("no {key} in {pairs:?}"))
-}
-
-/// The C program `tests/watch/{name}.c` built for `test` in a temporary folder
-/// (kept alive with it); None where the test skips.
-fn program(test: &str, name: &str) -> Option<(tempfile::TempDir, PathBuf)> {
-    if !opencl_or_skip(test) {
-        return None;
-    }
-    let dir = temp_dir();
-    let exe = compile(test, dir.path(), name)?;
-    Some((dir, exe))
-}
-
-/// Builds `tests/watch/{name}.c` against the OpenCL loader, with debug
-/// information (for `--backtrace`).
-fn compile(test: &str, dir: &Path, name: &str) -> Option<PathBuf> {
-    let exe = dir.join(name);
-    let built = Command::new("cc")
-        .arg("-g")
-        .arg(repo_file(&format!("tests/watch/{name}.c")))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-lOpenCL")
-        .output();
-    let ok = built.as_ref().is_ok_and(|o| o.status.success());
-    if !ok && let Ok(o) = &built {
-        eprintln!("cc: {}", stderr(o));
-    }
-    tool_or_skip(
-        test,
-        ok,
-        "a C compiler with OpenCL headers (gcc, opencl-c-headers, ocl-icd-opencl-dev)",
-    )
-    .then_some(exe)
-}
 
 /// A child forked without exec after the parent's first OpenCL calls has no
 /// agent thread (threads do not survive fork): it gets its own, with its own

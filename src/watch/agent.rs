@@ -6,7 +6,25 @@
 //! behind, and no other user can swap the library between writing and loading.
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+/// The variable naming the agents' pipe in the program's environment: the
+/// agent (crates/gpulab-agent/src/pipe.rs) parses it.
+pub const PIPE_ENV: &str = "GPULAB_AGENT_PIPE";
+
+/// `<dev>:<ino>:/proc/<gpulab's pid>/fd/<n>` for the read end of the agents'
+/// pipe: a process of the program opens that path for writing and writes only
+/// while what it holds is this FIFO.
+pub fn pipe_env(reader: &impl AsFd) -> std::io::Result<String> {
+    let st = rustix::fs::fstat(reader)?;
+    Ok(format!(
+        "{}:{}:/proc/{}/fd/{}",
+        st.st_dev,
+        st.st_ino,
+        std::process::id(),
+        reader.as_fd().as_raw_fd()
+    ))
+}
 
 /// The built agent, an OpenCL loader layer.
 static LIBRARY: &[u8] = include_bytes!(env!("GPULAB_AGENT_LIB"));

@@ -12,7 +12,6 @@ pub mod report;
 pub mod symbols;
 
 use std::io::{BufRead, BufReader};
-use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -183,12 +182,12 @@ fn reach_cuda(cmd: &mut Command, agent: &str, found: &[cupti::Cupti]) -> Vec<(No
 pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
     let library = AgentLibrary::new().map_err(WatchError::Agent)?;
+    // Both ends are close-on-exec: the program inherits no descriptor. Each of
+    // its processes opens the pipe by path and checks it by identity
+    // (crates/gpulab-agent/src/pipe.rs); gpulab keeps a write end until the
+    // program's agents are done, so the reader sees no end before the first opens.
     let (reader, writer) = std::io::pipe().map_err(WatchError::Pipe)?;
-    // The pipe is close-on-exec; a duplicate is not, so the program inherits it.
-    // No other process is started while it is open.
-    let inherited = rustix::io::dup(&writer).map_err(|e| WatchError::Pipe(e.into()))?;
-    drop(writer);
-    let writer_fd = inherited.as_raw_fd();
+    let pipe_env = agent::pipe_env(&reader).map_err(WatchError::Pipe)?;
 
     let mut layers = std::env::var("OPENCL_LAYERS").unwrap_or_default();
     if !layers.is_empty() {
@@ -200,7 +199,8 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env("OPENCL_LAYERS", layers)
-        .env("GPULAB_AGENT_FD", writer_fd.to_string());
+        .env(agent::PIPE_ENV, pipe_env)
+        .env_remove("GPULAB_AGENT_FD");
     if let Some(path) = &req.output {
         let log = std::fs::File::create(path).map_err(|source| WatchError::Spawn {
             program: format!("its log {}", path.display()),
@@ -235,9 +235,6 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         program: program.clone(),
         source,
     })?;
-    // Only the program's processes hold the write end now: the pipe ends when
-    // the last of them is gone.
-    drop(inherited);
     let pid = child.id();
 
     let (tx, events) = mpsc::channel();
@@ -246,6 +243,8 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         child,
         _library: library,
         escalated: 0,
+        writer: Some(writer),
+        agents: Agents::default(),
         tx,
         stop: stop.clone(),
         meta: meta(req, pid, started_ns, gpu.as_ref()),
@@ -361,8 +360,52 @@ fn read_pipe(reader: std::io::PipeReader, tx: Sender<Event>) {
     }
 }
 
+/// The processes whose agent reported, and those that sent their last record.
+#[derive(Default)]
+struct Agents {
+    attached: std::collections::BTreeSet<u32>,
+    detached: std::collections::BTreeSet<u32>,
+}
+
+impl Agents {
+    fn saw(&mut self, event: &Event) {
+        if let Event::Agent(a) = event {
+            match a.state {
+                trace::AgentState::Detached { .. } => self.detached.insert(a.pid),
+                _ => self.attached.insert(a.pid),
+            };
+        }
+    }
+
+    /// Every process that attached has sent its last record or is gone (a
+    /// zombie is gone: its descriptors are closed, so its pipe is too).
+    fn all_done(&self) -> bool {
+        self.attached
+            .iter()
+            .filter(|pid| !self.detached.contains(pid))
+            .all(|pid| !alive(*pid))
+    }
+}
+
+/// Is `pid` a process that has not exited?
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses and may
+        // hold any character.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
 struct Session {
     child: Child,
+    /// gpulab's own write end of the agents' pipe: held until every agent is
+    /// done, then closed, so the reader's end of file means all is read.
+    writer: Option<std::io::PipeWriter>,
+    agents: Agents,
     /// Kept open while the program may still load it.
     _library: AgentLibrary,
     /// Signals sent so far after a stop request (SIGTERM, then SIGKILL).
@@ -424,6 +467,7 @@ impl Session {
         loop {
             match inner.recv_timeout(CHECK_EVERY) {
                 Ok(event) => {
+                    self.agents.saw(&event);
                     if self.tx.send(event).is_err() {
                         // Nobody listens any more: stop the program too.
                         self.stop.store(true, Ordering::SeqCst);
@@ -447,6 +491,8 @@ impl Session {
                     Ok(None) => self.escalate(&mut stop_asked),
                     Err(e) => exited = Some((Instant::now(), Err(e))),
                 }
+            } else if self.writer.is_some() && self.agents.all_done() {
+                self.writer = None;
             } else if exited
                 .as_ref()
                 .is_some_and(|(t, _)| t.elapsed() >= AFTER_EXIT)
@@ -595,6 +641,8 @@ mod tests {
             child,
             _library: library,
             escalated: 0,
+            writer: None,
+            agents: Agents::default(),
             tx,
             stop: Arc::new(AtomicBool::new(false)),
             meta: meta(&req, pid, 0, None),

@@ -59,10 +59,25 @@ pub struct ProcessReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
     /// Records the agent sent and dropped, from its last record; None when the
-    /// process never sent one (killed, or it called `_exit`).
+    /// process never sent one (killed by SIGKILL, or its parent pipe was gone).
     pub records: Option<u64>,
+    /// Call and span records it had no room for (object records are never dropped).
     pub dropped: Option<u64>,
+    /// Reference changes of one object merged into its next while gpulab was behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesced: Option<u64>,
+    /// The signal it died of, when it died of one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
     pub received: u64,
+}
+
+impl ProcessReport {
+    /// Did every record it sent arrive, its last one included? When not, what
+    /// the report says of its objects is uncertain.
+    pub fn complete(&self) -> bool {
+        self.records == Some(self.received)
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -84,6 +99,9 @@ pub struct AliveGroup {
     pub created_by: String,
     pub pid: u32,
     pub thread: u64,
+    /// Their process's last records never arrived: a release may be missing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub uncertain: bool,
     /// Where the program made them (`watch --backtrace`): its native stack at
     /// the creating call, innermost first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -98,6 +116,9 @@ pub struct HeldObject {
     pub released_ms: f64,
     /// Live objects that refer to it, directly or through others (`event 3 -> kernel 2`).
     pub pinned_by: Vec<String>,
+    /// Its process's last records never arrived: the deletion may be missing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub uncertain: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -151,6 +172,12 @@ impl WatchReport {
             g.1 += life.bytes;
         }
 
+        let processes = processes(run);
+        let incomplete: BTreeSet<u32> = processes
+            .iter()
+            .filter(|p| !p.complete())
+            .map(|p| p.pid)
+            .collect();
         let watched: BTreeSet<ObjKind> = run
             .agents
             .iter()
@@ -180,6 +207,8 @@ impl WatchReport {
                     bytes: life.bytes,
                     released_ms: released.saturating_sub(start) as f64 / 1e6,
                     pinned_by: pinned_by(*id, lives, &live_ids),
+                    // Ids carry their process's pid in the upper half.
+                    uncertain: incomplete.contains(&((*id >> 32) as u32)),
                 }),
             }
         }
@@ -188,7 +217,6 @@ impl WatchReport {
             run.notes.iter().partition(|n| n.level == NoteLevel::Info);
         let notes = infos.into_iter().map(|n| n.text.clone()).collect();
         let mut warnings: Vec<String> = warned.into_iter().map(|n| n.text.clone()).collect();
-        let processes = processes(run);
         if processes.is_empty() {
             warnings.push(
                 "the agent never reported: the program made no OpenCL call through the ICD \
@@ -203,22 +231,24 @@ impl WatchReport {
             for why in p.unwatched.iter().chain(&p.conflicts) {
                 warnings.push(format!("pid {}: {why}", p.pid));
             }
-            match p.dropped {
-                Some(0) if p.records == Some(p.received) => {}
-                Some(0) => warnings.push(format!(
-                    "pid {}: the agent sent {} records but {} arrived",
+            match (p.records, p.dropped) {
+                (Some(_), _) if !p.complete() => warnings.push(format!(
+                    "pid {}: the agent sent {} records but {} arrived; what this report says \
+                     of its objects is uncertain",
                     p.pid,
                     p.records.unwrap_or(0),
                     p.received
                 )),
-                Some(d) => warnings.push(format!(
-                    "pid {}: the agent dropped {d} records its queue had no room for; counts \
-                     above miss them",
+                (Some(_), Some(d)) if d > 0 => warnings.push(format!(
+                    "pid {}: {d} call records were dropped while gpulab was behind (object \
+                     records never are): call counts above miss them",
                     p.pid
                 )),
-                None => warnings.push(format!(
-                    "pid {}: the agent never sent its last record (the process was killed or \
-                     called _exit); what it did last may be missing",
+                (Some(_), _) => {}
+                (None, _) => warnings.push(format!(
+                    "pid {}: the agent never sent its last record (the process was killed by \
+                     SIGKILL, or gpulab's pipe was gone); what it did last may be missing, so \
+                     what this report says of its objects is uncertain",
                     p.pid
                 )),
             }
@@ -251,6 +281,7 @@ impl WatchReport {
                         created_by,
                         pid,
                         thread,
+                        uncertain: incomplete.contains(&pid),
                         backtrace: stack
                             .and_then(|id| run.stacks.get(&id))
                             .cloned()
@@ -341,9 +372,26 @@ impl WatchReport {
                 );
             }
         }
-        if !self.alive_at_exit.is_empty() {
-            let _ = writeln!(s, "\nalive at exit, never released by the program:");
-            for g in &self.alive_at_exit {
+        for uncertain in [false, true] {
+            let groups: Vec<&AliveGroup> = self
+                .alive_at_exit
+                .iter()
+                .filter(|g| g.uncertain == uncertain)
+                .collect();
+            if groups.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                s,
+                "\n{}",
+                if uncertain {
+                    "alive at exit as far as seen (uncertain: the process's last records never \
+                     arrived, a release may be missing):"
+                } else {
+                    "alive at exit, never released by the program:"
+                }
+            );
+            for g in groups {
                 let _ = writeln!(
                     s,
                     "  {:>5} {:<12} {:>10.2} MiB  made by {} (pid {}, thread {})",
@@ -369,11 +417,16 @@ impl WatchReport {
                 };
                 let _ = writeln!(
                     s,
-                    "  {} {} ({:.2} MiB), released at {:.1} ms: {pins}",
+                    "  {} {} ({:.2} MiB), released at {:.1} ms: {pins}{}",
                     h.kind.as_str(),
                     short_id(h.id),
                     mib(h.bytes),
-                    h.released_ms
+                    h.released_ms,
+                    if h.uncertain {
+                        " (uncertain: its process's last records never arrived)"
+                    } else {
+                        ""
+                    }
                 );
             }
         }
@@ -440,9 +493,10 @@ impl WatchReport {
             for g in &self.alive_at_exit {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {:.2} | `{}` | {} | {} |",
+                    "| {} | {}{} | {:.2} | `{}` | {} | {} |",
                     g.count,
                     g.kind.plural(),
+                    if g.uncertain { " (uncertain)" } else { "" },
                     mib(g.bytes),
                     g.created_by,
                     g.pid,
@@ -577,6 +631,8 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
             conflicts: Vec::new(),
             records: None,
             dropped: None,
+            coalesced: None,
+            signal: None,
             received: 0,
         });
         match &a.state {
@@ -584,9 +640,16 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
                 p.exe = exe.clone();
                 p.apis.push(a.api.clone());
             }
-            AgentState::Detached { records, dropped } => {
+            AgentState::Detached {
+                records,
+                dropped,
+                coalesced,
+                signal,
+            } => {
                 p.records = Some(*records);
                 p.dropped = Some(*dropped);
+                p.coalesced = Some(*coalesced);
+                p.signal = *signal;
             }
             AgentState::Unavailable { reason } => {
                 p.unwatched.push(format!("{}: {reason}", a.api));

@@ -10,8 +10,13 @@ pub mod watch;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+/// The binary under test; `GPULAB_TEST_BIN` runs the same tests against another
+/// build (an older commit's, to see a regression test fail there).
 pub fn gpulab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gpulab"))
+    match std::env::var_os("GPULAB_TEST_BIN") {
+        Some(bin) => Command::new(bin),
+        None => Command::new(env!("CARGO_BIN_EXE_gpulab")),
+    }
 }
 
 pub fn run(args: &[&str]) -> Output {

@@ -132,6 +132,21 @@ fn build_id(notes: &[u8]) -> Option<String> {
     None
 }
 
+/// The agent's own file, as the loader names it.
+pub fn agent_path() -> String {
+    // SAFETY: Dl_info is plain data; dladdr fills it or returns 0.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: the address of one of the agent's functions.
+    let found = unsafe { libc::dladdr(agent_path as *const () as *const c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return String::new();
+    }
+    // SAFETY: NUL-terminated, owned by the loader.
+    unsafe { CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

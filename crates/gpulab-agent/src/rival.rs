@@ -90,7 +90,7 @@ pub fn look() {
     }
     let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
     let done = done.get_or_insert_with(HashSet::new);
-    let ours = own_path();
+    let ours = crate::loaded::agent_path();
     let skip = |path: &str| {
         let file = path.rsplit('/').next().unwrap_or(path);
         path == ours || file.starts_with("libcupti") || file.starts_with("ld-linux")
@@ -112,21 +112,6 @@ fn route(call: Watched, caller: &str) -> Option<usize> {
         .find(|(_, file, _)| file == caller)
         .or_else(|| of_call().next())
         .map(|(.., real)| *real)
-}
-
-/// The agent's own file, as the loader names it.
-fn own_path() -> String {
-    // SAFETY: Dl_info is plain data; dladdr fills it or returns 0.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: the address of one of the agent's functions.
-    let found = unsafe { libc::dladdr(look as *const () as *const c_void, &mut info) };
-    if found == 0 || info.dli_fname.is_null() {
-        return String::new();
-    }
-    // SAFETY: NUL-terminated, owned by the loader.
-    unsafe { CStr::from_ptr(info.dli_fname) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 unsafe extern "C" fn their_subscribe(

@@ -1,19 +1,16 @@
 //! From the hooks to `gpulab watch`: the program's threads push records into a
-//! bounded queue without ever waiting; one agent thread turns them into event
-//! lines and writes them to the pipe named by `GPULAB_AGENT_FD`.
+//! bounded queue without ever waiting; the agent's own thread ([`crate::drain`])
+//! turns them into event lines and writes them to gpulab's pipe
+//! ([`crate::pipe`]), which it found by identity.
 //!
-//! Every process of a watched program tree writes into the same pipe, so lines go
-//! out in writes of at most `PIPE_BUF` bytes, which the kernel never interleaves.
-//! A record the queue has no room for is counted, and the count goes out in the
-//! process's last record (`detached`), so the parent knows exactly what it lost.
+//! A call record the queue has no room for is dropped and counted. An object
+//! record never is: it goes into an overflow queue, which the agent's thread
+//! empties into its staging list, where reference changes of one object merge.
+//! Every count goes out in the process's last record (`detached`), so the parent
+//! knows exactly what it lost.
 
-use std::fs::File;
-use std::io::Write;
-use std::os::fd::FromRawFd;
-use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU16, AtomicU64, Ordering,
-};
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender, SyncSender, TrySendError};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,21 +20,14 @@ use gpulab_events::{
 };
 
 use crate::clock::{now_ns, thread_id};
+use crate::drain::PIPE_BUF;
+use crate::pipe::{Pipe, PipeId};
 
-/// The environment variable holding the pipe's file descriptor.
-pub const FD_ENV: &str = "GPULAB_AGENT_FD";
-/// Records waiting for the agent thread; beyond this they are dropped and counted.
+/// Records waiting for the agent thread; beyond this calls are dropped (counted)
+/// and objects overflow.
 const QUEUE_LEN: usize = 1 << 16;
-/// Writes up to this size into a pipe are atomic (POSIX guarantees 512; Linux 4096).
-const PIPE_BUF: usize = 4096;
-/// The agent thread's nap while records flow, and while the program is quiet:
-/// the longest a record waits before it goes out.
-const POLL_MIN: Duration = Duration::from_millis(1);
-const POLL_MAX: Duration = Duration::from_millis(8);
-/// How often the agent thread asks CUPTI for the device spans it holds.
-const SPAN_FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// How long the exiting process waits for its records to reach the pipe.
-const EXIT_WAIT: Duration = Duration::from_secs(2);
+pub const EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// What a hook saw, in the cheapest form that can be queued.
 pub enum Record {
@@ -71,11 +61,12 @@ pub enum Record {
     Span(DeviceSpan),
 }
 
-/// What travels through the queue.
-enum Message {
+/// What travels through the queues.
+pub enum Message {
     Record(Record),
-    /// Write out everything before this, then answer.
-    Flush(SyncSender<()>),
+    /// The process is exiting: write out everything before this and the
+    /// `detached` record, then answer.
+    Detach(SyncSender<()>),
 }
 
 /// A call's result as the API returned it.
@@ -98,15 +89,41 @@ pub fn on_tick(tick: fn()) {
     let _ = TICK.set(tick);
 }
 
-struct Agent {
+/// Runs the CUDA side's tick, if it set one.
+pub fn tick() {
+    if let Some(tick) = TICK.get() {
+        tick();
+    }
+}
+
+pub struct Agent {
     tx: SyncSender<Message>,
-    pid: u32,
+    /// Object records the queue had no room for; never dropped.
+    overflow: Sender<Message>,
+    /// Object records in `overflow` not yet taken: while any are, every object
+    /// record goes there too, so records of one object never overtake each other.
+    pub overflowing: AtomicU64,
+    pub pid: u32,
+    pub parent_pid: u32,
     seq: AtomicU64,
-    sent: AtomicU64,
-    dropped: AtomicU64,
-    detached: AtomicBool,
+    /// Call records the queue had no room for.
+    pub dropped: AtomicU64,
+    /// Set once the last record is queued, or the parent is gone: hooks stop.
+    pub detached: AtomicBool,
     /// The APIs this process attached to, as [`Api`] bits.
     apis: AtomicU8,
+}
+
+impl Agent {
+    /// The APIs attached, as the `detached` record names them.
+    pub fn apis_name(&self) -> &'static str {
+        match self.apis.load(Ordering::Relaxed) {
+            1 => "opencl",
+            2 => "cuda",
+            3 => "opencl+cuda",
+            _ => "none",
+        }
+    }
 }
 
 /// An API the agent attaches to in a process.
@@ -133,8 +150,8 @@ static STARTING: Mutex<()> = Mutex::new(());
 /// Set in a child forked without exec: the parent's agent thread did not
 /// survive the fork, so the child's first record starts one of its own.
 static FORKED: AtomicBool = AtomicBool::new(false);
-/// The pipe, for a forked child's agent.
-static FD: AtomicI32 = AtomicI32::new(-1);
+/// Where gpulab's pipe is, for a forked child's agent.
+static PIPE: OnceLock<PipeId> = OnceLock::new();
 /// Per API (by [`Api`] bit), the kinds whose destruction it watches, as bits of
 /// `ObjKind::ALL`: a forked child says it attached with the same.
 static DESTRUCTION: [AtomicU16; 2] = [AtomicU16::new(0), AtomicU16::new(0)];
@@ -147,58 +164,67 @@ fn agent() -> Option<&'static Agent> {
     unsafe { AGENT.load(Ordering::Acquire).as_ref() }
 }
 
-/// Starts the agent thread on the pipe `GPULAB_AGENT_FD` names. False (and no
-/// recording) when the variable is absent or not a number.
+/// Starts the agent thread on the pipe `GPULAB_AGENT_PIPE` names. False (and
+/// no recording) when the variable is absent or what it names is not that pipe.
 pub fn start() -> bool {
     let _guard = STARTING.lock().unwrap_or_else(|e| e.into_inner());
     if agent().is_some() {
         return true;
     }
-    let Some(fd) = std::env::var(FD_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse::<i32>().ok())
-    else {
+    let Some(id) = PipeId::from_env() else {
         return false;
     };
-    // SAFETY: F_GETFD only inspects the descriptor table.
-    if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+    let Some(pipe) = Pipe::open(&id) else {
+        return false;
+    };
+    if !launch(pipe, 0) {
         return false;
     }
-    if !launch(fd, 0) {
-        return false;
-    }
-    FD.store(fd, Ordering::Relaxed);
+    let _ = PIPE.set(id);
     // SAFETY: the handler only stores to an atomic and this thread's own
     // thread-local.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    crate::crash::watch();
     true
 }
 
-/// Starts a drain thread on `fd` and makes it this process's agent.
-fn launch(fd: i32, apis: u8) -> bool {
-    // The descriptor stays open across exec: a child the program starts inherits
-    // it with the environment, loads its own agent and writes into the same pipe.
-    // SAFETY: `gpulab watch` handed this descriptor to the process for the agent.
-    let out = unsafe { File::from_raw_fd(fd) };
+/// Is this process's agent running (and not gone quiet)?
+pub fn running() -> bool {
+    !FORKED.load(Ordering::Relaxed)
+        // SAFETY: as in `agent`.
+        && unsafe { AGENT.load(Ordering::Acquire).as_ref() }
+            .is_some_and(|a| !a.detached.load(Ordering::Acquire))
+}
+
+/// Starts a drain thread on `pipe` and makes it this process's agent.
+fn launch(pipe: Pipe, apis: u8) -> bool {
     let (tx, rx) = mpsc::sync_channel(QUEUE_LEN);
+    let (overflow, overflow_rx) = mpsc::channel();
     // SAFETY: getpid and getppid have no preconditions.
     let (pid, parent_pid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
-    let spawned = std::thread::Builder::new()
-        .name("gpulab-agent".into())
-        .spawn(move || drain(rx, out, pid, parent_pid));
-    if spawned.is_err() {
-        return false;
-    }
-    let agent = Box::leak(Box::new(Agent {
+    let agent: &'static Agent = Box::leak(Box::new(Agent {
         tx,
+        overflow,
+        overflowing: AtomicU64::new(0),
         pid,
+        parent_pid,
         seq: AtomicU64::new(0),
-        sent: AtomicU64::new(0),
         dropped: AtomicU64::new(0),
         detached: AtomicBool::new(false),
         apis: AtomicU8::new(apis),
     }));
-    AGENT.store(agent, Ordering::Release);
+    let drain = crate::drain::Drain::new(rx, overflow_rx, agent, pipe);
+    // The new thread starts with every signal blocked (it inherits this mask),
+    // so not one of the program's signals is ever delivered to it.
+    let mask = crate::drain::block_all_signals();
+    let spawned = std::thread::Builder::new()
+        .name("gpulab-agent".into())
+        .spawn(move || drain.run());
+    crate::drain::restore_signals(&mask);
+    if spawned.is_err() {
+        return false;
+    }
+    AGENT.store(agent as *const Agent as *mut Agent, Ordering::Release);
     true
 }
 
@@ -220,7 +246,16 @@ fn after_fork() {
         return;
     };
     let apis = parent.apis.load(Ordering::Relaxed);
-    if parent.detached.load(Ordering::Relaxed) || !launch(FD.load(Ordering::Relaxed), 0) {
+    if parent.detached.load(Ordering::Relaxed) {
+        return;
+    }
+    // Its own open of the pipe: the parent's descriptor was inherited, but the
+    // child may close descriptors it does not know.
+    let Some(pipe) = PIPE.get().and_then(Pipe::open) else {
+        parent.detached.store(true, Ordering::Release);
+        return;
+    };
+    if !launch(pipe, 0) {
         return;
     }
     for api in [Api::OpenCl, Api::Cuda] {
@@ -279,48 +314,46 @@ pub fn next_seq() -> u64 {
     agent().map_or(0, |a| a.seq.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Queues a record; never waits. A full queue drops it and counts the drop.
+/// Queues a record; never waits. A full queue drops a call (counted) and hands
+/// an object record to the overflow queue.
 pub fn send(record: Record) {
     let Some(agent) = agent() else { return };
     if agent.detached.load(Ordering::Acquire) {
         return;
     }
-    match agent.tx.try_send(Message::Record(record)) {
-        Ok(()) => agent.sent.fetch_add(1, Ordering::Relaxed),
-        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-            agent.dropped.fetch_add(1, Ordering::Relaxed)
+    let object = matches!(record, Record::Object { .. });
+    let record = if object && agent.overflowing.load(Ordering::Acquire) > 0 {
+        record
+    } else {
+        match agent.tx.try_send(Message::Record(record)) {
+            Ok(()) => return,
+            Err(TrySendError::Full(Message::Record(r))) if object => r,
+            Err(_) => {
+                agent.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
         }
     };
+    agent.overflowing.fetch_add(1, Ordering::AcqRel);
+    if agent.overflow.send(Message::Record(record)).is_err() {
+        // The agent's thread is gone (the parent went away): nothing is recorded.
+        agent.overflowing.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
-/// The process is exiting: send the last record with the exact counts, and wait
-/// (a bounded time) until everything queued reached the pipe.
+/// The process is exiting: everything queued and the last record, with the
+/// exact counts, go out; waits (a bounded time) until they reached the pipe.
 pub fn detach() {
     let Some(agent) = agent() else { return };
-    if agent.detached.swap(true, Ordering::AcqRel) {
+    if agent.detached.load(Ordering::Acquire) {
         return;
     }
     let deadline = Instant::now() + EXIT_WAIT;
-    let api = match agent.apis.load(Ordering::Relaxed) {
-        1 => "opencl",
-        2 => "cuda",
-        3 => "opencl+cuda",
-        _ => "none",
-    };
-    let last = Message::Record(Record::Agent {
-        api,
-        state: AgentState::Detached {
-            records: agent.sent.load(Ordering::Relaxed),
-            dropped: agent.dropped.load(Ordering::Relaxed),
-        },
-    });
-    if !push_until(&agent.tx, last, deadline) {
-        return;
-    }
     let (ack_tx, ack_rx) = mpsc::sync_channel(1);
-    if push_until(&agent.tx, Message::Flush(ack_tx), deadline) {
+    if push_until(&agent.tx, Message::Detach(ack_tx), deadline) {
         let _ = ack_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     }
+    agent.detached.store(true, Ordering::Release);
 }
 
 fn push_until(tx: &SyncSender<Message>, mut message: Message, deadline: Instant) -> bool {
@@ -339,65 +372,9 @@ fn push_until(tx: &SyncSender<Message>, mut message: Message, deadline: Instant)
     }
 }
 
-/// The agent thread: records in, event lines out. It polls rather than blocks:
-/// a thread blocked on the queue must be woken by every record sent to it (a
-/// futex wake, microseconds inside the program's call), while a polling one is
-/// never waited for. It naps briefly while records flow and longer, up to
-/// `POLL_MAX`, while the program is quiet.
-fn drain(rx: Receiver<Message>, out: File, pid: u32, parent_pid: u32) {
-    let mut out = Lines::new(out);
-    let mut stacks = crate::stack::Stacks::default();
-    let mut nap = POLL_MIN;
-    let mut flushed = Instant::now();
-    loop {
-        if flushed.elapsed() >= SPAN_FLUSH_EVERY {
-            // Device spans CUPTI holds come back through `span`, into the queue.
-            if let Some(tick) = TICK.get() {
-                tick();
-            }
-            flushed = Instant::now();
-        }
-        let mut got = false;
-        loop {
-            match rx.try_recv() {
-                Ok(Message::Flush(ack)) => {
-                    out.flush();
-                    let _ = ack.try_send(());
-                }
-                Ok(Message::Record(mut record)) => {
-                    got = true;
-                    if let Record::Object { stack, .. } = &mut record
-                        && let Some(addrs) = stack.take()
-                    {
-                        let (id, new) = stacks.intern(pid, addrs);
-                        if let Some(frames) = new {
-                            out.push(&stack_event(id, frames));
-                        }
-                        out.push(&with_stack(to_event(record, pid, parent_pid), id));
-                    } else {
-                        out.push(&to_event(record, pid, parent_pid));
-                    }
-                }
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => {
-                    out.flush();
-                    return;
-                }
-            }
-        }
-        out.flush();
-        nap = if got {
-            POLL_MIN
-        } else {
-            (nap * 2).min(POLL_MAX)
-        };
-        std::thread::sleep(nap);
-    }
-}
-
 /// A stack's frames, trimmed from the outermost until its line fits one
 /// atomic pipe write (children share the pipe).
-fn stack_event(id: u64, mut frames: Vec<Frame>) -> Event {
+pub fn stack_event(id: u64, mut frames: Vec<Frame>) -> Event {
     loop {
         let event = Event::Stack(Stack {
             t_ns: now_ns(),
@@ -410,14 +387,14 @@ fn stack_event(id: u64, mut frames: Vec<Frame>) -> Event {
     }
 }
 
-fn with_stack(mut event: Event, id: u64) -> Event {
+pub fn with_stack(mut event: Event, id: u64) -> Event {
     if let Event::Object(o) = &mut event {
         o.stack = Some(id);
     }
     event
 }
 
-fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
+pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
     match record {
         Record::Call {
             seq,
@@ -494,43 +471,6 @@ fn call_status(status: Status) -> CallStatus {
     }
 }
 
-/// Event lines, written in whole lines of at most `PIPE_BUF` bytes per write.
-struct Lines {
-    out: Option<File>,
-    buf: Vec<u8>,
-}
-
-impl Lines {
-    fn new(out: File) -> Self {
-        Lines {
-            out: Some(out),
-            buf: Vec::with_capacity(PIPE_BUF),
-        }
-    }
-
-    fn push(&mut self, event: &Event) {
-        let line = to_line(event);
-        if self.buf.len() + line.len() + 1 > PIPE_BUF {
-            self.flush();
-        }
-        self.buf.extend_from_slice(line.as_bytes());
-    }
-
-    fn flush(&mut self) {
-        if self.buf.is_empty() {
-            return;
-        }
-        if let Some(out) = &mut self.out
-            && out.write_all(&self.buf).is_err()
-        {
-            // The parent is gone: stop writing, keep draining so the program
-            // never notices.
-            self.out = None;
-        }
-        self.buf.clear();
-    }
-}
-
 /// Records an object's lifetime change.
 pub fn object(
     id: u64,
@@ -594,37 +534,6 @@ pub fn call_as(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lines_are_written_whole_and_never_above_pipe_buf() {
-        let (r, w) = std::io::pipe().expect("pipe");
-        let mut lines = Lines::new(File::from(std::os::fd::OwnedFd::from(w)));
-        for i in 0..200 {
-            lines.push(&to_event(
-                Record::Object {
-                    t_ns: i,
-                    id: i,
-                    kind: ObjKind::Event,
-                    action: ObjectAction::Created,
-                    bytes: 0,
-                    refcount: 1,
-                    refs: vec![1, 2, 3],
-                    stack: None,
-                },
-                7,
-                1,
-            ));
-            assert!(lines.buf.len() <= PIPE_BUF);
-        }
-        lines.flush();
-        drop(lines);
-        let text = std::io::read_to_string(r).expect("read");
-        let events: Vec<Event> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a whole event per line"))
-            .collect();
-        assert_eq!(events.len(), 200);
-    }
 
     #[test]
     fn an_error_status_carries_its_spec_name() {

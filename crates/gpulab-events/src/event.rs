@@ -126,9 +126,19 @@ pub enum AgentState {
         #[serde(default)]
         destruction: Vec<ObjKind>,
     },
-    /// The process is exiting; everything it recorded was sent before this, except
-    /// `dropped` records the queue had no room for.
-    Detached { records: u64, dropped: u64 },
+    /// The process is exiting; `records` records were sent before this, and
+    /// nothing else: `dropped` call and span records had no room, and
+    /// `coalesced` reference changes of an object were merged into its next one
+    /// while the parent was behind (object records are never dropped). `signal`:
+    /// the process is dying of it (a crash, or a signal it left at its default).
+    Detached {
+        records: u64,
+        dropped: u64,
+        #[serde(default)]
+        coalesced: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+    },
     /// Loaded, but it cannot watch this API in this process (no libcupti, another
     /// CUPTI subscriber): the program's calls of that API go unseen, and `reason`
     /// says why.

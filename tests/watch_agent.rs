@@ -1,0 +1,235 @@
+//! The agent inside a watched program does it no harm and invents nothing
+//! (issue #27, items 1-3), on PoCL: it never writes into the program's files,
+//! never kills it with SIGPIPE, never drops an object record, and what a
+//! process did in its last moments (a crash, `_exit`, a default signal) arrives.
+//! Each program checks itself and prints what it did; the test compares.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::watch::{assert_complete, count, counts, kind, program, watch_json};
+use common::{device_lock, gpulab, stderr};
+use serde_json::Value;
+
+fn harms(test: &str) -> Option<(tempfile::TempDir, String)> {
+    let (dir, exe) = program(test, "harms")?;
+    Some((dir, exe.to_string_lossy().into_owned()))
+}
+
+fn alive_at_exit(report: &Value) -> u64 {
+    report["kinds"].as_array().map_or(0, |ks| {
+        ks.iter().filter_map(|k| k["alive_at_exit"].as_u64()).sum()
+    })
+}
+
+/// Item 1: a process that closes the descriptors it inherited and opens its
+/// own files (Python's subprocess does, and so does `exec 6>file` in a shell)
+/// finds only its own bytes in them, and its calls are still seen.
+#[test]
+fn a_program_that_reuses_descriptors_finds_only_its_own_bytes_in_its_files() {
+    let test = "a_program_that_reuses_descriptors_finds_only_its_own_bytes_in_its_files";
+    let Some((dir, exe)) = harms(test) else {
+        return;
+    };
+    let _device = device_lock();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data folder");
+    let (out, report) = watch_json(&[&exe, "fds", &data.to_string_lossy()]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("files=clean"), "{text}");
+    assert_complete(&report, Some("opencl"));
+    let said = counts(&text, "harms: fds");
+    for name in ["context", "buffer"] {
+        let k = kind(&report, name);
+        assert_eq!(k["created"], count(&said, &format!("{name}s")), "{k}");
+        assert_eq!(k["released"], k["created"], "{k}");
+    }
+}
+
+/// Item 3: a tight loop of retain+release pairs outruns any pipe; calls may be
+/// dropped (counted), but no object record is, so nothing the program released
+/// is reported alive at exit.
+#[test]
+fn a_million_retain_release_pairs_invent_no_leak() {
+    let test = "a_million_retain_release_pairs_invent_no_leak";
+    let Some((_dir, exe)) = harms(test) else {
+        return;
+    };
+    let _device = device_lock();
+    // Three rounds: the lost records of the old agent hit the last release
+    // in about half the runs.
+    for round in 0..3 {
+        let (out, report) = watch_json(&[&exe, "pairs", "1000000"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(alive_at_exit(&report), 0, "round {round}: {report:#}");
+        assert!(
+            report["alive_at_exit"]
+                .as_array()
+                .is_some_and(Vec::is_empty),
+            "round {round}: {report:#}"
+        );
+        for name in ["context", "buffer"] {
+            let k = kind(&report, name);
+            assert_eq!(
+                (&k["created"], &k["released"]),
+                (&1.into(), &1.into()),
+                "{k}"
+            );
+        }
+        for p in report["processes"].as_array().expect("processes") {
+            // Everything sent arrived, the last record included: what was not
+            // sent is counted, never silently missing.
+            assert_eq!(p["records"], p["received"], "{p}");
+        }
+    }
+}
+
+/// Item 3: a program that releases everything and then crashes gets nothing
+/// listed as never released, and its exit status is its own.
+#[test]
+fn a_crash_after_releasing_everything_is_not_a_leak() {
+    let test = "a_crash_after_releasing_everything_is_not_a_leak";
+    let Some((_dir, exe)) = harms(test) else {
+        return;
+    };
+    let _device = device_lock();
+    for _ in 0..3 {
+        let (out, report) = watch_json(&[&exe, "segv"]);
+        // 128 + SIGSEGV, as the shell reports the program's own death.
+        assert_eq!(out.status.code(), Some(139), "{}", stderr(&out));
+        assert_eq!(alive_at_exit(&report), 0, "{report:#}");
+        assert_complete(&report, Some("opencl"));
+        let p = &report["processes"][0];
+        assert_eq!(p["signal"], 11, "the last record names the signal: {p}");
+        for name in ["context", "queue", "buffer"] {
+            assert_eq!(kind(&report, name)["released"], 1, "{report:#}");
+        }
+    }
+}
+
+/// Item 3: what a crashing program leaked in its last milliseconds arrives.
+#[test]
+fn a_crash_right_after_a_leak_reports_the_leak() {
+    let test = "a_crash_right_after_a_leak_reports_the_leak";
+    let Some((_dir, exe)) = harms(test) else {
+        return;
+    };
+    let _device = device_lock();
+    let (out, report) = watch_json(&[&exe, "segv-leak"]);
+    assert_eq!(out.status.code(), Some(139), "{}", stderr(&out));
+    assert_complete(&report, Some("opencl"));
+    let buffer = kind(&report, "buffer");
+    assert_eq!(buffer["alive_at_exit"], 1, "{report:#}");
+    assert_eq!(buffer["alive_bytes"], 16 << 20, "{report:#}");
+    assert_eq!(kind(&report, "context")["alive_at_exit"], 1, "{report:#}");
+    // Certain: every record of the process arrived.
+    let groups = report["alive_at_exit"].as_array().expect("groups");
+    assert!(
+        groups.iter().all(|g| g["uncertain"].is_null()),
+        "{report:#}"
+    );
+}
+
+/// Item 3: children forked without exec that leave with `_exit` (which runs no
+/// exit handler) still send every record.
+#[test]
+fn children_that_leave_with_underscore_exit_send_every_record() {
+    let test = "children_that_leave_with_underscore_exit_send_every_record";
+    let Some((_dir, exe)) = harms(test) else {
+        return;
+    };
+    let _device = device_lock();
+    let (out, report) = watch_json(&[&exe, "forks", "50"]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_complete(&report, Some("opencl"));
+    let said = counts(&text, "harms: forks");
+    assert_eq!(report["processes"].as_array().map(Vec::len), Some(51));
+    for name in ["context", "buffer"] {
+        let k = kind(&report, name);
+        assert_eq!(k["created"], count(&said, &format!("{name}s")), "{k}");
+        assert_eq!(k["released"], k["created"], "{k}");
+    }
+}
+
+/// A program that dies of a signal it left at its default action sends its
+/// last record first, and dies of that signal.
+#[test]
+fn a_default_sigterm_still_ends_the_program_and_its_records_arrive() {
+    let test = "a_default_sigterm_still_ends_the_program_and_its_records_arrive";
+    let Some((_dir, exe)) = harms(test) else {
+        return;
+    };
+    let _device = device_lock();
+    let (out, report) = watch_json(&[&exe, "term"]);
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    assert_complete(&report, Some("opencl"));
+    assert_eq!(report["processes"][0]["signal"], 15);
+    assert_eq!(alive_at_exit(&report), 0, "{report:#}");
+}
+
+/// Item 2: gpulab killed with SIGKILL mid-run: the program, which keeps
+/// calling OpenCL, must not die of SIGPIPE; it finishes as it would have.
+#[test]
+fn the_program_outlives_a_killed_gpulab() {
+    let test = "the_program_outlives_a_killed_gpulab";
+    let Some((dir, exe)) = harms(test) else {
+        return;
+    };
+    let _device = device_lock();
+    let marker = dir.path().join("done");
+    let status = dir.path().join("status");
+    // The shell reports the program's own status; it is the watched command.
+    let script = format!(
+        "'{exe}' spin 1500 '{}'; echo $? > '{}'",
+        marker.display(),
+        status.display()
+    );
+    let mut watch = gpulab()
+        .args(["watch", "--json", "-o"])
+        .arg(dir.path().join("report.json"))
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gpulab starts");
+    std::thread::sleep(Duration::from_millis(500));
+    watch.kill().expect("SIGKILL to gpulab");
+    let _ = watch.wait();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !status.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let code = std::fs::read_to_string(&status).unwrap_or_default();
+    assert_eq!(code.trim(), "0", "the program's status after gpulab died");
+    let done = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert!(done.starts_with("done "), "{done:?}");
+}
+
+/// A process of the program that points the agent's variable at a file of
+/// its own, with that file's very device and inode, gets nothing written into
+/// it: the agent writes only into a FIFO.
+#[test]
+fn a_forged_pipe_variable_is_never_written() {
+    let test = "a_forged_pipe_variable_is_never_written";
+    let Some((dir, exe)) = harms(test) else {
+        return;
+    };
+    let _device = device_lock();
+    let file = dir.path().join("victim.txt");
+    std::fs::write(&file, "victim\n").expect("write");
+    let script = format!(
+        "GPULAB_AGENT_PIPE=\"$(stat -c %d:%i '{f}'):{f}\" '{exe}' pairs 10",
+        f = file.display()
+    );
+    let (out, _report) = watch_json(&["sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap_or_default(),
+        "victim\n"
+    );
+}
