@@ -13,10 +13,15 @@
  *                          releases a context and a buffer, then _exit(0)
  *   ./harms spin MS FILE   calls OpenCL for MS milliseconds, then writes FILE
  *   ./harms term           releases everything, then raises SIGTERM
+ *   ./harms threads N I    N threads, each makes and releases I contexts and
+ *                          buffers
+ *   ./harms rate R S       R calls a second (retain+release pairs on a buffer)
+ *                          for S seconds, paced
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,10 +149,53 @@ static int spin(double ms, const char *file) {
   return fclose(f) == 0 ? 0 : 4;
 }
 
+static int rate(double per_s, double seconds) {
+  cl_device_id d = device();
+  cl_int e;
+  cl_context c = clCreateContext(NULL, 1, &d, NULL, NULL, &e);
+  cl_mem b = clCreateBuffer(c, CL_MEM_READ_WRITE, 1 << 20, NULL, &e);
+  double start = now_ms();
+  long calls = 0;
+  while (now_ms() - start < seconds * 1e3) {
+    /* Ahead of the pace: wait for it. */
+    while (calls > (now_ms() - start) * per_s / 1e3) usleep(200);
+    for (int i = 0; i < 50; i++) {
+      clRetainMemObject(b);
+      clReleaseMemObject(b);
+    }
+    calls += 100;
+  }
+  clReleaseMemObject(b);
+  clReleaseContext(c);
+  fprintf(stderr, "harms: rate calls=%ld seconds=%.1f\n", calls + 4, (now_ms() - start) / 1e3);
+  return 0;
+}
+
 static int term(void) {
   work(device());
   fprintf(stderr, "harms: raising SIGTERM\n");
   raise(SIGTERM);
+  return 0;
+}
+
+static cl_device_id shared_device;
+static long per_thread;
+
+static void *thread_work(void *unused) {
+  (void)unused;
+  for (long i = 0; i < per_thread; i++) work(shared_device);
+  return NULL;
+}
+
+static int threads(int n, long iterations) {
+  shared_device = device();
+  per_thread = iterations;
+  pthread_t t[64];
+  if (n < 1 || n > 64) return 2;
+  for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, thread_work, NULL);
+  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+  fprintf(stderr, "harms: threads=%d contexts=%ld buffers=%ld\n", n, n * iterations,
+          n * iterations);
   return 0;
 }
 
@@ -160,6 +208,8 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "forks") && argc > 2) return forks(atoi(argv[2]));
   if (!strcmp(mode, "spin") && argc > 3) return spin(atof(argv[2]), argv[3]);
   if (!strcmp(mode, "term")) return term();
-  fprintf(stderr, "usage: harms fds DIR | pairs N | segv | segv-leak | forks N | spin MS FILE | term\n");
+  if (!strcmp(mode, "rate") && argc > 3) return rate(atof(argv[2]), atof(argv[3]));
+  if (!strcmp(mode, "threads") && argc > 3) return threads(atoi(argv[2]), atol(argv[3]));
+  fprintf(stderr, "usage: harms fds DIR | pairs N | segv | segv-leak | forks N | spin MS FILE | term | threads N I | rate R S\n");
   return 2;
 }
