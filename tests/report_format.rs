@@ -18,6 +18,21 @@ const UNSEEN: &[(&str, &str, &str)] = &[
         "only a CUDA program with its own CUPTI client on a GPU",
     ),
     (
+        "watch",
+        "processes[].signal",
+        "only a watched process that dies of a signal (tests/watch_agent.rs has them)",
+    ),
+    (
+        "watch",
+        "alive_at_exit[].uncertain",
+        "only a process whose last records never arrived: killed by SIGKILL",
+    ),
+    (
+        "watch",
+        "held_by_driver[].uncertain",
+        "only a process whose last records never arrived: killed by SIGKILL",
+    ),
+    (
         "run",
         "runs[].spans_not_listed",
         "only a run of more than 10,000 device spans (tests/big_run.rs has one)",
