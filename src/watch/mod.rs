@@ -8,10 +8,10 @@
 //! exit status. Consumers fold the stream into [`crate::run::Run`] as for a lab.
 
 pub mod agent;
+mod pipe;
 pub mod report;
 pub mod symbols;
 
-use std::io::{BufRead, BufReader};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command};
@@ -257,7 +257,7 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     let pipe_tx = inner_tx.clone();
     std::thread::Builder::new()
         .name("gpulab-watch-pipe".into())
-        .spawn(move || read_pipe(reader, pipe_tx))
+        .spawn(move || pipe::read_pipe(reader, pipe_tx))
         .map_err(|source| WatchError::Spawn {
             program: "pipe reader".into(),
             source,
@@ -324,40 +324,6 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>) -> Meta {
             command: req.command.clone(),
             pid,
         }),
-    }
-}
-
-/// The agent's lines, parsed; unreadable ones become warnings, never a crash.
-/// Stacks go through [`symbols::name_stacks`] on a thread of their own: reading a
-/// large library's symbols must never hold up the pipe.
-fn read_pipe(reader: std::io::PipeReader, tx: Sender<Event>) {
-    let mut stacks: Option<Option<Sender<trace::Stack>>> = None;
-    for (i, line) in BufReader::new(reader).lines().enumerate() {
-        let Ok(line) = line else { break };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let event = trace::jsonl::parse_line(i + 1, &line).unwrap_or_else(|e| {
-            Event::Note(Note {
-                t_ns: now_ns(),
-                level: NoteLevel::Warning,
-                text: format!("the agent sent an unreadable event: {e}"),
-                line: None,
-            })
-        });
-        let sent = match event {
-            Event::Stack(stack) => {
-                match stacks.get_or_insert_with(|| symbols::name_stacks(tx.clone())) {
-                    Some(to) => to.send(stack).is_ok(),
-                    // No thread to name them: they pass on as the agent named them.
-                    None => tx.send(Event::Stack(stack)).is_ok(),
-                }
-            }
-            event => tx.send(event).is_ok(),
-        };
-        if !sent {
-            break;
-        }
     }
 }
 
