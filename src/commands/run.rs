@@ -89,7 +89,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             sample_hz: SAMPLE_HZ,
         };
         if args.step {
-            eprintln!(
+            errln!(
                 "{}",
                 report::printable(&gpulab::verdict::stepping_warning(lab, variant))
             );
@@ -100,7 +100,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             Err(e) => {
                 // The variants that ran keep their recordings.
                 for unwritten in write_recordings(recordings, &runs) {
-                    eprintln!("gpulab: {unwritten}");
+                    errln!("gpulab: {unwritten}");
                 }
                 return Err(e);
             }
@@ -111,7 +111,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         {
             // One variant that could not start fails itself (exit 4 below), not
             // the variants that ran: their results are still printed.
-            eprintln!(
+            errln!(
                 "gpulab: {} [{variant}] did not start: {}",
                 lab.id,
                 report::printable(&error)
@@ -154,17 +154,17 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     if format.json {
         // Always the list of runs, one variant or all, however many ran before a
         // Ctrl-C.
-        print!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
+        out!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
     } else if summaries.len() > 1 {
         if !format.markdown {
-            println!("{}\n", report::printable(&report::side_by_side(&summaries)));
+            outln!("{}\n", report::printable(&report::side_by_side(&summaries)));
         }
         for s in &summaries {
-            print!("{}", super::report::render(s, format)?);
-            println!();
+            out!("{}", super::report::render(s, format)?);
+            outln!();
         }
     } else if let Some(s) = summaries.first() {
-        print!("{}", super::report::render(s, format)?);
+        out!("{}", super::report::render(s, format)?);
     }
     gpulab::clock::phase("report printed");
     let code = exit_code(&runs, &args.fail_on);
@@ -174,7 +174,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         return Err(fail(EXIT_USAGE, record_errors.join("\n")));
     }
     for e in &record_errors {
-        eprintln!("gpulab: {e}");
+        errln!("gpulab: {e}");
     }
     Ok(code)
 }
@@ -281,7 +281,7 @@ fn run_variant(
                 .and_then(|c| c.line)
                 .map(|l| format!("line {l}"))
                 .unwrap_or_default();
-            eprint!(
+            err!(
                 "\r\x1b[2K{lab} [{variant}] running · {line} · {:.1} s",
                 started.elapsed().as_secs_f64()
             );
@@ -289,7 +289,7 @@ fn run_variant(
     }
     gpulab::clock::phase("run ended");
     if progress && started.elapsed() > Duration::from_secs(1) {
-        eprint!("\r\x1b[2K");
+        err!("\r\x1b[2K");
     }
     Ok((run, recorded))
 }
@@ -305,7 +305,7 @@ fn write_recordings(recordings: Vec<(Option<Recording>, Vec<Event>)>, runs: &[Ru
             let path = file.path.clone();
             match file.write(run, &events) {
                 Ok(()) if several && run.meta.is_some() => {
-                    eprintln!("gpulab: recorded {}", path.display());
+                    errln!("gpulab: recorded {}", path.display());
                 }
                 Ok(()) => {}
                 Err(e) => unwritten.push(format!(
@@ -341,7 +341,7 @@ impl Recording {
         if run.meta.is_none() {
             drop(self.file);
             let _ = std::fs::remove_file(&self.path);
-            eprintln!(
+            errln!(
                 "gpulab: {} not written: the run never started",
                 self.path.display()
             );
@@ -362,7 +362,7 @@ enum StepKey {
 
 fn spawn_stepper() -> std::sync::mpsc::Receiver<StepKey> {
     let (tx, rx) = std::sync::mpsc::channel();
-    eprintln!("step mode: Enter runs the next line · c + Enter runs to the end · q + Enter stops");
+    errln!("step mode: Enter runs the next line · c + Enter runs to the end · q + Enter stops");
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines() {
             let Ok(line) = line else { break };
@@ -377,7 +377,7 @@ fn spawn_stepper() -> std::sync::mpsc::Receiver<StepKey> {
         }
         // Nobody can press Enter any more: a paused run would wait forever.
         if tx.send(StepKey::Continue).is_ok() {
-            eprintln!("step mode: stdin closed, running the rest of the lab without stepping");
+            errln!("step mode: stdin closed, running the rest of the lab without stepping");
         }
     });
     rx
@@ -396,7 +396,7 @@ fn show_step(run: &Run, event: &Event) {
     match event {
         Event::Meta(m) => {
             if let Some(first) = m.lab.as_ref().and_then(|l| l.script.first()) {
-                eprintln!("next  {:>4}  {}", first.0, show(&first.1));
+                errln!("next  {:>4}  {}", first.0, show(&first.1));
             }
         }
         Event::Call(c) => {
@@ -408,7 +408,7 @@ fn show_step(run: &Run, event: &Event) {
                 (Some(b), Some(a)) => format!("{:+.1} MiB", (a as f64 - b as f64) / 1048576.0),
                 _ => String::new(),
             };
-            eprintln!(
+            errln!(
                 "done  {:>4}  {:<48} {:<10} {:>9.3} ms  {mem}",
                 c.line.unwrap_or(0),
                 show(
@@ -424,10 +424,10 @@ fn show_step(run: &Run, event: &Event) {
             if let Some(pos) = script.iter().position(|(l, _)| Some(*l) == c.line)
                 && let Some((l, t)) = script.get(pos + 1)
             {
-                eprintln!("next  {l:>4}  {}", show(t));
+                errln!("next  {l:>4}  {}", show(t));
             }
         }
-        Event::Note(n) => eprintln!("note  {}", show(&n.text)),
+        Event::Note(n) => errln!("note  {}", show(&n.text)),
         _ => {}
     }
 }
