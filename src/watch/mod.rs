@@ -40,6 +40,8 @@ const STOP_GRACE: Duration = Duration::from_secs(1);
 /// How often the session looks whether the program has exited.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
 const KILL_GRACE: Duration = Duration::from_secs(5);
+/// Events each channel of a watch holds at most (a few MiB).
+pub(crate) const CHANNEL_EVENTS: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -302,7 +304,10 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     // the last of them is gone.
     drop(inherited);
 
-    let (tx, events) = mpsc::channel();
+    // Bounded, as every channel of the watch: a consumer slower than the
+    // program (writing a recording) holds the pipe's reading back, so gpulab's
+    // memory does not grow with the backlog.
+    let (tx, events) = mpsc::sync_channel(CHANNEL_EVENTS);
     let stop = Arc::new(Stopper::default());
     let session = Supervisor {
         child,
@@ -316,7 +321,7 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         gpu,
         sample_hz: req.sample_hz,
     };
-    let (inner_tx, inner_rx) = mpsc::channel();
+    let (inner_tx, inner_rx) = mpsc::sync_channel(CHANNEL_EVENTS);
     let pipe_tx = inner_tx.clone();
     std::thread::Builder::new()
         .name("gpulab-watch-pipe".into())
@@ -462,7 +467,7 @@ mod tests {
             device_spans: false,
             backtrace: false,
         };
-        let (tx, events) = mpsc::channel();
+        let (tx, events) = mpsc::sync_channel(CHANNEL_EVENTS);
         let session = Supervisor {
             group: Group::Own(pid),
             child,
@@ -475,7 +480,7 @@ mod tests {
             gpu: None,
             sample_hz: 0.0,
         };
-        let (inner_tx, inner_rx) = mpsc::channel();
+        let (inner_tx, inner_rx) = mpsc::sync_channel(CHANNEL_EVENTS);
         let flood_tx = inner_tx.clone();
         let flooding = Arc::new(AtomicBool::new(true));
         let still = flooding.clone();

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::SyncSender;
 
 use crate::clock::now_ns;
 use crate::trace::{self, Event, Note, NoteLevel};
@@ -87,14 +87,14 @@ struct Rejections(BTreeMap<Rejected, u64>);
 
 impl Rejections {
     /// Counts `why`; the first of its kind is said at once.
-    fn add(&mut self, why: Rejected, detail: &str, tx: &Sender<Event>) -> bool {
+    fn add(&mut self, why: Rejected, detail: &str, tx: &SyncSender<Event>) -> bool {
         let count = self.0.entry(why.clone()).or_insert(0);
         *count += 1;
         *count > 1 || tx.send(warning(why.first(detail))).is_ok()
     }
 
     /// One line per kind seen more than once, with the count.
-    fn finish(self, tx: &Sender<Event>) {
+    fn finish(self, tx: &SyncSender<Event>) {
         for (why, count) in self.0 {
             if count > 1 {
                 let _ = tx.send(warning(why.summary(count)));
@@ -161,9 +161,9 @@ fn done(too_long: bool) -> Line {
 /// said (once per kind of fault), and the reading goes on to the pipe's end.
 /// Stacks go through [`symbols::name_stacks`] on a thread of their own: reading
 /// a large library's symbols must never hold up the pipe.
-pub fn read_pipe(reader: impl Read, tx: Sender<Event>) {
+pub fn read_pipe(reader: impl Read, tx: SyncSender<Event>) {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
-    let mut stacks: Option<Option<Sender<trace::Stack>>> = None;
+    let mut stacks: Option<Option<SyncSender<trace::Stack>>> = None;
     let mut rejected = Rejections::default();
     let mut buf = Vec::new();
     let mut line_no = 0;
@@ -208,8 +208,8 @@ fn parse(line_no: usize, bytes: &[u8]) -> Result<Option<Event>, (Rejected, Strin
 /// listens any more.
 fn pass_on(
     event: Event,
-    stacks: &mut Option<Option<Sender<trace::Stack>>>,
-    tx: &Sender<Event>,
+    stacks: &mut Option<Option<SyncSender<trace::Stack>>>,
+    tx: &SyncSender<Event>,
 ) -> bool {
     match event {
         Event::Stack(stack) => match stacks.get_or_insert_with(|| symbols::name_stacks(tx.clone()))
@@ -228,7 +228,7 @@ mod tests {
     use std::sync::mpsc;
 
     fn read(bytes: &[u8]) -> Vec<Event> {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(1024);
         read_pipe(bytes, tx);
         rx.into_iter().collect()
     }

@@ -6,7 +6,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::time::Instant;
 
 use rustix::process::{Pid, Signal};
@@ -55,7 +55,7 @@ pub(super) struct Supervisor {
     pub(super) _library: AgentLibrary,
     /// Signals sent so far after a stop request.
     pub(super) escalated: usize,
-    pub(super) tx: Sender<Event>,
+    pub(super) tx: SyncSender<Event>,
     pub(super) stop: Arc<Stopper>,
     pub(super) meta: Meta,
     /// What was done to reach the program's OpenCL loader, said after `meta`.
@@ -68,7 +68,7 @@ pub(super) struct Supervisor {
 }
 
 impl Supervisor {
-    pub(super) fn run(mut self, inner_tx: Sender<Event>, inner: Receiver<Event>) {
+    pub(super) fn run(mut self, inner_tx: SyncSender<Event>, inner: Receiver<Event>) {
         let _ = self.tx.send(Event::Meta(Box::new(self.meta.clone())));
         for (level, text) in std::mem::take(&mut self.notes) {
             self.note(level, text);
@@ -146,7 +146,7 @@ impl Supervisor {
 
     /// Readings of the memory of the program's processes, forwarded into
     /// `inner_tx` by a thread of their own; None (said) when there are none.
-    fn sampler(&mut self, inner_tx: Sender<Event>) -> Option<SamplerHandle> {
+    fn sampler(&mut self, inner_tx: SyncSender<Event>) -> Option<SamplerHandle> {
         let pid = self.child.id();
         let probe = match self.gpu.take() {
             Some(gpu) => Ok(Probe::nvidia_gpu0(pid, gpu)),

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, SyncSender};
 
 use addr2line::Loader;
 
@@ -14,8 +14,9 @@ use crate::trace::{Event, Frame, Stack};
 
 /// Starts the thread that names stacks and passes them on as events; the
 /// returned sender takes them in. None if no thread could be started.
-pub fn name_stacks(out: Sender<Event>) -> Option<Sender<Stack>> {
-    let (tx, rx) = mpsc::channel::<Stack>();
+pub fn name_stacks(out: SyncSender<Event>) -> Option<SyncSender<Stack>> {
+    // Bounded: a flood of stacks waits for the naming, not in memory.
+    let (tx, rx) = mpsc::sync_channel::<Stack>(super::CHANNEL_EVENTS);
     std::thread::Builder::new()
         .name("gpulab-symbols".into())
         .spawn(move || {
