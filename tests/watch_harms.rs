@@ -339,3 +339,89 @@ fn a_static_binary_is_named_as_one() {
     let text = report(&out_file).to_string();
     assert!(text.contains("is statically linked"), "{text}");
 }
+
+/// The agent's pipe as a shell sees it, whichever way gpulab hands it over (an
+/// inherited descriptor, or a path the agent opens).
+const PIPE: &str = "${GPULAB_AGENT_PIPE:-/dev/fd/$GPULAB_AGENT_FD}";
+
+/// A call record as an agent writes it.
+const CALL: &str = r#"{"type":"call","data":{"seq":0,"pid":7,"thread":0,"line":null,"iter":[],"tag":null,"api":"clRetainContext","driver":"clRetainContext","begin_ns":1000,"end_ns":1005,"status":{"kind":"ok"},"expect_error":false,"mem_before":null,"mem_after":null,"object":null}}"#;
+
+/// Any process of the program can write to the pipe: a non-UTF-8 line stopped
+/// the reading, and a forged `meta` replaced the report's header.
+#[test]
+fn junk_and_forged_lines_on_the_pipe_are_skipped_and_said_once() {
+    let dir = temp_dir();
+    let out_file = dir.path().join("report.json");
+    let forged = r#"{"type":"meta","data":{"forged":true}}"#;
+    let end = r#"{"type":"end","data":{"t_ns":5,"status":{"kind":"finished"},"leaked":[]}}"#;
+    let script = format!(
+        "printf '\\377\\n' > \"{PIPE}\"; for i in 1 2 3; do echo '{forged}'; echo '{end}'; done > \"{PIPE}\"; \
+         echo '{CALL}' > \"{PIPE}\"; exit 6"
+    );
+    let out = common::run(&[
+        "watch",
+        "--json",
+        "-o",
+        &out_file.display().to_string(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    let report = report(&out_file);
+    assert_eq!(report["command"][0], "sh", "{report:#}");
+    assert_eq!(report["calls"], 1, "{report:#}");
+    assert_eq!(report["ended"], "exited with status 6", "{report:#}");
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("not UTF-8"), "{warnings}");
+    assert!(warnings.contains("3 forged `end` events"), "{warnings}");
+}
+
+/// `watch` kept every event until the end (337 MiB at 500,000 calls): now it
+/// folds and records as they come. Order of magnitude only: 300,000 calls
+/// cost the old code well over 100 MiB, the new one a few tens whatever the
+/// count.
+#[test]
+fn gpulab_memory_stays_bounded_however_many_calls_arrive() {
+    let dir = temp_dir();
+    let record = dir.path().join("calls.jsonl");
+    let script = format!("yes '{CALL}' | head -n 300000 > \"{PIPE}\"");
+    let child = gpulab()
+        .args(["watch", "--record", &record.display().to_string(), "--"])
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpulab starts");
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while let Ok(text) = std::fs::read_to_string(&status) {
+        let hwm = text
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok());
+        // A zombie has no memory lines left: the last reading stands.
+        let Some(hwm) = hwm else { break };
+        peak_kib = peak_kib.max(hwm);
+        if Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = wait(child);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = std::fs::read_to_string(&record)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    assert!(lines >= 300_000, "{lines} lines recorded");
+    assert!(
+        peak_kib < 100 << 10,
+        "gpulab peaked at {} MiB",
+        peak_kib >> 10
+    );
+}
