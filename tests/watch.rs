@@ -310,9 +310,11 @@ fn a_missing_program_is_a_clear_error() {
         .args(["watch", "--", "/nonexistent/gpulab-test-program"])
         .output()
         .expect("gpulab starts");
-    assert_eq!(out.status.code(), Some(2));
+    // 127, as env, timeout and shells say "not found" (it was 2, which the
+    // program's own 2 looked like).
+    assert_eq!(out.status.code(), Some(127));
     assert!(
-        stderr(&out).contains("could not start /nonexistent/gpulab-test-program"),
+        stderr(&out).contains("cannot start /nonexistent/gpulab-test-program"),
         "{}",
         stderr(&out)
     );

@@ -1,7 +1,7 @@
 //! `gpulab run`: start workers through the run source, show progress (or step
 //! line by line), record, and print the report.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,8 +12,8 @@ use gpulab::lab::{BackendKind, Lab, LabError, LabSet, catalog};
 use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
-use gpulab::source::{LocalSource, RunRequest, RunSource};
-use gpulab::trace::{self, CallStatus, EndStatus, Event, Verdict};
+use gpulab::source::{LocalSource, Recorded, Recording, RunRequest, RunSource, Session};
+use gpulab::trace::{CallStatus, EndStatus, Event, Verdict};
 
 use super::{
     EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail,
@@ -64,18 +64,19 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         let _ = gpulab::signals::on_termination(move || cancel.store(true, Ordering::SeqCst));
     }
     let source = LocalSource::new()?;
-    let mut runs = Vec::new();
-    // Each variant's events, kept until every variant ran: a claim that compares
-    // variants is judged then, and its verdict goes into the recordings too.
-    let mut recordings = Vec::new();
+    // Each variant's session, folded and recorded as its events came; finished
+    // once every variant ran: a claim that compares variants is judged then,
+    // and its verdict goes into the recordings too.
+    let mut sessions: Vec<Session> = Vec::new();
     for variant in &variants {
         // Created before the run, so a path that cannot be written costs no run.
         let record = match &args.record {
-            Some(r) => Some(Recording::create(record_path(
-                r,
-                variant,
-                variants.len() > 1,
-            ))?),
+            Some(r) => {
+                let path = record_path(r, variant, variants.len() > 1);
+                Some(Recording::create(&path).map_err(|e| {
+                    fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display()))
+                })?)
+            }
             None => None,
         };
         let req = RunRequest {
@@ -94,19 +95,18 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&gpulab::verdict::stepping_warning(lab, variant))
             );
         }
-        let (run, recorded) = match run_variant(&source, req, args.step, record.is_some(), &cancel)
-        {
+        let session = match run_variant(&source, req, args.step, record, &cancel) {
             Ok(ran) => ran,
             Err(e) => {
                 // The variants that ran keep their recordings.
-                for unwritten in write_recordings(recordings, &runs) {
+                for unwritten in finish_recordings(sessions).1 {
                     errln!("gpulab: {unwritten}");
                 }
                 return Err(e);
             }
         };
         // Said once, by the error below, when it is the only variant.
-        if let Some(error) = never_started(&run)
+        if let Some(error) = never_started(&session.run)
             && variants.len() > 1
         {
             // One variant that could not start fails itself (exit 4 below), not
@@ -117,23 +117,25 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&error)
             );
         }
-        runs.push(run);
-        recordings.push((record, recorded));
+        sessions.push(session);
         if cancel.load(Ordering::SeqCst) {
             break;
         }
     }
-    if runs.len() > 1 {
-        let judged = gpulab::verdict::judge_across(lab, &runs.iter().collect::<Vec<_>>());
+    if sessions.len() > 1 {
+        let judged = gpulab::verdict::judge_across(
+            lab,
+            &sessions.iter().map(|s| &s.run).collect::<Vec<_>>(),
+        );
         for (i, verdict) in judged {
-            let event = Event::Claim(verdict);
-            runs[i].apply(&event);
-            recordings[i].1.push(event);
+            if let Some(session) = sessions.get_mut(i) {
+                session.apply(Event::Claim(verdict));
+            }
         }
     }
     // Recordings that could not be written are said after the reports, which a
     // full disk must not cost.
-    let record_errors = write_recordings(recordings, &runs);
+    let (runs, record_errors) = finish_recordings(sessions);
     gpulab::clock::phase("recordings written");
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
 
@@ -224,14 +226,15 @@ fn record_path(base: &Path, variant: &str, several: bool) -> PathBuf {
     base.with_file_name(format!("{stem}--{variant}{ext}"))
 }
 
-/// Runs one variant to its end; with `record`, also every event it produced.
+/// Runs one variant to its end, folded and (with `record`) recorded as its
+/// events come.
 fn run_variant(
     source: &LocalSource,
     req: RunRequest,
     step: bool,
-    record: bool,
+    record: Option<Recording>,
     cancel: &AtomicBool,
-) -> anyhow::Result<(Run, Vec<Event>)> {
+) -> anyhow::Result<Session> {
     let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
     gpulab::clock::phase("worker start");
     let mut handle = source.start(req)?;
@@ -239,9 +242,7 @@ fn run_variant(
     let progress = std::io::stderr().is_terminal() && !step;
     let started = Instant::now();
     let mut last_progress = Instant::now();
-    let mut run = Run::default();
-    // A recording is written at the end, with idle samples thinned (trace::decimate).
-    let mut recorded: Vec<Event> = Vec::new();
+    let mut session = Session::new(Run::default(), record);
     loop {
         if cancel.load(Ordering::SeqCst) {
             handle.cancel();
@@ -259,12 +260,9 @@ fn run_variant(
             Ok(batch) => {
                 for event in batch {
                     if step {
-                        show_step(&run, &event);
+                        show_step(&session.run, &event);
                     }
-                    run.apply(&event);
-                    if record {
-                        recorded.push(event);
-                    }
+                    session.apply(event);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -275,7 +273,8 @@ fn run_variant(
             && last_progress.elapsed() > Duration::from_millis(250)
         {
             last_progress = Instant::now();
-            let line = run
+            let line = session
+                .run
                 .calls
                 .last()
                 .and_then(|c| c.line)
@@ -291,67 +290,39 @@ fn run_variant(
     if progress && started.elapsed() > Duration::from_secs(1) {
         err!("\r\x1b[2K");
     }
-    Ok((run, recorded))
+    Ok(session)
 }
 
-/// Writes each run's `--record` file, when it has one; says each that could not
-/// be written, and with several (`--all-variants`, whose file names gpulab made
-/// from the one given) each that was.
-fn write_recordings(recordings: Vec<(Option<Recording>, Vec<Event>)>, runs: &[Run]) -> Vec<String> {
-    let several = recordings.iter().filter(|(f, _)| f.is_some()).count() > 1;
+/// Finishes each session and its `--record` file; says each file that could
+/// not be written, and with several (`--all-variants`, whose file names gpulab
+/// made from the one given) each that was.
+fn finish_recordings(sessions: Vec<Session>) -> (Vec<Run>, Vec<String>) {
+    let several = sessions.iter().filter(|s| s.recording().is_some()).count() > 1;
     let mut unwritten = Vec::new();
-    for ((file, events), run) in recordings.into_iter().zip(runs) {
-        if let Some(file) = file {
-            let path = file.path.clone();
-            match file.write(run, &events) {
-                Ok(()) if several && run.meta.is_some() => {
-                    errln!("gpulab: recorded {}", path.display());
-                }
-                Ok(()) => {}
-                Err(e) => unwritten.push(format!(
-                    "the recording {} could not be written: {e}; the run's report is printed all the same",
-                    path.display()
-                )),
+    let mut runs = Vec::new();
+    for session in sessions {
+        let (run, recorded) = session.finish();
+        match &recorded {
+            Some(Recorded::Whole(path)) if several => {
+                errln!("gpulab: recorded {}", path.display());
             }
+            Some(Recorded::Removed(_)) => {
+                if let Some(problem) = recorded.as_ref().and_then(Recorded::problem) {
+                    errln!("gpulab: {problem}");
+                }
+            }
+            Some(Recorded::Partial { .. }) => {
+                if let Some(problem) = recorded.as_ref().and_then(Recorded::problem) {
+                    unwritten.push(format!(
+                        "{problem}; the run's report is printed all the same"
+                    ));
+                }
+            }
+            _ => {}
         }
+        runs.push(run);
     }
-    unwritten
-}
-
-/// A `--record` file, open from before its run until every variant ran.
-struct Recording {
-    path: PathBuf,
-    file: std::io::BufWriter<std::fs::File>,
-}
-
-impl Recording {
-    fn create(path: PathBuf) -> anyhow::Result<Recording> {
-        let file = std::fs::File::create(&path)
-            .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display())))?;
-        Ok(Recording {
-            path,
-            file: std::io::BufWriter::new(file),
-        })
-    }
-
-    /// Writes the run's events, idle samples thinned (trace::decimate).
-    fn write(mut self, run: &Run, events: &[Event]) -> std::io::Result<()> {
-        // A run that never started has nothing a replay could show (no `meta`):
-        // no file rather than one `report` cannot read.
-        if run.meta.is_none() {
-            drop(self.file);
-            let _ = std::fs::remove_file(&self.path);
-            errln!(
-                "gpulab: {} not written: the run never started",
-                self.path.display()
-            );
-            return Ok(());
-        }
-        for event in trace::decimate::decimate(events) {
-            self.file.write_all(trace::to_line(event).as_bytes())?;
-        }
-        self.file.flush()
-    }
+    (runs, unwritten)
 }
 
 enum StepKey {

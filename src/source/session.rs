@@ -134,6 +134,11 @@ impl Session {
         Session { run, recording }
     }
 
+    /// The recording, while there is one.
+    pub fn recording(&self) -> Option<&Recording> {
+        self.recording.as_ref()
+    }
+
     pub fn apply(&mut self, event: Event) {
         self.run.apply(&event);
         if let Some(r) = &mut self.recording {
