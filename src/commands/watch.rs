@@ -50,21 +50,30 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         (None, false) => Stdio::StdoutToStderr,
         (None, true) => Stdio::Inherit,
     };
-    let watching = watch::start(&WatchRequest {
-        command: args.command.clone(),
-        sample_hz: args.sample_hz,
-        stdio,
-        cupti: args.cupti.clone(),
-        device_spans: args.device_spans,
-        backtrace: args.backtrace,
-    })
+    // Before the program starts: a signal in between would kill gpulab alone.
+    // The dashboard has its own handler (it ends the dashboard, which stops
+    // the program).
+    let stop = std::sync::Arc::new(watch::Stopper::default());
+    if !args.dashboard {
+        let stop = stop.clone();
+        let _ = gpulab::signals::on_termination_signal(move |signal| stop.stop(signal));
+    }
+    let watching = watch::start_with(
+        &WatchRequest {
+            command: args.command.clone(),
+            sample_hz: args.sample_hz,
+            stdio,
+            cupti: args.cupti.clone(),
+            device_spans: args.device_spans,
+            backtrace: args.backtrace,
+        },
+        stop,
+    )
     .map_err(start_failure)?;
     let session = Session::new(Run::default(), recording);
     let session = if args.dashboard {
         live(cli, args, watching, session)?
     } else {
-        let stop = watching.stop_switch();
-        let _ = gpulab::signals::on_termination_signal(move |signal| stop.stop(signal));
         let mut session = session;
         for event in watching.events.iter() {
             session.apply(event);

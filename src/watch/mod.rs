@@ -243,6 +243,13 @@ fn reach_cuda(
 
 /// Starts the program with the agent loaded and returns its event stream.
 pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
+    start_with(req, Arc::default())
+}
+
+/// [`start`] with a stop switch made before: a signal handler installed before
+/// the program starts leaves no moment in which SIGINT or SIGTERM would kill
+/// gpulab and leave the program running.
+pub fn start_with(req: &WatchRequest, stop: Arc<Stopper>) -> Result<Watching, WatchError> {
     let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
     let library = AgentLibrary::new().map_err(WatchError::Agent)?;
     let (reader, writer) = std::io::pipe().map_err(WatchError::Pipe)?;
@@ -308,12 +315,12 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     // program (writing a recording) holds the pipe's reading back, so gpulab's
     // memory does not grow with the backlog.
     let (tx, events) = mpsc::sync_channel(CHANNEL_EVENTS);
-    let stop = Arc::new(Stopper::default());
     let session = Supervisor {
         child,
         group,
         _library: library,
         escalated: 0,
+        signalled: false,
         tx,
         stop: stop.clone(),
         meta: meta(req, pid, started_ns, gpu.as_ref()),
@@ -473,6 +480,7 @@ mod tests {
             child,
             _library: library,
             escalated: 0,
+            signalled: false,
             tx,
             stop: Arc::new(Stopper::default()),
             meta: meta(&req, pid, 0, None),

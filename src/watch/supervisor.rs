@@ -53,8 +53,10 @@ pub(super) struct Supervisor {
     pub(super) group: Group,
     /// Kept open while the program may still load it.
     pub(super) _library: AgentLibrary,
-    /// Signals sent so far after a stop request.
+    /// Steps of the stop plan taken so far.
     pub(super) escalated: usize,
+    /// Whether gpulab signalled the program (it then says it stopped it).
+    pub(super) signalled: bool,
     pub(super) tx: SyncSender<Event>,
     pub(super) stop: Arc<Stopper>,
     pub(super) meta: Meta,
@@ -127,7 +129,7 @@ impl Supervisor {
         if let Some(mut s) = sampler.take() {
             s.stop();
         }
-        if self.escalated > 0 {
+        if self.signalled {
             // Stopped by gpulab: nothing of the program's group outlives it
             // (a `sh -c` whose children would run on with parent 1).
             self.group.signal(Signal::KILL);
@@ -193,7 +195,7 @@ impl Supervisor {
                 detail: format!("could not wait for the program: {e}"),
             },
         };
-        if self.escalated == 0 {
+        if !self.signalled {
             return status;
         }
         let how = match &status {
@@ -220,7 +222,12 @@ impl Supervisor {
         };
         if since >= after {
             self.escalated += 1;
-            self.group.signal(signal);
+            // A program sharing gpulab's terminal group got the terminal's
+            // SIGINT already: a second one could mean "force" to it.
+            if !(signal == Signal::INT && matches!(self.group, Group::Tree(_))) {
+                self.signalled = true;
+                self.group.signal(signal);
+            }
         }
     }
 
