@@ -19,11 +19,17 @@ Exit status:
     0  ok (also a run that ended on the error its lab looks for)
     1  a claim ended with a verdict named by --fail-on
     2  bad input: unknown lab or variant, bad parameter, malformed or missing file,
-       an output path that cannot be written
+       an output path that cannot be written (stdout full included)
     3  no device, platform or driver library to run on (`gpulab doctor` explains,
        and exits 3 itself when nothing here can run a lab)
     4  the run failed: a line failed that was not expected to, or the worker crashed
-  130  cancelled by Ctrl-C, SIGTERM or SIGHUP (the partial run is still reported)";
+  126  watch: the command cannot be run (not executable, not a program)
+  127  watch: the command was not found
+  130  cancelled by Ctrl-C, SIGTERM or SIGHUP (the partial run is still reported;
+       watch: the program was stopped by gpulab, and the report says so)
+  141  stdout was closed (`| head`): gpulab stopped writing, quietly
+  `gpulab watch` otherwise exits with the program's own status (128 + N for signal N),
+  also when its report or recording could not be written (said on stderr).";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -262,7 +268,11 @@ pub struct WatchArgs {
     pub record: Option<PathBuf>,
 
     /// Write the report to FILE instead of the terminal, apart from the
-    /// program's own output.
+    /// program's own output. Created before the program starts; if it cannot
+    /// be written later, the report goes to stderr. Without it, --json and
+    /// --markdown go alone to stdout and the program's own stdout goes to
+    /// stderr (so `watch --json -- ./app | jq` reads only JSON); the text
+    /// report goes to stderr, beside the program's output.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -275,8 +285,10 @@ pub struct WatchArgs {
     #[arg(long)]
     pub dashboard: bool,
 
-    /// With --dashboard: where the program's stdout and stderr go (default: a
-    /// file in the temporary directory, named when gpulab ends).
+    /// With --dashboard: where the program's stdout and stderr go, kept
+    /// (default: a private temporary file, whose last lines are printed when
+    /// the dashboard closes and which is then removed). Under --dashboard the
+    /// program's stdin is /dev/null.
     #[arg(long, value_name = "FILE", requires = "dashboard")]
     pub log: Option<PathBuf>,
 

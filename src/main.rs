@@ -15,14 +15,22 @@ fn main() {
     let cli = cli::Cli::parse();
     let code = match commands::dispatch(cli, icd_note) {
         Ok(code) => code,
-        Err(e) => {
-            let code = e
-                .downcast_ref::<commands::Failure>()
-                .map(|f| f.code)
-                .unwrap_or(commands::EXIT_ERROR);
-            eprintln!("gpulab: {e:#}");
-            code
-        }
+        Err(e) => match e.downcast_ref::<commands::StdoutError>() {
+            // `gpulab report big.jsonl | head -1`: the reader has what it wanted.
+            Some(out) if out.0.kind() == std::io::ErrorKind::BrokenPipe => {
+                commands::EXIT_BROKEN_PIPE
+            }
+            Some(_) => {
+                commands::say(format_args!("gpulab: {e:#}"));
+                commands::EXIT_USAGE
+            }
+            None => {
+                commands::say(format_args!("gpulab: {e:#}"));
+                e.downcast_ref::<commands::Failure>()
+                    .map(|f| f.code)
+                    .unwrap_or(commands::EXIT_ERROR)
+            }
+        },
     };
     gpulab::clock::phase("exit");
     std::process::exit(code);

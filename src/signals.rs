@@ -15,13 +15,29 @@ pub const TERMINATION: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 /// of the default of dying on the spot. The handler only wakes a thread; `on_signal`
 /// runs there, so it may lock, allocate and send.
 pub fn on_termination(mut on_signal: impl FnMut() + Send + 'static) -> std::io::Result<()> {
+    on_termination_signal(move |_| on_signal())
+}
+
+/// [`on_termination`], told which signal came (`watch` passes SIGINT on to a
+/// program that no longer shares gpulab's terminal group).
+pub fn on_termination_signal(
+    mut on_signal: impl FnMut(Option<i32>) + Send + 'static,
+) -> std::io::Result<()> {
     let mut signals = Signals::new(TERMINATION)?;
     std::thread::Builder::new()
         .name("gpulab-signals".into())
         .spawn(move || {
-            for _ in signals.forever() {
-                on_signal();
+            for signal in signals.forever() {
+                on_signal(Some(signal));
             }
         })?;
     Ok(())
+}
+
+/// A write past `ulimit -f` fails with EFBIG instead of killing gpulab with
+/// SIGXFSZ. A handler, not SIG_IGN: an ignored signal is inherited through
+/// exec, a handler is reset, so a program gpulab starts keeps the default.
+pub fn survive_file_size_limit() -> std::io::Result<()> {
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGXFSZ, seen).map(drop)
 }

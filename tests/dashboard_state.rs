@@ -463,3 +463,16 @@ fn an_invalid_user_lab_is_listed_with_its_mistake_and_does_not_run() {
         "{said}"
     );
 }
+
+/// Esc on a watched program stopped nothing and said "the worker was killed"
+/// while the program ran on (#27): it now ends the dashboard as q does, and
+/// `watch` stops the program's group.
+#[test]
+fn esc_on_a_watched_program_quits_to_stop_it_without_claiming_a_kill() {
+    let mut a = app();
+    a.watch("./app");
+    key(&mut a, KeyCode::Esc);
+    assert!(a.quit);
+    let said = a.message.clone().unwrap_or_default();
+    assert!(!said.contains("worker was killed"), "{said}");
+}

@@ -244,9 +244,11 @@ fn a_missing_program_is_a_clear_error() {
         .args(["watch", "--", "/nonexistent/gpulab-test-program"])
         .output()
         .expect("gpulab starts");
-    assert_eq!(out.status.code(), Some(2));
+    // 127, as env, timeout and shells say "not found" (it was 2, which the
+    // program's own 2 looked like).
+    assert_eq!(out.status.code(), Some(127));
     assert!(
-        stderr(&out).contains("could not start /nonexistent/gpulab-test-program"),
+        stderr(&out).contains("cannot start /nonexistent/gpulab-test-program"),
         "{}",
         stderr(&out)
     );
@@ -411,4 +413,43 @@ fn the_shipped_h100_cuda_watch_recordings_report_what_their_events_say() {
             assert_eq!(k["released"], released, "{name} {kind_name}");
         }
     }
+}
+
+/// A `gpulab watch` inside another one loaded both agents, and both wrote into
+/// the inner pipe: every count doubled. The inner watch now takes the program's
+/// agent over and says so.
+#[test]
+fn a_nested_watch_counts_each_call_once_and_says_it_took_the_agent_over() {
+    let test = "a_nested_watch_counts_each_call_once_and_says_it_took_the_agent_over";
+    let Some((dir, exe)) = program(test, "forgotten_events") else {
+        return;
+    };
+    let _device = device_lock();
+    let inner = dir.path().join("inner.json");
+    let (out, _outer) = watch_json(&[
+        env!("CARGO_BIN_EXE_gpulab"),
+        "watch",
+        "--json",
+        "-o",
+        &inner.to_string_lossy(),
+        "--",
+        &exe.to_string_lossy(),
+        "2",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = report_json_file(&inner);
+    let own = counts(&stderr(&out), "forgotten_events:");
+    let k = kind(&report, "buffer");
+    assert_eq!(k["created"], count(&own, "iterations"), "{report:#}");
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("took the program's agent over"),
+        "{warnings}"
+    );
+}
+
+fn report_json_file(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report in {path:?} ({e})"))
 }

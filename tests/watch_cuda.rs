@@ -216,7 +216,9 @@ fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
     let watching = watch::start(&WatchRequest {
         command: vec![exe.to_string_lossy().into_owned(), "4".into(), "400".into()],
         sample_hz: 100.0,
-        output: Some(dir.path().join("program.log")),
+        stdio: watch::Stdio::Log(
+            std::fs::File::create(dir.path().join("program.log")).expect("program log"),
+        ),
         cupti: None,
         device_spans: false,
         backtrace: false,

@@ -13,7 +13,7 @@ pub fn check(files: &[PathBuf], color: gpulab::color::Choice) -> anyhow::Result<
     let mut bad = 0;
     for f in files {
         match catalog::load_file(f) {
-            Ok(lab) => println!(
+            Ok(lab) => outln!(
                 "ok    {} ({}, {} variant(s), {} claim(s))",
                 f.display(),
                 lab.id,
@@ -23,12 +23,12 @@ pub fn check(files: &[PathBuf], color: gpulab::color::Choice) -> anyhow::Result<
             Err(LabError::Invalid(d)) => {
                 bad += 1;
                 for mistake in std::iter::once(d.as_ref()).chain(&d.more) {
-                    eprintln!("{}", mistake.render(color));
+                    errln!("{}", mistake.render(color));
                 }
             }
             Err(e) => {
                 bad += 1;
-                eprintln!("{}: {e}", f.display());
+                errln!("{}: {e}", f.display());
             }
         }
     }

@@ -29,7 +29,7 @@ pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
     let invalid = set.invalid();
     for p in &set.problems {
         if !invalid.iter().any(|(_, why)| *why == p.to_string()) {
-            eprintln!("gpulab: skipped a lab file: {p}");
+            errln!("gpulab: skipped a lab file: {p}");
         }
     }
     let mut app = new_app(cli, &set);

@@ -11,14 +11,14 @@ pub fn doctor(json: bool, icd_note: Option<String>) -> anyhow::Result<i32> {
     let report = discover::doctor();
     let runnable = report.any_device();
     if json {
-        print!("{}", json::json(Kind::Doctor, &report)?);
+        out!("{}", json::json(Kind::Doctor, &report)?);
     } else {
         if let Some(note) = icd_note {
-            println!("note: {note}\n");
+            outln!("note: {note}\n");
         }
-        print!("{}", report.render_text());
+        out!("{}", report.render_text());
         if !runnable {
-            println!("\nnothing here can run a lab: no OpenCL device and no CUDA device");
+            outln!("\nnothing here can run a lab: no OpenCL device and no CUDA device");
         }
     }
     Ok(if runnable { EXIT_OK } else { EXIT_UNAVAILABLE })

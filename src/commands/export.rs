@@ -63,7 +63,7 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
         let set = LabSet::load(labs);
         let lab = run.lab_id().and_then(|id| set.get(id).ok());
         if let (Some(id), None) = (run.lab_id(), lab) {
-            eprintln!(
+            errln!(
                 "gpulab: no lab file for {}: the page has no teaching text",
                 gpulab::report::printable(id)
             );
@@ -90,7 +90,7 @@ fn recording(path: &Path) -> impl Fn(&mut dyn FnMut(Event)) -> std::io::Result<(
             .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
         if first.replace(false) {
             for p in &problems {
-                eprintln!(
+                errln!(
                     "gpulab: {}: {}",
                     path.display(),
                     gpulab::report::printable(&p.to_string())
@@ -117,7 +117,7 @@ where
     trace
         .write(f)
         .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", out.display())))?;
-    eprintln!("wrote {}", out.display());
+    errln!("wrote {}", out.display());
     Ok(())
 }
 
@@ -135,6 +135,6 @@ fn write(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     }
     std::fs::write(out, bytes)
         .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", out.display())))?;
-    eprintln!("wrote {}", out.display());
+    errln!("wrote {}", out.display());
     Ok(())
 }

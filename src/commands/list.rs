@@ -38,14 +38,14 @@ fn row(lab: &Lab) -> LabRow<'_> {
 pub fn list(dirs: &[PathBuf], json: bool) -> anyhow::Result<i32> {
     let set = LabSet::load(dirs);
     for p in &set.problems {
-        eprintln!("gpulab: skipped a lab file: {p}");
+        errln!("gpulab: skipped a lab file: {p}");
     }
     if json {
         let labs: Vec<LabRow> = set.labs().iter().map(row).collect();
-        print!("{}", json::json(Kind::Labs, &Labs { labs })?);
+        out!("{}", json::json(Kind::Labs, &Labs { labs })?);
         return Ok(EXIT_OK);
     }
-    print!("{}", table(set.labs()));
+    out!("{}", table(set.labs()));
     Ok(EXIT_OK)
 }
 
@@ -69,24 +69,26 @@ pub fn overview(dirs: &[PathBuf], lab: Option<&str>) -> anyhow::Result<i32> {
     let set = LabSet::load(dirs);
     if let Some(id) = lab {
         let lab = set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
-        println!("{} — {}\n\nclaim: {}\n", lab.id, lab.title, lab.claim);
-        println!(
+        outln!("{} — {}\n\nclaim: {}\n", lab.id, lab.title, lab.claim);
+        outln!(
             "look:    {}\nwhy:     {}\ninstead: {}\n",
-            lab.teaching.look, lab.teaching.why, lab.teaching.instead
+            lab.teaching.look,
+            lab.teaching.why,
+            lab.teaching.instead
         );
         for v in &lab.variants {
-            println!("variant {}: {}", v.name, v.description);
+            outln!("variant {}: {}", v.name, v.description);
         }
-        println!(
+        outln!(
             "\nrun it:  gpulab run {}   (or --all-variants, --step)",
             lab.id
         );
         return Ok(EXIT_OK);
     }
-    print!("{}", table(set.labs()));
-    println!(
+    out!("{}", table(set.labs()));
+    outln!(
         "\nrun one:  gpulab run <id>      ·  set-up problems: gpulab doctor  ·  all commands: gpulab --help"
     );
-    println!("(in a terminal, plain `gpulab` opens the live dashboard)");
+    outln!("(in a terminal, plain `gpulab` opens the live dashboard)");
     Ok(EXIT_OK)
 }

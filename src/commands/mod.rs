@@ -1,5 +1,40 @@
 //! The commands behind the CLI: glue between arguments, the library and the
-//! terminal. The only code besides `main.rs` that prints.
+//! terminal. The only code besides `main.rs` that prints, and every print is
+//! handled: stdout through [`out!`]/[`outln!`] (a failure ends the command, a
+//! closed pipe quietly: `gpulab report big.jsonl | head -1`), stderr through
+//! [`err!`]/[`errln!`] (a failure there has nowhere to be said, so it is let
+//! go). `print!` and friends panic on either.
+
+/// `print!` that hands a failed write to stdout back to the command (`?`).
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::commands::write_stdout(&format!($($t)*))?
+    };
+}
+
+/// `println!` as [`out!`].
+macro_rules! outln {
+    () => {
+        $crate::commands::write_stdout("\n")?
+    };
+    ($($t:tt)*) => {
+        $crate::commands::write_stdout(&format!("{}\n", format_args!($($t)*)))?
+    };
+}
+
+/// `eprint!` that never panics.
+macro_rules! err {
+    ($($t:tt)*) => {
+        $crate::commands::write_stderr(&format!($($t)*))
+    };
+}
+
+/// `eprintln!` that never panics.
+macro_rules! errln {
+    ($($t:tt)*) => {
+        $crate::commands::write_stderr(&format!("{}\n", format_args!($($t)*)))
+    };
+}
 
 mod check;
 mod dashboard;
@@ -26,8 +61,40 @@ pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_UNAVAILABLE: i32 = 3;
 /// The run failed or the worker crashed.
 pub const EXIT_ERROR: i32 = 4;
+/// `watch`: the command could not be run (not executable, or no such format).
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
+/// `watch`: the command was not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
 /// Cancelled with Ctrl-C, SIGTERM or SIGHUP.
 pub const EXIT_CANCELLED: i32 = 130;
+/// stdout was closed (`| head`): the command stops quietly, as a program
+/// SIGPIPE ended would (128 + 13).
+pub const EXIT_BROKEN_PIPE: i32 = 141;
+
+/// A write to stdout that failed: a closed pipe is a quiet end
+/// ([`EXIT_BROKEN_PIPE`]); anything else (a full disk) is said, exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write to stdout: {0}")]
+pub struct StdoutError(pub std::io::Error);
+
+pub fn write_stdout(text: &str) -> Result<(), StdoutError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(StdoutError)
+}
+
+/// Writes to stderr; a failure is let go (there is nowhere left to say it).
+pub fn write_stderr(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// [`write_stderr`] of one line.
+pub fn say(line: std::fmt::Arguments) {
+    write_stderr(&format!("{line}\n"));
+}
 
 /// An error that carries its exit status.
 #[derive(Debug)]
@@ -114,7 +181,10 @@ mod tests {
                 EXIT_USAGE,
                 EXIT_UNAVAILABLE,
                 EXIT_ERROR,
-                EXIT_CANCELLED
+                EXIT_NOT_EXECUTABLE,
+                EXIT_NOT_FOUND,
+                EXIT_CANCELLED,
+                EXIT_BROKEN_PIPE
             ]
         );
     }

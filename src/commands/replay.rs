@@ -18,10 +18,10 @@ pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
     let rec = read_recording(std::io::BufReader::new(f))
         .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
     for p in &rec.problems {
-        eprintln!("gpulab: {}: skipped {p}", file.display());
+        errln!("gpulab: {}: skipped {p}", file.display());
     }
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        println!(
+        outln!(
             "replayed {}: {} events{}",
             file.display(),
             rec.events.len(),
@@ -31,7 +31,7 @@ pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
             }
         );
         let run = Run::from_events(&rec.events);
-        print!(
+        out!(
             "{}",
             super::report::render(&Summary::of(&run), Format::default())?
         );

@@ -18,9 +18,9 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
         let run = load(file)?;
         if run.meta.as_ref().is_some_and(|m| m.watch.is_some()) {
             // A watched program, not a lab: the same report `gpulab watch` printed.
-            print!("{}", watch_report(&run, &format)?);
+            out!("{}", watch_report(&run, &format)?);
         } else {
-            print!("{}", render(&Summary::of(&run), format)?);
+            out!("{}", render(&Summary::of(&run), format)?);
         }
         return Ok(EXIT_OK);
     }
@@ -31,15 +31,15 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
     judge_across(dirs, files, &mut runs)?;
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
     if format.json {
-        print!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
+        out!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
         return Ok(EXIT_OK);
     }
     if !format.markdown {
-        println!("{}\n", report::printable(&report::side_by_side(&summaries)));
+        outln!("{}\n", report::printable(&report::side_by_side(&summaries)));
     }
     for s in &summaries {
-        print!("{}", render(s, format)?);
-        println!();
+        out!("{}", render(s, format)?);
+        outln!();
     }
     Ok(EXIT_OK)
 }
@@ -96,7 +96,7 @@ pub fn load_into(file: &Path, mut run: Run) -> anyhow::Result<Run> {
     let problems = stream_recording(std::io::BufReader::new(f), |e| run.apply(&e))
         .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
     for p in &problems {
-        eprintln!(
+        errln!(
             "gpulab: {}: {}",
             file.display(),
             report::printable(&p.to_string())

@@ -1,7 +1,7 @@
 //! `gpulab run`: start workers through the run source, show progress (or step
 //! line by line), record, and print the report.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,8 +12,8 @@ use gpulab::lab::{BackendKind, Lab, LabError, LabSet, catalog};
 use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
-use gpulab::source::{LocalSource, RunRequest, RunSource};
-use gpulab::trace::{self, CallStatus, EndStatus, Event, Verdict};
+use gpulab::source::{LocalSource, Recorded, Recording, RunRequest, RunSource, Session};
+use gpulab::trace::{CallStatus, EndStatus, Event, Verdict};
 
 use super::{
     EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail,
@@ -64,18 +64,19 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         let _ = gpulab::signals::on_termination(move || cancel.store(true, Ordering::SeqCst));
     }
     let source = LocalSource::new()?;
-    let mut runs = Vec::new();
-    // Each variant's events, kept until every variant ran: a claim that compares
-    // variants is judged then, and its verdict goes into the recordings too.
-    let mut recordings = Vec::new();
+    // Each variant's session, folded and recorded as its events came; finished
+    // once every variant ran: a claim that compares variants is judged then,
+    // and its verdict goes into the recordings too.
+    let mut sessions: Vec<Session> = Vec::new();
     for variant in &variants {
         // Created before the run, so a path that cannot be written costs no run.
         let record = match &args.record {
-            Some(r) => Some(Recording::create(record_path(
-                r,
-                variant,
-                variants.len() > 1,
-            ))?),
+            Some(r) => {
+                let path = record_path(r, variant, variants.len() > 1);
+                Some(Recording::create(&path).map_err(|e| {
+                    fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display()))
+                })?)
+            }
             None => None,
         };
         let req = RunRequest {
@@ -89,51 +90,52 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             sample_hz: SAMPLE_HZ,
         };
         if args.step {
-            eprintln!(
+            errln!(
                 "{}",
                 report::printable(&gpulab::verdict::stepping_warning(lab, variant))
             );
         }
-        let (run, recorded) = match run_variant(&source, req, args.step, record.is_some(), &cancel)
-        {
+        let session = match run_variant(&source, req, args.step, record, &cancel) {
             Ok(ran) => ran,
             Err(e) => {
                 // The variants that ran keep their recordings.
-                for unwritten in write_recordings(recordings, &runs) {
-                    eprintln!("gpulab: {unwritten}");
+                for unwritten in finish_recordings(sessions).1 {
+                    errln!("gpulab: {unwritten}");
                 }
                 return Err(e);
             }
         };
         // Said once, by the error below, when it is the only variant.
-        if let Some(error) = never_started(&run)
+        if let Some(error) = never_started(&session.run)
             && variants.len() > 1
         {
             // One variant that could not start fails itself (exit 4 below), not
             // the variants that ran: their results are still printed.
-            eprintln!(
+            errln!(
                 "gpulab: {} [{variant}] did not start: {}",
                 lab.id,
                 report::printable(&error)
             );
         }
-        runs.push(run);
-        recordings.push((record, recorded));
+        sessions.push(session);
         if cancel.load(Ordering::SeqCst) {
             break;
         }
     }
-    if runs.len() > 1 {
-        let judged = gpulab::verdict::judge_across(lab, &runs.iter().collect::<Vec<_>>());
+    if sessions.len() > 1 {
+        let judged = gpulab::verdict::judge_across(
+            lab,
+            &sessions.iter().map(|s| &s.run).collect::<Vec<_>>(),
+        );
         for (i, verdict) in judged {
-            let event = Event::Claim(verdict);
-            runs[i].apply(&event);
-            recordings[i].1.push(event);
+            if let Some(session) = sessions.get_mut(i) {
+                session.apply(Event::Claim(verdict));
+            }
         }
     }
     // Recordings that could not be written are said after the reports, which a
     // full disk must not cost.
-    let record_errors = write_recordings(recordings, &runs);
+    let (runs, record_errors) = finish_recordings(sessions);
     gpulab::clock::phase("recordings written");
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
 
@@ -154,17 +156,17 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     if format.json {
         // Always the list of runs, one variant or all, however many ran before a
         // Ctrl-C.
-        print!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
+        out!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
     } else if summaries.len() > 1 {
         if !format.markdown {
-            println!("{}\n", report::printable(&report::side_by_side(&summaries)));
+            outln!("{}\n", report::printable(&report::side_by_side(&summaries)));
         }
         for s in &summaries {
-            print!("{}", super::report::render(s, format)?);
-            println!();
+            out!("{}", super::report::render(s, format)?);
+            outln!();
         }
     } else if let Some(s) = summaries.first() {
-        print!("{}", super::report::render(s, format)?);
+        out!("{}", super::report::render(s, format)?);
     }
     gpulab::clock::phase("report printed");
     let code = exit_code(&runs, &args.fail_on);
@@ -174,7 +176,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         return Err(fail(EXIT_USAGE, record_errors.join("\n")));
     }
     for e in &record_errors {
-        eprintln!("gpulab: {e}");
+        errln!("gpulab: {e}");
     }
     Ok(code)
 }
@@ -224,14 +226,15 @@ fn record_path(base: &Path, variant: &str, several: bool) -> PathBuf {
     base.with_file_name(format!("{stem}--{variant}{ext}"))
 }
 
-/// Runs one variant to its end; with `record`, also every event it produced.
+/// Runs one variant to its end, folded and (with `record`) recorded as its
+/// events come.
 fn run_variant(
     source: &LocalSource,
     req: RunRequest,
     step: bool,
-    record: bool,
+    record: Option<Recording>,
     cancel: &AtomicBool,
-) -> anyhow::Result<(Run, Vec<Event>)> {
+) -> anyhow::Result<Session> {
     let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
     gpulab::clock::phase("worker start");
     let mut handle = source.start(req)?;
@@ -239,9 +242,7 @@ fn run_variant(
     let progress = std::io::stderr().is_terminal() && !step;
     let started = Instant::now();
     let mut last_progress = Instant::now();
-    let mut run = Run::default();
-    // A recording is written at the end, with idle samples thinned (trace::decimate).
-    let mut recorded: Vec<Event> = Vec::new();
+    let mut session = Session::new(Run::default(), record);
     loop {
         if cancel.load(Ordering::SeqCst) {
             handle.cancel();
@@ -259,12 +260,9 @@ fn run_variant(
             Ok(batch) => {
                 for event in batch {
                     if step {
-                        show_step(&run, &event);
+                        show_step(&session.run, &event);
                     }
-                    run.apply(&event);
-                    if record {
-                        recorded.push(event);
-                    }
+                    session.apply(event);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -275,13 +273,14 @@ fn run_variant(
             && last_progress.elapsed() > Duration::from_millis(250)
         {
             last_progress = Instant::now();
-            let line = run
+            let line = session
+                .run
                 .calls
                 .last()
                 .and_then(|c| c.line)
                 .map(|l| format!("line {l}"))
                 .unwrap_or_default();
-            eprint!(
+            err!(
                 "\r\x1b[2K{lab} [{variant}] running · {line} · {:.1} s",
                 started.elapsed().as_secs_f64()
             );
@@ -289,69 +288,41 @@ fn run_variant(
     }
     gpulab::clock::phase("run ended");
     if progress && started.elapsed() > Duration::from_secs(1) {
-        eprint!("\r\x1b[2K");
+        err!("\r\x1b[2K");
     }
-    Ok((run, recorded))
+    Ok(session)
 }
 
-/// Writes each run's `--record` file, when it has one; says each that could not
-/// be written, and with several (`--all-variants`, whose file names gpulab made
-/// from the one given) each that was.
-fn write_recordings(recordings: Vec<(Option<Recording>, Vec<Event>)>, runs: &[Run]) -> Vec<String> {
-    let several = recordings.iter().filter(|(f, _)| f.is_some()).count() > 1;
+/// Finishes each session and its `--record` file; says each file that could
+/// not be written, and with several (`--all-variants`, whose file names gpulab
+/// made from the one given) each that was.
+fn finish_recordings(sessions: Vec<Session>) -> (Vec<Run>, Vec<String>) {
+    let several = sessions.iter().filter(|s| s.recording().is_some()).count() > 1;
     let mut unwritten = Vec::new();
-    for ((file, events), run) in recordings.into_iter().zip(runs) {
-        if let Some(file) = file {
-            let path = file.path.clone();
-            match file.write(run, &events) {
-                Ok(()) if several && run.meta.is_some() => {
-                    eprintln!("gpulab: recorded {}", path.display());
-                }
-                Ok(()) => {}
-                Err(e) => unwritten.push(format!(
-                    "the recording {} could not be written: {e}; the run's report is printed all the same",
-                    path.display()
-                )),
+    let mut runs = Vec::new();
+    for session in sessions {
+        let (run, recorded) = session.finish();
+        match &recorded {
+            Some(Recorded::Whole(path)) if several => {
+                errln!("gpulab: recorded {}", path.display());
             }
+            Some(Recorded::Removed(_)) => {
+                if let Some(problem) = recorded.as_ref().and_then(Recorded::problem) {
+                    errln!("gpulab: {problem}");
+                }
+            }
+            Some(Recorded::Partial { .. }) => {
+                if let Some(problem) = recorded.as_ref().and_then(Recorded::problem) {
+                    unwritten.push(format!(
+                        "{problem}; the run's report is printed all the same"
+                    ));
+                }
+            }
+            _ => {}
         }
+        runs.push(run);
     }
-    unwritten
-}
-
-/// A `--record` file, open from before its run until every variant ran.
-struct Recording {
-    path: PathBuf,
-    file: std::io::BufWriter<std::fs::File>,
-}
-
-impl Recording {
-    fn create(path: PathBuf) -> anyhow::Result<Recording> {
-        let file = std::fs::File::create(&path)
-            .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display())))?;
-        Ok(Recording {
-            path,
-            file: std::io::BufWriter::new(file),
-        })
-    }
-
-    /// Writes the run's events, idle samples thinned (trace::decimate).
-    fn write(mut self, run: &Run, events: &[Event]) -> std::io::Result<()> {
-        // A run that never started has nothing a replay could show (no `meta`):
-        // no file rather than one `report` cannot read.
-        if run.meta.is_none() {
-            drop(self.file);
-            let _ = std::fs::remove_file(&self.path);
-            eprintln!(
-                "gpulab: {} not written: the run never started",
-                self.path.display()
-            );
-            return Ok(());
-        }
-        for event in trace::decimate::decimate(events) {
-            self.file.write_all(trace::to_line(event).as_bytes())?;
-        }
-        self.file.flush()
-    }
+    (runs, unwritten)
 }
 
 enum StepKey {
@@ -362,7 +333,7 @@ enum StepKey {
 
 fn spawn_stepper() -> std::sync::mpsc::Receiver<StepKey> {
     let (tx, rx) = std::sync::mpsc::channel();
-    eprintln!("step mode: Enter runs the next line · c + Enter runs to the end · q + Enter stops");
+    errln!("step mode: Enter runs the next line · c + Enter runs to the end · q + Enter stops");
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines() {
             let Ok(line) = line else { break };
@@ -377,7 +348,7 @@ fn spawn_stepper() -> std::sync::mpsc::Receiver<StepKey> {
         }
         // Nobody can press Enter any more: a paused run would wait forever.
         if tx.send(StepKey::Continue).is_ok() {
-            eprintln!("step mode: stdin closed, running the rest of the lab without stepping");
+            errln!("step mode: stdin closed, running the rest of the lab without stepping");
         }
     });
     rx
@@ -396,7 +367,7 @@ fn show_step(run: &Run, event: &Event) {
     match event {
         Event::Meta(m) => {
             if let Some(first) = m.lab.as_ref().and_then(|l| l.script.first()) {
-                eprintln!("next  {:>4}  {}", first.0, show(&first.1));
+                errln!("next  {:>4}  {}", first.0, show(&first.1));
             }
         }
         Event::Call(c) => {
@@ -408,7 +379,7 @@ fn show_step(run: &Run, event: &Event) {
                 (Some(b), Some(a)) => format!("{:+.1} MiB", (a as f64 - b as f64) / 1048576.0),
                 _ => String::new(),
             };
-            eprintln!(
+            errln!(
                 "done  {:>4}  {:<48} {:<10} {:>9.3} ms  {mem}",
                 c.line.unwrap_or(0),
                 show(
@@ -424,10 +395,10 @@ fn show_step(run: &Run, event: &Event) {
             if let Some(pos) = script.iter().position(|(l, _)| Some(*l) == c.line)
                 && let Some((l, t)) = script.get(pos + 1)
             {
-                eprintln!("next  {l:>4}  {}", show(t));
+                errln!("next  {l:>4}  {}", show(t));
             }
         }
-        Event::Note(n) => eprintln!("note  {}", show(&n.text)),
+        Event::Note(n) => errln!("note  {}", show(&n.text)),
         _ => {}
     }
 }

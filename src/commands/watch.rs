@@ -1,21 +1,98 @@
 //! `gpulab watch -- CMD`: run the program with the agent inside, pass its output
 //! and exit status through, and print what it left alive.
+//!
+//! Every output is opened before the program starts (a path that cannot be
+//! written costs no run); a failure while writing one later keeps the report
+//! (on stderr, said so) and the program's exit status.
 
-use std::io::{IsTerminal, Write};
-use std::sync::atomic::Ordering;
+use std::fs::File;
+use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
 
-use anyhow::Context;
 use gpulab::lab::LabSet;
 use gpulab::run::Run;
-use gpulab::source::LocalSource;
-use gpulab::trace::{self, Event};
+use gpulab::source::{LocalSource, Recorded, Recording, Session};
+use gpulab::trace::EndStatus;
 use gpulab::tui::{self, app::Msg};
-use gpulab::watch::{self, WatchRequest};
+use gpulab::watch::{self, Stdio, WatchError, WatchRequest};
 
-use super::{EXIT_USAGE, fail};
+use super::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, fail, say};
 use crate::cli::{Cli, WatchArgs};
 
+/// Lines of the program's output shown after the dashboard, when its log was a
+/// private temporary file.
+const LOG_TAIL_LINES: usize = 20;
+
 pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
+    check_args(args)?;
+    // A file the program would grow past `ulimit -f` must cost gpulab an
+    // EFBIG, not its life (and the report). A handler, not SIG_IGN: an ignored
+    // signal would be inherited by the program through exec.
+    let _ = gpulab::signals::survive_file_size_limit();
+    let recording = match &args.record {
+        Some(p) => Some(
+            Recording::create(p)
+                .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let report_file = match &args.output {
+        Some(p) => Some(
+            File::create(p)
+                .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let log = program_log(args)?;
+    let stdio = match (&log, args.output.is_some() || !machine_format(args)) {
+        (Some(log), _) => Stdio::Log(log.file()?),
+        // The report alone goes to stdout: `watch --json -- ./app | jq` reads
+        // JSON only. The program's own stdout goes to stderr.
+        (None, false) => Stdio::StdoutToStderr,
+        (None, true) => Stdio::Inherit,
+    };
+    // Before the program starts: a signal in between would kill gpulab alone.
+    // The dashboard has its own handler (it ends the dashboard, which stops
+    // the program).
+    let stop = std::sync::Arc::new(watch::Stopper::default());
+    if !args.dashboard {
+        let stop = stop.clone();
+        let _ = gpulab::signals::on_termination_signal(move |signal| stop.stop(signal));
+    }
+    let watching = watch::start_with(
+        &WatchRequest {
+            command: args.command.clone(),
+            sample_hz: args.sample_hz,
+            stdio,
+            cupti: args.cupti.clone(),
+            device_spans: args.device_spans,
+            backtrace: args.backtrace,
+        },
+        stop,
+    )
+    .map_err(start_failure)?;
+    let session = Session::new(Run::default(), recording);
+    let session = if args.dashboard {
+        live(cli, args, watching, session)?
+    } else {
+        let mut session = session;
+        for event in watching.events.iter() {
+            session.apply(event);
+        }
+        session
+    };
+    let (run, recorded) = session.finish();
+    if let Some(problem) = recorded.as_ref().and_then(Recorded::problem) {
+        say(format_args!("gpulab: {problem}"));
+    }
+    if let Some(log) = log {
+        log.finish();
+    }
+    let report = super::report::watch_report(&run, &args.format)?;
+    deliver(&report, report_file, args);
+    Ok(exit_code(&run))
+}
+
+fn check_args(args: &WatchArgs) -> anyhow::Result<()> {
     if !(args.sample_hz > 0.0 && args.sample_hz <= 10_000.0) {
         return Err(fail(
             EXIT_USAGE,
@@ -31,68 +108,146 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
             "--dashboard needs a terminal; without it `watch` prints its report",
         ));
     }
-    let mut recorder = match &args.record {
-        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(
-            |e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display())),
-        )?)),
-        None => None,
-    };
-    // With the dashboard on the terminal, the program's output goes to a file.
-    let log = args.dashboard.then(|| {
-        args.log.clone().unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("gpulab-watch-{}.log", std::process::id()))
-        })
-    });
-    let watching = watch::start(&WatchRequest {
-        command: args.command.clone(),
-        sample_hz: args.sample_hz,
-        output: log.clone(),
-        cupti: args.cupti.clone(),
-        device_spans: args.device_spans,
-        backtrace: args.backtrace,
-    })
-    .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
-    // Ctrl-C reaches the program too (same terminal); SIGTERM to gpulab alone is
-    // passed on after a grace period. Either way the report still comes.
-    let stop = watching.stop_switch();
-    let events = if args.dashboard {
-        live(cli, args, watching)?
-    } else {
-        let _ = gpulab::signals::on_termination(move || stop.store(true, Ordering::SeqCst));
-        watching.events.iter().collect()
-    };
+    Ok(())
+}
 
-    let mut run = Run::default();
-    for event in &events {
-        run.apply(event);
-    }
-    if let Some(w) = &mut recorder {
-        for event in trace::decimate::decimate(&events) {
-            w.write_all(trace::to_line(event).as_bytes())?;
+fn machine_format(args: &WatchArgs) -> bool {
+    args.format.json || args.format.markdown
+}
+
+/// 127 for a command that is not there, 126 for one that cannot be run, as
+/// `env`, `timeout` and shells say it; 2 for gpulab's own trouble.
+fn start_failure(e: WatchError) -> anyhow::Error {
+    let code = match &e {
+        WatchError::Spawn { source, .. } => match source.kind() {
+            std::io::ErrorKind::NotFound => EXIT_NOT_FOUND,
+            _ => EXIT_NOT_EXECUTABLE,
+        },
+        _ => EXIT_USAGE,
+    };
+    fail(code, e.to_string())
+}
+
+/// The report where it was asked for; when that cannot be written, on stderr,
+/// saying so. Never fails: the program's exit status comes next.
+fn deliver(report: &str, file: Option<File>, args: &WatchArgs) {
+    if let (Some(mut file), Some(path)) = (file, &args.output) {
+        match file
+            .write_all(report.as_bytes())
+            .and_then(|()| file.flush())
+        {
+            Ok(()) => return,
+            Err(e) => {
+                say(format_args!(
+                    "gpulab: cannot write the report to {}: {e}; here it is instead:",
+                    path.display()
+                ));
+                super::write_stderr(report);
+                return;
+            }
         }
-        w.flush()?;
     }
-    if let Some(log) = &log {
-        eprintln!("gpulab: the program's output is in {}", log.display());
-    }
-
-    let report = super::report::watch_report(&run, &args.format)?;
-    if let Some(path) = &args.output {
-        std::fs::write(path, &report)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    } else if args.format.json || args.format.markdown {
-        print!("{report}");
+    if machine_format(args) {
+        // Alone on stdout (the program's own stdout went to stderr or its log).
+        if let Err(e) = super::write_stdout(report)
+            && e.0.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            say(format_args!(
+                "gpulab: cannot write the report to stdout: {e}; here it is instead:"
+            ));
+            super::write_stderr(report);
+        }
     } else {
         // The program's own output went to stdout; the report goes beside it.
-        eprint!("\n{report}");
+        super::write_stderr(&format!("\n{report}"));
     }
-    Ok(exit_code(&run))
+}
+
+/// Where the program's output goes under `--dashboard`: the `--log` file, kept;
+/// or a private temporary file (0600, created exclusively, never through a
+/// link), whose last lines are shown when the dashboard closes and which is
+/// then removed.
+enum ProgramLog {
+    Named(File, std::path::PathBuf),
+    Private(tempfile::NamedTempFile),
+}
+
+fn program_log(args: &WatchArgs) -> anyhow::Result<Option<ProgramLog>> {
+    if !args.dashboard {
+        return Ok(None);
+    }
+    Ok(Some(match &args.log {
+        Some(path) => ProgramLog::Named(
+            File::create(path)
+                .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display())))?,
+            path.clone(),
+        ),
+        None => ProgramLog::Private(
+            tempfile::Builder::new()
+                .prefix("gpulab-watch-")
+                .suffix(".log")
+                .tempfile()
+                .map_err(|e| fail(EXIT_USAGE, format!("cannot create the program's log: {e}")))?,
+        ),
+    }))
+}
+
+impl ProgramLog {
+    fn file(&self) -> anyhow::Result<File> {
+        let file = match self {
+            ProgramLog::Named(f, _) => f.try_clone(),
+            ProgramLog::Private(t) => t.as_file().try_clone(),
+        };
+        file.map_err(|e| fail(EXIT_USAGE, format!("cannot open the program's log: {e}")))
+    }
+
+    fn finish(self) {
+        match self {
+            ProgramLog::Named(_, path) => {
+                say(format_args!(
+                    "gpulab: the program's output is in {}",
+                    path.display()
+                ));
+            }
+            ProgramLog::Private(t) => {
+                let tail = tail(t.as_file(), LOG_TAIL_LINES);
+                if !tail.is_empty() {
+                    say(format_args!(
+                        "gpulab: the program's last output (--log FILE keeps all of it):\n{tail}"
+                    ));
+                }
+                // Dropping it removes it.
+            }
+        }
+    }
+}
+
+/// The last `lines` lines of `file`, read from its last 64 KiB.
+fn tail(mut file: &File, lines: usize) -> String {
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut text = Vec::new();
+    if file
+        .seek(SeekFrom::Start(len.saturating_sub(64 * 1024)))
+        .is_err()
+        || file.read_to_end(&mut text).is_err()
+    {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&text);
+    let all: Vec<&str> = text.lines().collect();
+    let shown = all[all.len().saturating_sub(lines)..].join("\n");
+    gpulab::report::printable(&shown).into_owned()
 }
 
 /// The dashboard on the watched program, live, until the user quits; then the
-/// program is asked to stop (if it still runs) and every event it sent is
-/// returned, for the report and the recording.
-fn live(cli: &Cli, args: &WatchArgs, watching: watch::Watching) -> anyhow::Result<Vec<Event>> {
+/// program is stopped (if it still runs) and the session, folded and recorded
+/// as the events came, is handed back for the report.
+fn live(
+    cli: &Cli,
+    args: &WatchArgs,
+    watching: watch::Watching,
+    mut session: Session,
+) -> anyhow::Result<Session> {
     let set = LabSet::load(&cli.labs);
     let mut app = super::dashboard::new_app(cli, &set);
     let (slot, epoch) = app.watch(&args.command.join(" "));
@@ -101,7 +256,6 @@ fn live(cli: &Cli, args: &WatchArgs, watching: watch::Watching) -> anyhow::Resul
     let source = LocalSource::new()?;
     tui::terminal::open_fed(app, &source, move |tx| {
         std::thread::spawn(move || {
-            let mut all = Vec::new();
             for event in watching.events.iter() {
                 // The dashboard may be gone already: the events still count.
                 let _ = tx.send(Msg::Run {
@@ -109,28 +263,30 @@ fn live(cli: &Cli, args: &WatchArgs, watching: watch::Watching) -> anyhow::Resul
                     epoch,
                     events: vec![event.clone()],
                 });
-                all.push(event);
+                session.apply(event);
             }
             let _ = tx.send(Msg::Closed {
                 slot,
                 epoch,
                 error: None,
             });
-            let _ = done_tx.send(all);
+            let _ = done_tx.send(session);
         });
     })?;
-    // Quitting the dashboard stops the program: SIGTERM after a grace period.
-    stop.store(true, Ordering::SeqCst);
-    eprintln!("gpulab: waiting for the program to end…");
-    Ok(done_rx.recv().unwrap_or_default())
+    // Quitting the dashboard stops the program and every process of its group.
+    stop.stop(None);
+    say(format_args!("gpulab: waiting for the program to end…"));
+    done_rx
+        .recv()
+        .map_err(|_| fail(super::EXIT_ERROR, "the watch ended without its events"))
 }
 
 /// The program's own exit status; 128 + n for a signal, as a shell reports it.
 fn exit_code(run: &Run) -> i32 {
-    use gpulab::trace::EndStatus;
     match run.end.as_ref().map(|e| &e.status) {
         Some(EndStatus::Finished) => 0,
         Some(EndStatus::Exited { code }) => *code,
+        Some(EndStatus::Cancelled) => super::EXIT_CANCELLED,
         Some(EndStatus::Crashed {
             signal: Some(sig), ..
         }) => 128 + sig,

@@ -5,6 +5,7 @@
 
 mod availability;
 mod local;
+mod session;
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -15,6 +16,7 @@ use crate::trace::Event;
 
 pub use availability::Availability;
 pub use local::LocalSource;
+pub use session::{Recorded, Recording, Session};
 
 pub type Result<T, E = SourceError> = std::result::Result<T, E>;
 

@@ -12,7 +12,12 @@ use crate::trace::{DeviceInfo, DeviceKind};
 enum Inner {
     // Boxed: an `Nvml` is a table of a few hundred symbols.
     Nvml(Box<NvmlProbe>),
-    Rss { statm: Statm, total: Option<u64> },
+    /// `tree`: the RSS of every process descended from the worker, summed.
+    Rss {
+        statm: Statm,
+        total: Option<u64>,
+        tree: bool,
+    },
     None,
 }
 
@@ -95,12 +100,22 @@ impl Probe {
 
     /// A probe of process `pid`'s resident memory.
     pub fn rss(pid: u32) -> Result<Probe> {
+        Probe::rss_of(pid, false)
+    }
+
+    /// A probe of the resident memory of `pid` and every process descended from
+    /// it (a watched program's children hold memory of their own).
+    pub fn rss_tree(pid: u32) -> Result<Probe> {
+        Probe::rss_of(pid, true)
+    }
+
+    fn rss_of(pid: u32, tree: bool) -> Result<Probe> {
         let statm = Statm::open(pid)?;
         // Fails now, not at the first sample, when the pid is already gone.
         statm.rss_bytes()?;
         let total = procfs::meminfo().and_then(|m| m.total);
         Ok(Probe {
-            inner: Inner::Rss { statm, total },
+            inner: Inner::Rss { statm, total, tree },
             pid,
             notes: Vec::new(),
         })
@@ -188,9 +203,18 @@ impl Probe {
                 self.notes.extend(note);
                 Ok(reading)
             }
-            Inner::Rss { statm, total } => {
+            Inner::Rss { statm, total, tree } => {
                 let t_ns = now_ns();
-                let rss = statm.rss_bytes()?;
+                let mut rss = statm.rss_bytes()?;
+                if *tree {
+                    let root = statm.pid();
+                    for pid in procfs::process_tree(root)
+                        .into_iter()
+                        .filter(|&p| p != root)
+                    {
+                        rss += procfs::host_rss_bytes(pid).unwrap_or(0);
+                    }
+                }
                 Ok(Reading {
                     t_ns,
                     used_bytes: rss,

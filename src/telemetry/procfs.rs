@@ -183,7 +183,7 @@ fn parse_loadavg(text: &str) -> Option<f64> {
 /// `root` and every process below it, from `/proc/<pid>/task/<tid>/children`
 /// (a process whose threads started children lists them per thread). At most
 /// `MAX_TREE` processes; a process gone meanwhile is skipped.
-pub(crate) fn process_tree(root: u32) -> Vec<u32> {
+pub fn process_tree(root: u32) -> Vec<u32> {
     const MAX_TREE: usize = 4096;
     let mut tree = vec![root];
     let mut i = 0;

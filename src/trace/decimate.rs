@@ -4,7 +4,15 @@
 //! lesson), every sample whose value moved by more than `STEP_BYTES` from the last
 //! kept one, and one sample per `IDLE_NS` otherwise. Every other event is kept.
 
-use super::Event;
+//!
+//! One policy, two ways to run it: [`decimate`] over a whole recording, and
+//! [`Thinner`] over a stream as it arrives (a watched program's recording is
+//! written as it goes), which holds back at most [`HOLD_EVENTS`] events or
+//! [`HOLD_NS`] of stream time to see the calls around each sample first.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::{Event, Sample};
 
 /// Samples this close to a call or span edge are always kept.
 pub const NEAR_NS: u64 = 5_000_000;
@@ -12,42 +20,136 @@ pub const NEAR_NS: u64 = 5_000_000;
 pub const IDLE_NS: u64 = 50_000_000;
 /// A change bigger than this is never dropped.
 pub const STEP_BYTES: u64 = crate::units::MIB;
+/// The most events [`Thinner`] holds back before it decides on a sample with
+/// what it has seen: 1 MiB or so of events, a few ms at 100,000 calls/s.
+pub const HOLD_EVENTS: usize = 4096;
+/// How far stream time may pass a held sample before it is decided: an agent's
+/// records reach the parent within milliseconds.
+pub const HOLD_NS: u64 = 500_000_000;
 
-pub fn decimate(events: &[Event]) -> Vec<&Event> {
-    let mut edges: Vec<u64> = Vec::new();
-    for e in events {
-        match e {
-            Event::Call(c) => edges.extend([c.begin_ns, c.end_ns]),
-            Event::DeviceSpan(s) => edges.extend([s.begin_ns, s.end_ns]),
-            _ => {}
+/// The policy: which samples to keep, given the call and span edges seen.
+/// Edges are kept per `NEAR_NS` bucket as the earliest and latest in it, which
+/// answers "an edge within `NEAR_NS` of t" exactly.
+#[derive(Debug, Default)]
+struct Policy {
+    edges: BTreeMap<u64, (u64, u64)>,
+    last: Option<(u64, u64)>,
+}
+
+impl Policy {
+    fn see(&mut self, event: &Event) {
+        let (a, b) = match event {
+            Event::Call(c) => (c.begin_ns, c.end_ns),
+            Event::DeviceSpan(s) => (s.begin_ns, s.end_ns),
+            _ => return,
+        };
+        for t in [a, b] {
+            let e = self.edges.entry(t / NEAR_NS).or_insert((t, t));
+            e.0 = e.0.min(t);
+            e.1 = e.1.max(t);
         }
     }
-    edges.sort_unstable();
-    let near = |t: u64| {
-        let i = edges.partition_point(|&x| x < t);
-        let after = edges.get(i).is_some_and(|&x| x - t <= NEAR_NS);
-        let before = i > 0 && t - edges[i - 1] <= NEAR_NS;
-        after || before
-    };
-    let mut last: Option<(u64, u64)> = None;
+
+    fn near(&self, t: u64) -> bool {
+        let b = t / NEAR_NS;
+        self.edges.contains_key(&b)
+            || b.checked_sub(1)
+                .and_then(|p| self.edges.get(&p))
+                .is_some_and(|&(_, hi)| t - hi <= NEAR_NS)
+            || self
+                .edges
+                .get(&(b + 1))
+                .is_some_and(|&(lo, _)| lo - t <= NEAR_NS)
+    }
+
+    fn keep(&mut self, s: &Sample) -> bool {
+        let keep = match self.last {
+            None => true,
+            Some((t, v)) => {
+                self.near(s.t_ns)
+                    || s.used_bytes.abs_diff(v) > STEP_BYTES
+                    || s.t_ns.saturating_sub(t) >= IDLE_NS
+            }
+        };
+        if keep {
+            self.last = Some((s.t_ns, s.used_bytes));
+        }
+        keep
+    }
+
+    /// Forgets edges no sample at `t` or later can be near.
+    fn forget_before(&mut self, t: u64) {
+        let keep_from = (t / NEAR_NS).saturating_sub(1);
+        self.edges = self.edges.split_off(&keep_from);
+    }
+}
+
+pub fn decimate(events: &[Event]) -> Vec<&Event> {
+    let mut policy = Policy::default();
+    for e in events {
+        policy.see(e);
+    }
     events
         .iter()
-        .filter(|e| {
-            let Event::Sample(s) = e else { return true };
-            let keep = match last {
-                None => true,
-                Some((t, v)) => {
-                    near(s.t_ns)
-                        || s.used_bytes.abs_diff(v) > STEP_BYTES
-                        || s.t_ns.saturating_sub(t) >= IDLE_NS
-                }
-            };
-            if keep {
-                last = Some((s.t_ns, s.used_bytes));
-            }
-            keep
+        .filter(|e| match e {
+            Event::Sample(s) => policy.keep(s),
+            _ => true,
         })
         .collect()
+}
+
+/// [`decimate`] over a stream: events go in as they arrive and come out, in the
+/// same order, once the samples among them are decided.
+#[derive(Debug, Default)]
+pub struct Thinner {
+    policy: Policy,
+    held: VecDeque<Event>,
+    /// The latest time of any event in.
+    now_ns: u64,
+}
+
+impl Thinner {
+    /// Takes `event` in; `out` gets every event that can be let out now.
+    pub fn push<E>(
+        &mut self,
+        event: Event,
+        out: impl FnMut(&Event) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.policy.see(&event);
+        self.now_ns = self.now_ns.max(event.t_ns().unwrap_or(0));
+        self.held.push_back(event);
+        self.release(false, out)
+    }
+
+    /// Lets out everything held, deciding on what has been seen.
+    pub fn finish<E>(&mut self, out: impl FnMut(&Event) -> Result<(), E>) -> Result<(), E> {
+        self.release(true, out)
+    }
+
+    fn release<E>(
+        &mut self,
+        all: bool,
+        mut out: impl FnMut(&Event) -> Result<(), E>,
+    ) -> Result<(), E> {
+        while let Some(front) = self.held.front() {
+            if let Event::Sample(s) = front {
+                let ripe = s.t_ns.saturating_add(HOLD_NS) <= self.now_ns;
+                if !(all || ripe || self.held.len() > HOLD_EVENTS) {
+                    break;
+                }
+                let t = s.t_ns;
+                let keep = self.policy.keep(s);
+                if keep {
+                    out(front)?;
+                }
+                self.policy.forget_before(t);
+            } else {
+                out(front)?;
+            }
+            self.held.pop_front();
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -107,5 +209,42 @@ mod tests {
         let events = vec![sample(0, 0), sample(ms, 0), sample(2 * ms, 256 << 20)];
         let kept = decimate(&events);
         assert_eq!(kept.len(), 2);
+    }
+
+    /// The stream keeps what the whole recording keeps, in the same order,
+    /// while holding back only a bounded number of events.
+    #[test]
+    fn the_stream_thins_as_the_whole_recording_does() {
+        let ms = 1_000_000;
+        let mut events = Vec::new();
+        for t in 0..20_000u64 {
+            events.push(sample(t * ms / 4, 100 + (t / 3000) * (2 << 20)));
+            if t % 997 == 0 {
+                // A call arrives late, after samples taken during it.
+                events.push(call(t * ms / 4 - t.min(8) * ms / 4, t * ms / 4));
+            }
+        }
+        let whole: Vec<Event> = decimate(&events).into_iter().cloned().collect();
+        let mut thinner = Thinner::default();
+        let mut streamed = Vec::new();
+        let mut most_held = 0;
+        for e in events {
+            thinner
+                .push(e, |e| {
+                    streamed.push(e.clone());
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+            most_held = most_held.max(thinner.held.len());
+        }
+        thinner
+            .finish(|e| {
+                streamed.push(e.clone());
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        assert_eq!(streamed, whole);
+        assert!(most_held <= HOLD_EVENTS + 1, "{most_held}");
+        assert!(thinner.policy.edges.len() < 1000);
     }
 }

@@ -39,7 +39,21 @@ impl AgentLibrary {
     pub fn new() -> std::io::Result<AgentLibrary> {
         let fd = rustix::fs::memfd_create("gpulab-agent.so", rustix::fs::MemfdFlags::CLOEXEC)?;
         let mut file = std::fs::File::from(fd);
-        file.write_all(LIBRARY)?;
+        // A memory file counts against `ulimit -f` like any file: a soft limit
+        // below the agent's size is lifted (to the hard one) for this write
+        // only, so the program still starts under the user's limit.
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Fsize);
+        let lifted = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        let lift = limit.current != limit.maximum
+            && rustix::process::setrlimit(rustix::process::Resource::Fsize, lifted).is_ok();
+        let written = file.write_all(LIBRARY);
+        if lift {
+            let _ = rustix::process::setrlimit(rustix::process::Resource::Fsize, limit);
+        }
+        written?;
         Ok(AgentLibrary { file: file.into() })
     }
 

@@ -8,35 +8,39 @@
 //! exit status. Consumers fold the stream into [`crate::run::Run`] as for a lab.
 
 pub mod agent;
+mod pipe;
+mod program;
 pub mod report;
+mod supervisor;
 pub mod symbols;
 
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{self, Receiver};
+use std::time::Duration;
 
 use crate::clock::now_ns;
 use crate::machine::{LoaderPlan, Loaders, cupti, icd};
-use crate::telemetry::{Gpu0, Probe, Sampler};
+use crate::telemetry::{Gpu0, Probe};
 use crate::trace::{
-    self, BackendKind, DeviceKind, DeviceMeta, End, EndStatus, Event, FORMAT_VERSION, MemorySource,
-    Meta, Note, NoteLevel, WatchMeta,
+    self, BackendKind, DeviceKind, DeviceMeta, Event, FORMAT_VERSION, MemorySource, Meta,
+    NoteLevel, WatchMeta,
 };
 
 use self::agent::AgentLibrary;
+use self::supervisor::{Agents, Group, Supervisor};
 
 /// How long the stream stays open after the program exits, for records its
 /// processes still had in flight (and children that outlive it).
 const AFTER_EXIT: Duration = Duration::from_secs(2);
-/// After a stop request, how long the program gets before SIGTERM, then SIGKILL.
+/// After a forwarded SIGINT (Ctrl-C), how long the program gets before SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(1);
 /// How often the session looks whether the program has exited.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
 const KILL_GRACE: Duration = Duration::from_secs(5);
+/// Events each channel of a watch holds at most (a few MiB).
+pub(crate) const CHANNEL_EVENTS: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -46,22 +50,36 @@ pub enum WatchError {
     Agent(std::io::Error),
     #[error("could not create the agent's pipe: {0}")]
     Pipe(std::io::Error),
-    #[error("could not start {program}: {source}")]
+    #[error("could not open the program's output: {0}")]
+    Output(std::io::Error),
+    #[error("cannot start {program}: {}", program::why_not(source))]
     Spawn {
         program: String,
         source: std::io::Error,
     },
 }
 
+/// Where the program's stdin, stdout and stderr are.
+#[derive(Debug)]
+pub enum Stdio {
+    /// gpulab's own.
+    Inherit,
+    /// Its stdout goes to gpulab's stderr, leaving stdout to gpulab's report.
+    StdoutToStderr,
+    /// Its stdout and stderr go to this file and its stdin is /dev/null: the
+    /// dashboard has the terminal.
+    Log(std::fs::File),
+}
+
 /// What to watch, and how.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct WatchRequest {
     /// The program and its arguments.
     pub command: Vec<String>,
     /// The sampler's rate, readings per second.
     pub sample_hz: f64,
-    /// Where the program's stdout and stderr go; `None` leaves them on gpulab's.
-    pub output: Option<std::path::PathBuf>,
+    /// Where the program's stdin, stdout and stderr are.
+    pub stdio: Stdio,
     /// The libcupti for CUDA programs; `None` looks for one ([`cupti::find`]).
     pub cupti: Option<std::path::PathBuf>,
     /// CUDA: kernel activity records as device spans (opt-in: CUPTI instruments
@@ -75,19 +93,57 @@ pub struct WatchRequest {
 pub struct Watching {
     pub events: Receiver<Event>,
     pub pid: u32,
-    stop: Arc<AtomicBool>,
+    stop: Arc<Stopper>,
 }
 
 impl Watching {
-    /// Asks the program to stop: SIGTERM after a grace period, SIGKILL later. The
-    /// stream still ends with everything the agent reported.
+    /// Asks the program to stop (see [`Stopper::stop`]). The stream still ends
+    /// with everything the agent reported.
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop.stop(None);
     }
 
     /// A switch another thread (a signal handler) can flip.
-    pub fn stop_switch(&self) -> Arc<AtomicBool> {
+    pub fn stop_switch(&self) -> Arc<Stopper> {
         self.stop.clone()
+    }
+}
+
+/// A request to stop the program, from any thread.
+#[derive(Debug, Default)]
+pub struct Stopper {
+    asked: AtomicBool,
+    interrupted: AtomicBool,
+}
+
+impl Stopper {
+    /// Stops the program and every process of its group: with `signal` SIGINT
+    /// (Ctrl-C in gpulab's terminal, which no longer reaches a program in a
+    /// group of its own), SIGINT is passed on, then SIGTERM after a grace
+    /// period; otherwise SIGTERM at once. SIGKILL follows if it still runs.
+    pub fn stop(&self, signal: Option<i32>) {
+        if signal == Some(signal_hook::consts::SIGINT) {
+            self.interrupted.store(true, Ordering::SeqCst);
+        }
+        self.asked.store(true, Ordering::SeqCst);
+    }
+
+    fn asked(&self) -> bool {
+        self.asked.load(Ordering::SeqCst)
+    }
+
+    /// The signals to send, each after how long since the request.
+    fn plan(&self) -> &'static [(Duration, rustix::process::Signal)] {
+        use rustix::process::Signal;
+        if self.interrupted.load(Ordering::SeqCst) {
+            &[
+                (Duration::ZERO, Signal::INT),
+                (STOP_GRACE, Signal::TERM),
+                (KILL_GRACE, Signal::KILL),
+            ]
+        } else {
+            &[(Duration::ZERO, Signal::TERM), (KILL_GRACE, Signal::KILL)]
+        }
     }
 }
 
@@ -156,10 +212,16 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
 /// Makes the CUDA driver load the agent inside the program's first `cuInit`
 /// (`CUDA_INJECTION64_PATH`) and tells the agent which libcupti to open. With no
 /// libcupti the agent still loads, and says in the stream that CUDA went unseen.
-fn reach_cuda(cmd: &mut Command, agent: &str, found: &[cupti::Cupti]) -> Vec<(NoteLevel, String)> {
+fn reach_cuda(
+    cmd: &mut Command,
+    agent: &str,
+    found: &[cupti::Cupti],
+    nested: bool,
+) -> Vec<(NoteLevel, String)> {
     let mut notes = Vec::new();
     if let Ok(theirs) = std::env::var("CUDA_INJECTION64_PATH")
         && !theirs.is_empty()
+        && !nested
     {
         notes.push((
             NoteLevel::Warning,
@@ -180,6 +242,13 @@ fn reach_cuda(cmd: &mut Command, agent: &str, found: &[cupti::Cupti]) -> Vec<(No
 
 /// Starts the program with the agent loaded and returns its event stream.
 pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
+    start_with(req, Arc::default())
+}
+
+/// [`start`] with a stop switch made before: a signal handler installed before
+/// the program starts leaves no moment in which SIGINT or SIGTERM would kill
+/// gpulab and leave the program running.
+pub fn start_with(req: &WatchRequest, stop: Arc<Stopper>) -> Result<Watching, WatchError> {
     let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
     let library = AgentLibrary::new().map_err(WatchError::Agent)?;
     // Both ends are close-on-exec: the program inherits no descriptor. Each of
@@ -189,7 +258,11 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
     let (reader, writer) = std::io::pipe().map_err(WatchError::Pipe)?;
     let pipe_env = agent::pipe_env(&reader).map_err(WatchError::Pipe)?;
 
-    let mut layers = std::env::var("OPENCL_LAYERS").unwrap_or_default();
+    // Inside another `gpulab watch`, the outer agent is in the inherited
+    // layers: both would count every call. This watch takes the program over.
+    let nested = program::inside_another_watch();
+    let mut layers =
+        program::without_gpulab_agents(&std::env::var("OPENCL_LAYERS").unwrap_or_default());
     if !layers.is_empty() {
         layers.push(':');
     }
@@ -201,14 +274,8 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         .env("OPENCL_LAYERS", layers)
         .env(agent::PIPE_ENV, pipe_env)
         .env_remove("GPULAB_AGENT_FD");
-    if let Some(path) = &req.output {
-        let log = std::fs::File::create(path).map_err(|source| WatchError::Spawn {
-            program: format!("its log {}", path.display()),
-            source,
-        })?;
-        let err = log.try_clone().map_err(WatchError::Pipe)?;
-        cmd.stdout(log).stderr(err);
-    }
+    let own_group = program::set_stdio(&mut cmd, &req.stdio).map_err(WatchError::Output)?;
+    let mut notes = program::notes(program, nested);
     // NVML starts (tens of milliseconds) while the loaders and libcupti are
     // looked for; both before the program starts, so the baseline is the device
     // without it.
@@ -218,8 +285,8 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         let cuptis = cupti::find(req.cupti.as_deref());
         (gpu.join().ok().flatten(), plan, cuptis)
     });
-    let mut notes = reach_the_loader(&mut cmd, &plan);
-    notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis));
+    notes.extend(reach_the_loader(&mut cmd, &plan));
+    notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis, nested));
     for (wanted, name) in [
         (req.device_spans, "GPULAB_DEVICE_SPANS"),
         (req.backtrace, "GPULAB_BACKTRACE"),
@@ -236,13 +303,21 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         source,
     })?;
     let pid = child.id();
+    let group = match own_group {
+        true => Group::Own(pid),
+        false => Group::Tree(pid),
+    };
 
-    let (tx, events) = mpsc::channel();
-    let stop = Arc::new(AtomicBool::new(false));
-    let session = Session {
+    // Bounded, as every channel of the watch: a consumer slower than the
+    // program (writing a recording) holds the pipe's reading back, so gpulab's
+    // memory does not grow with the backlog.
+    let (tx, events) = mpsc::sync_channel(CHANNEL_EVENTS);
+    let session = Supervisor {
         child,
+        group,
         _library: library,
         escalated: 0,
+        signalled: false,
         writer: Some(writer),
         agents: Agents::default(),
         tx,
@@ -252,11 +327,11 @@ pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
         gpu,
         sample_hz: req.sample_hz,
     };
-    let (inner_tx, inner_rx) = mpsc::channel();
+    let (inner_tx, inner_rx) = mpsc::sync_channel(CHANNEL_EVENTS);
     let pipe_tx = inner_tx.clone();
     std::thread::Builder::new()
         .name("gpulab-watch-pipe".into())
-        .spawn(move || read_pipe(reader, pipe_tx))
+        .spawn(move || pipe::read_pipe(reader, pipe_tx))
         .map_err(|source| WatchError::Spawn {
             program: "pipe reader".into(),
             source,
@@ -326,250 +401,12 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>) -> Meta {
     }
 }
 
-/// The agent's lines, parsed; unreadable ones become warnings, never a crash.
-/// Stacks go through [`symbols::name_stacks`] on a thread of their own: reading a
-/// large library's symbols must never hold up the pipe.
-fn read_pipe(reader: std::io::PipeReader, tx: Sender<Event>) {
-    let mut stacks: Option<Option<Sender<trace::Stack>>> = None;
-    for (i, line) in BufReader::new(reader).lines().enumerate() {
-        let Ok(line) = line else { break };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let event = trace::jsonl::parse_line(i + 1, &line).unwrap_or_else(|e| {
-            Event::Note(Note {
-                t_ns: now_ns(),
-                level: NoteLevel::Warning,
-                text: format!("the agent sent an unreadable event: {e}"),
-                line: None,
-            })
-        });
-        let sent = match event {
-            Event::Stack(stack) => {
-                match stacks.get_or_insert_with(|| symbols::name_stacks(tx.clone())) {
-                    Some(to) => to.send(stack).is_ok(),
-                    // No thread to name them: they pass on as the agent named them.
-                    None => tx.send(Event::Stack(stack)).is_ok(),
-                }
-            }
-            event => tx.send(event).is_ok(),
-        };
-        if !sent {
-            break;
-        }
-    }
-}
-
-/// The processes whose agent reported, and those that sent their last record.
-#[derive(Default)]
-struct Agents {
-    attached: std::collections::BTreeSet<u32>,
-    detached: std::collections::BTreeSet<u32>,
-}
-
-impl Agents {
-    fn saw(&mut self, event: &Event) {
-        if let Event::Agent(a) = event {
-            match a.state {
-                trace::AgentState::Detached { .. } => self.detached.insert(a.pid),
-                _ => self.attached.insert(a.pid),
-            };
-        }
-    }
-
-    /// Every process that attached has sent its last record or is gone (a
-    /// zombie is gone: its descriptors are closed, so its pipe is too).
-    fn all_done(&self) -> bool {
-        self.attached
-            .iter()
-            .filter(|pid| !self.detached.contains(pid))
-            .all(|pid| !alive(*pid))
-    }
-}
-
-/// Is `pid` a process that has not exited?
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command name, which is in parentheses and may
-        // hold any character.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
-}
-
-struct Session {
-    child: Child,
-    /// gpulab's own write end of the agents' pipe: held until every agent is
-    /// done, then closed, so the reader's end of file means all is read.
-    writer: Option<std::io::PipeWriter>,
-    agents: Agents,
-    /// Kept open while the program may still load it.
-    _library: AgentLibrary,
-    /// Signals sent so far after a stop request (SIGTERM, then SIGKILL).
-    escalated: u8,
-    tx: Sender<Event>,
-    stop: Arc<AtomicBool>,
-    meta: Meta,
-    /// What was done to reach the program's OpenCL loader, said after `meta`.
-    notes: Vec<(NoteLevel, String)>,
-    /// NVIDIA GPU 0, opened before the program started (its memory in use then
-    /// is the baseline), when there is one: then NVML is read; else the
-    /// program's RSS.
-    gpu: Option<Gpu0>,
-    sample_hz: f64,
-}
-
-impl Session {
-    fn run(mut self, inner_tx: Sender<Event>, inner: Receiver<Event>) {
-        let pid = self.child.id();
-        let _ = self.tx.send(Event::Meta(Box::new(self.meta.clone())));
-        for (level, text) in std::mem::take(&mut self.notes) {
-            self.note(level, text);
-        }
-        let probe = match self.gpu.take() {
-            Some(gpu) => Ok(Probe::nvidia_gpu0(pid, gpu)),
-            None => Probe::rss(pid),
-        };
-        let mut sampler = match probe {
-            Ok(probe) => {
-                let (batch_tx, batch_rx) = mpsc::channel::<Vec<trace::Sample>>();
-                let forward = inner_tx.clone();
-                std::thread::spawn(move || {
-                    for batch in batch_rx {
-                        for s in batch {
-                            if forward.send(Event::Sample(s)).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                });
-                Some(Sampler::spawn(probe, self.sample_hz, batch_tx))
-            }
-            Err(e) => {
-                self.note(
-                    NoteLevel::Warning,
-                    format!("no memory readings of pid {pid}: {e}"),
-                );
-                None
-            }
-        };
-        drop(inner_tx);
-
-        let mut stop_asked: Option<Instant> = None;
-        let mut exited: Option<(Instant, std::io::Result<std::process::ExitStatus>)> = None;
-        // The program's state is looked at every CHECK_EVERY whatever arrives: a
-        // sampler that never fails (NVML reads the device, not the process) keeps
-        // events coming faster than any receive would time out.
-        let mut checked = Instant::now();
-        loop {
-            match inner.recv_timeout(CHECK_EVERY) {
-                Ok(event) => {
-                    self.agents.saw(&event);
-                    if self.tx.send(event).is_err() {
-                        // Nobody listens any more: stop the program too.
-                        self.stop.store(true, Ordering::SeqCst);
-                    }
-                    if checked.elapsed() < CHECK_EVERY {
-                        continue;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-            checked = Instant::now();
-            if exited.is_none() {
-                match self.child.try_wait() {
-                    Ok(Some(status)) => {
-                        exited = Some((Instant::now(), Ok(status)));
-                        if let Some(mut s) = sampler.take() {
-                            s.stop();
-                        }
-                    }
-                    Ok(None) => self.escalate(&mut stop_asked),
-                    Err(e) => exited = Some((Instant::now(), Err(e))),
-                }
-            } else if self.writer.is_some() && self.agents.all_done() {
-                self.writer = None;
-            } else if exited
-                .as_ref()
-                .is_some_and(|(t, _)| t.elapsed() >= AFTER_EXIT)
-            {
-                self.note(
-                    NoteLevel::Warning,
-                    "a process the program started still holds the agent's pipe after the \
-                     program exited; what it does from here on is not shown"
-                        .into(),
-                );
-                break;
-            }
-        }
-        // The sampler may still run if the pipe closed before the exit was seen.
-        let status = match exited {
-            Some((_, status)) => status,
-            None => self.child.wait(),
-        };
-        if let Some(mut s) = sampler.take() {
-            s.stop();
-        }
-        // Readings already forwarded may still sit in `inner`.
-        while let Ok(event) = inner.try_recv() {
-            let _ = self.tx.send(event);
-        }
-        let status = match status {
-            Ok(s) => match (s.code(), s.signal()) {
-                (Some(0), _) => EndStatus::Finished,
-                (Some(code), _) => EndStatus::Exited { code },
-                (None, signal) => EndStatus::Crashed {
-                    signal,
-                    detail: format!("killed by signal {}", signal.unwrap_or(0)),
-                },
-            },
-            Err(e) => EndStatus::Crashed {
-                signal: None,
-                detail: format!("could not wait for the program: {e}"),
-            },
-        };
-        let _ = self.tx.send(Event::End(End {
-            t_ns: now_ns(),
-            status,
-            leaked: Vec::new(),
-        }));
-    }
-
-    /// Stop requested: SIGTERM after a grace period, SIGKILL after a longer one.
-    fn escalate(&mut self, asked: &mut Option<Instant>) {
-        if !self.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let since = asked.get_or_insert_with(Instant::now).elapsed();
-        let signal = match self.escalated {
-            0 if since >= STOP_GRACE => rustix::process::Signal::TERM,
-            1 if since >= KILL_GRACE => rustix::process::Signal::KILL,
-            _ => return,
-        };
-        self.escalated += 1;
-        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
-            let _ = rustix::process::kill_process(pid, signal);
-        }
-    }
-
-    fn note(&self, level: NoteLevel, text: String) {
-        let _ = self.tx.send(Event::Note(Note {
-            t_ns: now_ns(),
-            level,
-            text,
-            line: None,
-        }));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::machine::Loader;
+    use crate::trace::{EndStatus, Note};
+    use std::time::Instant;
 
     fn loader(path: &str, layers: bool) -> Loader {
         Loader {
@@ -631,26 +468,28 @@ mod tests {
         let req = WatchRequest {
             command: vec!["sleep".into(), "0.1".into()],
             sample_hz: 0.0,
-            output: None,
+            stdio: Stdio::Inherit,
             cupti: None,
             device_spans: false,
             backtrace: false,
         };
-        let (tx, events) = mpsc::channel();
-        let session = Session {
+        let (tx, events) = mpsc::sync_channel(CHANNEL_EVENTS);
+        let session = Supervisor {
+            group: Group::Own(pid),
             child,
             _library: library,
             escalated: 0,
+            signalled: false,
             writer: None,
             agents: Agents::default(),
             tx,
-            stop: Arc::new(AtomicBool::new(false)),
+            stop: Arc::new(Stopper::default()),
             meta: meta(&req, pid, 0, None),
             notes: Vec::new(),
             gpu: None,
             sample_hz: 0.0,
         };
-        let (inner_tx, inner_rx) = mpsc::channel();
+        let (inner_tx, inner_rx) = mpsc::sync_channel(CHANNEL_EVENTS);
         let flood_tx = inner_tx.clone();
         let flooding = Arc::new(AtomicBool::new(true));
         let still = flooding.clone();

@@ -257,6 +257,7 @@ impl WatchReport {
         let (ended, exit_code) = match run.end.as_ref().map(|e| &e.status) {
             Some(EndStatus::Finished) => ("exited with status 0".to_string(), Some(0)),
             Some(EndStatus::Exited { code }) => (format!("exited with status {code}"), Some(*code)),
+            Some(EndStatus::Cancelled) => ("stopped by gpulab".to_string(), None),
             Some(s) => (s.label(), None),
             None => ("still running when the stream ended".to_string(), None),
         };
@@ -452,7 +453,11 @@ impl WatchReport {
 
     pub fn markdown(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "# gpulab watch: `{}`\n", self.command.join(" "));
+        let _ = writeln!(
+            s,
+            "# gpulab watch: {}\n",
+            md_code(&self.command.join(" "), false)
+        );
         let _ = writeln!(
             s,
             "- pid {}, {} after {:.2} s",
@@ -493,12 +498,12 @@ impl WatchReport {
             for g in &self.alive_at_exit {
                 let _ = writeln!(
                     s,
-                    "| {} | {}{} | {:.2} | `{}` | {} | {} |",
+                    "| {} | {}{} | {:.2} | {} | {} | {} |",
                     g.count,
                     g.kind.plural(),
                     if g.uncertain { " (uncertain)" } else { "" },
                     mib(g.bytes),
-                    g.created_by,
+                    md_code(&g.created_by, true),
                     g.pid,
                     g.thread
                 );
@@ -515,7 +520,7 @@ impl WatchReport {
                     g.kind.plural()
                 );
                 for f in &g.backtrace {
-                    let _ = writeln!(s, "- `{}`", f.describe());
+                    let _ = writeln!(s, "- {}", md_code(&f.describe(), false));
                 }
             }
         }
@@ -576,6 +581,26 @@ impl WatchReport {
             MemorySource::Unavailable => "not measured",
         }
     }
+}
+
+/// `text` as a Markdown code span whatever it holds: fenced with one backtick
+/// more than its longest run of them (CommonMark), padded where it starts or
+/// ends with one, and in a table cell with `|` escaped (GFM splits cells on it
+/// even inside code). Command lines and API names come from the program.
+fn md_code(text: &str, in_table: bool) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    let text = if in_table {
+        text.replace('|', "\\|")
+    } else {
+        text.to_string()
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
 }
 
 /// Ids from an agent carry the pid in their upper half; the lower half is short.
@@ -682,3 +707,15 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
 /// A text report's frame is cut to this many characters (C++ template names
 /// run to thousands); JSON and Markdown keep it whole.
 const FRAME_WIDTH: usize = 160;
+
+#[cfg(test)]
+mod tests {
+    use super::md_code;
+
+    #[test]
+    fn code_spans_hold_backticks_and_table_bars() {
+        assert_eq!(md_code("./app", false), "`./app`");
+        assert_eq!(md_code("echo `x` | wc", false), "``echo `x` | wc``");
+        assert_eq!(md_code("`a|b", true), "`` `a\\|b ``");
+    }
+}

@@ -5,7 +5,8 @@
 //! reads the file as `addr2line -f -C -e FILE ADDRESS` would.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{self, Sender};
+use std::collections::hash_map::Entry;
+use std::sync::mpsc::{self, SyncSender};
 
 use addr2line::Loader;
 
@@ -13,8 +14,9 @@ use crate::trace::{Event, Frame, Stack};
 
 /// Starts the thread that names stacks and passes them on as events; the
 /// returned sender takes them in. None if no thread could be started.
-pub fn name_stacks(out: Sender<Event>) -> Option<Sender<Stack>> {
-    let (tx, rx) = mpsc::channel::<Stack>();
+pub fn name_stacks(out: SyncSender<Event>) -> Option<SyncSender<Stack>> {
+    // Bounded: a flood of stacks waits for the naming, not in memory.
+    let (tx, rx) = mpsc::sync_channel::<Stack>(super::CHANNEL_EVENTS);
     std::thread::Builder::new()
         .name("gpulab-symbols".into())
         .spawn(move || {
@@ -62,10 +64,12 @@ impl Symbols {
             if frame.module.is_empty() {
                 continue;
             }
-            let loader = self
-                .files
-                .entry(frame.module.clone())
-                .or_insert_with(|| Loader::new(&frame.module).ok());
+            let full = self.files.len() >= MODULES_KEPT;
+            let loader = match self.files.entry(frame.module.clone()) {
+                Entry::Occupied(e) => e.into_mut().as_ref(),
+                Entry::Vacant(_) if full => None,
+                Entry::Vacant(e) => e.insert(open(&frame.module)).as_ref(),
+            };
             let Some(loader) = loader else {
                 frame.function = frame.function.take().map(|f| demangle(&f));
                 continue;
@@ -75,6 +79,31 @@ impl Symbols {
             frame.location = location.or(frame.location.take());
         }
     }
+}
+
+/// Files whose symbols are read at most: a program maps a few hundred.
+const MODULES_KEPT: usize = 1024;
+/// Files larger than this are not read (a debug build of a large library is a
+/// few GiB at most).
+const MODULE_MAX_BYTES: u64 = 8 << 30;
+
+/// The loader of `path` when it is a regular file of a sane size. The path comes
+/// from the watched program's pipe: a FIFO or a device there must not block
+/// this thread, so the file is opened without blocking and looked at before
+/// anything reads it.
+fn open(path: &str) -> Option<Loader> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MODULE_MAX_BYTES {
+        return None;
+    }
+    drop(file);
+    Loader::new(path).ok()
 }
 
 /// The function at `address` (the outermost of inlined ones: the one the
@@ -167,6 +196,37 @@ mod tests {
         Symbols::default().name(&mut frames);
         assert_eq!(frames[0].function.as_deref(), Some("leak()"));
         assert_eq!(frames[0].describe(), "leak() in libapp.so");
+    }
+
+    /// A stack naming a FIFO (any process of the program can send one) is left
+    /// as the agent named it; before, opening the FIFO blocked this thread.
+    #[test]
+    fn a_fifo_named_as_a_module_is_not_opened_for_reading() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        )
+        .expect("mkfifo");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut frames = vec![Frame {
+                module: fifo.display().to_string(),
+                address: 0x1234,
+                build_id: None,
+                function: Some("leak".into()),
+                location: None,
+            }];
+            Symbols::default().name(&mut frames);
+            let _ = tx.send(frames);
+        });
+        // Generous: it either returns at once or blocks forever.
+        let frames = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("naming a FIFO's frames blocked");
+        assert_eq!(frames[0].function.as_deref(), Some("leak"));
     }
 
     /// Where the test binary was loaded: the start of its mapping at file

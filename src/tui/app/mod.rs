@@ -297,6 +297,14 @@ impl App {
         }
     }
 
+    /// A program `watch --dashboard` started still runs.
+    fn watching(&self) -> bool {
+        self.slots
+            .iter()
+            .flatten()
+            .any(|r| matches!(r.origin, super::runstate::Origin::Watched { .. }) && r.running())
+    }
+
     pub fn running(&self) -> bool {
         self.slots.iter().flatten().any(RunState::running) || self.queued.is_some()
     }
@@ -482,6 +490,14 @@ impl App {
             Action::Run => return self.run_or_continue(),
             Action::Step => return self.step(),
             Action::Cancel => {
+                if self.watching() {
+                    // The program is not gpulab's worker: Esc stops it as q does
+                    // (SIGTERM to its process group, by `watch`), and says so
+                    // only once it has been stopped, in the report.
+                    self.quit = true;
+                    self.queued = None;
+                    return Vec::new();
+                }
                 if self.running() {
                     self.queued = None;
                     self.message = Some(

@@ -1,0 +1,427 @@
+//! `gpulab watch` must never harm the program it watches, nor lose or invent
+//! what it reports (#27): one test per harm, each failing on the code before the
+//! fix. Programs here are shell and Python one-liners: what they check is
+//! gpulab's own handling (statuses, outputs, processes), not any driver.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{gpulab, stderr, stdout, temp_dir};
+use serde_json::Value;
+
+/// Waits for `child`, killing it after a minute (a hang is a failure, not a
+/// timing figure).
+fn wait(mut child: std::process::Child) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    child.wait_with_output().expect("gpulab ends")
+}
+
+/// Waits until `path` exists (the program got that far).
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is dead; only its parent (not this test) could reap it.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| !r.trim_start().starts_with('Z'))
+    })
+}
+
+fn signal(child: &std::process::Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill {sig}");
+}
+
+fn report(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("no JSON report ({e}): {text}"))
+}
+
+#[test]
+fn a_command_that_cannot_start_exits_127_or_126_like_env() {
+    let out = common::run(&["watch", "--", "/nonexistent/program"]);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    assert!(stderr(&out).contains("/nonexistent/program"));
+    let dir = temp_dir();
+    let plain = dir.path().join("not-executable");
+    std::fs::write(&plain, "#!/bin/sh\n").expect("write");
+    let out = common::run(&["watch", "--", &plain.display().to_string()]);
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
+}
+
+#[test]
+fn an_output_in_a_missing_folder_stops_gpulab_before_the_program_runs() {
+    let dir = temp_dir();
+    let ran = dir.path().join("ran");
+    let nowhere = dir.path().join("no-such-folder").join("report.json");
+    let script = format!("touch '{}'", ran.display());
+    let out = common::run(&[
+        "watch",
+        "-o",
+        &nowhere.display().to_string(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot create"), "{}", stderr(&out));
+    assert!(
+        !ran.exists(),
+        "the program ran although its report had nowhere to go"
+    );
+}
+
+#[test]
+fn a_report_or_recording_that_cannot_be_written_keeps_the_report_and_the_status() {
+    if !Path::new("/dev/full").exists() {
+        return;
+    }
+    let out = common::run(&["watch", "-o", "/dev/full", "--", "sh", "-c", "exit 7"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(
+        err.contains("cannot write the report to /dev/full"),
+        "{err}"
+    );
+    assert!(
+        err.contains("gpulab watch"),
+        "the report is not on stderr: {err}"
+    );
+
+    let out = common::run(&["watch", "--record", "/dev/full", "--", "sh", "-c", "exit 5"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("/dev/full is partial"), "{err}");
+}
+
+/// `ulimit -f` killed gpulab with SIGXFSZ, report and status lost.
+#[test]
+fn a_file_size_limit_costs_the_recording_not_gpulab() {
+    let dir = temp_dir();
+    let record = dir.path().join("big.jsonl");
+    let exe = env!("CARGO_BIN_EXE_gpulab");
+    // 1 block: the recording's first line is longer. The program writes nothing.
+    // A soft limit, so gpulab can write its agent (a memory file counts too).
+    let script = format!(
+        "ulimit -S -f 1 && exec '{exe}' watch --record '{}' -- sh -c 'exit 3'",
+        record.display()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("sh");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("is partial"), "{err}");
+}
+
+/// A closed stdout panicked (rc 101); now gpulab stops writing quietly, and
+/// `watch` still exits with the program's status.
+#[test]
+fn a_closed_stdout_or_stderr_ends_quietly() {
+    let fixture = common::repo_file("tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl");
+    for args in [
+        vec!["report".to_string(), fixture.display().to_string()],
+        vec!["list".into()],
+        vec![
+            "watch".into(),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            "exit 4".into(),
+        ],
+    ] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let closed = || writer.try_clone().expect("dup");
+        let out = gpulab()
+            .args(&args)
+            .stdout(closed())
+            .stderr(closed())
+            .output()
+            .expect("gpulab starts");
+        let code = out.status.code();
+        assert_ne!(code, Some(101), "{args:?} panicked");
+        let want = if args[0] == "watch" { 4 } else { 141 };
+        assert_eq!(code, Some(want), "{args:?}");
+    }
+    if Path::new("/dev/full").exists() {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = gpulab().arg("list").stdout(full).output().expect("gpulab");
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("cannot write to stdout"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+/// `watch --json` printed its JSON on stdout after the program's own output.
+#[test]
+fn watch_json_alone_owns_stdout() {
+    let out = common::run(&["watch", "--json", "--", "sh", "-c", "echo from-the-program"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not the JSON report alone ({e}): {}",
+            stdout(&out)
+        )
+    });
+    assert_eq!(json["kind"], "watch");
+    assert!(stderr(&out).contains("from-the-program"));
+}
+
+/// SIGTERM to gpulab signalled only its direct child: a program started through
+/// `sh -c` ran on with parent 1, and the report said "worker crashed: killed by
+/// signal 15".
+#[test]
+fn sigterm_stops_the_programs_whole_group_and_the_report_says_gpulab_did() {
+    let dir = temp_dir();
+    let (pid_file, out_file) = (dir.path().join("pid"), dir.path().join("report.json"));
+    let script = format!("sleep 300 & echo $! > '{}'; wait", pid_file.display());
+    let child = gpulab()
+        .args([
+            "watch",
+            "--json",
+            "-o",
+            &out_file.display().to_string(),
+            "--",
+        ])
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpulab starts");
+    wait_for(&pid_file);
+    let grandchild: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .expect("a pid");
+    signal(&child, "-TERM");
+    let out = wait(child);
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let report = report(&out_file);
+    assert_eq!(report["ended"], "stopped by gpulab", "{report:#}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(grandchild) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !alive(grandchild),
+        "the program's child {grandchild} outlived gpulab"
+    );
+}
+
+/// Ctrl-C reached a program in gpulab's own group from the terminal; a program
+/// in a group of its own gets SIGINT from gpulab instead.
+#[test]
+fn sigint_to_gpulab_reaches_the_program() {
+    let dir = temp_dir();
+    let ready = dir.path().join("ready");
+    let script = format!(
+        "trap 'echo got-sigint; exit 3' INT; touch '{}'; sleep 300 & wait",
+        ready.display()
+    );
+    let child = gpulab()
+        .args(["watch", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpulab starts");
+    wait_for(&ready);
+    signal(&child, "-INT");
+    let out = wait(child);
+    assert!(stdout(&out).contains("got-sigint"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("stopped by gpulab"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Peak memory was the direct child's: 1.2 MiB for a shell whose children
+/// held 50 MiB.
+#[test]
+fn memory_is_read_over_the_programs_whole_process_tree() {
+    if Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .is_err()
+    {
+        return;
+    }
+    let dir = temp_dir();
+    let out_file = dir.path().join("report.json");
+    // Four children of 32 MiB each, written so they are resident; the shell
+    // itself holds about 1 MiB.
+    let hold = "import time; b = b'x' * (32 << 20); time.sleep(2)";
+    let script = format!("for i in 1 2 3 4; do python3 -c \"{hold}\" & done; wait");
+    let out = common::run(&[
+        "watch",
+        "--json",
+        "-o",
+        &out_file.display().to_string(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = report(&out_file);
+    if report["memory_source"] != "rss" {
+        return; // NVML reads a GPU here, not host memory
+    }
+    let peak = report["peak_memory_bytes"].as_u64().unwrap_or(0);
+    assert!(peak > 64 << 20, "peak {} MiB: {report:#}", peak >> 20);
+}
+
+/// A static binary got only "the agent never reported".
+#[test]
+fn a_static_binary_is_named_as_one() {
+    let dir = temp_dir();
+    let src = dir.path().join("s.c");
+    let exe = dir.path().join("s");
+    std::fs::write(&src, "int main(void) { return 0; }\n").expect("write");
+    let built = Command::new("cc")
+        .arg("-static")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !built {
+        eprintln!("skipping: no static C library here");
+        return;
+    }
+    let out_file = dir.path().join("report.json");
+    let out = common::run(&[
+        "watch",
+        "--json",
+        "-o",
+        &out_file.display().to_string(),
+        "--",
+        &exe.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = report(&out_file).to_string();
+    assert!(text.contains("is statically linked"), "{text}");
+}
+
+/// The agent's pipe as a shell opens it: the path after `<dev>:<ino>:` in the
+/// variable every process of the program sees (any of them can write to it).
+const PIPE: &str = "$(echo \"$GPULAB_AGENT_PIPE\" | cut -d: -f3-)";
+
+/// A call record as an agent writes it.
+const CALL: &str = r#"{"type":"call","data":{"seq":0,"pid":7,"thread":0,"line":null,"iter":[],"tag":null,"api":"clRetainContext","driver":"clRetainContext","begin_ns":1000,"end_ns":1005,"status":{"kind":"ok"},"expect_error":false,"mem_before":null,"mem_after":null,"object":null}}"#;
+
+/// Any process of the program can write to the pipe: a non-UTF-8 line stopped
+/// the reading, and a forged `meta` replaced the report's header.
+#[test]
+fn junk_and_forged_lines_on_the_pipe_are_skipped_and_said_once() {
+    let dir = temp_dir();
+    let out_file = dir.path().join("report.json");
+    let forged = r#"{"type":"meta","data":{"forged":true}}"#;
+    let end = r#"{"type":"end","data":{"t_ns":5,"status":{"kind":"finished"},"leaked":[]}}"#;
+    let script = format!(
+        "printf '\\377\\n' > \"{PIPE}\"; for i in 1 2 3; do echo '{forged}'; echo '{end}'; done > \"{PIPE}\"; \
+         echo '{CALL}' > \"{PIPE}\"; exit 6"
+    );
+    let out = common::run(&[
+        "watch",
+        "--json",
+        "-o",
+        &out_file.display().to_string(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    let report = report(&out_file);
+    assert_eq!(report["command"][0], "sh", "{report:#}");
+    assert_eq!(report["calls"], 1, "{report:#}");
+    assert_eq!(report["ended"], "exited with status 6", "{report:#}");
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("not UTF-8"), "{warnings}");
+    assert!(warnings.contains("3 forged `end` events"), "{warnings}");
+}
+
+/// `watch` kept every event until the end (337 MiB at 500,000 calls): now it
+/// folds and records as they come. Order of magnitude only: 300,000 calls
+/// cost the old code well over 100 MiB, the new one a few tens whatever the
+/// count.
+#[test]
+fn gpulab_memory_stays_bounded_however_many_calls_arrive() {
+    let dir = temp_dir();
+    let record = dir.path().join("calls.jsonl");
+    let script = format!("yes '{CALL}' | head -n 300000 > \"{PIPE}\"");
+    let child = gpulab()
+        .args(["watch", "--record", &record.display().to_string(), "--"])
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpulab starts");
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while let Ok(text) = std::fs::read_to_string(&status) {
+        let hwm = text
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok());
+        // A zombie has no memory lines left: the last reading stands.
+        let Some(hwm) = hwm else { break };
+        peak_kib = peak_kib.max(hwm);
+        if Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = wait(child);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = std::fs::read_to_string(&record)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    assert!(lines >= 300_000, "{lines} lines recorded");
+    assert!(
+        peak_kib < 100 << 10,
+        "gpulab peaked at {} MiB",
+        peak_kib >> 10
+    );
+}
