@@ -449,3 +449,33 @@ fn device_spans_belong_to_their_launches() {
         assert!(span.name.contains("spin"), "{}", span.name);
     }
 }
+
+/// Issue #27 through CUPTI: a CUDA program's last moments arrive whether it
+/// crashes after freeing (nothing invented), crashes right after allocating
+/// (the leak reported, certain), or leaves by `_exit`; its status is its own.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn a_cuda_programs_last_moments_arrive_however_it_ends() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/cuda_harms.cu");
+    let exe = exe.to_string_lossy().into_owned();
+    for (mode, status) in [("segv", 139), ("segv-leak", 139), ("exit", 3)] {
+        let (out, report) = watch_json(&[&exe, mode]);
+        let own = stderr(&out);
+        assert_eq!(out.status.code(), Some(status), "{mode}: {own}");
+        assert_complete(&report, Some("cuda"));
+        let n = |key: &str| own_count(&own, "cuda_harms:", key);
+        let k = kind(&report, "buffer");
+        assert_eq!(k["created"], n("allocs"), "{mode}: {k}");
+        assert_eq!(k["released"], n("frees"), "{mode}: {k}");
+        let (leaked, bytes) = alive(&report, "buffer");
+        assert_eq!(leaked, n("allocs") - n("frees"), "{mode}: {report:#}");
+        assert_eq!(bytes, n("leaked_bytes"), "{mode}: {report:#}");
+        let groups = report["alive_at_exit"].as_array().expect("groups");
+        assert!(
+            groups.iter().all(|g| g["uncertain"].is_null()),
+            "{report:#}"
+        );
+    }
+}

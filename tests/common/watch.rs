@@ -113,13 +113,26 @@ pub fn program(test: &str, name: &str) -> Option<(tempfile::TempDir, PathBuf)> {
 /// information (for `--backtrace`).
 pub fn compile(test: &str, dir: &Path, name: &str) -> Option<PathBuf> {
     let exe = dir.join(name);
-    let built = Command::new("cc")
-        .arg("-g")
-        .arg(repo_file(&format!("tests/watch/{name}.c")))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-lOpenCL")
-        .output();
+    // With the loader's development link (Debian's ocl-icd-opencl-dev), else
+    // against its runtime name and CUDA's OpenCL headers (a GPU machine with
+    // the toolkit and no -dev packages).
+    let cc = |extra: &[&str]| {
+        Command::new("cc")
+            .arg("-g")
+            .arg(repo_file(&format!("tests/watch/{name}.c")))
+            .arg("-o")
+            .arg(&exe)
+            .args(extra)
+            .output()
+    };
+    let mut built = cc(&["-lOpenCL"]);
+    if !built.as_ref().is_ok_and(|o| o.status.success()) {
+        built = cc(&[
+            "-I/usr/local/cuda/include",
+            "-l:libOpenCL.so.1",
+            "-lpthread",
+        ]);
+    }
     let ok = built.as_ref().is_ok_and(|o| o.status.success());
     if !ok && let Ok(o) = &built {
         eprintln!("cc: {}", stderr(o));
