@@ -426,8 +426,9 @@ fn a_nested_watch_counts_each_call_once_and_says_it_took_the_agent_over() {
     };
     let _device = device_lock();
     let inner = dir.path().join("inner.json");
+    let gpulab = common::gpulab_exe();
     let (out, _outer) = watch_json(&[
-        env!("CARGO_BIN_EXE_gpulab"),
+        &gpulab.to_string_lossy(),
         "watch",
         "--json",
         "-o",

@@ -124,7 +124,8 @@ fn a_report_or_recording_that_cannot_be_written_keeps_the_report_and_the_status(
 fn a_file_size_limit_costs_the_recording_not_gpulab() {
     let dir = temp_dir();
     let record = dir.path().join("big.jsonl");
-    let exe = env!("CARGO_BIN_EXE_gpulab");
+    let exe = common::gpulab_exe();
+    let exe = exe.display();
     // 1 block: the recording's first line is longer. The program writes nothing.
     // A soft limit, so gpulab can write its agent (a memory file counts too).
     let script = format!(

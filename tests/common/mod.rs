@@ -11,12 +11,16 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// The binary under test; `GPULAB_TEST_BIN` runs the same tests against another
-/// build (an older commit's, to see a regression test fail there).
+/// build (an older commit's, to see a regression test fail there, or a release
+/// build carried to a GPU machine).
+pub fn gpulab_exe() -> PathBuf {
+    std::env::var_os("GPULAB_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gpulab")))
+}
+
 pub fn gpulab() -> Command {
-    match std::env::var_os("GPULAB_TEST_BIN") {
-        Some(bin) => Command::new(bin),
-        None => Command::new(env!("CARGO_BIN_EXE_gpulab")),
-    }
+    Command::new(gpulab_exe())
 }
 
 pub fn run(args: &[&str]) -> Output {
