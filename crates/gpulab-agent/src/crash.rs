@@ -21,11 +21,8 @@
 use std::collections::HashSet;
 use std::ffi::c_int;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
 
-/// The longest a dying process waits for its records to reach the pipe.
-pub const WAIT: Duration = Duration::from_millis(500);
+use crate::urgent;
 
 /// Signals whose default action ends the process because of a fault: caught
 /// always, and handed on to whatever was there.
@@ -50,20 +47,15 @@ const TERMINATING: [c_int; 9] = [
     libc::SIGXCPU,
 ];
 
-/// Flushes asked for, and answered, by the agent's thread.
-static ASKED: AtomicU64 = AtomicU64::new(0);
-static ANSWERED: AtomicU64 = AtomicU64::new(0);
-/// The signal the process is dying of, for the `detached` record; 0 when the
-/// flush asked for is not the last (the program's own handler runs next).
-static DYING_OF: AtomicI32 = AtomicI32::new(0);
-/// The agent's thread, so a crash on it never waits for itself.
-static DRAIN_THREAD: AtomicUsize = AtomicUsize::new(0);
+/// What `_exit` runs first: the agent's detach.
+static ON_EXIT: OnceLock<fn()> = OnceLock::new();
 /// The actions the program had for the signals caught, read by the handler.
 static PREVIOUS: OnceLock<Vec<(c_int, libc::sigaction)>> = OnceLock::new();
 
-/// Installs the handlers and the `_exit` stand-in, once per process (a forked
-/// child inherits both).
-pub fn watch() {
+/// Installs the handlers and the `_exit` stand-in, which runs `on_exit` first;
+/// once per process (a forked child inherits both).
+pub fn watch(on_exit: fn()) {
+    let _ = ON_EXIT.set(on_exit);
     let mut previous = Vec::new();
     for (sig, always) in FAULTS
         .iter()
@@ -115,51 +107,6 @@ fn install(sig: c_int, always: bool) -> Option<libc::sigaction> {
     }
 }
 
-/// The agent's thread asks, once per pass: is a flush waited for, and is it
-/// the last one? Returns the request's number and the signal when last.
-pub fn asked() -> Option<(u64, Option<i32>)> {
-    let asked = ASKED.load(Ordering::Acquire);
-    (asked > ANSWERED.load(Ordering::Acquire)).then(|| {
-        let sig = DYING_OF.load(Ordering::Acquire);
-        (asked, (sig != 0).then_some(sig))
-    })
-}
-
-pub fn answered(asked: u64) {
-    ANSWERED.fetch_max(asked, Ordering::AcqRel);
-}
-
-pub fn drain_thread_is_this_one() {
-    // SAFETY: pthread_self has no preconditions.
-    DRAIN_THREAD.store(unsafe { libc::pthread_self() } as usize, Ordering::Release);
-}
-
-/// Asks the agent's thread to write out everything, and the `detached` record
-/// when `dying_of` is a signal, then waits for it (at most [`WAIT`]) with
-/// nothing but atomics and `nanosleep`, both safe in a signal handler.
-fn flush_now(dying_of: c_int) {
-    if !crate::transport::running() {
-        return;
-    }
-    // SAFETY: pthread_self has no preconditions.
-    if DRAIN_THREAD.load(Ordering::Acquire) == unsafe { libc::pthread_self() } as usize {
-        return;
-    }
-    DYING_OF.store(dying_of, Ordering::Release);
-    let want = ASKED.fetch_add(1, Ordering::AcqRel) + 1;
-    let nap = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 1_000_000,
-    };
-    for _ in 0..WAIT.as_millis() {
-        if ANSWERED.load(Ordering::Acquire) >= want {
-            return;
-        }
-        // SAFETY: a valid timespec; nanosleep is async-signal-safe.
-        unsafe { libc::nanosleep(&nap, std::ptr::null_mut()) };
-    }
-}
-
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: errno is this thread's; the handler leaves it as it found it.
     let errno = unsafe { *libc::__errno_location() };
@@ -168,7 +115,7 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, context: *mut li
         .and_then(|p| p.iter().find(|(s, _)| *s == sig))
         .map(|(_, old)| *old);
     let default = previous.is_none_or(|old| old.sa_sigaction == libc::SIG_DFL);
-    flush_now(if default { sig } else { 0 });
+    urgent::flush_now(if default { sig } else { 0 });
     // SAFETY: restores errno, as read above.
     unsafe { *libc::__errno_location() = errno };
     match previous {
@@ -219,9 +166,8 @@ fn die_of(sig: c_int, info: *mut libc::siginfo_t) {
 
 /// The program's `_exit`: the process's last record goes out first.
 extern "C" fn exit_now(status: c_int) -> ! {
-    // A forked child that never used the API has no agent of its own to detach.
-    if crate::transport::running() {
-        crate::transport::detach();
+    if let Some(on_exit) = ON_EXIT.get() {
+        on_exit();
     }
     // SAFETY: the real `_exit`, which the agent's own import reaches.
     unsafe { libc::_exit(status) }

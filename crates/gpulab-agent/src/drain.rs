@@ -11,20 +11,23 @@
 //! signals stay the program's threads' business, and a write to a parent that
 //! is gone fails with `EPIPE` instead of raising `SIGPIPE`.
 
-use std::collections::{HashMap, VecDeque};
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
-use gpulab_events::{AgentState, ObjectAction, to_line};
+use gpulab_events::{
+    AgentEvent, AgentState, Call, CallStatus, Event, Frame, ObjectEvent, Stack, to_line,
+};
 
+use crate::clock::now_ns;
 use crate::pipe::{Pipe, Wrote};
-use crate::transport::{self, Agent, Message, Record};
+use crate::queue::{Agent, EXIT_WAIT, Message, Record, Status};
+use crate::staging::{Staged, Staging};
+use crate::urgent;
 
 /// Writes up to this size into a pipe are atomic (POSIX guarantees 512; Linux 4096).
 pub const PIPE_BUF: usize = 4096;
-/// Calls and spans waiting in staging; beyond this they are dropped and counted.
-const STAGED_CALLS: usize = 1 << 14;
 /// Records taken off a queue before the staged ones are written again.
 const PULL_BATCH: usize = 1 << 12;
 /// The thread's nap while records flow, and while the program is quiet: the
@@ -33,103 +36,6 @@ const POLL_MIN: Duration = Duration::from_millis(1);
 const POLL_MAX: Duration = Duration::from_millis(8);
 /// How often the thread asks CUPTI for the device spans it holds.
 const SPAN_FLUSH_EVERY: Duration = Duration::from_millis(100);
-
-/// Records waiting for the pipe, oldest first.
-#[derive(Default)]
-pub struct Staging {
-    items: VecDeque<Record>,
-    /// The absolute index of `items[0]`.
-    base: u64,
-    /// Per object id, the absolute index of its last staged reference change.
-    changes: HashMap<u64, u64>,
-    /// Staged calls and spans.
-    calls: usize,
-}
-
-/// What staging did with a record.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Staged {
-    Queued,
-    /// Merged into the object's reference change already waiting.
-    Coalesced,
-    /// A call or span with no room left.
-    Dropped,
-}
-
-impl Staging {
-    pub fn push(&mut self, record: Record) -> Staged {
-        match &record {
-            Record::Call { .. } | Record::Span(_) => {
-                if self.calls >= STAGED_CALLS {
-                    return Staged::Dropped;
-                }
-                self.calls += 1;
-            }
-            Record::Object {
-                id,
-                action: action @ (ObjectAction::Retained | ObjectAction::Released),
-                refcount,
-                t_ns,
-                bytes,
-                ..
-            } => {
-                if let Some(waiting) = self.waiting_change(*id) {
-                    let Record::Object {
-                        action: a,
-                        refcount: r,
-                        t_ns: t,
-                        bytes: b,
-                        ..
-                    } = waiting
-                    else {
-                        unreachable!("`waiting_change` returns object records only")
-                    };
-                    (*a, *r, *t, *b) = (*action, *refcount, *t_ns, *bytes);
-                    return Staged::Coalesced;
-                }
-                let at = self.base + self.items.len() as u64;
-                self.changes.insert(*id, at);
-            }
-            Record::Object { id, .. } => {
-                // Nothing merges across a creation or a deletion.
-                self.changes.remove(id);
-            }
-            Record::Agent { .. } => {}
-        }
-        self.items.push_back(record);
-        Staged::Queued
-    }
-
-    /// The object's reference change still waiting, unless it is the
-    /// program's last release (a later record must not hide that).
-    fn waiting_change(&mut self, id: u64) -> Option<&mut Record> {
-        let at = *self.changes.get(&id)?;
-        let i = usize::try_from(at.checked_sub(self.base)?).ok()?;
-        match self.items.get_mut(i)? {
-            r @ Record::Object { refcount: 1.., .. } => Some(r),
-            _ => None,
-        }
-    }
-
-    pub fn pop(&mut self) -> Option<Record> {
-        let record = self.items.pop_front()?;
-        let at = self.base;
-        self.base += 1;
-        match &record {
-            Record::Call { .. } | Record::Span(_) => self.calls -= 1,
-            Record::Object { id, .. } if self.changes.get(id) == Some(&at) => {
-                self.changes.remove(id);
-            }
-            _ => {}
-        }
-        Some(record)
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.items.len()
-    }
-}
 
 /// Where the write loop stands.
 #[derive(Debug, PartialEq, Eq)]
@@ -184,32 +90,35 @@ impl Drain {
     /// The thread's body: until the process detaches or the parent is gone.
     pub fn run(mut self) {
         block_all_signals();
-        crate::crash::drain_thread_is_this_one();
+        urgent::drain_started();
         let mut nap = POLL_MIN;
         let mut ticked = Instant::now();
         loop {
-            if let Some((asked, last)) = crate::crash::asked() {
+            if let Some((asked, last)) = urgent::asked() {
                 let done = self.urgent(last);
-                crate::crash::answered(asked);
+                urgent::answered(asked);
                 if done {
-                    return;
+                    return urgent::drain_stopped();
                 }
             }
             if ticked.elapsed() >= SPAN_FLUSH_EVERY {
                 // Device spans CUPTI holds come back through `span`, into the queue.
-                transport::tick();
+                tick();
                 ticked = Instant::now();
             }
             let (got, detach) = self.pull();
             if let Some(ack) = detach {
-                let deadline = Instant::now() + transport::EXIT_WAIT;
+                let deadline = Instant::now() + EXIT_WAIT;
                 while self.pull().0 && Instant::now() < deadline {}
                 self.finish(Some(None), deadline);
                 let _ = ack.try_send(());
-                return;
+                return urgent::drain_stopped();
             }
             match self.write_out() {
-                Out::Gone => return self.go_quiet(),
+                Out::Gone => {
+                    self.go_quiet();
+                    return urgent::drain_stopped();
+                }
                 Out::Blocked => {
                     if let Some(p) = &self.pipe {
                         p.wait_writable(POLL_MIN.as_millis() as i32);
@@ -230,7 +139,7 @@ impl Drain {
     /// A crash handler waits: everything queued goes out now; when the process
     /// is dying of it (`last`), its `detached` record too. True when done.
     fn urgent(&mut self, last: Option<i32>) -> bool {
-        let deadline = Instant::now() + crate::crash::WAIT;
+        let deadline = Instant::now() + urgent::WAIT;
         while self.pull().0 && Instant::now() < deadline {}
         self.finish(last.map(Some), deadline);
         last.is_some()
@@ -369,16 +278,131 @@ fn lines_of(mut record: Record, stacks: &mut crate::stack::Stacks, agent: &Agent
         Record::Object { stack, .. } => stack.take(),
         _ => None,
     };
-    let event = transport::to_event(record, pid, parent_pid);
+    let event = to_event(record, pid, parent_pid);
     let Some(addrs) = stack else {
         return to_line(&event);
     };
     let (id, new) = stacks.intern(pid, addrs);
     let mut text = new
-        .map(|frames| to_line(&transport::stack_event(id, frames)))
+        .map(|frames| to_line(&stack_event(id, frames)))
         .unwrap_or_default();
-    text.push_str(&to_line(&transport::with_stack(event, id)));
+    text.push_str(&to_line(&with_stack(event, id)));
     text
+}
+
+/// Run by the agent thread every `SPAN_FLUSH_EVERY`: set by the CUDA side when
+/// it collects device spans, so it can hand over what CUPTI holds.
+static TICK: OnceLock<fn()> = OnceLock::new();
+
+/// Has the agent thread call `tick` every `SPAN_FLUSH_EVERY`.
+pub fn on_tick(tick: fn()) {
+    let _ = TICK.set(tick);
+}
+
+/// Runs the CUDA side's tick, if it set one.
+pub fn tick() {
+    if let Some(tick) = TICK.get() {
+        tick();
+    }
+}
+
+/// A stack's frames, trimmed from the outermost until its line fits one
+/// atomic pipe write (children share the pipe).
+pub fn stack_event(id: u64, mut frames: Vec<Frame>) -> Event {
+    loop {
+        let event = Event::Stack(Stack {
+            t_ns: now_ns(),
+            id,
+            frames: frames.clone(),
+        });
+        if to_line(&event).len() < PIPE_BUF || frames.pop().is_none() {
+            return event;
+        }
+    }
+}
+
+pub fn with_stack(mut event: Event, id: u64) -> Event {
+    if let Event::Object(o) = &mut event {
+        o.stack = Some(id);
+    }
+    event
+}
+
+pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
+    match record {
+        Record::Call {
+            seq,
+            thread,
+            api,
+            driver,
+            begin_ns,
+            end_ns,
+            status,
+            object,
+        } => Event::Call(Call {
+            seq,
+            pid,
+            thread,
+            line: None,
+            iter: Vec::new(),
+            tag: None,
+            api: api.to_string(),
+            driver: driver.to_string(),
+            begin_ns,
+            end_ns,
+            status: call_status(status),
+            expect_error: false,
+            mem_before: None,
+            mem_after: None,
+            object,
+            cuda: None,
+        }),
+        Record::Object {
+            t_ns,
+            id,
+            kind,
+            action,
+            bytes,
+            refcount,
+            refs,
+            stack: _,
+        } => Event::Object(ObjectEvent {
+            t_ns,
+            id,
+            kind,
+            action,
+            handle: None,
+            bytes,
+            refcount,
+            refs,
+            line: None,
+            stack: None,
+        }),
+        Record::Span(span) => Event::DeviceSpan(span),
+        Record::Agent { api, state } => Event::Agent(AgentEvent {
+            t_ns: now_ns(),
+            pid,
+            parent_pid,
+            api: api.into(),
+            state,
+        }),
+    }
+}
+
+fn call_status(status: Status) -> CallStatus {
+    match status {
+        Status::OpenCl(0) => CallStatus::Ok,
+        Status::OpenCl(code) => CallStatus::Error {
+            code: i64::from(code),
+            name: gpulab_events::vocab::opencl_status_name(code)
+                .map_or_else(|| format!("CL_UNKNOWN_ERROR_{code}"), str::to_string),
+        },
+        Status::Cuda { code: 0, .. } => CallStatus::Ok,
+        Status::Cuda { code, name } => CallStatus::Error {
+            code: i64::from(code),
+            name: name.map_or_else(|| format!("CUDA_ERROR_{code}"), str::to_string),
+        },
+    }
 }
 
 /// Blocks every signal on the calling thread; returns the mask it had.
@@ -403,96 +427,29 @@ pub fn restore_signals(old: &libc::sigset_t) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpulab_events::ObjKind;
-
-    fn object(id: u64, action: ObjectAction, refcount: u32) -> Record {
-        Record::Object {
-            t_ns: u64::from(refcount),
-            id,
-            kind: ObjKind::Buffer,
-            action,
-            bytes: 64,
-            refcount,
-            refs: Vec::new(),
-            stack: None,
-        }
-    }
-
-    fn call() -> Record {
-        Record::Call {
-            seq: 0,
-            thread: 1,
-            api: "clRetainMemObject",
-            driver: "clRetainMemObject",
-            begin_ns: 0,
-            end_ns: 0,
-            status: transport::Status::OpenCl(0),
-            object: None,
-        }
-    }
-
-    fn state(r: &Record) -> (u64, ObjectAction, u32) {
-        match r {
-            Record::Object {
-                id,
-                action,
-                refcount,
-                ..
-            } => (*id, *action, *refcount),
-            _ => panic!("not an object record"),
-        }
-    }
 
     #[test]
-    fn reference_changes_waiting_merge_into_the_latest_and_the_last_release_stays() {
-        use ObjectAction::*;
-        let mut s = Staging::default();
-        assert_eq!(s.push(object(1, Created, 1)), Staged::Queued);
-        assert_eq!(s.push(object(1, Retained, 2)), Staged::Queued);
-        assert_eq!(s.push(object(1, Released, 1)), Staged::Coalesced);
-        for _ in 0..1000 {
-            assert_eq!(s.push(object(1, Retained, 2)), Staged::Coalesced);
-            assert_eq!(s.push(object(1, Released, 1)), Staged::Coalesced);
-        }
-        assert_eq!(s.push(object(1, Released, 0)), Staged::Coalesced);
-        // The last release is never merged away, nor what follows it.
-        assert_eq!(s.push(object(1, Retained, 1)), Staged::Queued);
-        assert_eq!(s.push(object(1, Destroyed, 0)), Staged::Queued);
-        assert_eq!(s.len(), 4);
-        let out: Vec<_> = std::iter::from_fn(|| s.pop()).map(|r| state(&r)).collect();
+    fn an_error_status_carries_its_spec_name() {
+        assert_eq!(call_status(Status::OpenCl(0)), CallStatus::Ok);
         assert_eq!(
-            out,
-            vec![
-                (1, Created, 1),
-                (1, Released, 0),
-                (1, Retained, 1),
-                (1, Destroyed, 0)
-            ]
+            call_status(Status::OpenCl(-38)),
+            CallStatus::Error {
+                code: -38,
+                name: "CL_INVALID_MEM_OBJECT".into()
+            }
         );
-    }
-
-    #[test]
-    fn objects_never_merge_across_one_another_and_are_never_dropped() {
-        use ObjectAction::*;
-        let mut s = Staging::default();
-        for _ in 0..STAGED_CALLS {
-            assert_eq!(s.push(call()), Staged::Queued);
-        }
-        assert_eq!(s.push(call()), Staged::Dropped, "calls beyond the room");
-        for id in 0..50_000u64 {
-            assert_eq!(s.push(object(id, Created, 1)), Staged::Queued);
-        }
-        assert_eq!(s.push(object(7, Retained, 2)), Staged::Queued);
-        assert_eq!(s.push(object(8, Retained, 2)), Staged::Queued);
-        assert_eq!(s.push(object(7, Released, 1)), Staged::Coalesced);
-        assert_eq!(s.len(), STAGED_CALLS + 50_002);
-        // Once written, a change is no longer merged into.
-        while s.len() > 2 {
-            s.pop();
-        }
-        assert_eq!(state(&s.pop().expect("7")), (7, Released, 1));
-        assert_eq!(s.push(object(8, Released, 1)), Staged::Coalesced);
-        assert_eq!(s.push(object(7, Retained, 2)), Staged::Queued);
-        assert_eq!(s.calls, 0);
+        assert!(
+            matches!(call_status(Status::OpenCl(-9999)), CallStatus::Error { name, .. } if name == "CL_UNKNOWN_ERROR_-9999")
+        );
+        let cuda = |code, name| call_status(Status::Cuda { code, name });
+        assert_eq!(cuda(0, None), CallStatus::Ok);
+        assert_eq!(
+            cuda(2, Some("CUDA_ERROR_OUT_OF_MEMORY")),
+            CallStatus::Error {
+                code: 2,
+                name: "CUDA_ERROR_OUT_OF_MEMORY".into()
+            }
+        );
+        assert!(matches!(cuda(2, None), CallStatus::Error { name, .. } if name == "CUDA_ERROR_2"));
     }
 }

@@ -10,138 +10,21 @@
 //! knows exactly what it lost.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Sender, SyncSender, TrySendError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use gpulab_events::{
-    AgentEvent, AgentState, Call, CallStatus, DeviceSpan, Event, Frame, ObjKind, ObjectAction,
-    ObjectEvent, Stack, to_line,
-};
+use gpulab_events::{AgentState, DeviceSpan, ObjKind, ObjectAction};
 
 use crate::clock::{now_ns, thread_id};
-use crate::drain::PIPE_BUF;
+pub use crate::drain::on_tick;
 use crate::pipe::{Pipe, PipeId};
+use crate::queue::{Agent, EXIT_WAIT, Message};
+pub use crate::queue::{Api, Record, Status};
 
 /// Records waiting for the agent thread; beyond this calls are dropped (counted)
 /// and objects overflow.
 const QUEUE_LEN: usize = 1 << 16;
-/// How long the exiting process waits for its records to reach the pipe.
-pub const EXIT_WAIT: Duration = Duration::from_secs(2);
-
-/// What a hook saw, in the cheapest form that can be queued.
-pub enum Record {
-    Call {
-        seq: u64,
-        thread: u64,
-        api: &'static str,
-        /// The entry point the driver exports, when it differs (`cuMemAlloc_v2`).
-        driver: &'static str,
-        begin_ns: u64,
-        end_ns: u64,
-        status: Status,
-        object: Option<u64>,
-    },
-    Object {
-        t_ns: u64,
-        id: u64,
-        kind: ObjKind,
-        action: ObjectAction,
-        bytes: u64,
-        refcount: u32,
-        refs: Vec<u64>,
-        /// Return addresses of the creating call (`--backtrace`).
-        stack: Option<Box<[usize]>>,
-    },
-    Agent {
-        api: &'static str,
-        state: AgentState,
-    },
-    /// Device work one of the program's calls enqueued, as the driver timed it.
-    Span(DeviceSpan),
-}
-
-/// What travels through the queues.
-pub enum Message {
-    Record(Record),
-    /// The process is exiting: write out everything before this and the
-    /// `detached` record, then answer.
-    Detach(SyncSender<()>),
-}
-
-/// A call's result as the API returned it.
-#[derive(Clone, Copy)]
-pub enum Status {
-    OpenCl(i32),
-    /// A `CUresult`, and for an error the driver's name for it.
-    Cuda {
-        code: i32,
-        name: Option<&'static str>,
-    },
-}
-
-/// Run by the agent thread every `SPAN_FLUSH_EVERY`: set by the CUDA side when
-/// it collects device spans, so it can hand over what CUPTI holds.
-static TICK: OnceLock<fn()> = OnceLock::new();
-
-/// Has the agent thread call `tick` every `SPAN_FLUSH_EVERY`.
-pub fn on_tick(tick: fn()) {
-    let _ = TICK.set(tick);
-}
-
-/// Runs the CUDA side's tick, if it set one.
-pub fn tick() {
-    if let Some(tick) = TICK.get() {
-        tick();
-    }
-}
-
-pub struct Agent {
-    tx: SyncSender<Message>,
-    /// Object records the queue had no room for; never dropped.
-    overflow: Sender<Message>,
-    /// Object records in `overflow` not yet taken: while any are, every object
-    /// record goes there too, so records of one object never overtake each other.
-    pub overflowing: AtomicU64,
-    pub pid: u32,
-    pub parent_pid: u32,
-    seq: AtomicU64,
-    /// Call records the queue had no room for.
-    pub dropped: AtomicU64,
-    /// Set once the last record is queued, or the parent is gone: hooks stop.
-    pub detached: AtomicBool,
-    /// The APIs this process attached to, as [`Api`] bits.
-    apis: AtomicU8,
-}
-
-impl Agent {
-    /// The APIs attached, as the `detached` record names them.
-    pub fn apis_name(&self) -> &'static str {
-        match self.apis.load(Ordering::Relaxed) {
-            1 => "opencl",
-            2 => "cuda",
-            3 => "opencl+cuda",
-            _ => "none",
-        }
-    }
-}
-
-/// An API the agent attaches to in a process.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Api {
-    OpenCl = 1,
-    Cuda = 2,
-}
-
-impl Api {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Api::OpenCl => "opencl",
-            Api::Cuda => "cuda",
-        }
-    }
-}
-
 /// The process's agent; null until [`start`]. Agents are leaked: a hook may
 /// hold one while the process forks, and a child replaces the parent's.
 static AGENT: AtomicPtr<Agent> = AtomicPtr::new(std::ptr::null_mut());
@@ -181,11 +64,19 @@ pub fn start() -> bool {
         return false;
     }
     let _ = PIPE.set(id);
-    // SAFETY: the handler only stores to an atomic and this thread's own
+    // SAFETY: the handler only stores to atomics and this thread's own
     // thread-local.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-    crate::crash::watch();
+    crate::crash::watch(exit_now);
     true
+}
+
+/// The program is leaving by `_exit`: its last record goes out first. A forked
+/// child that never used the API has no agent of its own to detach.
+fn exit_now() {
+    if running() {
+        detach();
+    }
 }
 
 /// Is this process's agent running (and not gone quiet)?
@@ -230,6 +121,7 @@ fn launch(pipe: Pipe, apis: u8) -> bool {
 
 extern "C" fn after_fork_in_child() {
     crate::clock::forget_thread_id();
+    crate::urgent::forked();
     FORKED.store(true, Ordering::Relaxed);
 }
 
@@ -372,105 +264,6 @@ fn push_until(tx: &SyncSender<Message>, mut message: Message, deadline: Instant)
     }
 }
 
-/// A stack's frames, trimmed from the outermost until its line fits one
-/// atomic pipe write (children share the pipe).
-pub fn stack_event(id: u64, mut frames: Vec<Frame>) -> Event {
-    loop {
-        let event = Event::Stack(Stack {
-            t_ns: now_ns(),
-            id,
-            frames: frames.clone(),
-        });
-        if to_line(&event).len() < PIPE_BUF || frames.pop().is_none() {
-            return event;
-        }
-    }
-}
-
-pub fn with_stack(mut event: Event, id: u64) -> Event {
-    if let Event::Object(o) = &mut event {
-        o.stack = Some(id);
-    }
-    event
-}
-
-pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
-    match record {
-        Record::Call {
-            seq,
-            thread,
-            api,
-            driver,
-            begin_ns,
-            end_ns,
-            status,
-            object,
-        } => Event::Call(Call {
-            seq,
-            pid,
-            thread,
-            line: None,
-            iter: Vec::new(),
-            tag: None,
-            api: api.to_string(),
-            driver: driver.to_string(),
-            begin_ns,
-            end_ns,
-            status: call_status(status),
-            expect_error: false,
-            mem_before: None,
-            mem_after: None,
-            object,
-            cuda: None,
-        }),
-        Record::Object {
-            t_ns,
-            id,
-            kind,
-            action,
-            bytes,
-            refcount,
-            refs,
-            stack: _,
-        } => Event::Object(ObjectEvent {
-            t_ns,
-            id,
-            kind,
-            action,
-            handle: None,
-            bytes,
-            refcount,
-            refs,
-            line: None,
-            stack: None,
-        }),
-        Record::Span(span) => Event::DeviceSpan(span),
-        Record::Agent { api, state } => Event::Agent(AgentEvent {
-            t_ns: now_ns(),
-            pid,
-            parent_pid,
-            api: api.into(),
-            state,
-        }),
-    }
-}
-
-fn call_status(status: Status) -> CallStatus {
-    match status {
-        Status::OpenCl(0) => CallStatus::Ok,
-        Status::OpenCl(code) => CallStatus::Error {
-            code: i64::from(code),
-            name: gpulab_events::vocab::opencl_status_name(code)
-                .map_or_else(|| format!("CL_UNKNOWN_ERROR_{code}"), str::to_string),
-        },
-        Status::Cuda { code: 0, .. } => CallStatus::Ok,
-        Status::Cuda { code, name } => CallStatus::Error {
-            code: i64::from(code),
-            name: name.map_or_else(|| format!("CUDA_ERROR_{code}"), str::to_string),
-        },
-    }
-}
-
 /// Records an object's lifetime change.
 pub fn object(
     id: u64,
@@ -529,34 +322,4 @@ pub fn call_as(
         object,
     });
     seq
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_error_status_carries_its_spec_name() {
-        assert_eq!(call_status(Status::OpenCl(0)), CallStatus::Ok);
-        assert_eq!(
-            call_status(Status::OpenCl(-38)),
-            CallStatus::Error {
-                code: -38,
-                name: "CL_INVALID_MEM_OBJECT".into()
-            }
-        );
-        assert!(
-            matches!(call_status(Status::OpenCl(-9999)), CallStatus::Error { name, .. } if name == "CL_UNKNOWN_ERROR_-9999")
-        );
-        let cuda = |code, name| call_status(Status::Cuda { code, name });
-        assert_eq!(cuda(0, None), CallStatus::Ok);
-        assert_eq!(
-            cuda(2, Some("CUDA_ERROR_OUT_OF_MEMORY")),
-            CallStatus::Error {
-                code: 2,
-                name: "CUDA_ERROR_OUT_OF_MEMORY".into()
-            }
-        );
-        assert!(matches!(cuda(2, None), CallStatus::Error { name, .. } if name == "CUDA_ERROR_2"));
-    }
 }

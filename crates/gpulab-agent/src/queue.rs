@@ -1,0 +1,111 @@
+//! What the hooks hand to the agent's thread: the records, the messages that
+//! carry them, and the process's agent (its two queues and its counts). Plain
+//! data, below both the hooks' side ([`crate::transport`]) and the writer's
+//! ([`crate::drain`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::mpsc::{Sender, SyncSender};
+use std::time::Duration;
+
+use gpulab_events::{AgentState, DeviceSpan, ObjKind, ObjectAction};
+
+/// How long the exiting process waits for its records to reach the pipe.
+pub const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// What a hook saw, in the cheapest form that can be queued.
+pub enum Record {
+    Call {
+        seq: u64,
+        thread: u64,
+        api: &'static str,
+        /// The entry point the driver exports, when it differs (`cuMemAlloc_v2`).
+        driver: &'static str,
+        begin_ns: u64,
+        end_ns: u64,
+        status: Status,
+        object: Option<u64>,
+    },
+    Object {
+        t_ns: u64,
+        id: u64,
+        kind: ObjKind,
+        action: ObjectAction,
+        bytes: u64,
+        refcount: u32,
+        refs: Vec<u64>,
+        /// Return addresses of the creating call (`--backtrace`).
+        stack: Option<Box<[usize]>>,
+    },
+    Agent {
+        api: &'static str,
+        state: AgentState,
+    },
+    /// Device work one of the program's calls enqueued, as the driver timed it.
+    Span(DeviceSpan),
+}
+
+/// What travels through the queues.
+pub enum Message {
+    Record(Record),
+    /// The process is exiting: write out everything before this and the
+    /// `detached` record, then answer.
+    Detach(SyncSender<()>),
+}
+
+/// A call's result as the API returned it.
+#[derive(Clone, Copy)]
+pub enum Status {
+    OpenCl(i32),
+    /// A `CUresult`, and for an error the driver's name for it.
+    Cuda {
+        code: i32,
+        name: Option<&'static str>,
+    },
+}
+
+/// The process's agent: the queues its hooks push to, and what they counted.
+pub struct Agent {
+    pub tx: SyncSender<Message>,
+    /// Object records the queue had no room for; never dropped.
+    pub overflow: Sender<Message>,
+    /// Object records in `overflow` not yet taken: while any are, every object
+    /// record goes there too, so records of one object never overtake each other.
+    pub overflowing: AtomicU64,
+    pub pid: u32,
+    pub parent_pid: u32,
+    pub seq: AtomicU64,
+    /// Call records the queue had no room for.
+    pub dropped: AtomicU64,
+    /// Set once the last record is queued, or the parent is gone: hooks stop.
+    pub detached: AtomicBool,
+    /// The APIs this process attached to, as [`Api`] bits.
+    pub apis: AtomicU8,
+}
+
+impl Agent {
+    /// The APIs attached, as the `detached` record names them.
+    pub fn apis_name(&self) -> &'static str {
+        match self.apis.load(Ordering::Relaxed) {
+            1 => "opencl",
+            2 => "cuda",
+            3 => "opencl+cuda",
+            _ => "none",
+        }
+    }
+}
+
+/// An API the agent attaches to in a process.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Api {
+    OpenCl = 1,
+    Cuda = 2,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::OpenCl => "opencl",
+            Api::Cuda => "cuda",
+        }
+    }
+}

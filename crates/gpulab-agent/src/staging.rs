@@ -1,0 +1,210 @@
+//! The agent thread's staging list: records taken off the hooks' queues,
+//! waiting for room in the pipe. Calls and spans beyond its room are dropped
+//! (counted); object records never are. A run of reference changes of one
+//! object still waiting merges into its latest, so the list is never longer
+//! than the calls it has room for plus the objects in flux, and an object's
+//! creation, its last release and its deletion always go out.
+
+use std::collections::{HashMap, VecDeque};
+
+use gpulab_events::ObjectAction;
+
+use crate::queue::Record;
+
+/// Calls and spans waiting in staging; beyond this they are dropped and counted.
+const STAGED_CALLS: usize = 1 << 14;
+
+/// Records waiting for the pipe, oldest first.
+#[derive(Default)]
+pub struct Staging {
+    items: VecDeque<Record>,
+    /// The absolute index of `items[0]`.
+    base: u64,
+    /// Per object id, the absolute index of its last staged reference change.
+    changes: HashMap<u64, u64>,
+    /// Staged calls and spans.
+    calls: usize,
+}
+
+/// What staging did with a record.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Staged {
+    Queued,
+    /// Merged into the object's reference change already waiting.
+    Coalesced,
+    /// A call or span with no room left.
+    Dropped,
+}
+
+impl Staging {
+    pub fn push(&mut self, record: Record) -> Staged {
+        match &record {
+            Record::Call { .. } | Record::Span(_) => {
+                if self.calls >= STAGED_CALLS {
+                    return Staged::Dropped;
+                }
+                self.calls += 1;
+            }
+            Record::Object {
+                id,
+                action: action @ (ObjectAction::Retained | ObjectAction::Released),
+                refcount,
+                t_ns,
+                bytes,
+                ..
+            } => {
+                if let Some(waiting) = self.waiting_change(*id) {
+                    let Record::Object {
+                        action: a,
+                        refcount: r,
+                        t_ns: t,
+                        bytes: b,
+                        ..
+                    } = waiting
+                    else {
+                        unreachable!("`waiting_change` returns object records only")
+                    };
+                    (*a, *r, *t, *b) = (*action, *refcount, *t_ns, *bytes);
+                    return Staged::Coalesced;
+                }
+                let at = self.base + self.items.len() as u64;
+                self.changes.insert(*id, at);
+            }
+            Record::Object { id, .. } => {
+                // Nothing merges across a creation or a deletion.
+                self.changes.remove(id);
+            }
+            Record::Agent { .. } => {}
+        }
+        self.items.push_back(record);
+        Staged::Queued
+    }
+
+    /// The object's reference change still waiting, unless it is the
+    /// program's last release (a later record must not hide that).
+    fn waiting_change(&mut self, id: u64) -> Option<&mut Record> {
+        let at = *self.changes.get(&id)?;
+        let i = usize::try_from(at.checked_sub(self.base)?).ok()?;
+        match self.items.get_mut(i)? {
+            r @ Record::Object { refcount: 1.., .. } => Some(r),
+            _ => None,
+        }
+    }
+
+    pub fn pop(&mut self) -> Option<Record> {
+        let record = self.items.pop_front()?;
+        let at = self.base;
+        self.base += 1;
+        match &record {
+            Record::Call { .. } | Record::Span(_) => self.calls -= 1,
+            Record::Object { id, .. } if self.changes.get(id) == Some(&at) => {
+                self.changes.remove(id);
+            }
+            _ => {}
+        }
+        Some(record)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::Status;
+    use gpulab_events::ObjKind;
+
+    fn object(id: u64, action: ObjectAction, refcount: u32) -> Record {
+        Record::Object {
+            t_ns: u64::from(refcount),
+            id,
+            kind: ObjKind::Buffer,
+            action,
+            bytes: 64,
+            refcount,
+            refs: Vec::new(),
+            stack: None,
+        }
+    }
+
+    fn call() -> Record {
+        Record::Call {
+            seq: 0,
+            thread: 1,
+            api: "clRetainMemObject",
+            driver: "clRetainMemObject",
+            begin_ns: 0,
+            end_ns: 0,
+            status: Status::OpenCl(0),
+            object: None,
+        }
+    }
+
+    fn state(r: &Record) -> (u64, ObjectAction, u32) {
+        match r {
+            Record::Object {
+                id,
+                action,
+                refcount,
+                ..
+            } => (*id, *action, *refcount),
+            _ => panic!("not an object record"),
+        }
+    }
+
+    #[test]
+    fn reference_changes_waiting_merge_into_the_latest_and_the_last_release_stays() {
+        use ObjectAction::*;
+        let mut s = Staging::default();
+        assert_eq!(s.push(object(1, Created, 1)), Staged::Queued);
+        assert_eq!(s.push(object(1, Retained, 2)), Staged::Queued);
+        assert_eq!(s.push(object(1, Released, 1)), Staged::Coalesced);
+        for _ in 0..1000 {
+            assert_eq!(s.push(object(1, Retained, 2)), Staged::Coalesced);
+            assert_eq!(s.push(object(1, Released, 1)), Staged::Coalesced);
+        }
+        assert_eq!(s.push(object(1, Released, 0)), Staged::Coalesced);
+        // The last release is never merged away, nor what follows it.
+        assert_eq!(s.push(object(1, Retained, 1)), Staged::Queued);
+        assert_eq!(s.push(object(1, Destroyed, 0)), Staged::Queued);
+        assert_eq!(s.len(), 4);
+        let out: Vec<_> = std::iter::from_fn(|| s.pop()).map(|r| state(&r)).collect();
+        assert_eq!(
+            out,
+            vec![
+                (1, Created, 1),
+                (1, Released, 0),
+                (1, Retained, 1),
+                (1, Destroyed, 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn objects_never_merge_across_one_another_and_are_never_dropped() {
+        use ObjectAction::*;
+        let mut s = Staging::default();
+        for _ in 0..STAGED_CALLS {
+            assert_eq!(s.push(call()), Staged::Queued);
+        }
+        assert_eq!(s.push(call()), Staged::Dropped, "calls beyond the room");
+        for id in 0..50_000u64 {
+            assert_eq!(s.push(object(id, Created, 1)), Staged::Queued);
+        }
+        assert_eq!(s.push(object(7, Retained, 2)), Staged::Queued);
+        assert_eq!(s.push(object(8, Retained, 2)), Staged::Queued);
+        assert_eq!(s.push(object(7, Released, 1)), Staged::Coalesced);
+        assert_eq!(s.len(), STAGED_CALLS + 50_002);
+        // Once written, a change is no longer merged into.
+        while s.len() > 2 {
+            s.pop();
+        }
+        assert_eq!(state(&s.pop().expect("7")), (7, Released, 1));
+        assert_eq!(s.push(object(8, Released, 1)), Staged::Coalesced);
+        assert_eq!(s.push(object(7, Retained, 2)), Staged::Queued);
+        assert_eq!(s.calls, 0);
+    }
+}
