@@ -56,7 +56,15 @@ pub fn opencl_devices() -> Result<Vec<ClDevice>, BackendError> {
 /// ocl-icd's answer when the loader found no platform at all.
 const CL_PLATFORM_NOT_FOUND_KHR: i32 = -1001;
 
+/// Held while the platforms and devices are listed and described. PoCL 5
+/// initialises its devices on first use without guarding a reader: a thread
+/// that asks a device's name while another lists the devices may read a name
+/// not set yet (`strlen(NULL)` in `clGetDeviceInfo`, or no platform at all),
+/// seen in half the runs of the unit tests on 2 loaded cores.
+static DISCOVERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub(crate) fn enumerate() -> Result<Vec<Found>, BackendError> {
+    let _one_at_a_time = DISCOVERY.lock().unwrap_or_else(|e| e.into_inner());
     let platforms = match get_platforms() {
         Ok(p) => p,
         Err(e) if e.0 == CL_PLATFORM_NOT_FOUND_KHR => Vec::new(),
