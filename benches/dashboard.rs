@@ -15,7 +15,7 @@ use gpulab::source::Availability;
 use gpulab::trace::{self, BackendKind, DeviceKind, Event, MemorySource};
 use gpulab::tui::app::{App, Effect, Msg};
 use gpulab::tui::playback::Playback;
-use gpulab::tui::runstate::Origin;
+use gpulab::tui::runstate::{Origin, RunState};
 use gpulab::tui::{Dashboard, Theme};
 
 const SECOND: u64 = 1_000_000_000;
@@ -259,9 +259,15 @@ fn benches(c: &mut Criterion) {
             })
         },
     );
+    // The same run again, folded from its events, beside the first.
+    let twin = app.slots[0].as_ref().map(|a| {
+        let mut twin = RunState::from_events(a.origin.clone(), &events);
+        twin.closed = a.closed;
+        twin
+    });
     scrub(c, events);
     app.compare = true;
-    app.slots[1] = app.slots[0].clone();
+    app.slots[1] = twin;
     c.bench_function("draw a 200x60 compare frame: two such runs", |b| {
         b.iter(|| {
             buf.reset();

@@ -470,7 +470,7 @@ fn an_invalid_user_lab_is_listed_with_its_mistake_and_does_not_run() {
 #[test]
 fn esc_on_a_watched_program_quits_to_stop_it_without_claiming_a_kill() {
     let mut a = app();
-    a.watch("./app");
+    a.watch("./app", Default::default());
     key(&mut a, KeyCode::Esc);
     assert!(a.quit);
     let said = a.message.clone().unwrap_or_default();

@@ -293,6 +293,60 @@ fn watch_dashboard_shows_the_program_live_then_reports() {
     assert!(out.contains("forgotten_events: iterations=3"), "{out}");
 }
 
+/// `q` while the watched program still runs: the dashboard asks it to stop,
+/// follows its stream to the end, and the report keeps every event it sent
+/// before, says gpulab stopped it, and gpulab exits as cancelled.
+#[test]
+fn watch_dashboard_quit_stops_the_program_and_keeps_its_events() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping watch_dashboard_quit_stops_the_program_and_keeps_its_events: no tmux");
+        return;
+    }
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("watch_dashboard_quit_stops_the_program_and_keeps_its_events") {
+        return;
+    }
+    let dir = common::temp_dir();
+    let program = dir.path().join("forgotten_events");
+    let cc = Command::new("cc")
+        .arg("-o")
+        .arg(&program)
+        .arg(common::repo_file("tests/watch/forgotten_events.c"))
+        .arg("-lOpenCL")
+        .output();
+    if !cc.as_ref().is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() != Ok("1"),
+            "no C compiler or OpenCL headers: {cc:?}"
+        );
+        return;
+    }
+    let report = dir.path().join("report.txt");
+    // The program's work, then a shell that waits far longer than the test.
+    let command = format!(
+        "'{}' watch --dashboard -o '{}' -- sh -c \"'{}' 3 1; exec sleep 600\"; \
+         echo watch-exited-$?; sleep 60",
+        env!("CARGO_BIN_EXE_gpulab"),
+        report.display(),
+        program.display()
+    );
+    let tmux = Tmux::start("watch-quit", dir.path(), &command);
+    tmux.wait_for(
+        "the program's three events in the dashboard",
+        |s| {
+            s.lines()
+                .any(|l| l.contains("│events ") && l.split_whitespace().nth(1) == Some("3"))
+        },
+        60,
+    );
+    tmux.keys(&["q"]);
+    let s = tmux.wait_for("gpulab to end", |s| s.contains("watch-exited-"), 30);
+    assert!(s.contains("watch-exited-130"), "{s}");
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    assert!(text.contains("3 events"), "{text}");
+    assert!(text.contains("stopped by gpulab"), "{text}");
+}
+
 /// `m` hands the mouse back to the terminal (its own text selection works without
 /// Shift) and takes it again, as the terminal's mouse reporting flag shows.
 #[test]

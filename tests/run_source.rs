@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use gpulab::lab::{Lab, LabSet};
-use gpulab::source::{LocalSource, RunHandle, RunRequest, RunSource};
+use gpulab::source::{LocalSource, Origin, RunHandle, RunRequest};
 use gpulab::trace::{EndStatus, Event};
 
 fn lab(id: &str) -> Lab {
@@ -30,6 +30,11 @@ fn request(id: &str, params: &[&str], step: bool) -> RunRequest {
         step,
         sample_hz: 200.0,
     }
+}
+
+/// Starts a lab run on `source`, its events on a channel.
+fn start(source: &LocalSource, req: RunRequest) -> RunHandle {
+    RunHandle::start(source, Origin::Lab(Box::new(req))).expect("the run starts")
 }
 
 fn source() -> LocalSource {
@@ -70,9 +75,10 @@ fn stepping_runs_one_line_per_step() {
     if !common::opencl_or_skip("stepping_runs_one_line_per_step") {
         return;
     }
-    let mut handle = source()
-        .start(request("cl-finish", &["kernel_ms=20", "size_mib=4"], true))
-        .unwrap();
+    let mut handle = start(
+        &source(),
+        request("cl-finish", &["kernel_ms=20", "size_mib=4"], true),
+    );
     // Nothing runs until asked: meta and notes come, calls do not.
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut saw_meta = false;
@@ -111,13 +117,10 @@ fn cancel_kills_the_worker_and_ends_the_stream_as_cancelled() {
     if !common::opencl_or_skip("cancel_kills_the_worker_and_ends_the_stream_as_cancelled") {
         return;
     }
-    let mut handle = source()
-        .start(request(
-            "cl-finish",
-            &["kernel_ms=10000", "size_mib=4"],
-            false,
-        ))
-        .unwrap();
+    let mut handle = start(
+        &source(),
+        request("cl-finish", &["kernel_ms=10000", "size_mib=4"], false),
+    );
     let mut pid = None;
     let deadline = Instant::now() + Duration::from_secs(30);
     // Wait until the kernel is enqueued, then cancel mid-kernel.
@@ -162,7 +165,7 @@ fn crashing_worker(dir: &std::path::Path) -> PathBuf {
 fn a_crashed_worker_is_reported_with_its_signal() {
     let dir = common::temp_dir();
     let source = LocalSource::with_exe(crashing_worker(dir.path()));
-    let mut handle = source.start(request("cl-finish", &[], false)).unwrap();
+    let mut handle = start(&source, request("cl-finish", &[], false));
     let events = drain(&mut handle);
     match end_of(&events) {
         Some(EndStatus::Crashed { signal, detail }) => {
@@ -173,7 +176,7 @@ fn a_crashed_worker_is_reported_with_its_signal() {
         other => panic!("expected a crash, got {other:?}"),
     }
     // The parent is fine and can start the next run.
-    let mut again = source.start(request("cl-finish", &[], false)).unwrap();
+    let mut again = start(&source, request("cl-finish", &[], false));
     assert!(matches!(
         end_of(&drain(&mut again)),
         Some(EndStatus::Crashed { .. })

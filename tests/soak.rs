@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::procs;
 use gpulab::lab::{BackendKind, LabSet, catalog};
-use gpulab::run::{Load, Run};
-use gpulab::source::{LocalSource, RunRequest, RunSource};
+use gpulab::run::Load;
+use gpulab::source::{Keeper, LocalSource, Origin, RunHandle, RunRequest, Session};
 use gpulab::trace::{ClaimVerdict, Event, MemorySource, ObjectAction, Verdict};
 
 /// Runs before the figures are taken as the baseline: the first runs fill the
@@ -60,8 +60,10 @@ struct Judged {
 /// Runs `req` to its end, folding every event; checks the stream's shape and that
 /// its worker is gone.
 fn run_once(source: &LocalSource, req: RunRequest, key: &str) -> Judged {
-    let handle = source.start(req).expect("the run starts");
-    let mut run = Run::default();
+    let lab = req.lab.clone();
+    let handle = RunHandle::start(source, Origin::Lab(Box::new(req))).expect("the run starts");
+    // The claims are judged by the session, on its own fold, at the end.
+    let mut session = Session::new(Keeper::new(Some(lab)));
     let (mut ends, mut bytes) = (0, 0u64);
     let mut destroyed = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -85,10 +87,11 @@ fn run_once(source: &LocalSource, req: RunRequest, key: &str) -> Judged {
                 }
                 _ => {}
             }
-            run.apply(&event);
+            session.apply(event);
         }
         assert!(Instant::now() < deadline, "{key}: the run never ended");
     }
+    let (run, _) = session.finish();
     assert_eq!(ends, 1, "{key}: the stream holds {ends} `end` events");
     assert!(run.meta.is_some(), "{key}: no meta: {:?}", run.end);
     let worker = run.meta.as_ref().map(|m| m.pid).unwrap_or_default();

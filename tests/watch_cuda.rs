@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use common::watch::{assert_complete, kind, watch_json, watch_json_with};
 use common::{gpulab, repo_file, stderr, temp_dir};
+use gpulab::source::{LocalSource, Origin, RunHandle};
 use gpulab::trace::{Event, ObjKind, ObjectAction};
 use gpulab::watch::{self, WatchRequest};
 use serde_json::Value;
@@ -213,7 +214,7 @@ fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
     require_cuda();
     let dir = temp_dir();
     let exe = build(dir.path(), "tests/watch/cuda_leaks.cu");
-    let watching = watch::start(&WatchRequest {
+    let req = WatchRequest {
         command: vec![exe.to_string_lossy().into_owned(), "4".into(), "400".into()],
         sample_hz: 100.0,
         stdio: watch::Stdio::Log(
@@ -222,11 +223,13 @@ fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
         cupti: None,
         device_spans: false,
         backtrace: false,
-    })
-    .expect("watch starts");
+        stop: Default::default(),
+    };
+    let source = LocalSource::with_exe(PathBuf::from(env!("CARGO_BIN_EXE_gpulab")));
+    let handle = RunHandle::start(&source, Origin::Program(req)).expect("watch starts");
     let mut kept = Vec::new();
     let mut end = None;
-    for event in watching.events.iter() {
+    for event in handle.events.iter().flatten() {
         match event {
             Event::Object(o)
                 if o.kind == ObjKind::Buffer

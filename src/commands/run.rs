@@ -12,7 +12,9 @@ use gpulab::lab::{BackendKind, Lab, LabError, LabSet, catalog};
 use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
-use gpulab::source::{LocalSource, Recorded, Recording, RunRequest, RunSource, Session};
+use gpulab::source::{
+    Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunRequest, Session,
+};
 use gpulab::trace::{CallStatus, EndStatus, Event, Verdict};
 
 use super::{
@@ -236,13 +238,17 @@ fn run_variant(
     cancel: &AtomicBool,
 ) -> anyhow::Result<Session> {
     let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
+    let mut keeper = Keeper::new(Some(req.lab.clone()));
+    if let Some(r) = record {
+        keeper.record_to(r);
+    }
     gpulab::clock::phase("worker start");
-    let mut handle = source.start(req)?;
+    let mut handle = RunHandle::start(source, Origin::Lab(Box::new(req)))?;
     let stepper = step.then(spawn_stepper);
     let progress = std::io::stderr().is_terminal() && !step;
     let started = Instant::now();
     let mut last_progress = Instant::now();
-    let mut session = Session::new(Run::default(), record);
+    let mut session = Session::new(keeper);
     loop {
         if cancel.load(Ordering::SeqCst) {
             handle.cancel();
@@ -287,6 +293,8 @@ fn run_variant(
         }
     }
     gpulab::clock::phase("run ended");
+    // The lab's claims, judged on this session's fold.
+    session.close();
     if progress && started.elapsed() > Duration::from_secs(1) {
         err!("\r\x1b[2K");
     }
@@ -297,28 +305,30 @@ fn run_variant(
 /// not be written, and with several (`--all-variants`, whose file names gpulab
 /// made from the one given) each that was.
 fn finish_recordings(sessions: Vec<Session>) -> (Vec<Run>, Vec<String>) {
-    let several = sessions.iter().filter(|s| s.recording().is_some()).count() > 1;
+    let several = sessions.iter().filter(|s| s.records()).count() > 1;
     let mut unwritten = Vec::new();
     let mut runs = Vec::new();
     for session in sessions {
         let (run, recorded) = session.finish();
-        match &recorded {
-            Some(Recorded::Whole(path)) if several => {
-                errln!("gpulab: recorded {}", path.display());
-            }
-            Some(Recorded::Removed(_)) => {
-                if let Some(problem) = recorded.as_ref().and_then(Recorded::problem) {
-                    errln!("gpulab: {problem}");
+        for recorded in recorded {
+            match &recorded {
+                Recorded::Whole(path) if several => {
+                    errln!("gpulab: recorded {}", path.display());
                 }
-            }
-            Some(Recorded::Partial { .. }) => {
-                if let Some(problem) = recorded.as_ref().and_then(Recorded::problem) {
-                    unwritten.push(format!(
-                        "{problem}; the run's report is printed all the same"
-                    ));
+                Recorded::Removed(_) => {
+                    if let Some(problem) = recorded.problem() {
+                        errln!("gpulab: {problem}");
+                    }
                 }
+                Recorded::Partial { .. } => {
+                    if let Some(problem) = recorded.problem() {
+                        unwritten.push(format!(
+                            "{problem}; the run's report is printed all the same"
+                        ));
+                    }
+                }
+                Recorded::Whole(_) => {}
             }
-            _ => {}
         }
         runs.push(run);
     }

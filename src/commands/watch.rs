@@ -10,9 +10,11 @@ use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
 
 use gpulab::lab::LabSet;
 use gpulab::run::Run;
-use gpulab::source::{LocalSource, Recorded, Recording, Session};
+use gpulab::source::{
+    Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunSource, Session, SourceError,
+};
 use gpulab::trace::EndStatus;
-use gpulab::tui::{self, app::Msg};
+use gpulab::tui;
 use gpulab::watch::{self, Stdio, WatchError, WatchRequest};
 
 use super::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, fail, say};
@@ -58,30 +60,35 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         let stop = stop.clone();
         let _ = gpulab::signals::on_termination_signal(move |signal| stop.stop(signal));
     }
-    let watching = watch::start_with(
-        &WatchRequest {
-            command: args.command.clone(),
-            sample_hz: args.sample_hz,
-            stdio,
-            cupti: args.cupti.clone(),
-            device_spans: args.device_spans,
-            backtrace: args.backtrace,
-        },
+    let req = WatchRequest {
+        command: args.command.clone(),
+        sample_hz: args.sample_hz,
+        stdio,
+        cupti: args.cupti.clone(),
+        device_spans: args.device_spans,
+        backtrace: args.backtrace,
         stop,
-    )
-    .map_err(start_failure)?;
-    let session = Session::new(Run::default(), recording);
-    let session = if args.dashboard {
-        live(cli, args, watching, session)?
-    } else {
-        let mut session = session;
-        for event in watching.events.iter() {
-            session.apply(event);
-        }
-        session
     };
-    let (run, recorded) = session.finish();
-    if let Some(problem) = recorded.as_ref().and_then(Recorded::problem) {
+    let mut keeper = Keeper::new(None);
+    if let Some(r) = recording {
+        keeper.record_to(r);
+    }
+    let source = LocalSource::new()?;
+    let (run, recorded) = if args.dashboard {
+        live(cli, args, &source, req, keeper)?
+    } else {
+        let handle = RunHandle::start(&source, Origin::Program(req)).map_err(start_failure)?;
+        let mut session = Session::new(keeper);
+        for batch in handle.events.iter() {
+            for event in batch {
+                session.apply(event);
+            }
+        }
+        let (run, recorded) = session.finish();
+        let problems = recorded.iter().filter_map(Recorded::problem).collect();
+        (run, problems)
+    };
+    for problem in recorded {
         say(format_args!("gpulab: {problem}"));
     }
     if let Some(log) = log {
@@ -117,9 +124,9 @@ fn machine_format(args: &WatchArgs) -> bool {
 
 /// 127 for a command that is not there, 126 for one that cannot be run, as
 /// `env`, `timeout` and shells say it; 2 for gpulab's own trouble.
-fn start_failure(e: WatchError) -> anyhow::Error {
+fn start_failure(e: SourceError) -> anyhow::Error {
     let code = match &e {
-        WatchError::Spawn { source, .. } => match source.kind() {
+        SourceError::Program(WatchError::Spawn { source, .. }) => match source.kind() {
             std::io::ErrorKind::NotFound => EXIT_NOT_FOUND,
             _ => EXIT_NOT_EXECUTABLE,
         },
@@ -240,45 +247,35 @@ fn tail(mut file: &File, lines: usize) -> String {
 }
 
 /// The dashboard on the watched program, live, until the user quits; then the
-/// program is stopped (if it still runs) and the session, folded and recorded
-/// as the events came, is handed back for the report.
+/// program is stopped (if it still runs) and its stream followed to its end.
+/// The run the dashboard folded (and recorded, through `keeper`) is handed
+/// back for the report, with what went wrong with its recording.
 fn live(
     cli: &Cli,
     args: &WatchArgs,
-    watching: watch::Watching,
-    mut session: Session,
-) -> anyhow::Result<Session> {
+    source: &LocalSource,
+    req: WatchRequest,
+    keeper: Keeper,
+) -> anyhow::Result<(Run, Vec<String>)> {
     let set = LabSet::load(&cli.labs);
     let mut app = super::dashboard::new_app(cli, &set);
-    let (slot, epoch) = app.watch(&args.command.join(" "));
-    let stop = watching.stop_switch();
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let source = LocalSource::new()?;
-    tui::terminal::open_fed(app, &source, move |tx| {
-        std::thread::spawn(move || {
-            for event in watching.events.iter() {
-                // The dashboard may be gone already: the events still count.
-                let _ = tx.send(Msg::Run {
-                    slot,
-                    epoch,
-                    events: vec![event.clone()],
-                });
-                session.apply(event);
-            }
-            let _ = tx.send(Msg::Closed {
-                slot,
-                epoch,
-                error: None,
-            });
-            let _ = done_tx.send(session);
-        });
-    })?;
-    // Quitting the dashboard stops the program and every process of its group.
-    stop.stop(None);
-    say(format_args!("gpulab: waiting for the program to end…"));
-    done_rx
-        .recv()
-        .map_err(|_| fail(super::EXIT_ERROR, "the watch ended without its events"))
+    let (slot, epoch) = app.watch(&args.command.join(" "), keeper);
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Started before the screen changes: a program that cannot start is said
+    // plainly, with its exit status.
+    let control = source
+        .start(
+            Origin::Program(req),
+            tui::event_loop::run_sink(&tx, slot, epoch),
+        )
+        .map_err(start_failure)?;
+    let mut controls: tui::event_loop::Controls = [None, None];
+    controls[slot] = Some(control);
+    let mut app = tui::terminal::open_with(app, source, (tx, rx), controls)?;
+    let state = app
+        .take_watched()
+        .ok_or_else(|| fail(super::EXIT_ERROR, "the watch ended without its events"))?;
+    Ok((state.run, state.recording_problems))
 }
 
 /// The program's own exit status; 128 + n for a signal, as a shell reports it.

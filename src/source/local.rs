@@ -1,27 +1,29 @@
-//! The local run source: a `gpulab worker` child per run, its stdout read as
-//! events, a sampler on its memory, and the verdicts once it is gone.
+//! The local run source: a `gpulab worker` child per lab run, its stdout read
+//! as events, a sampler on its memory, and its memory watched coming back
+//! once it is gone; a watched program through [`super::program`].
 
+use std::collections::BTreeSet;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command as Process, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::clock::now_ns;
 use crate::engine::WorkerRequest;
-use crate::lab::Lab;
-use crate::run::Run;
 use crate::telemetry::{BeforeRun, Probe, Sampler, SamplerHandle};
 use crate::trace::protocol::Command;
 use crate::trace::{
-    self, DeviceInfo, DeviceKind, End, EndStatus, Event, MemorySource, Note, NoteLevel, Sample,
+    self, DeviceInfo, DeviceKind, End, EndStatus, Event, MemorySource, Note, NoteLevel,
 };
 
-use super::{Result, RunControl, RunHandle, RunRequest, RunSource, SourceError, Steer};
+use super::{Origin, Result, RunControl, RunRequest, RunSource, Sink, SourceError, Steer};
+
+/// The most events one batch of the worker's stdout carries.
+const BATCH_EVENTS: usize = 256;
 
 /// After the worker exits, how long the parent watches device memory come back.
 const AFTER_EXIT_WATCH: Duration = Duration::from_millis(1500);
@@ -54,7 +56,16 @@ impl RunSource for LocalSource {
         rx
     }
 
-    fn start(&self, req: RunRequest) -> Result<RunHandle> {
+    fn start(&self, origin: Origin, sink: Sink) -> Result<Box<dyn RunControl>> {
+        match origin {
+            Origin::Lab(req) => self.start_lab(*req, sink),
+            Origin::Program(req) => super::program::start(req, sink),
+        }
+    }
+}
+
+impl LocalSource {
+    fn start_lab(&self, req: RunRequest, sink: Sink) -> Result<Box<dyn RunControl>> {
         let variant = req.lab.find_variant(&req.variant)?;
         let request = WorkerRequest {
             device: req.device.clone(),
@@ -102,7 +113,6 @@ impl RunSource for LocalSource {
         }
         let killed = Arc::new(AtomicBool::new(false));
         let exited = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel();
 
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         let stderr_thread = child.stderr.take().map(|err| {
@@ -111,8 +121,8 @@ impl RunSource for LocalSource {
         });
         let watch = Watch {
             child,
-            lab: req.lab.clone(),
-            tx,
+            sink,
+            seen: Seen::default(),
             killed: killed.clone(),
             exited: exited.clone(),
             stderr_tail,
@@ -128,15 +138,12 @@ impl RunSource for LocalSource {
                 exe: "run thread".into(),
                 source,
             })?;
-        Ok(RunHandle::new(
-            rx,
-            Box::new(LocalControl {
-                stdin,
-                pid,
-                killed,
-                exited,
-            }),
-        ))
+        Ok(Box::new(LocalControl {
+            stdin,
+            pid,
+            killed,
+            exited,
+        }))
     }
 }
 
@@ -181,11 +188,36 @@ impl Drop for LocalControl {
     }
 }
 
+/// What the run thread must know of the stream it passes on (it never folds
+/// it: that is the consumer's session).
+#[derive(Default)]
+struct Seen {
+    /// The worker's `meta`: the run started.
+    meta: bool,
+    /// The worker's own `end`.
+    end: bool,
+    /// The text of each note, so the sampler's are not said twice.
+    notes: BTreeSet<String>,
+}
+
+impl Seen {
+    fn saw(&mut self, event: &Event) {
+        match event {
+            Event::Meta(_) => self.meta = true,
+            Event::End(_) => self.end = true,
+            Event::Note(n) => {
+                self.notes.insert(n.text.clone());
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Everything the run thread owns.
 struct Watch {
     child: Child,
-    lab: Lab,
-    tx: Sender<Vec<Event>>,
+    sink: Sink,
+    seen: Seen,
     killed: Arc<AtomicBool>,
     exited: Arc<AtomicBool>,
     stderr_tail: Arc<Mutex<String>>,
@@ -201,81 +233,72 @@ struct Watch {
 impl Watch {
     fn run(mut self) {
         let pid = self.child.id();
-        // The samples are folded into the Run as they come, by the thread that
-        // forwards them, so verdicts see them and no sample is kept past its fold.
-        let shared = Arc::new(Mutex::new(Run::default()));
-        let (sample_tx, sample_rx) = mpsc::channel::<Vec<Sample>>();
-        let forwarder = forward_samples(sample_rx, self.tx.clone(), Arc::clone(&shared));
-        let mut telemetry = self.read_events(&shared, pid, &sample_tx);
+        let mut telemetry = self.read_events(pid);
         let status = self.reap();
         crate::clock::phase("worker exited");
         let sampler_notes = telemetry.stop();
-        drop(sample_tx);
-        let _ = forwarder.join();
-        let mut run = match Arc::try_unwrap(shared) {
-            Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
-            Err(arc) => arc
-                .lock()
-                .map(|r| r.clone())
-                .unwrap_or_else(|p| p.into_inner().clone()),
-        };
-        self.note_sampler(&mut run, sampler_notes);
-        if run.end.is_none() {
+        self.note_sampler(sampler_notes);
+        if !self.seen.end {
             let end = End {
                 t_ns: now_ns(),
                 status: self.end_status(&status),
                 leaked: Vec::new(),
             };
-            self.emit(&mut run, Event::End(end));
+            self.emit(Event::End(end));
         }
         if let Some(info) = telemetry.device.take() {
             let probe = telemetry.after_exit.take();
-            self.watch_after_exit(&mut run, &info, probe, pid, telemetry.start_used);
+            self.watch_after_exit(&info, probe, pid, telemetry.start_used);
             crate::clock::phase("memory back");
         }
-        if run.meta.is_none() {
+        if !self.seen.meta {
             // It never started: there is nothing to judge.
             return;
         }
         if let Some(load) = self.host_load() {
-            self.emit(&mut run, Event::Load(load));
+            self.emit(Event::Load(load));
         }
-        for verdict in crate::verdict::judge(&self.lab, &run) {
-            self.emit(&mut run, Event::Claim(verdict));
-        }
-        crate::clock::phase("judged");
     }
 
-    /// Folds and forwards each event the worker writes until its stdout closes;
-    /// starts sampling once its `meta` names the device.
-    fn read_events(
-        &mut self,
-        run: &Mutex<Run>,
-        pid: u32,
-        sample_tx: &Sender<Vec<Sample>>,
-    ) -> Telemetry {
+    /// Passes on what the worker writes until its stdout closes, a batch per
+    /// read of the pipe; starts sampling once its `meta` names the device.
+    fn read_events(&mut self, pid: u32) -> Telemetry {
         let mut telemetry = Telemetry::default();
         let Some(out) = self.child.stdout.take() else {
             return telemetry;
         };
-        for (i, line) in BufReader::new(out).lines().enumerate() {
-            let Ok(line) = line else { break };
+        let mut out = BufReader::new(out);
+        let mut batch = Vec::new();
+        let mut line = String::new();
+        let mut n = 0;
+        loop {
+            // Before a read that may wait, the batch goes on.
+            if !out.buffer().contains(&b'\n') || batch.len() >= BATCH_EVENTS {
+                self.sink.send(std::mem::take(&mut batch));
+            }
+            line.clear();
+            match out.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            n += 1;
             if line.trim().is_empty() {
                 continue;
             }
-            let event = parse_event(i + 1, &line);
+            let event = parse_event(n, &line);
+            self.seen.saw(&event);
             let meta = match &event {
                 Event::Meta(m) => Some(DeviceInfo::from_meta(m)),
                 _ => None,
             };
-            match run.lock() {
-                Ok(mut r) => self.emit(&mut r, event),
-                Err(p) => self.emit(&mut p.into_inner(), event),
-            }
+            batch.push(event);
             if let Some(info) = meta {
-                telemetry.start(info, pid, self.sample_hz, sample_tx, self.before.take());
+                // The meta goes first, then the readings from before it.
+                self.sink.send(std::mem::take(&mut batch));
+                telemetry.start(info, pid, self.sample_hz, &self.sink, self.before.take());
             }
         }
+        self.sink.send(batch);
         telemetry
     }
 
@@ -305,17 +328,17 @@ impl Watch {
         status
     }
 
-    /// Notes from the sampler that the run does not hold yet, as warnings.
-    fn note_sampler(&self, run: &mut Run, sampler_notes: Vec<String>) {
+    /// Notes from the sampler that the stream did not carry yet, as warnings.
+    fn note_sampler(&mut self, sampler_notes: Vec<String>) {
         for text in sampler_notes {
-            if !run.notes.iter().any(|n| n.text == text) {
+            if !self.seen.notes.contains(&text) {
                 let note = Note {
                     t_ns: now_ns(),
                     level: NoteLevel::Warning,
                     text: format!("telemetry: {text}"),
                     line: None,
                 };
-                self.emit(run, Event::Note(note));
+                self.emit(Event::Note(note));
             }
         }
     }
@@ -349,24 +372,23 @@ impl Watch {
         EndStatus::Crashed { signal, detail }
     }
 
-    fn emit(&self, run: &mut Run, event: Event) {
-        run.apply(&event);
-        let _ = self.tx.send(vec![event]);
+    fn emit(&mut self, event: Event) {
+        self.seen.saw(&event);
+        self.sink.event(event);
     }
 
     /// Device memory after the worker is gone: the driver takes back everything
     /// the process held, leaks included. Samples until it is back near the level
     /// seen at the start, or a short while has passed.
     fn watch_after_exit(
-        &self,
-        run: &mut Run,
+        &mut self,
         info: &DeviceInfo,
         probe: Option<Probe>,
         pid: u32,
         start_used: Option<u64>,
     ) {
         if info.kind == DeviceKind::Cpu {
-            self.emit(run, Event::Note(Note {
+            self.emit(Event::Note(Note {
                 t_ns: now_ns(),
                 level: NoteLevel::Info,
                 text: "the worker has exited; its host memory (all this CPU device held) went back to the OS with it".into(),
@@ -382,7 +404,7 @@ impl Watch {
             let mut sample = r.into_sample(probe.source());
             // The process is gone: only the device-wide figure means anything now.
             sample.process_bytes = None;
-            self.emit(run, Event::Sample(sample));
+            self.emit(Event::Sample(sample));
             if back || Instant::now() >= deadline {
                 return;
             }
@@ -412,7 +434,7 @@ impl Telemetry {
         info: DeviceInfo,
         pid: u32,
         hz: f64,
-        sample_tx: &Sender<Vec<Sample>>,
+        sink: &Sink,
         before: Option<BeforeRun>,
     ) {
         // The worker made the same probe and already reported its notes.
@@ -429,10 +451,11 @@ impl Telemetry {
             .first()
             .map(|s| s.used_bytes)
             .or_else(|| probe.read().map(|r| r.used_bytes));
-        if !early.is_empty() {
-            let _ = sample_tx.send(early);
-        }
-        self.sampler = Some(Sampler::spawn(probe, hz, sample_tx.clone()));
+        sink.send(early.into_iter().map(Event::Sample).collect());
+        let sink = sink.clone();
+        self.sampler = Some(Sampler::spawn(probe, hz, move |batch| {
+            sink.send(batch.into_iter().map(Event::Sample).collect())
+        }));
         if info.kind != DeviceKind::Cpu {
             self.after_exit = Some(Probe::for_device(&info, pid).0);
         }
@@ -449,32 +472,6 @@ impl Telemetry {
         // pids than the worker's, in a container) belongs in the report.
         s.take_notes()
     }
-}
-
-/// Folds each batch of samples into the run and sends it on as events, so samples
-/// and worker events meet in one channel in arrival order.
-fn forward_samples(
-    rx: Receiver<Vec<Sample>>,
-    tx: Sender<Vec<Event>>,
-    run: Arc<Mutex<Run>>,
-) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        for batch in rx {
-            let events: Vec<Event> = batch.into_iter().map(Event::Sample).collect();
-            {
-                let mut r = match run.lock() {
-                    Ok(r) => r,
-                    Err(p) => p.into_inner(),
-                };
-                for e in &events {
-                    r.apply(e);
-                }
-            }
-            if tx.send(events).is_err() {
-                break;
-            }
-        }
-    })
 }
 
 /// Line `n` of the worker's stdout as an event, or a warning that it could not be read.

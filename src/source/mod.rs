@@ -1,10 +1,16 @@
-//! The run source: starts workers, steers them, samples telemetry, and hands one
-//! stream of events to whoever listens (the headless CLI today, the dashboard
-//! next). Local today; the same interface can start `gpulab worker` over ssh, since
-//! the stream is already text on a pipe.
+//! The run source: starts a lab's worker or a watched program, steers it,
+//! samples its memory, and hands its events, batch by batch, to whoever listens
+//! (the headless `run` and `watch`, the dashboard, tests). Local today; the same
+//! interface can start `gpulab worker` over ssh, since the stream is already
+//! text on a pipe.
+//!
+//! The source never folds what it sends: each consumer drives one
+//! [`Session`], which folds the one `Run`, records with one policy and judges
+//! a lab's claims once the stream has ended.
 
 mod availability;
 mod local;
+mod program;
 mod session;
 
 use std::collections::VecDeque;
@@ -13,10 +19,12 @@ use std::time::Duration;
 
 use crate::lab::{Lab, LabError, Params};
 use crate::trace::Event;
+use crate::watch::{WatchError, WatchRequest};
 
+pub use crate::trace::sink::Sink;
 pub use availability::Availability;
 pub use local::LocalSource;
-pub use session::{Recorded, Recording, Session};
+pub use session::{Keeper, Recorded, Recording, Session};
 
 pub type Result<T, E = SourceError> = std::result::Result<T, E>;
 
@@ -28,6 +36,16 @@ pub enum SourceError {
     NoExe(std::io::Error),
     #[error(transparent)]
     Lab(#[from] LabError),
+    #[error(transparent)]
+    Program(#[from] WatchError),
+}
+
+/// What a run runs: a lab's variant in a worker, or a program gpulab did not
+/// write, with the agent inside it.
+#[derive(Debug)]
+pub enum Origin {
+    Lab(Box<RunRequest>),
+    Program(WatchRequest),
 }
 
 /// One run to start.
@@ -46,9 +64,13 @@ pub struct RunRequest {
     pub sample_hz: f64,
 }
 
-/// Something that can run labs: a local child process, later a remote host.
+/// Something that can run labs and programs: local child processes, later a
+/// remote host.
 pub trait RunSource {
-    fn start(&self, req: RunRequest) -> Result<RunHandle>;
+    /// Starts `origin`; its events go into `sink` in batches, in arrival order,
+    /// from the threads that make them (no thread of the source's own between),
+    /// and `sink` closes after the last.
+    fn start(&self, origin: Origin, sink: Sink) -> Result<Box<dyn RunControl>>;
     /// Asks the worker side which devices it can run on, and which one a run with
     /// `device` (`--device`) would use. The answer comes on the channel once, when
     /// known (it takes a child process a moment).
@@ -65,17 +87,27 @@ pub enum Steer {
     Run,
 }
 
-/// Steering a started run.
+/// Steering a started run. Dropping it cancels the run.
 pub trait RunControl: Send {
+    /// A program runs as it likes: only a lab's worker can be steered.
     fn send(&mut self, steer: Steer);
-    /// Kill the worker now; the stream ends with a cancelled `end` event.
+    /// Stops the run: a worker is killed now; a program gets SIGTERM, then
+    /// SIGKILL if it still runs a few seconds later. The stream ends with a
+    /// cancelled `end` event.
     fn cancel(&mut self);
 }
 
-/// A started run: its events (worker's, samples, then claim verdicts) and its
-/// controls. Events come in batches, in arrival order: a worker's event alone, a
-/// sampler's batch whole (at 1 kHz that is ~30 messages a second, not 1,000). The
-/// channel closes after the last event.
+/// Batches a run's channel holds at most: a consumer slower than the run (a
+/// recording on a slow disk) holds the run's reading back instead of growing
+/// gpulab's memory. A batch is what one read of a pipe brought (at most a few
+/// hundred events) or a sampler's readings of ~33 ms.
+pub const CHANNEL_BATCHES: usize = 64;
+
+/// A started run read from a channel: its events (the worker's or the
+/// program's agents', samples, notes, `end`, readings after the exit) and its
+/// controls. Events come in batches, in arrival order: what one read of a pipe
+/// brought, a sampler's batch whole (at 1 kHz that is ~30 messages a second,
+/// not 1,000). The channel closes after the last event.
 pub struct RunHandle {
     pub events: Receiver<Vec<Event>>,
     pub control: Box<dyn RunControl>,
@@ -84,12 +116,15 @@ pub struct RunHandle {
 }
 
 impl RunHandle {
-    pub fn new(events: Receiver<Vec<Event>>, control: Box<dyn RunControl>) -> RunHandle {
-        RunHandle {
+    /// Starts `origin` on `source`, its events into a channel of its own.
+    pub fn start(source: &dyn RunSource, origin: Origin) -> Result<RunHandle> {
+        let (sink, events) = Sink::channel(CHANNEL_BATCHES);
+        let control = source.start(origin, sink)?;
+        Ok(RunHandle {
             events,
             control,
             pending: VecDeque::new(),
-        }
+        })
     }
 
     /// The next event, one at a time, waiting at most `wait` for a batch.

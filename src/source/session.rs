@@ -1,13 +1,15 @@
 //! One run as its consumer lives it: each event folded into the one [`Run`] as
-//! it arrives and written to the recording as it goes, so nothing grows with
-//! the length of the run but what `Run` itself keeps (bounded, see its docs).
-//! Never prints: what went wrong with the recording is returned, for the
-//! command to say.
+//! it arrives and written to the recordings as it goes, so nothing grows with
+//! the length of the run but what `Run` itself keeps (bounded, see its docs);
+//! once the stream has ended, the lab's claims judged on that fold and
+//! recorded too. Never prints: what went wrong with a recording is returned,
+//! for the command (or the dashboard) to say.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use crate::lab::Lab;
 use crate::run::Run;
 use crate::trace::decimate::Thinner;
 use crate::trace::{self, Event};
@@ -23,6 +25,8 @@ pub struct Recording {
     written: u64,
     /// The first write that failed; nothing is written after it.
     failed: Option<std::io::Error>,
+    /// A `meta` came: the run started, so the file is worth keeping.
+    started: bool,
 }
 
 /// What became of a recording.
@@ -71,6 +75,7 @@ impl Recording {
             thinner: Thinner::default(),
             written: 0,
             failed: None,
+            started: false,
         })
     }
 
@@ -80,6 +85,7 @@ impl Recording {
 
     /// Writes `event` (once the thinning has decided on it).
     pub fn push(&mut self, event: Event) {
+        self.started |= matches!(event, Event::Meta(_));
         if self.failed.is_some() {
             return;
         }
@@ -89,9 +95,10 @@ impl Recording {
         }
     }
 
-    /// Writes what is held back and flushes; `run` is what the events made.
-    pub fn finish(mut self, run: &Run) -> Recorded {
-        if run.meta.is_none() {
+    /// Writes what is held back and flushes; a run that never started (no
+    /// `meta`) leaves no file.
+    pub fn finish(mut self) -> Recorded {
+        if !self.started {
             drop(self.file);
             let _ = std::fs::remove_file(&self.path);
             return Recorded::Removed(self.path);
@@ -123,32 +130,123 @@ fn write(file: &mut BufWriter<File>, written: &mut u64, event: &Event) -> std::i
     Ok(())
 }
 
-/// A run folded once, as its events arrive, and recorded as it goes.
+/// What a consumer keeps beside its fold: the recordings, written as the
+/// events come, and the lab whose claims are judged once the stream has ended.
+/// The dashboard keeps one per run beside the run it draws; [`Session`] is the
+/// two together for everyone else.
+#[derive(Default)]
+pub struct Keeper {
+    recordings: Vec<Recording>,
+    /// The lab a worker ran: its claims are judged when the stream ends.
+    judge: Option<Lab>,
+    /// The claims were judged.
+    closed: bool,
+}
+
+impl std::fmt::Debug for Keeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keeper")
+            .field(
+                "recordings",
+                &self.recordings.iter().map(|r| &r.path).collect::<Vec<_>>(),
+            )
+            .field("judge", &self.judge.as_ref().map(|l| &l.id))
+            .field("closed", &self.closed)
+            .finish()
+    }
+}
+
+impl Keeper {
+    /// A keeper that judges `lab`'s claims (none for a watched program or a
+    /// recording read back, whose claims are in the stream).
+    pub fn new(judge: Option<Lab>) -> Keeper {
+        Keeper {
+            judge,
+            ..Keeper::default()
+        }
+    }
+
+    /// Also writes the run into `recording`.
+    pub fn record_to(&mut self, recording: Recording) {
+        self.recordings.push(recording);
+    }
+
+    pub fn recordings(&self) -> impl Iterator<Item = &Recording> {
+        self.recordings.iter()
+    }
+
+    /// Writes `event` into every recording.
+    pub fn push(&mut self, event: Event) {
+        if let Some((last, rest)) = self.recordings.split_last_mut() {
+            for r in rest {
+                r.push(event.clone());
+            }
+            last.push(event);
+        }
+    }
+
+    /// The stream has ended and `run` holds all of it: the lab's claims judged
+    /// on it, once, as events to fold (they are recorded already). A run that
+    /// never started has nothing to judge.
+    pub fn close(&mut self, run: &Run) -> Vec<Event> {
+        if std::mem::replace(&mut self.closed, true) || run.meta.is_none() {
+            return Vec::new();
+        }
+        let Some(lab) = &self.judge else {
+            return Vec::new();
+        };
+        let claims: Vec<Event> = crate::verdict::judge(lab, run)
+            .into_iter()
+            .map(Event::Claim)
+            .collect();
+        for claim in &claims {
+            self.push(claim.clone());
+        }
+        crate::clock::phase("judged");
+        claims
+    }
+
+    /// Finishes every recording.
+    pub fn finish(self) -> Vec<Recorded> {
+        self.recordings.into_iter().map(Recording::finish).collect()
+    }
+}
+
+/// A run folded once, as its events arrive, recorded as it goes, and judged
+/// when its stream has ended.
 pub struct Session {
     pub run: Run,
-    recording: Option<Recording>,
+    keeper: Keeper,
 }
 
 impl Session {
-    pub fn new(run: Run, recording: Option<Recording>) -> Session {
-        Session { run, recording }
+    pub fn new(keeper: Keeper) -> Session {
+        Session {
+            run: Run::default(),
+            keeper,
+        }
     }
 
-    /// The recording, while there is one.
-    pub fn recording(&self) -> Option<&Recording> {
-        self.recording.as_ref()
+    /// Whether the run is being recorded.
+    pub fn records(&self) -> bool {
+        self.keeper.recordings().next().is_some()
     }
 
     pub fn apply(&mut self, event: Event) {
         self.run.apply(&event);
-        if let Some(r) = &mut self.recording {
-            r.push(event);
+        self.keeper.push(event);
+    }
+
+    /// The stream has ended: the lab's claims are judged and folded in (once).
+    pub fn close(&mut self) {
+        for claim in self.keeper.close(&self.run) {
+            self.run.apply(&claim);
         }
     }
 
-    /// The run, and what became of its recording.
-    pub fn finish(mut self) -> (Run, Option<Recorded>) {
-        let recorded = self.recording.take().map(|r| r.finish(&self.run));
-        (self.run, recorded)
+    /// The run, closed, and what became of its recordings.
+    pub fn finish(mut self) -> (Run, Vec<Recorded>) {
+        self.close();
+        (self.run, self.keeper.finish())
     }
 }

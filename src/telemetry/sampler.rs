@@ -30,16 +30,20 @@ pub struct Sampler;
 
 impl Sampler {
     /// Starts sampling `probe` at `hz` (above `MAX_HZ` is `MAX_HZ`; 0 takes none) and
-    /// sending batches on `tx`. The thread ends when the handle stops or drops, when
+    /// handing batches to `out` (false: nobody listens any more). The thread ends when the handle stops or drops, when
     /// the receiver is gone, or at the first failed read (see `last_error`).
-    pub fn spawn(probe: Probe, hz: f64, tx: Sender<Vec<Sample>>) -> SamplerHandle {
+    pub fn spawn(
+        probe: Probe,
+        hz: f64,
+        out: impl FnMut(Vec<Sample>) -> bool + Send + 'static,
+    ) -> SamplerHandle {
         let stop = Arc::new(AtomicBool::new(false));
         let (status_tx, status_rx) = mpsc::channel();
         let source = probe.source();
         let stopped = stop.clone();
         let thread = std::thread::Builder::new()
             .name("gpulab-sampler".into())
-            .spawn(move || sample_loop(probe, hz, tx, &stopped, status_tx));
+            .spawn(move || sample_loop(probe, hz, out, &stopped, status_tx));
         let (thread, last_error) = match thread {
             Ok(t) => (Some(t), None),
             Err(e) => (
@@ -134,7 +138,7 @@ fn period_of(hz: f64) -> Option<Duration> {
 fn sample_loop(
     mut probe: Probe,
     hz: f64,
-    tx: Sender<Vec<Sample>>,
+    mut out: impl FnMut(Vec<Sample>) -> bool,
     stop: &AtomicBool,
     status: Sender<Status>,
 ) {
@@ -167,7 +171,7 @@ fn sample_loop(
                 next = now + p;
             }
             if p >= BATCH_WINDOW || now.duration_since(last_send) >= BATCH_WINDOW {
-                if !send_batch(&tx, &mut batch) {
+                if !send_batch(&mut out, &mut batch) {
                     break None;
                 }
                 last_send = now;
@@ -181,16 +185,16 @@ fn sample_loop(
         }
     };
     // Samples taken before the end still count; a receiver that is gone does not mind.
-    send_batch(&tx, &mut batch);
+    send_batch(&mut out, &mut batch);
     let _ = status.send(Status::Ended { error });
 }
 
 /// Sends and empties `batch`; false when the receiver is gone.
-fn send_batch(tx: &Sender<Vec<Sample>>, batch: &mut Vec<Sample>) -> bool {
+fn send_batch(out: &mut impl FnMut(Vec<Sample>) -> bool, batch: &mut Vec<Sample>) -> bool {
     if batch.is_empty() {
         return true;
     }
-    tx.send(std::mem::take(batch)).is_ok()
+    out(std::mem::take(batch))
 }
 
 #[cfg(test)]
@@ -219,7 +223,7 @@ mod tests {
     #[test]
     fn delivers_roughly_the_rate_asked_in_batches() {
         let (tx, rx) = mpsc::channel();
-        let mut handle = Sampler::spawn(self_probe(), 200.0, tx);
+        let mut handle = Sampler::spawn(self_probe(), 200.0, move |b| tx.send(b).is_ok());
         std::thread::sleep(Duration::from_millis(300));
         handle.stop();
         let batches: Vec<Vec<Sample>> = rx.try_iter().collect();
@@ -240,7 +244,7 @@ mod tests {
     #[test]
     fn a_rate_of_zero_takes_no_samples_and_still_stops() {
         let (tx, rx) = mpsc::channel();
-        let mut handle = Sampler::spawn(self_probe(), 0.0, tx);
+        let mut handle = Sampler::spawn(self_probe(), 0.0, move |b| tx.send(b).is_ok());
         std::thread::sleep(Duration::from_millis(50));
         assert!(handle.is_running());
         handle.stop();
@@ -251,7 +255,7 @@ mod tests {
     #[test]
     fn stops_on_drop() {
         let (tx, rx) = mpsc::channel();
-        let handle = Sampler::spawn(self_probe(), 1000.0, tx);
+        let handle = Sampler::spawn(self_probe(), 1000.0, move |b| tx.send(b).is_ok());
         std::thread::sleep(Duration::from_millis(20));
         drop(handle);
         // Joined: the thread's sender is gone, so the channel ends after what it sent.
@@ -265,7 +269,7 @@ mod tests {
     #[test]
     fn ends_quietly_when_the_receiver_is_gone() {
         let (tx, rx) = mpsc::channel();
-        let mut handle = Sampler::spawn(self_probe(), 1000.0, tx);
+        let mut handle = Sampler::spawn(self_probe(), 1000.0, move |b| tx.send(b).is_ok());
         drop(rx);
         assert!(wait_until(|| !handle.is_running()));
         assert_eq!(handle.last_error(), None);
@@ -280,7 +284,7 @@ mod tests {
         let probe = Probe::rss(child.id());
         let (tx, rx) = mpsc::channel();
         let mut handle = match probe {
-            Ok(p) => Sampler::spawn(p, 200.0, tx),
+            Ok(p) => Sampler::spawn(p, 200.0, move |b| tx.send(b).is_ok()),
             Err(e) => panic!("rss probe of a live child: {e}"),
         };
         std::thread::sleep(Duration::from_millis(30));
@@ -295,7 +299,7 @@ mod tests {
     #[test]
     fn a_probe_without_source_ends_at_once() {
         let (tx, rx) = mpsc::channel();
-        let mut handle = Sampler::spawn(Probe::none(1), 10.0, tx);
+        let mut handle = Sampler::spawn(Probe::none(1), 10.0, move |b| tx.send(b).is_ok());
         assert!(wait_until(|| !handle.is_running()));
         assert_eq!(handle.source(), MemorySource::Unavailable);
         assert_eq!(

@@ -2,6 +2,7 @@
 //! gpulab writes or reads), plus what only gpulab does with a stream.
 
 pub mod decimate;
+pub mod sink;
 
 pub use gpulab_events::*;
 pub use gpulab_events::{event, jsonl, protocol, wallclock};

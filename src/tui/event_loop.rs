@@ -6,8 +6,7 @@
 //! the next tick; a live run's data alone every `DATA_TICKS` ticks (`Pace`).
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};
 use std::thread;
 use std::time::SystemTime;
@@ -15,29 +14,62 @@ use std::time::SystemTime;
 use ratatui::Terminal;
 use ratatui::backend::Backend;
 
-use crate::source::{RunControl, RunRequest, RunSource};
+use crate::source::{Origin, Recording, RunControl, RunSource, Sink};
 use crate::{history, trace};
 
 use super::app::{App, Effect, Msg};
 use super::screen::Dashboard;
 
+/// Where the events of the run in `slot` go: messages to the loop, and
+/// `Closed` once its stream has ended.
+pub fn run_sink(tx: &Sender<Msg>, slot: usize, epoch: u64) -> Sink {
+    let (events_tx, closed_tx) = (tx.clone(), tx.clone());
+    Sink::new(
+        move |events| {
+            events_tx
+                .send(Msg::Run {
+                    slot,
+                    epoch,
+                    events,
+                })
+                .is_ok()
+        },
+        move || {
+            let _ = closed_tx.send(Msg::Closed {
+                slot,
+                epoch,
+                error: None,
+            });
+        },
+    )
+}
+
+/// The controls of the runs in each slot.
+pub type Controls = [Option<Box<dyn RunControl>>; 2];
+
 /// `mouse` is told each time the app asks for mouse reporting on or off (`m`).
+/// `controls` holds runs started before the loop (`gpulab watch --dashboard`),
+/// whose events come on `rx` through [`run_sink`].
 pub fn run<B: Backend>(
     terminal: &mut Terminal<B>,
     app: &mut App,
-    rx: &Receiver<Msg>,
-    tx: &Sender<Msg>,
+    (tx, rx): (&Sender<Msg>, &Receiver<Msg>),
     source: &dyn RunSource,
+    mut controls: Controls,
     mouse: &mut dyn FnMut(bool),
 ) -> Result<(), B::Error> {
-    let mut controls: [Option<Box<dyn RunControl>>; 2] = [None, None];
     let mut mouse_on = app.mouse;
     let mut pace = Pace::default();
     draw(terminal, app)?;
     while let Ok(msg) = rx.recv() {
         let tick = matches!(msg, Msg::Tick);
+        let closed = matches!(msg, Msg::Closed { .. });
         for effect in app.update(msg) {
             carry_out(effect, app, &mut controls, tx, source);
+        }
+        if closed && let Some(dir) = history::dir() {
+            // The run's recording in the history is finished: the oldest go.
+            let _ = history::prune(&dir, history::MAX_RUNS, history::MAX_BYTES);
         }
         if app.mouse != mouse_on {
             mouse_on = app.mouse;
@@ -53,6 +85,36 @@ pub fn run<B: Backend>(
     // Dropping a control kills its worker: none outlives the dashboard.
     for c in controls.iter_mut().flatten() {
         c.cancel();
+    }
+    drain_watched(terminal, app, rx)
+}
+
+/// A watched program's last events still count (its report comes after the
+/// dashboard): once it has been asked to stop, its stream is followed to its
+/// end, the screen saying why it has not closed yet.
+fn drain_watched<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    rx: &Receiver<Msg>,
+) -> Result<(), B::Error> {
+    if !app.watching() {
+        return Ok(());
+    }
+    app.message = Some(
+        "quitting: the program was asked to stop (SIGTERM; SIGKILL if it still runs in 5 s); \
+         waiting for its last events"
+            .into(),
+    );
+    draw(terminal, app)?;
+    while app.watching() {
+        let Ok(msg) = rx.recv() else { break };
+        match msg {
+            Msg::Run { .. } | Msg::Closed { .. } => {
+                app.update(msg);
+            }
+            Msg::Tick if app.streamed => draw(terminal, app)?,
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -97,7 +159,7 @@ impl Pace {
 fn carry_out(
     effect: Effect,
     app: &mut App,
-    controls: &mut [Option<Box<dyn RunControl>>; 2],
+    controls: &mut Controls,
     tx: &Sender<Msg>,
     source: &dyn RunSource,
 ) {
@@ -107,48 +169,26 @@ fn carry_out(
             epoch,
             req,
             record,
-        } => match source.start((*req).clone()) {
-            Ok(handle) => {
-                controls[slot] = Some(handle.control);
-                let tx = tx.clone();
-                let events = handle.events;
-                let mut copies = copies(&req, record, app);
-                thread::spawn(move || {
-                    for batch in events {
-                        for event in &batch {
-                            copies.retain_mut(|(_, out)| {
-                                out.write_all(trace::to_line(event).as_bytes()).is_ok()
-                            });
-                        }
-                        let msg = Msg::Run {
-                            slot,
-                            epoch,
-                            events: batch,
-                        };
-                        if tx.send(msg).is_err() {
-                            return;
-                        }
+        } => {
+            let name = history::file_name(SystemTime::now(), &req.lab.id, &req.variant);
+            match source.start(Origin::Lab(req), run_sink(tx, slot, epoch)) {
+                Ok(control) => {
+                    controls[slot] = Some(control);
+                    // Before any of its events is folded: they wait on `tx`.
+                    for recording in recordings(&name, record, app) {
+                        app.record_to(slot, epoch, recording);
                     }
-                    drop(copies);
-                    if let Some(dir) = history::dir() {
-                        let _ = history::prune(&dir, history::MAX_RUNS, history::MAX_BYTES);
-                    }
+                }
+                Err(e) => {
                     let _ = tx.send(Msg::Closed {
                         slot,
                         epoch,
-                        error: None,
+                        error: Some(e.to_string()),
                     });
-                });
+                    app.message = Some(format!("cannot start the worker: {e}"));
+                }
             }
-            Err(e) => {
-                let _ = tx.send(Msg::Closed {
-                    slot,
-                    epoch,
-                    error: Some(e.to_string()),
-                });
-                app.message = Some(format!("cannot start the worker: {e}"));
-            }
-        },
+        }
         Effect::Open { slot, epoch, path } => {
             controls[slot] = None;
             let tx = tx.clone();
@@ -167,23 +207,23 @@ fn carry_out(
     }
 }
 
-/// Files a live run's events are copied to: the history always (when there is
-/// a data folder), and the file `R` asked for. The status bar says where.
-fn copies(req: &RunRequest, record: bool, app: &mut App) -> Vec<(PathBuf, BufWriter<File>)> {
-    let name = history::file_name(SystemTime::now(), &req.lab.id, &req.variant);
+/// Files a live run is recorded to, with the thinning every recording
+/// shares: the history always (when there is a data folder), and the file
+/// `R` asked for. The status bar says where.
+fn recordings(name: &str, record: bool, app: &mut App) -> Vec<Recording> {
     let mut out = Vec::new();
     if let Some(dir) = history::dir()
         && std::fs::create_dir_all(&dir).is_ok()
-        && let Ok(f) = File::create(dir.join(&name))
+        && let Ok(r) = Recording::create(&dir.join(name))
     {
-        out.push((dir.join(&name), BufWriter::new(f)));
+        out.push(r);
     }
     if record {
-        match record_to(&name) {
-            Ok((path, f)) => {
-                app.message = Some(format!("recording this run to {}", path.display()));
-                app.add_recording(path.clone());
-                out.push((path, BufWriter::new(f)));
+        match record_to(name) {
+            Ok(r) => {
+                app.message = Some(format!("recording this run to {}", r.path().display()));
+                app.add_recording(r.path().to_path_buf());
+                out.push(r);
             }
             Err(why) => app.message = Some(format!("cannot record this run: {why}")),
         }
@@ -192,13 +232,12 @@ fn copies(req: &RunRequest, record: bool, app: &mut App) -> Vec<(PathBuf, BufWri
 }
 
 /// The file `R` asked for, in the data folder's `recordings`.
-fn record_to(name: &str) -> Result<(PathBuf, File), String> {
+fn record_to(name: &str) -> Result<Recording, String> {
     let dir = history::recordings_dir()
         .ok_or_else(|| format!("no data folder (set {} or HOME)", history::ENV_DIR))?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(name);
-    let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((path, f))
+    Recording::create(&path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// A recording, read leniently (damaged lines skipped and named) and handed to

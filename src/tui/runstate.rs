@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::lab::api::Api;
 use crate::run::{Finding, Run};
+use crate::source::Keeper;
 use crate::trace::{CallStatus, DeviceKind, EndStatus, Event, MemorySource};
 
 /// Where the events come from.
@@ -25,10 +26,16 @@ pub enum Origin {
     Watched { command: String },
 }
 
-#[derive(Debug, Clone)]
+/// A run's fold, and beside it what its session keeps (its recordings, and
+/// the lab whose claims are judged when the stream ends): the dashboard's
+/// half of a [`crate::source::Session`].
+#[derive(Debug)]
 pub struct RunState {
     pub origin: Origin,
     pub run: Run,
+    pub keeper: Keeper,
+    /// What went wrong with the run's recordings, once they are finished.
+    pub recording_problems: Vec<String>,
     /// The event channel closed: nothing more will come.
     pub closed: bool,
     /// A recording could not be read.
@@ -47,6 +54,8 @@ impl RunState {
         RunState {
             origin,
             run: Run::default(),
+            keeper: Keeper::default(),
+            recording_problems: Vec::new(),
             closed: false,
             error: None,
             in_flight: BTreeMap::new(),
@@ -61,6 +70,28 @@ impl RunState {
         }
         s.closed = true;
         s
+    }
+
+    /// Folds `event` and records it.
+    pub fn take(&mut self, event: Event) {
+        self.apply(&event);
+        self.keeper.push(event);
+    }
+
+    /// The stream has ended: the lab's claims judged and folded in, the
+    /// recordings finished.
+    pub fn close(&mut self, error: Option<String>) {
+        self.closed = true;
+        self.error = error;
+        for claim in self.keeper.close(&self.run) {
+            self.apply(&claim);
+        }
+        let keeper = std::mem::take(&mut self.keeper);
+        self.recording_problems = keeper
+            .finish()
+            .iter()
+            .filter_map(crate::source::Recorded::problem)
+            .collect();
     }
 
     pub fn apply(&mut self, event: &Event) {

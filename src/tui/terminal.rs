@@ -3,7 +3,7 @@
 //! frame tick and the doctor probe.
 
 use std::io::{self, Stdout};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
 use std::time::Duration;
 
@@ -39,18 +39,20 @@ impl Drop for Guard {
 }
 
 /// Opens the dashboard on this terminal and runs it until the user quits.
-pub fn open(app: App, source: &dyn RunSource) -> io::Result<()> {
-    open_fed(app, source, |_| {})
+pub fn open(app: App, source: &dyn RunSource) -> io::Result<App> {
+    open_with(app, source, mpsc::channel(), [None, None])
 }
 
-/// The dashboard with one more feed of messages: `feed` gets the loop's sender
-/// once the terminal is set up, and may hand it to a thread of its own (the
-/// events of a program `gpulab watch --dashboard` started).
-pub fn open_fed(
+/// The dashboard with runs started before it opened (`gpulab watch
+/// --dashboard`): their controls in their slots, their events coming on
+/// `channel` through [`event_loop::run_sink`]. Returns the app as the user
+/// left it, every watched program's stream followed to its end.
+pub fn open_with(
     mut app: App,
     source: &dyn RunSource,
-    feed: impl FnOnce(Sender<Msg>),
-) -> io::Result<()> {
+    (tx, rx): (Sender<Msg>, Receiver<Msg>),
+    controls: event_loop::Controls,
+) -> io::Result<App> {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore();
@@ -65,7 +67,6 @@ pub fn open_fed(
     let size = terminal.size()?;
     app.size = (size.width, size.height);
 
-    let (tx, rx) = mpsc::channel();
     {
         // SIGTERM and SIGHUP (and SIGINT, which raw mode turns into a key anyway)
         // end the dashboard as `q` does. Without a handler the process died in
@@ -75,7 +76,6 @@ pub fn open_fed(
             let _ = tx.send(Msg::Terminate);
         });
     }
-    feed(tx.clone());
     spawn_input(tx.clone());
     spawn_ticker(tx.clone());
     {
@@ -94,9 +94,16 @@ pub fn open_fed(
             execute!(io::stdout(), DisableMouseCapture)
         };
     };
-    event_loop::run(&mut terminal, &mut app, &rx, &tx, source, &mut mouse)?;
+    event_loop::run(
+        &mut terminal,
+        &mut app,
+        (&tx, &rx),
+        source,
+        controls,
+        &mut mouse,
+    )?;
     terminal.show_cursor()?;
-    Ok(())
+    Ok(app)
 }
 
 fn spawn_input(tx: Sender<Msg>) {

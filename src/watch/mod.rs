@@ -2,10 +2,12 @@
 //! library loaded into it, and turn what the agent reports into the same event
 //! stream a lab makes, while the program runs.
 //!
-//! One thread owns the session: it starts the program, forwards the agent's
-//! events (read from a pipe every process of the program writes to) and the
-//! sampler's readings in arrival order, and ends the stream with the program's
-//! exit status. Consumers fold the stream into [`crate::run::Run`] as for a lab.
+//! The run source starts it (`source::Origin::Program`): the stream opens with
+//! gpulab's `meta`; the agents' events (read from a pipe every process of the
+//! program writes to) and the sampler's readings go into the run's sink from
+//! the threads that read them; the supervisor ends the stream with the
+//! program's exit status. Consumers fold the stream into [`crate::run::Run`]
+//! as for a lab.
 
 pub mod agent;
 mod pipe;
@@ -15,16 +17,16 @@ mod supervisor;
 pub mod symbols;
 
 use std::process::Command;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::clock::now_ns;
 use crate::machine::{LoaderPlan, Loaders, cupti, icd};
 use crate::telemetry::{Gpu0, Probe};
+use crate::trace::sink::Sink;
 use crate::trace::{
-    self, BackendKind, DeviceKind, DeviceMeta, Event, FORMAT_VERSION, MemorySource, Meta,
+    self, BackendKind, DeviceKind, DeviceMeta, Event, FORMAT_VERSION, MemorySource, Meta, Note,
     NoteLevel, WatchMeta,
 };
 
@@ -39,8 +41,8 @@ const STOP_GRACE: Duration = Duration::from_secs(1);
 /// How often the session looks whether the program has exited.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
 const KILL_GRACE: Duration = Duration::from_secs(5);
-/// Events each channel of a watch holds at most (a few MiB).
-pub(crate) const CHANNEL_EVENTS: usize = 4096;
+/// Stacks waiting to be named at most (a few MiB).
+pub(crate) const STACKS_WAITING: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -87,26 +89,10 @@ pub struct WatchRequest {
     pub device_spans: bool,
     /// The native stack of every creating call ([`symbols`] names it).
     pub backtrace: bool,
-}
-
-/// A running watch: its events, and a switch to stop the program.
-pub struct Watching {
-    pub events: Receiver<Event>,
-    pub pid: u32,
-    stop: Arc<Stopper>,
-}
-
-impl Watching {
-    /// Asks the program to stop (see [`Stopper::stop`]). The stream still ends
-    /// with everything the agent reported.
-    pub fn stop(&self) {
-        self.stop.stop(None);
-    }
-
-    /// A switch another thread (a signal handler) can flip.
-    pub fn stop_switch(&self) -> Arc<Stopper> {
-        self.stop.clone()
-    }
+    /// The program's stop switch, made before it starts: a signal handler
+    /// installed before the program starts leaves no moment in which SIGINT or
+    /// SIGTERM would kill gpulab and leave the program running.
+    pub stop: Arc<Stopper>,
 }
 
 /// A request to stop the program, from any thread.
@@ -240,15 +226,9 @@ fn reach_cuda(
     notes
 }
 
-/// Starts the program with the agent loaded and returns its event stream.
-pub fn start(req: &WatchRequest) -> Result<Watching, WatchError> {
-    start_with(req, Arc::default())
-}
-
-/// [`start`] with a stop switch made before: a signal handler installed before
-/// the program starts leaves no moment in which SIGINT or SIGTERM would kill
-/// gpulab and leave the program running.
-pub fn start_with(req: &WatchRequest, stop: Arc<Stopper>) -> Result<Watching, WatchError> {
+/// Starts the program with the agent loaded; its events go into `sink`, and
+/// `req.stop` stops it. Returns the program's pid.
+pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
     let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
     let library = AgentLibrary::new().map_err(WatchError::Agent)?;
     // Both ends are close-on-exec: the program inherits no descriptor. Each of
@@ -308,42 +288,73 @@ pub fn start_with(req: &WatchRequest, stop: Arc<Stopper>) -> Result<Watching, Wa
         false => Group::Tree(pid),
     };
 
-    // Bounded, as every channel of the watch: a consumer slower than the
-    // program (writing a recording) holds the pipe's reading back, so gpulab's
-    // memory does not grow with the backlog.
-    let (tx, events) = mpsc::sync_channel(CHANNEL_EVENTS);
-    let session = Supervisor {
+    // gpulab's header first, then what was done to reach the program.
+    sink.event(Event::Meta(Box::new(meta(
+        &req,
+        pid,
+        started_ns,
+        gpu.as_ref(),
+    ))));
+    for (level, text) in notes {
+        sink.event(note(level, text));
+    }
+    let agents = Arc::new(Mutex::new(Agents::default()));
+    let abandoned = Arc::new(AtomicBool::new(false));
+    let reading = {
+        let (sink, agents) = (sink.clone(), agents.clone());
+        let reader = pipe::Abandonable {
+            inner: reader,
+            abandoned: abandoned.clone(),
+        };
+        std::thread::Builder::new()
+            .name("gpulab-watch-pipe".into())
+            .spawn(move || pipe::read_pipe(reader, &sink, &agents))
+    };
+    let reading = match reading {
+        Ok(r) => r,
+        Err(source) => {
+            // Nothing reads the agents' pipe: the program must not run on
+            // into a pipe nobody empties.
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(WatchError::Spawn {
+                program: "pipe reader".into(),
+                source,
+            });
+        }
+    };
+    let supervisor = Supervisor {
         child,
         group,
         _library: library,
         escalated: 0,
         signalled: false,
         writer: Some(writer),
-        agents: Agents::default(),
-        tx,
-        stop: stop.clone(),
-        meta: meta(req, pid, started_ns, gpu.as_ref()),
-        notes,
+        agents,
+        abandoned,
+        sink,
+        stop: req.stop,
         gpu,
         sample_hz: req.sample_hz,
     };
-    let (inner_tx, inner_rx) = mpsc::sync_channel(CHANNEL_EVENTS);
-    let pipe_tx = inner_tx.clone();
-    std::thread::Builder::new()
-        .name("gpulab-watch-pipe".into())
-        .spawn(move || pipe::read_pipe(reader, pipe_tx))
-        .map_err(|source| WatchError::Spawn {
-            program: "pipe reader".into(),
-            source,
-        })?;
     std::thread::Builder::new()
         .name("gpulab-watch".into())
-        .spawn(move || session.run(inner_tx, inner_rx))
+        .spawn(move || supervisor.run(reading))
         .map_err(|source| WatchError::Spawn {
             program: "watch thread".into(),
             source,
         })?;
-    Ok(Watching { events, pid, stop })
+    Ok(pid)
+}
+
+fn note(level: NoteLevel, text: String) -> Event {
+    Event::Note(Note {
+        t_ns: now_ns(),
+        level,
+        text,
+        line: None,
+    })
 }
 
 /// The stream's `meta`: the device is NVIDIA GPU 0 when NVML sees one (the program
@@ -405,7 +416,7 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>) -> Meta {
 mod tests {
     use super::*;
     use crate::machine::Loader;
-    use crate::trace::{EndStatus, Note};
+    use crate::trace::EndStatus;
     use std::time::Instant;
 
     fn loader(path: &str, layers: bool) -> Loader {
@@ -456,77 +467,66 @@ mod tests {
         assert_eq!(env_of(&cmd, "LD_PRELOAD"), None);
     }
 
-    /// A stream that never pauses (NVML samples the device, not the process, so
-    /// they go on after the program exits) must not hide the program's exit.
+    /// A reader that never ends (a process the program left behind keeps the
+    /// agents' pipe open and writes on) must not keep the stream open: the
+    /// program's exit ends it, with the program's own status, once the reader
+    /// has been given up on.
     #[test]
-    fn the_exit_is_seen_while_events_keep_coming() {
+    fn the_exit_ends_the_stream_while_the_pipe_keeps_talking() {
         let child = Command::new("sleep").arg("0.1").spawn();
         let (Ok(child), Ok(library)) = (child, AgentLibrary::new()) else {
             return; // no `sleep` here, or no memfd: nothing to test against
         };
         let pid = child.id();
-        let req = WatchRequest {
-            command: vec!["sleep".into(), "0.1".into()],
-            sample_hz: 0.0,
-            stdio: Stdio::Inherit,
-            cupti: None,
-            device_spans: false,
-            backtrace: false,
+        let (sink, events) = Sink::channel(64);
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let reading = {
+            let (sink, abandoned) = (sink.clone(), abandoned.clone());
+            std::thread::spawn(move || {
+                // Far longer than the program lives; ends only when given up
+                // on or unheard.
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !abandoned.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    if !sink.event(note(NoteLevel::Info, "tick".into())) {
+                        return false;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                true
+            })
         };
-        let (tx, events) = mpsc::sync_channel(CHANNEL_EVENTS);
-        let session = Supervisor {
+        let supervisor = Supervisor {
             group: Group::Own(pid),
             child,
             _library: library,
             escalated: 0,
             signalled: false,
             writer: None,
-            agents: Agents::default(),
-            tx,
+            agents: Arc::default(),
+            abandoned,
+            sink,
             stop: Arc::new(Stopper::default()),
-            meta: meta(&req, pid, 0, None),
-            notes: Vec::new(),
             gpu: None,
             sample_hz: 0.0,
         };
-        let (inner_tx, inner_rx) = mpsc::sync_channel(CHANNEL_EVENTS);
-        let flood_tx = inner_tx.clone();
-        let flooding = Arc::new(AtomicBool::new(true));
-        let still = flooding.clone();
-        let flood = std::thread::spawn(move || {
-            // Far longer than the program lives; ends only when told or unheard.
-            // Returns whether it ran out of time instead.
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while still.load(Ordering::SeqCst) {
-                if Instant::now() >= deadline {
-                    return true;
+        let runner = std::thread::spawn(move || supervisor.run(reading));
+        let mut end = None;
+        let (mut given_up, mut after_end) = (false, 0);
+        for batch in events.iter() {
+            for e in batch {
+                match e {
+                    Event::End(e) => end = Some(e.status),
+                    _ if end.is_some() => after_end += 1,
+                    Event::Note(n) => given_up |= n.text.contains("still holds the agent's pipe"),
+                    _ => {}
                 }
-                let note = Event::Note(Note {
-                    t_ns: now_ns(),
-                    level: NoteLevel::Info,
-                    text: "tick".into(),
-                    line: None,
-                });
-                if flood_tx.send(note).is_err() {
-                    return false;
-                }
-                std::thread::sleep(Duration::from_millis(5));
             }
-            false
-        });
-        let runner = std::thread::spawn(move || session.run(inner_tx, inner_rx));
-        let end = events.iter().find_map(|e| match e {
-            Event::End(end) => Some(end.status),
-            _ => None,
-        });
-        // The end came while events still flowed (before the fix it came only
-        // once the flood had stopped on its own), with the program's own
-        // status. Whether the flood noticed the end before this thread looked
-        // is the scheduler's business, not the test's.
-        flooding.store(false, Ordering::SeqCst);
-        let ran_out = flood.join().unwrap_or(true);
+        }
         let _ = runner.join();
-        assert!(!ran_out, "the end waited for the events to stop");
+        // The channel closed, so the reader was given up on (and said so) and
+        // let go; nothing came after the end.
+        assert!(given_up, "the reader was waited for, not given up on");
         assert_eq!(end, Some(EndStatus::Finished));
+        assert_eq!(after_end, 0);
     }
 }

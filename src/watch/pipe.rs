@@ -7,11 +7,15 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
-use std::sync::mpsc::SyncSender;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::clock::now_ns;
+use crate::trace::sink::Sink;
 use crate::trace::{self, Event, Note, NoteLevel};
 
+use super::supervisor::Agents;
 use super::symbols;
 
 /// The longest line kept: an agent's longest record (a stack of 64 frames with
@@ -87,17 +91,19 @@ struct Rejections(BTreeMap<Rejected, u64>);
 
 impl Rejections {
     /// Counts `why`; the first of its kind is said at once.
-    fn add(&mut self, why: Rejected, detail: &str, tx: &SyncSender<Event>) -> bool {
+    fn add(&mut self, why: Rejected, detail: &str, batch: &mut Vec<Event>) {
         let count = self.0.entry(why.clone()).or_insert(0);
         *count += 1;
-        *count > 1 || tx.send(warning(why.first(detail))).is_ok()
+        if *count == 1 {
+            batch.push(warning(why.first(detail)));
+        }
     }
 
     /// One line per kind seen more than once, with the count.
-    fn finish(self, tx: &SyncSender<Event>) {
+    fn finish(self, batch: &mut Vec<Event>) {
         for (why, count) in self.0 {
             if count > 1 {
-                let _ = tx.send(warning(why.summary(count)));
+                batch.push(warning(why.summary(count)));
             }
         }
     }
@@ -157,37 +163,105 @@ fn done(too_long: bool) -> Line {
     if too_long { Line::TooLong } else { Line::Whole }
 }
 
-/// The agent's lines, parsed and passed on; every other line is counted and
-/// said (once per kind of fault), and the reading goes on to the pipe's end.
-/// Stacks go through [`symbols::name_stacks`] on a thread of their own: reading
-/// a large library's symbols must never hold up the pipe.
-pub fn read_pipe(reader: impl Read, tx: SyncSender<Event>) {
+/// The agent's lines, parsed and passed on in batches: what one read of the
+/// pipe brought (at most [`BATCH_EVENTS`] events), so a busy program's calls
+/// travel whole to the consumer instead of one channel message each. Every
+/// other line is counted and said (once per kind of fault), and the reading
+/// goes on to the pipe's end. Stacks go through [`symbols::name_stacks`] on a
+/// thread of their own: reading a large library's symbols must never hold up
+/// the pipe.
+///
+/// Returns false when nobody listens any more (the consumer is gone).
+pub fn read_pipe(reader: impl Read, sink: &Sink, agents: &Mutex<Agents>) -> bool {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
-    let mut stacks: Option<Option<SyncSender<trace::Stack>>> = None;
+    let mut naming = None;
+    let listened = read_lines(&mut reader, sink, agents, &mut naming);
+    // Stacks still being named come before the end of the stream.
+    if let Some(Some((to, thread))) = naming {
+        drop(to);
+        let _ = thread.join();
+    }
+    listened
+}
+
+fn read_lines(
+    reader: &mut BufReader<impl Read>,
+    sink: &Sink,
+    agents: &Mutex<Agents>,
+    naming: &mut Option<Option<symbols::Naming>>,
+) -> bool {
     let mut rejected = Rejections::default();
     let mut buf = Vec::new();
+    let mut batch = Vec::new();
     let mut line_no = 0;
     loop {
+        // Before a read that may wait (no whole line left in what the last
+        // one brought), the batch goes on.
+        if (!reader.buffer().contains(&b'\n') || batch.len() >= BATCH_EVENTS)
+            && !sink.send(std::mem::take(&mut batch))
+        {
+            return false;
+        }
         line_no += 1;
-        let (why, detail) = match next_line(&mut reader, &mut buf) {
+        let (why, detail) = match next_line(reader, &mut buf) {
             Line::End => break,
             Line::TooLong => (Rejected::TooLong, String::new()),
             Line::Whole => match parse(line_no, &buf) {
                 Ok(None) => continue,
                 Ok(Some(event)) => {
-                    if !pass_on(event, &mut stacks, &tx) {
-                        return;
+                    if let Event::Agent(_) = &event {
+                        match agents.lock() {
+                            Ok(mut a) => a.saw(&event),
+                            Err(p) => p.into_inner().saw(&event),
+                        }
+                    }
+                    if !pass_on(event, naming, sink, &mut batch) {
+                        return false;
                     }
                     continue;
                 }
                 Err(rejected) => rejected,
             },
         };
-        if !rejected.add(why, &detail, &tx) {
-            return;
+        rejected.add(why, &detail, &mut batch);
+    }
+    rejected.finish(&mut batch);
+    sink.send(batch)
+}
+
+/// The most events one batch of the pipe carries.
+pub const BATCH_EVENTS: usize = 256;
+
+/// The pipe's read end, read until gpulab gives up on it: a process the
+/// program left behind may hold the pipe open for ever, and the stream must
+/// still end. Looks every [`GIVE_UP_CHECK`] whether it was given up on; then
+/// reads as the end of the pipe.
+pub struct Abandonable<R> {
+    pub inner: R,
+    pub abandoned: Arc<AtomicBool>,
+}
+
+/// How often a waiting read looks whether the pipe was given up on.
+const GIVE_UP_CHECK: rustix::time::Timespec = rustix::time::Timespec {
+    tv_sec: 0,
+    tv_nsec: 50_000_000,
+};
+
+impl<R: Read + AsFd> Read for Abandonable<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use rustix::event::{PollFd, PollFlags, poll};
+        loop {
+            if self.abandoned.load(Ordering::SeqCst) {
+                return Ok(0);
+            }
+            let mut fds = [PollFd::new(&self.inner, PollFlags::IN)];
+            match poll(&mut fds, Some(&GIVE_UP_CHECK)) {
+                Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+                Ok(_) => return self.inner.read(buf),
+                Err(e) => return Err(e.into()),
+            }
         }
     }
-    rejected.finish(&tx);
 }
 
 /// An agent's event from one line; None for a blank line.
@@ -204,33 +278,42 @@ fn parse(line_no: usize, bytes: &[u8]) -> Result<Option<Event>, (Rejected, Strin
     }
 }
 
-/// Sends `event` on (stacks through the naming thread); false when nobody
-/// listens any more.
+/// Puts `event` in the batch, or a stack through the naming thread (started
+/// at the first stack); false when nobody listens any more.
 fn pass_on(
     event: Event,
-    stacks: &mut Option<Option<SyncSender<trace::Stack>>>,
-    tx: &SyncSender<Event>,
+    naming: &mut Option<Option<symbols::Naming>>,
+    sink: &Sink,
+    batch: &mut Vec<Event>,
 ) -> bool {
     match event {
-        Event::Stack(stack) => match stacks.get_or_insert_with(|| symbols::name_stacks(tx.clone()))
-        {
-            Some(to) => to.send(stack).is_ok(),
-            // No thread to name them: they pass on as the agent named them.
-            None => tx.send(Event::Stack(stack)).is_ok(),
-        },
-        event => tx.send(event).is_ok(),
+        Event::Stack(stack) => {
+            match naming.get_or_insert_with(|| symbols::name_stacks(sink.clone())) {
+                Some((to, _)) => to.send(stack).is_ok(),
+                // No thread to name them: they pass on as the agent named them.
+                None => {
+                    batch.push(Event::Stack(stack));
+                    true
+                }
+            }
+        }
+        event => {
+            batch.push(event);
+            true
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
 
     fn read(bytes: &[u8]) -> Vec<Event> {
-        let (tx, rx) = mpsc::sync_channel(1024);
-        read_pipe(bytes, tx);
-        rx.into_iter().collect()
+        let (sink, rx) = Sink::channel(1024);
+        let agents = Mutex::new(Agents::default());
+        assert!(read_pipe(bytes, &sink, &agents));
+        drop(sink);
+        rx.into_iter().flatten().collect()
     }
 
     fn warnings(events: &[Event]) -> Vec<String> {

@@ -1,12 +1,14 @@
-//! The watched program's supervisor: forwards the agent's events and the
-//! sampler's readings in arrival order, stops the program's whole process
-//! group when asked, and ends the stream with how the program ended. Never
-//! reads the pipe itself (`pipe` does) and never folds.
+//! The watched program's supervisor: samples its memory, stops the program's
+//! whole process group when asked, closes gpulab's end of the agents' pipe
+//! once every agent is done, and ends the stream with how the program ended.
+//! It passes no event on: the pipe's reader (`pipe`) and the sampler send
+//! theirs into the run's sink themselves, and never folds.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
-use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use rustix::process::{Pid, Signal};
@@ -14,7 +16,8 @@ use rustix::process::{Pid, Signal};
 use super::{AFTER_EXIT, CHECK_EVERY, Stopper};
 use crate::clock::now_ns;
 use crate::telemetry::{Gpu0, Probe, Sampler, SamplerHandle};
-use crate::trace::{self, End, EndStatus, Event, Meta, Note, NoteLevel};
+use crate::trace::sink::Sink;
+use crate::trace::{self, End, EndStatus, Event, NoteLevel};
 
 use super::agent::AgentLibrary;
 
@@ -56,7 +59,7 @@ pub(super) struct Agents {
 }
 
 impl Agents {
-    fn saw(&mut self, event: &Event) {
+    pub(super) fn saw(&mut self, event: &Event) {
         if let Event::Agent(a) = event {
             match a.state {
                 trace::AgentState::Detached { .. } => self.detached.insert(a.pid),
@@ -100,12 +103,12 @@ pub(super) struct Supervisor {
     /// gpulab's own write end of the agents' pipe: held until every agent is
     /// done, then closed, so the reader's end of file means all is read.
     pub(super) writer: Option<std::io::PipeWriter>,
-    pub(super) agents: Agents,
-    pub(super) tx: SyncSender<Event>,
+    /// Kept up to date by the pipe's reader.
+    pub(super) agents: Arc<Mutex<Agents>>,
+    /// Set when gpulab gives up on the pipe: the reader then ends.
+    pub(super) abandoned: Arc<AtomicBool>,
+    pub(super) sink: Sink,
     pub(super) stop: Arc<Stopper>,
-    pub(super) meta: Meta,
-    /// What was done to reach the program's OpenCL loader, said after `meta`.
-    pub(super) notes: Vec<(NoteLevel, String)>,
     /// NVIDIA GPU 0, opened before the program started (its memory in use then
     /// is the baseline), when there is one: then NVML is read; else the RSS of
     /// the program's processes.
@@ -114,34 +117,21 @@ pub(super) struct Supervisor {
 }
 
 impl Supervisor {
-    pub(super) fn run(mut self, inner_tx: SyncSender<Event>, inner: Receiver<Event>) {
-        let _ = self.tx.send(Event::Meta(Box::new(self.meta.clone())));
-        for (level, text) in std::mem::take(&mut self.notes) {
-            self.note(level, text);
-        }
-        let mut sampler = self.sampler(inner_tx);
+    /// Runs until the program has exited and the pipe is read to its end (or
+    /// given up on), then ends the stream. `reading` is the pipe's reader; it
+    /// returns false when nobody listens any more.
+    pub(super) fn run(mut self, reading: JoinHandle<bool>) {
+        let mut sampler = self.sampler();
         let mut stop_asked: Option<Instant> = None;
         let mut exited: Option<(Instant, std::io::Result<ExitStatus>)> = None;
-        // The program's state is looked at every CHECK_EVERY whatever arrives: a
-        // sampler that never fails (NVML reads the device, not the process) keeps
-        // events coming faster than any receive would time out.
-        let mut checked = Instant::now();
+        let mut reading = Some(reading);
+        // What the reader said when it ended: false, nobody listens.
+        let mut listened: Option<bool> = None;
         loop {
-            match inner.recv_timeout(CHECK_EVERY) {
-                Ok(event) => {
-                    self.agents.saw(&event);
-                    if self.tx.send(event).is_err() {
-                        // Nobody listens any more: stop the program too.
-                        self.stop.stop(None);
-                    }
-                    if checked.elapsed() < CHECK_EVERY {
-                        continue;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => {}
+            std::thread::sleep(CHECK_EVERY);
+            if let Some(r) = reading.take_if(|r| r.is_finished()) {
+                listened = Some(r.join().unwrap_or(true));
             }
-            checked = Instant::now();
             if exited.is_none() {
                 match self.child.try_wait() {
                     Ok(Some(status)) => {
@@ -150,10 +140,18 @@ impl Supervisor {
                             s.stop();
                         }
                     }
-                    Ok(None) => self.escalate(&mut stop_asked),
+                    Ok(None) => {
+                        if listened == Some(false) {
+                            // Nobody listens any more: stop the program too.
+                            self.stop.stop(None);
+                        }
+                        self.escalate(&mut stop_asked);
+                    }
                     Err(e) => exited = Some((Instant::now(), Err(e))),
                 }
-            } else if self.writer.is_some() && self.agents.all_done() {
+            } else if reading.is_none() {
+                break;
+            } else if self.writer.is_some() && self.all_done() {
                 self.writer = None;
             } else if exited
                 .as_ref()
@@ -168,7 +166,11 @@ impl Supervisor {
                 break;
             }
         }
-        // The sampler may still run if the pipe closed before the exit was seen.
+        // What the reader holds goes into the stream before the end.
+        self.abandoned.store(true, Ordering::SeqCst);
+        if let Some(r) = reading {
+            let _ = r.join();
+        }
         let status = match exited {
             Some((_, status)) => status,
             None => self.child.wait(),
@@ -181,21 +183,25 @@ impl Supervisor {
             // (a `sh -c` whose children would run on with parent 1).
             self.group.signal(Signal::KILL);
         }
-        // Readings already forwarded may still sit in `inner`.
-        while let Ok(event) = inner.try_recv() {
-            let _ = self.tx.send(event);
-        }
         let status = self.end_status(status);
-        let _ = self.tx.send(Event::End(End {
+        self.sink.event(Event::End(End {
             t_ns: now_ns(),
             status,
             leaked: Vec::new(),
         }));
     }
 
-    /// Readings of the memory of the program's processes, forwarded into
-    /// `inner_tx` by a thread of their own; None (said) when there are none.
-    fn sampler(&mut self, inner_tx: SyncSender<Event>) -> Option<SamplerHandle> {
+    /// Every agent that attached is done (see [`Agents::all_done`]).
+    fn all_done(&self) -> bool {
+        match self.agents.lock() {
+            Ok(a) => a.all_done(),
+            Err(p) => p.into_inner().all_done(),
+        }
+    }
+
+    /// Readings of the memory of the program's processes, each batch whole
+    /// into the sink; None (said) when there are none.
+    fn sampler(&mut self) -> Option<SamplerHandle> {
         let pid = self.child.id();
         let probe = match self.gpu.take() {
             Some(gpu) => Ok(Probe::nvidia_gpu0(pid, gpu)),
@@ -203,17 +209,10 @@ impl Supervisor {
         };
         match probe {
             Ok(probe) => {
-                let (batch_tx, batch_rx) = mpsc::channel::<Vec<trace::Sample>>();
-                std::thread::spawn(move || {
-                    for batch in batch_rx {
-                        for s in batch {
-                            if inner_tx.send(Event::Sample(s)).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                });
-                Some(Sampler::spawn(probe, self.sample_hz, batch_tx))
+                let sink = self.sink.clone();
+                Some(Sampler::spawn(probe, self.sample_hz, move |batch| {
+                    sink.send(batch.into_iter().map(Event::Sample).collect())
+                }))
             }
             Err(e) => {
                 self.note(
@@ -279,11 +278,6 @@ impl Supervisor {
     }
 
     fn note(&self, level: NoteLevel, text: String) {
-        let _ = self.tx.send(Event::Note(Note {
-            t_ns: now_ns(),
-            level,
-            text,
-            line: None,
-        }));
+        self.sink.event(super::note(level, text));
     }
 }

@@ -10,26 +10,31 @@ use std::sync::mpsc::{self, SyncSender};
 
 use addr2line::Loader;
 
+use crate::trace::sink::Sink;
 use crate::trace::{Event, Frame, Stack};
+
+/// The naming thread: where stacks go in, and the thread to join once the
+/// sender is dropped.
+pub type Naming = (SyncSender<Stack>, std::thread::JoinHandle<()>);
 
 /// Starts the thread that names stacks and passes them on as events; the
 /// returned sender takes them in. None if no thread could be started.
-pub fn name_stacks(out: SyncSender<Event>) -> Option<SyncSender<Stack>> {
+pub fn name_stacks(out: Sink) -> Option<Naming> {
     // Bounded: a flood of stacks waits for the naming, not in memory.
-    let (tx, rx) = mpsc::sync_channel::<Stack>(super::CHANNEL_EVENTS);
-    std::thread::Builder::new()
+    let (tx, rx) = mpsc::sync_channel::<Stack>(super::STACKS_WAITING);
+    let thread = std::thread::Builder::new()
         .name("gpulab-symbols".into())
         .spawn(move || {
             let mut symbols = Symbols::default();
             for mut stack in rx {
                 symbols.name(&mut stack.frames);
-                if out.send(Event::Stack(stack)).is_err() {
+                if !out.event(Event::Stack(stack)) {
                     return;
                 }
             }
         })
         .ok()?;
-    Some(tx)
+    Some((tx, thread))
 }
 
 /// Each file's symbols, read once; `None` where the file cannot be read.

@@ -153,6 +153,9 @@ pub struct App {
     /// Mouse reporting asked of the terminal (`m` toggles it): while it is on, the
     /// terminal's own text selection needs Shift.
     pub mouse: bool,
+    /// The program `watch --dashboard` followed, once another run took slot A
+    /// after it ended: kept for the report printed when the dashboard closes.
+    watched_program: Option<RunState>,
 }
 
 impl App {
@@ -191,6 +194,7 @@ impl App {
             dirty: true,
             streamed: false,
             mouse: true,
+            watched_program: None,
         };
         app.index_recordings();
         app
@@ -298,7 +302,7 @@ impl App {
     }
 
     /// A program `watch --dashboard` started still runs.
-    fn watching(&self) -> bool {
+    pub fn watching(&self) -> bool {
         self.slots
             .iter()
             .flatten()
@@ -355,8 +359,8 @@ impl App {
                 events,
             } => {
                 if let Some(run) = self.live_slot(slot, epoch) {
-                    for event in &events {
-                        run.apply(event);
+                    for event in events {
+                        run.take(event);
                     }
                     self.streamed = true;
                 }
@@ -365,8 +369,10 @@ impl App {
             Msg::Closed { slot, epoch, error } => {
                 let mut out = Vec::new();
                 if let Some(run) = self.live_slot(slot, epoch) {
-                    run.closed = true;
-                    run.error = error;
+                    run.close(error);
+                    if !run.recording_problems.is_empty() {
+                        self.message = Some(run.recording_problems.join("; "));
+                    }
                     self.dirty = true;
                     if slot == A
                         && let Some(req) = self.queued.take()
@@ -388,7 +394,7 @@ impl App {
         }
     }
 
-    fn live_slot(&mut self, slot: usize, epoch: u64) -> Option<&mut RunState> {
+    pub(super) fn live_slot(&mut self, slot: usize, epoch: u64) -> Option<&mut RunState> {
         if self.epochs.get(slot) != Some(&epoch) {
             return None;
         }

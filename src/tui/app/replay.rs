@@ -107,6 +107,7 @@ impl App {
         }
         self.index_recordings();
         self.leave_compare();
+        self.make_room(A);
         self.epochs[A] += 1;
         self.slots[A] = Some(RunState::new(Origin::Recording(path)));
         let epoch = self.epochs[A];

@@ -2,7 +2,7 @@
 //! the app's side of it, as effects the loop carries out.
 
 use crate::lab::Lab;
-use crate::source::{RunRequest, Steer};
+use crate::source::{Keeper, Recording, RunRequest, Steer};
 
 use super::{A, App, B, Effect, Entry};
 use crate::tui::runstate::{Origin, RunState};
@@ -112,14 +112,19 @@ impl App {
     }
 
     pub(super) fn start_in(&mut self, slot: usize, req: RunRequest) -> Effect {
+        self.make_room(slot);
         self.epochs[slot] += 1;
         self.forget_playback(slot);
         let record = std::mem::take(&mut self.record_next);
-        self.slots[slot] = Some(RunState::new(Origin::Live {
+        let mut state = RunState::new(Origin::Live {
             lab: req.lab.id.clone(),
             variant: req.variant.clone(),
             step: req.step,
-        }));
+        });
+        // The run's claims are judged here, on the dashboard's own fold, once
+        // its stream has ended.
+        state.keeper = Keeper::new(Some(req.lab.clone()));
+        self.slots[slot] = Some(state);
         self.script_scroll = 0;
         Effect::Start {
             slot,
@@ -129,6 +134,30 @@ impl App {
         }
     }
 
+    /// The live run in `slot` (if it is still the one of `epoch`) is also
+    /// written into `recording`.
+    pub fn record_to(&mut self, slot: usize, epoch: u64, recording: Recording) {
+        if let Some(run) = self.live_slot(slot, epoch) {
+            run.keeper.record_to(recording);
+        }
+    }
+
+    /// Another run is about to take `slot`: the program `watch --dashboard`
+    /// followed there is kept for its report.
+    pub(super) fn make_room(&mut self, slot: usize) {
+        if let Some(watched) =
+            self.slots[slot].take_if(|r| matches!(r.origin, Origin::Watched { .. }))
+        {
+            self.watched_program = Some(watched);
+        }
+    }
+
+    /// The run of the program `watch --dashboard` followed, wherever it is now.
+    pub fn take_watched(&mut self) -> Option<RunState> {
+        let in_a = self.slots[A].take_if(|r| matches!(r.origin, Origin::Watched { .. }));
+        self.watched_program.take().or(in_a)
+    }
+
     fn forget_playback(&mut self, slot: usize) {
         match slot {
             A => self.playback = None,
@@ -136,14 +165,17 @@ impl App {
         }
     }
 
-    /// Slot A now shows the program `gpulab watch --dashboard` started; its events
-    /// come as `Msg::Run` with the epoch returned.
-    pub fn watch(&mut self, command: &str) -> (usize, u64) {
+    /// Slot A now shows the program `gpulab watch --dashboard` starts; its events
+    /// come as `Msg::Run` with the epoch returned, and go into `keeper`'s
+    /// recordings.
+    pub fn watch(&mut self, command: &str, keeper: Keeper) -> (usize, u64) {
         self.epochs[A] += 1;
         self.playback = None;
-        self.slots[A] = Some(RunState::new(Origin::Watched {
+        let mut state = RunState::new(Origin::Watched {
             command: command.to_string(),
-        }));
+        });
+        state.keeper = keeper;
+        self.slots[A] = Some(state);
         (A, self.epochs[A])
     }
 
@@ -151,6 +183,7 @@ impl App {
         let Some(path) = self.recordings.get(i).cloned() else {
             return Vec::new();
         };
+        self.make_room(slot);
         self.epochs[slot] += 1;
         self.forget_playback(slot);
         self.slots[slot] = Some(RunState::new(Origin::Recording(path.clone())));
