@@ -276,7 +276,8 @@ pub struct WatchArgs {
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Memory readings per second.
+    /// Memory readings per second while the program's calls come in; one
+    /// reading at every batch of them, and 20 a second while none come.
     #[arg(long, default_value_t = 100.0, value_name = "HZ")]
     pub sample_hz: f64,
 

@@ -8,6 +8,32 @@
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+/// How a process killed by `signal` is said, in a lab's end and a watched
+/// program's alike: "killed by signal 11 (SIGSEGV)".
+pub fn killed_by(signal: i32) -> String {
+    let name = match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        _ => "signal",
+    };
+    format!("killed by signal {signal} ({name})")
+}
+
 /// The signals that end gpulab's work in order, with a report (exit 130).
 pub const TERMINATION: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 

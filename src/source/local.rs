@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 
 use crate::clock::now_ns;
 use crate::engine::WorkerRequest;
-use crate::telemetry::{BeforeRun, Probe, Sampler, SamplerHandle};
+use crate::telemetry::{BeforeRun, Pacer, Probe, Sampler, SamplerHandle};
 use crate::trace::protocol::Command;
 use crate::trace::{
     self, DeviceInfo, DeviceKind, End, EndStatus, Event, MemorySource, Note, NoteLevel,
 };
 
+use super::movement::{Movement, SETTLE};
 use super::{Origin, Result, RunControl, RunRequest, RunSource, Sink, SourceError, Steer};
 
 /// The most events one batch of the worker's stdout carries.
@@ -123,6 +124,8 @@ impl LocalSource {
             child,
             sink,
             seen: Seen::default(),
+            movement: Movement::default(),
+            pacer: Pacer::default(),
             killed: killed.clone(),
             exited: exited.clone(),
             stderr_tail,
@@ -218,6 +221,9 @@ struct Watch {
     child: Child,
     sink: Sink,
     seen: Seen,
+    /// Whether memory can move between events: paces the sampler.
+    movement: Movement,
+    pacer: Pacer,
     killed: Arc<AtomicBool>,
     exited: Arc<AtomicBool>,
     stderr_tail: Arc<Mutex<String>>,
@@ -272,9 +278,10 @@ impl Watch {
         let mut line = String::new();
         let mut n = 0;
         loop {
-            // Before a read that may wait, the batch goes on.
+            // Before a read that may wait, the batch goes on, and the sampler
+            // reads once now that it has.
             if !out.buffer().contains(&b'\n') || batch.len() >= BATCH_EVENTS {
-                self.sink.send(std::mem::take(&mut batch));
+                self.pass_on(&mut batch);
             }
             line.clear();
             match out.read_line(&mut line) {
@@ -287,6 +294,7 @@ impl Watch {
             }
             let event = parse_event(n, &line);
             self.seen.saw(&event);
+            self.movement.saw(&event);
             let meta = match &event {
                 Event::Meta(m) => Some(DeviceInfo::from_meta(m)),
                 _ => None,
@@ -295,11 +303,30 @@ impl Watch {
             if let Some(info) = meta {
                 // The meta goes first, then the readings from before it.
                 self.sink.send(std::mem::take(&mut batch));
-                telemetry.start(info, pid, self.sample_hz, &self.sink, self.before.take());
+                let pacer = self.pacer.clone();
+                telemetry.start(
+                    info,
+                    pid,
+                    (self.sample_hz, pacer),
+                    &self.sink,
+                    self.before.take(),
+                );
             }
         }
-        self.sink.send(batch);
+        self.pass_on(&mut batch);
         telemetry
+    }
+
+    /// Sends the batch and tells the sampler: a reading now (the events are
+    /// news), fast for a moment after, and fast for as long as the driver still
+    /// owes a release.
+    fn pass_on(&mut self, batch: &mut Vec<Event>) {
+        if batch.is_empty() {
+            return;
+        }
+        self.sink.send(std::mem::take(batch));
+        self.pacer.hold(self.movement.can_move());
+        self.pacer.poke(SETTLE);
     }
 
     /// The host's load over the run: the higher of the load averages read at its
@@ -356,10 +383,7 @@ impl Watch {
         let (signal, detail) = match waited {
             Ok(s) if s.signal().is_some() => {
                 let sig = s.signal().unwrap_or(0);
-                (
-                    Some(sig),
-                    format!("killed by signal {sig} ({})", signal_name(sig)),
-                )
+                (Some(sig), crate::signals::killed_by(sig))
             }
             Ok(s) => (None, format!("exited with {s} before its end event")),
             Err(e) => (None, format!("could not wait for it: {e}")),
@@ -433,7 +457,7 @@ impl Telemetry {
         &mut self,
         info: DeviceInfo,
         pid: u32,
-        hz: f64,
+        (hz, pacer): (f64, Pacer),
         sink: &Sink,
         before: Option<BeforeRun>,
     ) {
@@ -453,7 +477,7 @@ impl Telemetry {
             .or_else(|| probe.read().map(|r| r.used_bytes));
         sink.send(early.into_iter().map(Event::Sample).collect());
         let sink = sink.clone();
-        self.sampler = Some(Sampler::spawn(probe, hz, move |batch| {
+        self.sampler = Some(Sampler::spawn_paced(probe, hz, Some(pacer), move |batch| {
             sink.send(batch.into_iter().map(Event::Sample).collect())
         }));
         if info.kind != DeviceKind::Cpu {
@@ -503,18 +527,5 @@ fn collect_tail(mut err: impl Read, tail: &Mutex<String>) {
                 t.replace_range(..cut, "");
             }
         }
-    }
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        4 => "SIGILL",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        15 => "SIGTERM",
-        _ => "signal",
     }
 }

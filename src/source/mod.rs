@@ -10,6 +10,7 @@
 
 mod availability;
 mod local;
+mod movement;
 mod program;
 mod session;
 

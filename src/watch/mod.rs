@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crate::clock::now_ns;
 use crate::machine::{LoaderPlan, Loaders, cupti, icd};
-use crate::telemetry::{Gpu0, Probe};
+use crate::telemetry::{Gpu0, Pacer, Probe};
 use crate::trace::sink::Sink;
 use crate::trace::{
     self, BackendKind, DeviceKind, DeviceMeta, Event, FORMAT_VERSION, MemorySource, Meta, Note,
@@ -229,7 +229,7 @@ fn reach_cuda(
 /// Starts the program with the agent loaded; its events go into `sink`, and
 /// `req.stop` stops it. Returns the program's pid.
 pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
-    let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
+    let program = req.command.first().ok_or(WatchError::NoCommand)?;
     let library = AgentLibrary::new().map_err(WatchError::Agent)?;
     // Both ends are close-on-exec: the program inherits no descriptor. Each of
     // its processes opens the pipe by path and checks it by identity
@@ -237,7 +237,81 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
     // program's agents are done, so the reader sees no end before the first opens.
     let (reader, writer) = std::io::pipe().map_err(WatchError::Pipe)?;
     let pipe_env = agent::pipe_env(&reader).map_err(WatchError::Pipe)?;
+    let Prepared {
+        mut cmd,
+        own_group,
+        notes,
+        gpu,
+    } = prepare(&req, &library, pipe_env)?;
+    let reading = Reading::start(reader, &sink).map_err(|source| WatchError::Spawn {
+        program: "pipe reader".into(),
+        source,
+    })?;
+    let started_ns = now_ns();
+    // A program that cannot start drops `reading`: its thread ends unheard.
+    let child = cmd.spawn().map_err(|source| WatchError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    let pid = child.id();
+    // gpulab's header first, then what was done to reach the program; only
+    // then does the reader pass on what the program's agents write.
+    sink.event(Event::Meta(Box::new(meta(
+        &req,
+        pid,
+        started_ns,
+        gpu.as_ref(),
+    ))));
+    for (level, text) in notes {
+        sink.event(note(level, text));
+    }
+    let supervisor = Supervisor {
+        child,
+        group: match own_group {
+            true => Group::Own(pid),
+            false => Group::Tree(pid),
+        },
+        _library: library,
+        escalated: 0,
+        signalled: false,
+        writer: Some(writer),
+        agents: reading.agents.clone(),
+        abandoned: reading.abandoned.clone(),
+        sink,
+        stop: req.stop,
+        gpu,
+        sample_hz: req.sample_hz,
+        pacer: reading.pacer.clone(),
+    };
+    let thread = reading.go();
+    std::thread::Builder::new()
+        .name("gpulab-watch".into())
+        .spawn(move || supervisor.run(thread))
+        .map_err(|source| WatchError::Spawn {
+            program: "watch thread".into(),
+            source,
+        })?;
+    Ok(pid)
+}
 
+/// The program's command, set up to load the agent, before it starts.
+struct Prepared {
+    cmd: Command,
+    /// The program leads a process group of its own.
+    own_group: bool,
+    /// What was done to reach it, said after `meta`.
+    notes: Vec<(NoteLevel, String)>,
+    /// NVIDIA GPU 0, opened before the program starts: its memory in use now
+    /// is the baseline.
+    gpu: Option<Gpu0>,
+}
+
+fn prepare(
+    req: &WatchRequest,
+    library: &AgentLibrary,
+    pipe_env: String,
+) -> Result<Prepared, WatchError> {
+    let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
     // Inside another `gpulab watch`, the outer agent is in the inherited
     // layers: both would count every call. This watch takes the program over.
     let nested = program::inside_another_watch();
@@ -277,75 +351,55 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
             cmd.env_remove(name);
         }
     }
-    let started_ns = now_ns();
-    let child = cmd.spawn().map_err(|source| WatchError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
-    let pid = child.id();
-    let group = match own_group {
-        true => Group::Own(pid),
-        false => Group::Tree(pid),
-    };
+    Ok(Prepared {
+        cmd,
+        own_group,
+        notes,
+        gpu,
+    })
+}
 
-    // gpulab's header first, then what was done to reach the program.
-    sink.event(Event::Meta(Box::new(meta(
-        &req,
-        pid,
-        started_ns,
-        gpu.as_ref(),
-    ))));
-    for (level, text) in notes {
-        sink.event(note(level, text));
-    }
-    let agents = Arc::new(Mutex::new(Agents::default()));
-    let abandoned = Arc::new(AtomicBool::new(false));
-    let reading = {
-        let (sink, agents) = (sink.clone(), agents.clone());
+/// The agents' pipe's reader, started before the program and held until the
+/// stream's `meta` is out ([`Reading::go`]), so nothing the program's agents
+/// write can come before it.
+struct Reading {
+    go: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<bool>,
+    agents: Arc<Mutex<Agents>>,
+    abandoned: Arc<AtomicBool>,
+    pacer: Pacer,
+}
+
+impl Reading {
+    fn start(reader: std::io::PipeReader, sink: &Sink) -> std::io::Result<Reading> {
+        let agents = Arc::new(Mutex::new(Agents::default()));
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let pacer = Pacer::default();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let (sink, shared, pacing) = (sink.clone(), agents.clone(), pacer.clone());
         let reader = pipe::Abandonable {
             inner: reader,
             abandoned: abandoned.clone(),
         };
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("gpulab-watch-pipe".into())
-            .spawn(move || pipe::read_pipe(reader, &sink, &agents))
-    };
-    let reading = match reading {
-        Ok(r) => r,
-        Err(source) => {
-            // Nothing reads the agents' pipe: the program must not run on
-            // into a pipe nobody empties.
-            let mut child = child;
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(WatchError::Spawn {
-                program: "pipe reader".into(),
-                source,
-            });
-        }
-    };
-    let supervisor = Supervisor {
-        child,
-        group,
-        _library: library,
-        escalated: 0,
-        signalled: false,
-        writer: Some(writer),
-        agents,
-        abandoned,
-        sink,
-        stop: req.stop,
-        gpu,
-        sample_hz: req.sample_hz,
-    };
-    std::thread::Builder::new()
-        .name("gpulab-watch".into())
-        .spawn(move || supervisor.run(reading))
-        .map_err(|source| WatchError::Spawn {
-            program: "watch thread".into(),
-            source,
-        })?;
-    Ok(pid)
+            .spawn(move || {
+                wait.recv().is_ok() && pipe::read_pipe(reader, &sink, &shared, &pacing)
+            })?;
+        Ok(Reading {
+            go,
+            thread,
+            agents,
+            abandoned,
+            pacer,
+        })
+    }
+
+    /// Lets the reader pass events on; its thread, for the supervisor.
+    fn go(self) -> std::thread::JoinHandle<bool> {
+        let _ = self.go.send(());
+        self.thread
+    }
 }
 
 fn note(level: NoteLevel, text: String) -> Event {
@@ -508,6 +562,7 @@ mod tests {
             stop: Arc::new(Stopper::default()),
             gpu: None,
             sample_hz: 0.0,
+            pacer: Pacer::default(),
         };
         let runner = std::thread::spawn(move || supervisor.run(reading));
         let mut end = None;

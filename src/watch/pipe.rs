@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::now_ns;
+use crate::telemetry::Pacer;
 use crate::trace::sink::Sink;
 use crate::trace::{self, Event, Note, NoteLevel};
 
@@ -172,10 +173,13 @@ fn done(too_long: bool) -> Line {
 /// the pipe.
 ///
 /// Returns false when nobody listens any more (the consumer is gone).
-pub fn read_pipe(reader: impl Read, sink: &Sink, agents: &Mutex<Agents>) -> bool {
+///
+/// Each batch sent pokes `pacer`: the sampler reads once at every batch, and
+/// fast for a moment after it.
+pub fn read_pipe(reader: impl Read, sink: &Sink, agents: &Mutex<Agents>, pacer: &Pacer) -> bool {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut naming = None;
-    let listened = read_lines(&mut reader, sink, agents, &mut naming);
+    let listened = read_lines(&mut reader, &Out { sink, pacer }, agents, &mut naming);
     // Stacks still being named come before the end of the stream.
     if let Some(Some((to, thread))) = naming {
         drop(to);
@@ -184,9 +188,27 @@ pub fn read_pipe(reader: impl Read, sink: &Sink, agents: &Mutex<Agents>) -> bool
     listened
 }
 
+/// Where the batches go, and the sampler each one pokes.
+struct Out<'a> {
+    sink: &'a Sink,
+    pacer: &'a Pacer,
+}
+
+impl Out<'_> {
+    /// Sends what `batch` holds, if anything; false when nobody listens.
+    fn send(&self, batch: &mut Vec<Event>) -> bool {
+        if batch.is_empty() {
+            return true;
+        }
+        let heard = self.sink.send(std::mem::take(batch));
+        self.pacer.poke(SETTLE);
+        heard
+    }
+}
+
 fn read_lines(
     reader: &mut BufReader<impl Read>,
-    sink: &Sink,
+    out: &Out<'_>,
     agents: &Mutex<Agents>,
     naming: &mut Option<Option<symbols::Naming>>,
 ) -> bool {
@@ -198,7 +220,7 @@ fn read_lines(
         // Before a read that may wait (no whole line left in what the last
         // one brought), the batch goes on.
         if (!reader.buffer().contains(&b'\n') || batch.len() >= BATCH_EVENTS)
-            && !sink.send(std::mem::take(&mut batch))
+            && !out.send(&mut batch)
         {
             return false;
         }
@@ -215,7 +237,7 @@ fn read_lines(
                             Err(p) => p.into_inner().saw(&event),
                         }
                     }
-                    if !pass_on(event, naming, sink, &mut batch) {
+                    if !pass_on(event, naming, out.sink, &mut batch) {
                         return false;
                     }
                     continue;
@@ -226,11 +248,15 @@ fn read_lines(
         rejected.add(why, &detail, &mut batch);
     }
     rejected.finish(&mut batch);
-    sink.send(batch)
+    out.send(&mut batch)
 }
 
 /// The most events one batch of the pipe carries.
 pub const BATCH_EVENTS: usize = 256;
+
+/// After each batch, how long the sampler stays fast: a driver may finish a
+/// release just after its call returns.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The pipe's read end, read until gpulab gives up on it: a process the
 /// program left behind may hold the pipe open for ever, and the stream must
@@ -311,7 +337,7 @@ mod tests {
     fn read(bytes: &[u8]) -> Vec<Event> {
         let (sink, rx) = Sink::channel(1024);
         let agents = Mutex::new(Agents::default());
-        assert!(read_pipe(bytes, &sink, &agents));
+        assert!(read_pipe(bytes, &sink, &agents, &Pacer::default()));
         drop(sink);
         rx.into_iter().flatten().collect()
     }

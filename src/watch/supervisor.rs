@@ -15,7 +15,7 @@ use rustix::process::{Pid, Signal};
 
 use super::{AFTER_EXIT, CHECK_EVERY, Stopper};
 use crate::clock::now_ns;
-use crate::telemetry::{Gpu0, Probe, Sampler, SamplerHandle};
+use crate::telemetry::{Gpu0, Pacer, Probe, Sampler, SamplerHandle};
 use crate::trace::sink::Sink;
 use crate::trace::{self, End, EndStatus, Event, NoteLevel};
 
@@ -114,6 +114,8 @@ pub(super) struct Supervisor {
     /// the program's processes.
     pub(super) gpu: Option<Gpu0>,
     pub(super) sample_hz: f64,
+    /// Poked by the pipe's reader at every batch.
+    pub(super) pacer: Pacer,
 }
 
 impl Supervisor {
@@ -210,9 +212,13 @@ impl Supervisor {
         match probe {
             Ok(probe) => {
                 let sink = self.sink.clone();
-                Some(Sampler::spawn(probe, self.sample_hz, move |batch| {
-                    sink.send(batch.into_iter().map(Event::Sample).collect())
-                }))
+                let pacer = Some(self.pacer.clone());
+                Some(Sampler::spawn_paced(
+                    probe,
+                    self.sample_hz,
+                    pacer,
+                    move |batch| sink.send(batch.into_iter().map(Event::Sample).collect()),
+                ))
             }
             Err(e) => {
                 self.note(
@@ -233,7 +239,7 @@ impl Supervisor {
                 (Some(code), _) => EndStatus::Exited { code },
                 (None, signal) => EndStatus::Crashed {
                     signal,
-                    detail: format!("killed by signal {}", signal.unwrap_or(0)),
+                    detail: crate::signals::killed_by(signal.unwrap_or(0)),
                 },
             },
             Err(e) => EndStatus::Crashed {
