@@ -24,7 +24,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 LABS = [
     ("cuda-free-sync, kernel 10 s, nothing owed while it runs",
      ["cuda-free-sync", "--variant", "free-used", "--param", "kernel_ms=10000"]),
-    ("cl-premature-release, kernel 10 s, the release owed while it runs",
+    ("cl-premature-release, kernel 10 s (a release during the kernel)",
      ["cl-premature-release", "--param", "kernel_ms=10000"]),
     ("cl-finish, defaults (whole run)", ["cl-finish"]),
     ("cuda-free-async, defaults (whole run)", ["cuda-free-async"]),
