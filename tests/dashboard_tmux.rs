@@ -97,9 +97,11 @@ fn dashboard_runs_cl_finish_in_tmux() {
     );
     // R: this run is also recorded, into the data folder (never the working one).
     tmux.keys(&["/", "cl-finish", "Enter", "R", "Enter"]);
+    // The worker's end, then its verdicts, judged once its stream has ended
+    // (its memory watched coming back first).
     let s = tmux.wait_for(
-        "the run to finish",
-        |s| s.contains("[finish] · finished"),
+        "the run to finish and be judged",
+        |s| s.contains("[finish] · finished") && !s.contains("verdicts come"),
         120,
     );
     let recorded: Vec<_> = std::fs::read_dir(dir.path().join("data/recordings"))
@@ -235,21 +237,14 @@ fn sigterm_gives_the_terminal_back() {
     assert_eq!(flag("mouse_any_flag"), "0", "mouse reporting is still on");
 }
 
-/// `gpulab watch --dashboard -- CMD`: the program's calls and objects live in the
-/// dashboard, its output in the log, and after `q` the same exit report as
-/// without the dashboard, with the program's exit status.
-#[test]
-fn watch_dashboard_shows_the_program_live_then_reports() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping watch_dashboard_shows_the_program_live_then_reports: no tmux");
-        return;
+/// `tests/watch/forgotten_events.c` built in `dir`, when there is an OpenCL
+/// device and a C compiler with its headers (required with
+/// `GPULAB_REQUIRE_OPENCL=1`); None (said) to skip.
+fn forgotten_events(dir: &std::path::Path, test: &str) -> Option<std::path::PathBuf> {
+    if !common::opencl_or_skip(test) {
+        return None;
     }
-    let _device = common::device_lock();
-    if !common::opencl_or_skip("watch_dashboard_shows_the_program_live_then_reports") {
-        return;
-    }
-    let dir = common::temp_dir();
-    let program = dir.path().join("forgotten_events");
+    let program = dir.join("forgotten_events");
     let cc = Command::new("cc")
         .arg("-o")
         .arg(&program)
@@ -261,8 +256,28 @@ fn watch_dashboard_shows_the_program_live_then_reports() {
             std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() != Ok("1"),
             "no C compiler or OpenCL headers: {cc:?}"
         );
+        return None;
+    }
+    Some(program)
+}
+
+/// `gpulab watch --dashboard -- CMD`: the program's calls and objects live in the
+/// dashboard, its output in the log, and after `q` the same exit report as
+/// without the dashboard, with the program's exit status.
+#[test]
+fn watch_dashboard_shows_the_program_live_then_reports() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping watch_dashboard_shows_the_program_live_then_reports: no tmux");
         return;
     }
+    let _device = common::device_lock();
+    let dir = common::temp_dir();
+    let Some(program) = forgotten_events(
+        dir.path(),
+        "watch_dashboard_shows_the_program_live_then_reports",
+    ) else {
+        return;
+    };
     let log = dir.path().join("program.log");
     let report = dir.path().join("report.txt");
     let command = format!(
@@ -303,24 +318,13 @@ fn watch_dashboard_quit_stops_the_program_and_keeps_its_events() {
         return;
     }
     let _device = common::device_lock();
-    if !common::opencl_or_skip("watch_dashboard_quit_stops_the_program_and_keeps_its_events") {
-        return;
-    }
     let dir = common::temp_dir();
-    let program = dir.path().join("forgotten_events");
-    let cc = Command::new("cc")
-        .arg("-o")
-        .arg(&program)
-        .arg(common::repo_file("tests/watch/forgotten_events.c"))
-        .arg("-lOpenCL")
-        .output();
-    if !cc.as_ref().is_ok_and(|o| o.status.success()) {
-        assert!(
-            std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() != Ok("1"),
-            "no C compiler or OpenCL headers: {cc:?}"
-        );
+    let Some(program) = forgotten_events(
+        dir.path(),
+        "watch_dashboard_quit_stops_the_program_and_keeps_its_events",
+    ) else {
         return;
-    }
+    };
     let report = dir.path().join("report.txt");
     // The program's work, then a shell that waits far longer than the test.
     let command = format!(

@@ -208,10 +208,14 @@ impl Run {
                     self.insert_reading(c.end_ns, m);
                 }
                 // An agent sends an object's creation before the call that made it.
-                if let Some(st) = c.object.and_then(|id| self.ledger.get_mut(&id))
-                    && st.made_by.is_none()
+                if let Some(id) = c.object
+                    && self.ledger.get(&id).is_some_and(|st| st.made_by.is_none())
                 {
-                    st.made_by = Some(objects::MadeBy::of(c));
+                    let before = LiveIndex::before(&self.ledger, id);
+                    if let Some(st) = self.ledger.get_mut(&id) {
+                        st.made_by = Some(objects::MadeBy::of(c));
+                    }
+                    self.live_index.update(&self.ledger, id, before);
                 }
                 let (spans, forgotten_end) = (&self.spans, self.spans_forgotten_end);
                 self.folds.call(
@@ -253,7 +257,6 @@ impl Run {
                 self.live_bytes += bytes;
                 let before = LiveIndex::before(&self.ledger, o.id);
                 objects::apply(&mut self.ledger, o);
-                self.live_index.update(&self.ledger, o.id, before);
                 // A lab's worker sends the call first, then the object it made.
                 if o.action == ObjectAction::Created
                     && let Some(c) = self.calls.last().filter(|c| c.object == Some(o.id))
@@ -261,6 +264,7 @@ impl Run {
                 {
                     st.made_by = Some(objects::MadeBy::of(c));
                 }
+                self.live_index.update(&self.ledger, o.id, before);
                 self.folds.object(o);
                 self.objects.push(o.clone());
             }

@@ -130,46 +130,38 @@ pub struct Outlived {
 }
 
 impl WatchReport {
+    /// The report of `run` as it stands. Reads the run's live index (kept as
+    /// each object event arrives), so it costs what the findings hold, not a
+    /// walk of every object: the dashboard builds it every frame.
     pub fn from_run(run: &Run) -> WatchReport {
         let meta = run.meta.as_ref();
         let start = meta.map_or(0, |m| m.t_ns);
         let watch = meta.and_then(|m| m.watch.as_ref());
         let lives = &run.ledger;
+        let index = &run.live_index;
 
         let mut kinds: BTreeMap<ObjKind, KindReport> = BTreeMap::new();
-        type Made = (ObjKind, String, u32, u64, Option<u64>);
-        let mut alive: BTreeMap<Made, (u64, u64)> = BTreeMap::new();
-        let mut live_ids = BTreeSet::new();
-        for (id, life) in lives {
-            let kind = life.kind;
-            let k = kinds.entry(kind).or_insert(KindReport {
+        for (&kind, &created) in index.made_count.iter().filter(|(_, n)| **n > 0) {
+            let released = index.released_count.get(&kind).copied().unwrap_or(0);
+            kinds.insert(
                 kind,
-                created: 0,
-                released: 0,
-                alive_at_exit: 0,
-                alive_bytes: 0,
-                peak_alive: run
-                    .peak_live
-                    .get(&kind)
-                    .map_or(0, |n| u64::try_from(*n).unwrap_or(0)),
-            });
-            k.created += 1;
-            if life.released_ns.is_some() {
-                k.released += 1;
-                continue;
+                KindReport {
+                    kind,
+                    created,
+                    released,
+                    alive_at_exit: created.saturating_sub(released),
+                    alive_bytes: 0,
+                    peak_alive: run
+                        .peak_live
+                        .get(&kind)
+                        .map_or(0, |n| u64::try_from(*n).unwrap_or(0)),
+                },
+            );
+        }
+        for ((kind, ..), (_, bytes)) in &index.unreleased {
+            if let Some(k) = kinds.get_mut(kind) {
+                k.alive_bytes += bytes;
             }
-            k.alive_at_exit += 1;
-            k.alive_bytes += life.bytes;
-            live_ids.insert(*id);
-            let (api, pid, thread) = life
-                .made_by
-                .as_ref()
-                .map_or(("?", 0, 0), |m| (m.api.as_str(), m.pid, m.thread));
-            let g = alive
-                .entry((kind, api.to_string(), pid, thread, life.stack))
-                .or_default();
-            g.0 += 1;
-            g.1 += life.bytes;
         }
 
         let processes = processes(run);
@@ -187,31 +179,27 @@ impl WatchReport {
             })
             .flatten()
             .collect();
-        let mut held = Vec::new();
-        let mut outlived: BTreeMap<ObjKind, Vec<f64>> = BTreeMap::new();
-        for (id, life) in lives {
-            let (kind, Some(released)) = (life.kind, life.released_ns) else {
-                continue;
-            };
-            if !watched.contains(&kind) {
-                continue;
-            }
-            match life.destroyed_ns {
-                Some(destroyed) => outlived
-                    .entry(kind)
-                    .or_default()
-                    .push(destroyed.saturating_sub(released) as f64 / 1e6),
-                None => held.push(HeldObject {
-                    id: *id,
-                    kind,
-                    bytes: life.bytes,
-                    released_ms: released.saturating_sub(start) as f64 / 1e6,
-                    pinned_by: pinned_by(*id, lives, &live_ids),
-                    // Ids carry their process's pid in the upper half.
-                    uncertain: incomplete.contains(&((*id >> 32) as u32)),
-                }),
-            }
-        }
+        let held: Vec<HeldObject> = index
+            .owed
+            .iter()
+            .filter_map(|id| Some((*id, lives.get(id)?)))
+            .filter(|(_, life)| watched.contains(&life.kind))
+            .map(|(id, life)| HeldObject {
+                id,
+                kind: life.kind,
+                bytes: life.bytes,
+                released_ms: life.released_ns.unwrap_or(start).saturating_sub(start) as f64 / 1e6,
+                pinned_by: pinned_by(id, lives, &index.referring),
+                // Ids carry their process's pid in the upper half.
+                uncertain: incomplete.contains(&((id >> 32) as u32)),
+            })
+            .collect();
+        let outlived: BTreeMap<ObjKind, Vec<f64>> = index
+            .outlived_ns
+            .iter()
+            .filter(|(kind, lags)| watched.contains(kind) && !lags.is_empty())
+            .map(|(kind, lags)| (*kind, lags.iter().map(|ns| *ns as f64 / 1e6).collect()))
+            .collect();
 
         let (infos, warned): (Vec<_>, Vec<_>) =
             run.notes.iter().partition(|n| n.level == NoteLevel::Info);
@@ -272,17 +260,18 @@ impl WatchReport {
             calls: run.calls.seen() as usize,
             failed_calls: run.folds.failed_calls as usize,
             kinds: kinds.into_values().collect(),
-            alive_at_exit: alive
-                .into_iter()
+            alive_at_exit: index
+                .unreleased
+                .iter()
                 .map(
                     |((kind, created_by, pid, thread, stack), (count, bytes))| AliveGroup {
-                        kind,
-                        count,
-                        bytes,
-                        created_by,
-                        pid,
-                        thread,
-                        uncertain: incomplete.contains(&pid),
+                        kind: *kind,
+                        count: *count,
+                        bytes: *bytes,
+                        created_by: created_by.clone(),
+                        pid: *pid,
+                        thread: *thread,
+                        uncertain: incomplete.contains(pid),
                         backtrace: stack
                             .and_then(|id| run.stacks.get(&id))
                             .cloned()

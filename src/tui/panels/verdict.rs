@@ -154,6 +154,9 @@ impl VerdictPanel<'_> {
             && let Some(lab) = self.lab
         {
             let why = match self.run {
+                Some(r) if r.running() && r.run.end.is_some() => {
+                    "the worker has ended; verdicts come once its memory is back"
+                }
                 Some(r) if r.running() => "verdicts come when the run ends",
                 Some(_) => "no verdicts: the run ended before they could be judged",
                 None => "not run yet on this device",
