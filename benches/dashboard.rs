@@ -3,6 +3,13 @@
 //! 200,000 of each). Bar: under 2 ms a frame on the 2-core development VM.
 //! Figures in docs/benchmarks.md.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -23,6 +30,10 @@ const SECOND: u64 = 1_000_000_000;
 /// Loads a run of `calls` host calls, as many device spans and 60 s of 1 kHz
 /// samples into `app`'s first slot; then `leaked` more live events, as a lab
 /// that forgets them leaves them (see [`leaked_events`]).
+#[expect(
+    clippy::too_many_lines,
+    reason = "a benchmark fixture: one run of every kind of event"
+)]
 fn heavy_run(app: &mut App, calls: u64, leaked: u64) -> Vec<Event> {
     app.update(Msg::Doctor(Availability::device("bench device")));
     let pos = app

@@ -6,6 +6,17 @@
 //! line"); these say where it goes. Pieces that need an NVIDIA GPU are skipped
 //! without one.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+#![allow(
+    unsafe_code,
+    reason = "the benchmark makes its own pipe and times calls through libc"
+)]
+
 use std::hint::black_box;
 use std::io::Read;
 use std::os::fd::FromRawFd;

@@ -2,6 +2,13 @@
 //! the Run model, judge the claims and render the report. Figures in
 //! docs/benchmarks.md.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};

@@ -3,6 +3,13 @@
 //! elsewhere. On a machine without NVML only the RSS probe is measured. Device figures beside `nvidia-smi -lms 1`
 //! are in docs/benchmarks.md.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -6,6 +6,13 @@
 //! its manifest by `crates/gpulab-events/tests/leaf.rs`, the agent's by
 //! `crates/gpulab-agent/tests/deps.rs`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 use std::path::{Path, PathBuf};
 
 /// Top-level modules of the `gpulab` library.

@@ -1,5 +1,12 @@
 //! Bad input gets a clear message and the right exit status; nothing panics.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 #[test]

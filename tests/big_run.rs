@@ -3,6 +3,13 @@
 //! into the default, bounded Run as into one that keeps every call. What a report
 //! says may not depend on the calls the window forgot.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use gpulab::report::{self, Summary};

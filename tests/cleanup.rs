@@ -9,6 +9,13 @@
 //!
 //! `GPULAB_CLEANUP_SEED=n` picks other lines; the seed is in every failure.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};

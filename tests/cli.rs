@@ -3,6 +3,13 @@
 //! spawns the real binary with absolute paths, so none depends on the folder it
 //! runs in.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::process::Output;

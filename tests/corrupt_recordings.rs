@@ -1,6 +1,13 @@
 //! Damaged recordings: each gets its own message, readable lines are still
 //! reported, and nothing panics — neither the library nor `gpulab report`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use gpulab::trace::read_recording;
@@ -27,6 +34,10 @@ enum Expect {
     Skipped(&'static str),
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "a test table: one case per kind of damage"
+)]
 fn cases() -> Vec<(&'static str, Vec<u8>, Expect)> {
     let l = lines();
     let n = l.len();

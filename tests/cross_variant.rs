@@ -2,6 +2,13 @@
 //! `run --all-variants` from each variant's own measurements, carried by the
 //! recordings, and inconclusive when the other variant did not run.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use serde_json::Value;

@@ -2,6 +2,13 @@
 //! CUDA lab must refuse with a clear "no CUDA driver" and exit 3. With one, the
 //! gated test runs every variant and checks the bookkeeping, never a verdict.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use gpulab::lab::{BackendKind, LabSet};

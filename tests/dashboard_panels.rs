@@ -1,6 +1,13 @@
 //! Each panel alone: snapshots from a recording at 80×24, and no panic at any size
 //! from 0×0 up, with and without a run.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use common::dash::{app, open, text};
@@ -24,6 +31,10 @@ use ratatui::widgets::Widget;
 const SIZES: [(u16, u16); 4] = [(0, 0), (1, 1), (80, 24), (200, 60)];
 
 /// Every panel of `app`, by name, rendered into a `w`×`h` buffer.
+#[expect(
+    clippy::too_many_lines,
+    reason = "a test helper: every panel of a frame, one after the other"
+)]
 fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
     let area = Rect::new(0, 0, w, h);
     let run = app.slots[A].as_ref();

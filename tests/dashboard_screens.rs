@@ -1,6 +1,13 @@
 //! Whole dashboard frames and single panels from the fixture recordings, as text
 //! snapshots (insta). Deterministic: frames depend on the recorded events only.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use common::dash::{self, app, events, feed, key, keys, open, screen};

@@ -1,6 +1,13 @@
 //! The dashboard's state machine driven by key sequences, no terminal: what each
 //! key changes and which effects (start, step, cancel, open) it asks the loop for.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use common::dash::{app, carry_out, feed, key, keys, open, select};

@@ -2,6 +2,13 @@
 //! Keys select `cl-finish` and run it; `capture-pane` reads the screen back.
 //! Skipped with a notice when tmux is missing (`.ci/run` installs it).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::process::Command;

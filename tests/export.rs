@@ -2,6 +2,13 @@
 //! the fields the format requires, timestamps never go back, every async begin has
 //! its end, and the tracks are the ones the run had.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::collections::HashMap;

@@ -3,6 +3,13 @@
 //! cannot run among others. Real binaries, real signals, the OpenCL device this
 //! machine has (PoCL in CI).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};

@@ -17,6 +17,13 @@
 //! --test fuzz lab -- --nocapture`; crashing inputs are saved under
 //! `target/tmp/` and named in the failure.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 #[path = "fuzz/harness.rs"]
 mod harness;
 #[path = "fuzz/mutate.rs"]

@@ -2,6 +2,13 @@
 //! `tests/labs/invalid/NN-name.toml` gives exactly the one-line message in
 //! `NN-name.expected`. `GPULAB_BLESS=1` writes missing `.expected` files.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 use std::path::{Path, PathBuf};
 
 use gpulab::lab::catalog::{self, LabSet};

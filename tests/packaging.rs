@@ -5,6 +5,13 @@
 //! itself is checked by `docker/verify-rootfs.sh`, which runs its runtime stage as
 //! a debootstrapped Debian 12 root (README, "Docker").
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 use std::path::Path;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");

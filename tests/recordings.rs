@@ -2,6 +2,13 @@
 //! format they were written in is the one this gpulab reads, and their reports and
 //! verdicts come back as recorded.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use gpulab::run::Run;

@@ -2,6 +2,13 @@
 //! and frame ticks alone (no terminal, no real clock), the replay screen, the run
 //! history's bounds, and `gpulab replay` on damaged and missing files.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use common::dash::{app, key, keys, open, screen};

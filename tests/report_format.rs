@@ -3,6 +3,13 @@
 //! of every shipped recording) is documented there, and every documented key
 //! appears in one of them.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

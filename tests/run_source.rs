@@ -1,6 +1,13 @@
 //! The run source on its own: stepping, cancelling, a crashing worker, Ctrl-C.
 //! Real workers on the OpenCL device this machine has (PoCL in CI).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

@@ -8,6 +8,13 @@
 //!
 //! CI runs a 50-run slice; `GPULAB_SOAK_RUNS=1000` the long one.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::collections::BTreeMap;

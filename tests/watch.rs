@@ -3,6 +3,13 @@
 //! create and release seen, the stream ends, counts equal the program's own), not
 //! what any driver decides.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::path::Path;

@@ -4,6 +4,13 @@
 //! process did in its last moments (a crash, `_exit`, a default signal) arrives.
 //! Each program checks itself and prints what it did; the test compares.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::process::Stdio;

@@ -7,6 +7,13 @@
 //! They need an NVIDIA GPU, nvcc and libcupti: ignored unless run with
 //! `GPULAB_REQUIRE_CUDA=1 cargo test --test watch_cuda -- --ignored`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

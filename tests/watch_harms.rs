@@ -3,6 +3,13 @@
 //! fix. Programs here are shell and Python one-liners: what they check is
 //! gpulab's own handling (statuses, outputs, processes), not any driver.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::path::Path;

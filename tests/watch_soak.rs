@@ -7,6 +7,13 @@
 //! bounded. `GPULAB_WATCH_SOAK_RUNS` sets the number of runs (default: two of
 //! each program); docs/reliability.md has the long run's figures.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 mod common;
 
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Backends: the only code that calls a GPU API. The engine drives one through the
 //! `Backend` trait, one call per script line; a backend never decides what a lab
 //! means, it only does the call and reports what the driver said.
-#![allow(unsafe_code)]
+#![allow(unsafe_code, reason = "the OpenCL and CUDA driver APIs are C")]
 
 pub mod cuda;
 pub mod discover;

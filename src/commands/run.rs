@@ -25,6 +25,10 @@ use crate::cli::{FailOn, RunArgs};
 /// Telemetry rate while a headless run is on.
 const SAMPLE_HZ: f64 = 1000.0;
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "to split (#28): arguments, variants, reports"
+)]
 pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
     let set = LabSet::load(dirs);
     gpulab::clock::phase("labs loaded");

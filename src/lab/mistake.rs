@@ -413,6 +413,10 @@ fn backend_name(b: BackendKind) -> &'static str {
 
 impl Mistake {
     /// The message and, where there is one, a help text.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "a catalog: the words of each kind of mistake"
+    )]
     pub fn words(&self) -> (String, Option<String>) {
         use Mistake as M;
         match self {

@@ -744,6 +744,7 @@ mod tests {
     /// Issue #14: wait lists, flags, sub-buffers and maps, good and bad lines,
     /// each bad one at its `line:col`.
     #[test]
+    #[expect(clippy::too_many_lines, reason = "a test: one table of cases")]
     fn each_kernel_takes_its_own_buffers_and_duration() {
         let ok = format!(
             "{SETUP}c = clCreateBuffer(ctx, 2 MiB)\n\
@@ -980,6 +981,7 @@ mod tests {
     }
 
     #[test]
+    #[expect(clippy::too_many_lines, reason = "a test: one table of cases")]
     fn wait_lists_flags_sub_buffers_and_maps() {
         let enq = "p = clCreateProgramWithSource(ctx, spin)\nk = clCreateKernel(p, spin)\n";
         let ok = format!(

@@ -11,7 +11,10 @@
 
 // Two unsafe calls, each with its SAFETY note: setting the environment before any
 // thread exists, and asking the dynamic linker whether the NVIDIA ICD loads.
-#![allow(unsafe_code)]
+#![allow(
+    unsafe_code,
+    reason = "the environment and dlopen, to find what is installed"
+)]
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,10 @@
 //! naming a missing or foreign library reads as "no OpenCL platform" with no why.
 
 // One unsafe call, with its SAFETY note: loading the library an `.icd` names.
-#![allow(unsafe_code)]
+#![allow(
+    unsafe_code,
+    reason = "dlopen of an OpenCL loader, to ask it what it can do"
+)]
 
 use std::path::{Path, PathBuf};
 

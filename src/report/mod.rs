@@ -208,6 +208,10 @@ pub struct DestroyRow {
 }
 
 impl Summary {
+    #[expect(
+        clippy::too_many_lines,
+        reason = "to split (#28): the summary part by part"
+    )]
     pub fn of(run: &Run) -> Summary {
         let meta = run.meta.as_ref();
         let lab = meta.and_then(|m| m.lab.as_ref());

@@ -78,6 +78,10 @@ fn meta() -> Event {
 /// A lab-like stream of `n` calls: tagged and untagged lines, errors, calls
 /// with and without memory readings, device spans (mostly after their call,
 /// a few before it), objects made, released and destroyed, samples, blocks.
+#[expect(
+    clippy::too_many_lines,
+    reason = "a test helper: one generator of every kind of event"
+)]
 fn generated(seed: u64, n: u64) -> Vec<Event> {
     let mut r = Rng(seed | 1);
     let mut events = vec![meta()];

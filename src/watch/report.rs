@@ -137,118 +137,15 @@ impl WatchReport {
         let meta = run.meta.as_ref();
         let start = meta.map_or(0, |m| m.t_ns);
         let watch = meta.and_then(|m| m.watch.as_ref());
-        let lives = &run.ledger;
-        let index = &run.live_index;
-
-        let mut kinds: BTreeMap<ObjKind, KindReport> = BTreeMap::new();
-        for (&kind, &created) in index.made_count.iter().filter(|(_, n)| **n > 0) {
-            let released = index.released_count.get(&kind).copied().unwrap_or(0);
-            kinds.insert(
-                kind,
-                KindReport {
-                    kind,
-                    created,
-                    released,
-                    alive_at_exit: created.saturating_sub(released),
-                    alive_bytes: 0,
-                    peak_alive: run
-                        .peak_live
-                        .get(&kind)
-                        .map_or(0, |n| u64::try_from(*n).unwrap_or(0)),
-                },
-            );
-        }
-        for ((kind, ..), (_, bytes)) in &index.unreleased {
-            if let Some(k) = kinds.get_mut(kind) {
-                k.alive_bytes += bytes;
-            }
-        }
-
         let processes = processes(run);
         let incomplete: BTreeSet<u32> = processes
             .iter()
             .filter(|p| !p.complete())
             .map(|p| p.pid)
             .collect();
-        let watched: BTreeSet<ObjKind> = run
-            .agents
-            .iter()
-            .filter_map(|a| match &a.state {
-                AgentState::Attached { destruction, .. } => Some(destruction.iter().copied()),
-                _ => None,
-            })
-            .flatten()
-            .collect();
-        let held: Vec<HeldObject> = index
-            .owed
-            .iter()
-            .filter_map(|id| Some((*id, lives.get(id)?)))
-            .filter(|(_, life)| watched.contains(&life.kind))
-            .map(|(id, life)| HeldObject {
-                id,
-                kind: life.kind,
-                bytes: life.bytes,
-                released_ms: life.released_ns.unwrap_or(start).saturating_sub(start) as f64 / 1e6,
-                pinned_by: pinned_by(id, lives, &index.referring),
-                // Ids carry their process's pid in the upper half.
-                uncertain: incomplete.contains(&((id >> 32) as u32)),
-            })
-            .collect();
-        let outlived: BTreeMap<ObjKind, Vec<f64>> = index
-            .outlived_ns
-            .iter()
-            .filter(|(kind, lags)| watched.contains(kind) && !lags.is_empty())
-            .map(|(kind, lags)| (*kind, lags.iter().map(|ns| *ns as f64 / 1e6).collect()))
-            .collect();
-
-        let (infos, warned): (Vec<_>, Vec<_>) =
-            run.notes.iter().partition(|n| n.level == NoteLevel::Info);
-        let notes = infos.into_iter().map(|n| n.text.clone()).collect();
-        let mut warnings: Vec<String> = warned.into_iter().map(|n| n.text.clone()).collect();
-        if processes.is_empty() {
-            warnings.push(
-                "the agent never reported: the program made no OpenCL call through the ICD \
-                 loader and initialised no CUDA driver, or its loader ignores OPENCL_LAYERS \
-                 (ocl-icd before 2.3, or a vendor libOpenCL linked directly). This report is \
-                 empty because nothing was seen, not because nothing leaked; `gpulab doctor` \
-                 checks the loader and libcupti"
-                    .into(),
-            );
-        }
-        for p in &processes {
-            for why in p.unwatched.iter().chain(&p.conflicts) {
-                warnings.push(format!("pid {}: {why}", p.pid));
-            }
-            match (p.records, p.dropped) {
-                (Some(_), _) if !p.complete() => warnings.push(format!(
-                    "pid {}: the agent sent {} records but {} arrived; what this report says \
-                     of its objects is uncertain",
-                    p.pid,
-                    p.records.unwrap_or(0),
-                    p.received
-                )),
-                (Some(_), Some(d)) if d > 0 => warnings.push(format!(
-                    "pid {}: {d} call records were dropped while gpulab was behind (object \
-                     records never are): call counts above miss them",
-                    p.pid
-                )),
-                (Some(_), _) => {}
-                (None, _) => warnings.push(format!(
-                    "pid {}: the agent never sent its last record (the process was killed by \
-                     SIGKILL, or gpulab's pipe was gone); what it did last may be missing, so \
-                     what this report says of its objects is uncertain",
-                    p.pid
-                )),
-            }
-        }
-
-        let (ended, exit_code) = match run.end.as_ref().map(|e| &e.status) {
-            Some(EndStatus::Finished) => ("exited with status 0".to_string(), Some(0)),
-            Some(EndStatus::Exited { code }) => (format!("exited with status {code}"), Some(*code)),
-            Some(EndStatus::Cancelled) => ("stopped by gpulab".to_string(), None),
-            Some(s) => (s.label(), None),
-            None => ("still running when the stream ended".to_string(), None),
-        };
+        let watched = destruction_watched(run);
+        let (notes, warnings) = notes_and_warnings(run, &processes);
+        let (ended, exit_code) = ended(run);
         let end_ns = run.end.as_ref().map_or(start, |e| e.t_ns);
         WatchReport {
             command: watch.map(|w| w.command.clone()).unwrap_or_default(),
@@ -256,42 +153,13 @@ impl WatchReport {
             ended,
             exit_code,
             seconds: end_ns.saturating_sub(start) as f64 / 1e9,
-            processes,
             calls: run.calls.seen() as usize,
             failed_calls: run.folds.failed_calls as usize,
-            kinds: kinds.into_values().collect(),
-            alive_at_exit: index
-                .unreleased
-                .iter()
-                .map(
-                    |((kind, created_by, pid, thread, stack), (count, bytes))| AliveGroup {
-                        kind: *kind,
-                        count: *count,
-                        bytes: *bytes,
-                        created_by: created_by.clone(),
-                        pid: *pid,
-                        thread: *thread,
-                        uncertain: incomplete.contains(pid),
-                        backtrace: stack
-                            .and_then(|id| run.stacks.get(&id))
-                            .cloned()
-                            .unwrap_or_default(),
-                    },
-                )
-                .collect(),
-            held_by_driver: held,
-            outlived_release: outlived
-                .into_iter()
-                .map(|(kind, mut ms)| {
-                    ms.sort_by(f64::total_cmp);
-                    Outlived {
-                        kind,
-                        count: ms.len() as u64,
-                        median_ms: ms[ms.len() / 2],
-                        max_ms: ms[ms.len() - 1],
-                    }
-                })
-                .collect(),
+            kinds: kinds(run),
+            alive_at_exit: alive_groups(run, &incomplete),
+            held_by_driver: held(run, &watched, &incomplete),
+            outlived_release: outlived(run, &watched),
+            processes,
             peak_memory_bytes: run.sample_stats.max_process.or(run.sample_stats.max_used),
             peak_device_growth_bytes: run.peak_above_baseline(),
             device_baseline_bytes: run.baseline(),
@@ -320,6 +188,10 @@ impl WatchReport {
         }
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "to split (#28): the text report part by part; it joins report/ (step 2)"
+    )]
     pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
@@ -595,6 +467,170 @@ fn md_code(text: &str, in_table: bool) -> String {
 /// Ids from an agent carry the pid in their upper half; the lower half is short.
 pub fn short_id(id: u64) -> String {
     format!("#{}", id & 0xffff_ffff)
+}
+
+/// Per kind: made, released, alive and its bytes, the peak alive at once.
+fn kinds(run: &Run) -> Vec<KindReport> {
+    let index = &run.live_index;
+    let mut kinds: BTreeMap<ObjKind, KindReport> = BTreeMap::new();
+    for (&kind, &created) in index.made_count.iter().filter(|(_, n)| **n > 0) {
+        let released = index.released_count.get(&kind).copied().unwrap_or(0);
+        let peak = run.peak_live.get(&kind).copied().unwrap_or(0);
+        kinds.insert(
+            kind,
+            KindReport {
+                kind,
+                created,
+                released,
+                alive_at_exit: created.saturating_sub(released),
+                alive_bytes: 0,
+                peak_alive: u64::try_from(peak).unwrap_or(0),
+            },
+        );
+    }
+    for ((kind, ..), (_, bytes)) in &index.unreleased {
+        if let Some(k) = kinds.get_mut(kind) {
+            k.alive_bytes += bytes;
+        }
+    }
+    kinds.into_values().collect()
+}
+
+/// What the program never released, grouped by who made it.
+fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
+    run.live_index
+        .unreleased
+        .iter()
+        .map(
+            |((kind, created_by, pid, thread, stack), (count, bytes))| AliveGroup {
+                kind: *kind,
+                count: *count,
+                bytes: *bytes,
+                created_by: created_by.clone(),
+                pid: *pid,
+                thread: *thread,
+                uncertain: incomplete.contains(pid),
+                backtrace: stack
+                    .and_then(|id| run.stacks.get(&id))
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+        )
+        .collect()
+}
+
+/// The kinds whose destruction some process's agent reports: only of those can
+/// a released object be said to be held by the driver.
+fn destruction_watched(run: &Run) -> BTreeSet<ObjKind> {
+    run.agents
+        .iter()
+        .filter_map(|a| match &a.state {
+            AgentState::Attached { destruction, .. } => Some(destruction.iter().copied()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// Objects the program released that the driver has not destroyed yet, and
+/// what the program still holds that pins each.
+fn held(run: &Run, watched: &BTreeSet<ObjKind>, incomplete: &BTreeSet<u32>) -> Vec<HeldObject> {
+    let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
+    let (lives, index) = (&run.ledger, &run.live_index);
+    index
+        .owed
+        .iter()
+        .filter_map(|id| Some((*id, lives.get(id)?)))
+        .filter(|(_, life)| watched.contains(&life.kind))
+        .map(|(id, life)| HeldObject {
+            id,
+            kind: life.kind,
+            bytes: life.bytes,
+            released_ms: life.released_ns.unwrap_or(start).saturating_sub(start) as f64 / 1e6,
+            pinned_by: pinned_by(id, lives, &index.referring),
+            // Ids carry their process's pid in the upper half.
+            uncertain: incomplete.contains(&((id >> 32) as u32)),
+        })
+        .collect()
+}
+
+/// Per kind, how long destroyed objects outlived their release.
+fn outlived(run: &Run, watched: &BTreeSet<ObjKind>) -> Vec<Outlived> {
+    run.live_index
+        .outlived_ns
+        .iter()
+        .filter(|(kind, _)| watched.contains(kind))
+        .filter_map(|(kind, lags)| {
+            let max = *lags.iter().max()?;
+            // The middle one of them in order, found without sorting them all.
+            let mut lags = lags.clone();
+            let count = lags.len() as u64;
+            let mid = lags.len() / 2;
+            let median = *lags.select_nth_unstable(mid).1;
+            Some(Outlived {
+                kind: *kind,
+                count,
+                median_ms: median as f64 / 1e6,
+                max_ms: max as f64 / 1e6,
+            })
+        })
+        .collect()
+}
+
+/// The stream's notes, and the warnings about what the report cannot vouch for.
+fn notes_and_warnings(run: &Run, processes: &[ProcessReport]) -> (Vec<String>, Vec<String>) {
+    let (infos, warned): (Vec<_>, Vec<_>) =
+        run.notes.iter().partition(|n| n.level == NoteLevel::Info);
+    let notes = infos.into_iter().map(|n| n.text.clone()).collect();
+    let mut warnings: Vec<String> = warned.into_iter().map(|n| n.text.clone()).collect();
+    if processes.is_empty() {
+        warnings.push(
+            "the agent never reported: the program made no OpenCL call through the ICD \
+             loader and initialised no CUDA driver, or its loader ignores OPENCL_LAYERS \
+             (ocl-icd before 2.3, or a vendor libOpenCL linked directly). This report is \
+             empty because nothing was seen, not because nothing leaked; `gpulab doctor` \
+             checks the loader and libcupti"
+                .into(),
+        );
+    }
+    for p in processes {
+        for why in p.unwatched.iter().chain(&p.conflicts) {
+            warnings.push(format!("pid {}: {why}", p.pid));
+        }
+        match (p.records, p.dropped) {
+            (Some(_), _) if !p.complete() => warnings.push(format!(
+                "pid {}: the agent sent {} records but {} arrived; what this report says \
+                 of its objects is uncertain",
+                p.pid,
+                p.records.unwrap_or(0),
+                p.received
+            )),
+            (Some(_), Some(d)) if d > 0 => warnings.push(format!(
+                "pid {}: {d} call records were dropped while gpulab was behind (object \
+                 records never are): call counts above miss them",
+                p.pid
+            )),
+            (Some(_), _) => {}
+            (None, _) => warnings.push(format!(
+                "pid {}: the agent never sent its last record (the process was killed by \
+                 SIGKILL, or gpulab's pipe was gone); what it did last may be missing, so \
+                 what this report says of its objects is uncertain",
+                p.pid
+            )),
+        }
+    }
+    (notes, warnings)
+}
+
+/// How the program ended, and its exit code when it exited.
+fn ended(run: &Run) -> (String, Option<i32>) {
+    match run.end.as_ref().map(|e| &e.status) {
+        Some(EndStatus::Finished) => ("exited with status 0".to_string(), Some(0)),
+        Some(EndStatus::Exited { code }) => (format!("exited with status {code}"), Some(*code)),
+        Some(EndStatus::Cancelled) => ("stopped by gpulab".to_string(), None),
+        Some(s) => (s.label(), None),
+        None => ("still running when the stream ended".to_string(), None),
+    }
 }
 
 /// Live objects whose references reach `target`, as `event #3 -> kernel #2`.

@@ -484,10 +484,10 @@ fn subscribe() -> Result<(), String> {
         let mut s: *const c_char = std::ptr::null();
         // SAFETY: `s` is a writable out-pointer; an unknown id is an error status.
         let ok = unsafe { name_of(DOMAIN_DRIVER_API, cbid, &mut s) } == CUPTI_SUCCESS;
-        // SAFETY: on success, a static C string.
         (ok && !s.is_null()).then(|| {
             (
                 cbid,
+                // SAFETY: on success, a static C string.
                 unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned(),
             )
         })
@@ -1106,10 +1106,8 @@ mod tests {
         record[92..96].copy_from_slice(&77u32.to_ne_bytes());
         record[104..112].copy_from_slice(&(name.as_ptr() as usize).to_ne_bytes());
         // SAFETY: a whole record of the kernel layout.
-        assert!(
-            unsafe { kernel_span(record.as_ptr(), 0) }.is_none(),
-            "no launch 77 yet"
-        );
+        let none = unsafe { kernel_span(record.as_ptr(), 0) }.is_none();
+        assert!(none, "no launch 77 yet");
         launched(77, 5, 900, 0);
         // SAFETY: as above.
         let span = unsafe { kernel_span(record.as_ptr(), 10) }.expect("a span");
@@ -1118,10 +1116,8 @@ mod tests {
         assert_eq!(span.name, "_Z4spiny");
         assert_eq!(span.queue_name.as_deref(), Some("default stream"));
         // SAFETY: as above.
-        assert!(
-            unsafe { kernel_span(record.as_ptr(), 0) }.is_none(),
-            "one span per launch"
-        );
+        let none = unsafe { kernel_span(record.as_ptr(), 0) }.is_none();
+        assert!(none, "one span per launch");
     }
 
     #[test]

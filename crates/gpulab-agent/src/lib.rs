@@ -27,6 +27,11 @@
 //! - It exports the four layer entry points and nothing else named `cl*`, and
 //!   `InitializeInjection` for CUDA.
 
+#![allow(
+    unsafe_code,
+    reason = "the agent is C ABI hooks, dlsym and signal handlers inside another process: every unsafe block says why it holds"
+)]
+
 mod clock;
 mod crash;
 mod cuda;

@@ -78,6 +78,10 @@ macro_rules! enqueuing {
 }
 
 /// Every hook and the entry it replaces.
+#[expect(
+    clippy::too_many_lines,
+    reason = "a catalog: one entry per hooked OpenCL call"
+)]
 pub fn hooks() -> Vec<(usize, *const c_void)> {
     vec![
         (d::CREATE_CONTEXT, create_context as *const c_void),
@@ -298,8 +302,8 @@ unsafe fn enqueued(
     event: *mut Handle,
     uses: Vec<u64>,
 ) -> i32 {
-    // SAFETY: non-null event pointers were written by the target on success.
     let handle = if status == CL_SUCCESS && !event.is_null() {
+        // SAFETY: non-null event pointers were written by the target on success.
         unsafe { *event }
     } else {
         std::ptr::null_mut()

@@ -259,10 +259,8 @@ mod tests {
         assert_ne!(pipe.fd, reused);
         drop(pipe);
         // SAFETY: F_GETFD only inspects the descriptor table.
-        assert!(
-            unsafe { libc::fcntl(reused, libc::F_GETFD) } >= 0,
-            "the program's descriptor was left open"
-        );
+        let open = unsafe { libc::fcntl(reused, libc::F_GETFD) } >= 0;
+        assert!(open, "the program's descriptor was left open");
         // SAFETY: the test's own duplicate.
         unsafe { libc::close(reused) };
         // SAFETY: a descriptor this test owns.

@@ -1,6 +1,13 @@
 //! The agent is loaded into someone else's program: it may link the events crate
 //! and libc, nothing else of gpulab's and no GPU, UI or async crate.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 #[test]
 fn the_agent_links_only_the_events_crate_and_libc() {
     let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))

@@ -2,6 +2,13 @@
 //! program links it, so it may depend on serialisation alone. Read from the
 //! manifest (what cargo builds), not from a list kept beside it.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
 const ALLOWED: [&str; 3] = ["serde", "serde_json", "thiserror"];
 
 #[test]

@@ -116,6 +116,10 @@ impl CudaBackend {
         r.map(|()| Outcome::default())
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "a catalog: one arm per CUDA call a lab can make"
+    )]
     pub(super) fn dispatch(
         &mut self,
         seq: u64,
@@ -197,8 +201,8 @@ impl CudaBackend {
             Api::CudaStreamWaitEvent => {
                 let (_, s) = self.raw(ops, 0, K::Stream)?;
                 let (_, e) = self.raw(ops, 1, K::Event)?;
-                // SAFETY: the lab's stream and event.
                 let flags = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+                // SAFETY: the lab's stream and event.
                 unsafe { result::stream::wait_event(stream(s), event(e), flags) }?;
                 Ok(Outcome::default())
             }
@@ -257,6 +261,7 @@ impl CudaBackend {
                     // result layer copies into a slice; the lab's memory is a raw
                     // pointer, and may already be freed, which is the lab's point.)
                     let dst = h as usize as *mut c_void;
+                    // SAFETY: as said above: `h` pinned host memory, `p` device memory, `n` bytes.
                     unsafe { sys::cuMemcpyDtoHAsync_v2(dst, p, n, stream(s)) }.result()?;
                     Ok(())
                 })
@@ -271,6 +276,7 @@ impl CudaBackend {
                     // pinned host memory of at least `n` bytes the lab holds (raw, as
                     // for the copy to the host).
                     let src = h as usize as *const c_void;
+                    // SAFETY: as said above: `p` device memory, `h` pinned host memory, `n` bytes.
                     unsafe { sys::cuMemcpyHtoDAsync_v2(p, src, n, stream(s)) }.result()?;
                     Ok(())
                 })
@@ -301,8 +307,8 @@ impl CudaBackend {
             }
             Api::CudaMemPoolSetAttribute => {
                 let mut v = bytes_at(ops, 0)?;
-                // SAFETY: RELEASE_THRESHOLD is a cuuint64_t read from `v`.
                 let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+                // SAFETY: RELEASE_THRESHOLD is a cuuint64_t read from `v`.
                 unsafe { result::mem_pool::set_attribute(self.pool, attr, (&raw mut v).cast()) }?;
                 Ok(Outcome::default())
             }

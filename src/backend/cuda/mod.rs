@@ -146,6 +146,10 @@ impl CudaBackend {
             })
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "to split (#28): device, context, module and calibration set-up"
+    )]
     fn open_inner(selector: Option<&str>) -> Result<Self, BackendError> {
         result::init().map_err(|e| BackendError::Unavailable {
             what: "no usable CUDA driver".into(),
@@ -168,8 +172,8 @@ impl CudaBackend {
         }
         let index = pick(selector, &names)?;
         let dev = result::device::get(index as i32).map_err(setup("cuDeviceGet"))?;
-        // SAFETY: `dev` is a valid device.
         let attr = |a: sys::CUdevice_attribute| {
+            // SAFETY: `dev` is a valid device.
             unsafe { result::device::get_attribute(dev, a) }.unwrap_or(0)
         };
         use sys::CUdevice_attribute as A;

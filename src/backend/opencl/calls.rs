@@ -159,6 +159,10 @@ impl OpenClBackend {
         }
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "a catalog: one arm per OpenCL call a lab can make"
+    )]
     pub(super) fn dispatch(
         &mut self,
         seq: u64,
@@ -528,37 +532,49 @@ impl OpenClBackend {
                 ok(wait_for_events(&evs)).map(|()| Outcome::default())
             }
             Api::ClRetainContext => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Context, 1, |h| unsafe { retain_context(h) })
             }
+            // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
             Api::ClRetainCommandQueue => self.lifetime(ops, K::Queue, 1, |h| unsafe {
                 cl3::command_queue::retain_command_queue(h)
             }),
             Api::ClRetainMemObject => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Buffer, 1, |h| unsafe { retain_mem_object(h) })
             }
             Api::ClRetainProgram => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Program, 1, |h| unsafe { retain_program(h) })
             }
             Api::ClRetainKernel => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Kernel, 1, |h| unsafe { retain_kernel(h) })
             }
+            // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
             Api::ClRetainEvent => self.lifetime(ops, K::Event, 1, |h| unsafe { retain_event(h) }),
             Api::ClReleaseContext => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Context, -1, |h| unsafe { release_context(h) })
             }
             Api::ClReleaseCommandQueue => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Queue, -1, |h| unsafe { release_queue(h) })
             }
             Api::ClReleaseMemObject => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Buffer, -1, |h| unsafe { release_mem_object(h) })
             }
             Api::ClReleaseProgram => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Program, -1, |h| unsafe { release_program(h) })
             }
             Api::ClReleaseKernel => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Kernel, -1, |h| unsafe { release_kernel(h) })
             }
             Api::ClReleaseEvent => {
+                // SAFETY: a live handle of this kind the lab holds (`lifetime` checks).
                 self.lifetime(ops, K::Event, -1, |h| unsafe { release_event(h) })
             }
             // Validation keeps CUDA calls out of OpenCL labs; this answers anything else.

@@ -65,6 +65,7 @@ fn destroyed(notices: &[Notice], obj: ObjId) -> Option<u64> {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "a test: one lab script end to end")]
 fn mini_script_reports_spans_destructors_and_refcounts() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(mut b) = open_or_skip() else { return };
