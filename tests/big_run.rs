@@ -12,10 +12,10 @@
 
 mod common;
 
+use gpulab::report::WatchReport;
 use gpulab::report::{self, Summary};
 use gpulab::run::{CALLS_KEPT, Run};
 use gpulab::trace::Event;
-use gpulab::watch::report::WatchReport;
 
 #[test]
 fn a_report_of_a_lab_longer_than_the_window_is_the_one_of_every_call() {

@@ -35,8 +35,8 @@ use gpulab::lab::catalog;
 use gpulab::lab::error::LabError;
 use gpulab::lab::model::Origin;
 use gpulab::report::Summary;
+use gpulab::report::WatchReport;
 use gpulab::run::Run;
-use gpulab::watch::report::WatchReport;
 use mutate::Rng;
 
 fn root() -> &'static Path {

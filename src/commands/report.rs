@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 
 use gpulab::lab::LabSet;
+use gpulab::report::WatchReport;
 use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::trace::{Event, stream_recording};
-use gpulab::watch::report::WatchReport;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::Format;

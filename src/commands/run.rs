@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use gpulab::lab::{BackendKind, Lab, LabError, LabSet, catalog};
+use gpulab::lab::{BackendKind, Lab, LabError, LabSet, Params, catalog};
 use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
@@ -20,46 +20,15 @@ use gpulab::trace::{CallStatus, EndStatus, Event, Verdict};
 use super::{
     EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail,
 };
-use crate::cli::{FailOn, RunArgs};
+use crate::cli::{FailOn, Format, RunArgs};
 
 /// Telemetry rate while a headless run is on.
 const SAMPLE_HZ: f64 = 1000.0;
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "to split (#28): arguments, variants, reports"
-)]
 pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
     let set = LabSet::load(dirs);
     gpulab::clock::phase("labs loaded");
-    let lab = set.get(&args.id).map_err(|e| {
-        // A file that claims the id already says its own mistakes; otherwise the
-        // lab may be in a file of `--labs` that did not load: say which and why.
-        let mut said = e.to_string();
-        if matches!(e, LabError::UnknownLab { .. }) {
-            for p in &set.problems {
-                said.push_str(&format!("\nskipped a lab file: {p}"));
-            }
-        }
-        fail(EXIT_USAGE, said)
-    })?;
-    let params =
-        catalog::resolve_params(lab, &args.params).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
-    let variants: Vec<String> = if args.all_variants {
-        lab.variants.iter().map(|v| v.name.clone()).collect()
-    } else {
-        let name = match &args.variant {
-            Some(v) => v.clone(),
-            None => lab
-                .variants
-                .first()
-                .map(|v| v.name.clone())
-                .unwrap_or_default(),
-        };
-        lab.find_variant(&name)
-            .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
-        vec![name]
-    };
+    let (lab, params, variants) = chosen(&set, args)?;
     check_backend(lab)?;
 
     let cancel = Arc::new(AtomicBool::new(false));
@@ -158,22 +127,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         ));
     }
 
-    let format = args.format;
-    if format.json {
-        // Always the list of runs, one variant or all, however many ran before a
-        // Ctrl-C.
-        out!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
-    } else if summaries.len() > 1 {
-        if !format.markdown {
-            outln!("{}\n", report::printable(&report::side_by_side(&summaries)));
-        }
-        for s in &summaries {
-            out!("{}", super::report::render(s, format)?);
-            outln!();
-        }
-    } else if let Some(s) = summaries.first() {
-        out!("{}", super::report::render(s, format)?);
-    }
+    print_reports(&summaries, args.format)?;
     gpulab::clock::phase("report printed");
     let code = exit_code(&runs, &args.fail_on);
     if !record_errors.is_empty() && code != EXIT_CANCELLED {
@@ -185,6 +139,60 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         errln!("gpulab: {e}");
     }
     Ok(code)
+}
+
+/// The lab `args` names, its parameters resolved, and the variants to run.
+fn chosen<'a>(set: &'a LabSet, args: &RunArgs) -> anyhow::Result<(&'a Lab, Params, Vec<String>)> {
+    let lab = set.get(&args.id).map_err(|e| {
+        // A file that claims the id already says its own mistakes; otherwise the
+        // lab may be in a file of `--labs` that did not load: say which and why.
+        let mut said = e.to_string();
+        if matches!(e, LabError::UnknownLab { .. }) {
+            for p in &set.problems {
+                said.push_str(&format!("\nskipped a lab file: {p}"));
+            }
+        }
+        fail(EXIT_USAGE, said)
+    })?;
+    let params =
+        catalog::resolve_params(lab, &args.params).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    let variants: Vec<String> = if args.all_variants {
+        lab.variants.iter().map(|v| v.name.clone()).collect()
+    } else {
+        let name = match &args.variant {
+            Some(v) => v.clone(),
+            None => lab
+                .variants
+                .first()
+                .map(|v| v.name.clone())
+                .unwrap_or_default(),
+        };
+        lab.find_variant(&name)
+            .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+        vec![name]
+    };
+    Ok((lab, params, variants))
+}
+
+/// The reports of the runs, as asked: JSON always lists them; text and
+/// Markdown show two or more side by side first.
+fn print_reports(summaries: &[Summary], format: Format) -> anyhow::Result<()> {
+    if format.json {
+        // Always the list of runs, one variant or all, however many ran before a
+        // Ctrl-C.
+        out!("{}", json(Kind::Run, &Runs { runs: summaries })?);
+    } else if summaries.len() > 1 {
+        if !format.markdown {
+            outln!("{}\n", report::printable(&report::side_by_side(summaries)));
+        }
+        for s in summaries {
+            out!("{}", super::report::render(s, format)?);
+            outln!();
+        }
+    } else if let Some(s) = summaries.first() {
+        out!("{}", super::report::render(s, format)?);
+    }
+    Ok(())
 }
 
 /// Refuses early, with exit 3, a CUDA lab on a machine without the CUDA driver

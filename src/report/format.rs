@@ -70,3 +70,68 @@ pub(crate) fn memory_label(source: MemorySource) -> &'static str {
         MemorySource::Unavailable => "no memory telemetry",
     }
 }
+
+/// `text` as a Markdown code span whatever it holds: fenced with one backtick
+/// more than its longest run of them (CommonMark), padded where it starts or
+/// ends with one, and in a table cell with `|` escaped (GFM splits cells on it
+/// even inside code). Command lines and API names come from the program.
+pub(crate) fn md_code(text: &str, in_table: bool) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    let text = if in_table {
+        text.replace('|', "\\|")
+    } else {
+        text.to_string()
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// A table the text and the Markdown report both write, from the same cells:
+/// per column its title, the width text pads it to, and whether it is
+/// right-aligned (a number).
+pub(crate) struct Table {
+    pub columns: &'static [(&'static str, usize, bool)],
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Padded columns one space apart, the titles first; each line ends in a
+    /// newline.
+    pub fn text(&self) -> String {
+        let line = |cells: &mut dyn Iterator<Item = &str>| {
+            let padded: Vec<String> = cells
+                .zip(self.columns)
+                .map(|(cell, &(_, width, right))| match right {
+                    true => format!("{cell:>width$}"),
+                    false => format!("{cell:<width$}"),
+                })
+                .collect();
+            padded.join(" ") + "\n"
+        };
+        let mut out = line(&mut self.columns.iter().map(|c| c.0));
+        for row in &self.rows {
+            out += &line(&mut row.iter().map(String::as_str));
+        }
+        out
+    }
+
+    /// A GitHub-flavoured Markdown table; cells are written as given.
+    pub fn markdown(&self) -> String {
+        let titles: Vec<&str> = self.columns.iter().map(|c| c.0).collect();
+        let rule: Vec<&str> = self
+            .columns
+            .iter()
+            .map(|c| if c.2 { "---:" } else { "---" })
+            .collect();
+        let mut out = format!("| {} |\n|{}|\n", titles.join(" | "), rule.join("|"));
+        for row in &self.rows {
+            out += &format!("| {} |\n", row.join(" | "));
+        }
+        out
+    }
+}

@@ -3,12 +3,18 @@
 use std::fmt::Write as _;
 
 use super::Summary;
-use super::format::{fmt_delta, fmt_value, memory_label};
+use super::format::{fmt_delta, fmt_value, md_code, memory_label};
 
 /// Markdown, for bug reports and notes.
 pub fn markdown(s: &Summary) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "## {} — {} (`{}`)\n", s.lab, s.title, s.variant);
+    let _ = writeln!(
+        o,
+        "## {} — {} ({})\n",
+        s.lab,
+        s.title,
+        md_code(&s.variant, false)
+    );
     let _ = writeln!(
         o,
         "- device: {} · {} · driver {}",
@@ -18,7 +24,7 @@ pub fn markdown(s: &Summary) -> String {
     let p: Vec<String> = s
         .params
         .iter()
-        .map(|(k, v)| format!("`{k}={}`", fmt_value(*v)))
+        .map(|(k, v)| md_code(&format!("{k}={}", fmt_value(*v)), false))
         .collect();
     if !p.is_empty() {
         let _ = writeln!(o, "- params: {}", p.join(" "));
@@ -35,9 +41,9 @@ pub fn markdown(s: &Summary) -> String {
         let held: Vec<String> = r.live.iter().map(|(k, n)| format!("{n} {k}")).collect();
         let _ = writeln!(
             o,
-            "- ran out: `{}` returned `{}` with {used}; the lab held {}",
-            r.api,
-            r.status,
+            "- ran out: {} returned {} with {used}; the lab held {}",
+            md_code(&r.api, false),
+            md_code(&r.status, false),
             if held.is_empty() {
                 "nothing".to_string()
             } else {
@@ -58,9 +64,9 @@ pub fn markdown(s: &Summary) -> String {
         };
         let _ = writeln!(
             o,
-            "| {} | `{}`{calls} | {} | {:.3} | {} |",
+            "| {} | {}{calls} | {} | {:.3} | {} |",
             l.line,
-            l.text.replace('|', "\\|"),
+            md_code(&l.text, true),
             l.result,
             l.host_ms,
             fmt_delta(l.mem_delta_mib)
@@ -83,9 +89,9 @@ pub fn markdown(s: &Summary) -> String {
             };
             let _ = writeln!(
                 o,
-                "| {} | {verdict} | `{}` | {} |",
+                "| {} | {verdict} | {} | {} |",
                 c.name,
-                c.expr,
+                md_code(&c.expr, true),
                 vals.join(", ")
             );
         }

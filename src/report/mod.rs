@@ -6,11 +6,13 @@ mod format;
 pub mod json;
 mod markdown;
 mod text;
+pub mod watch;
 
 pub use format::printable;
 pub(crate) use format::{fmt_delta, fmt_value, memory_label};
 pub use markdown::markdown;
 pub use text::{side_by_side, text};
+pub use watch::WatchReport;
 
 use std::collections::BTreeMap;
 
@@ -208,75 +210,17 @@ pub struct DestroyRow {
 }
 
 impl Summary {
-    #[expect(
-        clippy::too_many_lines,
-        reason = "to split (#28): the summary part by part"
-    )]
     pub fn of(run: &Run) -> Summary {
         let meta = run.meta.as_ref();
         let lab = meta.and_then(|m| m.lab.as_ref());
         let t0 = run.t0();
         let rel = |t: u64| (t as f64 - t0 as f64) / 1e6;
-        let lines = run
-            .lines()
-            .into_iter()
-            .map(|l| LineRow {
-                result: if l.calls == 0 {
-                    "not run".into()
-                } else if let Some(e) = &l.error {
-                    if l.expect_error {
-                        format!("{e} (expected)")
-                    } else {
-                        e.clone()
-                    }
-                } else {
-                    "ok".into()
-                },
-                host_ms: l.host_ms_mean(),
-                host_ms_max: l.host_ns_max as f64 / 1e6,
-                mem_delta_mib: l.mem_delta.map(|d| d as f64 / MIB),
-                line: l.line,
-                text: l.text,
-                tag: l.tag,
-                driver: l.driver,
-                calls: l.calls,
-            })
-            .collect();
-        let spans = run
-            .folds
-            .spans_listed
-            .iter()
-            .map(|s| SpanRow {
-                queue: s
-                    .queue_name
-                    .clone()
-                    .unwrap_or_else(|| format!("#{}", s.queue)),
-                name: s.name.clone(),
-                line: s.line,
-                begin_ms: rel(s.begin_ns),
-                end_ms: rel(s.end_ns),
-                duration_ms: s.end_ns.saturating_sub(s.begin_ns) as f64 / 1e6,
-            })
-            .collect();
-        let leaked = run
-            .end
-            .iter()
-            .flat_map(|e| e.leaked.iter())
-            .map(|l| {
-                let state = run.ledger.get(&l.id);
-                LeakRow {
-                    handle: l.handle.clone().unwrap_or_else(|| format!("#{}", l.id)),
-                    kind: l.kind,
-                    bytes: l.bytes,
-                    forgotten: l.forgotten,
-                    releases: state.map_or(0, |s| s.releases),
-                    refcount: state.map_or(1, |s| s.refcount),
-                }
-            })
-            .collect();
+        let lines = line_rows(run);
+        let spans = span_rows(run, rel);
+        let leaked = leak_rows(run);
         let baseline = run.baseline();
         // The kinds this run's backend has: a CUDA run lists no OpenCL programs.
-        let made = |k: ObjKind| run.ledger.values().any(|o| o.kind == k);
+        let made = |k: ObjKind| run.live_index.made_count.get(&k).is_some_and(|n| *n > 0);
         let kinds: Vec<ObjKind> = match meta {
             Some(m) => Api::kinds_of(m.backend),
             None => ObjKind::ALL.to_vec(),
@@ -333,6 +277,72 @@ impl Summary {
             readings: Readings::of(run),
         }
     }
+}
+
+/// Each script line with what its calls did.
+fn line_rows(run: &Run) -> Vec<LineRow> {
+    run.lines()
+        .into_iter()
+        .map(|l| LineRow {
+            result: if l.calls == 0 {
+                "not run".into()
+            } else if let Some(e) = &l.error {
+                if l.expect_error {
+                    format!("{e} (expected)")
+                } else {
+                    e.clone()
+                }
+            } else {
+                "ok".into()
+            },
+            host_ms: l.host_ms_mean(),
+            host_ms_max: l.host_ns_max as f64 / 1e6,
+            mem_delta_mib: l.mem_delta.map(|d| d as f64 / MIB),
+            line: l.line,
+            text: l.text,
+            tag: l.tag,
+            driver: l.driver,
+            calls: l.calls,
+        })
+        .collect()
+}
+
+/// The device spans the run lists, in ms from its start (`rel`).
+fn span_rows(run: &Run, rel: impl Fn(u64) -> f64) -> Vec<SpanRow> {
+    run.folds
+        .spans_listed
+        .iter()
+        .map(|s| SpanRow {
+            queue: s
+                .queue_name
+                .clone()
+                .unwrap_or_else(|| format!("#{}", s.queue)),
+            name: s.name.clone(),
+            line: s.line,
+            begin_ms: rel(s.begin_ns),
+            end_ms: rel(s.end_ns),
+            duration_ms: s.end_ns.saturating_sub(s.begin_ns) as f64 / 1e6,
+        })
+        .collect()
+}
+
+/// What the worker listed as left alive at its end.
+fn leak_rows(run: &Run) -> Vec<LeakRow> {
+    run.end
+        .iter()
+        .flat_map(|e| e.leaked.iter())
+        .map(|l| {
+            let state = run.ledger.get(&l.id);
+            LeakRow {
+                handle: l.handle.clone().unwrap_or_else(|| format!("#{}", l.id)),
+                kind: l.kind,
+                bytes: l.bytes,
+                forgotten: l.forgotten,
+                releases: state.map_or(0, |s| s.releases),
+                refcount: state.map_or(1, |s| s.refcount),
+            }
+        })
+        .collect()
 }
 
 /// `host_ms(tag)` of every tag in the run, by the claims' own definition.

@@ -40,13 +40,43 @@ pub fn of(run: &Run) -> Gap {
 /// lines (one per event and buffer: a run that forgot 200,000 events has that
 /// many; a panel shows a screenful). Read from the ledger's index
 /// ([`super::LiveIndex`]), never a walk of every object.
-#[expect(
-    clippy::too_many_lines,
-    reason = "to split (#28): the gap share by share"
-)]
 pub fn within(run: &Run, refers: usize) -> Gap {
     let ledger = run.live_bytes;
     let device = run.device_above_baseline();
+    let mut causes = objects(run, refers);
+    let index = &run.live_index;
+    let contexts = index.held.get(&ObjKind::Context).copied().unwrap_or(0);
+    if contexts > 0 && device.is_some_and(|d| d - ledger > 4 << 20) {
+        causes.push(format!(
+            "context reserve: {contexts} live context{} hold device memory of their own",
+            if contexts == 1 { "" } else { "s" }
+        ));
+    }
+    caches(run, &mut causes);
+    mapped(run, &mut causes);
+    let anything_held = index.holding > 0;
+    // Only when nothing above explains it: then it is the driver's own keeping.
+    if causes.is_empty()
+        && run.end.is_some()
+        && !anything_held
+        && device.is_some_and(|d| d - ledger > 4 << 20)
+    {
+        causes.push(
+            "the program holds nothing: the driver keeps this until the worker process exits"
+                .into(),
+        );
+    }
+    Gap {
+        ledger,
+        device,
+        causes,
+    }
+}
+
+/// What the program's objects explain: forgotten ones, live events that refer
+/// to released buffers (at most `refers`), releases the driver has not carried
+/// out yet.
+fn objects(run: &Run, refers: usize) -> Vec<String> {
     let mut causes = Vec::new();
     let objs = &run.ledger;
     let index = &run.live_index;
@@ -109,13 +139,12 @@ pub fn within(run: &Run, refers: usize) -> Gap {
             ));
         }
     }
-    let contexts = index.held.get(&ObjKind::Context).copied().unwrap_or(0);
-    if contexts > 0 && device.is_some_and(|d| d - ledger > 4 << 20) {
-        causes.push(format!(
-            "context reserve: {contexts} live context{} hold device memory of their own",
-            if contexts == 1 { "" } else { "s" }
-        ));
-    }
+    causes
+}
+
+/// CUDA: what the pools and the graphs keep, as the worker read them after the
+/// latest line.
+fn caches(run: &Run, causes: &mut Vec<String>) {
     // CUDA: the default pool's own bookkeeping, as the worker read it after the
     // latest line. Memory the pool reserved but has not handed out is its cache.
     if let Some(pool) = &run.folds.last_pool {
@@ -167,6 +196,11 @@ pub fn within(run: &Run, refers: usize) -> Gap {
             ));
         }
     }
+}
+
+/// CUDA's virtual memory API: a handle released while still mapped.
+fn mapped(run: &Run, causes: &mut Vec<String>) {
+    let (objs, index) = (&run.ledger, &run.live_index);
     // CUDA's virtual memory API: a mapping keeps its physical allocation, so a
     // handle released while still mapped holds its memory until cuMemUnmap.
     let ok_calls = |api: &str| {
@@ -185,22 +219,5 @@ pub fn within(run: &Run, refers: usize) -> Gap {
             mem.name(),
             crate::units::mib(mem.bytes)
         ));
-    }
-    let anything_held = index.holding > 0;
-    // Only when nothing above explains it: then it is the driver's own keeping.
-    if causes.is_empty()
-        && run.end.is_some()
-        && !anything_held
-        && device.is_some_and(|d| d - ledger > 4 << 20)
-    {
-        causes.push(
-            "the program holds nothing: the driver keeps this until the worker process exits"
-                .into(),
-        );
-    }
-    Gap {
-        ledger,
-        device,
-        causes,
     }
 }

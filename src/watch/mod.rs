@@ -12,7 +12,6 @@
 pub mod agent;
 mod pipe;
 mod program;
-pub mod report;
 mod supervisor;
 pub mod symbols;
 

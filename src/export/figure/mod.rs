@@ -246,44 +246,73 @@ struct Shared {
     sizes: Sizes,
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "to split (#28): the figure lane by lane"
-)]
-fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Shared) {
-    let Shared {
-        axis,
-        y_max,
-        claim_rows,
-        sizes: s,
-    } = shared;
-    let (y_max, claim_rows) = (*y_max, *claim_rows);
-    let row = s.row();
-    let run = &d.run;
-    let t0 = run.t0();
-    let x = |t: u64| axis.x(rel_ms(t0, t));
-    let queues = &d.lanes;
-    let lanes = 1 + queues.len();
-    let title_y = top + s.title;
-    let band_top = title_y + s.text * 0.6;
-    let plot_top = band_top + s.label_rows as f64 * row + 4.0;
-    let fixed_below = lanes as f64 * s.lane + 8.0 + row * 2.2 + claim_rows as f64 * row + 8.0;
-    let plot_bottom = (top + height - fixed_below).max(plot_top + 40.0);
-    let lanes_top = plot_bottom + 8.0;
-    let lanes_bottom = lanes_top + lanes as f64 * s.lane;
-    let y = |mib: f64| plot_bottom - (mib / y_max) * (plot_bottom - plot_top);
+/// Where the parts of one run's figure go, from the top down.
+struct Place {
+    /// Height of a row of text.
+    row: f64,
+    /// The band of call labels above the chart.
+    band_top: f64,
+    plot_top: f64,
+    plot_bottom: f64,
+    lanes_top: f64,
+    lanes_bottom: f64,
+    /// The run's start, time 0 of the x axis.
+    t0: u64,
+}
 
+impl Place {
+    fn of(d: &Decimated, top: f64, height: f64, shared: &Shared) -> (Place, f64) {
+        let s = &shared.sizes;
+        let row = s.row();
+        let lanes = 1 + d.lanes.len();
+        let title_y = top + s.title;
+        let band_top = title_y + s.text * 0.6;
+        let plot_top = band_top + s.label_rows as f64 * row + 4.0;
+        let fixed_below =
+            lanes as f64 * s.lane + 8.0 + row * 2.2 + shared.claim_rows as f64 * row + 8.0;
+        let plot_bottom = (top + height - fixed_below).max(plot_top + 40.0);
+        let lanes_top = plot_bottom + 8.0;
+        let place = Place {
+            row,
+            band_top,
+            plot_top,
+            plot_bottom,
+            lanes_top,
+            lanes_bottom: lanes_top + lanes as f64 * s.lane,
+            t0: d.run.t0(),
+        };
+        (place, title_y)
+    }
+
+    /// The height of `mib` above the baseline on the chart.
+    fn y(&self, mib: f64, y_max: f64) -> f64 {
+        self.plot_bottom - (mib / y_max) * (self.plot_bottom - self.plot_top)
+    }
+}
+
+fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Shared) {
+    let (at, title_y) = Place::of(d, top, height, shared);
     text(
         out,
         W / 2.0,
         title_y,
-        s.title,
+        shared.sizes.title,
         "middle",
         "#111111",
-        &title(run),
+        &title(&d.run),
     );
+    draw_grid(out, d, shared, &at);
+    draw_curve(out, d, shared, &at);
+    draw_markers(out, d, shared, &at);
+    let ticks_y = draw_timeline(out, d, shared, &at);
+    draw_claims(out, d, shared, ticks_y);
+}
 
-    // Grid, axes and tick labels.
+/// Grid, axes and tick labels.
+fn draw_grid(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) {
+    let (axis, y_max, s, run) = (&shared.axis, shared.y_max, &shared.sizes, &d.run);
+    let y = |mib: f64| at.y(mib, y_max);
+    let (plot_top, plot_bottom, lanes_bottom) = (at.plot_top, at.plot_bottom, at.lanes_bottom);
     for v in ticks(y_max) {
         let _ = write!(
             out,
@@ -326,8 +355,13 @@ fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Sha
         r##"<line x1="{LEFT}" y1="{plot_bottom:.1}" x2="{0}" y2="{plot_bottom:.1}" stroke="#444444"/><line x1="{LEFT}" y1="{plot_top:.1}" x2="{LEFT}" y2="{plot_bottom:.1}" stroke="#444444"/>"##,
         W - RIGHT
     );
+}
 
-    // The memory curve.
+/// The memory curve.
+fn draw_curve(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) {
+    let run = &d.run;
+    let x = |t: u64| shared.axis.x(rel_ms(at.t0, t));
+    let y = |mib: f64| at.y(mib, shared.y_max);
     let points: Vec<String> = d
         .memory
         .points()
@@ -339,8 +373,12 @@ fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Sha
         r#"<polyline points="{}" fill="none" stroke="{MEMORY}" stroke-width="3"/>"#,
         points.join(" ")
     );
+}
 
-    // The calls the claims name: a marker each, labelled in the band above.
+/// The calls the claims name: a marker each, labelled in the band above.
+fn draw_markers(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) {
+    let s = &shared.sizes;
+    let (row, band_top, plot_top, plot_bottom) = (at.row, at.band_top, at.plot_top, at.plot_bottom);
     let mut tagged = d.tagged();
     tagged.sort_by(|a, b| a.x.total_cmp(&b.x));
     let markers: Vec<Marker> = tagged
@@ -386,8 +424,16 @@ fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Sha
             );
         }
     }
+}
 
-    // The timeline: the host lane, then one lane per queue or stream.
+/// The timeline: the host lane, then one lane per queue or stream, and the
+/// time axis under them. Returns where the tick labels are.
+fn draw_timeline(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) -> f64 {
+    let (axis, s, run, t0) = (&shared.axis, &shared.sizes, &d.run, at.t0);
+    let (row, lanes_top, lanes_bottom) = (at.row, at.lanes_top, at.lanes_bottom);
+    let x = |t: u64| axis.x(rel_ms(t0, t));
+    let queues = &d.lanes;
+    let ms_ticks = ticks(axis.t_max);
     let lane_y = |lane: usize| lanes_top + lane as f64 * s.lane;
     let names =
         std::iter::once("host calls".to_string()).chain(queues.iter().map(|q| lane_label(run, q)));
@@ -475,7 +521,13 @@ fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Sha
         "ms from the start of the run",
     );
 
-    // The claims and their verdicts on this device.
+    ticks_y
+}
+
+/// The claims and their verdicts on this device.
+fn draw_claims(out: &mut String, d: &Decimated, shared: &Shared, ticks_y: f64) {
+    let (s, run) = (&shared.sizes, &d.run);
+    let row = s.row();
     for (i, c) in run.claims.iter().enumerate() {
         let (mark, colour) = match c.verdict {
             Verdict::Holds => ("✓ holds", "#1a7f37"),

@@ -41,10 +41,6 @@ enum Cell {
 const IN_FLIGHT: &str = "pending";
 
 impl Widget for &TimelinePanel<'_> {
-    #[expect(
-        clippy::too_many_lines,
-        reason = "to split (#28): the timeline lane by lane"
-    )]
     fn render(self, area: Rect, buf: &mut Buffer) {
         let b = block(
             "Timeline · host calls and device work",
@@ -64,103 +60,10 @@ impl Widget for &TimelinePanel<'_> {
         if w == 0 {
             return;
         }
-        let t0 = run.t0();
-        // Queues with the same script name (a loop re-creating `q`) share a lane.
-        let mut names: Vec<String> = Vec::new();
-        for s in &run.run.spans {
-            let n = s
-                .queue_name
-                .clone()
-                .unwrap_or_else(|| format!("queue {}", s.queue));
-            if !names.contains(&n) {
-                names.push(n);
-            }
-        }
-        // A lab run still going: device work queued and not reported done is drawn
-        // from its enqueue to now, open-ended, on a lane of its own (the span, with
-        // its real start and end, replaces it when the driver reports it).
-        let in_flight = in_flight(run);
-        if !in_flight.is_empty() {
-            names.push(IN_FLIGHT.into());
-        }
         let axis = u16::from(inner.height >= 3);
         let rows = (inner.height - axis) as usize;
-        let mut lanes: Vec<(String, Vec<Cell>)> = vec![("host".into(), vec![Cell::Empty; w])];
-        lanes.extend(names.iter().map(|n| (n.clone(), vec![Cell::Empty; w])));
-        let mark = |lane: &mut Vec<Cell>, b: u64, e: u64, c: Cell| {
-            let (x0, x1) = (axes.col(t0, b, w), axes.col(t0, e, w));
-            for cell in &mut lane[x0..=x1.max(x0)] {
-                *cell = (*cell).max(c);
-            }
-        };
-        for c in &run.run.calls {
-            let kind = match &c.status {
-                CallStatus::Directive => continue,
-                CallStatus::Error { .. } => Cell::Error,
-                CallStatus::Ok if c.end_ns.saturating_sub(c.begin_ns) >= WAIT_NS => Cell::Wait,
-                CallStatus::Ok => Cell::Call,
-            };
-            mark(&mut lanes[0].1, c.begin_ns, c.end_ns, kind);
-        }
-        // The line the worker is in (a blocking cudaFree, a long sleep) has sent
-        // nothing yet: it began when the previous call returned, and is drawn
-        // open-ended until it returns.
-        if let Some(since) = blocked_since(run) {
-            mark(
-                &mut lanes[0].1,
-                since,
-                latest(run).max(since),
-                Cell::Running,
-            );
-        }
-        for s in &run.run.spans {
-            let n = s
-                .queue_name
-                .clone()
-                .unwrap_or_else(|| format!("queue {}", s.queue));
-            let i = names.iter().position(|x| *x == n).unwrap_or(0) + 1;
-            let kind = if matches!(s.name.as_str(), "read" | "write" | "copy") {
-                Cell::Copy
-            } else {
-                Cell::Kernel
-            };
-            mark(&mut lanes[i].1, s.begin_ns, s.end_ns, kind);
-        }
-        if let Some((_, lane)) = lanes.iter_mut().find(|(n, _)| n == IN_FLIGHT) {
-            let now = latest(run);
-            for begin in &in_flight {
-                mark(lane, *begin, now.max(*begin), Cell::InFlight);
-            }
-        }
-        let hidden = lanes.len().saturating_sub(rows);
-        for (row, (name, cells)) in lanes.iter().take(rows).enumerate() {
-            let y = inner.y + row as u16;
-            let label = if hidden > 0 && row + 1 == rows {
-                format!("+{hidden} more")
-            } else {
-                name.clone()
-            };
-            buf.set_stringn(
-                inner.x,
-                y,
-                fit(&label, gutter.saturating_sub(1) as usize),
-                gutter as usize,
-                self.theme.dim(),
-            );
-            for (x, c) in cells.iter().enumerate() {
-                let (ch, style): (&str, Style) = match c {
-                    Cell::Empty => continue,
-                    Cell::Call => ("▬", self.theme.host()),
-                    Cell::Wait => ("━", self.theme.warn()),
-                    Cell::Running => ("┅", self.theme.warn()),
-                    Cell::Error => ("✗", self.theme.bad()),
-                    Cell::Kernel => ("█", self.theme.device()),
-                    Cell::Copy => ("▓", self.theme.device()),
-                    Cell::InFlight => ("░", self.theme.device()),
-                };
-                buf.set_string(inner.x + gutter + x as u16, y, ch, style);
-            }
-        }
+        let lanes = lanes(run, &axes, w);
+        self.draw(&lanes, inner, (gutter, rows), buf);
         if axis == 1 {
             let y = inner.y + inner.height - 1;
             buf.set_stringn(
@@ -202,4 +105,117 @@ fn latest(run: &RunState) -> u64 {
     let call = r.calls.last().map_or(0, |c| c.end_ns);
     let reading = r.readings.last().map_or(0, |(t, _)| *t);
     call.max(reading)
+}
+
+/// The host lane, a lane per queue or stream (by script name), and one for
+/// device work queued and not yet reported done: what each column shows.
+fn lanes(run: &RunState, axes: &Axes, w: usize) -> Vec<(String, Vec<Cell>)> {
+    let t0 = run.t0();
+    // Queues with the same script name (a loop re-creating `q`) share a lane.
+    let mut names: Vec<String> = Vec::new();
+    for s in &run.run.spans {
+        let n = s
+            .queue_name
+            .clone()
+            .unwrap_or_else(|| format!("queue {}", s.queue));
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    // A lab run still going: device work queued and not reported done is drawn
+    // from its enqueue to now, open-ended, on a lane of its own (the span, with
+    // its real start and end, replaces it when the driver reports it).
+    let in_flight = in_flight(run);
+    if !in_flight.is_empty() {
+        names.push(IN_FLIGHT.into());
+    }
+    let mut lanes: Vec<(String, Vec<Cell>)> = vec![("host".into(), vec![Cell::Empty; w])];
+    lanes.extend(names.iter().map(|n| (n.clone(), vec![Cell::Empty; w])));
+    let mark = |lane: &mut Vec<Cell>, b: u64, e: u64, c: Cell| {
+        let (x0, x1) = (axes.col(t0, b, w), axes.col(t0, e, w));
+        for cell in &mut lane[x0..=x1.max(x0)] {
+            *cell = (*cell).max(c);
+        }
+    };
+    for c in &run.run.calls {
+        let kind = match &c.status {
+            CallStatus::Directive => continue,
+            CallStatus::Error { .. } => Cell::Error,
+            CallStatus::Ok if c.end_ns.saturating_sub(c.begin_ns) >= WAIT_NS => Cell::Wait,
+            CallStatus::Ok => Cell::Call,
+        };
+        mark(&mut lanes[0].1, c.begin_ns, c.end_ns, kind);
+    }
+    // The line the worker is in (a blocking cudaFree, a long sleep) has sent
+    // nothing yet: it began when the previous call returned, and is drawn
+    // open-ended until it returns.
+    if let Some(since) = blocked_since(run) {
+        mark(
+            &mut lanes[0].1,
+            since,
+            latest(run).max(since),
+            Cell::Running,
+        );
+    }
+    for s in &run.run.spans {
+        let n = s
+            .queue_name
+            .clone()
+            .unwrap_or_else(|| format!("queue {}", s.queue));
+        let i = names.iter().position(|x| *x == n).unwrap_or(0) + 1;
+        let kind = if matches!(s.name.as_str(), "read" | "write" | "copy") {
+            Cell::Copy
+        } else {
+            Cell::Kernel
+        };
+        mark(&mut lanes[i].1, s.begin_ns, s.end_ns, kind);
+    }
+    if let Some((_, lane)) = lanes.iter_mut().find(|(n, _)| n == IN_FLIGHT) {
+        let now = latest(run);
+        for begin in &in_flight {
+            mark(lane, *begin, now.max(*begin), Cell::InFlight);
+        }
+    }
+    lanes
+}
+
+impl TimelinePanel<'_> {
+    /// The lanes that fit in `rows`, each with its name in the gutter.
+    fn draw(
+        &self,
+        lanes: &[(String, Vec<Cell>)],
+        inner: Rect,
+        (gutter, rows): (u16, usize),
+        buf: &mut Buffer,
+    ) {
+        let hidden = lanes.len().saturating_sub(rows);
+        for (row, (name, cells)) in lanes.iter().take(rows).enumerate() {
+            let y = inner.y + row as u16;
+            let label = if hidden > 0 && row + 1 == rows {
+                format!("+{hidden} more")
+            } else {
+                name.clone()
+            };
+            buf.set_stringn(
+                inner.x,
+                y,
+                fit(&label, gutter.saturating_sub(1) as usize),
+                gutter as usize,
+                self.theme.dim(),
+            );
+            for (x, c) in cells.iter().enumerate() {
+                let (ch, style): (&str, Style) = match c {
+                    Cell::Empty => continue,
+                    Cell::Call => ("▬", self.theme.host()),
+                    Cell::Wait => ("━", self.theme.warn()),
+                    Cell::Running => ("┅", self.theme.warn()),
+                    Cell::Error => ("✗", self.theme.bad()),
+                    Cell::Kernel => ("█", self.theme.device()),
+                    Cell::Copy => ("▓", self.theme.device()),
+                    Cell::InFlight => ("░", self.theme.device()),
+                };
+                buf.set_string(inner.x + gutter + x as u16, y, ch, style);
+            }
+        }
+    }
 }

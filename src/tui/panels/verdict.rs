@@ -9,12 +9,12 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{block, usable};
 use crate::lab::Lab;
+use crate::report::watch::{WatchReport, short_id};
 use crate::run::Load;
-use crate::trace::{EndStatus, NoteLevel, ObjKind, Verdict};
+use crate::trace::{ClaimVerdict, EndStatus, NoteLevel, ObjKind, Verdict};
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
 use crate::units::mib;
-use crate::watch::report::{WatchReport, short_id};
 
 pub struct VerdictPanel<'a> {
     pub lab: Option<&'a Lab>,
@@ -111,17 +111,25 @@ impl VerdictPanel<'_> {
         out
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "to split (#28): the verdicts, then the teaching text"
-    )]
     fn lines(&self) -> Vec<Line<'static>> {
-        let t = self.theme;
         let mut out = Vec::new();
         if let Some(run) = self.run.filter(|_| self.watched()) {
             out.extend(self.findings(run));
         }
         let claims = self.run.map(|r| r.run.claims.as_slice()).unwrap_or(&[]);
+        if claims.is_empty() {
+            self.pending(&mut out);
+        } else {
+            self.verdicts(claims, &mut out);
+        }
+        self.status(&mut out);
+        self.teaching(&mut out);
+        out
+    }
+
+    /// Each claim's verdict, with the numbers that decided it.
+    fn verdicts(&self, claims: &[ClaimVerdict], out: &mut Vec<Line<'static>>) {
+        let t = self.theme;
         for c in claims {
             let (mark, style) = match c.verdict {
                 Verdict::Holds => ("✓", t.ok()),
@@ -146,17 +154,19 @@ impl VerdictPanel<'_> {
                 out.push(Line::styled(format!("    why inconclusive: {r}"), t.warn()));
             }
         }
-        if !claims.is_empty()
-            && let Some(w) = self
-                .run
-                .and_then(|r| r.run.load.as_ref())
-                .and_then(|l| Load::of(l).warning())
+        if let Some(w) = self
+            .run
+            .and_then(|r| r.run.load.as_ref())
+            .and_then(|l| Load::of(l).warning())
         {
             out.push(Line::styled(format!("! {w}"), t.warn()));
         }
-        if claims.is_empty()
-            && let Some(lab) = self.lab
-        {
+    }
+
+    /// The lab's claims before they are judged, and why they are not yet.
+    fn pending(&self, out: &mut Vec<Line<'static>>) {
+        let t = self.theme;
+        if let Some(lab) = self.lab {
             let why = match self.run {
                 Some(r) if r.running() && r.run.end.is_some() => {
                     "the worker has ended; verdicts come once its memory is back"
@@ -188,6 +198,11 @@ impl VerdictPanel<'_> {
                 }
             }
         }
+    }
+
+    /// The run's finding, how it ended when not as planned, its notes.
+    fn status(&self, out: &mut Vec<Line<'static>>) {
+        let t = self.theme;
         if let Some(run) = self.run {
             if let Some(f) = &run.finding {
                 out.push(Line::styled(format!("finding: {}", f.said), t.title()));
@@ -216,6 +231,11 @@ impl VerdictPanel<'_> {
                 out.push(Line::styled(format!("recording: {e}"), t.bad()));
             }
         }
+    }
+
+    /// The lab's teaching text.
+    fn teaching(&self, out: &mut Vec<Line<'static>>) {
+        let t = self.theme;
         if let Some(lab) = self.lab {
             out.push(Line::raw(""));
             for (head, text) in [
@@ -229,7 +249,6 @@ impl VerdictPanel<'_> {
                 ]));
             }
         }
-        out
     }
 }
 

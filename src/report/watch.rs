@@ -1,4 +1,5 @@
-//! The exit report of a watched program, computed from its event stream alone:
+//! The exit report of a watched program (`watch`, or `report` of a watch
+//! recording), computed from its event stream alone:
 //! which objects it left alive and who made them, which it released that the
 //! driver still held, how long released objects outlived their release, and
 //! whether every process's agent reported completely.
@@ -12,6 +13,8 @@ use crate::run::{ObjState, Run};
 use crate::text::fit;
 use crate::trace::{AgentState, EndStatus, Frame, MemorySource, NoteLevel, ObjKind};
 use crate::units::mib;
+
+use super::format::{Table, md_code};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct WatchReport {
@@ -188,10 +191,6 @@ impl WatchReport {
         }
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "to split (#28): the text report part by part; it joins report/ (step 2)"
-    )]
     pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
@@ -216,24 +215,32 @@ impl WatchReport {
             let _ = writeln!(s, "{line}");
         }
         if !self.kinds.is_empty() {
+            let _ = write!(s, "\n{}", self.kinds_table().text());
+        }
+        self.alive_text(&mut s);
+        self.held_text(&mut s);
+        for o in &self.outlived_release {
             let _ = writeln!(
                 s,
-                "\n{:<12} {:>8} {:>9} {:>11} {:>14} {:>10}",
-                "objects", "created", "released", "most alive", "alive at exit", "MiB alive"
+                "\n{} {} deleted by the driver after the program released them: median {:.2} ms, \
+                 longest {:.2} ms after the release",
+                o.count,
+                o.kind.plural(),
+                o.median_ms,
+                o.max_ms
             );
-            for k in &self.kinds {
-                let _ = writeln!(
-                    s,
-                    "{:<12} {:>8} {:>9} {:>11} {:>14} {:>10.2}",
-                    k.kind.plural(),
-                    k.created,
-                    k.released,
-                    k.peak_alive,
-                    k.alive_at_exit,
-                    mib(k.alive_bytes)
-                );
-            }
         }
+        for n in &self.notes {
+            let _ = writeln!(s, "\nnote: {n}");
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "\nwarning: {w}");
+        }
+        s
+    }
+
+    /// What the program left alive, by maker (the uncertain ones apart).
+    fn alive_text(&self, s: &mut String) {
         for uncertain in [false, true] {
             let groups: Vec<&AliveGroup> = self
                 .alive_at_exit
@@ -269,6 +276,10 @@ impl WatchReport {
                 }
             }
         }
+    }
+
+    /// What the program released and the driver still holds, and what pins it.
+    fn held_text(&self, s: &mut String) {
         if !self.held_by_driver.is_empty() {
             let _ = writeln!(s, "\nreleased by the program, never deleted by the driver:");
             for h in &self.held_by_driver {
@@ -292,24 +303,6 @@ impl WatchReport {
                 );
             }
         }
-        for o in &self.outlived_release {
-            let _ = writeln!(
-                s,
-                "\n{} {} deleted by the driver after the program released them: median {:.2} ms, \
-                 longest {:.2} ms after the release",
-                o.count,
-                o.kind.plural(),
-                o.median_ms,
-                o.max_ms
-            );
-        }
-        for n in &self.notes {
-            let _ = writeln!(s, "\nnote: {n}");
-        }
-        for w in &self.warnings {
-            let _ = writeln!(s, "\nwarning: {w}");
-        }
-        s
     }
 
     pub fn markdown(&self) -> String {
@@ -335,22 +328,7 @@ impl WatchReport {
         for line in self.memory_lines() {
             let _ = writeln!(s, "- {line}");
         }
-        let _ = writeln!(
-            s,
-            "\n| objects | created | released | most alive | alive at exit | MiB alive |\n|---|---:|---:|---:|---:|---:|"
-        );
-        for k in &self.kinds {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {:.2} |",
-                k.kind.plural(),
-                k.created,
-                k.released,
-                k.peak_alive,
-                k.alive_at_exit,
-                mib(k.alive_bytes)
-            );
-        }
+        let _ = write!(s, "\n{}", self.kinds_table().markdown());
         if !self.alive_at_exit.is_empty() {
             let _ = writeln!(
                 s,
@@ -412,6 +390,34 @@ impl WatchReport {
         s
     }
 
+    /// Per kind of object: made, released, most alive at once, alive at exit.
+    fn kinds_table(&self) -> Table {
+        Table {
+            columns: &[
+                ("objects", 12, false),
+                ("created", 8, true),
+                ("released", 9, true),
+                ("most alive", 11, true),
+                ("alive at exit", 14, true),
+                ("MiB alive", 10, true),
+            ],
+            rows: self
+                .kinds
+                .iter()
+                .map(|k| {
+                    vec![
+                        k.kind.plural().to_string(),
+                        k.created.to_string(),
+                        k.released.to_string(),
+                        k.peak_alive.to_string(),
+                        k.alive_at_exit.to_string(),
+                        format!("{:.2}", mib(k.alive_bytes)),
+                    ]
+                })
+                .collect(),
+        }
+    }
+
     /// What the program's memory did, each figure with what it is measured against.
     fn memory_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -442,26 +448,6 @@ impl WatchReport {
             MemorySource::Unavailable => "not measured",
         }
     }
-}
-
-/// `text` as a Markdown code span whatever it holds: fenced with one backtick
-/// more than its longest run of them (CommonMark), padded where it starts or
-/// ends with one, and in a table cell with `|` escaped (GFM splits cells on it
-/// even inside code). Command lines and API names come from the program.
-fn md_code(text: &str, in_table: bool) -> String {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest + 1);
-    let pad = if text.starts_with('`') || text.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    let text = if in_table {
-        text.replace('|', "\\|")
-    } else {
-        text.to_string()
-    };
-    format!("{fence}{pad}{text}{pad}{fence}")
 }
 
 /// Ids from an agent carry the pid in their upper half; the lower half is short.
