@@ -540,24 +540,19 @@ fn held(run: &Run, watched: &BTreeSet<ObjKind>, incomplete: &BTreeSet<u32>) -> V
         .collect()
 }
 
-/// Per kind, how long destroyed objects outlived their release.
+/// Per kind, how long destroyed objects outlived their release: the count,
+/// median and longest the live index keeps, no list sorted.
 fn outlived(run: &Run, watched: &BTreeSet<ObjKind>) -> Vec<Outlived> {
     run.live_index
         .outlived_ns
         .iter()
         .filter(|(kind, _)| watched.contains(kind))
         .filter_map(|(kind, lags)| {
-            let max = *lags.iter().max()?;
-            // The middle one of them in order, found without sorting them all.
-            let mut lags = lags.clone();
-            let count = lags.len() as u64;
-            let mid = lags.len() / 2;
-            let median = *lags.select_nth_unstable(mid).1;
             Some(Outlived {
                 kind: *kind,
-                count,
-                median_ms: median as f64 / 1e6,
-                max_ms: max as f64 / 1e6,
+                count: lags.len() as u64,
+                median_ms: lags.median()? as f64 / 1e6,
+                max_ms: lags.max()? as f64 / 1e6,
             })
         })
         .collect()

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::trace::ObjKind;
 
 use super::ObjState;
+use super::lags::Lags;
 
 /// The ledger's objects, indexed by what the panels ask of them.
 #[derive(Debug, Clone, Default)]
@@ -43,7 +44,7 @@ pub struct LiveIndex {
     /// a released object), by id.
     pub referring: BTreeSet<u64>,
     /// How long each destroyed object outlived its release, per kind, in ns.
-    pub outlived_ns: BTreeMap<ObjKind, Vec<u64>>,
+    pub outlived_ns: BTreeMap<ObjKind, Lags>,
 }
 
 /// Who made an object, as a watched program's findings group what it left
@@ -238,9 +239,9 @@ impl LiveIndex {
         if let Some(lag) = f.outlived_ns {
             let lags = self.outlived_ns.entry(f.kind).or_default();
             if add {
-                lags.push(lag);
-            } else if let Some(i) = lags.iter().position(|l| *l == lag) {
-                lags.swap_remove(i);
+                lags.insert(lag);
+            } else {
+                lags.remove(lag);
             }
         }
     }
@@ -309,7 +310,11 @@ mod tests {
                         None => {
                             x.owed.insert(o.id);
                         }
-                        Some(d) => x.outlived_ns.entry(o.kind).or_default().push(d - r.min(d)),
+                        Some(d) => x
+                            .outlived_ns
+                            .entry(o.kind)
+                            .or_default()
+                            .insert(d - r.min(d)),
                     }
                 }
             }
@@ -347,14 +352,10 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let counts = nonzero_bytes;
-        let lags = |m: &BTreeMap<ObjKind, Vec<u64>>| {
+        let lags = |m: &BTreeMap<ObjKind, Lags>| {
             m.iter()
                 .filter(|(_, v)| !v.is_empty())
-                .map(|(k, v)| {
-                    let mut v = v.clone();
-                    v.sort_unstable();
-                    (*k, v)
-                })
+                .map(|(k, v)| (*k, v.sorted()))
                 .collect::<Vec<_>>()
         };
         nonzero(&a.held) == nonzero(&b.held)
