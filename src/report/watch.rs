@@ -124,6 +124,19 @@ pub struct HeldObject {
     pub uncertain: bool,
 }
 
+impl HeldObject {
+    /// `buffer 0x1f (64.00 MiB), released at 12.5 ms`.
+    fn what(&self) -> String {
+        format!(
+            "{} {} ({:.2} MiB), released at {:.1} ms",
+            self.kind.as_str(),
+            short_id(self.id),
+            mib(self.bytes),
+            self.released_ms
+        )
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Outlived {
     pub kind: ObjKind,
@@ -290,11 +303,8 @@ impl WatchReport {
                 };
                 let _ = writeln!(
                     s,
-                    "  {} {} ({:.2} MiB), released at {:.1} ms: {pins}{}",
-                    h.kind.as_str(),
-                    short_id(h.id),
-                    mib(h.bytes),
-                    h.released_ms,
+                    "  {}: {pins}{}",
+                    h.what(),
                     if h.uncertain {
                         " (uncertain: its process's last records never arrived)"
                     } else {
@@ -368,11 +378,8 @@ impl WatchReport {
             for h in &self.held_by_driver {
                 let _ = writeln!(
                     s,
-                    "- {} {} ({:.2} MiB), released at {:.1} ms; pinned by: {}",
-                    h.kind.as_str(),
-                    short_id(h.id),
-                    mib(h.bytes),
-                    h.released_ms,
+                    "- {}; pinned by: {}",
+                    h.what(),
                     if h.pinned_by.is_empty() {
                         "nothing the program holds".to_string()
                     } else {
