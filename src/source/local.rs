@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 use crate::clock::now_ns;
 use crate::engine::WorkerRequest;
-use crate::telemetry::{BeforeRun, Pacer, Probe, Sampler, SamplerHandle};
+use crate::telemetry::{BeforeRun, Pacer, Probe, SETTLE, Sampler, SamplerHandle};
 use crate::trace::protocol::Command;
 use crate::trace::{
     self, DeviceInfo, DeviceKind, End, EndStatus, Event, MemorySource, Note, NoteLevel,
 };
 
-use super::movement::{Movement, SETTLE};
+use super::movement::Movement;
 use super::{Origin, Result, RunControl, RunRequest, RunSource, Sink, SourceError, Steer};
 
 /// The most events one batch of the worker's stdout carries.

@@ -9,14 +9,9 @@
 //! done.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use crate::lab::api::Api;
 use crate::trace::{BackendKind, CallStatus, Event, ObjectAction};
-
-/// After each event, how long the sampler stays fast: a driver may finish a
-/// release just after its call returns.
-pub const SETTLE: Duration = Duration::from_millis(5);
 
 #[derive(Debug, Default)]
 pub struct Movement {

@@ -31,6 +31,10 @@ const BATCH_WINDOW: Duration = Duration::from_millis(33);
 /// A paced sampler's rate while nothing can move memory.
 pub const IDLE_HZ: f64 = 20.0;
 
+/// After each batch of events, how long a paced sampler stays fast: a driver
+/// may finish a release just after its call returns.
+pub const SETTLE: Duration = Duration::from_millis(5);
+
 /// How a sampler is told that memory can move: a reading at once (an event
 /// came), fast readings for a while after it, and fast readings for as long as
 /// something is held (a destruction the driver has not done yet). Cloned to

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::now_ns;
-use crate::telemetry::Pacer;
+use crate::telemetry::{Pacer, SETTLE};
 use crate::trace::sink::Sink;
 use crate::trace::{self, Event, Note, NoteLevel};
 
@@ -253,10 +253,6 @@ fn read_lines(
 
 /// The most events one batch of the pipe carries.
 pub const BATCH_EVENTS: usize = 256;
-
-/// After each batch, how long the sampler stays fast: a driver may finish a
-/// release just after its call returns.
-const SETTLE: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The pipe's read end, read until gpulab gives up on it: a process the
 /// program left behind may hold the pipe open for ever, and the stream must
