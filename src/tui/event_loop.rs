@@ -100,11 +100,8 @@ fn drain_watched<B: Backend>(
     if !app.watching() {
         return Ok(());
     }
-    app.message = Some(
-        "quitting: the program was asked to stop (SIGTERM; SIGKILL if it still runs in 5 s); \
-         waiting for its last events"
-            .into(),
-    );
+    // Short enough for an 80-column status bar.
+    app.message = Some("stopping the program: SIGTERM, SIGKILL in 5 s".into());
     draw(terminal, app)?;
     while app.watching() {
         let Ok(msg) = rx.recv() else { break };
