@@ -330,8 +330,8 @@ impl Env<'_> {
         let run = self.run;
         let t = run.tagged(tag).ok_or_else(|| never_ran(tag))?;
         let c = &t.first;
-        let is_release =
-            crate::lab::Api::lookup(&c.api).is_some_and(|s| s.effect == Effect::Release);
+        let is_release = crate::lab::Api::named(&c.api)
+            .is_some_and(|a| matches!(a.effect(), Effect::Release(_)));
         if !is_release {
             return Err(format!("`{tag}` is not a release call"));
         }

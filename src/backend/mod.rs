@@ -7,8 +7,9 @@ pub mod cuda;
 pub mod discover;
 pub mod opencl;
 
-use crate::lab::{Api, BackendKind, ClFlag};
 use crate::trace::CudaMemory;
+use gpulab_events::BackendKind;
+use gpulab_events::api::{Api, ClFlag};
 
 pub type Result<T, E = BackendError> = std::result::Result<T, E>;
 

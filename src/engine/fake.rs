@@ -90,7 +90,7 @@ impl Backend for FakeBackend {
             Operand::Obj(id) => Some(*id),
             _ => None,
         });
-        match api.spec().effect {
+        match api.effect() {
             Effect::Create(kind) => {
                 if api == Api::ClEnqueueNDRangeKernel {
                     self.notices.push(Notice::Span {
@@ -118,7 +118,7 @@ impl Backend for FakeBackend {
                     bytes,
                 })
             }
-            Effect::Retain => {
+            Effect::Retain(_) => {
                 let id = first.unwrap_or(0);
                 match self.alive.get_mut(&id) {
                     Some(c) if *c > 0 => {
@@ -128,7 +128,7 @@ impl Backend for FakeBackend {
                     _ => Err(invalid()),
                 }
             }
-            Effect::Release => {
+            Effect::Release(_) => {
                 let id = first.unwrap_or(0);
                 match self.alive.get_mut(&id) {
                     Some(c) if *c > 0 => {

@@ -272,7 +272,7 @@ impl<'a> Engine<'a> {
     }
 
     fn operands(&self, api: Api, args: &[Arg]) -> Vec<Operand> {
-        let kinds = api.spec().args;
+        let kinds = crate::lab::api::spec(api).args;
         let mut ops = Vec::with_capacity(args.len());
         let mut variadic = Vec::new();
         for (i, arg) in args.iter().enumerate() {
@@ -386,7 +386,7 @@ impl<'a> Engine<'a> {
     fn check_budget(&mut self, stmt: &Stmt, api: Api, operands: &[Operand]) -> Result<(), Stop> {
         // Physical memory of the virtual memory API counts as a buffer would.
         let (Some(budget), Effect::Create(ObjKind::Buffer | ObjKind::MemHandle)) =
-            (self.budget, api.spec().effect)
+            (self.budget, api.effect())
         else {
             return Ok(());
         };
@@ -463,7 +463,7 @@ impl<'a> Engine<'a> {
             iter: self.iter.clone(),
             tag: stmt.tag.clone(),
             api: api.name().to_string(),
-            driver: api.spec().driver.to_string(),
+            driver: api.driver().to_string(),
             begin_ns: readings.begin_ns,
             end_ns: readings.end_ns,
             status,
@@ -538,7 +538,7 @@ impl<'a> Engine<'a> {
         bytes: u64,
         t_ns: u64,
     ) -> (Option<u64>, Vec<ObjectEvent>) {
-        let spec = api.spec();
+        let spec = crate::lab::api::spec(api);
         let line = Some(stmt.line);
         let first_obj = operands.iter().find_map(|o| match o {
             Operand::Obj(id) => Some(*id),
@@ -568,11 +568,11 @@ impl<'a> Engine<'a> {
                     .create(id, kind, bind.map(str::to_string), bytes, refs, line);
                 (Some(id), vec![event(e, ObjectAction::Created)])
             }
-            (Effect::Retain, _) => match first_obj.and_then(|id| self.ledger.retain(id)) {
+            (Effect::Retain(_), _) => match first_obj.and_then(|id| self.ledger.retain(id)) {
                 Some(e) => (Some(e.id), vec![event(e, ObjectAction::Retained)]),
                 None => (None, vec![]),
             },
-            (Effect::Release, _) => match first_obj.and_then(|id| self.ledger.release(id)) {
+            (Effect::Release(_), _) => match first_obj.and_then(|id| self.ledger.release(id)) {
                 Some(e) => (Some(e.id), vec![event(e, ObjectAction::Released)]),
                 None => (None, vec![]),
             },

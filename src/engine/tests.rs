@@ -21,7 +21,7 @@ fn stmt(line: u32, kind: StmtKind) -> Stmt {
 }
 
 fn call(line: u32, bind: Option<&str>, api: &str, args: Vec<Arg>) -> Stmt {
-    let api = Api::lookup(api).map(|s| s.api).unwrap_or(Api::ClFinish);
+    let api = Api::named(api).unwrap_or(Api::ClFinish);
     stmt(
         line,
         StmtKind::Call {

@@ -3,7 +3,7 @@
 //! call's signature, the lab's parameters and the units. Never looks at what a
 //! handle holds: a handle comes out as its name, for `simulate` to check.
 
-use super::api::{ApiSpec, ArgKind, ClFlag, KERNELS, KernelSpec};
+use super::api::{ApiSpec, ArgKind, ClFlag, KERNELS, KernelSignature, KernelSpec};
 use super::mistake::{Mistake, Problem, Span};
 use super::model::{Arg, Number, Param, Quantity, Unit};
 use super::raw::Sp;
@@ -76,7 +76,7 @@ pub(super) fn arg_count(
                 args.len()
             },
             signature: signature_of(spec.name, sig, kernel.map(|k| k.name)),
-            kernel: kernel.map(|k| (k.name, k.takes)),
+            kernel: kernel.map(|k| (k.name, k.takes())),
         },
     ))
 }
@@ -127,7 +127,7 @@ impl<'a> Lower<'a> {
             (
                 RawArg::Word(w),
                 ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus | ArgKind::StreamFlag,
-            ) => match ClFlag::parse(w).filter(|f| f.kind() == kind) {
+            ) => match ClFlag::parse(w).filter(|f| super::api::flag_kind(*f) == kind) {
                 Some(f) => Ok(Arg::Flag(f)),
                 None => Err(wrong(format!("`{w}`"))),
             },

@@ -20,7 +20,7 @@ pub mod simulate;
 pub mod suggest;
 pub mod validate;
 
-pub use api::{Api, ApiSpec, ArgKind, ClFlag, Effect, ObjKind};
+pub use api::{Api, ApiSpec, ArgKind, BackendKind, ClFlag, Effect, ObjKind};
 pub use catalog::LabSet;
 pub use diagnostic::Diagnostic;
 pub use error::{LabError, Result};

@@ -5,6 +5,7 @@
 use std::ffi::{c_char, c_void};
 
 use gpulab_events::ObjKind;
+use gpulab_events::api::{Api, Effect};
 
 use crate::clock::now_ns;
 use crate::dispatch::{self as d, target};
@@ -378,60 +379,49 @@ creating!(
 );
 
 /// Retain and release hooks: all share one shape.
+/// A retain or release: its name and which of the two it is come from the
+/// events crate's vocabulary, as the lab's calls of the same name do.
 macro_rules! refcount_hook {
-    ($name:ident, $index:expr, $api:literal, $retain:expr) => {
+    ($name:ident, $index:expr, $api:expr) => {
         unsafe extern "C" fn $name(object: Handle) -> i32 {
             let begin = now_ns();
             let f = target!($index, fn(Handle) -> i32);
             // SAFETY: the program's argument, passed through unchanged.
             let status = unsafe { f(object) };
-            counted($api, begin, status, object, $retain)
+            let retain = matches!($api.effect(), Effect::Retain(_));
+            counted($api.name(), begin, status, object, retain)
         }
     };
 }
 
-refcount_hook!(retain_context, d::RETAIN_CONTEXT, "clRetainContext", true);
-refcount_hook!(
-    release_context,
-    d::RELEASE_CONTEXT,
-    "clReleaseContext",
-    false
-);
+refcount_hook!(retain_context, d::RETAIN_CONTEXT, Api::ClRetainContext);
+refcount_hook!(release_context, d::RELEASE_CONTEXT, Api::ClReleaseContext);
 refcount_hook!(
     retain_command_queue,
     d::RETAIN_COMMAND_QUEUE,
-    "clRetainCommandQueue",
-    true
+    Api::ClRetainCommandQueue
 );
 refcount_hook!(
     release_command_queue,
     d::RELEASE_COMMAND_QUEUE,
-    "clReleaseCommandQueue",
-    false
+    Api::ClReleaseCommandQueue
 );
 refcount_hook!(
     retain_mem_object,
     d::RETAIN_MEM_OBJECT,
-    "clRetainMemObject",
-    true
+    Api::ClRetainMemObject
 );
 refcount_hook!(
     release_mem_object,
     d::RELEASE_MEM_OBJECT,
-    "clReleaseMemObject",
-    false
+    Api::ClReleaseMemObject
 );
-refcount_hook!(retain_program, d::RETAIN_PROGRAM, "clRetainProgram", true);
-refcount_hook!(
-    release_program,
-    d::RELEASE_PROGRAM,
-    "clReleaseProgram",
-    false
-);
-refcount_hook!(retain_kernel, d::RETAIN_KERNEL, "clRetainKernel", true);
-refcount_hook!(release_kernel, d::RELEASE_KERNEL, "clReleaseKernel", false);
-refcount_hook!(retain_event, d::RETAIN_EVENT, "clRetainEvent", true);
-refcount_hook!(release_event, d::RELEASE_EVENT, "clReleaseEvent", false);
+refcount_hook!(retain_program, d::RETAIN_PROGRAM, Api::ClRetainProgram);
+refcount_hook!(release_program, d::RELEASE_PROGRAM, Api::ClReleaseProgram);
+refcount_hook!(retain_kernel, d::RETAIN_KERNEL, Api::ClRetainKernel);
+refcount_hook!(release_kernel, d::RELEASE_KERNEL, Api::ClReleaseKernel);
+refcount_hook!(retain_event, d::RETAIN_EVENT, Api::ClRetainEvent);
+refcount_hook!(release_event, d::RELEASE_EVENT, Api::ClReleaseEvent);
 
 // --- queues -------------------------------------------------------------------
 

@@ -6,6 +6,7 @@
 //! depends on serde alone (a check in `tests/leaf.rs` keeps it so), so a small
 //! agent library can link it.
 
+pub mod api;
 pub mod device;
 pub mod event;
 pub mod jsonl;
@@ -14,6 +15,7 @@ pub mod units;
 pub mod vocab;
 pub mod wallclock;
 
+pub use api::{Api, ApiInfo, ClFlag, Effect, KernelSpec};
 pub use device::DeviceInfo;
 pub use event::*;
 pub use jsonl::{Recording, TraceError, read_events, read_recording, stream_recording, to_line};

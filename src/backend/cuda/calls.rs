@@ -11,8 +11,8 @@ use super::load::GPULAB_BAD_OPERANDS;
 use super::{CudaBackend, Entry, Pending, spin};
 use crate::backend::{DriverError, ObjId, Operand, Outcome};
 use crate::clock::now_ns;
-use crate::lab::api::KernelSpec;
-use crate::lab::{Api, ObjKind};
+use gpulab_events::ObjKind;
+use gpulab_events::api::{Api, KernelSpec};
 
 pub(super) fn bad(what: &str) -> DriverError {
     DriverError {
@@ -229,14 +229,14 @@ impl CudaBackend {
                     .find(|(n, _)| *n == spec.name)
                     .map(|(_, f)| *f)
                     .ok_or_else(|| bad("kernel not loaded"))?;
-                let mut bufs = Vec::with_capacity(spec.buffers());
-                for i in 0..spec.buffers() {
+                let mut bufs = Vec::with_capacity(spec.buffers);
+                for i in 0..spec.buffers {
                     let (bid, p) = self.raw(ops, 2 + i, K::Buffer)?;
                     bufs.push((p, self.bytes_of(bid)));
                 }
                 // A timed kernel has one block per SM (two can run side by side);
                 // copy and pattern take as many blocks as keep the SMs busy.
-                let (cycles, grid, asked_ms) = if spec.timed() {
+                let (cycles, grid, asked_ms) = if spec.timed {
                     let ms = ms_at(ops, 2 + bufs.len())?;
                     (Some(self.cal.cycles(ms)), self.cal.sms, Some(ms))
                 } else {

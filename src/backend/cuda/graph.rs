@@ -9,7 +9,8 @@ use cudarc::driver::sys;
 use super::CudaBackend;
 use super::calls::{bytes_at, size};
 use crate::backend::{DriverError, Operand, Outcome};
-use crate::lab::{Api, ObjKind};
+use gpulab_events::ObjKind;
+use gpulab_events::api::Api;
 
 fn graph(raw: u64) -> sys::CUgraph {
     raw as usize as sys::CUgraph

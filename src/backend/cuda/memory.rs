@@ -13,7 +13,8 @@ use cudarc::driver::sys;
 use super::CudaBackend;
 use super::calls::{bad, bytes_at, size};
 use crate::backend::{DriverError, ObjId, Operand, Outcome};
-use crate::lab::{Api, ClFlag, ObjKind};
+use gpulab_events::ObjKind;
+use gpulab_events::api::{Api, ClFlag};
 
 /// A status gpulab answers itself, before the driver is asked: the call would do
 /// what no lab may do to a shared GPU.

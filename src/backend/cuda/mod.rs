@@ -26,8 +26,9 @@ use self::timing::EventClock;
 use super::{
     Backend, BackendError, DeviceInfo, DeviceKind, DriverError, Notice, ObjId, Operand, Outcome,
 };
-use crate::lab::{Api, BackendKind, ObjKind};
 use crate::trace::{CudaMemory, PoolMemory};
+use gpulab_events::api::Api;
+use gpulab_events::{BackendKind, ObjKind};
 
 /// A lab object: its raw handle (device pointer, stream, event or host pointer as
 /// an integer), its bytes, and whether the lab still holds it.

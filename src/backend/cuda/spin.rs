@@ -12,7 +12,7 @@ use cudarc::driver::{result, sys};
 
 use super::load::GPULAB_BAD_OPERANDS;
 use crate::backend::DriverError;
-use crate::lab::api::KERNELS;
+use gpulab_events::api::KERNELS;
 
 /// Every kernel's source in one module, so one compile and one load serve all.
 pub const SOURCE: &str = concat!(

@@ -38,8 +38,8 @@ use super::errors::{GPULAB_BAD_OPERANDS, GPULAB_HOST_ALLOC_FAILED, driver_error}
 use super::{Entry, OpenClBackend, Pending, create_profiling_queue, release_queue, spin};
 use crate::backend::{DriverError, ObjId, Operand, Outcome};
 use crate::clock::now_ns;
-use crate::lab::api::KernelSpec;
-use crate::lab::{Api, ClFlag, ObjKind};
+use gpulab_events::ObjKind;
+use gpulab_events::api::{Api, ClFlag, KernelSpec};
 
 /// Zeroed host memory from `calloc` (untouched pages stay uncommitted), so a huge
 /// request fails as a status instead of aborting the worker.
@@ -330,12 +330,12 @@ impl OpenClBackend {
                     .kernels
                     .get(&kid)
                     .ok_or_else(|| bad("unknown kernel"))?;
-                let mut bufs = Vec::with_capacity(spec.buffers());
-                for i in 0..spec.buffers() {
+                let mut bufs = Vec::with_capacity(spec.buffers);
+                for i in 0..spec.buffers {
                     let (bid, buf) = self.arg(ops, 2 + i, K::Buffer)?;
                     bufs.push((buf, self.objects.get(&bid).map_or(0, |e| e.bytes)));
                 }
-                let (iters, shape) = if spec.timed() {
+                let (iters, shape) = if spec.timed {
                     let Some(&Operand::Ms(ms)) = ops.get(2 + bufs.len()) else {
                         return Err(bad("expected a duration"));
                     };

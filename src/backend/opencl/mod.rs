@@ -36,8 +36,8 @@ use self::callbacks::{Arrival, Sink};
 use self::calls::HostBuf;
 use super::discover::{self, parse_cl_version};
 use super::{Backend, BackendError, DeviceInfo, DriverError, Notice, ObjId, Operand, Outcome};
-use crate::lab::api::KernelSpec;
-use crate::lab::{Api, ObjKind};
+use gpulab_events::ObjKind;
+use gpulab_events::api::{Api, KernelSpec};
 
 /// A lab object: its raw handle, the references the lab holds on it as gpulab
 /// counted them (1 at creation, +1 per retain, −1 per release), and its bytes.
@@ -158,7 +158,7 @@ impl OpenClBackend {
             .unwrap_or(1);
         let shape = Shape::for_device(found.dev.kind, max_wg);
         let mut timed: Vec<&'static KernelSpec> = KernelSpec::lookup("spin").into_iter().collect();
-        for k in kernels.iter().copied().filter(|k| k.timed()) {
+        for k in kernels.iter().copied().filter(|k| k.timed) {
             if !timed.iter().any(|t| t.name == k.name) {
                 timed.push(k);
             }

@@ -26,7 +26,7 @@ use super::{create_profiling_queue, release_queue};
 use crate::backend::DeviceKind;
 use crate::clock::now_ns;
 
-use crate::lab::api::KernelSpec;
+use gpulab_events::api::KernelSpec;
 
 /// Each kernel's OpenCL C source, by name; each file defines that one kernel.
 const SOURCES: &[(&str, &str)] = &[
@@ -301,7 +301,7 @@ pub fn calibrate(
     let t0 = now_ns();
     let launch = Launch {
         shape,
-        buffers: kernel.buffers(),
+        buffers: kernel.buffers,
     };
     let (Some(source), Ok(name)) = (source(kernel.name), std::ffi::CString::new(kernel.name))
     else {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use super::OpenClBackend;
 use crate::backend::{Backend, DriverError, Notice, ObjId, Operand, Outcome};
 use crate::clock::now_ns;
-use crate::lab::Api;
+use gpulab_events::api::Api;
 
 /// The tests time kernels; running them one at a time keeps them honest on 2 cores.
 static SERIAL: Mutex<()> = Mutex::new(());

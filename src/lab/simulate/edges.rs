@@ -78,7 +78,7 @@ impl Simulator<'_> {
             return Ok(());
         };
         let index = q.resolve(&Default::default());
-        if index < kernel.buffers() as f64 {
+        if index < kernel.buffers as f64 {
             return Ok(());
         }
         let span = raw.get(1).map_or(0..0, |a| a.span.clone());
@@ -87,7 +87,7 @@ impl Simulator<'_> {
             Mistake::KernelArgIndex {
                 kernel: kernel.name,
                 index: index as u32,
-                buffers: kernel.buffers(),
+                buffers: kernel.buffers,
             },
         ))
     }

@@ -9,7 +9,7 @@ mod graph;
 
 use std::collections::BTreeMap;
 
-use crate::lab::api::{Api, ApiSpec, ArgKind, Effect, KernelSpec, ObjKind};
+use crate::lab::api::{self, Api, ApiSpec, ArgKind, Effect, KernelSignature, KernelSpec, ObjKind};
 use crate::lab::diagnostic::LineIndex;
 use crate::lab::lower::{self, Lower};
 use crate::lab::mistake::{Mistake, Problem, Span};
@@ -262,12 +262,12 @@ impl<'a> Simulator<'a> {
         args: &[Sp<RawArg>],
         close: &Span,
     ) -> Res<StmtKind> {
-        let spec = Api::lookup(&name.value).ok_or_else(|| {
+        let spec = api::lookup(&name.value).ok_or_else(|| {
             Problem::new(
                 name.span.clone(),
                 Mistake::UnknownCall {
                     name: name.value.clone(),
-                    suggestion: Api::suggest(&name.value),
+                    suggestion: api::suggest(&name.value),
                 },
             )
         })?;
@@ -304,7 +304,7 @@ impl<'a> Simulator<'a> {
         let binds_object = match spec.effect {
             Effect::Create(_) => true,
             Effect::Use => spec.may_return_event,
-            Effect::Retain | Effect::Release => false,
+            Effect::Retain(_) | Effect::Release(_) => false,
         };
         if let Some(b) = bind
             && !binds_object
@@ -347,7 +347,7 @@ impl<'a> Simulator<'a> {
         let arg = self.lower.arg(spec, i, a, kind)?;
         // Checked as soon as it is lowered, so the first wrong argument is the one reported.
         if let (Arg::Handle(name), ArgKind::Obj(want) | ArgKind::Objs(want)) = (&arg, kind) {
-            let releases = i == 0 && spec.effect == Effect::Release;
+            let releases = i == 0 && matches!(spec.effect, Effect::Release(_));
             self.handle(s, line, spec, a.span.clone(), name, want, kind, releases)?;
         }
         // An enqueue with a wait list depends on each of those events: each must be
@@ -378,7 +378,7 @@ impl<'a> Simulator<'a> {
                         _ => true,
                     })
         };
-        Api::overloads(first.name)
+        api::overloads(first.name)
             .find(|s| fits(s))
             .unwrap_or(first)
     }
@@ -579,10 +579,10 @@ impl<'a> Simulator<'a> {
             return;
         };
         match spec.effect {
-            Effect::Retain if h.refs > 0 => h.refs += 1,
+            Effect::Retain(_) if h.refs > 0 => h.refs += 1,
             // A graph allocation's frees are the graph edges' to follow: its
             // name lives as long as its graph could map it again.
-            Effect::Release if h.refs > 0 && h.alloc.is_none() => {
+            Effect::Release(_) if h.refs > 0 && h.alloc.is_none() => {
                 h.refs -= 1;
                 if h.refs == 0 {
                     h.released_at = Some(line);

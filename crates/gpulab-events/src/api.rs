@@ -1,0 +1,906 @@
+//! The calls gpulab's labs make, as plain data: each call's C name, the driver
+//! entry points it really reaches, its backend, and what it does to the lifetime
+//! of an object. The lab language adds argument signatures on top; the engine, the
+//! backends and every view read these, so a call's meaning is written down once.
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::{BackendKind, ObjKind};
+
+/// A call a lab may make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Api {
+    ClCreateContext,
+    ClCreateCommandQueue,
+    ClCreateBuffer,
+    ClCreateProgramWithSource,
+    ClBuildProgram,
+    ClCreateKernel,
+    ClEnqueueNDRangeKernel,
+    ClEnqueueReadBuffer,
+    ClEnqueueWriteBuffer,
+    ClFinish,
+    ClFlush,
+    ClWaitForEvents,
+    ClRetainContext,
+    ClRetainCommandQueue,
+    ClRetainMemObject,
+    ClRetainProgram,
+    ClRetainKernel,
+    ClRetainEvent,
+    ClReleaseContext,
+    ClReleaseCommandQueue,
+    ClReleaseMemObject,
+    ClReleaseProgram,
+    ClReleaseKernel,
+    ClReleaseEvent,
+    ClCreateSubBuffer,
+    ClEnqueueCopyBuffer,
+    ClEnqueueFillBuffer,
+    ClEnqueueMapBuffer,
+    ClEnqueueUnmapMemObject,
+    ClEnqueueBarrierWithWaitList,
+    ClEnqueueMarkerWithWaitList,
+    ClSetKernelArg,
+    ClCreateUserEvent,
+    ClSetUserEventStatus,
+    CudaMalloc,
+    CudaFree,
+    CudaMallocAsync,
+    CudaFreeAsync,
+    CudaStreamCreate,
+    CudaStreamDestroy,
+    CudaEventCreate,
+    CudaEventRecord,
+    CudaEventSynchronize,
+    CudaEventQuery,
+    CudaEventDestroy,
+    CudaStreamWaitEvent,
+    CudaStreamSynchronize,
+    CudaDeviceSynchronize,
+    CudaLaunchKernel,
+    CudaMemcpyAsync,
+    /// The host-to-device form of `cudaMemcpyAsync` (destination first, as in C).
+    CudaMemcpyAsyncToDevice,
+    CudaMemsetAsync,
+    CudaMallocHost,
+    CudaFreeHost,
+    CudaMemPoolSetAttribute,
+    CudaMemPoolTrimTo,
+    CudaMemGetInfo,
+    /// Synchronous device-to-host copy on the legacy default stream.
+    CudaMemcpy,
+    /// The host-to-device form of `cudaMemcpy` (destination first, as in C).
+    CudaMemcpyToDevice,
+    CudaStreamCreateWithFlags,
+    CudaMemPoolCreate,
+    /// `cudaMemPoolSetAttribute` on a pool the lab created.
+    CudaMemPoolSetAttributeOf,
+    /// `cudaMemPoolTrimTo` on a pool the lab created.
+    CudaMemPoolTrimToOf,
+    CudaMallocFromPoolAsync,
+    CudaMemPoolDestroy,
+    CudaHostRegister,
+    CudaHostUnregister,
+    CudaMallocManaged,
+    CudaMemPrefetchAsync,
+    CuMemCreate,
+    CuMemAddressReserve,
+    CuMemMap,
+    CuMemSetAccess,
+    /// `cudaMemsetAsync` over a mapped virtual address range.
+    CudaMemsetAsyncRange,
+    CuMemUnmap,
+    CuMemRelease,
+    CuMemAddressFree,
+    CudaGraphCreate,
+    CudaGraphAddMemAllocNode,
+    CudaGraphAddMemsetNode,
+    CudaGraphAddMemFreeNode,
+    CudaGraphInstantiate,
+    CudaGraphLaunch,
+    CudaGraphExecDestroy,
+    CudaGraphDestroy,
+    CudaDeviceGraphMemTrim,
+}
+
+/// What a call does to the lifetime of the objects it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Returns a new object of this kind.
+    Create(ObjKind),
+    /// Adds one reference to its first argument, an object of this kind.
+    Retain(ObjKind),
+    /// Drops one reference from its first argument, an object of this kind.
+    Release(ObjKind),
+    /// Uses its arguments, creates nothing; may return an event when bound.
+    Use,
+}
+
+/// One call, as data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiInfo {
+    pub api: Api,
+    /// The C name a lab writes.
+    pub name: &'static str,
+    pub backend: BackendKind,
+    /// The driver entry points the call really reaches, shown beside the C name.
+    pub driver: &'static str,
+    pub effect: Effect,
+    /// A `Use` call that may be bound to a name returns an event (`ev = clEnqueueReadBuffer(…)`).
+    pub may_return_event: bool,
+}
+
+const fn cl(api: Api, name: &'static str, driver: &'static str, effect: Effect) -> ApiInfo {
+    ApiInfo {
+        api,
+        name,
+        backend: BackendKind::OpenCl,
+        driver,
+        effect,
+        may_return_event: false,
+    }
+}
+
+const fn cuda(api: Api, name: &'static str, driver: &'static str, effect: Effect) -> ApiInfo {
+    let mut info = cl(api, name, driver, effect);
+    info.backend = BackendKind::Cuda;
+    info
+}
+
+const fn with_event(mut info: ApiInfo) -> ApiInfo {
+    info.may_return_event = true;
+    info
+}
+
+use ObjKind::{
+    Buffer, Context, Event, Graph, GraphExec, HostBuffer, Kernel, MemHandle, Pool, Program, Queue,
+    Stream, VaRange,
+};
+
+/// Every call, in the order `Api` declares them (a test keeps it so), so a call's
+/// entry is found by its index.
+pub static APIS: &[ApiInfo] = &[
+    cl(
+        Api::ClCreateContext,
+        "clCreateContext",
+        "clCreateContext + clSetContextDestructorCallback",
+        Effect::Create(Context),
+    ),
+    cl(
+        Api::ClCreateCommandQueue,
+        "clCreateCommandQueue",
+        "clCreateCommandQueueWithProperties(PROFILING_ENABLE [| OUT_OF_ORDER_EXEC_MODE_ENABLE])",
+        Effect::Create(Queue),
+    ),
+    cl(
+        Api::ClCreateBuffer,
+        "clCreateBuffer",
+        "clCreateBuffer(COPY_HOST_PTR by default) + clSetMemObjectDestructorCallback",
+        Effect::Create(Buffer),
+    ),
+    cl(
+        Api::ClCreateProgramWithSource,
+        "clCreateProgramWithSource",
+        "clCreateProgramWithSource",
+        Effect::Create(Program),
+    ),
+    cl(
+        Api::ClBuildProgram,
+        "clBuildProgram",
+        "clBuildProgram",
+        Effect::Use,
+    ),
+    cl(
+        Api::ClCreateKernel,
+        "clCreateKernel",
+        "clCreateKernel",
+        Effect::Create(Kernel),
+    ),
+    cl(
+        Api::ClEnqueueNDRangeKernel,
+        "clEnqueueNDRangeKernel",
+        "clSetKernelArg + clEnqueueNDRangeKernel",
+        Effect::Create(Event),
+    ),
+    with_event(cl(
+        Api::ClEnqueueReadBuffer,
+        "clEnqueueReadBuffer",
+        "clEnqueueReadBuffer",
+        Effect::Use,
+    )),
+    with_event(cl(
+        Api::ClEnqueueWriteBuffer,
+        "clEnqueueWriteBuffer",
+        "clEnqueueWriteBuffer",
+        Effect::Use,
+    )),
+    cl(Api::ClFinish, "clFinish", "clFinish", Effect::Use),
+    cl(Api::ClFlush, "clFlush", "clFlush", Effect::Use),
+    cl(
+        Api::ClWaitForEvents,
+        "clWaitForEvents",
+        "clWaitForEvents",
+        Effect::Use,
+    ),
+    cl(
+        Api::ClRetainContext,
+        "clRetainContext",
+        "clRetainContext",
+        Effect::Retain(Context),
+    ),
+    cl(
+        Api::ClRetainCommandQueue,
+        "clRetainCommandQueue",
+        "clRetainCommandQueue",
+        Effect::Retain(Queue),
+    ),
+    cl(
+        Api::ClRetainMemObject,
+        "clRetainMemObject",
+        "clRetainMemObject",
+        Effect::Retain(Buffer),
+    ),
+    cl(
+        Api::ClRetainProgram,
+        "clRetainProgram",
+        "clRetainProgram",
+        Effect::Retain(Program),
+    ),
+    cl(
+        Api::ClRetainKernel,
+        "clRetainKernel",
+        "clRetainKernel",
+        Effect::Retain(Kernel),
+    ),
+    cl(
+        Api::ClRetainEvent,
+        "clRetainEvent",
+        "clRetainEvent",
+        Effect::Retain(Event),
+    ),
+    cl(
+        Api::ClReleaseContext,
+        "clReleaseContext",
+        "clReleaseContext",
+        Effect::Release(Context),
+    ),
+    cl(
+        Api::ClReleaseCommandQueue,
+        "clReleaseCommandQueue",
+        "clReleaseCommandQueue",
+        Effect::Release(Queue),
+    ),
+    cl(
+        Api::ClReleaseMemObject,
+        "clReleaseMemObject",
+        "clReleaseMemObject",
+        Effect::Release(Buffer),
+    ),
+    cl(
+        Api::ClReleaseProgram,
+        "clReleaseProgram",
+        "clReleaseProgram",
+        Effect::Release(Program),
+    ),
+    cl(
+        Api::ClReleaseKernel,
+        "clReleaseKernel",
+        "clReleaseKernel",
+        Effect::Release(Kernel),
+    ),
+    cl(
+        Api::ClReleaseEvent,
+        "clReleaseEvent",
+        "clReleaseEvent",
+        Effect::Release(Event),
+    ),
+    cl(
+        Api::ClCreateSubBuffer,
+        "clCreateSubBuffer",
+        "clCreateSubBuffer(CL_BUFFER_CREATE_TYPE_REGION) + clSetMemObjectDestructorCallback",
+        Effect::Create(Buffer),
+    ),
+    with_event(cl(
+        Api::ClEnqueueCopyBuffer,
+        "clEnqueueCopyBuffer",
+        "clEnqueueCopyBuffer",
+        Effect::Use,
+    )),
+    with_event(cl(
+        Api::ClEnqueueFillBuffer,
+        "clEnqueueFillBuffer",
+        "clEnqueueFillBuffer",
+        Effect::Use,
+    )),
+    with_event(cl(
+        Api::ClEnqueueMapBuffer,
+        "clEnqueueMapBuffer",
+        "clEnqueueMapBuffer(CL_MAP_READ | CL_MAP_WRITE)",
+        Effect::Use,
+    )),
+    with_event(cl(
+        Api::ClEnqueueUnmapMemObject,
+        "clEnqueueUnmapMemObject",
+        "clEnqueueUnmapMemObject",
+        Effect::Use,
+    )),
+    with_event(cl(
+        Api::ClEnqueueBarrierWithWaitList,
+        "clEnqueueBarrierWithWaitList",
+        "clEnqueueBarrierWithWaitList",
+        Effect::Use,
+    )),
+    with_event(cl(
+        Api::ClEnqueueMarkerWithWaitList,
+        "clEnqueueMarkerWithWaitList",
+        "clEnqueueMarkerWithWaitList",
+        Effect::Use,
+    )),
+    cl(
+        Api::ClSetKernelArg,
+        "clSetKernelArg",
+        "clSetKernelArg",
+        Effect::Use,
+    ),
+    cl(
+        Api::ClCreateUserEvent,
+        "clCreateUserEvent",
+        "clCreateUserEvent",
+        Effect::Create(Event),
+    ),
+    cl(
+        Api::ClSetUserEventStatus,
+        "clSetUserEventStatus",
+        "clSetUserEventStatus",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMalloc,
+        "cudaMalloc",
+        "cuMemAlloc_v2",
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaFree,
+        "cudaFree",
+        "cuMemFree_v2",
+        Effect::Release(Buffer),
+    ),
+    cuda(
+        Api::CudaMallocAsync,
+        "cudaMallocAsync",
+        "cuMemAllocAsync",
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaFreeAsync,
+        "cudaFreeAsync",
+        "cuMemFreeAsync",
+        Effect::Release(Buffer),
+    ),
+    cuda(
+        Api::CudaStreamCreate,
+        "cudaStreamCreate",
+        "cuStreamCreate(CU_STREAM_DEFAULT)",
+        Effect::Create(Stream),
+    ),
+    cuda(
+        Api::CudaStreamDestroy,
+        "cudaStreamDestroy",
+        "cuStreamDestroy_v2",
+        Effect::Release(Stream),
+    ),
+    cuda(
+        Api::CudaEventCreate,
+        "cudaEventCreate",
+        "cuEventCreate(CU_EVENT_DEFAULT)",
+        Effect::Create(Event),
+    ),
+    cuda(
+        Api::CudaEventRecord,
+        "cudaEventRecord",
+        "cuEventRecord",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaEventSynchronize,
+        "cudaEventSynchronize",
+        "cuEventSynchronize",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaEventQuery,
+        "cudaEventQuery",
+        "cuEventQuery",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaEventDestroy,
+        "cudaEventDestroy",
+        "cuEventDestroy_v2",
+        Effect::Release(Event),
+    ),
+    cuda(
+        Api::CudaStreamWaitEvent,
+        "cudaStreamWaitEvent",
+        "cuStreamWaitEvent",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaStreamSynchronize,
+        "cudaStreamSynchronize",
+        "cuStreamSynchronize",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaDeviceSynchronize,
+        "cudaDeviceSynchronize",
+        "cuCtxSynchronize",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaLaunchKernel,
+        "cudaLaunchKernel",
+        "cuLaunchKernel (+ cuEventRecord of gpulab's span events)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemcpyAsync,
+        "cudaMemcpyAsync",
+        "cuMemcpyDtoHAsync_v2 (device to pinned host)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemcpyAsyncToDevice,
+        "cudaMemcpyAsync",
+        "cuMemcpyHtoDAsync_v2 (pinned host to device)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemsetAsync,
+        "cudaMemsetAsync",
+        "cuMemsetD8Async",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMallocHost,
+        "cudaMallocHost",
+        "cuMemAllocHost_v2",
+        Effect::Create(HostBuffer),
+    ),
+    cuda(
+        Api::CudaFreeHost,
+        "cudaFreeHost",
+        "cuMemFreeHost",
+        Effect::Release(HostBuffer),
+    ),
+    cuda(
+        Api::CudaMemPoolSetAttribute,
+        "cudaMemPoolSetAttribute",
+        "cuMemPoolSetAttribute(default pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemPoolTrimTo,
+        "cudaMemPoolTrimTo",
+        "cuMemPoolTrimTo(default pool)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemGetInfo,
+        "cudaMemGetInfo",
+        "cuMemGetInfo_v2",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemcpy,
+        "cudaMemcpy",
+        "cuMemcpyDtoH_v2 (device to pinned host, legacy default stream)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemcpyToDevice,
+        "cudaMemcpy",
+        "cuMemcpyHtoD_v2 (pinned host to device, legacy default stream)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaStreamCreateWithFlags,
+        "cudaStreamCreateWithFlags",
+        "cuStreamCreate(CU_STREAM_DEFAULT | CU_STREAM_NON_BLOCKING)",
+        Effect::Create(Stream),
+    ),
+    cuda(
+        Api::CudaMemPoolCreate,
+        "cudaMemPoolCreate",
+        "cuMemPoolCreate(pinned, this device, no export handle)",
+        Effect::Create(Pool),
+    ),
+    cuda(
+        Api::CudaMemPoolSetAttributeOf,
+        "cudaMemPoolSetAttribute",
+        "cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemPoolTrimToOf,
+        "cudaMemPoolTrimTo",
+        "cuMemPoolTrimTo(pool)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMallocFromPoolAsync,
+        "cudaMallocFromPoolAsync",
+        "cuMemAllocFromPoolAsync",
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaMemPoolDestroy,
+        "cudaMemPoolDestroy",
+        "cuMemPoolDestroy",
+        Effect::Release(Pool),
+    ),
+    cuda(
+        Api::CudaHostRegister,
+        "cudaHostRegister",
+        "cuMemHostRegister_v2(flags 0) on host memory gpulab allocates",
+        Effect::Create(HostBuffer),
+    ),
+    cuda(
+        Api::CudaHostUnregister,
+        "cudaHostUnregister",
+        "cuMemHostUnregister (then gpulab frees the host memory)",
+        Effect::Release(HostBuffer),
+    ),
+    cuda(
+        Api::CudaMallocManaged,
+        "cudaMallocManaged",
+        "cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL) (after gpulab's cuMemGetInfo_v2 guard)",
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaMemPrefetchAsync,
+        "cudaMemPrefetchAsync",
+        "cuMemPrefetchAsync_v2(to this device) (+ cuEventRecord of gpulab's span events)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CuMemCreate,
+        "cuMemCreate",
+        "cuMemCreate(pinned, this device)",
+        Effect::Create(MemHandle),
+    ),
+    cuda(
+        Api::CuMemAddressReserve,
+        "cuMemAddressReserve",
+        "cuMemAddressReserve(alignment 0, any address)",
+        Effect::Create(VaRange),
+    ),
+    cuda(
+        Api::CuMemMap,
+        "cuMemMap",
+        "cuMemMap(range, the allocation's size, offset 0)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CuMemSetAccess,
+        "cuMemSetAccess",
+        "cuMemSetAccess(mapped size, this device, READWRITE)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemsetAsyncRange,
+        "cudaMemsetAsync",
+        "cuMemsetD8Async (over the mapped range)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CuMemUnmap,
+        "cuMemUnmap",
+        "cuMemUnmap(mapped size)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CuMemRelease,
+        "cuMemRelease",
+        "cuMemRelease",
+        Effect::Release(MemHandle),
+    ),
+    cuda(
+        Api::CuMemAddressFree,
+        "cuMemAddressFree",
+        "cuMemAddressFree",
+        Effect::Release(VaRange),
+    ),
+    cuda(
+        Api::CudaGraphCreate,
+        "cudaGraphCreate",
+        "cuGraphCreate(flags 0)",
+        Effect::Create(Graph),
+    ),
+    cuda(
+        Api::CudaGraphAddMemAllocNode,
+        "cudaGraphAddMemAllocNode",
+        "cuGraphAddMemAllocNode(after the graph's last node; pinned, this device)",
+        Effect::Create(Buffer),
+    ),
+    cuda(
+        Api::CudaGraphAddMemsetNode,
+        "cudaGraphAddMemsetNode",
+        "cuGraphAddMemsetNode(after the graph's last node; the whole buffer, byte 0)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaGraphAddMemFreeNode,
+        "cudaGraphAddMemFreeNode",
+        "cuGraphAddMemFreeNode(after the graph's last node)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaGraphInstantiate,
+        "cudaGraphInstantiate",
+        "cuGraphInstantiateWithFlags(flags 0)",
+        Effect::Create(GraphExec),
+    ),
+    cuda(
+        Api::CudaGraphLaunch,
+        "cudaGraphLaunch",
+        "cuGraphLaunch (+ cuEventRecord of gpulab's span events)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaGraphExecDestroy,
+        "cudaGraphExecDestroy",
+        "cuGraphExecDestroy",
+        Effect::Release(GraphExec),
+    ),
+    cuda(
+        Api::CudaGraphDestroy,
+        "cudaGraphDestroy",
+        "cuGraphDestroy",
+        Effect::Release(Graph),
+    ),
+    cuda(
+        Api::CudaDeviceGraphMemTrim,
+        "cudaDeviceGraphMemTrim",
+        "cuDeviceGraphMemTrim(this device)",
+        Effect::Use,
+    ),
+];
+
+impl Api {
+    /// This call's entry.
+    pub fn info(self) -> &'static ApiInfo {
+        &APIS[self as usize]
+    }
+
+    /// The C name a lab writes (`clReleaseMemObject`, `cudaFreeAsync`).
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    pub fn driver(self) -> &'static str {
+        self.info().driver
+    }
+
+    pub fn backend(self) -> BackendKind {
+        self.info().backend
+    }
+
+    pub fn effect(self) -> Effect {
+        self.info().effect
+    }
+
+    /// The first call of this C name (an overloaded call has several entries:
+    /// `cudaMemcpyAsync` in both directions).
+    pub fn named(name: &str) -> Option<Api> {
+        APIS.iter().find(|s| s.name == name).map(|s| s.api)
+    }
+
+    /// The call queues device work that the backends time as a device span
+    /// (a kernel, a copy, a fill): until the span arrives, the work is in flight.
+    /// Markers and barriers are not work: NVIDIA's OpenCL does not time them (its
+    /// counters read 0), so no span would ever close them.
+    pub fn queues_device_work(self) -> bool {
+        matches!(
+            self,
+            Api::ClEnqueueNDRangeKernel
+                | Api::ClEnqueueReadBuffer
+                | Api::ClEnqueueWriteBuffer
+                | Api::ClEnqueueCopyBuffer
+                | Api::ClEnqueueFillBuffer
+                | Api::ClEnqueueMapBuffer
+                | Api::ClEnqueueUnmapMemObject
+                | Api::CudaLaunchKernel
+                | Api::CudaMemcpyAsync
+                | Api::CudaMemcpyAsyncToDevice
+                | Api::CudaMemsetAsync
+                | Api::CudaMemsetAsyncRange
+                | Api::CudaMemPrefetchAsync
+                | Api::CudaGraphLaunch
+        )
+    }
+
+    /// The call that drops one reference of an object of `kind` on `backend`
+    /// (`clReleaseMemObject` or `cudaFree` for a buffer): the first such call.
+    pub fn release_of(kind: ObjKind, backend: BackendKind) -> Option<Api> {
+        APIS.iter()
+            .find(|s| s.backend == backend && s.effect == Effect::Release(kind))
+            .map(|s| s.api)
+    }
+
+    /// Object kinds the calls of one backend can create, in `ObjKind::ALL` order:
+    /// what a live-objects view lists for a run of that backend.
+    pub fn kinds_of(backend: BackendKind) -> Vec<ObjKind> {
+        ObjKind::ALL
+            .into_iter()
+            .filter(|k| {
+                APIS.iter().any(|s| {
+                    s.backend == backend
+                        && (s.effect == Effect::Create(*k)
+                            || (*k == ObjKind::Event && s.may_return_event))
+                })
+            })
+            .collect()
+    }
+
+    /// Kinds only a few calls make (a pool of the lab's own, the virtual memory
+    /// API's handles, graphs): views list them for a run only once it made one, so every
+    /// other CUDA run keeps its rows.
+    pub fn listed_when_made(kind: ObjKind) -> bool {
+        matches!(
+            kind,
+            ObjKind::Pool
+                | ObjKind::MemHandle
+                | ObjKind::VaRange
+                | ObjKind::Graph
+                | ObjKind::GraphExec
+        )
+    }
+}
+
+/// A flag word a call may take (how `clCreateBuffer` allocates, an out-of-order
+/// queue, a user event's status, a CUDA stream's kind); each is the C constant of
+/// the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClFlag {
+    /// gpulab's default: the buffer is filled from zeroed host memory at creation,
+    /// so the implementation commits it at that line.
+    CopyHostPtr,
+    /// The buffer lives in host memory gpulab allocates and keeps until the
+    /// driver's destructor callback says the buffer is gone.
+    UseHostPtr,
+    /// The implementation allocates host-accessible memory of its own.
+    AllocHostPtr,
+    /// Commands of the queue may run in any order their wait lists allow.
+    OutOfOrder,
+    /// A user event's status: done, so the commands waiting for it may run.
+    Complete,
+    /// CUDA: a stream that synchronizes with the legacy default stream.
+    StreamDefault,
+    /// CUDA: a stream that neither waits for nor is waited on by the legacy
+    /// default stream (a synchronous `cudaMemcpy` ignores it).
+    StreamNonBlocking,
+}
+
+impl ClFlag {
+    pub const ALL: [ClFlag; 7] = [
+        ClFlag::CopyHostPtr,
+        ClFlag::UseHostPtr,
+        ClFlag::AllocHostPtr,
+        ClFlag::OutOfOrder,
+        ClFlag::Complete,
+        ClFlag::StreamDefault,
+        ClFlag::StreamNonBlocking,
+    ];
+
+    pub fn c_name(self) -> &'static str {
+        match self {
+            ClFlag::CopyHostPtr => "CL_MEM_COPY_HOST_PTR",
+            ClFlag::UseHostPtr => "CL_MEM_USE_HOST_PTR",
+            ClFlag::AllocHostPtr => "CL_MEM_ALLOC_HOST_PTR",
+            ClFlag::OutOfOrder => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE",
+            ClFlag::Complete => "CL_COMPLETE",
+            ClFlag::StreamDefault => "cudaStreamDefault",
+            ClFlag::StreamNonBlocking => "cudaStreamNonBlocking",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<ClFlag> {
+        ClFlag::ALL.into_iter().find(|f| f.c_name() == word)
+    }
+}
+
+/// A kernel a launch may name; its sources ship as `labs/kernels/NAME.cl` and
+/// `NAME.cu`, whose C signatures take the buffers first, in this order, so
+/// `clSetKernelArg(k, i, buf)` sets buffer `i`. Every kernel holds all of its
+/// buffers in use until its work ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelSpec {
+    pub name: &'static str,
+    /// How many buffers a launch passes, first.
+    pub buffers: usize,
+    /// Whether the kernel runs for a requested time, passed after its buffers
+    /// (such a kernel is calibrated per device when a run starts).
+    pub timed: bool,
+}
+
+pub static KERNELS: &[KernelSpec] = &[
+    KernelSpec {
+        name: "spin",
+        buffers: 1,
+        timed: true,
+    },
+    KernelSpec {
+        name: "spin2",
+        buffers: 2,
+        timed: true,
+    },
+    KernelSpec {
+        name: "copy",
+        buffers: 2,
+        timed: false,
+    },
+    KernelSpec {
+        name: "pattern",
+        buffers: 1,
+        timed: false,
+    },
+];
+
+impl KernelSpec {
+    pub fn lookup(name: &str) -> Option<&'static KernelSpec> {
+        KERNELS.iter().find(|k| k.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_is_at_its_own_index() {
+        for (i, s) in APIS.iter().enumerate() {
+            assert_eq!(s.api as usize, i, "{}", s.name);
+            assert_eq!(s.api.info().name, s.name);
+        }
+    }
+
+    #[test]
+    fn cuda_calls_name_their_driver_entry_point() {
+        assert_eq!(Api::CudaFree.driver(), "cuMemFree_v2");
+        assert_eq!(Api::CudaFreeAsync.driver(), "cuMemFreeAsync");
+        for s in APIS.iter().filter(|s| s.name.starts_with("cuda")) {
+            assert_eq!(s.backend, BackendKind::Cuda, "{}", s.name);
+            assert!(s.driver.starts_with("cu"), "{}: {}", s.name, s.driver);
+        }
+        for s in APIS.iter().filter(|s| s.name.starts_with("cl")) {
+            assert_eq!(s.backend, BackendKind::OpenCl, "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn release_calls_follow_the_backend() {
+        assert_eq!(
+            Api::release_of(ObjKind::Buffer, BackendKind::Cuda),
+            Some(Api::CudaFree)
+        );
+        assert_eq!(
+            Api::release_of(ObjKind::Buffer, BackendKind::OpenCl),
+            Some(Api::ClReleaseMemObject)
+        );
+        assert_eq!(
+            Api::release_of(ObjKind::Stream, BackendKind::Cuda),
+            Some(Api::CudaStreamDestroy)
+        );
+        assert_eq!(Api::release_of(ObjKind::Stream, BackendKind::OpenCl), None);
+    }
+
+    #[test]
+    fn flags_parse_from_their_c_names() {
+        for f in ClFlag::ALL {
+            assert_eq!(ClFlag::parse(f.c_name()), Some(f));
+        }
+    }
+}
