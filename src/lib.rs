@@ -1,31 +1,34 @@
 //! gpulab: a terminal laboratory for GPU memory lifetime.
 //!
-//! The worker side runs `lab` → `engine` → `backend`; the parent side runs
-//! `source` (spawns workers, owns telemetry) → `trace` (events) → `run` (the Run
-//! model) → `report`. Nothing here prints except `report` rendering to strings.
+//! This crate starts runs and shows them: `source` starts a lab's worker or a
+//! watched program and hands its events to a consumer, `watch` runs a program
+//! with the agent loaded, `tui` is the dashboard, `history` the recordings on
+//! disk. The rest lives in the workspace's crates, re-exported here under the
+//! names the code and the tests use (see ARCHITECTURE.md):
 //!
-//! `unsafe` is denied by the workspace's lints (`Cargo.toml`); `backend/` and
-//! `machine/icd*.rs` allow it, each block saying why it holds.
+//! - `lab` (gpulab-lab): the lab language;
+//! - `run`, `verdict`, `report`, `export`, `trace`, `text` (gpulab-model): what
+//!   a run means and what is written from it;
+//! - `engine` (gpulab-engine) and `backend` (gpulab-backend): the worker and
+//!   the only code that calls a GPU API;
+//! - `telemetry` (gpulab-telemetry): device memory readings;
+//! - `clock`, `dirs`, `machine` (gpulab-host): what this host has.
+//!
+//! `unsafe` is denied by the workspace's lints (`Cargo.toml`).
 
-pub mod backend;
-pub mod clock;
 pub mod color;
-pub mod dirs;
-pub mod engine;
-pub mod export;
 pub mod history;
-pub mod lab;
-pub mod machine;
-pub mod report;
-pub mod run;
 pub mod signals;
 pub mod source;
-pub mod telemetry;
-pub mod text;
-pub mod trace;
 pub mod tui;
-pub mod verdict;
 pub mod watch;
+
+pub use gpulab_backend as backend;
+pub use gpulab_engine as engine;
+pub use gpulab_host::{clock, dirs, machine};
+pub use gpulab_lab as lab;
+pub use gpulab_model::{export, report, run, text, trace, verdict};
+pub use gpulab_telemetry as telemetry;
 
 /// Units (bytes, MiB, ns, ms) from the events crate: one definition for everyone.
 pub use gpulab_events::units;

@@ -1,10 +1,10 @@
-//! The layer rules of docs/architecture.md, checked against the code's own
-//! imports. Each rule names a part of `src/` and what it may not reach; a broken
-//! rule fails with the file and line that broke it.
-//!
-//! The events crate's rule ("events know no labs, GPU APIs or UI") is checked on
-//! its manifest by `crates/gpulab-events/tests/leaf.rs`, the agent's by
-//! `crates/gpulab-agent/tests/deps.rs`.
+//! The layer rules of docs/architecture.md. Between crates they are dependency
+//! lists: each crate's manifest may name only the workspace crates its layer
+//! allows, and only the backends and telemetry may depend on a GPU crate (read
+//! from the manifests, the crates from the `crates/` folder). Inside a crate,
+//! what Cargo cannot say is checked against the code's own `crate::` imports,
+//! the module names read from the crate's `lib.rs`; a broken rule fails with
+//! the file and line that broke it.
 
 #![allow(
     clippy::unwrap_used,
@@ -13,32 +13,93 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Top-level modules of the `gpulab` library.
-const MODULES: &[&str] = &[
-    "backend",
-    "clock",
-    "color",
-    "engine",
-    "export",
-    "history",
-    "lab",
-    "report",
-    "run",
-    "signals",
-    "source",
-    "telemetry",
-    "text",
-    "trace",
-    "tui",
-    "units",
-    "verdict",
-    "watch",
+/// Each crate of the workspace, the workspace crates it may depend on, and why.
+const LAYERS: &[(&str, &[&str], &str)] = &[
+    (
+        "gpulab-events",
+        &[],
+        "events know no labs, no GPU API and no UI",
+    ),
+    (
+        "gpulab-agent",
+        &["gpulab-events"],
+        "the agent runs inside someone else's program: events and libc alone",
+    ),
+    (
+        "gpulab-lab",
+        &["gpulab-events"],
+        "the lab language knows no GPU, no run and no consumer",
+    ),
+    (
+        "gpulab-host",
+        &["gpulab-events"],
+        "the host crate reads what is installed; it calls no GPU API and knows no lab or run",
+    ),
+    (
+        "gpulab-model",
+        &["gpulab-events", "gpulab-lab"],
+        "the Run, its verdicts, reports and exports read events; they start nothing and call no GPU API",
+    ),
+    (
+        "gpulab-telemetry",
+        &["gpulab-events", "gpulab-host"],
+        "telemetry knows no labs, no backend and no consumer",
+    ),
+    (
+        "gpulab-backend",
+        &["gpulab-events", "gpulab-host"],
+        "the backends know no lab language, no run and no consumer",
+    ),
+    (
+        "gpulab-engine",
+        &[
+            "gpulab-backend",
+            "gpulab-events",
+            "gpulab-host",
+            "gpulab-lab",
+            "gpulab-telemetry",
+        ],
+        "the worker knows nothing of the parent: no Run, no source, no UI",
+    ),
+    (
+        "gpulab",
+        &[
+            "gpulab-backend",
+            "gpulab-engine",
+            "gpulab-events",
+            "gpulab-host",
+            "gpulab-lab",
+            "gpulab-model",
+            "gpulab-telemetry",
+        ],
+        "the binary starts and shows runs, over every layer",
+    ),
 ];
 
-/// Crates that call a GPU API (or NVIDIA's management library).
-const GPU_CRATES: &[&str] = &["cl3", "opencl3", "cudarc", "nvml_wrapper"];
+/// Crates that call a GPU API (or NVIDIA's management library), and the crates
+/// that may depend on them.
+const GPU_CRATES: &[&str] = &["cl3", "opencl3", "cudarc", "nvml-wrapper"];
+const GPU_USERS: &[(&str, &[&str])] = &[
+    ("gpulab-backend", GPU_CRATES),
+    ("gpulab-telemetry", &["nvml-wrapper"]),
+];
+
+/// A rule inside one crate, over the modules its `lib.rs` declares or re-exports.
+struct Rule {
+    /// What the rule says, as docs/architecture.md words it.
+    says: &'static str,
+    /// The crate: its folder under the repository (`.` for the binary's).
+    krate: &'static str,
+    /// Files it covers: these paths under the crate's `src/`, and what lies below.
+    parts: &'static [&'static str],
+    /// Modules of the crate the parts may import.
+    modules: Modules,
+    /// Other crates or std paths the parts may not name.
+    names: &'static [&'static str],
+}
 
 enum Modules {
     /// Any but these.
@@ -48,10 +109,10 @@ enum Modules {
 }
 
 impl Modules {
-    fn allows(&self, module: &str) -> bool {
+    fn allows(&self, module: &str, known: &BTreeSet<String>) -> bool {
         match self {
             Modules::Except(no) => !no.contains(&module),
-            Modules::Only(yes) => yes.contains(&module) || !MODULES.contains(&module),
+            Modules::Only(yes) => yes.contains(&module) || !known.contains(module),
         }
     }
 
@@ -62,21 +123,11 @@ impl Modules {
     }
 }
 
-struct Rule {
-    /// What the rule says, as docs/architecture.md words it.
-    says: &'static str,
-    /// Files it covers: these paths under the repository, and what lies below them.
-    parts: &'static [&'static str],
-    /// Modules of the library the parts may import.
-    modules: Modules,
-    /// External crates or std paths the parts may not name.
-    names: &'static [&'static str],
-}
-
 const RULES: &[Rule] = &[
     Rule {
         says: "the Run model is pure: events in, data out",
-        parts: &["src/run"],
+        krate: "crates/gpulab-model",
+        parts: &["run"],
         modules: Modules::Only(&["trace", "units"]),
         names: &[
             "std::fs",
@@ -88,74 +139,142 @@ const RULES: &[Rule] = &[
         ],
     },
     Rule {
+        says: "reports, exports and verdicts read a Run; they start nothing",
+        krate: "crates/gpulab-model",
+        parts: &["report", "export", "verdict", "verdict.rs"],
+        modules: Modules::Except(&[]),
+        names: &["std::process"],
+    },
+    Rule {
         says: "the UI never calls a GPU API and never speaks the worker protocol",
-        parts: &["src/tui"],
+        krate: ".",
+        parts: &["tui"],
         modules: Modules::Except(&["backend", "engine", "telemetry"]),
         names: &[
             "protocol",
-            "cl3",
-            "opencl3",
-            "cudarc",
-            "nvml_wrapper",
+            "gpulab_backend",
+            "gpulab_engine",
+            "gpulab_telemetry",
             "std::process",
         ],
     },
     Rule {
-        says: "telemetry knows no labs, no backend and no consumer",
-        parts: &["src/telemetry"],
-        modules: Modules::Except(&[
-            "lab", "engine", "backend", "source", "tui", "run", "report", "verdict", "export",
-            "watch",
-        ]),
-        names: &[],
-    },
-    Rule {
-        says: "the lab language knows no GPU, no run and no consumer",
-        parts: &["src/lab"],
-        modules: Modules::Except(&[
-            "backend",
-            "engine",
-            "telemetry",
-            "source",
-            "tui",
-            "run",
-            "report",
-            "verdict",
-            "export",
-            "watch",
-        ]),
-        names: &[],
-    },
-    Rule {
-        says: "the engine (worker side) knows nothing of the parent",
-        parts: &["src/engine"],
-        modules: Modules::Except(&[
-            "source", "tui", "run", "report", "verdict", "export", "watch",
-        ]),
-        names: &[],
-    },
-    Rule {
-        says: "reports, exports and verdicts read a Run; they start and call nothing",
-        parts: &["src/report", "src/export", "src/verdict", "src/verdict.rs"],
-        modules: Modules::Except(&["backend", "engine", "source", "telemetry", "tui", "watch"]),
-        names: &["std::process", "cl3", "opencl3", "cudarc", "nvml_wrapper"],
-    },
-    Rule {
-        says: "machine reads what is installed; it calls no GPU API and knows no lab or run",
-        parts: &["src/machine"],
-        modules: Modules::Only(&["trace", "units", "clock"]),
-        names: &["cl3", "opencl3", "cudarc", "nvml_wrapper"],
-    },
-    Rule {
         says: "watch runs the user's program; it knows no lab, worker or UI",
-        parts: &["src/watch"],
+        krate: ".",
+        parts: &["watch"],
         modules: Modules::Except(&["backend", "engine", "lab", "tui"]),
-        names: &["cl3", "opencl3", "cudarc"],
+        names: &["gpulab_backend", "gpulab_engine", "gpulab_lab"],
     },
 ];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The workspace's crates: the binary's at the root and every folder of `crates/`.
+fn crate_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .expect("read crates/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .collect();
+    dirs.sort();
+    dirs.insert(0, root());
+    dirs
+}
+
+fn manifest(dir: &Path) -> toml::Table {
+    let text = std::fs::read_to_string(dir.join("Cargo.toml")).expect("read a manifest");
+    toml::from_str(&text).expect("a manifest is TOML")
+}
+
+/// The package's name and the names in its `[dependencies]`.
+fn dependencies(dir: &Path) -> (String, BTreeSet<String>) {
+    let m = manifest(dir);
+    let name = m
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(|n| n.as_str())
+        .expect("a package name")
+        .to_string();
+    let deps = m
+        .get("dependencies")
+        .and_then(|d| d.as_table())
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default();
+    (name, deps)
+}
+
+#[test]
+fn every_crate_depends_only_on_the_layers_below_it() {
+    let mut broken = Vec::new();
+    let mut seen = Vec::new();
+    for dir in crate_dirs() {
+        let (name, deps) = dependencies(&dir);
+        let Some((_, allowed, says)) = LAYERS.iter().find(|(n, ..)| *n == name) else {
+            broken.push(format!("{name}: a crate with no layer in LAYERS"));
+            continue;
+        };
+        seen.push(name.clone());
+        let ours: BTreeSet<&str> = deps
+            .iter()
+            .map(String::as_str)
+            .filter(|d| d.starts_with("gpulab"))
+            .collect();
+        let wanted: BTreeSet<&str> = allowed.iter().copied().collect();
+        if ours != wanted {
+            broken.push(format!(
+                "{name} depends on {ours:?}, its layer on {wanted:?} (rule: {says})"
+            ));
+        }
+        let gpu_ok = GPU_USERS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(&[][..], |(_, c)| *c);
+        for gpu in deps.iter().filter(|d| GPU_CRATES.contains(&d.as_str())) {
+            if !gpu_ok.contains(&gpu.as_str()) {
+                broken.push(format!(
+                    "{name} depends on the GPU crate {gpu}: only the backends call a GPU API, and telemetry NVML"
+                ));
+            }
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        LAYERS.len(),
+        "LAYERS names a crate the workspace lacks: {seen:?}"
+    );
+    assert!(broken.is_empty(), "layers broken:\n{}", broken.join("\n"));
+}
+
+/// The modules a crate's `lib.rs` declares (`pub mod x;`) or re-exports under a
+/// name (`pub use gpulab_lab as lab;`, `pub use gpulab_model::{run, trace};`).
+fn modules_of(krate: &str) -> BTreeSet<String> {
+    let lib = std::fs::read_to_string(root().join(krate).join("src/lib.rs")).expect("lib.rs");
+    let mut out = BTreeSet::new();
+    for line in lib.lines().map(str::trim) {
+        if let Some(m) = line
+            .strip_prefix("pub mod ")
+            .or_else(|| line.strip_prefix("mod "))
+        {
+            out.insert(ident(m));
+        } else if let Some(rest) = line.strip_prefix("pub use ") {
+            if let Some((_, alias)) = rest.split_once(" as ") {
+                out.insert(ident(alias));
+            } else if let Some((_, group)) = rest.split_once("::{") {
+                out.extend(
+                    group
+                        .trim_end_matches("};")
+                        .split(',')
+                        .map(|s| ident(s.trim())),
+                );
+            } else if let Some((_, last)) = rest.rsplit_once("::") {
+                out.insert(ident(last));
+            }
+        }
+    }
+    out.retain(|m| !m.is_empty());
+    out
 }
 
 fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
@@ -218,9 +337,11 @@ fn names(line: &str, name: &str) -> bool {
 }
 
 fn violations(rule: &Rule) -> (usize, Vec<String>) {
+    let known = modules_of(rule.krate);
+    let src = root().join(rule.krate).join("src");
     let mut files = Vec::new();
     for part in rule.parts {
-        rust_files(&root().join(part), &mut files);
+        rust_files(&src.join(part), &mut files);
     }
     let mut found = Vec::new();
     for file in &files {
@@ -233,7 +354,7 @@ fn violations(rule: &Rule) -> (usize, Vec<String>) {
         for (n, line) in text.lines().enumerate() {
             let line = code(line);
             for m in crate_modules(line) {
-                if !rule.modules.allows(&m) {
+                if !rule.modules.allows(&m, &known) {
                     found.push(format!("{shown}:{}: imports crate::{m}", n + 1));
                 }
             }
@@ -248,7 +369,7 @@ fn violations(rule: &Rule) -> (usize, Vec<String>) {
 }
 
 #[test]
-fn every_layer_rule_holds() {
+fn every_rule_inside_a_crate_holds() {
     let mut broken = Vec::new();
     for rule in RULES {
         let (files, found) = violations(rule);
@@ -270,45 +391,30 @@ fn every_layer_rule_holds() {
 }
 
 #[test]
-fn only_the_backend_calls_a_gpu_api() {
-    let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
-    let mut broken = Vec::new();
-    for file in &files {
-        let rel = file.strip_prefix(root()).unwrap_or(file);
-        let allowed: &[&str] = if rel.starts_with("src/backend") {
-            GPU_CRATES
-        } else if rel.starts_with("src/telemetry") {
-            &["nvml_wrapper"]
-        } else {
-            &[]
-        };
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        for (n, line) in text.lines().enumerate() {
-            for name in GPU_CRATES.iter().filter(|c| !allowed.contains(c)) {
-                if names(code(line), name) {
-                    broken.push(format!("{}:{}: names {name}", rel.display(), n + 1));
-                }
-            }
-        }
-    }
-    assert!(
-        broken.is_empty(),
-        "GPU API outside backend/:\n{}",
-        broken.join("\n")
-    );
-}
-
-#[test]
 fn the_rules_name_real_modules_and_the_checker_sees_imports() {
     for rule in RULES {
+        let known = modules_of(rule.krate);
         for m in rule.modules.named() {
             assert!(
-                MODULES.contains(m),
-                "rule `{}` names no module `{m}`",
-                rule.says
+                known.contains(*m),
+                "rule `{}` names no module `{m}` of {}: {known:?}",
+                rule.says,
+                rule.krate
             );
         }
+        for part in rule.parts {
+            let module = part.trim_end_matches(".rs");
+            assert!(
+                known.contains(module),
+                "rule `{}` covers `{part}`, which {} does not declare",
+                rule.says,
+                rule.krate
+            );
+        }
+    }
+    let root_modules = modules_of(".");
+    for m in ["backend", "lab", "run", "trace", "tui", "units", "watch"] {
+        assert!(root_modules.contains(m), "{m} in {root_modules:?}");
     }
     assert_eq!(
         crate_modules("use crate::{history, trace::Event}; crate::tui::x"),
@@ -317,13 +423,4 @@ fn the_rules_name_real_modules_and_the_checker_sees_imports() {
     assert!(names("use cl3::memory;", "cl3"));
     assert!(!names("let opencl3x = 1;", "opencl3"));
     assert_eq!(code("// use crate::backend"), "");
-    // The library's own list of modules is the one checked against.
-    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap_or_default();
-    for m in MODULES {
-        assert!(
-            lib.contains(&format!("pub mod {m};"))
-                || lib.contains(&format!("pub use gpulab_events::{m}")),
-            "src/lib.rs has no module `{m}`"
-        );
-    }
 }

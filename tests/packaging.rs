@@ -284,7 +284,9 @@ struct Wanted {
 
 /// Every dependency of one manifest, in every table Cargo resolves for the lock:
 /// normal, dev and build, for every target (the lock is the same on every platform).
-fn wanted(manifest: &toml::Table) -> Vec<Wanted> {
+/// A `name = { workspace = true }` entry takes its spec from the root's
+/// `[workspace.dependencies]`, as Cargo does.
+fn wanted(manifest: &toml::Table, workspace: &toml::Table) -> Vec<Wanted> {
     let kinds = ["dependencies", "dev-dependencies", "build-dependencies"];
     let mut tables: Vec<&toml::Table> = kinds
         .iter()
@@ -301,6 +303,17 @@ fn wanted(manifest: &toml::Table) -> Vec<Wanted> {
     }
     let mut out = Vec::new();
     for (name, spec) in tables.iter().flat_map(|t| t.iter()) {
+        let inherited = spec
+            .get("workspace")
+            .and_then(toml::Value::as_bool)
+            .unwrap_or(false);
+        let spec = if inherited {
+            workspace
+                .get(name)
+                .unwrap_or_else(|| panic!("{name}: not in [workspace.dependencies]"))
+        } else {
+            spec
+        };
         let (package, req, path) = match spec {
             toml::Value::String(req) => (name.clone(), Some(req.clone()), false),
             toml::Value::Table(t) => (
@@ -321,6 +334,32 @@ fn wanted(manifest: &toml::Table) -> Vec<Wanted> {
     out
 }
 
+/// The workspace's members, a `crates/*` glob expanded to the folders with a
+/// manifest.
+fn members(root: &toml::Table) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for m in root["workspace"]["members"]
+        .as_array()
+        .expect("workspace members")
+        .iter()
+        .filter_map(|m| m.as_str())
+    {
+        match m.strip_suffix("/*") {
+            Some(dir) => {
+                let mut found: Vec<_> = std::fs::read_dir(Path::new(ROOT).join(dir))
+                    .expect("the members' folder")
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.join("Cargo.toml").is_file())
+                    .collect();
+                found.sort();
+                out.extend(found);
+            }
+            None => out.push(Path::new(ROOT).join(m)),
+        }
+    }
+    out
+}
+
 /// The Docker image builds with `cargo build --locked`, which fails when
 /// `Cargo.lock` no longer satisfies a manifest. This checks the same from the
 /// files alone (no cargo, no network, no cargo cache): every workspace member is
@@ -333,15 +372,19 @@ fn wanted(manifest: &toml::Table) -> Vec<Wanted> {
 fn cargo_lock_satisfies_locked() {
     let lock = lock_file();
     let root = manifest();
-    let members: Vec<&str> = root["workspace"]["members"]
-        .as_array()
-        .expect("workspace members")
-        .iter()
-        .filter_map(|m| m.as_str())
-        .collect();
-    assert!(members.contains(&"."), "{members:?}");
+    let members = members(&root);
+    assert!(members.iter().any(|m| m == Path::new(ROOT)), "{members:?}");
+    assert!(
+        members.len() > 2,
+        "the crates/* glob was expanded: {members:?}"
+    );
+    let empty = toml::Table::new();
+    let workspace = root["workspace"]
+        .get("dependencies")
+        .and_then(|d| d.as_table())
+        .unwrap_or(&empty);
     for member in members {
-        let path = Path::new(ROOT).join(member).join("Cargo.toml");
+        let path = member.join("Cargo.toml");
         let text = std::fs::read_to_string(&path).unwrap();
         let manifest: toml::Table = toml::from_str(&text).unwrap();
         let package = manifest["package"].as_table().expect("[package]");
@@ -363,7 +406,7 @@ fn cargo_lock_satisfies_locked() {
             .iter()
             .map(|d| d.split(' ').next().unwrap_or(d))
             .collect();
-        let wants = wanted(&manifest);
+        let wants = wanted(&manifest, workspace);
         let wanted_names: std::collections::BTreeSet<&str> =
             wants.iter().map(|w| w.package.as_str()).collect();
         assert_eq!(

@@ -11,7 +11,7 @@ use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::Cli;
 
 pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
-    let set = LabSet::load(&cli.labs);
+    let set = super::load_labs(&cli.labs);
     let mut params = None;
     if let Some(id) = &cli.lab {
         let lab = set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;

@@ -8,7 +8,6 @@ use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use gpulab::export::{chrome, figure, html};
-use gpulab::lab::LabSet;
 use gpulab::trace::{Event, stream_recording};
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
@@ -60,7 +59,7 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
         };
         // A recording holds the lab's script but not its teaching text: that comes
         // from the lab file of the same id, shipped or in --labs.
-        let set = LabSet::load(labs);
+        let set = super::load_labs(labs);
         let lab = run.lab_id().and_then(|id| set.get(id).ok());
         if let (Some(id), None) = (run.lab_id(), lab) {
             errln!(

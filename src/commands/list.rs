@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use gpulab::lab::{Lab, LabSet};
+use gpulab::lab::Lab;
 use gpulab::report::json::{self, Kind};
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
@@ -36,7 +36,7 @@ fn row(lab: &Lab) -> LabRow<'_> {
 }
 
 pub fn list(dirs: &[PathBuf], json: bool) -> anyhow::Result<i32> {
-    let set = LabSet::load(dirs);
+    let set = super::load_labs(dirs);
     for p in &set.problems {
         errln!("gpulab: skipped a lab file: {p}");
     }
@@ -66,7 +66,7 @@ fn table(labs: &[Lab]) -> String {
 
 /// `gpulab` with no command: the labs, and how to run one.
 pub fn overview(dirs: &[PathBuf], lab: Option<&str>) -> anyhow::Result<i32> {
-    let set = LabSet::load(dirs);
+    let set = super::load_labs(dirs);
     if let Some(id) = lab {
         let lab = set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
         outln!("{} — {}\n\nclaim: {}\n", lab.id, lab.title, lab.claim);

@@ -86,6 +86,14 @@ pub fn write_stdout(text: &str) -> Result<(), StdoutError> {
 }
 
 /// Writes to stderr; a failure is let go (there is nowhere left to say it).
+/// The labs a command can run: the shipped ones, then the user's own
+/// (`$XDG_CONFIG_HOME/gpulab/labs`, else `~/.config/gpulab/labs`), then each
+/// folder named with `--labs`.
+pub fn load_labs(dirs: &[std::path::PathBuf]) -> gpulab::lab::LabSet {
+    let user = gpulab::dirs::config().map(|d| d.join("labs"));
+    gpulab::lab::LabSet::load_with(user.as_deref(), dirs)
+}
+
 pub fn write_stderr(text: &str) {
     use std::io::Write;
     let _ = std::io::stderr().lock().write_all(text.as_bytes());

@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use gpulab::lab::LabSet;
 use gpulab::report::Summary;
 use gpulab::run::Run;
 use gpulab::trace::read_recording;
@@ -37,7 +36,7 @@ pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
         );
         return Ok(EXIT_OK);
     }
-    let set = LabSet::load(&cli.labs);
+    let set = super::load_labs(&cli.labs);
     let mut app = dashboard::new_app(cli, &set);
     let problems: Vec<String> = rec.problems.iter().map(ToString::to_string).collect();
     app.play(file.to_path_buf(), rec.events, &problems);

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use gpulab::lab::LabSet;
 use gpulab::report::WatchReport;
 use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
@@ -68,7 +67,7 @@ fn judge_across(dirs: &[PathBuf], files: &[PathBuf], runs: &mut [Run]) -> anyhow
             ),
         ));
     }
-    let set = LabSet::load(dirs);
+    let set = super::load_labs(dirs);
     let lab = set.get(id).map_err(|e| {
         fail(
             EXIT_USAGE,

@@ -26,7 +26,7 @@ use crate::cli::{FailOn, Format, RunArgs};
 const SAMPLE_HZ: f64 = 1000.0;
 
 pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
-    let set = LabSet::load(dirs);
+    let set = super::load_labs(dirs);
     gpulab::clock::phase("labs loaded");
     let (lab, params, variants) = chosen(&set, args)?;
     check_backend(lab)?;

@@ -8,7 +8,6 @@
 use std::fs::File;
 use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
 
-use gpulab::lab::LabSet;
 use gpulab::run::Run;
 use gpulab::source::{
     Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunSource, Session, SourceError,
@@ -257,7 +256,7 @@ fn live(
     req: WatchRequest,
     keeper: Keeper,
 ) -> anyhow::Result<(Run, Vec<String>)> {
-    let set = LabSet::load(&cli.labs);
+    let set = super::load_labs(&cli.labs);
     let mut app = super::dashboard::new_app(cli, &set);
     let (slot, epoch) = app.watch(&args.command.join(" "), keeper);
     let (tx, rx) = std::sync::mpsc::channel();

@@ -1,0 +1,10 @@
+//! What this host has, read without calling a GPU API: the folders gpulab keeps
+//! its files in (`dirs`), the clock every gpulab process shares (`clock`), and
+//! what is installed (`machine`: OpenCL loaders and ICD files, libcupti).
+//!
+//! `unsafe` is denied by the workspace's lints; `machine/icd*.rs` allow it
+//! (the environment and `dlopen`), each block saying why it holds.
+
+pub mod clock;
+pub mod dirs;
+pub mod machine;

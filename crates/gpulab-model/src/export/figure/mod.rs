@@ -1,0 +1,605 @@
+//! Figures for slides, 16:9 at any count of runs: a legend, then per run its
+//! title, device memory over time with the calls its claims name marked and
+//! labelled above the plot (labels placed in rows so none overlaps another or a
+//! marker, and none leaves the figure), the timeline (a labelled host lane, one
+//! lane per queue or stream) on the same time axis, and its claims with their
+//! verdicts. Two runs are stacked on shared axes, so cudaFree and cudaFreeAsync
+//! compare at a glance. SVG written here; PNG by rasterising it with resvg.
+//!
+//! Each recording is read twice (`Outline`, then `Decimated`), so a figure of a
+//! million calls costs what one of ten thousand does: past a few per pixel
+//! column, the memory line is drawn from each column's first, last, lowest and
+//! highest reading, and a lane's calls or spans that share a column are one bar
+//! whose title says how many it stands for.
+
+use std::fmt::Write;
+use std::io;
+
+mod labels;
+
+use labels::{Marker, place};
+
+use crate::export::decimate::{Decimated, MIN_BAR, Mark};
+use crate::export::outline::Outline;
+use crate::export::svg::{esc, lane_label, merged_title, tick_label, ticks};
+use crate::report::fmt_value;
+use crate::run::Run;
+use crate::trace::{Event, MemorySource, Verdict};
+use crate::units::MIB_F64 as MIB;
+
+pub type Result<T, E = FigureError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FigureError {
+    #[error("rasterising the figure: {0}")]
+    Raster(String),
+}
+
+/// A 16:9 slide at projector size, readable from the back of a room.
+pub const WIDTH: u32 = 1600;
+pub const HEIGHT: u32 = 900;
+
+const W: f64 = WIDTH as f64;
+const LEFT: f64 = 150.0;
+const RIGHT: f64 = 40.0;
+/// The plot's width in pixels: the columns the lanes and the line are kept at.
+const COLUMNS: usize = (W - LEFT - RIGHT) as usize;
+const LEGEND: f64 = 50.0;
+
+const MEMORY: &str = "#1f77b4";
+const HOST: &str = "#787878";
+const DEVICE: &str = "#d62728";
+const MARKER: &str = "#e86a00";
+
+/// DejaVu Sans's mean advance is a little over half its size: labels are
+/// placed with this, and a little room to spare.
+const CHAR_WIDTH: f64 = 0.6;
+
+/// Text sizes and heights of one run's panel: a figure of two runs has half the
+/// height for each.
+struct Sizes {
+    title: f64,
+    text: f64,
+    lane: f64,
+    label_rows: usize,
+}
+
+impl Sizes {
+    fn for_runs(n: usize) -> Sizes {
+        if n <= 1 {
+            Sizes {
+                title: 30.0,
+                text: 20.0,
+                lane: 40.0,
+                label_rows: 4,
+            }
+        } else {
+            Sizes {
+                title: 22.0,
+                text: 16.0,
+                lane: 24.0,
+                label_rows: 3,
+            }
+        }
+    }
+
+    fn row(&self) -> f64 {
+        self.text * 1.35
+    }
+}
+
+/// Where the runs' shared time falls across the figure.
+struct Axis {
+    t_max: f64,
+}
+
+impl Axis {
+    fn x(&self, ms: f64) -> f64 {
+        LEFT + (ms / self.t_max).clamp(0.0, 1.0) * (W - LEFT - RIGHT)
+    }
+}
+
+/// `t` in ms from a run's start `t0`.
+fn rel_ms(t0: u64, t: u64) -> f64 {
+    (t as f64 - t0 as f64) / 1e6
+}
+
+fn above_baseline(run: &Run, bytes: u64) -> f64 {
+    (bytes as f64 - run.baseline().unwrap_or(0) as f64).max(0.0) / MIB
+}
+
+fn peak_mib(d: &Decimated) -> f64 {
+    d.memory.peak().map_or(0.0, |b| above_baseline(&d.run, b))
+}
+
+fn title(run: &Run) -> String {
+    let device = run
+        .meta
+        .as_ref()
+        .map(|m| m.device.name.as_str())
+        .unwrap_or("?");
+    match run.meta.as_ref().and_then(|m| m.lab.as_ref()) {
+        Some(l) => format!("{} [{}] — {device}", l.id, l.variant),
+        None => device.to_string(),
+    }
+}
+
+/// `text` cut to what fits in `width` at `size`, with an ellipsis.
+fn fit(text: &str, width: f64, size: f64) -> String {
+    let max = (width / (size * CHAR_WIDTH)).floor() as usize;
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+        cut + "…"
+    }
+}
+
+fn text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, fill: &str, body: &str) {
+    let _ = write!(
+        out,
+        r#"<text x="{x:.1}" y="{y:.1}" font-size="{size}" text-anchor="{anchor}" fill="{fill}">{}</text>"#,
+        esc(body)
+    );
+}
+
+/// The figure of one recording, or of several stacked on shared axes. Each
+/// recording is a function that hands over its events in order, from the start,
+/// each time it is called: it is read twice.
+pub fn svg<R>(recordings: &[R]) -> io::Result<String>
+where
+    R: Fn(&mut dyn FnMut(Event)) -> io::Result<()>,
+{
+    let outlines = recordings
+        .iter()
+        .map(Outline::of)
+        .collect::<io::Result<Vec<_>>>()?;
+    let axis = Axis {
+        t_max: outlines
+            .iter()
+            .map(|o| rel_ms(o.t0(), o.drawn_end()))
+            .fold(1e-3, f64::max),
+    };
+    let runs = recordings
+        .iter()
+        .zip(&outlines)
+        .map(|(r, o)| {
+            let t0 = o.t0();
+            Decimated::fold(r, o, COLUMNS, |t| axis.x(rel_ms(t0, t)))
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    Ok(draw(&runs, axis))
+}
+
+fn draw(runs: &[Decimated], axis: Axis) -> String {
+    let n = runs.len().max(1);
+    let peak = runs.iter().map(peak_mib).fold(0.0, f64::max);
+    let shared = Shared {
+        axis,
+        y_max: if peak > 0.0 { peak * 1.1 } else { 1.0 },
+        claim_rows: runs.iter().map(|r| r.run.claims.len()).max().unwrap_or(0),
+        sizes: Sizes::for_runs(n),
+    };
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif"><rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>"##
+    );
+    legend(&mut out, &shared.sizes);
+    let panel = (HEIGHT as f64 - LEGEND) / n as f64;
+    for (i, d) in runs.iter().enumerate() {
+        draw_run(&mut out, d, LEGEND + i as f64 * panel, panel, &shared);
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn legend(out: &mut String, s: &Sizes) {
+    let y = LEGEND / 2.0 + s.text / 3.0;
+    let mut x = LEFT;
+    let items: [(&str, &str); 4] = [
+        ("line", "memory above baseline"),
+        ("marker", "a call a claim names"),
+        ("host", "host call"),
+        ("device", "device work"),
+    ];
+    for (kind, label) in items {
+        let mid = y - s.text / 3.0;
+        match kind {
+            "line" => {
+                let _ = write!(
+                    out,
+                    r#"<line x1="{x}" y1="{mid}" x2="{}" y2="{mid}" stroke="{MEMORY}" stroke-width="3"/>"#,
+                    x + 30.0
+                );
+            }
+            "marker" => {
+                let _ = write!(
+                    out,
+                    r#"<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="{MARKER}" stroke-width="2" stroke-dasharray="5 4"/>"#,
+                    x + 15.0,
+                    mid - s.text / 2.0,
+                    mid + s.text / 2.0
+                );
+            }
+            _ => {
+                let fill = if kind == "host" { HOST } else { DEVICE };
+                let _ = write!(
+                    out,
+                    r#"<rect x="{x}" y="{}" width="30" height="{}" fill="{fill}"/>"#,
+                    mid - s.text / 3.0,
+                    s.text * 2.0 / 3.0
+                );
+            }
+        }
+        text(out, x + 38.0, y, s.text, "start", "#222222", label);
+        x += 38.0 + label.chars().count() as f64 * s.text * CHAR_WIDTH + 40.0;
+    }
+}
+
+/// What every panel of one figure shares: its axes, its sizes, and room for as
+/// many claims as the run with the most, so stacked plots have one height.
+struct Shared {
+    axis: Axis,
+    y_max: f64,
+    claim_rows: usize,
+    sizes: Sizes,
+}
+
+/// Where the parts of one run's figure go, from the top down.
+struct Place {
+    /// Height of a row of text.
+    row: f64,
+    /// The band of call labels above the chart.
+    band_top: f64,
+    plot_top: f64,
+    plot_bottom: f64,
+    lanes_top: f64,
+    lanes_bottom: f64,
+    /// The run's start, time 0 of the x axis.
+    t0: u64,
+}
+
+impl Place {
+    fn of(d: &Decimated, top: f64, height: f64, shared: &Shared) -> (Place, f64) {
+        let s = &shared.sizes;
+        let row = s.row();
+        let lanes = 1 + d.lanes.len();
+        let title_y = top + s.title;
+        let band_top = title_y + s.text * 0.6;
+        let plot_top = band_top + s.label_rows as f64 * row + 4.0;
+        let fixed_below =
+            lanes as f64 * s.lane + 8.0 + row * 2.2 + shared.claim_rows as f64 * row + 8.0;
+        let plot_bottom = (top + height - fixed_below).max(plot_top + 40.0);
+        let lanes_top = plot_bottom + 8.0;
+        let place = Place {
+            row,
+            band_top,
+            plot_top,
+            plot_bottom,
+            lanes_top,
+            lanes_bottom: lanes_top + lanes as f64 * s.lane,
+            t0: d.run.t0(),
+        };
+        (place, title_y)
+    }
+
+    /// The height of `mib` above the baseline on the chart.
+    fn y(&self, mib: f64, y_max: f64) -> f64 {
+        self.plot_bottom - (mib / y_max) * (self.plot_bottom - self.plot_top)
+    }
+}
+
+fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Shared) {
+    let (at, title_y) = Place::of(d, top, height, shared);
+    text(
+        out,
+        W / 2.0,
+        title_y,
+        shared.sizes.title,
+        "middle",
+        "#111111",
+        &title(&d.run),
+    );
+    draw_grid(out, d, shared, &at);
+    draw_curve(out, d, shared, &at);
+    draw_markers(out, d, shared, &at);
+    let ticks_y = draw_timeline(out, d, shared, &at);
+    draw_claims(out, d, shared, ticks_y);
+}
+
+/// Grid, axes and tick labels.
+fn draw_grid(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) {
+    let (axis, y_max, s, run) = (&shared.axis, shared.y_max, &shared.sizes, &d.run);
+    let y = |mib: f64| at.y(mib, y_max);
+    let (plot_top, plot_bottom, lanes_bottom) = (at.plot_top, at.plot_bottom, at.lanes_bottom);
+    for v in ticks(y_max) {
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#e4e4e4"/>"##,
+            y(v),
+            W - RIGHT
+        );
+        text(
+            out,
+            LEFT - 10.0,
+            y(v) + s.text / 3.0,
+            s.text,
+            "end",
+            "#333333",
+            &tick_label(v),
+        );
+    }
+    let source = match run.meta.as_ref().map(|m| m.device.memory_source) {
+        Some(MemorySource::Rss) => "worker RSS, MiB",
+        _ => "device memory, MiB",
+    };
+    let mid = (plot_top + plot_bottom) / 2.0;
+    let _ = write!(
+        out,
+        r##"<text x="{0}" y="{mid:.1}" font-size="{1}" text-anchor="middle" fill="#333333" transform="rotate(-90 {0} {mid:.1})">{2}</text>"##,
+        s.text,
+        s.text,
+        esc(source)
+    );
+    let ms_ticks = ticks(axis.t_max);
+    for ms in &ms_ticks {
+        let x = axis.x(*ms);
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" y1="{plot_top:.1}" x2="{x:.1}" y2="{lanes_bottom:.1}" stroke="#f0f0f0"/>"##
+        );
+    }
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{plot_bottom:.1}" x2="{0}" y2="{plot_bottom:.1}" stroke="#444444"/><line x1="{LEFT}" y1="{plot_top:.1}" x2="{LEFT}" y2="{plot_bottom:.1}" stroke="#444444"/>"##,
+        W - RIGHT
+    );
+}
+
+/// The memory curve.
+fn draw_curve(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) {
+    let run = &d.run;
+    let x = |t: u64| shared.axis.x(rel_ms(at.t0, t));
+    let y = |mib: f64| at.y(mib, shared.y_max);
+    let points: Vec<String> = d
+        .memory
+        .points()
+        .into_iter()
+        .map(|(t, b)| format!("{:.1},{:.1}", x(t), y(above_baseline(run, b))))
+        .collect();
+    let _ = write!(
+        out,
+        r#"<polyline points="{}" fill="none" stroke="{MEMORY}" stroke-width="3"/>"#,
+        points.join(" ")
+    );
+}
+
+/// The calls the claims name: a marker each, labelled in the band above.
+fn draw_markers(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) {
+    let s = &shared.sizes;
+    let (row, band_top, plot_top, plot_bottom) = (at.row, at.band_top, at.plot_top, at.plot_bottom);
+    let mut tagged = d.tagged();
+    tagged.sort_by(|a, b| a.x.total_cmp(&b.x));
+    let markers: Vec<Marker> = tagged
+        .iter()
+        .map(|t| Marker {
+            x: t.x,
+            label: t.label.clone(),
+        })
+        .collect();
+    for ((m, t), (label_row, text_x, anchor)) in
+        markers
+            .iter()
+            .zip(&tagged)
+            .zip(place(&markers, s.label_rows, s.text))
+    {
+        let line_top = match label_row {
+            Some(r) => band_top + r as f64 * row + row * 0.25,
+            None => plot_top,
+        };
+        let _ = write!(
+            out,
+            r#"<line x1="{0:.1}" y1="{line_top:.1}" x2="{0:.1}" y2="{plot_bottom:.1}" stroke="{MARKER}" stroke-width="2" stroke-dasharray="5 4""#,
+            m.x
+        );
+        if t.count > 1 {
+            let _ = write!(
+                out,
+                "><title>{} calls</title></line>",
+                crate::export::svg::grouped(t.count)
+            );
+        } else {
+            out.push_str("/>");
+        }
+        if let Some(r) = label_row {
+            text(
+                out,
+                text_x,
+                band_top + (r + 1) as f64 * row - row * 0.25,
+                s.text,
+                anchor,
+                MARKER,
+                &m.label,
+            );
+        }
+    }
+}
+
+/// The timeline: the host lane, then one lane per queue or stream, and the
+/// time axis under them. Returns where the tick labels are.
+fn draw_timeline(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) -> f64 {
+    let (axis, s, run, t0) = (&shared.axis, &shared.sizes, &d.run, at.t0);
+    let (row, lanes_top, lanes_bottom) = (at.row, at.lanes_top, at.lanes_bottom);
+    let x = |t: u64| axis.x(rel_ms(t0, t));
+    let queues = &d.lanes;
+    let ms_ticks = ticks(axis.t_max);
+    let lane_y = |lane: usize| lanes_top + lane as f64 * s.lane;
+    let names =
+        std::iter::once("host calls".to_string()).chain(queues.iter().map(|q| lane_label(run, q)));
+    for (lane, name) in names.enumerate() {
+        text(
+            out,
+            LEFT - 10.0,
+            lane_y(lane) + s.lane / 2.0 + s.text / 3.0,
+            s.text,
+            "end",
+            "#333333",
+            &fit(&name, LEFT - 16.0, s.text),
+        );
+    }
+    let rect = |out: &mut String, lane: usize, x0: f64, x1: f64, fill: &str| {
+        let _ = write!(
+            out,
+            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{fill}""#,
+            lane_y(lane) + s.lane * 0.15,
+            (x1 - x0).max(MIN_BAR),
+            s.lane * 0.7
+        );
+    };
+    let bar = |out: &mut String, lane: usize, x0: f64, x1: f64, fill: &str| {
+        rect(out, lane, x0, x1, fill);
+        out.push_str("/>");
+    };
+    // A bar that stands for several calls or spans says so on hover.
+    let merged = |out: &mut String, lane: usize, m: &Mark, fill: &str, what, busy| {
+        rect(out, lane, m.x0, m.x1, fill);
+        let title = merged_title(m, what, busy, |t| rel_ms(t0, t));
+        let _ = write!(out, "><title>{}</title></rect>", esc(&title));
+    };
+    match d.calls() {
+        Some(calls) => {
+            for c in calls {
+                bar(out, 0, x(c.begin_ns), x(c.end_ns), HOST);
+            }
+        }
+        None => {
+            for m in d.host.iter() {
+                merged(out, 0, m, HOST, ("call", "calls"), "host");
+            }
+        }
+    }
+    match d.spans() {
+        Some(spans) => {
+            for (q, sp) in spans {
+                bar(out, q + 1, x(sp.begin_ns), x(sp.end_ns), DEVICE);
+            }
+        }
+        None => {
+            let what = ("device span", "device spans");
+            for (q, lane) in d.device.iter().enumerate() {
+                for m in lane.iter() {
+                    merged(out, q + 1, m, DEVICE, what, "on the device");
+                }
+            }
+        }
+    }
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{lanes_bottom:.1}" x2="{0}" y2="{lanes_bottom:.1}" stroke="#444444"/>"##,
+        W - RIGHT
+    );
+    let ticks_y = lanes_bottom + row;
+    for ms in &ms_ticks {
+        text(
+            out,
+            axis.x(*ms),
+            ticks_y,
+            s.text,
+            "middle",
+            "#333333",
+            &tick_label(*ms),
+        );
+    }
+    text(
+        out,
+        W - RIGHT,
+        ticks_y + row,
+        s.text,
+        "end",
+        "#555555",
+        "ms from the start of the run",
+    );
+
+    ticks_y
+}
+
+/// The claims and their verdicts on this device.
+fn draw_claims(out: &mut String, d: &Decimated, shared: &Shared, ticks_y: f64) {
+    let (s, run) = (&shared.sizes, &d.run);
+    let row = s.row();
+    for (i, c) in run.claims.iter().enumerate() {
+        let (mark, colour) = match c.verdict {
+            Verdict::Holds => ("✓ holds", "#1a7f37"),
+            Verdict::DoesNotHold => ("✗ does not hold", "#b3261e"),
+            Verdict::Inconclusive => ("? inconclusive", "#8a6d00"),
+        };
+        let y = ticks_y + row * (i as f64 + 2.0);
+        let verdict_width = 16.0 * s.text * CHAR_WIDTH;
+        text(out, 20.0, y, s.text, "start", colour, mark);
+        // The measured values are what decided it: the claim's words give way first.
+        let values: Vec<String> = c
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
+            .collect();
+        let width = W - 40.0 - verdict_width;
+        let values = fit(&values.join(", "), width * 0.6, s.text);
+        let room = width - (values.chars().count() as f64 + 3.0) * s.text * CHAR_WIDTH;
+        let body = format!("{} — {values}", fit(&c.text, room, s.text));
+        text(
+            out,
+            20.0 + verdict_width,
+            y,
+            s.text,
+            "start",
+            "#222222",
+            &body,
+        );
+    }
+}
+
+/// DejaVu Sans (Bitstream Vera license, `assets/fonts/DejaVuSans.LICENSE`).
+const FONT: &[u8] = include_bytes!("../../../../../assets/fonts/DejaVuSans.ttf");
+const FONT_FAMILY: &str = "DejaVu Sans";
+
+/// PNG bytes of the same figure.
+pub fn png(svg: &str) -> Result<Vec<u8>> {
+    let mut opt = resvg::usvg::Options::default();
+    // The figure's one font travels with gpulab: containers and CI images often
+    // have no fonts at all, and the PNG then had every label missing.
+    let db = opt.fontdb_mut();
+    db.load_font_data(FONT.to_vec());
+    db.set_sans_serif_family(FONT_FAMILY);
+    if db.faces().next().is_none() {
+        return Err(FigureError::Raster(
+            "the embedded font could not be loaded, so no text could be drawn".into(),
+        ));
+    }
+    let tree =
+        resvg::usvg::Tree::from_str(svg, &opt).map_err(|e| FigureError::Raster(e.to_string()))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| FigureError::Raster("empty figure".into()))?;
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
+    pixmap
+        .encode_png()
+        .map_err(|e| FigureError::Raster(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_cut_to_its_width() {
+        assert_eq!(fit("short", 1000.0, 20.0), "short");
+        let cut = fit(&"x".repeat(200), 120.0, 20.0);
+        assert_eq!(cut.chars().count(), 10);
+        assert!(cut.ends_with('…'));
+    }
+}

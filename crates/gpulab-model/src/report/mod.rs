@@ -1,0 +1,415 @@
+//! Reports of a run for people and scripts: text, JSON and Markdown, all from the
+//! same `Summary`, so the three never disagree. Renders to strings; never prints.
+//! `Summary` (here) is what a report shows; `text` and `markdown` say it.
+
+mod format;
+pub mod json;
+mod markdown;
+mod text;
+pub mod watch;
+
+pub use format::printable;
+pub(crate) use format::{fmt_delta, fmt_value, memory_label};
+pub use markdown::markdown;
+pub use text::{side_by_side, text};
+pub use watch::WatchReport;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::run::{Finding, Load, Run};
+use crate::trace::{CallStatus, ClaimVerdict, MemorySource};
+use gpulab_lab::{Api, BackendKind, ObjKind};
+
+mod cuda;
+
+use crate::units::MIB_F64 as MIB;
+
+/// Everything a report shows, measured in the run it came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub lab: String,
+    pub title: String,
+    pub variant: String,
+    pub params: BTreeMap<String, f64>,
+    pub device: String,
+    pub platform: String,
+    pub driver: String,
+    /// `nvml` (device memory), `rss` (host memory of the worker) or `none`.
+    pub memory_source: MemorySource,
+    pub lines: Vec<LineRow>,
+    /// CUDA runs: the default pool and the device after each line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pool: Vec<cuda::PoolRow>,
+    /// The run's first device spans (at most `run::fold::SPANS_LISTED`).
+    pub spans: Vec<SpanRow>,
+    /// Device spans of the run past those listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spans_not_listed: u64,
+    pub live_at_end: BTreeMap<String, usize>,
+    pub leaked: Vec<LeakRow>,
+    pub destroyed: Vec<DestroyRow>,
+    pub claims: Vec<ClaimVerdict>,
+    pub notes: Vec<String>,
+    pub baseline_mib: Option<f64>,
+    pub peak_above_baseline_mib: Option<f64>,
+    /// Device memory the parent saw after the worker exited, against
+    /// `after_exit_against` (both device-wide).
+    pub after_exit_mib: Option<f64>,
+    /// What `after_exit_mib` is measured against: `before the worker started`,
+    /// or in recordings made before gpulab sampled that early, `the first sample`
+    /// (taken after the worker had set up its device).
+    pub after_exit_against: Option<String>,
+    pub status: String,
+    pub duration_ms: Option<f64>,
+    /// `host_ms(tag)` for each tag, as a claim computes it: a tagged block's
+    /// whole duration, a tagged line's mean per execution.
+    pub host_ms_by_tag: BTreeMap<String, f64>,
+    /// When a call failed for want of memory or resources: what the run had
+    /// measured at that moment, to tell which ran out.
+    pub ran_out: Option<RanOut>,
+    /// The error the lab looked for (an `# expect-error` line that returned one,
+    /// or the failure an `--until-failure` run reached), when a call returned it.
+    pub finding: Option<Finding>,
+    /// How busy the host was during the run, when the parent measured it.
+    pub load: Option<Load>,
+    /// The parent's memory readings in this stream between the run's start and
+    /// end (a recording keeps fewer: idle stretches are thinned).
+    pub readings: Option<Readings>,
+}
+
+/// How often memory was read during the run, from the readings in the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Readings {
+    pub count: usize,
+    pub per_s: f64,
+}
+
+impl Readings {
+    fn of(run: &Run) -> Option<Readings> {
+        run.end.as_ref()?;
+        let stats = &run.sample_stats;
+        let (first, last) = (stats.during_first?, stats.during_last?);
+        let span = last.saturating_sub(first) as f64 / 1e9;
+        let count = usize::try_from(stats.during).unwrap_or(usize::MAX);
+        (span > 0.0 && count > 1).then(|| Readings {
+            count,
+            per_s: (count - 1) as f64 / span,
+        })
+    }
+}
+
+/// The state of the run when a call failed with an out-of-memory or
+/// out-of-resources status, from its own measurements.
+#[derive(Debug, Clone, Serialize)]
+pub struct RanOut {
+    pub line: Option<u32>,
+    pub api: String,
+    pub status: String,
+    /// Device memory in use (all processes) and the device's total, from the
+    /// last sample before the failure.
+    pub device_used_mib: Option<f64>,
+    pub device_total_mib: Option<f64>,
+    /// Objects the lab held when it failed, by kind (only kinds with any).
+    pub live: BTreeMap<String, usize>,
+    /// Objects the lab had released whose deletion the driver had not reported
+    /// yet (OpenCL buffers and contexts, which have destructor callbacks).
+    pub not_yet_destroyed: BTreeMap<String, usize>,
+}
+
+fn ran_out(run: &Run) -> Option<RanOut> {
+    let call = run.folds.ran_out.as_ref()?;
+    let CallStatus::Error { name, .. } = &call.status else {
+        return None;
+    };
+    let sample = run.sample_stats.at_ran_out.as_ref();
+    // The ledger as it stood when the call returned.
+    let mut live: BTreeMap<String, usize> = BTreeMap::new();
+    let mut not_yet_destroyed: BTreeMap<String, usize> = BTreeMap::new();
+    // Only OpenCL tells gpulab when the driver deletes what a lab released.
+    let destructors = run
+        .meta
+        .as_ref()
+        .is_some_and(|m| m.backend == BackendKind::OpenCl);
+    for o in run.ledger.values() {
+        if o.created_ns > call.end_ns {
+            continue;
+        }
+        match o.released_ns {
+            Some(t) if t <= call.end_ns => {
+                let pending = destructors
+                    && matches!(o.kind, ObjKind::Buffer | ObjKind::Context)
+                    && o.destroyed_ns.is_none_or(|d| d > call.end_ns);
+                if pending {
+                    *not_yet_destroyed
+                        .entry(o.kind.plural().to_string())
+                        .or_default() += 1;
+                }
+            }
+            _ => *live.entry(o.kind.plural().to_string()).or_default() += 1,
+        }
+    }
+    Some(RanOut {
+        line: call.line,
+        api: call.api.clone(),
+        status: name.clone(),
+        device_used_mib: sample.map(|s| s.used_bytes as f64 / MIB),
+        device_total_mib: sample
+            .and_then(|s| s.total_bytes)
+            .or_else(|| run.meta.as_ref().and_then(|m| m.device.total_bytes))
+            .map(|t| t as f64 / MIB),
+        live,
+        not_yet_destroyed,
+    })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LineRow {
+    pub line: u32,
+    pub text: String,
+    pub tag: Option<String>,
+    pub driver: Option<String>,
+    pub calls: u32,
+    pub result: String,
+    pub host_ms: f64,
+    pub host_ms_max: f64,
+    pub mem_delta_mib: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SpanRow {
+    pub queue: String,
+    pub name: String,
+    pub line: Option<u32>,
+    /// Relative to the start of the run.
+    pub begin_ms: f64,
+    pub end_ms: f64,
+    pub duration_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LeakRow {
+    pub handle: String,
+    pub kind: ObjKind,
+    pub bytes: u64,
+    pub forgotten: bool,
+    /// Releases the lab made of it, and the references it still held at the end
+    /// (a buffer retained once more than released: released, yet still held).
+    pub releases: u32,
+    pub refcount: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DestroyRow {
+    pub handle: String,
+    pub kind: ObjKind,
+    /// From the lab's last release to the driver's destructor callback; `None` if it
+    /// never fired while the worker lived.
+    pub after_release_ms: Option<f64>,
+}
+
+impl Summary {
+    pub fn of(run: &Run) -> Summary {
+        let meta = run.meta.as_ref();
+        let lab = meta.and_then(|m| m.lab.as_ref());
+        let t0 = run.t0();
+        let rel = |t: u64| (t as f64 - t0 as f64) / 1e6;
+        let lines = line_rows(run);
+        let spans = span_rows(run, rel);
+        let leaked = leak_rows(run);
+        let baseline = run.baseline();
+        // The kinds this run's backend has: a CUDA run lists no OpenCL programs.
+        let made = |k: ObjKind| run.live_index.made_count.get(&k).is_some_and(|n| *n > 0);
+        let kinds: Vec<ObjKind> = match meta {
+            Some(m) => Api::kinds_of(m.backend),
+            None => ObjKind::ALL.to_vec(),
+        }
+        .into_iter()
+        .filter(|&k| !Api::listed_when_made(k) || made(k))
+        .collect();
+        Summary {
+            lab: lab.map(|l| l.id.clone()).unwrap_or_default(),
+            title: lab.map(|l| l.title.clone()).unwrap_or_default(),
+            variant: lab.map(|l| l.variant.clone()).unwrap_or_default(),
+            params: lab.map(|l| l.params.clone()).unwrap_or_default(),
+            device: meta.map(|m| m.device.name.clone()).unwrap_or_default(),
+            platform: meta.map(|m| m.platform.clone()).unwrap_or_default(),
+            driver: meta
+                .map(|m| m.device.driver_version.clone())
+                .unwrap_or_default(),
+            memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
+            lines,
+            pool: cuda::rows(run),
+            spans,
+            spans_not_listed: run.spans.seen() - run.folds.spans_listed.len() as u64,
+            live_at_end: run
+                .live_counts()
+                .into_iter()
+                .filter(|(k, n)| *n > 0 || kinds.contains(k))
+                .map(|(k, n)| (k.plural().to_string(), n))
+                .collect(),
+            leaked,
+            destroyed: destroyed_rows(run),
+            claims: run.claims.clone(),
+            notes: run
+                .notes
+                .iter()
+                .map(|n| match n.line {
+                    Some(l) => format!("line {l}: {}", n.text),
+                    None => n.text.clone(),
+                })
+                .collect(),
+            baseline_mib: baseline.map(|b| b as f64 / MIB),
+            peak_above_baseline_mib: run.peak_above_baseline().map(|b| b as f64 / MIB),
+            after_exit_mib: after_exit_mib(run).map(|(mib, _)| mib),
+            after_exit_against: after_exit_mib(run).map(|(_, against)| against.to_string()),
+            status: run
+                .end
+                .as_ref()
+                .map(|e| e.status.label())
+                .unwrap_or_else(|| "no end (partial run)".into()),
+            duration_ms: run.duration_ns().map(|d| d as f64 / 1e6),
+            host_ms_by_tag: host_ms_by_tag(run),
+            ran_out: ran_out(run),
+            finding: run.finding(),
+            load: run.load.as_ref().map(Load::of),
+            readings: Readings::of(run),
+        }
+    }
+}
+
+/// Each script line with what its calls did.
+fn line_rows(run: &Run) -> Vec<LineRow> {
+    run.lines()
+        .into_iter()
+        .map(|l| LineRow {
+            result: if l.calls == 0 {
+                "not run".into()
+            } else if let Some(e) = &l.error {
+                if l.expect_error {
+                    format!("{e} (expected)")
+                } else {
+                    e.clone()
+                }
+            } else {
+                "ok".into()
+            },
+            host_ms: l.host_ms_mean(),
+            host_ms_max: l.host_ns_max as f64 / 1e6,
+            mem_delta_mib: l.mem_delta.map(|d| d as f64 / MIB),
+            line: l.line,
+            text: l.text,
+            tag: l.tag,
+            driver: l.driver,
+            calls: l.calls,
+        })
+        .collect()
+}
+
+/// The device spans the run lists, in ms from its start (`rel`).
+fn span_rows(run: &Run, rel: impl Fn(u64) -> f64) -> Vec<SpanRow> {
+    run.folds
+        .spans_listed
+        .iter()
+        .map(|s| SpanRow {
+            queue: s
+                .queue_name
+                .clone()
+                .unwrap_or_else(|| format!("#{}", s.queue)),
+            name: s.name.clone(),
+            line: s.line,
+            begin_ms: rel(s.begin_ns),
+            end_ms: rel(s.end_ns),
+            duration_ms: s.end_ns.saturating_sub(s.begin_ns) as f64 / 1e6,
+        })
+        .collect()
+}
+
+/// What the worker listed as left alive at its end.
+fn leak_rows(run: &Run) -> Vec<LeakRow> {
+    run.end
+        .iter()
+        .flat_map(|e| e.leaked.iter())
+        .map(|l| {
+            let state = run.ledger.get(&l.id);
+            LeakRow {
+                handle: l.handle.clone().unwrap_or_else(|| format!("#{}", l.id)),
+                kind: l.kind,
+                bytes: l.bytes,
+                forgotten: l.forgotten,
+                releases: state.map_or(0, |s| s.releases),
+                refcount: state.map_or(1, |s| s.refcount),
+            }
+        })
+        .collect()
+}
+
+/// `host_ms(tag)` of every tag in the run, by the claims' own definition.
+fn host_ms_by_tag(run: &Run) -> BTreeMap<String, f64> {
+    let tags: std::collections::BTreeSet<&str> = run
+        .blocks
+        .iter()
+        .filter_map(|b| b.tag.as_deref())
+        .chain(run.folds.tags.keys().map(String::as_str))
+        .collect();
+    tags.into_iter()
+        .filter_map(|tag| Some((tag.to_string(), crate::verdict::host_ms(run, tag).ok()?)))
+        .collect()
+}
+
+/// Device memory after the worker exited, against the level at the start (both
+/// device-wide). On a CPU device the worker's memory is its RSS, gone with it.
+fn after_exit_mib(run: &Run) -> Option<(f64, &'static str)> {
+    let meta = run.meta.as_ref()?;
+    let end = run.end.as_ref()?;
+    if meta.device.memory_source == MemorySource::Rss {
+        return Some((0.0, "before the worker started"));
+    }
+    let start = run
+        .sample_stats
+        .first
+        .as_ref()
+        .filter(|s| s.t_ns <= end.t_ns)?;
+    let after = run.after_exit()?;
+    let against = if start.t_ns < meta.t_ns {
+        "before the worker started"
+    } else {
+        "the first sample"
+    };
+    Some((
+        (after.used_bytes as f64 - start.used_bytes as f64) / MIB,
+        against,
+    ))
+}
+
+fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
+    let mut rows = Vec::new();
+    // CUDA has no destructor callbacks: "never destroyed" would be a false finding.
+    if run
+        .meta
+        .as_ref()
+        .is_some_and(|m| m.backend == BackendKind::Cuda)
+    {
+        return rows;
+    }
+    for (id, kind, handle) in &run.folds.created {
+        let Some(state) = run.ledger.get(id) else {
+            continue;
+        };
+        let Some(released) = state.last_release_ns else {
+            continue;
+        };
+        let destroyed = state.destroyed_ns;
+        rows.push(DestroyRow {
+            handle: handle.clone().unwrap_or_else(|| format!("#{id}")),
+            kind: *kind,
+            after_release_ms: destroyed.map(|d| (d as f64 - released as f64) / 1e6),
+        });
+    }
+    rows
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}

@@ -1,0 +1,418 @@
+//! Claims judged from a run's measurements. Evaluated by the parent (not the
+//! worker) because `release_lag_ms` needs the parent's samples; the result goes
+//! into the stream as `claim` events, so a replay shows the verdict as recorded.
+//!
+//! Nothing here knows what any lab is expected to show: a metric that could not be
+//! measured makes the claim inconclusive, and says why.
+
+use std::collections::BTreeMap;
+
+use crate::run::{Run, TagFold};
+use crate::trace::{CallStatus, ClaimVerdict, Verdict};
+use gpulab_lab::{BinOp, Claim, Effect, Expr, Lab, ObjKind, Params, expr};
+
+use crate::units::MIB_F64 as MIB;
+
+/// A value a claim computes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Value {
+    Num(f64),
+    Bool(bool),
+}
+
+/// Why a value could not be computed; becomes the "inconclusive" reason.
+type Why = String;
+
+struct Env<'a> {
+    run: &'a Run,
+    params: &'a Params,
+    values: BTreeMap<String, f64>,
+    /// The other variants' runs a claim may read (`… in variant sync`).
+    others: &'a Others<'a>,
+}
+
+/// Judges every claim of `lab` that applies to the run's variant. A claim that
+/// reads another variant (`… in variant sync`) is inconclusive here: this run
+/// alone cannot decide it, `across::judge_across` can when both ran.
+pub fn judge(lab: &Lab, run: &Run) -> Vec<ClaimVerdict> {
+    let variant = run.variant().unwrap_or_default().to_string();
+    let params = params_of(lab, run);
+    lab.claims
+        .iter()
+        .filter(|c| c.applies_to(&variant))
+        .map(|c| judge_one(c, run, &params, &Others::new()))
+        .collect()
+}
+
+/// The parameters the run used, as its `meta` recorded them.
+fn params_of(lab: &Lab, run: &Run) -> Params {
+    run.meta
+        .as_ref()
+        .and_then(|m| m.lab.as_ref())
+        .map(|l| l.params.clone())
+        .unwrap_or_else(|| lab.default_params())
+}
+
+fn judge_one(claim: &Claim, run: &Run, params: &Params, others: &Others) -> ClaimVerdict {
+    let mut env = Env {
+        run,
+        params,
+        values: BTreeMap::new(),
+        others,
+    };
+    let (verdict, reason) = match decide(claim, &mut env) {
+        Ok(v) => (v, None),
+        Err(why) => (Verdict::Inconclusive, Some(why)),
+    };
+    // The values are still shown: they are what this stepped run measured.
+    let (verdict, reason) = match stepped_out(claim, run) {
+        Some(why) => (Verdict::Inconclusive, Some(why)),
+        None => (verdict, reason),
+    };
+    ClaimVerdict {
+        name: claim.name.clone(),
+        text: claim.text.clone(),
+        expr: claim.expr_src.clone(),
+        requires: claim.requires_src.clone(),
+        values: env.values,
+        verdict,
+        reason,
+    }
+}
+
+/// Why a stepped run cannot decide `claim`: it reads a measurement that depends
+/// on the time between lines, which the user's pauses changed.
+fn stepped_out(claim: &Claim, run: &Run) -> Option<Why> {
+    let stepped = run
+        .meta
+        .as_ref()
+        .and_then(|m| m.lab.as_ref())
+        .is_some_and(|l| l.stepped);
+    if !stepped {
+        return None;
+    }
+    let paced = claim.paced_metrics();
+    (!paced.is_empty()).then(|| stepping_reason(&paced))
+}
+
+/// "stepped run: host_ms(finish) depends on …", shared by the verdict and the
+/// warning a stepped run starts with.
+pub fn stepping_reason(paced: &[String]) -> Why {
+    format!(
+        "stepped run: {} depend{} on the time between lines, and stepping let device work \
+         finish while you read the screen",
+        paced.join(", "),
+        if paced.len() == 1 { "s" } else { "" }
+    )
+}
+
+/// The claims of `lab` that apply to `variant` and that a stepped run leaves
+/// inconclusive, each with what it reads that stepping changes.
+pub fn stepping_changes<'l>(lab: &'l Lab, variant: &str) -> Vec<(&'l Claim, Vec<String>)> {
+    lab.claims
+        .iter()
+        .filter(|c| c.applies_to(variant))
+        .map(|c| (c, c.paced_metrics()))
+        .filter(|(_, m)| !m.is_empty())
+        .collect()
+}
+
+/// What a stepped run of `variant` says before its first line: the claims it
+/// will leave inconclusive and what each reads that stepping changes.
+pub fn stepping_warning(lab: &Lab, variant: &str) -> String {
+    let changed = stepping_changes(lab, variant);
+    if changed.is_empty() {
+        return "step mode: no claim of this variant depends on the time between lines; \
+                stepping changes no verdict"
+            .into();
+    }
+    let mut o = String::from(
+        "step mode: stepping lets device work finish while you read the screen, so these \
+         claims will be inconclusive:",
+    );
+    for (c, paced) in changed {
+        o.push_str(&format!("\n  {} — reads {}", c.name, paced.join(", ")));
+    }
+    o
+}
+
+fn decide(claim: &Claim, env: &mut Env) -> Result<Verdict, Why> {
+    if let Some(req) = &claim.requires {
+        let met = truth(env.eval(req)?)?;
+        if !met {
+            return Err(format!(
+                "precondition not met: {} was false, so the claim was never tested",
+                claim.requires_src.as_deref().unwrap_or("requires")
+            ));
+        }
+    }
+    if !run_reached_end(env.run) {
+        // A partial run can still decide a claim over what it measured, but a
+        // claim over the end state needs the end.
+        if uses_end_state(&claim.expr) {
+            return Err("the run did not finish, so the end state is unknown".into());
+        }
+    }
+    Ok(if truth(env.eval(&claim.expr)?)? {
+        Verdict::Holds
+    } else {
+        Verdict::DoesNotHold
+    })
+}
+
+fn run_reached_end(run: &Run) -> bool {
+    run.end.is_some()
+}
+
+fn uses_end_state(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| match x {
+        Expr::Metric { name, .. } if name == "live" => found = true,
+        Expr::Var(v) if v == "bytes_live_mib" => found = true,
+        _ => {}
+    });
+    found
+}
+
+fn truth(v: Value) -> Result<bool, Why> {
+    match v {
+        Value::Bool(b) => Ok(b),
+        Value::Num(_) => Err("the claim computes a number, not a comparison".into()),
+    }
+}
+
+fn num(v: Value) -> Result<f64, Why> {
+    match v {
+        Value::Num(n) => Ok(n),
+        Value::Bool(_) => Err("a comparison was used where a number is needed".into()),
+    }
+}
+
+impl Env<'_> {
+    fn eval(&mut self, e: &Expr) -> Result<Value, Why> {
+        Ok(match e {
+            Expr::Num(n) => Value::Num(*n),
+            Expr::Var(name) => {
+                let v = if let Some(p) = self.params.get(name) {
+                    *p
+                } else {
+                    self.metric(name, "")?
+                };
+                self.values.insert(name.clone(), v);
+                Value::Num(v)
+            }
+            Expr::Metric { name, arg } => {
+                let v = self.metric(name, arg)?;
+                self.values.insert(format!("{name}({arg})"), v);
+                Value::Num(v)
+            }
+            Expr::InVariant(inner, variant) => {
+                let other = Env {
+                    run: self.others.run_of(variant, self.run)?,
+                    params: self.params,
+                    values: BTreeMap::new(),
+                    others: self.others,
+                };
+                let v = match inner.as_ref() {
+                    Expr::Metric { name, arg } => other.metric(name, arg)?,
+                    Expr::Var(name) => other.metric(name, "")?,
+                    _ => return Err("`in variant` follows a metric".into()),
+                };
+                self.values.insert(e.to_string(), v);
+                Value::Num(v)
+            }
+            Expr::Neg(x) => Value::Num(-num(self.eval(x)?)?),
+            Expr::Not(x) => Value::Bool(!truth(self.eval(x)?)?),
+            Expr::Bin(op, l, r) => {
+                let (a, b) = (self.eval(l)?, self.eval(r)?);
+                match op {
+                    BinOp::And => Value::Bool(truth(a)? && truth(b)?),
+                    BinOp::Or => Value::Bool(truth(a)? || truth(b)?),
+                    BinOp::Add => Value::Num(num(a)? + num(b)?),
+                    BinOp::Sub => Value::Num(num(a)? - num(b)?),
+                    BinOp::Mul => Value::Num(num(a)? * num(b)?),
+                    BinOp::Div => Value::Num(num(a)? / num(b)?),
+                    cmp => {
+                        let (x, y) = (num(a)?, num(b)?);
+                        if x.is_nan() || y.is_nan() {
+                            return Err(format!("a value in `{}` is not a number", cmp.symbol()));
+                        }
+                        Value::Bool(match cmp {
+                            BinOp::Lt => x < y,
+                            BinOp::Le => x <= y,
+                            BinOp::Gt => x > y,
+                            BinOp::Ge => x >= y,
+                            BinOp::Eq => x == y,
+                            _ => x != y,
+                        })
+                    }
+                }
+            }
+        })
+    }
+
+    fn metric(&self, name: &str, arg: &str) -> Result<f64, Why> {
+        let run = self.run;
+        match name {
+            "host_ms" => host_ms(run, arg),
+            "vram_delta_mib" => {
+                if let Some(b) = run.tagged_block(arg) {
+                    return match (b.mem_before, b.mem_after) {
+                        (Some(x), Some(y)) => Ok((y as f64 - x as f64) / MIB),
+                        _ => Err(no_memory()),
+                    };
+                }
+                let t = run.tagged(arg).ok_or_else(|| never_ran(arg))?;
+                t.mem_delta.map(|s| s / MIB).ok_or_else(no_memory)
+            }
+            "vram_mib" => {
+                let base = run.baseline().ok_or_else(no_memory)?;
+                let after = match run.tagged_block(arg) {
+                    Some(b) => b.mem_after,
+                    None => {
+                        run.tagged(arg)
+                            .ok_or_else(|| never_ran(arg))?
+                            .last
+                            .mem_after
+                    }
+                };
+                let after = after.ok_or_else(no_memory)?;
+                Ok((after as f64 - base as f64) / MIB)
+            }
+            "release_lag_ms" => self.release_lag(arg),
+            "destroy_lag_ms" => self.destroy_lag(arg),
+            "span_ms" => {
+                let t = run.tagged(arg).ok_or_else(|| never_ran(arg))?;
+                if t.spans == 0 {
+                    return Err(format!("no device span was reported for `{arg}`"));
+                }
+                Ok(ms(t.span_ns) / t.spans as f64)
+            }
+            "busy_ms" => {
+                let t = run.tagged(arg).ok_or_else(|| never_ran(arg))?;
+                let outstanding = t
+                    .busy_end
+                    .map_or(0, |end| end.saturating_sub(t.first.begin_ns));
+                Ok(ms(outstanding))
+            }
+            "per_iter_mib" => memory::per_iter_mib(run, arg),
+            "peak_mib" => memory::peak_mib(run, arg),
+            "iterations" => run
+                .tagged_block(arg)
+                .map(|b| b.iterations as f64)
+                .ok_or_else(|| never_ran(arg)),
+            "live" => {
+                let kind = ObjKind::from_plural(arg)
+                    .ok_or_else(|| format!("unknown object kind `{arg}`"))?;
+                Ok(run.live_at_end().get(&kind).copied().unwrap_or(0) as f64)
+            }
+            "overlap" => cuda::overlap(run, arg),
+            "errors" => cuda::errors(run, arg),
+            "pool_reserved_mib" => cuda::pool_mib(run, arg, true),
+            "pool_used_mib" => cuda::pool_mib(run, arg, false),
+            "custom_pool_reserved_mib" => cuda::custom_pool_mib(run, arg, true),
+            "custom_pool_used_mib" => cuda::custom_pool_mib(run, arg, false),
+            "graph_mem_reserved_mib" => cuda::graph_mem_mib(run, arg, true),
+            "graph_mem_used_mib" => cuda::graph_mem_mib(run, arg, false),
+            "bytes_live_mib" => {
+                let end = run.end.as_ref().ok_or("the run did not finish")?;
+                Ok(end.leaked.iter().map(|l| l.bytes).sum::<u64>() as f64 / MIB)
+            }
+            other => Err(match expr::metric(other) {
+                Some(_) => format!("metric `{other}` is not measured by this gpulab"),
+                None => format!("unknown name `{other}`"),
+            }),
+        }
+    }
+
+    /// The tagged release: its call, folded, and the object it let go of.
+    fn release_call<'s>(&'s self, tag: &'s str) -> Result<(&'s TagFold, u64), Why> {
+        let run = self.run;
+        let t = run.tagged(tag).ok_or_else(|| never_ran(tag))?;
+        let c = &t.first;
+        let is_release = gpulab_lab::Api::named(&c.api)
+            .is_some_and(|a| matches!(a.effect(), Effect::Release(_)));
+        if !is_release {
+            return Err(format!("`{tag}` is not a release call"));
+        }
+        if !matches!(c.status, CallStatus::Ok) {
+            return Err(format!("`{tag}` failed, so nothing was released"));
+        }
+        let id = c
+            .object
+            .ok_or_else(|| format!("`{tag}` released no object gpulab knows"))?;
+        Ok((t, id))
+    }
+
+    fn release_lag(&self, tag: &str) -> Result<f64, Why> {
+        let (t, _) = self.release_call(tag)?;
+        let c = &t.first;
+        // The watch holds the object's bytes when the call had a reading before it.
+        let Some(watch) = t.release else {
+            let bytes = c
+                .object
+                .and_then(|id| self.run.ledger.get(&id))
+                .map_or(0, |o| o.bytes);
+            if bytes == 0 {
+                return Err(format!("`{tag}` released an object that holds no memory"));
+            }
+            return Err(no_memory());
+        };
+        if watch.bytes == 0 {
+            return Err(format!("`{tag}` released an object that holds no memory"));
+        }
+        // Readings taken after the run's end are the device's, not the run's.
+        let end = self.run.end.as_ref().map(|e| e.t_ns);
+        let gone = watch.gone_ns.filter(|t| end.is_none_or(|end| *t <= end));
+        Ok(match gone {
+            Some(t) => ms(t - c.end_ns),
+            None => f64::INFINITY,
+        })
+    }
+
+    fn destroy_lag(&self, tag: &str) -> Result<f64, Why> {
+        let (t, id) = self.release_call(tag)?;
+        let c = &t.first;
+        let any_callback = !self.run.folds.destroyed_kinds.is_empty();
+        let destroyed = self.run.ledger.get(&id).and_then(|o| o.destroyed_ns);
+        match destroyed {
+            Some(t_ns) => Ok(ms(t_ns.saturating_sub(c.end_ns))),
+            None if any_callback => Ok(f64::INFINITY),
+            None => Err(
+                "no destructor callback fired in this run (the platform may not support them)"
+                    .into(),
+            ),
+        }
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// `host_ms(tag)`: a tagged block's whole duration, or a tagged line's host time
+/// (the mean over its executions), ms. The reports' side-by-side table shows
+/// the same figure.
+pub fn host_ms(run: &Run, tag: &str) -> Result<f64, Why> {
+    if let Some(b) = run.tagged_block(tag) {
+        return Ok(ms(b.end_ns.saturating_sub(b.begin_ns)));
+    }
+    let t = run.tagged(tag).ok_or_else(|| never_ran(tag))?;
+    Ok(ms(t.host_ns) / t.calls as f64)
+}
+
+fn never_ran(tag: &str) -> Why {
+    format!("`{tag}` never ran in this run")
+}
+
+fn no_memory() -> Why {
+    "no memory telemetry on this device".into()
+}
+
+mod across;
+mod cuda;
+mod memory;
+use across::Others;
+pub use across::judge_across;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,475 @@
+//! Verdicts from hand-made runs: the numbers decide, nothing else.
+
+use super::*;
+use crate::trace::*;
+
+const MS: u64 = 1_000_000;
+
+fn meta(baseline: Option<u64>) -> Event {
+    Event::Meta(Box::new(Meta {
+        format_version: FORMAT_VERSION,
+        gpulab_version: "test".into(),
+        t_ns: 0,
+        pid: 1,
+        hostname: "h".into(),
+        backend: BackendKind::OpenCl,
+        platform: "p".into(),
+        device: DeviceMeta {
+            name: "d".into(),
+            vendor: "v".into(),
+            driver_version: "1".into(),
+            kind: DeviceKind::Cpu,
+            total_bytes: None,
+            memory_source: MemorySource::Rss,
+            pci_bus_id: None,
+            clock_error_ns: None,
+        },
+        lab: Some(LabMeta {
+            id: "x".into(),
+            title: "x".into(),
+            variant: "v1".into(),
+            params: [("kernel_ms".to_string(), 100.0)].into_iter().collect(),
+            script: vec![],
+            stepped: false,
+            until_failure: false,
+        }),
+        baseline_bytes: baseline,
+        budget_bytes: None,
+        recorded_at: None,
+        watch: None,
+    }))
+}
+
+fn call(
+    seq: u64,
+    tag: &str,
+    api: &str,
+    t: (u64, u64),
+    mem: Option<(u64, u64)>,
+    object: Option<u64>,
+) -> Event {
+    Event::Call(Call {
+        seq,
+        pid: 1,
+        line: Some(seq as u32 + 1),
+        tag: Some(tag.into()),
+        api: api.into(),
+        driver: api.into(),
+        begin_ns: t.0,
+        end_ns: t.1,
+        mem_before: mem.map(|m| m.0),
+        mem_after: mem.map(|m| m.1),
+        object,
+        ..Default::default()
+    })
+}
+
+fn buffer(action: ObjectAction, t_ns: u64) -> Event {
+    Event::Object(ObjectEvent {
+        t_ns,
+        id: 7,
+        kind: ObjKind::Buffer,
+        action,
+        handle: Some("buf".into()),
+        bytes: 100 << 20,
+        refcount: if action == ObjectAction::Created {
+            1
+        } else {
+            0
+        },
+        refs: vec![],
+        line: None,
+        stack: None,
+    })
+}
+
+fn span(call_seq: u64, begin: u64, end: u64) -> Event {
+    Event::DeviceSpan(DeviceSpan {
+        queue: 1,
+        queue_name: Some("q".into()),
+        name: "spin".into(),
+        call_seq,
+        line: None,
+        queued_ns: begin,
+        begin_ns: begin,
+        end_ns: end,
+    })
+}
+
+fn end() -> Event {
+    Event::End(End {
+        t_ns: 1_000 * MS,
+        status: EndStatus::Finished,
+        leaked: vec![],
+    })
+}
+
+fn claim(expr: Expr, requires: Option<Expr>) -> Claim {
+    Claim {
+        name: "c".into(),
+        text: "t".into(),
+        expr,
+        expr_src: "e".into(),
+        requires,
+        requires_src: Some("r".into()),
+        variants: vec![],
+    }
+}
+
+fn metric(name: &str, arg: &str) -> Expr {
+    Expr::Metric {
+        name: name.into(),
+        arg: arg.into(),
+    }
+}
+
+fn bin(op: BinOp, l: Expr, r: Expr) -> Expr {
+    Expr::Bin(op, Box::new(l), Box::new(r))
+}
+
+fn judge_events(c: &Claim, events: &[Event]) -> ClaimVerdict {
+    let run = Run::from_events(events);
+    judge_one(
+        c,
+        &run,
+        &run.meta.as_ref().unwrap().lab.as_ref().unwrap().params,
+        &Others::new(),
+    )
+}
+
+/// A release that took 2 ms while a 100 ms kernel ran; memory gone 98 ms later.
+fn premature_release(mem: bool) -> Vec<Event> {
+    let m = |a, b| mem.then_some((a, b));
+    vec![
+        meta(mem.then_some(0)),
+        call(
+            0,
+            "create",
+            "clCreateBuffer",
+            (0, MS),
+            m(0, 100 << 20),
+            Some(7),
+        ),
+        buffer(ObjectAction::Created, MS),
+        call(
+            1,
+            "enqueue",
+            "clEnqueueNDRangeKernel",
+            (2 * MS, 3 * MS),
+            m(100 << 20, 100 << 20),
+            None,
+        ),
+        call(
+            2,
+            "release",
+            "clReleaseMemObject",
+            (4 * MS, 6 * MS),
+            m(100 << 20, 100 << 20),
+            Some(7),
+        ),
+        buffer(ObjectAction::Released, 6 * MS),
+        span(1, 3 * MS, 104 * MS),
+        Event::Sample(Sample {
+            t_ns: 50 * MS,
+            source: MemorySource::Rss,
+            used_bytes: 100 << 20,
+            total_bytes: None,
+            process_bytes: None,
+        }),
+        Event::Sample(Sample {
+            t_ns: 104 * MS,
+            source: MemorySource::Rss,
+            used_bytes: 1 << 20,
+            total_bytes: None,
+            process_bytes: None,
+        }),
+        buffer(ObjectAction::Destroyed, 103 * MS),
+        end(),
+    ]
+}
+
+#[test]
+fn a_comparison_over_measurements_holds_or_not() {
+    let events = premature_release(true);
+    let quick = claim(
+        bin(
+            BinOp::Lt,
+            metric("host_ms", "release"),
+            bin(BinOp::Mul, Expr::Num(0.2), Expr::Var("kernel_ms".into())),
+        ),
+        None,
+    );
+    let v = judge_events(&quick, &events);
+    assert_eq!(v.verdict, Verdict::Holds, "{v:?}");
+    assert_eq!(v.values["host_ms(release)"], 2.0);
+    assert_eq!(v.values["kernel_ms"], 100.0);
+
+    let slow = claim(
+        bin(
+            BinOp::Ge,
+            metric("host_ms", "release"),
+            Expr::Var("kernel_ms".into()),
+        ),
+        None,
+    );
+    assert_eq!(judge_events(&slow, &events).verdict, Verdict::DoesNotHold);
+}
+
+#[test]
+fn release_lag_and_destroy_lag_are_measured_from_the_end_of_the_release() {
+    let events = premature_release(true);
+    let lag = claim(
+        bin(
+            BinOp::Gt,
+            metric("release_lag_ms", "release"),
+            Expr::Num(0.0),
+        ),
+        None,
+    );
+    let v = judge_events(&lag, &events);
+    assert_eq!(v.values["release_lag_ms(release)"], 98.0);
+    let d = claim(
+        bin(
+            BinOp::Gt,
+            metric("destroy_lag_ms", "release"),
+            Expr::Num(0.0),
+        ),
+        None,
+    );
+    assert_eq!(
+        judge_events(&d, &events).values["destroy_lag_ms(release)"],
+        97.0
+    );
+    let busy = claim(
+        bin(BinOp::Gt, metric("busy_ms", "release"), Expr::Num(50.0)),
+        None,
+    );
+    let v = judge_events(&busy, &events);
+    assert_eq!(
+        (v.verdict, v.values["busy_ms(release)"]),
+        (Verdict::Holds, 100.0)
+    );
+}
+
+#[test]
+fn memory_that_never_comes_back_has_an_infinite_lag() {
+    let mut events = premature_release(true);
+    events.retain(|e| !matches!(e, Event::Sample(s) if s.used_bytes < 100 << 20));
+    let c = claim(
+        bin(
+            BinOp::Lt,
+            metric("release_lag_ms", "release"),
+            Expr::Num(1000.0),
+        ),
+        None,
+    );
+    let v = judge_events(&c, &events);
+    assert_eq!(v.verdict, Verdict::DoesNotHold);
+    assert!(v.values["release_lag_ms(release)"].is_infinite());
+}
+
+#[test]
+fn no_telemetry_means_inconclusive_with_the_reason() {
+    let events = premature_release(false);
+    let c = claim(
+        bin(
+            BinOp::Lt,
+            metric("vram_delta_mib", "release"),
+            Expr::Num(0.0),
+        ),
+        None,
+    );
+    let v = judge_events(&c, &events);
+    assert_eq!(v.verdict, Verdict::Inconclusive);
+    assert_eq!(
+        v.reason.as_deref(),
+        Some("no memory telemetry on this device")
+    );
+}
+
+#[test]
+fn a_failed_precondition_means_the_claim_was_never_tested() {
+    let events = premature_release(true);
+    let c = claim(
+        bin(BinOp::Lt, metric("host_ms", "release"), Expr::Num(1.0)),
+        Some(bin(
+            BinOp::Gt,
+            metric("busy_ms", "release"),
+            Expr::Num(500.0),
+        )),
+    );
+    let v = judge_events(&c, &events);
+    assert_eq!(v.verdict, Verdict::Inconclusive);
+    assert!(v.reason.unwrap().contains("precondition not met"));
+}
+
+#[test]
+fn a_tag_that_never_ran_is_inconclusive() {
+    let events = premature_release(true);
+    let c = claim(
+        bin(BinOp::Lt, metric("host_ms", "finish"), Expr::Num(1.0)),
+        None,
+    );
+    let v = judge_events(&c, &events);
+    assert_eq!(v.verdict, Verdict::Inconclusive);
+    assert_eq!(v.reason.as_deref(), Some("`finish` never ran in this run"));
+}
+
+#[test]
+fn live_counts_come_from_the_end_event() {
+    let mut events = premature_release(true);
+    events.pop();
+    events.push(Event::End(End {
+        t_ns: 1,
+        status: EndStatus::Finished,
+        leaked: vec![Leak {
+            id: 9,
+            kind: ObjKind::Event,
+            handle: Some("ev".into()),
+            bytes: 0,
+            forgotten: true,
+        }],
+    }));
+    let c = claim(
+        bin(BinOp::Eq, metric("live", "events"), Expr::Num(1.0)),
+        None,
+    );
+    assert_eq!(judge_events(&c, &events).verdict, Verdict::Holds);
+    // Without an end, the end state is unknown.
+    events.pop();
+    assert_eq!(judge_events(&c, &events).verdict, Verdict::Inconclusive);
+}
+
+/// A loop whose first iteration also makes a one-time 500 MiB reserve and then
+/// holds 10 MiB more each iteration: growth per iteration is 10 MiB, not the
+/// total over the count (which the reserve would inflate to 130 MiB).
+#[test]
+fn growth_per_iteration_leaves_out_the_first_iterations_reserve() {
+    const MIB: u64 = 1 << 20;
+    let mut events = vec![meta(Some(0))];
+    let mut after = 0;
+    for i in 0..4u32 {
+        let before = after;
+        after = before + 10 * MIB + if i == 0 { 500 * MIB } else { 0 };
+        if let Event::Call(mut c) = call(
+            u64::from(i),
+            "alloc",
+            "clCreateBuffer",
+            (u64::from(i) * 10 * MS + MS, u64::from(i) * 10 * MS + 2 * MS),
+            Some((before, after)),
+            None,
+        ) {
+            c.iter = vec![i];
+            c.tag = None;
+            events.push(Event::Call(c));
+        }
+    }
+    events.push(Event::Block(Block {
+        line: 1,
+        tag: Some("loop".into()),
+        iterations: 4,
+        planned: 4,
+        begin_ns: 0,
+        end_ns: 50 * MS,
+        mem_before: Some(0),
+        mem_after: Some(after),
+    }));
+    let grows = claim(
+        bin(BinOp::Gt, metric("per_iter_mib", "loop"), Expr::Num(100.0)),
+        None,
+    );
+    let v = judge_events(&grows, &events);
+    assert_eq!(v.values["per_iter_mib(loop)"], 10.0, "{v:?}");
+    assert_eq!(v.verdict, Verdict::DoesNotHold);
+    // The old way, total over iterations, is fooled by the reserve.
+    let old = claim(
+        bin(
+            BinOp::Gt,
+            bin(
+                BinOp::Div,
+                metric("vram_delta_mib", "loop"),
+                metric("iterations", "loop"),
+            ),
+            Expr::Num(100.0),
+        ),
+        None,
+    );
+    assert_eq!(judge_events(&old, &events).verdict, Verdict::Holds);
+}
+
+/// `events` as a stepped run would record them.
+fn stepped(mut events: Vec<Event>) -> Vec<Event> {
+    if let Some(Event::Meta(m)) = events.first_mut()
+        && let Some(lab) = m.lab.as_mut()
+    {
+        lab.stepped = true;
+    }
+    events
+}
+
+#[test]
+fn a_stepped_run_leaves_claims_over_time_between_lines_inconclusive() {
+    let quick = claim(
+        bin(
+            BinOp::Lt,
+            metric("host_ms", "release"),
+            bin(BinOp::Mul, Expr::Num(0.2), Expr::Var("kernel_ms".into())),
+        ),
+        None,
+    );
+    assert_eq!(
+        judge_events(&quick, &premature_release(true)).verdict,
+        Verdict::Holds
+    );
+    let v = judge_events(&quick, &stepped(premature_release(true)));
+    assert_eq!(v.verdict, Verdict::Inconclusive, "{v:?}");
+    let why = v.reason.unwrap_or_default();
+    assert!(
+        why.starts_with("stepped run: host_ms(release) depends on the time between lines"),
+        "{why}"
+    );
+    // What it measured is still shown.
+    assert_eq!(v.values["host_ms(release)"], 2.0);
+}
+
+#[test]
+fn a_stepped_run_still_decides_claims_that_stepping_does_not_change() {
+    // The kernel's own device time: how long the host paused before or after it
+    // changes nothing of it.
+    let span = claim(
+        bin(BinOp::Gt, metric("span_ms", "enqueue"), Expr::Num(50.0)),
+        None,
+    );
+    let v = judge_events(&span, &stepped(premature_release(true)));
+    assert_eq!(v.verdict, Verdict::Holds, "{v:?}");
+    // A precondition over a paced metric is enough to leave the claim open.
+    let guarded = claim(
+        bin(BinOp::Gt, metric("span_ms", "enqueue"), Expr::Num(50.0)),
+        Some(bin(BinOp::Ge, metric("busy_ms", "release"), Expr::Num(0.0))),
+    );
+    let v = judge_events(&guarded, &stepped(premature_release(true)));
+    assert_eq!(v.verdict, Verdict::Inconclusive, "{v:?}");
+    assert!(v.reason.unwrap_or_default().contains("busy_ms(release)"));
+}
+
+#[test]
+fn the_stepping_warning_names_the_claims_it_will_leave_open() {
+    let set = gpulab_lab::LabSet::load(&[]);
+    let lab = set.get("cl-finish").unwrap();
+    let variant = &lab.variants[0].name;
+    let w = stepping_warning(lab, variant);
+    assert!(
+        w.contains("host-waits — reads host_ms(wait), busy_ms(wait)"),
+        "{w}"
+    );
+    assert!(!w.contains("kernel-took-its-time"), "{w}");
+    let changed: Vec<&str> = stepping_changes(lab, variant)
+        .iter()
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    // The comparison with `no-wait` reads the same paced times.
+    assert_eq!(changed, ["host-waits", "waiting-costs-the-kernel"]);
+}
+
+mod across;
+mod peak;
