@@ -27,8 +27,8 @@ use nvml_wrapper::Nvml;
 
 use gpulab::backend::Backend;
 use gpulab::backend::cuda::CudaBackend;
-use gpulab::engine::Sink;
-use gpulab::engine::protocol::JsonlSink;
+use gpulab::engine::Emit;
+use gpulab::engine::protocol::JsonlOut;
 use gpulab::trace::event::{Call, Event};
 use gpulab::trace::jsonl;
 
@@ -87,7 +87,7 @@ fn event_out(c: &mut Criterion) {
         b.iter(|| black_box(jsonl::to_line(&call)))
     });
     if let Some(pipe) = drained_pipe() {
-        let mut sink = JsonlSink(pipe);
+        let mut sink = JsonlOut(pipe);
         c.bench_function("worker/emit_call_to_pipe", |b| {
             b.iter(|| sink.emit(black_box(call.clone())))
         });

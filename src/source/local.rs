@@ -120,7 +120,7 @@ impl LocalSource {
             let tail = stderr_tail.clone();
             std::thread::spawn(move || collect_tail(err, &tail))
         });
-        let watch = Watch {
+        let watch = WorkerRun {
             child,
             sink,
             seen: Seen::default(),
@@ -217,7 +217,7 @@ impl Seen {
 }
 
 /// Everything the run thread owns.
-struct Watch {
+struct WorkerRun {
     child: Child,
     sink: Sink,
     seen: Seen,
@@ -236,7 +236,7 @@ struct Watch {
     load_at_start: Option<f64>,
 }
 
-impl Watch {
+impl WorkerRun {
     fn run(mut self) {
         let pid = self.child.id();
         let mut telemetry = self.read_events(pid);

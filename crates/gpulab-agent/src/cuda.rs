@@ -91,7 +91,7 @@ type GetTimestamp = unsafe extern "C" fn(*mut u64) -> i32;
 /// of the driver API writes the new handle through its first parameter, and
 /// every freeing call takes the handle as its first parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Effect {
+enum Role {
     /// Parameter 0 points to the new handle.
     Make { kind: ObjKind, size: Size },
     /// Parameter 0 is the handle the program gives up.
@@ -123,13 +123,13 @@ enum Size {
     Pitch,
 }
 
-use Effect::{Call, Free, Launch, Make};
 use ObjKind::{Buffer, Event, HostBuffer, Program, Stream};
+use Role::{Call, Free, Launch, Make};
 
 /// The driver calls the agent enables, by the name CUPTI gives them. A creating
 /// or freeing call names its exact version (parameters differ between versions);
 /// a timeline-only call matches every version and per-thread-stream form.
-const WATCHED: &[(&str, Effect)] = &[
+const WATCHED: &[(&str, Role)] = &[
     (
         "cuMemAlloc_v2",
         Make {
@@ -325,7 +325,7 @@ const WATCHED: &[(&str, Effect)] = &[
 struct Hook {
     api: &'static str,
     driver: &'static str,
-    effect: Effect,
+    role: Role,
 }
 
 /// Hooks by driver callback id.
@@ -340,7 +340,7 @@ thread_local! {
 /// What the driver exports under `name`, if the agent watches it: the name
 /// without the per-thread-stream suffix, then, for timeline-only calls, without
 /// its version.
-fn hook_for(name: &str) -> Option<(&'static str, Effect)> {
+fn hook_for(name: &str) -> Option<(&'static str, Role)> {
     let name = name
         .strip_suffix("_ptsz")
         .or_else(|| name.strip_suffix("_ptds"))
@@ -369,7 +369,7 @@ fn unversioned_name(name: &'static str) -> &'static str {
 fn table(names: impl IntoIterator<Item = (u32, String)>) -> Vec<Option<Hook>> {
     let mut hooks: Vec<Option<Hook>> = Vec::new();
     for (cbid, name) in names {
-        let Some((api, effect)) = hook_for(&name) else {
+        let Some((api, role)) = hook_for(&name) else {
             continue;
         };
         let i = cbid as usize;
@@ -378,11 +378,7 @@ fn table(names: impl IntoIterator<Item = (u32, String)>) -> Vec<Option<Hook>> {
         }
         // A few dozen names, kept for the life of the process.
         let driver: &'static str = Box::leak(name.into_boxed_str());
-        hooks[i] = Some(Hook {
-            api,
-            driver,
-            effect,
-        });
+        hooks[i] = Some(Hook { api, driver, role });
     }
     hooks
 }
@@ -669,8 +665,8 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
     let object = if status != 0 || params.is_null() {
         None
     } else {
-        // SAFETY: the caller's contract; `effect` matches this function.
-        unsafe { apply(hook.effect, params, data.context) }
+        // SAFETY: the caller's contract; `role` matches this function.
+        unsafe { apply(hook.role, params, data.context) }
     };
     let object = object.or_else(|| MADE_CONTEXT.take());
     let name = (status != 0).then(|| error_name(status)).flatten();
@@ -681,7 +677,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         Status::Cuda { code: status, name },
         object,
     );
-    if let (Launch { stream_at }, Some(_), 0) = (hook.effect, ACTIVITY.get(), status) {
+    if let (Launch { stream_at }, Some(_), 0) = (hook.role, ACTIVITY.get(), status) {
         // SAFETY: the caller's contract: a launch's parameter block.
         let stream = unsafe { launch_stream(params, stream_at) };
         launched(data.correlation_id, seq, begin, stream);
@@ -716,9 +712,9 @@ unsafe fn launch_stream(params: *const usize, at: StreamAt) -> usize {
 /// What a successful call did to the ledger.
 ///
 /// # Safety
-/// `params` points to the parameter block of a function with this effect.
-unsafe fn apply(effect: Effect, params: *const usize, context: *mut c_void) -> Option<u64> {
-    match effect {
+/// `params` points to the parameter block of a function with this role.
+unsafe fn apply(role: Role, params: *const usize, context: *mut c_void) -> Option<u64> {
+    match role {
         Make { kind, size } => {
             // SAFETY: parameter 0 of a creating call is the out-pointer.
             let out = unsafe { *params } as *const usize;
@@ -1127,7 +1123,7 @@ mod tests {
         assert!(t[3].is_none());
         let h = t[7].as_ref().expect("hooked");
         assert_eq!(
-            (h.api, h.driver, h.effect),
+            (h.api, h.driver, h.role),
             ("cuMemFree", "cuMemFree_v2", Free(Buffer))
         );
     }
@@ -1202,7 +1198,7 @@ mod tests {
         let hook = Hook {
             api: "cuCtxSynchronize",
             driver: "cuCtxSynchronize",
-            effect: Call,
+            role: Call,
         };
         let before = now_ns();
         // SAFETY: a well-formed enter block.

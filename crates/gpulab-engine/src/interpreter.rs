@@ -13,7 +13,7 @@ use gpulab_host::clock::now_ns;
 use gpulab_lab::{Api, Arg, ArgKind, Effect, ObjKind, Params, Stmt, StmtKind, Unit};
 
 use super::ledger::{Ledger, State};
-use super::protocol::{Command, Control, Gone, Sink};
+use super::protocol::{Command, Control, Emit, Gone};
 
 /// Reads the device memory in use right now, as the worker sees it.
 pub trait MemoryReader {
@@ -51,7 +51,7 @@ const DESTRUCTOR_WAIT: std::time::Duration = std::time::Duration::from_millis(25
 pub struct Engine<'a> {
     backend: &'a mut dyn Backend,
     memory: &'a mut dyn MemoryReader,
-    sink: &'a mut dyn Sink,
+    sink: &'a mut dyn Emit,
     control: &'a mut dyn Control,
     params: &'a Params,
     names: HashMap<String, ObjId>,
@@ -105,7 +105,7 @@ impl<'a> Engine<'a> {
     pub fn new(
         backend: &'a mut dyn Backend,
         memory: &'a mut dyn MemoryReader,
-        sink: &'a mut dyn Sink,
+        sink: &'a mut dyn Emit,
         control: &'a mut dyn Control,
         params: &'a Params,
     ) -> Self {

@@ -15,7 +15,7 @@ mod tests;
 
 pub use interpreter::Engine;
 pub use ledger::Ledger;
-pub use protocol::{Command, Control, Sink};
+pub use protocol::{Command, Control, Emit};
 pub use request::WorkerRequest;
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;

@@ -1,4 +1,4 @@
-//! The worker protocol: events go out through a `Sink`, commands come in through a
+//! The worker protocol: events go out through an `Emit`, commands come in through a
 //! `Control`. On a real worker these are stdout and stdin; in tests, vectors.
 
 use std::io::{BufRead, Write};
@@ -13,11 +13,12 @@ pub use gpulab_events::protocol::Command;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gone;
 
-pub trait Sink {
+/// Where the engine's events go: the worker's stdout, or a `Vec` in tests.
+pub trait Emit {
     fn emit(&mut self, event: Event) -> Result<(), Gone>;
 }
 
-impl Sink for Vec<Event> {
+impl Emit for Vec<Event> {
     fn emit(&mut self, event: Event) -> Result<(), Gone> {
         self.push(event);
         Ok(())
@@ -25,9 +26,9 @@ impl Sink for Vec<Event> {
 }
 
 /// Events as JSON Lines on a writer, one `write` each.
-pub struct JsonlSink<W: Write>(pub W);
+pub struct JsonlOut<W: Write>(pub W);
 
-impl<W: Write> Sink for JsonlSink<W> {
+impl<W: Write> Emit for JsonlOut<W> {
     fn emit(&mut self, event: Event) -> Result<(), Gone> {
         jsonl::write_event(&mut self.0, &event).map_err(|_| Gone)
     }

@@ -11,7 +11,7 @@ use gpulab_lab::BackendKind;
 use gpulab_telemetry::Probe;
 
 use super::interpreter::{MemoryNow, MemoryReader};
-use super::protocol::{ChannelControl, Control, JsonlSink, Sink, spawn_command_reader};
+use super::protocol::{ChannelControl, Control, Emit, JsonlOut, spawn_command_reader};
 use super::request::WorkerRequest;
 use super::{Engine, EngineError, Result};
 
@@ -41,7 +41,7 @@ pub fn die_with_parent() -> bool {
 /// line (no device, a damaged request) are returned *and* emitted as an `end`
 /// event, so the parent always learns why.
 pub fn serve(mut input: impl BufRead + Send + 'static, out: impl Write) -> Result<EndStatus> {
-    let mut sink = JsonlSink(out);
+    let mut sink = JsonlOut(out);
     let started = WorkerRequest::read(&mut input)
         .map_err(EngineError::Request)
         .and_then(|req| {
@@ -68,7 +68,7 @@ pub fn serve(mut input: impl BufRead + Send + 'static, out: impl Write) -> Resul
 
 fn prepare_and_run(
     req: &WorkerRequest,
-    sink: &mut dyn Sink,
+    sink: &mut dyn Emit,
     control: &mut dyn Control,
 ) -> Result<EndStatus> {
     gpulab_host::clock::phase("worker: request read");
