@@ -91,7 +91,7 @@ fn stream() -> Vec<Event> {
                 line: Some(47 + k as u32),
                 iter: vec![i],
                 tag: (k == 11).then(|| "release_buf".to_string()),
-                api: api.to_string(),
+                api: (*api).into(),
                 driver: api.to_string(),
                 begin_ns: t,
                 end_ns: t + 50_000,

@@ -16,6 +16,7 @@
 //!
 //! `unsafe` is denied by the workspace's lints (`Cargo.toml`).
 
+pub mod child;
 pub mod color;
 pub mod history;
 pub mod signals;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command as Process, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,9 +12,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::child::Exit;
 use crate::clock::now_ns;
 use crate::engine::WorkerRequest;
-use crate::telemetry::{BeforeRun, Pacer, Probe, SETTLE, Sampler, SamplerHandle};
+use crate::telemetry::{BeforeRun, Pacer, Probe, SETTLE, SamplerHandle};
 use crate::trace::protocol::Command;
 use crate::trace::{
     self, DeviceInfo, DeviceKind, End, EndStatus, Event, MemorySource, Note, NoteLevel,
@@ -380,20 +381,7 @@ impl WorkerRun {
             .lock()
             .map(|t| t.clone())
             .unwrap_or_default();
-        let (signal, detail) = match waited {
-            Ok(s) if s.signal().is_some() => {
-                let sig = s.signal().unwrap_or(0);
-                (Some(sig), crate::signals::killed_by(sig))
-            }
-            Ok(s) => (None, format!("exited with {s} before its end event")),
-            Err(e) => (None, format!("could not wait for it: {e}")),
-        };
-        let detail = if tail.trim().is_empty() {
-            detail
-        } else {
-            format!("{detail}; stderr: {}", tail.trim())
-        };
-        EndStatus::Crashed { signal, detail }
+        Exit::of(waited).worker_crash(&tail)
     }
 
     fn emit(&mut self, event: Event) {
@@ -476,10 +464,7 @@ impl Telemetry {
             .map(|s| s.used_bytes)
             .or_else(|| probe.read().map(|r| r.used_bytes));
         sink.send(early.into_iter().map(Event::Sample).collect());
-        let sink = sink.clone();
-        self.sampler = Some(Sampler::spawn_paced(probe, hz, Some(pacer), move |batch| {
-            sink.send(batch.into_iter().map(Event::Sample).collect())
-        }));
+        self.sampler = Some(crate::child::sample_into(probe, hz, pacer, sink));
         if info.kind != DeviceKind::Cpu {
             self.after_exit = Some(Probe::for_device(&info, pid).0);
         }

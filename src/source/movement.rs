@@ -28,7 +28,7 @@ impl Movement {
             Event::Meta(m) => self.backend = Some(m.backend),
             Event::Call(c)
                 if c.status == CallStatus::Ok
-                    && Api::named(&c.api).is_some_and(Api::queues_device_work) =>
+                    && c.api.api().is_some_and(Api::queues_device_work) =>
             {
                 self.queued.insert(c.seq);
             }

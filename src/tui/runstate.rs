@@ -100,7 +100,7 @@ impl RunState {
             Event::Call(c)
                 if c.line.is_some()
                     && c.status == CallStatus::Ok
-                    && Api::named(&c.api).is_some_and(Api::queues_device_work) =>
+                    && c.api.api().is_some_and(Api::queues_device_work) =>
             {
                 self.in_flight.insert(c.seq, c.begin_ns);
             }

@@ -4,7 +4,6 @@
 //! It passes no event on: the pipe's reader (`pipe`) and the sampler send
 //! theirs into the run's sink themselves, and never folds.
 
-use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,8 +13,9 @@ use std::time::Instant;
 use rustix::process::{Pid, Signal};
 
 use super::{AFTER_EXIT, CHECK_EVERY, Stopper};
+use crate::child::Exit;
 use crate::clock::now_ns;
-use crate::telemetry::{Gpu0, Pacer, Probe, Sampler, SamplerHandle};
+use crate::telemetry::{Gpu0, Pacer, Probe, SamplerHandle};
 use crate::trace::sink::Sink;
 use crate::trace::{self, End, EndStatus, Event, NoteLevel};
 
@@ -210,16 +210,12 @@ impl Supervisor {
             None => Probe::rss_tree(pid),
         };
         match probe {
-            Ok(probe) => {
-                let sink = self.sink.clone();
-                let pacer = Some(self.pacer.clone());
-                Some(Sampler::spawn_paced(
-                    probe,
-                    self.sample_hz,
-                    pacer,
-                    move |batch| sink.send(batch.into_iter().map(Event::Sample).collect()),
-                ))
-            }
+            Ok(probe) => Some(crate::child::sample_into(
+                probe,
+                self.sample_hz,
+                self.pacer.clone(),
+                &self.sink,
+            )),
             Err(e) => {
                 self.note(
                     NoteLevel::Warning,
@@ -233,20 +229,7 @@ impl Supervisor {
     /// How the program ended; "cancelled" when gpulab stopped it (the program's
     /// own status then goes into a note).
     fn end_status(&self, status: std::io::Result<ExitStatus>) -> EndStatus {
-        let status = match status {
-            Ok(s) => match (s.code(), s.signal()) {
-                (Some(0), _) => EndStatus::Finished,
-                (Some(code), _) => EndStatus::Exited { code },
-                (None, signal) => EndStatus::Crashed {
-                    signal,
-                    detail: crate::signals::killed_by(signal.unwrap_or(0)),
-                },
-            },
-            Err(e) => EndStatus::Crashed {
-                signal: None,
-                detail: format!("could not wait for the program: {e}"),
-            },
-        };
+        let status = Exit::of(&status).program_end();
         if !self.signalled {
             return status;
         }

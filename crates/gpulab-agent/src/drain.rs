@@ -346,7 +346,7 @@ pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             line: None,
             iter: Vec::new(),
             tag: None,
-            api: api.to_string(),
+            api: api.into(),
             driver: driver.to_string(),
             begin_ns,
             end_ns,

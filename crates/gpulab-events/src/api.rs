@@ -104,6 +104,136 @@ pub enum Api {
     CudaDeviceGraphMemTrim,
 }
 
+/// The name of a call in the stream: one of the vocabulary's (`Api`), or a
+/// name it does not hold (a driver entry point an agent hooked, such as
+/// `cuMemAlloc_v2`, or a script directive such as `forget`). Made from a
+/// name, it is typed once, so no reader looks the string up again; on the
+/// wire it is the name alone. Two names are equal when they read the same
+/// (an overloaded call's entries share their name).
+#[derive(Clone, Debug)]
+pub enum CallName {
+    Api(Api),
+    Other(Box<str>),
+}
+
+impl CallName {
+    /// The vocabulary's call of this name, when it has one.
+    pub fn api(&self) -> Option<Api> {
+        match self {
+            CallName::Api(api) => Some(*api),
+            CallName::Other(_) => None,
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            CallName::Api(api) => api.name(),
+            CallName::Other(name) => name,
+        }
+    }
+}
+
+/// No name (a `Call` made field by field, in tests).
+impl Default for CallName {
+    fn default() -> CallName {
+        CallName::Other(Box::default())
+    }
+}
+
+impl From<Api> for CallName {
+    fn from(api: Api) -> CallName {
+        CallName::Api(api)
+    }
+}
+
+impl From<&str> for CallName {
+    fn from(name: &str) -> CallName {
+        match Api::named(name) {
+            Some(api) => CallName::Api(api),
+            None => CallName::Other(name.into()),
+        }
+    }
+}
+
+impl From<String> for CallName {
+    fn from(name: String) -> CallName {
+        match Api::named(&name) {
+            Some(api) => CallName::Api(api),
+            None => CallName::Other(name.into_boxed_str()),
+        }
+    }
+}
+
+impl std::ops::Deref for CallName {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for CallName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for CallName {
+    fn eq(&self, other: &CallName) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for CallName {}
+
+impl std::hash::Hash for CallName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for CallName {
+    fn partial_cmp(&self, other: &CallName) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CallName {
+    fn cmp(&self, other: &CallName) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialEq<str> for CallName {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for CallName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for CallName {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl Serialize for CallName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for CallName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<CallName, D::Error> {
+        String::deserialize(d).map(CallName::from)
+    }
+}
+
 /// What a call does to the lifetime of the objects it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
@@ -895,6 +1025,27 @@ mod tests {
             Some(Api::CudaStreamDestroy)
         );
         assert_eq!(Api::release_of(ObjKind::Stream, BackendKind::OpenCl), None);
+    }
+
+    #[test]
+    fn a_call_name_is_typed_once_and_reads_as_it_was_written() {
+        let known = CallName::from("clReleaseMemObject");
+        assert_eq!(known.api(), Some(Api::ClReleaseMemObject));
+        let hooked = CallName::from("cuMemAlloc_v2".to_string());
+        assert_eq!(hooked.api(), None);
+        assert_eq!(hooked, "cuMemAlloc_v2");
+        // An overloaded call's entries share a name, so they are one name.
+        assert_eq!(
+            CallName::from(Api::CudaMemcpyAsyncToDevice),
+            CallName::from("cudaMemcpyAsync")
+        );
+        for name in [known, hooked] {
+            let wire = serde_json::to_string(&name).unwrap();
+            assert_eq!(wire, format!("\"{name}\""));
+            let back: CallName = serde_json::from_str(&wire).unwrap();
+            assert_eq!(back, name);
+            assert_eq!(back.api(), name.api());
+        }
     }
 
     #[test]

@@ -211,8 +211,9 @@ pub struct Call {
     /// Iteration indices of the enclosing `repeat` blocks, outermost first.
     pub iter: Vec<u32>,
     pub tag: Option<String>,
-    /// The C name as the script wrote it.
-    pub api: String,
+    /// The C name as the script wrote it, or the driver entry point an agent
+    /// hooked: typed when the vocabulary holds it.
+    pub api: crate::api::CallName,
     /// What the driver really got called with.
     pub driver: String,
     pub begin_ns: u64,

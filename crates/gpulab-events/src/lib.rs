@@ -15,7 +15,7 @@ pub mod units;
 pub mod vocab;
 pub mod wallclock;
 
-pub use api::{Api, ApiInfo, ClFlag, Effect, KernelSpec};
+pub use api::{Api, ApiInfo, CallName, ClFlag, Effect, KernelSpec};
 pub use device::DeviceInfo;
 pub use event::*;
 pub use jsonl::{Recording, TraceError, read_events, read_recording, stream_recording, to_line};

@@ -330,7 +330,9 @@ impl Env<'_> {
         let run = self.run;
         let t = run.tagged(tag).ok_or_else(|| never_ran(tag))?;
         let c = &t.first;
-        let is_release = gpulab_lab::Api::named(&c.api)
+        let is_release = c
+            .api
+            .api()
             .is_some_and(|a| matches!(a.effect(), Effect::Release(_)));
         if !is_release {
             return Err(format!("`{tag}` is not a release call"));

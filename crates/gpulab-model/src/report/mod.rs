@@ -152,7 +152,7 @@ fn ran_out(run: &Run) -> Option<RanOut> {
     }
     Some(RanOut {
         line: call.line,
-        api: call.api.clone(),
+        api: call.api.to_string(),
         status: name.clone(),
         device_used_mib: sample.map(|s| s.used_bytes as f64 / MIB),
         device_total_mib: sample

@@ -226,7 +226,7 @@ impl Folds {
         let s = self
             .lines
             .entry(line)
-            .or_insert_with(|| LineSummary::empty(line, c.api.clone()));
+            .or_insert_with(|| LineSummary::empty(line, c.api.to_string()));
         s.calls += 1;
         // Compared before cloned: a loop's line repeats the same strings.
         if s.tag != c.tag {
@@ -239,7 +239,7 @@ impl Folds {
         if let CallStatus::Error { name, .. } = &c.status {
             s.errors += 1;
             s.error = Some(name.clone());
-            self.error_api.insert(line, c.api.clone());
+            self.error_api.insert(line, c.api.to_string());
         }
         let d = c.end_ns.saturating_sub(c.begin_ns);
         s.host_ns_total += d;
@@ -250,11 +250,11 @@ impl Folds {
     }
 
     fn api(&mut self, c: &Call) {
-        let i = match self.apis.iter().position(|a| a.api == c.api) {
+        let i = match self.apis.iter().position(|a| c.api == a.api) {
             Some(i) => i,
             None => {
                 self.apis.push(ApiFold {
-                    api: c.api.clone(),
+                    api: c.api.to_string(),
                     calls: 0,
                     host_ns: 0,
                     errors: 0,

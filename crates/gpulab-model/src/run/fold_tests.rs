@@ -238,7 +238,7 @@ fn lines_from_scratch(events: &[Event]) -> Vec<LineSummary> {
         let Some(line) = c.line else { continue };
         let s = by_line
             .entry(line)
-            .or_insert_with(|| LineSummary::empty(line, c.api.clone()));
+            .or_insert_with(|| LineSummary::empty(line, c.api.to_string()));
         s.calls += 1;
         s.tag = c.tag.clone();
         s.expect_error = c.expect_error;
@@ -331,10 +331,10 @@ fn folds_equal_a_computation_over_every_call() {
         type ApiRow = (String, u32, u64, u32, Option<String>, Option<i64>);
         let mut apis: Vec<ApiRow> = Vec::new();
         for c in &all {
-            let i = match apis.iter().position(|a| a.0 == c.api) {
+            let i = match apis.iter().position(|a| c.api == a.0) {
                 Some(i) => i,
                 None => {
-                    apis.push((c.api.clone(), 0, 0, 0, None, None));
+                    apis.push((c.api.to_string(), 0, 0, 0, None, None));
                     apis.len() - 1
                 }
             };

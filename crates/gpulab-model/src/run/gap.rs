@@ -3,7 +3,7 @@
 //! the driver has not destroyed, contexts' own reserve, pool caches, allocations
 //! released while still mapped, graph memory). Never a driver refcount.
 
-use crate::trace::{AgentState, ObjKind};
+use crate::trace::{AgentState, Api, ObjKind};
 
 use super::Run;
 
@@ -203,13 +203,15 @@ fn mapped(run: &Run, causes: &mut Vec<String>) {
     let (objs, index) = (&run.ledger, &run.live_index);
     // CUDA's virtual memory API: a mapping keeps its physical allocation, so a
     // handle released while still mapped holds its memory until cuMemUnmap.
-    let ok_calls = |api: &str| {
+    let ok_calls = |api: Api| {
         run.calls
             .iter()
-            .filter(|c| c.api == api && matches!(c.status, crate::trace::CallStatus::Ok))
+            .filter(|c| {
+                c.api.api() == Some(api) && matches!(c.status, crate::trace::CallStatus::Ok)
+            })
             .count()
     };
-    let still_mapped = ok_calls("cuMemMap") > ok_calls("cuMemUnmap");
+    let still_mapped = ok_calls(Api::CuMemMap) > ok_calls(Api::CuMemUnmap);
     if still_mapped
         && let Some(mem) = index.loose_mem_handles.first().and_then(|id| objs.get(id))
         && index.held.get(&ObjKind::VaRange).is_some_and(|n| *n > 0)

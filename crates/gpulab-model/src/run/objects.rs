@@ -46,7 +46,7 @@ pub struct MadeBy {
 impl MadeBy {
     pub fn of(c: &Call) -> MadeBy {
         MadeBy {
-            api: c.api.clone(),
+            api: c.api.to_string(),
             pid: c.pid,
             thread: c.thread,
         }

@@ -88,9 +88,9 @@ impl TimeAxis {
 fn call_title(run: &Run, axis: &TimeAxis, c: &Call) -> String {
     let mut t = match c.line {
         Some(l) => format!("line {l}: {}", c.api),
-        None => c.api.clone(),
+        None => c.api.to_string(),
     };
-    if c.driver != c.api && !c.driver.is_empty() {
+    if c.api != c.driver && !c.driver.is_empty() {
         let _ = write!(t, " → {}", c.driver);
     }
     if !c.iter.is_empty() {
