@@ -269,10 +269,9 @@ pub struct WatchArgs {
 
     /// Write the report to FILE instead of the terminal, apart from the
     /// program's own output. Created before the program starts; if it cannot
-    /// be written later, the report goes to stderr. Without it, --json and
-    /// --markdown go alone to stdout and the program's own stdout goes to
-    /// stderr (so `watch --json -- ./app | jq` reads only JSON); the text
-    /// report goes to stderr, beside the program's output.
+    /// be written later, the report goes to stderr. Without it, every report
+    /// (text, --json, --markdown) goes to stderr: the program's stdout stays
+    /// its own (`watch --json -o r.json -- ./app && jq . r.json`).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 

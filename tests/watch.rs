@@ -269,9 +269,12 @@ fn a_watch_recording_reports_as_the_watch_did() {
     };
     let file = dir.path().join("watch.jsonl");
     let _device = device_lock();
+    let report_file = dir.path().join("watch.json");
     let out = gpulab()
         .arg("watch")
         .arg("--json")
+        .arg("-o")
+        .arg(&report_file)
         .arg("--record")
         .arg(&file)
         .arg("--")
@@ -280,8 +283,7 @@ fn a_watch_recording_reports_as_the_watch_did() {
         .output()
         .expect("gpulab starts");
     assert!(out.status.success(), "{}", stderr(&out));
-    // The program writes nothing to stdout: the report is all there is.
-    let live: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let live = report_json_file(&report_file);
     let replayed = gpulab()
         .arg("report")
         .arg(&file)

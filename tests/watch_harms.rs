@@ -193,19 +193,42 @@ fn a_closed_stdout_or_stderr_ends_quietly() {
     }
 }
 
-/// `watch --json` printed its JSON on stdout after the program's own output.
+/// `watch --json` printed its JSON into the program's stdout (and moved the
+/// program's own stdout to stderr to make room): `watch --json | jq` read
+/// both, or the program's output was not where the program put it.
 #[test]
-fn watch_json_alone_owns_stdout() {
+fn watch_json_never_enters_the_programs_stdout() {
     let out = common::run(&["watch", "--json", "--", "sh", "-c", "echo from-the-program"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not the JSON report alone ({e}): {}",
-            stdout(&out)
-        )
-    });
+    assert_eq!(
+        stdout(&out),
+        "from-the-program\n",
+        "stdout is the program's alone"
+    );
+    let err = stderr(&out);
+    let start = err
+        .find("{\n")
+        .unwrap_or_else(|| panic!("no JSON on stderr: {err}"));
+    let json: Value = serde_json::from_str(&err[start..])
+        .unwrap_or_else(|e| panic!("the JSON on stderr ends it, whole ({e}): {err}"));
     assert_eq!(json["kind"], "watch");
-    assert!(stderr(&out).contains("from-the-program"));
+
+    let dir = temp_dir();
+    let file = dir.path().join("r.json");
+    let out = common::run(&[
+        "watch",
+        "--json",
+        "-o",
+        &file.display().to_string(),
+        "--",
+        "sh",
+        "-c",
+        "echo from-the-program",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "from-the-program\n");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(json["kind"], "watch");
 }
 
 /// SIGTERM to gpulab signalled only its direct child: a program started through

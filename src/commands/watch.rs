@@ -44,12 +44,11 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         None => None,
     };
     let log = program_log(args)?;
-    let stdio = match (&log, args.output.is_some() || !machine_format(args)) {
-        (Some(log), _) => Stdio::Log(log.file()?),
-        // The report alone goes to stdout: `watch --json -- ./app | jq` reads
-        // JSON only. The program's own stdout goes to stderr.
-        (None, false) => Stdio::StdoutToStderr,
-        (None, true) => Stdio::Inherit,
+    // The program's output stays its own: every report goes to `-o FILE` or
+    // to stderr, never into the program's stdout.
+    let stdio = match &log {
+        Some(log) => Stdio::Log(log.file()?),
+        None => Stdio::Inherit,
     };
     // Before the program starts: a signal in between would kill gpulab alone.
     // The dashboard has its own handler (it ends the dashboard, which stops
@@ -154,15 +153,8 @@ fn deliver(report: &str, file: Option<File>, args: &WatchArgs) {
         }
     }
     if machine_format(args) {
-        // Alone on stdout (the program's own stdout went to stderr or its log).
-        if let Err(e) = super::write_stdout(report)
-            && e.0.kind() != std::io::ErrorKind::BrokenPipe
-        {
-            say(format_args!(
-                "gpulab: cannot write the report to stdout: {e}; here it is instead:"
-            ));
-            super::write_stderr(report);
-        }
+        // JSON or Markdown on stderr, from its own line, whole.
+        super::write_stderr(report);
     } else {
         // The program's own output went to stdout; the report goes beside it.
         super::write_stderr(&format!("\n{report}"));

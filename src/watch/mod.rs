@@ -65,8 +65,6 @@ pub enum WatchError {
 pub enum Stdio {
     /// gpulab's own.
     Inherit,
-    /// Its stdout goes to gpulab's stderr, leaving stdout to gpulab's report.
-    StdoutToStderr,
     /// Its stdout and stderr go to this file and its stdin is /dev/null: the
     /// dashboard has the terminal.
     Log(std::fs::File),

@@ -19,10 +19,6 @@ pub(super) fn set_stdio(cmd: &mut Command, stdio: &Stdio) -> std::io::Result<boo
     use std::os::unix::process::CommandExt;
     let reads_terminal = match stdio {
         Stdio::Inherit => std::io::IsTerminal::is_terminal(&std::io::stdin()),
-        Stdio::StdoutToStderr => {
-            cmd.stdout(std::io::stderr().as_fd().try_clone_to_owned()?);
-            std::io::IsTerminal::is_terminal(&std::io::stdin())
-        }
         Stdio::Log(file) => {
             cmd.stdin(std::process::Stdio::null())
                 .stdout(file.try_clone()?)
@@ -35,8 +31,6 @@ pub(super) fn set_stdio(cmd: &mut Command, stdio: &Stdio) -> std::io::Result<boo
     }
     Ok(!reads_terminal)
 }
-
-use std::os::fd::AsFd;
 
 /// Whether gpulab itself runs inside a `gpulab watch` (its agent's variables
 /// are in gpulab's own environment).
