@@ -166,15 +166,22 @@ fn watched_program(dir: &Path) -> Option<Value> {
         eprintln!("skipping the_document_and_the_json_outputs_agree: no {why}");
         return None;
     }
-    Some(json_of(&[
+    // The report goes to a file: the program's stdout stays its own.
+    let report = dir.join("watch.json");
+    let out = common::run(&[
         "watch",
         "--json",
+        "-o",
+        &report.display().to_string(),
         "--backtrace",
         "--",
         &exe.display().to_string(),
         "2",
         "1",
-    ]))
+    ]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("watch --json -o: {e}")))
 }
 
 #[test]

@@ -9,6 +9,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{block, usable};
 use crate::lab::Lab;
+use crate::report::holders::Shares;
 use crate::report::watch::{WatchReport, short_id};
 use crate::run::Load;
 use crate::trace::{ClaimVerdict, EndStatus, NoteLevel, ObjKind, Verdict};
@@ -22,6 +23,42 @@ pub struct VerdictPanel<'a> {
     pub scroll: u16,
     pub theme: Theme,
     pub focused: bool,
+}
+
+/// Who holds the program's memory at the latest reading, share by share, the
+/// unexplained rest said with its size.
+fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
+    let when = if ended { "at its last reading" } else { "now" };
+    let mut parts = vec![format!(
+        "{:.2} MiB held by objects",
+        mib(h.objects_held_bytes)
+    )];
+    if h.reserves_held_bytes > 0 {
+        parts.push(format!(
+            "{:.2} MiB by the reserves of its contexts and modules",
+            mib(h.reserves_held_bytes)
+        ));
+    }
+    let kept = h.released_not_deleted_bytes + h.reserves_released_bytes;
+    if kept > 0 {
+        parts.push(format!("{:.2} MiB released, kept by the driver", mib(kept)));
+    }
+    let unexplained = h.unexplained_bytes as f64 / f64::from(1 << 20);
+    Line::from(vec![
+        Span::styled(
+            format!("who holds its {:.2} MiB {when}: ", mib(h.total_bytes)),
+            t.title(),
+        ),
+        Span::styled(parts.join(", "), t.dim()),
+        Span::styled(
+            format!("; unexplained {unexplained:.2} MiB"),
+            if unexplained.abs() > 4.0 {
+                t.warn()
+            } else {
+                t.dim()
+            },
+        ),
+    ])
 }
 
 fn number(v: f64) -> String {
@@ -48,6 +85,9 @@ impl VerdictPanel<'_> {
         // A replay stopped halfway is not the program's exit either.
         let ended = run.run.end.is_some();
         let now = if ended { "alive at exit" } else { "alive now" };
+        if let Some(h) = r.holders.as_ref().and_then(|h| h.at_exit.as_ref()) {
+            out.push(holders_line(h, ended, t));
+        }
         if r.alive_at_exit.is_empty() {
             out.push(Line::styled(format!("nothing {now}"), t.ok()));
         }
@@ -86,9 +126,13 @@ impl VerdictPanel<'_> {
             out.push(Line::from(vec![
                 Span::styled(
                     format!(
-                        "{} {} released at {:.1} ms, not deleted by the driver{}",
+                        "{} {}{} released at {:.1} ms, not deleted by the driver{}",
                         h.kind.as_str(),
                         short_id(h.id),
+                        h.reserve
+                            .as_ref()
+                            .map(|r| format!(" (reserve {:.2} MiB)", mib(r.bytes)))
+                            .unwrap_or_default(),
                         h.released_ms,
                         if ended { "" } else { " yet" }
                     ),

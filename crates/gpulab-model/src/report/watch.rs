@@ -15,6 +15,7 @@ use crate::trace::{AgentState, EndStatus, Frame, MemorySource, NoteLevel, ObjKin
 use crate::units::mib;
 
 use super::format::{Table, md_code};
+use super::holders::HoldersReport;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct WatchReport {
@@ -44,6 +45,9 @@ pub struct WatchReport {
     /// NVML: device memory in use before the program started.
     pub device_baseline_bytes: Option<u64>,
     pub memory_source: MemorySource,
+    /// Who held the program's own memory at its peak and at exit, share by
+    /// share; None without a reading of its own memory.
+    pub holders: Option<HoldersReport>,
     /// What gpulab did to watch the program (a loader preloaded, say).
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
@@ -117,6 +121,10 @@ pub struct HeldObject {
     pub kind: ObjKind,
     pub bytes: u64,
     pub released_ms: f64,
+    /// A context, module, queue or stream: its measured reserve (with the
+    /// objects it shares it with, made with no reading between them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<HeldReserve>,
     /// Live objects that refer to it, directly or through others (`event 3 -> kernel 2`).
     pub pinned_by: Vec<String>,
     /// Its process's last records never arrived: the deletion may be missing.
@@ -124,14 +132,31 @@ pub struct HeldObject {
     pub uncertain: bool,
 }
 
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldReserve {
+    pub bytes: u64,
+    /// The other objects of the measurement (`queue #2`), if any.
+    pub with: Vec<String>,
+}
+
 impl HeldObject {
-    /// `buffer 0x1f (64.00 MiB), released at 12.5 ms`.
-    fn what(&self) -> String {
+    /// `buffer #31 (64.00 MiB), released at 12.5 ms`; a context says its
+    /// measured reserve: `context #1 (reserve 532.00 MiB, with queue #2),
+    /// released at 1.2 ms`.
+    pub fn what(&self) -> String {
+        let size = match &self.reserve {
+            Some(r) if r.with.is_empty() => format!("reserve {:.2} MiB", mib(r.bytes)),
+            Some(r) => format!(
+                "reserve {:.2} MiB, with {}",
+                mib(r.bytes),
+                r.with.join(" + ")
+            ),
+            None => format!("{:.2} MiB", mib(self.bytes)),
+        };
         format!(
-            "{} {} ({:.2} MiB), released at {:.1} ms",
+            "{} {} ({size}), released at {:.1} ms",
             self.kind.as_str(),
             short_id(self.id),
-            mib(self.bytes),
             self.released_ms
         )
     }
@@ -180,6 +205,7 @@ impl WatchReport {
             peak_device_growth_bytes: run.peak_above_baseline(),
             device_baseline_bytes: run.baseline(),
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
+            holders: HoldersReport::of(run),
             notes,
             warnings,
         }
@@ -226,6 +252,17 @@ impl WatchReport {
         );
         for line in self.memory_lines() {
             let _ = writeln!(s, "{line}");
+        }
+        if let Some(h) = &self.holders {
+            let _ = write!(
+                s,
+                "\nwho holds it ({}):\n{}",
+                self.memory_source_label(),
+                h.table().text()
+            );
+            for line in h.lines() {
+                let _ = writeln!(s, "{line}");
+            }
         }
         if !self.kinds.is_empty() {
             let _ = write!(s, "\n{}", self.kinds_table().text());
@@ -337,6 +374,17 @@ impl WatchReport {
         );
         for line in self.memory_lines() {
             let _ = writeln!(s, "- {line}");
+        }
+        if let Some(h) = &self.holders {
+            let _ = write!(
+                s,
+                "\n## Who holds it ({})\n\n{}",
+                self.memory_source_label(),
+                h.table().markdown()
+            );
+            for line in h.lines() {
+                let _ = writeln!(s, "- {line}");
+            }
         }
         let _ = write!(s, "\n{}", self.kinds_table().markdown());
         if !self.alive_at_exit.is_empty() {
@@ -530,6 +578,25 @@ fn destruction_watched(run: &Run) -> BTreeSet<ObjKind> {
 fn held(run: &Run, watched: &BTreeSet<ObjKind>, incomplete: &BTreeSet<u32>) -> Vec<HeldObject> {
     let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
     let (lives, index) = (&run.ledger, &run.live_index);
+    let reserves: BTreeMap<u64, crate::run::reserves::Reserve> = run
+        .reserves
+        .measured()
+        .flat_map(|r| r.ids.clone().into_iter().map(move |id| (id, r.clone())))
+        .collect();
+    let reserve_of = |id: u64| {
+        reserves.get(&id).map(|r| HeldReserve {
+            bytes: r.bytes,
+            with: r
+                .ids
+                .iter()
+                .filter(|other| **other != id)
+                .map(|other| {
+                    let kind = lives.get(other).map_or("object", |o| o.kind.as_str());
+                    format!("{kind} {}", short_id(*other))
+                })
+                .collect(),
+        })
+    };
     index
         .owed
         .iter()
@@ -540,6 +607,7 @@ fn held(run: &Run, watched: &BTreeSet<ObjKind>, incomplete: &BTreeSet<u32>) -> V
             kind: life.kind,
             bytes: life.bytes,
             released_ms: life.released_ns.unwrap_or(start).saturating_sub(start) as f64 / 1e6,
+            reserve: reserve_of(id),
             pinned_by: pinned_by(id, lives, &index.referring),
             // Ids carry their process's pid in the upper half.
             uncertain: incomplete.contains(&((id >> 32) as u32)),

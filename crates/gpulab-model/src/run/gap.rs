@@ -3,7 +3,7 @@
 //! the driver has not destroyed, contexts' own reserve, pool caches, allocations
 //! released while still mapped, graph memory). Never a driver refcount.
 
-use crate::trace::{AgentState, Api, ObjKind};
+use crate::trace::{Api, ObjKind};
 
 use super::Run;
 
@@ -80,14 +80,9 @@ fn objects(run: &Run, refers: usize) -> Vec<String> {
     let mut causes = Vec::new();
     let objs = &run.ledger;
     let index = &run.live_index;
-    // The driver's deletions are seen for this kind: one was, or an agent in a
-    // watched program said it watches them (then none at all is a finding too).
-    let destroys = |kind: ObjKind| {
-        run.folds.destroyed_kinds.contains(&kind)
-            || run.agents.iter().any(|a| {
-                matches!(&a.state, AgentState::Attached { destruction, .. } if destruction.contains(&kind))
-            })
-    };
+    // The driver's deletions are seen for this kind (an agent that watches
+    // them and saw none is a finding too).
+    let destroys = |kind: ObjKind| run.deletion_seen(kind);
 
     let forgotten = index.forgotten.len();
     if let Some(first) = index.forgotten.first().and_then(|id| objs.get(id)) {

@@ -40,6 +40,8 @@ pub struct LiveIndex {
     pub unreleased: BTreeMap<Maker, (u64, u64)>,
     /// Objects the program released whose destruction has not come, by id.
     pub owed: BTreeSet<u64>,
+    /// Their bytes, per kind.
+    pub owed_bytes: BTreeMap<ObjKind, u64>,
     /// Objects the program never released that refer to others (what can pin
     /// a released object), by id.
     pub referring: BTreeSet<u64>,
@@ -211,6 +213,12 @@ impl LiveIndex {
         }
         if f.owed {
             set(&mut self.owed);
+            let b = self.owed_bytes.entry(f.kind).or_default();
+            *b = if add {
+                *b + f.bytes
+            } else {
+                b.saturating_sub(f.bytes)
+            };
         }
         if f.referring {
             set(&mut self.referring);

@@ -7,17 +7,30 @@ pub mod fold;
 #[cfg(test)]
 mod fold_tests;
 pub mod gap;
+pub mod holders;
 pub mod iterations;
 mod lags;
 mod live;
 mod load;
 pub(crate) mod objects;
+pub mod reserves;
 mod samples;
 mod window;
 
 use std::collections::BTreeMap;
 
 use crate::trace::ObjKind;
+
+use self::reserves::Reserves;
+
+/// How often at most the composition of the process's memory is taken again
+/// while its objects keep changing.
+const HOLDERS_EVERY_NS: u64 = 10_000_000;
+/// Compositions kept, newest last: enough to take back the readings that
+/// arrive before the news that the program's last process has gone.
+const HOLDERS_KEPT: usize = 64;
+/// Readings of a process not yet listed that are kept until it is.
+const UNLISTED_KEPT: usize = 64;
 pub use finding::Finding;
 pub use fold::{ApiFold, Folds, TagFold};
 pub use lags::Lags;
@@ -105,6 +118,27 @@ pub struct Run {
     pub after_exit: Vec<(u64, u64)>,
     /// How busy the host was during the run, when the parent measured it.
     pub load: Option<HostLoad>,
+    /// What contexts, modules, queues and streams hold, measured from the
+    /// process's memory across their making calls.
+    pub reserves: Reserves,
+    /// The latest reading of the process's own memory during the run: (t_ns, bytes).
+    pub process_reading: Option<(u64, u64)>,
+    /// Who held the process's memory at its highest reading (within 1 MiB or
+    /// 1% of it: the composition is taken again only when the reading grows
+    /// past that, so a growing run costs a bounded number of them).
+    pub holders_at_peak: Option<holders::Holders>,
+    /// Who held it at the latest readings whose composition was taken (each
+    /// reading, unless objects changed less than 10 ms before it: then the one
+    /// before stands, with its own time and total), newest last. Readings
+    /// taken after a watched program's last process detached are not its own:
+    /// they leave.
+    holders_recent: std::collections::VecDeque<holders::Holders>,
+    /// Objects or reserves changed since the latest composition was taken.
+    holders_dirty: bool,
+    /// A reading listed the process's own memory.
+    process_listed: bool,
+    /// The latest NVML readings before the process was first listed.
+    unlisted: Vec<u64>,
 }
 
 /// One script line with everything its executions did.
@@ -179,6 +213,13 @@ impl Run {
             readings: Vec::new(),
             after_exit: Vec::new(),
             load: None,
+            reserves: Reserves::default(),
+            process_reading: None,
+            holders_at_peak: None,
+            holders_recent: std::collections::VecDeque::new(),
+            holders_dirty: false,
+            process_listed: false,
+            unlisted: Vec::new(),
         }
     }
 
@@ -217,6 +258,7 @@ impl Run {
                 if let Some(id) = c.object
                     && self.ledger.get(&id).is_some_and(|st| st.made_by.is_none())
                 {
+                    self.reserves.made_by(id, c.begin_ns, c.end_ns);
                     let before = LiveIndex::before(&self.ledger, id);
                     if let Some(st) = self.ledger.get_mut(&id) {
                         st.made_by = Some(objects::MadeBy::of(c));
@@ -271,6 +313,7 @@ impl Run {
                     st.made_by = Some(objects::MadeBy::of(c));
                 }
                 self.live_index.update(&self.ledger, o.id, before);
+                self.measure_reserve(o);
                 self.folds.object(o);
                 self.objects.push(o.clone());
             }
@@ -292,7 +335,10 @@ impl Run {
                     // After the worker ended its own reading of "its memory" is gone;
                     // samples past the end describe the device, not the run.
                     Some(e) if s.t_ns > e.t_ns => self.after_exit.push((s.t_ns, s.used_bytes)),
-                    _ => self.insert_reading(s.t_ns, s.process_bytes.unwrap_or(s.used_bytes)),
+                    _ => {
+                        self.insert_reading(s.t_ns, s.process_bytes.unwrap_or(s.used_bytes));
+                        self.process_sample(s);
+                    }
                 }
                 let start = self.meta.as_ref().map(|m| m.t_ns);
                 self.sample_stats
@@ -319,11 +365,120 @@ impl Run {
                 let start = self.meta.as_ref().map(|m| m.t_ns);
                 self.sample_stats.close(e.t_ns, &self.samples, start);
             }
-            Event::Agent(a) => self.agents.push(a.clone()),
+            Event::Agent(a) => {
+                self.agents.push(a.clone());
+                if let Some(gone) = self.program_gone() {
+                    while self.holders_recent.back().is_some_and(|h| h.at_ns > gone) {
+                        self.holders_recent.pop_back();
+                    }
+                }
+            }
             Event::Stack(s) => {
                 self.stacks.insert(s.id, s.frames.clone());
             }
             Event::Load(l) => self.load = Some(l.clone()),
+        }
+    }
+
+    /// A sample, as the process's own memory. NVML lists a process once it
+    /// has a context on the device: before the first listing, it held none of
+    /// the device's memory, and the latest such reading is the "before" of its
+    /// first context (taken only once a listing shows NVML lists processes
+    /// here at all). The times of the latest few are kept until then.
+    fn process_sample(&mut self, s: &Sample) {
+        match s.process_bytes {
+            Some(own) => {
+                for t in std::mem::take(&mut self.unlisted) {
+                    self.holders_dirty |= self.reserves.reading(t, 0);
+                }
+                self.process_listed = true;
+                self.process_memory(s.t_ns, own);
+            }
+            None if s.source == crate::trace::MemorySource::Nvml && !self.process_listed => {
+                if self.unlisted.len() == UNLISTED_KEPT {
+                    self.unlisted.remove(0);
+                }
+                self.unlisted.push(s.t_ns);
+            }
+            None => {}
+        }
+    }
+
+    /// A reading of the process's own memory: the reserves it measures, the
+    /// latest reading, and who held it then and at the highest one.
+    fn process_memory(&mut self, t_ns: u64, bytes: u64) {
+        self.holders_dirty |= self.reserves.reading(t_ns, bytes);
+        if self.process_reading.is_none_or(|(t, _)| t_ns >= t) && !self.program_gone_by(t_ns) {
+            self.process_reading = Some((t_ns, bytes));
+            let next = match self.holders_recent.back() {
+                Some(h) if !self.holders_dirty => Some(holders::Holders {
+                    at_ns: t_ns,
+                    total: bytes,
+                    ..h.clone()
+                }),
+                Some(h) if t_ns < h.at_ns + HOLDERS_EVERY_NS => None,
+                _ => {
+                    self.holders_dirty = false;
+                    Some(self.holders_at(t_ns, bytes))
+                }
+            };
+            if let Some(h) = next {
+                if self.holders_recent.len() == HOLDERS_KEPT {
+                    self.holders_recent.pop_front();
+                }
+                self.holders_recent.push_back(h);
+            }
+        }
+        let grown = self
+            .holders_at_peak
+            .as_ref()
+            .is_none_or(|p| bytes > p.total + (1 << 20).max(p.total / 100));
+        if grown {
+            self.holders_at_peak = Some(self.holders_at(t_ns, bytes));
+        }
+    }
+
+    /// When a watched program's last process said its last record: every
+    /// process whose agent attached has detached. None while one runs, and
+    /// for a lab.
+    fn program_gone(&self) -> Option<u64> {
+        let mut running = std::collections::BTreeSet::new();
+        let mut last = None;
+        for a in &self.agents {
+            match a.state {
+                crate::trace::AgentState::Detached { .. } => {
+                    running.remove(&a.pid);
+                    last = last.max(Some(a.t_ns));
+                }
+                _ => {
+                    running.insert(a.pid);
+                }
+            }
+        }
+        last.filter(|_| running.is_empty())
+    }
+
+    fn program_gone_by(&self, t_ns: u64) -> bool {
+        !self.agents.is_empty() && self.program_gone().is_some_and(|gone| t_ns > gone)
+    }
+
+    /// An object event, as the reserves measure: an unsized object's making
+    /// call opens a measurement; a sized object made or deleted meanwhile is
+    /// taken out of it.
+    fn measure_reserve(&mut self, o: &ObjectEvent) {
+        self.holders_dirty = true;
+        match o.action {
+            ObjectAction::Created if o.bytes == 0 && reserves::unsized_kind(o.kind) => {
+                let (begin, end) = self
+                    .calls
+                    .last()
+                    .filter(|c| c.object == Some(o.id))
+                    .map_or((o.t_ns, o.t_ns), |c| (c.begin_ns, c.end_ns));
+                self.reserves.made_unsized(o.id, begin, end);
+            }
+            ObjectAction::Created => self.reserves.sized(o.t_ns, o.bytes as i64),
+            ObjectAction::Destroyed => self.reserves.sized(o.t_ns, -(o.bytes as i64)),
+            _ => {}
         }
     }
 

@@ -1,0 +1,202 @@
+//! "Who holds it": a watched program's own memory at its highest reading and
+//! at its last, split into named shares ([`crate::run::holders`]), with the
+//! reserves the run measured. What no share explains is a row of its own.
+
+use serde::Serialize;
+
+use crate::run::Run;
+use crate::run::holders::Holders;
+use crate::units::mib;
+
+use super::format::Table;
+use super::watch::short_id;
+
+/// Reserves a text or Markdown report lists one by one; the JSON has them all.
+const RESERVES_LISTED: usize = 10;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HoldersReport {
+    /// At the highest reading of the program's memory (within 1 MiB or 1% of it).
+    pub at_peak: Option<Shares>,
+    /// At the last reading before the program exited (or the latest, while it runs).
+    pub at_exit: Option<Shares>,
+    /// Every measured reserve: what a context, module, queue or stream holds,
+    /// from the program's memory across the call that made it.
+    pub reserves: Vec<ReserveReport>,
+}
+
+/// One reading, share by share, in bytes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Shares {
+    /// When, from the program's start.
+    pub t_ms: f64,
+    /// The program's own memory then (the report's `memory_source`).
+    pub total_bytes: u64,
+    /// Objects it holds whose size their making call said.
+    pub objects_held_bytes: u64,
+    /// Such objects it released that the driver had not deleted.
+    pub released_not_deleted_bytes: u64,
+    /// Measured reserves of the contexts, modules, queues and streams it held.
+    pub reserves_held_bytes: u64,
+    /// Measured reserves of ones it released that the driver had not deleted.
+    pub reserves_released_bytes: u64,
+    /// The reading less all of the above (negative when they add up to more).
+    pub unexplained_bytes: i64,
+    /// Contexts, modules, queues or streams alive whose reserve was not measured.
+    pub unmeasured: usize,
+}
+
+impl Shares {
+    fn of(h: &Holders, start_ns: u64) -> Shares {
+        Shares {
+            t_ms: h.at_ns.saturating_sub(start_ns) as f64 / 1e6,
+            total_bytes: h.total,
+            objects_held_bytes: h.held,
+            released_not_deleted_bytes: h.released,
+            reserves_held_bytes: h.reserves_held,
+            reserves_released_bytes: h.reserves_released,
+            unexplained_bytes: h.unexplained(),
+            unmeasured: h.unmeasured,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReserveReport {
+    /// The objects it belongs to (`context #3`); several when they were made
+    /// with no reading between them.
+    pub objects: Vec<String>,
+    pub bytes: u64,
+    /// `held`, `released, not deleted` or `deleted`.
+    pub state: String,
+    /// The readings it was measured between, from the program's start.
+    pub from_ms: f64,
+    pub to_ms: f64,
+}
+
+impl HoldersReport {
+    /// None for a run with no reading of the program's own memory.
+    pub fn of(run: &Run) -> Option<HoldersReport> {
+        let at_exit = run.holders()?;
+        let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
+        let reserves = run
+            .reserves
+            .measured()
+            .map(|r| ReserveReport {
+                objects: r
+                    .ids
+                    .iter()
+                    .map(|id| {
+                        let kind = run.ledger.get(id).map_or("object", |o| o.kind.as_str());
+                        format!("{kind} {}", short_id(*id))
+                    })
+                    .collect(),
+                bytes: r.bytes,
+                state: state(run, &r.ids).into(),
+                from_ms: r.from_ns.saturating_sub(start) as f64 / 1e6,
+                to_ms: r.to_ns.saturating_sub(start) as f64 / 1e6,
+            })
+            .collect();
+        Some(HoldersReport {
+            at_peak: run.holders_at_peak.as_ref().map(|h| Shares::of(h, start)),
+            at_exit: Some(Shares::of(&at_exit, start)),
+            reserves,
+        })
+    }
+
+    /// The shares at the peak and at exit side by side.
+    pub(crate) fn table(&self) -> Table {
+        const NAMES: [&str; 6] = [
+            "the program's memory",
+            "objects it holds",
+            "released, not deleted",
+            "reserves it holds",
+            "reserves released, kept",
+            "unexplained",
+        ];
+        let column = |s: &Option<Shares>| -> Vec<String> {
+            match s {
+                Some(s) => [
+                    s.total_bytes as f64,
+                    s.objects_held_bytes as f64,
+                    s.released_not_deleted_bytes as f64,
+                    s.reserves_held_bytes as f64,
+                    s.reserves_released_bytes as f64,
+                    s.unexplained_bytes as f64,
+                ]
+                .iter()
+                .map(|b| format!("{:.2}", b / f64::from(1 << 20)))
+                .collect(),
+                None => vec!["-".to_string(); NAMES.len()],
+            }
+        };
+        let (peak, exit) = (column(&self.at_peak), column(&self.at_exit));
+        Table {
+            columns: &[
+                ("MiB", 24, false),
+                ("at the peak", 12, true),
+                ("at exit", 12, true),
+            ],
+            rows: NAMES
+                .iter()
+                .zip(peak.into_iter().zip(exit))
+                .map(|(name, (p, e))| vec![(*name).to_string(), p, e])
+                .collect(),
+        }
+    }
+
+    /// What the table does not say: when, unmeasured reserves, and the
+    /// largest reserves one by one.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let (Some(p), Some(e)) = (&self.at_peak, &self.at_exit) {
+            out.push(format!(
+                "at the peak: the reading at {:.1} ms; at exit: the last reading, at {:.1} ms",
+                p.t_ms, e.t_ms
+            ));
+        }
+        let unmeasured = self.at_exit.as_ref().map_or(0, |s| s.unmeasured);
+        if unmeasured > 0 {
+            out.push(format!(
+                "{unmeasured} context(s), module(s), queue(s) or stream(s) alive at exit whose \
+                 reserve could not be measured (no reading on each side of the call that made it)"
+            ));
+        }
+        let mut largest: Vec<&ReserveReport> = self.reserves.iter().collect();
+        largest.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+        for r in largest.iter().take(RESERVES_LISTED) {
+            out.push(format!(
+                "reserve of {}: {:.2} MiB ({}), measured between the readings at {:.1} and {:.1} ms",
+                r.objects.join(" + "),
+                mib(r.bytes),
+                r.state,
+                r.from_ms,
+                r.to_ms
+            ));
+        }
+        if largest.len() > RESERVES_LISTED {
+            out.push(format!(
+                "and {} more reserves (the JSON report lists them all)",
+                largest.len() - RESERVES_LISTED
+            ));
+        }
+        out
+    }
+}
+
+/// What became of a reserve's objects, the most alive of them first.
+fn state(run: &Run, ids: &[u64]) -> &'static str {
+    let objs: Vec<_> = ids.iter().filter_map(|id| run.ledger.get(id)).collect();
+    if objs.iter().any(|o| o.held()) {
+        "held"
+    } else if objs
+        .iter()
+        .any(|o| !o.destroyed() && run.deletion_seen(o.kind))
+    {
+        "released, not deleted"
+    } else if objs.iter().all(|o| o.destroyed()) {
+        "deleted"
+    } else {
+        "released"
+    }
+}

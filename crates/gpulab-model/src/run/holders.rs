@@ -1,0 +1,292 @@
+//! Who holds the process's memory at a moment: each byte of the latest
+//! reading of the process's own memory (NVML's figure for its processes, or
+//! their RSS) falls in one named share, and what no share explains is said as
+//! unexplained, with its size. Read from the live index and the measured
+//! reserves, never a walk of every object.
+
+use crate::trace::ObjKind;
+
+use super::Run;
+use super::reserves::unsized_kind;
+
+/// The shares of one reading.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holders {
+    /// When the reading was taken.
+    pub at_ns: u64,
+    /// The process's memory then.
+    pub total: u64,
+    /// Objects the program holds whose making call said their size.
+    pub held: u64,
+    /// Such objects it released that the driver has not deleted yet (only
+    /// kinds whose deletion the run sees).
+    pub released: u64,
+    /// Measured reserves of contexts, modules, queues and streams the program
+    /// holds ([`super::reserves`]).
+    pub reserves_held: u64,
+    /// Measured reserves of ones it released that the driver has not deleted.
+    pub reserves_released: u64,
+    /// Such objects alive whose reserve could not be measured.
+    pub unmeasured: usize,
+}
+
+impl Holders {
+    /// What the named shares explain.
+    pub fn explained(&self) -> u64 {
+        self.held + self.released + self.reserves_held + self.reserves_released
+    }
+
+    /// The reading less what the shares explain: negative when they explain
+    /// more than the reading (a share the driver holds elsewhere, or a
+    /// reading that lags).
+    pub fn unexplained(&self) -> i64 {
+        self.total as i64 - self.explained() as i64
+    }
+
+    /// The share of the reading the named shares explain, 0 to 1 (1 when the
+    /// reading is 0).
+    pub fn explained_fraction(&self) -> f64 {
+        if self.total == 0 {
+            return 1.0;
+        }
+        (self.explained().min(self.total)) as f64 / self.total as f64
+    }
+}
+
+/// An object's state, as the shares count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Alive {
+    Held,
+    Released,
+    Gone,
+}
+
+impl Run {
+    /// Whether the run sees the driver delete objects of `kind`: one was, or an
+    /// agent in a watched program said it watches their deletion.
+    pub fn deletion_seen(&self, kind: ObjKind) -> bool {
+        self.folds.destroyed_kinds.contains(&kind)
+            || self.agents.iter().any(|a| {
+                matches!(&a.state, crate::trace::AgentState::Attached { destruction, .. } if destruction.contains(&kind))
+            })
+    }
+
+    fn alive(&self, id: u64) -> Alive {
+        match self.ledger.get(&id) {
+            Some(o) if o.held() => Alive::Held,
+            Some(o) if !o.destroyed() && self.deletion_seen(o.kind) => Alive::Released,
+            _ => Alive::Gone,
+        }
+    }
+
+    /// The shares of the process's memory at `(t_ns, total)`, as the run
+    /// stands now.
+    pub fn holders_at(&self, t_ns: u64, total: u64) -> Holders {
+        let index = &self.live_index;
+        let sized = |m: &std::collections::BTreeMap<ObjKind, u64>| -> u64 {
+            m.iter()
+                .filter(|(k, _)| !unsized_kind(**k))
+                .map(|(_, b)| *b)
+                .sum()
+        };
+        let released: u64 = index
+            .owed_bytes
+            .iter()
+            .filter(|(k, _)| !unsized_kind(**k) && self.deletion_seen(**k))
+            .map(|(_, b)| *b)
+            .sum();
+        let mut h = Holders {
+            at_ns: t_ns,
+            total,
+            held: sized(&index.held_bytes),
+            released,
+            ..Holders::default()
+        };
+        for r in self.reserves.measured() {
+            let states: Vec<Alive> = r.ids.iter().map(|id| self.alive(*id)).collect();
+            if states.contains(&Alive::Held) {
+                h.reserves_held += r.bytes;
+            } else if states.contains(&Alive::Released) {
+                h.reserves_released += r.bytes;
+            }
+        }
+        h.unmeasured = self
+            .reserves
+            .unmeasured()
+            .filter(|id| self.alive(*id) != Alive::Gone)
+            .count();
+        h
+    }
+
+    /// The shares at the latest reading of the process's memory whose
+    /// composition was taken, if any; for a watched program, the latest
+    /// taken while it ran.
+    pub fn holders(&self) -> Option<Holders> {
+        self.holders_recent.back().cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Run;
+    use crate::trace::{
+        AgentEvent, AgentState, Call, CallStatus, Event, MemorySource, ObjKind, ObjectAction,
+        ObjectEvent, Sample,
+    };
+
+    const MIB: u64 = 1 << 20;
+    /// The tests count time in milliseconds.
+    const MS: u64 = 1_000_000;
+
+    fn sample(t: u64, bytes: u64) -> Event {
+        Event::Sample(Sample {
+            t_ns: t * MS,
+            source: MemorySource::Nvml,
+            used_bytes: bytes + 1000 * MIB,
+            total_bytes: None,
+            process_bytes: Some(bytes),
+        })
+    }
+
+    fn call(seq: u64, t: u64, api: &str, object: u64) -> Event {
+        Event::Call(Call {
+            seq,
+            begin_ns: t * MS,
+            end_ns: (t + 5) * MS,
+            api: api.into(),
+            status: CallStatus::Ok,
+            object: Some(object),
+            ..Call::default()
+        })
+    }
+
+    fn object(t: u64, id: u64, kind: ObjKind, action: ObjectAction, bytes: u64) -> Event {
+        let refcount = u32::from(action == ObjectAction::Created);
+        Event::Object(ObjectEvent {
+            t_ns: t * MS,
+            id,
+            kind,
+            action,
+            handle: None,
+            bytes,
+            refcount,
+            refs: Vec::new(),
+            line: None,
+            stack: None,
+        })
+    }
+
+    /// Seed 001's loop, twice: a context (518 MiB of its own), a 64 MiB buffer,
+    /// both released; the buffer is deleted, the context is not (an event
+    /// nobody released pins it).
+    fn seed_001() -> Vec<Event> {
+        let mut events = vec![Event::Agent(AgentEvent {
+            t_ns: 0,
+            pid: 7,
+            parent_pid: 1,
+            api: "opencl".into(),
+            state: AgentState::Attached {
+                exe: "seed001".into(),
+                destruction: vec![ObjKind::Context, ObjKind::Buffer],
+            },
+        })];
+        let mut t = 100;
+        let mut mem = 0;
+        events.push(sample(t - 50, mem));
+        for task in 0..2u64 {
+            let (ctx, buf) = (10 + task * 2, 11 + task * 2);
+            events.push(call(task * 4, t, "clCreateContext", ctx));
+            events.push(object(
+                t + 5,
+                ctx,
+                ObjKind::Context,
+                ObjectAction::Created,
+                0,
+            ));
+            mem += 518 * MIB;
+            events.push(sample(t + 10, mem));
+            events.push(call(task * 4 + 1, t + 20, "clCreateBuffer", buf));
+            events.push(object(
+                t + 25,
+                buf,
+                ObjKind::Buffer,
+                ObjectAction::Created,
+                64 * MIB,
+            ));
+            mem += 64 * MIB;
+            events.push(sample(t + 30, mem));
+            events.push(object(
+                t + 40,
+                buf,
+                ObjKind::Buffer,
+                ObjectAction::Released,
+                64 * MIB,
+            ));
+            events.push(object(
+                t + 41,
+                buf,
+                ObjKind::Buffer,
+                ObjectAction::Destroyed,
+                64 * MIB,
+            ));
+            mem -= 64 * MIB;
+            events.push(object(
+                t + 42,
+                ctx,
+                ObjKind::Context,
+                ObjectAction::Released,
+                0,
+            ));
+            events.push(sample(t + 50, mem));
+            t += 100;
+        }
+        events
+    }
+
+    #[test]
+    fn pinned_contexts_hold_their_measured_reserve() {
+        let run = Run::from_events(&seed_001());
+        let h = run.holders().expect("a reading");
+        assert_eq!(h.total, 2 * 518 * MIB);
+        assert_eq!(h.reserves_released, 2 * 518 * MIB, "{h:?}");
+        assert_eq!((h.held, h.released, h.reserves_held), (0, 0, 0));
+        assert_eq!(h.unexplained(), 0);
+        assert_eq!(h.unmeasured, 0);
+        assert!((h.explained_fraction() - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_peak_keeps_its_composition() {
+        let run = Run::from_events(&seed_001());
+        let peak = run.holders_at_peak.as_ref().expect("a peak");
+        assert_eq!(peak.total, 518 * MIB + 518 * MIB + 64 * MIB);
+        assert_eq!(peak.held, 64 * MIB);
+        assert_eq!(peak.reserves_held, 518 * MIB);
+        assert_eq!(peak.reserves_released, 518 * MIB);
+        assert_eq!(peak.unexplained(), 0);
+    }
+
+    #[test]
+    fn what_no_share_explains_is_said() {
+        let mut events = seed_001();
+        // 100 MiB more than anything the run saw made.
+        events.push(sample(1000, 2 * 518 * MIB + 100 * MIB));
+        let run = Run::from_events(&events);
+        let h = run.holders().expect("a reading");
+        assert_eq!(h.unexplained(), (100 * MIB) as i64);
+    }
+
+    #[test]
+    fn a_kind_whose_deletion_is_not_seen_is_not_counted_as_released() {
+        let events: Vec<Event> = seed_001()
+            .into_iter()
+            .filter(|e| !matches!(e, Event::Agent(_)))
+            .filter(|e| !matches!(e, Event::Object(o) if o.action == ObjectAction::Destroyed))
+            .collect();
+        let run = Run::from_events(&events);
+        let h = run.holders().expect("a reading");
+        assert_eq!(h.reserves_released, 0);
+        assert_eq!(h.released, 0);
+        assert_eq!(h.unexplained(), (2 * 518 * MIB) as i64);
+    }
+}

@@ -1,0 +1,296 @@
+//! What an object whose size its making call does not say holds of the
+//! process's memory (a context, a module, a queue, a stream): the step in the
+//! process's memory across the call that made it, less the sized objects made
+//! or let go meanwhile. Measured from the readings the run already has, never
+//! guessed: a step without a reading on each side stays unmeasured, and a step
+//! two such objects share (made with no reading between them) is said as
+//! theirs together.
+
+use std::collections::VecDeque;
+
+use crate::trace::ObjKind;
+
+/// Readings kept to find the one before a call that arrives after it.
+const READINGS_KEPT: usize = 4096;
+/// Sized objects a window can take into account; a window crowded past this
+/// stays unmeasured.
+const SIZED_KEPT: usize = 64;
+/// Windows a reading or a sized object looks back over.
+const OPEN_WINDOWS: usize = 64;
+
+/// The kinds whose making call says no size, yet which hold memory of their own.
+pub fn unsized_kind(kind: ObjKind) -> bool {
+    matches!(
+        kind,
+        ObjKind::Context | ObjKind::Program | ObjKind::Queue | ObjKind::Stream
+    )
+}
+
+/// One measurement: the objects made in it, their making calls' span, and the
+/// readings on each side.
+#[derive(Debug, Clone, PartialEq)]
+struct Window {
+    ids: Vec<u64>,
+    begin_ns: u64,
+    end_ns: u64,
+    /// The latest reading at or before `begin_ns`: (time, bytes).
+    before: Option<(u64, u64)>,
+    /// The first reading at or after `end_ns`.
+    after: Option<(u64, u64)>,
+    /// Sized objects made (+bytes) or let go (-bytes) since `begin_ns`: (time, bytes).
+    sized: Vec<(u64, i64)>,
+    crowded: bool,
+}
+
+/// A measured reserve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reserve {
+    /// The objects it belongs to, together.
+    pub ids: Vec<u64>,
+    pub bytes: u64,
+    /// The readings it was measured between.
+    pub from_ns: u64,
+    pub to_ns: u64,
+}
+
+/// Every reserve of the run, measured as the readings and objects arrive.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reserves {
+    windows: Vec<Window>,
+    readings: VecDeque<(u64, u64)>,
+}
+
+impl Reserves {
+    /// A reading of the process's memory; true when it changed a measurement.
+    pub fn reading(&mut self, t_ns: u64, bytes: u64) -> bool {
+        if self.readings.len() == READINGS_KEPT {
+            self.readings.pop_front();
+        }
+        self.readings.push_back((t_ns, bytes));
+        let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
+        let mut changed = false;
+        for w in &mut self.windows[open..] {
+            changed |= w.take(t_ns, bytes);
+        }
+        changed
+    }
+
+    /// The call that made `id` arrived after the object (an agent sends them
+    /// so): the measurement spans the call, not the moment the object was seen.
+    pub fn made_by(&mut self, id: u64, begin_ns: u64, end_ns: u64) {
+        let Some(w) = self.windows.iter_mut().rev().find(|w| w.ids.contains(&id)) else {
+            return;
+        };
+        w.begin_ns = w.begin_ns.min(begin_ns);
+        w.end_ns = w.end_ns.max(end_ns);
+        w.before = None;
+        w.after = None;
+        for &(t, b) in &self.readings {
+            w.take(t, b);
+        }
+    }
+
+    /// An object whose size its call does not say was made by a call running
+    /// from `begin_ns` to `end_ns`.
+    pub fn made_unsized(&mut self, id: u64, begin_ns: u64, end_ns: u64) {
+        if let Some(last) = self.windows.last_mut()
+            && last.after.is_none_or(|(t, _)| t > begin_ns)
+        {
+            // No reading between the two calls: one step, theirs together.
+            last.ids.push(id);
+            last.end_ns = last.end_ns.max(end_ns);
+            last.after = None;
+            for &(t, b) in &self.readings {
+                last.take(t, b);
+            }
+            return;
+        }
+        let mut w = Window {
+            ids: vec![id],
+            begin_ns,
+            end_ns,
+            before: None,
+            after: None,
+            sized: Vec::new(),
+            crowded: false,
+        };
+        for &(t, b) in &self.readings {
+            w.take(t, b);
+        }
+        self.windows.push(w);
+    }
+
+    /// A sized object was made (`bytes` > 0) or let go (`bytes` < 0) at `t_ns`.
+    pub fn sized(&mut self, t_ns: u64, bytes: i64) {
+        if bytes == 0 {
+            return;
+        }
+        let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
+        for w in &mut self.windows[open..] {
+            if t_ns < w.begin_ns || w.after.is_some_and(|(t, _)| t_ns > t) {
+                continue;
+            }
+            if w.sized.len() == SIZED_KEPT {
+                w.crowded = true;
+            } else {
+                w.sized.push((t_ns, bytes));
+            }
+        }
+    }
+
+    /// Every reserve measured so far.
+    pub fn measured(&self) -> impl Iterator<Item = Reserve> + '_ {
+        self.windows.iter().filter_map(Window::reserve)
+    }
+
+    /// Objects made whose reserve is not measured (yet, or at all).
+    pub fn unmeasured(&self) -> impl Iterator<Item = u64> + '_ {
+        self.windows
+            .iter()
+            .filter(|w| w.reserve().is_none())
+            .flat_map(|w| w.ids.iter().copied())
+    }
+}
+
+impl Window {
+    /// Takes a reading for either side; true when it did.
+    fn take(&mut self, t: u64, bytes: u64) -> bool {
+        let mut took = false;
+        if t <= self.begin_ns && self.before.is_none_or(|(b, _)| t >= b) {
+            self.before = Some((t, bytes));
+            took = true;
+        }
+        if t >= self.end_ns && self.after.is_none_or(|(a, _)| t < a) {
+            self.after = Some((t, bytes));
+            took = true;
+        }
+        took
+    }
+
+    fn reserve(&self) -> Option<Reserve> {
+        let ((from, b0), (to, b1)) = (self.before?, self.after?);
+        if self.crowded {
+            return None;
+        }
+        let others: i64 = self
+            .sized
+            .iter()
+            .filter(|(t, _)| *t > from && *t <= to)
+            .map(|(_, b)| b)
+            .sum();
+        let step = b1 as i64 - b0 as i64 - others;
+        // Memory that fell across the call: something let go that the run did
+        // not see; the step says nothing of the object then.
+        let bytes = u64::try_from(step).ok()?;
+        Some(Reserve {
+            ids: self.ids.clone(),
+            bytes,
+            from_ns: from,
+            to_ns: to,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_context_holds_the_step_across_its_call() {
+        let mut r = Reserves::default();
+        r.reading(10, 100 * MIB);
+        r.made_unsized(1, 20, 30);
+        assert_eq!(r.measured().count(), 0, "no reading after it yet");
+        assert_eq!(r.unmeasured().collect::<Vec<_>>(), vec![1]);
+        r.reading(40, 618 * MIB);
+        let m: Vec<Reserve> = r.measured().collect();
+        assert_eq!(
+            m,
+            vec![Reserve {
+                ids: vec![1],
+                bytes: 518 * MIB,
+                from_ns: 10,
+                to_ns: 40
+            }]
+        );
+    }
+
+    #[test]
+    fn sized_objects_made_meanwhile_are_theirs_not_the_contexts() {
+        let mut r = Reserves::default();
+        r.reading(10, 0);
+        r.made_unsized(1, 20, 30);
+        // A 64 MiB buffer made before the next reading, and one after it.
+        r.sized(35, 64 * MIB as i64);
+        r.reading(40, 582 * MIB);
+        r.sized(45, 64 * MIB as i64);
+        let m: Vec<Reserve> = r.measured().collect();
+        assert_eq!(m[0].bytes, 518 * MIB);
+    }
+
+    #[test]
+    fn a_reading_that_arrives_late_still_counts() {
+        let mut r = Reserves::default();
+        r.made_unsized(1, 20, 30);
+        // The sampler's batch arrives after the call's record.
+        r.reading(15, 5 * MIB);
+        r.reading(31, 7 * MIB);
+        assert_eq!(r.measured().next().map(|m| m.bytes), Some(2 * MIB));
+    }
+
+    #[test]
+    fn a_call_that_arrives_after_its_object_sets_the_span() {
+        let mut r = Reserves::default();
+        r.reading(10, 0);
+        // Seen at 30, made by a call from 12 to 28; a reading at 20 falls
+        // inside the call, so it is neither side.
+        r.reading(20, 300 * MIB);
+        r.made_unsized(1, 30, 30);
+        r.made_by(1, 12, 28);
+        r.reading(40, 518 * MIB);
+        assert_eq!(
+            r.measured().next().map(|m| (m.bytes, m.from_ns)),
+            Some((518 * MIB, 10))
+        );
+    }
+
+    #[test]
+    fn objects_made_with_no_reading_between_share_one_step() {
+        let mut r = Reserves::default();
+        r.reading(10, 0);
+        r.made_unsized(1, 20, 30);
+        r.made_unsized(2, 32, 33);
+        r.reading(40, 520 * MIB);
+        let m: Vec<Reserve> = r.measured().collect();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].ids, vec![1, 2]);
+        assert_eq!(m[0].bytes, 520 * MIB);
+        // A reading between two calls keeps them apart.
+        r.made_unsized(3, 50, 60);
+        r.reading(70, 1040 * MIB);
+        assert_eq!(
+            r.measured().map(|m| m.bytes).collect::<Vec<_>>(),
+            vec![520 * MIB, 520 * MIB]
+        );
+    }
+
+    #[test]
+    fn memory_that_fell_or_a_crowded_window_stays_unmeasured() {
+        let mut r = Reserves::default();
+        r.reading(10, 100 * MIB);
+        r.made_unsized(1, 20, 30);
+        r.reading(40, 50 * MIB);
+        assert_eq!(r.measured().count(), 0);
+        let mut crowded = Reserves::default();
+        crowded.reading(10, 0);
+        crowded.made_unsized(1, 20, 30);
+        for i in 0..=SIZED_KEPT as u64 {
+            crowded.sized(21 + i % 5, 1);
+        }
+        crowded.reading(40, 10 * MIB);
+        assert_eq!(crowded.measured().count(), 0);
+        assert_eq!(crowded.unmeasured().count(), 1);
+    }
+}
