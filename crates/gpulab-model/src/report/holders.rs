@@ -16,7 +16,7 @@ const RESERVES_LISTED: usize = 10;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct HoldersReport {
-    /// At the highest reading of the program's memory (within 1 MiB or 1% of it).
+    /// At the highest reading of the program's memory (the latest at that value).
     pub at_peak: Option<Shares>,
     /// At the last reading before the program exited (or the latest, while it runs).
     pub at_exit: Option<Shares>,

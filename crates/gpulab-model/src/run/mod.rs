@@ -24,8 +24,10 @@ use crate::trace::ObjKind;
 use self::reserves::Reserves;
 
 /// How often at most the composition of the process's memory is taken again
-/// while its objects keep changing.
+/// while its objects keep changing, once it has more than `HOLDERS_ALWAYS`
+/// reserves to weigh (below that, at every reading).
 const HOLDERS_EVERY_NS: u64 = 10_000_000;
+const HOLDERS_ALWAYS: usize = 256;
 /// Compositions kept, newest last: enough to take back the readings that
 /// arrive before the news that the program's last process has gone.
 const HOLDERS_KEPT: usize = 64;
@@ -123,13 +125,14 @@ pub struct Run {
     pub reserves: Reserves,
     /// The latest reading of the process's own memory during the run: (t_ns, bytes).
     pub process_reading: Option<(u64, u64)>,
-    /// Who held the process's memory at its highest reading (within 1 MiB or
-    /// 1% of it: the composition is taken again only when the reading grows
-    /// past that, so a growing run costs a bounded number of them).
+    /// Who held the process's memory at its highest reading: the latest of
+    /// the readings at that value whose composition was taken (else, in a run
+    /// with hundreds of reserves, one within 1 MiB or 1% of it).
     pub holders_at_peak: Option<holders::Holders>,
     /// Who held it at the latest readings whose composition was taken (each
-    /// reading, unless objects changed less than 10 ms before it: then the one
-    /// before stands, with its own time and total), newest last. Readings
+    /// reading; in a run with hundreds of reserves, not when objects changed
+    /// less than 10 ms before it: then the one before stands, with its own
+    /// time and total), newest last. Readings
     /// taken after a watched program's last process detached are not its own:
     /// they leave.
     holders_recent: std::collections::VecDeque<holders::Holders>,
@@ -416,17 +419,32 @@ impl Run {
                     total: bytes,
                     ..h.clone()
                 }),
-                Some(h) if t_ns < h.at_ns + HOLDERS_EVERY_NS => None,
+                Some(h)
+                    if self.reserves.measurements() > HOLDERS_ALWAYS
+                        && t_ns < h.at_ns + HOLDERS_EVERY_NS =>
+                {
+                    None
+                }
                 _ => {
                     self.holders_dirty = false;
                     Some(self.holders_at(t_ns, bytes))
                 }
             };
             if let Some(h) = next {
+                // The latest reading at the highest value: a call in flight at
+                // the first of them may have returned by a later one.
+                if self
+                    .holders_at_peak
+                    .as_ref()
+                    .is_none_or(|p| h.total >= p.total)
+                {
+                    self.holders_at_peak = Some(h.clone());
+                }
                 if self.holders_recent.len() == HOLDERS_KEPT {
                     self.holders_recent.pop_front();
                 }
                 self.holders_recent.push_back(h);
+                return;
             }
         }
         let grown = self

@@ -138,17 +138,31 @@ impl Reserves {
         }
     }
 
-    /// Every reserve measured so far.
+    /// Measurements opened so far, measured or not.
+    pub fn measurements(&self) -> usize {
+        self.windows.len()
+    }
+
+    /// Every reserve measured so far. Measurements follow each other: one
+    /// starts no earlier than the reading the one before it ended at, so a
+    /// reading taken while an earlier object was still being made (its call
+    /// and the next one overlap the readings between them) is counted once,
+    /// and the reserves add up to the growth they were measured across.
     pub fn measured(&self) -> impl Iterator<Item = Reserve> + '_ {
-        self.windows.iter().filter_map(Window::reserve)
+        self.chained().filter_map(|(w, floor)| w.reserve(floor))
     }
 
     /// Objects made whose reserve is not measured (yet, or at all).
     pub fn unmeasured(&self) -> impl Iterator<Item = u64> + '_ {
-        self.windows
-            .iter()
-            .filter(|w| w.reserve().is_none())
-            .flat_map(|w| w.ids.iter().copied())
+        self.chained()
+            .filter(|(w, floor)| w.reserve(*floor).is_none())
+            .flat_map(|(w, _)| w.ids.iter().copied())
+    }
+
+    /// Each window with the reading the one before it ended at.
+    fn chained(&self) -> impl Iterator<Item = (&Window, Option<(u64, u64)>)> + '_ {
+        let floors = std::iter::once(None).chain(self.windows.iter().map(|w| w.after));
+        self.windows.iter().zip(floors)
     }
 }
 
@@ -167,8 +181,15 @@ impl Window {
         took
     }
 
-    fn reserve(&self) -> Option<Reserve> {
-        let ((from, b0), (to, b1)) = (self.before?, self.after?);
+    /// The reserve, measured from the later of its own "before" reading and
+    /// `floor` (the reading the window before it ended at) when that one lies
+    /// before its own end.
+    fn reserve(&self, floor: Option<(u64, u64)>) -> Option<Reserve> {
+        let (mut before, (to, b1)) = (self.before?, self.after?);
+        if let Some(f) = floor.filter(|(t, _)| *t > before.0 && *t < to) {
+            before = f;
+        }
+        let (from, b0) = before;
         if self.crowded {
             return None;
         }
@@ -254,6 +275,25 @@ mod tests {
             r.measured().next().map(|m| (m.bytes, m.from_ns)),
             Some((518 * MIB, 10))
         );
+    }
+
+    #[test]
+    fn overlapping_calls_count_each_reading_once() {
+        // Seen on the H200: a context's call starts while the readings still
+        // climb from the one before, so its own "before" reading predates
+        // the first context's end.
+        let mut r = Reserves::default();
+        r.reading(10, 0);
+        r.made_unsized(1, 20, 30);
+        r.reading(32, 518 * MIB);
+        r.reading(40, 600 * MIB);
+        // An agent sends the object, then its call.
+        r.made_unsized(2, 60, 60);
+        r.made_by(2, 35, 60);
+        r.reading(65, 1036 * MIB);
+        let m: Vec<(u64, u64)> = r.measured().map(|m| (m.bytes, m.from_ns)).collect();
+        assert_eq!(m, vec![(518 * MIB, 10), (518 * MIB, 32)]);
+        assert_eq!(m.iter().map(|(b, _)| b).sum::<u64>(), 1036 * MIB);
     }
 
     #[test]
