@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::run::Run;
-use crate::run::holders::Holders;
+use crate::run::holders::{Alive, Holders};
 use crate::units::mib;
 
 use super::format::Table;
@@ -186,17 +186,16 @@ impl HoldersReport {
 
 /// What became of a reserve's objects, the most alive of them first.
 fn state(run: &Run, ids: &[u64]) -> &'static str {
-    let objs: Vec<_> = ids.iter().filter_map(|id| run.ledger.get(id)).collect();
-    if objs.iter().any(|o| o.held()) {
-        "held"
-    } else if objs
-        .iter()
-        .any(|o| !o.destroyed() && run.deletion_seen(o.kind))
-    {
-        "released, not deleted"
-    } else if objs.iter().all(|o| o.destroyed()) {
-        "deleted"
-    } else {
-        "released"
+    match run.most_alive(ids) {
+        Alive::Held => "held",
+        Alive::Released => "released, not deleted",
+        Alive::Gone
+            if ids
+                .iter()
+                .all(|id| run.ledger.get(id).is_some_and(|o| o.destroyed())) =>
+        {
+            "deleted"
+        }
+        Alive::Gone => "released",
     }
 }

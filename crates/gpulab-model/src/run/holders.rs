@@ -53,12 +53,15 @@ impl Holders {
     }
 }
 
-/// An object's state, as the shares count it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Alive {
-    Held,
-    Released,
+/// What is left of objects, as the shares count them: the most alive of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Alive {
+    /// Deleted by the driver, or released where the run cannot see deletions.
     Gone,
+    /// Released by the program, not deleted by the driver yet.
+    Released,
+    /// The program holds it.
+    Held,
 }
 
 impl Run {
@@ -77,6 +80,14 @@ impl Run {
             Some(o) if !o.destroyed() && self.deletion_seen(o.kind) => Alive::Released,
             _ => Alive::Gone,
         }
+    }
+
+    /// The most alive of `ids`.
+    pub fn most_alive(&self, ids: &[u64]) -> Alive {
+        ids.iter()
+            .map(|id| self.alive(*id))
+            .max()
+            .unwrap_or(Alive::Gone)
     }
 
     /// The shares of the process's memory at `(t_ns, total)`, as the run
@@ -103,11 +114,10 @@ impl Run {
             ..Holders::default()
         };
         for r in self.reserves.measured() {
-            let states: Vec<Alive> = r.ids.iter().map(|id| self.alive(*id)).collect();
-            if states.contains(&Alive::Held) {
-                h.reserves_held += r.bytes;
-            } else if states.contains(&Alive::Released) {
-                h.reserves_released += r.bytes;
+            match self.most_alive(&r.ids) {
+                Alive::Held => h.reserves_held += r.bytes,
+                Alive::Released => h.reserves_released += r.bytes,
+                Alive::Gone => {}
             }
         }
         h.unmeasured = self
