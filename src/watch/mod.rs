@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crate::clock::now_ns;
 use crate::machine::{LoaderPlan, Loaders, cupti, icd};
+use crate::report::watch::OPENCL_SET_UP;
 use crate::telemetry::{Gpu0, Pacer, Probe};
 use crate::trace::sink::Sink;
 use crate::trace::{
@@ -134,6 +135,9 @@ impl Stopper {
 /// that loader see the NVIDIA ICD: preloads another loader when the default one
 /// has no layers, and points `OCL_ICD_VENDORS` at gpulab's vendors directory for a
 /// loader that reads no `OCL_ICD_FILENAMES`. Returns what it did, for the stream.
+///
+/// Its notes start with [`OPENCL_SET_UP`]: a report leaves them out for a
+/// program that never made an OpenCL call.
 fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, String)> {
     let mut notes = Vec::new();
     let used = match plan {
@@ -149,9 +153,9 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
             notes.push((
                 NoteLevel::Info,
                 format!(
-                    "the OpenCL loader programs find first here, {}, cannot load layers; \
-                     gpulab preloaded {}, which can, so the program's OpenCL calls go \
-                     through it",
+                    "{OPENCL_SET_UP}the OpenCL loader programs find first here, {}, cannot \
+                     load layers; gpulab preloaded {}, which can, so the program's OpenCL \
+                     calls go through it",
                     instead_of.path, loader.path
                 ),
             ));
@@ -178,9 +182,9 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
                 notes.push((
                     NoteLevel::Info,
                     format!(
-                        "{} reads no OCL_ICD_FILENAMES and no .icd file in {} names {}: \
-                         gpulab set OCL_ICD_VENDORS={} (the system's ICDs plus NVIDIA's) \
-                         for the program",
+                        "{OPENCL_SET_UP}{} reads no OCL_ICD_FILENAMES and no .icd file in {} \
+                         names {}: gpulab set OCL_ICD_VENDORS={} (the system's ICDs plus \
+                         NVIDIA's) for the program",
                         used.path, v.system_dir, v.library, v.value
                     ),
                 ));

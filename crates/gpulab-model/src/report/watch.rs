@@ -505,6 +505,11 @@ impl WatchReport {
     }
 }
 
+/// How an informational note of gpulab's about the OpenCL loader it set up for
+/// the program starts: a report leaves such notes out for a program in which no
+/// process made an OpenCL call.
+pub const OPENCL_SET_UP: &str = "OpenCL set-up: ";
+
 /// Ids from an agent carry the pid in their upper half; the lower half is short.
 pub fn short_id(id: u64) -> String {
     format!("#{}", id & 0xffff_ffff)
@@ -637,7 +642,15 @@ fn outlived(run: &Run, watched: &BTreeSet<ObjKind>) -> Vec<Outlived> {
 fn notes_and_warnings(run: &Run, processes: &[ProcessReport]) -> (Vec<String>, Vec<String>) {
     let (infos, warned): (Vec<_>, Vec<_>) =
         run.notes.iter().partition(|n| n.level == NoteLevel::Info);
-    let notes = infos.into_iter().map(|n| n.text.clone()).collect();
+    // How gpulab set up OpenCL matters to a program that made an OpenCL call.
+    let opencl = processes
+        .iter()
+        .any(|p| p.apis.iter().any(|a| a == "opencl"));
+    let notes = infos
+        .into_iter()
+        .filter(|n| opencl || !n.text.starts_with(OPENCL_SET_UP))
+        .map(|n| n.text.clone())
+        .collect();
     let mut warnings: Vec<String> = warned.into_iter().map(|n| n.text.clone()).collect();
     if processes.is_empty() {
         warnings.push(
@@ -791,7 +804,44 @@ const FRAME_WIDTH: usize = 160;
 
 #[cfg(test)]
 mod tests {
-    use super::md_code;
+    use super::{OPENCL_SET_UP, WatchReport, md_code};
+    use crate::run::Run;
+    use crate::trace::{AgentEvent, AgentState, Event, Note, NoteLevel};
+
+    fn note(text: String) -> Event {
+        Event::Note(Note {
+            t_ns: 1,
+            level: NoteLevel::Info,
+            text,
+            line: None,
+        })
+    }
+
+    fn attached(api: &str) -> Event {
+        Event::Agent(AgentEvent {
+            t_ns: 2,
+            pid: 7,
+            parent_pid: 1,
+            api: api.into(),
+            state: AgentState::Attached {
+                exe: "app".into(),
+                destruction: Vec::new(),
+            },
+        })
+    }
+
+    #[test]
+    fn opencl_set_up_is_said_only_to_a_program_that_called_opencl() {
+        let set_up = note(format!("{OPENCL_SET_UP}gpulab preloaded a loader"));
+        let other = note("the agent was built for CUDA 13".into());
+        let cuda = Run::from_events(&[set_up.clone(), other.clone(), attached("cuda")]);
+        assert_eq!(
+            WatchReport::from_run(&cuda).notes,
+            vec!["the agent was built for CUDA 13".to_string()]
+        );
+        let opencl = Run::from_events(&[set_up, other, attached("opencl")]);
+        assert_eq!(WatchReport::from_run(&opencl).notes.len(), 2);
+    }
 
     #[test]
     fn code_spans_hold_backticks_and_table_bars() {
