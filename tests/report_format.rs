@@ -146,6 +146,34 @@ fn ran_out_recording(dir: &Path) -> std::path::PathBuf {
     file
 }
 
+/// A watch recording whose first `clCreateBuffer` the driver refused, so the
+/// report has its `ran_out`.
+fn watch_ran_out_recording(dir: &Path) -> std::path::PathBuf {
+    let path =
+        common::repo_file("assets/watch-recordings/nvidia-h100/forgotten-events--forgotten.jsonl");
+    let mut flipped = false;
+    let failed: String = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let l = if !flipped && l.contains(r#""api":"clCreateBuffer""#) {
+                flipped = true;
+                l.replace(
+                    r#""status":{"kind":"ok"}"#,
+                    r#""status":{"kind":"error","code":-4,"name":"CL_MEM_OBJECT_ALLOCATION_FAILURE"}"#,
+                )
+            } else {
+                l.to_string()
+            };
+            l + "\n"
+        })
+        .collect();
+    assert!(failed.contains("CL_MEM_OBJECT_ALLOCATION_FAILURE"));
+    let file = dir.join("watch-ran-out.jsonl");
+    std::fs::write(&file, failed).unwrap();
+    file
+}
+
 /// A watched C program, with `--backtrace` so the report has its stacks; None
 /// (the test skips with a notice) without a C compiler and OpenCL headers,
 /// unless `GPULAB_REQUIRE_OPENCL=1` (CI, which installs them).
@@ -212,6 +240,20 @@ fn the_document_and_the_json_outputs_agree() {
             "report",
             "--json",
             &ran_out_recording(dir.path()).display().to_string(),
+        ]),
+        json_of(&[
+            "report",
+            "--json",
+            &watch_ran_out_recording(dir.path()).display().to_string(),
+        ]),
+        // A CUDA program that filled an H200, watched there: who held its
+        // memory when the driver refused it.
+        json_of(&[
+            "report",
+            "--json",
+            &common::repo_file("tests/fixtures/watch/h200-cuda-oom.jsonl")
+                .display()
+                .to_string(),
         ]),
         watched,
     ];

@@ -463,3 +463,50 @@ fn report_json_file(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("no report in {path:?} ({e})"))
 }
+
+/// A CUDA program that filled an H200 (`tests/watch/cuda_oom.cu`, recorded
+/// there): its report opens with the call the driver refused and who held the
+/// memory then, every byte of the program's reading in a named share.
+#[test]
+fn an_out_of_memory_leads_the_report_with_the_refused_call_and_its_holders() {
+    let file = repo_file("tests/fixtures/watch/h200-cuda-oom.jsonl");
+    let out = gpulab()
+        .arg("report")
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let first: Vec<&str> = text.lines().skip(2).take(2).collect();
+    assert!(
+        first[0].starts_with("ran out of memory: cuMemAlloc")
+            && first[0].contains("CUDA_ERROR_OUT_OF_MEMORY"),
+        "{text}"
+    );
+    assert!(first[1].contains("free of"), "{text}");
+    let json = gpulab()
+        .args(["report", "--json"])
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    let report: Value = serde_json::from_slice(&json.stdout).expect("json");
+    let held = &report["ran_out"]["holders"];
+    let total = held["total_bytes"].as_u64().expect("a reading");
+    let shares = ["objects_held_bytes", "reserves_held_bytes"]
+        .iter()
+        .map(|k| held[k].as_u64().unwrap_or(0))
+        .sum::<u64>();
+    assert!(total > 100 << 30, "{held}");
+    assert_eq!(
+        held["unexplained_bytes"].as_i64(),
+        Some(total as i64 - shares as i64)
+    );
+    // The recording's own numbers, not a figure written here: every byte
+    // of the reading falls in a share.
+    assert!(
+        held["unexplained_bytes"]
+            .as_i64()
+            .is_some_and(|u| u.abs() < 4 << 20),
+        "{held}"
+    );
+}

@@ -47,7 +47,7 @@ pub struct Shares {
 }
 
 impl Shares {
-    fn of(h: &Holders, start_ns: u64) -> Shares {
+    pub(crate) fn of(h: &Holders, start_ns: u64) -> Shares {
         Shares {
             t_ms: h.at_ns.saturating_sub(start_ns) as f64 / 1e6,
             total_bytes: h.total,

@@ -15,7 +15,7 @@ use crate::trace::{AgentState, EndStatus, Frame, MemorySource, NoteLevel, ObjKin
 use crate::units::mib;
 
 use super::format::{Table, md_code};
-use super::holders::HoldersReport;
+use super::holders::{HoldersReport, Shares};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct WatchReport {
@@ -48,9 +48,96 @@ pub struct WatchReport {
     /// Who held the program's own memory at its peak and at exit, share by
     /// share; None without a reading of its own memory.
     pub holders: Option<HoldersReport>,
+    /// The first call the driver refused for want of memory, and who held the
+    /// memory then; None when none was refused.
+    pub ran_out: Option<WatchRanOut>,
     /// What gpulab did to watch the program (a loader preloaded, say).
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+/// The first call refused for want of memory, and the memory at that moment.
+#[derive(Debug, Clone, Serialize)]
+pub struct WatchRanOut {
+    pub api: String,
+    /// What the driver returned (`CUDA_ERROR_OUT_OF_MEMORY`).
+    pub status: String,
+    pub pid: u32,
+    pub thread: u64,
+    /// When the call returned, ms in the run.
+    pub t_ms: f64,
+    /// Device memory in use by every process, and the device's total, from the
+    /// latest reading by then (NVML; the host's for RSS).
+    pub device_used_bytes: Option<u64>,
+    pub device_total_bytes: Option<u64>,
+    /// Who held the program's own memory then.
+    pub holders: Option<Shares>,
+}
+
+impl WatchRanOut {
+    fn of(run: &Run) -> Option<WatchRanOut> {
+        let call = run.folds.ran_out.as_ref()?;
+        let status = match &call.status {
+            crate::trace::CallStatus::Error { name, .. } => name.clone(),
+            _ => return None,
+        };
+        let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
+        let sample = run.sample_stats.at_ran_out.as_ref();
+        Some(WatchRanOut {
+            api: call.api.to_string(),
+            status,
+            pid: call.pid,
+            thread: call.thread,
+            t_ms: call.end_ns.saturating_sub(start) as f64 / 1e6,
+            device_used_bytes: sample.map(|s| s.used_bytes),
+            device_total_bytes: sample.and_then(|s| s.total_bytes),
+            holders: run
+                .holders_at_ran_out
+                .as_ref()
+                .map(|h| Shares::of(h, start)),
+        })
+    }
+
+    /// What it says first, in a report's words.
+    fn lines(&self) -> Vec<String> {
+        let mut out = vec![format!(
+            "ran out of memory: {} (pid {}, thread {}) returned {} at {:.1} ms",
+            self.api, self.pid, self.thread, self.status, self.t_ms
+        )];
+        if let (Some(used), Some(total)) = (self.device_used_bytes, self.device_total_bytes) {
+            out.push(format!(
+                "  the device then: {:.1} MiB in use by every process, {:.1} MiB free of {:.1} MiB",
+                mib(used),
+                mib(total.saturating_sub(used)),
+                mib(total)
+            ));
+        }
+        if let Some(h) = &self.holders {
+            out.push(format!(
+                "  this program held {:.1} MiB (its reading at {:.1} ms): objects {:.1}, \
+                 reserves {:.1}, released but kept by the driver {:.1}, unexplained {:.1} MiB",
+                mib(h.total_bytes),
+                h.t_ms,
+                mib(h.objects_held_bytes),
+                mib(h.reserves_held_bytes),
+                mib(h.released_not_deleted_bytes + h.reserves_released_bytes),
+                h.unexplained_bytes as f64 / f64::from(1 << 20)
+            ));
+            if let Some(used) = self.device_used_bytes {
+                out.push(format!(
+                    "  every other process and the driver held the other {:.1} MiB in use",
+                    mib(used.saturating_sub(h.total_bytes))
+                ));
+            }
+        } else {
+            out.push(
+                "  who held its memory then is not known: no reading of it was taken between \
+                 its last change before the refused call and its next one"
+                    .into(),
+            );
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -206,6 +293,7 @@ impl WatchReport {
             device_baseline_bytes: run.baseline(),
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
             holders: HoldersReport::of(run),
+            ran_out: WatchRanOut::of(run),
             notes,
             warnings,
         }
@@ -250,6 +338,11 @@ impl WatchReport {
             self.calls,
             self.failed_calls
         );
+        if let Some(r) = &self.ran_out {
+            for line in r.lines() {
+                let _ = writeln!(s, "{line}");
+            }
+        }
         for line in self.memory_lines() {
             let _ = writeln!(s, "{line}");
         }
@@ -372,6 +465,11 @@ impl WatchReport {
             self.processes.len(),
             self.apis()
         );
+        if let Some(r) = &self.ran_out {
+            for line in r.lines() {
+                let _ = writeln!(s, "- {}", line.trim_start());
+            }
+        }
         for line in self.memory_lines() {
             let _ = writeln!(s, "- {line}");
         }

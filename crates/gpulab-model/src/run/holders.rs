@@ -140,8 +140,8 @@ impl Run {
 mod tests {
     use super::Run;
     use crate::trace::{
-        AgentEvent, AgentState, Call, CallStatus, Event, MemorySource, ObjKind, ObjectAction,
-        ObjectEvent, Sample,
+        AgentEvent, AgentState, Call, CallStatus, End, EndStatus, Event, MemorySource, ObjKind,
+        ObjectAction, ObjectEvent, Sample,
     };
 
     const MIB: u64 = 1 << 20;
@@ -156,6 +156,16 @@ mod tests {
             total_bytes: None,
             process_bytes: Some(bytes),
         })
+    }
+
+    /// The stream's end: the last reading is composed then.
+    fn ended(mut events: Vec<Event>) -> Vec<Event> {
+        events.push(Event::End(End {
+            t_ns: 10_000 * MS,
+            status: EndStatus::Finished,
+            leaked: Vec::new(),
+        }));
+        events
     }
 
     fn call(seq: u64, t: u64, api: &str, object: u64) -> Event {
@@ -255,7 +265,7 @@ mod tests {
 
     #[test]
     fn pinned_contexts_hold_their_measured_reserve() {
-        let run = Run::from_events(&seed_001());
+        let run = Run::from_events(&ended(seed_001()));
         let h = run.holders().expect("a reading");
         assert_eq!(h.total, 2 * 518 * MIB);
         assert_eq!(h.reserves_released, 2 * 518 * MIB, "{h:?}");
@@ -267,7 +277,7 @@ mod tests {
 
     #[test]
     fn the_peak_keeps_its_composition() {
-        let run = Run::from_events(&seed_001());
+        let run = Run::from_events(&ended(seed_001()));
         let peak = run.holders_at_peak.as_ref().expect("a peak");
         assert_eq!(peak.total, 518 * MIB + 518 * MIB + 64 * MIB);
         assert_eq!(peak.held, 64 * MIB);
@@ -281,9 +291,57 @@ mod tests {
         let mut events = seed_001();
         // 100 MiB more than anything the run saw made.
         events.push(sample(1000, 2 * 518 * MIB + 100 * MIB));
-        let run = Run::from_events(&events);
+        let run = Run::from_events(&ended(events));
         let h = run.holders().expect("a reading");
         assert_eq!(h.unexplained(), (100 * MIB) as i64);
+    }
+
+    #[test]
+    fn a_reading_that_runs_ahead_of_a_free_waits_for_it() {
+        // The sampler sees a buffer's memory go before the agent's record of
+        // its release arrives.
+        let events = vec![
+            sample(10, 0),
+            call(0, 20, "cuMemAlloc", 1),
+            object(25, 1, ObjKind::Buffer, ObjectAction::Created, 64 * MIB),
+            sample(30, 64 * MIB),
+            sample(40, 0),
+            object(35, 1, ObjKind::Buffer, ObjectAction::Released, 64 * MIB),
+            object(35, 1, ObjKind::Buffer, ObjectAction::Destroyed, 64 * MIB),
+        ];
+        let run = Run::from_events(&ended(events));
+        let h = run.holders().expect("a reading");
+        assert_eq!((h.at_ns, h.total, h.held), (40 * MS, 0, 0));
+        assert_eq!(h.unexplained(), 0);
+    }
+
+    #[test]
+    fn a_reading_taken_while_a_free_ran_is_not_composed() {
+        // An agent sends the release, then the free's call: the reading at 40
+        // was taken while the free (35 to 45) ran.
+        let events = vec![
+            sample(10, 0),
+            call(0, 20, "cuMemAlloc", 1),
+            object(25, 1, ObjKind::Buffer, ObjectAction::Created, 64 * MIB),
+            sample(30, 64 * MIB),
+            sample(40, 0),
+            object(45, 1, ObjKind::Buffer, ObjectAction::Released, 64 * MIB),
+            Event::Call(Call {
+                seq: 1,
+                begin_ns: 35 * MS,
+                end_ns: 45 * MS,
+                api: "cuMemFree".into(),
+                status: CallStatus::Ok,
+                object: Some(1),
+                ..Call::default()
+            }),
+            sample(50, 0),
+        ];
+        let run = Run::from_events(&ended(events));
+        let h = run.holders().expect("a reading");
+        assert_eq!((h.at_ns, h.total, h.held), (50 * MS, 0, 0));
+        let kept: Vec<u64> = run.holders_recent.iter().map(|h| h.at_ns / MS).collect();
+        assert_eq!(kept, vec![10, 30, 50], "the reading at 40 is not composed");
     }
 
     #[test]
@@ -293,7 +351,7 @@ mod tests {
             .filter(|e| !matches!(e, Event::Agent(_)))
             .filter(|e| !matches!(e, Event::Object(o) if o.action == ObjectAction::Destroyed))
             .collect();
-        let run = Run::from_events(&events);
+        let run = Run::from_events(&ended(events));
         let h = run.holders().expect("a reading");
         assert_eq!(h.reserves_released, 0);
         assert_eq!(h.released, 0);

@@ -23,6 +23,15 @@ use crate::trace::ObjKind;
 
 use self::reserves::Reserves;
 
+/// A composition settled by an object event before its call arrived.
+#[derive(Debug, Clone)]
+struct Tentative {
+    object: u64,
+    reading_ns: u64,
+    /// The peak's composition before this one.
+    peak_before: Option<holders::Holders>,
+}
+
 /// How often at most the composition of the process's memory is taken again
 /// while its objects keep changing, once it has more than `HOLDERS_ALWAYS`
 /// reserves to weigh (below that, at every reading).
@@ -135,7 +144,18 @@ pub struct Run {
     /// time and total), newest last. Readings
     /// taken after a watched program's last process detached are not its own:
     /// they leave.
-    holders_recent: std::collections::VecDeque<holders::Holders>,
+    pub(crate) holders_recent: std::collections::VecDeque<holders::Holders>,
+    /// The latest reading of the process's memory, until it is composed.
+    pending_reading: Option<(u64, u64)>,
+    /// The time of the latest object event folded.
+    objects_changed_ns: Option<u64>,
+    /// When the first call that ran out of memory returned.
+    ran_out_end: Option<u64>,
+    /// The latest composition, while the call of the object event that
+    /// settled it has not arrived.
+    tentative: Option<Tentative>,
+    /// Who held it when the first call that ran out of memory returned.
+    pub holders_at_ran_out: Option<holders::Holders>,
     /// Objects or reserves changed since the latest composition was taken.
     holders_dirty: bool,
     /// A reading listed the process's own memory.
@@ -220,6 +240,11 @@ impl Run {
             process_reading: None,
             holders_at_peak: None,
             holders_recent: std::collections::VecDeque::new(),
+            pending_reading: None,
+            objects_changed_ns: None,
+            ran_out_end: None,
+            tentative: None,
+            holders_at_ran_out: None,
             holders_dirty: false,
             process_listed: false,
             unlisted: Vec::new(),
@@ -251,6 +276,8 @@ impl Run {
         match event {
             Event::Meta(m) => self.meta = Some(m.as_ref().clone()),
             Event::Call(c) => {
+                self.take_back_a_reading_within(c);
+                self.settle(c.end_ns, None);
                 if let Some(m) = c.mem_before {
                     self.insert_reading(c.begin_ns, m);
                 }
@@ -262,6 +289,10 @@ impl Run {
                     && self.ledger.get(&id).is_some_and(|st| st.made_by.is_none())
                 {
                     self.reserves.made_by(id, c.begin_ns, c.end_ns);
+                    self.holders_dirty = true;
+                    if self.ledger.get(&id).is_some_and(|o| o.bytes > 0) {
+                        self.reserves.sized_call(c.begin_ns, c.end_ns);
+                    }
                     let before = LiveIndex::before(&self.ledger, id);
                     if let Some(st) = self.ledger.get_mut(&id) {
                         st.made_by = Some(objects::MadeBy::of(c));
@@ -290,10 +321,22 @@ impl Run {
                     for s in self.samples.iter() {
                         self.sample_stats.note_ran_out(s, failed.end_ns);
                     }
+                    // Who held the process's memory then: the objects as they
+                    // stood when the call returned, against a reading that is
+                    // not behind them (this one, or the next before any change).
+                    self.ran_out_end = Some(c.end_ns);
+                    match self.process_reading {
+                        Some((t, bytes)) if self.objects_changed_ns.is_none_or(|o| t >= o) => {
+                            self.holders_at_ran_out = Some(self.holders_at(t, bytes));
+                        }
+                        _ => {}
+                    }
                 }
                 self.calls.push(c.clone());
             }
             Event::Object(o) => {
+                self.settle(o.t_ns, Some(o.id));
+                self.objects_changed_ns = self.objects_changed_ns.max(Some(o.t_ns));
                 let (count, bytes) = if o.action == ObjectAction::Created {
                     (1, o.bytes as i64)
                 } else if o.ends_life() {
@@ -359,6 +402,7 @@ impl Run {
                 None => self.claims.push(c.clone()),
             },
             Event::End(e) => {
+                self.settle(u64::MAX, None);
                 self.leaked.clear();
                 for l in &e.leaked {
                     *self.leaked.entry(l.kind).or_default() += 1;
@@ -369,6 +413,7 @@ impl Run {
                 self.sample_stats.close(e.t_ns, &self.samples, start);
             }
             Event::Agent(a) => {
+                self.settle(a.t_ns, None);
                 self.agents.push(a.clone());
                 if let Some(gone) = self.program_gone() {
                     while self.holders_recent.back().is_some_and(|h| h.at_ns > gone) {
@@ -407,53 +452,115 @@ impl Run {
         }
     }
 
-    /// A reading of the process's own memory: the reserves it measures, the
-    /// latest reading, and who held it then and at the highest one.
+    /// A reading of the process's own memory: the reserves it measures, and
+    /// who held it then, composed once the events up to it have arrived
+    /// ([`Run::settle`]).
     fn process_memory(&mut self, t_ns: u64, bytes: u64) {
         self.holders_dirty |= self.reserves.reading(t_ns, bytes);
-        if self.process_reading.is_none_or(|(t, _)| t_ns >= t) && !self.program_gone_by(t_ns) {
+        // A reading older than an object change already folded would be set
+        // beside a ledger that is ahead of it: it measures, it is not composed.
+        let behind = self.objects_changed_ns.is_some_and(|t| t_ns < t);
+        if !behind
+            && self.process_reading.is_none_or(|(t, _)| t_ns >= t)
+            && !self.program_gone_by(t_ns)
+        {
+            self.settle(t_ns, None);
             self.process_reading = Some((t_ns, bytes));
-            let next = match self.holders_recent.back() {
-                Some(h) if !self.holders_dirty => Some(holders::Holders {
-                    at_ns: t_ns,
-                    total: bytes,
-                    ..h.clone()
-                }),
-                Some(h)
-                    if self.reserves.measurements() > HOLDERS_ALWAYS
-                        && t_ns < h.at_ns + HOLDERS_EVERY_NS =>
-                {
-                    None
-                }
-                _ => {
-                    self.holders_dirty = false;
-                    Some(self.holders_at(t_ns, bytes))
-                }
-            };
-            if let Some(h) = next {
-                // The latest reading at the highest value: a call in flight at
-                // the first of them may have returned by a later one.
-                if self
-                    .holders_at_peak
-                    .as_ref()
-                    .is_none_or(|p| h.total >= p.total)
-                {
-                    self.holders_at_peak = Some(h.clone());
-                }
-                if self.holders_recent.len() == HOLDERS_KEPT {
-                    self.holders_recent.pop_front();
-                }
-                self.holders_recent.push_back(h);
-                return;
-            }
+            self.pending_reading = Some((t_ns, bytes));
         }
-        let grown = self
+    }
+
+    /// Composes the pending reading once something from after it arrives
+    /// (`now_ns` past it: every source sends in time order, so every object
+    /// event up to the reading is in), or at the end: the readings run ahead
+    /// of the agents' records, and a composition taken at once would set a
+    /// reading after a free beside a ledger that still holds the object.
+    ///
+    /// Settled by an object event whose call has not arrived (an agent sends
+    /// the object first), the composition stays tentative: if that call turns
+    /// out to have begun before the reading, and moved memory of a size, the
+    /// reading was taken while the call ran and says nothing sure of it, and
+    /// the composition is taken back ([`Run::take_back_a_reading_within`]).
+    fn settle(&mut self, now_ns: u64, by_object: Option<u64>) {
+        let Some((t_ns, bytes)) = self.pending_reading.filter(|(t, _)| now_ns > *t) else {
+            return;
+        };
+        self.pending_reading = None;
+        self.tentative = by_object.map(|object| Tentative {
+            object,
+            reading_ns: t_ns,
+            peak_before: self.holders_at_peak.clone(),
+        });
+        let next = match self.holders_recent.back() {
+            Some(h) if !self.holders_dirty => Some(holders::Holders {
+                at_ns: t_ns,
+                total: bytes,
+                ..h.clone()
+            }),
+            Some(h)
+                if self.reserves.measurements() > HOLDERS_ALWAYS
+                    && t_ns < h.at_ns + HOLDERS_EVERY_NS =>
+            {
+                None
+            }
+            _ => {
+                self.holders_dirty = false;
+                Some(self.holders_at(t_ns, bytes))
+            }
+        };
+        let Some(h) = next else {
+            let grown = self
+                .holders_at_peak
+                .as_ref()
+                .is_none_or(|p| bytes > p.total + (1 << 20).max(p.total / 100));
+            if grown {
+                self.holders_at_peak = Some(self.holders_at(t_ns, bytes));
+            }
+            return;
+        };
+        // The first reading after the refused call, before any change since.
+        if let Some(end) = self.ran_out_end
+            && self.holders_at_ran_out.is_none()
+            && t_ns >= end
+            && self.objects_changed_ns.is_none_or(|o| o <= end)
+        {
+            self.holders_at_ran_out = Some(h.clone());
+        }
+        // The latest reading at the highest value: a call in flight at the
+        // first of them may have returned by a later one.
+        if self
             .holders_at_peak
             .as_ref()
-            .is_none_or(|p| bytes > p.total + (1 << 20).max(p.total / 100));
-        if grown {
-            self.holders_at_peak = Some(self.holders_at(t_ns, bytes));
+            .is_none_or(|p| h.total >= p.total)
+        {
+            self.holders_at_peak = Some(h.clone());
         }
+        if self.holders_recent.len() == HOLDERS_KEPT {
+            self.holders_recent.pop_front();
+        }
+        self.holders_recent.push_back(h);
+    }
+
+    /// The call of the object that settled the latest composition arrived: if
+    /// it began before that reading and moved memory of a size, the reading
+    /// was taken while it ran, and its composition is taken back.
+    fn take_back_a_reading_within(&mut self, c: &Call) {
+        let Some(t) = self.tentative.take() else {
+            return;
+        };
+        let sized = self.ledger.get(&t.object).is_some_and(|o| o.bytes > 0);
+        if c.object != Some(t.object) || !sized || c.begin_ns > t.reading_ns {
+            return;
+        }
+        if self
+            .holders_recent
+            .back()
+            .is_some_and(|h| h.at_ns == t.reading_ns)
+        {
+            self.holders_recent.pop_back();
+        }
+        self.holders_at_peak = t.peak_before;
+        self.holders_dirty = true;
     }
 
     /// When a watched program's last process said its last record: every
@@ -494,7 +601,14 @@ impl Run {
                     .map_or((o.t_ns, o.t_ns), |c| (c.begin_ns, c.end_ns));
                 self.reserves.made_unsized(o.id, begin, end);
             }
-            ObjectAction::Created => self.reserves.sized(o.t_ns, o.bytes as i64),
+            ObjectAction::Created => {
+                self.reserves.sized(o.t_ns, o.bytes as i64);
+                // A lab's worker sends the call first.
+                if let Some(c) = self.calls.last().filter(|c| c.object == Some(o.id)) {
+                    let (begin, end) = (c.begin_ns, c.end_ns);
+                    self.reserves.sized_call(begin, end);
+                }
+            }
             ObjectAction::Destroyed => self.reserves.sized(o.t_ns, -(o.bytes as i64)),
             _ => {}
         }

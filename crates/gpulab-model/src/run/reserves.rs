@@ -17,6 +17,8 @@ const READINGS_KEPT: usize = 4096;
 const SIZED_KEPT: usize = 64;
 /// Windows a reading or a sized object looks back over.
 const OPEN_WINDOWS: usize = 64;
+/// How long past a window's end reading a sized object still counts for it.
+const SIZED_SLACK_NS: u64 = 50_000_000;
 
 /// The kinds whose making call says no size, yet which hold memory of their own.
 pub fn unsized_kind(kind: ObjKind) -> bool {
@@ -58,6 +60,9 @@ pub struct Reserve {
 pub struct Reserves {
     windows: Vec<Window>,
     readings: VecDeque<(u64, u64)>,
+    /// The latest sized objects made or deleted, to count into a window that
+    /// opens after they arrived: (time, bytes).
+    sized_log: VecDeque<(u64, i64)>,
 }
 
 impl Reserves {
@@ -85,9 +90,7 @@ impl Reserves {
         w.end_ns = w.end_ns.max(end_ns);
         w.before = None;
         w.after = None;
-        for &(t, b) in &self.readings {
-            w.take(t, b);
-        }
+        w.retake(&self.readings, &self.sized_log);
     }
 
     /// An object whose size its call does not say was made by a call running
@@ -100,9 +103,7 @@ impl Reserves {
             last.ids.push(id);
             last.end_ns = last.end_ns.max(end_ns);
             last.after = None;
-            for &(t, b) in &self.readings {
-                last.take(t, b);
-            }
+            last.retake(&self.readings, &self.sized_log);
             return;
         }
         let mut w = Window {
@@ -114,9 +115,7 @@ impl Reserves {
             sized: Vec::new(),
             crowded: false,
         };
-        for &(t, b) in &self.readings {
-            w.take(t, b);
-        }
+        w.retake(&self.readings, &self.sized_log);
         self.windows.push(w);
     }
 
@@ -125,16 +124,37 @@ impl Reserves {
         if bytes == 0 {
             return;
         }
+        if self.sized_log.len() == READINGS_KEPT {
+            self.sized_log.pop_front();
+        }
+        self.sized_log.push_back((t_ns, bytes));
         let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
         for w in &mut self.windows[open..] {
-            if t_ns < w.begin_ns || w.after.is_some_and(|(t, _)| t_ns > t) {
+            w.count_sized(t_ns, bytes);
+        }
+    }
+
+    /// A call that made or freed a sized object ran from `begin_ns` to
+    /// `end_ns`. A reading taken while it ran may hold part of its bytes or
+    /// none, so no measurement starts or ends at such a reading: one that did
+    /// now spans the call, and takes the readings on each side of it.
+    pub fn sized_call(&mut self, begin_ns: u64, end_ns: u64) {
+        let inside = |r: Option<(u64, u64)>| r.is_some_and(|(t, _)| t > begin_ns && t < end_ns);
+        let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
+        for w in &mut self.windows[open..] {
+            let (before, after) = (inside(w.before), inside(w.after));
+            if !before && !after {
                 continue;
             }
-            if w.sized.len() == SIZED_KEPT {
-                w.crowded = true;
-            } else {
-                w.sized.push((t_ns, bytes));
+            if before {
+                w.begin_ns = w.begin_ns.min(begin_ns);
             }
+            if after {
+                w.end_ns = w.end_ns.max(end_ns);
+            }
+            w.before = None;
+            w.after = None;
+            w.retake(&self.readings, &self.sized_log);
         }
     }
 
@@ -167,6 +187,39 @@ impl Reserves {
 }
 
 impl Window {
+    /// Where sized objects start to count: from its "before" reading (or its
+    /// call's begin, before it has one).
+    fn start(&self) -> u64 {
+        self.before
+            .map_or(self.begin_ns, |(t, _)| t.min(self.begin_ns))
+    }
+
+    /// Counts a sized object made or deleted at `t`, if it can fall in the
+    /// window: kept a while past its end reading too, which the call that made
+    /// it may yet move later (`sized_call`).
+    fn count_sized(&mut self, t: u64, bytes: i64) {
+        if t <= self.start() || self.after.is_some_and(|(a, _)| t > a + SIZED_SLACK_NS) {
+            return;
+        }
+        if self.sized.len() == SIZED_KEPT {
+            self.crowded = true;
+        } else {
+            self.sized.push((t, bytes));
+        }
+    }
+
+    /// Takes its readings and its sized objects again, after its span changed.
+    fn retake(&mut self, readings: &VecDeque<(u64, u64)>, sized: &VecDeque<(u64, i64)>) {
+        for &(t, b) in readings {
+            self.take(t, b);
+        }
+        self.sized.clear();
+        self.crowded = false;
+        for &(t, b) in sized {
+            self.count_sized(t, b);
+        }
+    }
+
     /// Takes a reading for either side; true when it did.
     fn take(&mut self, t: u64, bytes: u64) -> bool {
         let mut took = false;
@@ -294,6 +347,46 @@ mod tests {
         let m: Vec<(u64, u64)> = r.measured().map(|m| (m.bytes, m.from_ns)).collect();
         assert_eq!(m, vec![(518 * MIB, 10), (518 * MIB, 32)]);
         assert_eq!(m.iter().map(|(b, _)| b).sum::<u64>(), 1036 * MIB);
+    }
+
+    #[test]
+    fn a_reading_taken_during_an_allocation_ends_no_measurement() {
+        // Seen on the H200: the runtime's context, then 8 GiB blocks back to
+        // back; a reading lands in the middle of the fourth block's call.
+        let gib8 = 8192 * MIB;
+        let mut r = Reserves::default();
+        r.reading(10, 0);
+        r.reading(43, 530 * MIB + 4 * gib8);
+        r.made_unsized(1, 20, 20);
+        r.made_by(1, 12, 20);
+        for (i, (b, e)) in [(20, 25), (25, 30), (30, 35), (35, 45), (45, 50)]
+            .into_iter()
+            .enumerate()
+        {
+            r.sized(e, gib8 as i64);
+            r.sized_call(b, e);
+            assert!(i < 5);
+        }
+        r.reading(55, 530 * MIB + 5 * gib8);
+        let m: Vec<(u64, u64, u64)> = r
+            .measured()
+            .map(|m| (m.bytes, m.from_ns, m.to_ns))
+            .collect();
+        assert_eq!(m, vec![(530 * MIB, 10, 55)]);
+    }
+
+    #[test]
+    fn a_sized_object_that_came_before_the_module_is_still_taken_out() {
+        // Seen in PyTorch: a 1 GiB segment, then a module loaded, with no
+        // reading between them.
+        let mut r = Reserves::default();
+        r.reading(10, 530 * MIB);
+        r.sized(15, 1024 * MIB as i64);
+        r.sized_call(14, 15);
+        r.made_unsized(2, 20, 20);
+        r.made_by(2, 16, 20);
+        r.reading(25, 1646 * MIB);
+        assert_eq!(r.measured().next().map(|m| m.bytes), Some(92 * MIB));
     }
 
     #[test]
