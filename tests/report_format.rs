@@ -246,15 +246,6 @@ fn the_document_and_the_json_outputs_agree() {
             "--json",
             &watch_ran_out_recording(dir.path()).display().to_string(),
         ]),
-        // A CUDA program that filled an H200, watched there: who held its
-        // memory when the driver refused it.
-        json_of(&[
-            "report",
-            "--json",
-            &common::repo_file("tests/fixtures/watch/h200-cuda-oom.jsonl")
-                .display()
-                .to_string(),
-        ]),
         watched,
     ];
     for file in recordings("assets/recordings")

@@ -469,7 +469,7 @@ fn report_json_file(path: &Path) -> Value {
 /// memory then, every byte of the program's reading in a named share.
 #[test]
 fn an_out_of_memory_leads_the_report_with_the_refused_call_and_its_holders() {
-    let file = repo_file("tests/fixtures/watch/h200-cuda-oom.jsonl");
+    let file = repo_file("assets/watch-recordings/nvidia-h200/cuda-oom.jsonl");
     let out = gpulab()
         .arg("report")
         .arg(&file)
