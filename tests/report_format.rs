@@ -124,35 +124,28 @@ fn recordings(dir: &str) -> Vec<std::path::PathBuf> {
 /// The PoCL fixture with its `clCreateBuffer` failed for want of host memory, so
 /// the report has its `ran_out` (a test cannot make PoCL run out).
 fn ran_out_recording(dir: &Path) -> std::path::PathBuf {
-    let path = common::repo_file("tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl");
-    let failed: String = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let l = if l.contains(r#""api":"clCreateBuffer""#) {
-                l.replace(
-                    r#""status":{"kind":"ok"}"#,
-                    r#""status":{"kind":"error","code":-6,"name":"CL_OUT_OF_HOST_MEMORY"}"#,
-                )
-            } else {
-                l.to_string()
-            };
-            l + "\n"
-        })
-        .collect();
-    assert!(failed.contains("CL_OUT_OF_HOST_MEMORY"));
-    let file = dir.join("ran-out.jsonl");
-    std::fs::write(&file, failed).unwrap();
-    file
+    refused(
+        "tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl",
+        r#""code":-6,"name":"CL_OUT_OF_HOST_MEMORY""#,
+        &dir.join("ran-out.jsonl"),
+    )
 }
 
 /// A watch recording whose first `clCreateBuffer` the driver refused, so the
 /// report has its `ran_out`.
 fn watch_ran_out_recording(dir: &Path) -> std::path::PathBuf {
-    let path =
-        common::repo_file("assets/watch-recordings/nvidia-h100/forgotten-events--forgotten.jsonl");
+    refused(
+        "assets/watch-recordings/nvidia-h100/forgotten-events--forgotten.jsonl",
+        r#""code":-4,"name":"CL_MEM_OBJECT_ALLOCATION_FAILURE""#,
+        &dir.join("watch-ran-out.jsonl"),
+    )
+}
+
+/// `recording` with its first `clCreateBuffer` failed with `error` (its code
+/// and name), written to `to`.
+fn refused(recording: &str, error: &str, to: &Path) -> std::path::PathBuf {
     let mut flipped = false;
-    let failed: String = std::fs::read_to_string(path)
+    let failed: String = std::fs::read_to_string(common::repo_file(recording))
         .unwrap()
         .lines()
         .map(|l| {
@@ -160,7 +153,7 @@ fn watch_ran_out_recording(dir: &Path) -> std::path::PathBuf {
                 flipped = true;
                 l.replace(
                     r#""status":{"kind":"ok"}"#,
-                    r#""status":{"kind":"error","code":-4,"name":"CL_MEM_OBJECT_ALLOCATION_FAILURE"}"#,
+                    &format!(r#""status":{{"kind":"error",{error}}}"#),
                 )
             } else {
                 l.to_string()
@@ -168,10 +161,9 @@ fn watch_ran_out_recording(dir: &Path) -> std::path::PathBuf {
             l + "\n"
         })
         .collect();
-    assert!(failed.contains("CL_MEM_OBJECT_ALLOCATION_FAILURE"));
-    let file = dir.join("watch-ran-out.jsonl");
-    std::fs::write(&file, failed).unwrap();
-    file
+    assert!(failed.contains(error), "{recording} has a clCreateBuffer");
+    std::fs::write(to, failed).unwrap();
+    to.to_path_buf()
 }
 
 /// A watched C program, with `--backtrace` so the report has its stacks; None

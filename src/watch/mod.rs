@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::clock::now_ns;
 use crate::machine::{LoaderPlan, Loaders, cupti, icd};
-use crate::report::watch::OPENCL_SET_UP;
+use crate::run::OPENCL_SET_UP;
 use crate::telemetry::{Gpu0, Pacer, Probe};
 use crate::trace::sink::Sink;
 use crate::trace::{

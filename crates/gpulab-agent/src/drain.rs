@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
 use gpulab_events::{
-    AgentEvent, AgentState, Call, CallStatus, Event, Frame, ObjectEvent, Stack, to_line,
+    AgentEvent, AgentState, Call, CallName, CallStatus, Event, Frame, ObjectEvent, Stack, to_line,
 };
 
 use crate::clock::now_ns;
@@ -346,7 +346,8 @@ pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             line: None,
             iter: Vec::new(),
             tag: None,
-            api: api.into(),
+            // Sent, not read here: typed by the parent as it reads it.
+            api: CallName::verbatim(api),
             driver: driver.to_string(),
             begin_ns,
             end_ns,

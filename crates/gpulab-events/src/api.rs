@@ -125,6 +125,13 @@ impl CallName {
         }
     }
 
+    /// The name as written, not looked up: for a writer that only sends it
+    /// (the agent, inside someone else's program); whoever reads it back
+    /// types it then.
+    pub fn verbatim(name: &str) -> CallName {
+        CallName::Other(name.into())
+    }
+
     pub fn as_str(&self) -> &str {
         match self {
             CallName::Api(api) => api.name(),
@@ -1039,6 +1046,12 @@ mod tests {
             CallName::from(Api::CudaMemcpyAsyncToDevice),
             CallName::from("cudaMemcpyAsync")
         );
+        // A writer's name as written reads back typed, and is the same name.
+        assert_eq!(CallName::verbatim("clReleaseMemObject"), known);
+        let back: CallName =
+            serde_json::from_str(&serde_json::to_string(&CallName::verbatim("clFinish")).unwrap())
+                .unwrap();
+        assert_eq!(back.api(), Some(Api::ClFinish));
         for name in [known, hooked] {
             let wire = serde_json::to_string(&name).unwrap();
             assert_eq!(wire, format!("\"{name}\""));

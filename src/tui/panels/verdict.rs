@@ -263,7 +263,7 @@ impl VerdictPanel<'_> {
                 };
                 out.push(Line::styled(format!("run {}", end.status.label()), style));
             }
-            for n in &run.run.notes {
+            for n in run.run.notes_said() {
                 let style = if n.level == NoteLevel::Warning {
                     t.warn()
                 } else {

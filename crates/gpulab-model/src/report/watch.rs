@@ -271,7 +271,7 @@ impl WatchReport {
             .filter(|p| !p.complete())
             .map(|p| p.pid)
             .collect();
-        let watched = destruction_watched(run);
+        let watched = &run.deletion_watched;
         let (notes, warnings) = notes_and_warnings(run, &processes);
         let (ended, exit_code) = ended(run);
         let end_ns = run.end.as_ref().map_or(start, |e| e.t_ns);
@@ -285,8 +285,8 @@ impl WatchReport {
             failed_calls: run.folds.failed_calls as usize,
             kinds: kinds(run),
             alive_at_exit: alive_groups(run, &incomplete),
-            held_by_driver: held(run, &watched, &incomplete),
-            outlived_release: outlived(run, &watched),
+            held_by_driver: held(run, watched, &incomplete),
+            outlived_release: outlived(run, watched),
             processes,
             peak_memory_bytes: run.sample_stats.max_process.or(run.sample_stats.max_used),
             peak_device_growth_bytes: run.peak_above_baseline(),
@@ -603,11 +603,6 @@ impl WatchReport {
     }
 }
 
-/// How an informational note of gpulab's about the OpenCL loader it set up for
-/// the program starts: a report leaves such notes out for a program in which no
-/// process made an OpenCL call.
-pub const OPENCL_SET_UP: &str = "OpenCL set-up: ";
-
 /// Ids from an agent carry the pid in their upper half; the lower half is short.
 pub fn short_id(id: u64) -> String {
     format!("#{}", id & 0xffff_ffff)
@@ -660,19 +655,6 @@ fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
                     .unwrap_or_default(),
             },
         )
-        .collect()
-}
-
-/// The kinds whose destruction some process's agent reports: only of those can
-/// a released object be said to be held by the driver.
-fn destruction_watched(run: &Run) -> BTreeSet<ObjKind> {
-    run.agents
-        .iter()
-        .filter_map(|a| match &a.state {
-            AgentState::Attached { destruction, .. } => Some(destruction.iter().copied()),
-            _ => None,
-        })
-        .flatten()
         .collect()
 }
 
@@ -739,16 +721,8 @@ fn outlived(run: &Run, watched: &BTreeSet<ObjKind>) -> Vec<Outlived> {
 /// The stream's notes, and the warnings about what the report cannot vouch for.
 fn notes_and_warnings(run: &Run, processes: &[ProcessReport]) -> (Vec<String>, Vec<String>) {
     let (infos, warned): (Vec<_>, Vec<_>) =
-        run.notes.iter().partition(|n| n.level == NoteLevel::Info);
-    // How gpulab set up OpenCL matters to a program that made an OpenCL call.
-    let opencl = processes
-        .iter()
-        .any(|p| p.apis.iter().any(|a| a == "opencl"));
-    let notes = infos
-        .into_iter()
-        .filter(|n| opencl || !n.text.starts_with(OPENCL_SET_UP))
-        .map(|n| n.text.clone())
-        .collect();
+        run.notes_said().partition(|n| n.level == NoteLevel::Info);
+    let notes = infos.into_iter().map(|n| n.text.clone()).collect();
     let mut warnings: Vec<String> = warned.into_iter().map(|n| n.text.clone()).collect();
     if processes.is_empty() {
         warnings.push(
@@ -902,8 +876,8 @@ const FRAME_WIDTH: usize = 160;
 
 #[cfg(test)]
 mod tests {
-    use super::{OPENCL_SET_UP, WatchReport, md_code};
-    use crate::run::Run;
+    use super::{WatchReport, md_code};
+    use crate::run::{OPENCL_SET_UP, Run};
     use crate::trace::{AgentEvent, AgentState, Event, Note, NoteLevel};
 
     fn note(text: String) -> Event {

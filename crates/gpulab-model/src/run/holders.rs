@@ -68,10 +68,7 @@ impl Run {
     /// Whether the run sees the driver delete objects of `kind`: one was, or an
     /// agent in a watched program said it watches their deletion.
     pub fn deletion_seen(&self, kind: ObjKind) -> bool {
-        self.folds.destroyed_kinds.contains(&kind)
-            || self.agents.iter().any(|a| {
-                matches!(&a.state, crate::trace::AgentState::Attached { destruction, .. } if destruction.contains(&kind))
-            })
+        self.folds.destroyed_kinds.contains(&kind) || self.deletion_watched.contains(&kind)
     }
 
     fn alive(&self, id: u64) -> Alive {
@@ -113,18 +110,21 @@ impl Run {
             released,
             ..Holders::default()
         };
-        for r in self.reserves.measured() {
-            match self.most_alive(&r.ids) {
-                Alive::Held => h.reserves_held += r.bytes,
-                Alive::Released => h.reserves_released += r.bytes,
-                Alive::Gone => {}
+        for (ids, reserve) in self.reserves.each() {
+            match reserve {
+                Some(r) => match self.most_alive(ids) {
+                    Alive::Held => h.reserves_held += r.bytes,
+                    Alive::Released => h.reserves_released += r.bytes,
+                    Alive::Gone => {}
+                },
+                None => {
+                    h.unmeasured += ids
+                        .iter()
+                        .filter(|id| self.alive(**id) != Alive::Gone)
+                        .count();
+                }
             }
         }
-        h.unmeasured = self
-            .reserves
-            .unmeasured()
-            .filter(|id| self.alive(*id) != Alive::Gone)
-            .count();
         h
     }
 

@@ -23,6 +23,11 @@ use crate::trace::ObjKind;
 
 use self::reserves::Reserves;
 
+/// How an informational note of gpulab's about the OpenCL loader it set up for
+/// a watched program starts: such a note is said only when some process of the
+/// program made an OpenCL call ([`Run::notes_said`]).
+pub const OPENCL_SET_UP: &str = "OpenCL set-up: ";
+
 /// A composition settled by an object event before its call arrived.
 #[derive(Debug, Clone)]
 struct Tentative {
@@ -107,6 +112,13 @@ pub struct Run {
     pub end: Option<End>,
     /// Agents in a watched program's processes, as they attached and detached.
     pub agents: Vec<AgentEvent>,
+    /// The kinds whose deletion by the driver some process's agent watches:
+    /// only of those can a released object be said to be held by the driver.
+    pub deletion_watched: std::collections::BTreeSet<ObjKind>,
+    /// Processes whose agent attached and has not detached yet.
+    agents_running: std::collections::BTreeSet<u32>,
+    /// When the latest agent detached.
+    agents_last_detached: Option<u64>,
     /// Native call stacks in a watched program, by id (`watch --backtrace`).
     pub stacks: BTreeMap<u64, Vec<Frame>>,
     /// Live objects per kind right now, as the ledger's events say.
@@ -226,6 +238,9 @@ impl Run {
             claims: Vec::new(),
             end: None,
             agents: Vec::new(),
+            deletion_watched: std::collections::BTreeSet::new(),
+            agents_running: std::collections::BTreeSet::new(),
+            agents_last_detached: None,
             stacks: BTreeMap::new(),
             live: BTreeMap::new(),
             peak_live: BTreeMap::new(),
@@ -414,6 +429,18 @@ impl Run {
             }
             Event::Agent(a) => {
                 self.settle(a.t_ns, None);
+                match &a.state {
+                    AgentState::Detached { .. } => {
+                        self.agents_running.remove(&a.pid);
+                        self.agents_last_detached = self.agents_last_detached.max(Some(a.t_ns));
+                    }
+                    other => {
+                        self.agents_running.insert(a.pid);
+                        if let AgentState::Attached { destruction, .. } = other {
+                            self.deletion_watched.extend(destruction.iter().copied());
+                        }
+                    }
+                }
                 self.agents.push(a.clone());
                 if let Some(gone) = self.program_gone() {
                     while self.holders_recent.back().is_some_and(|h| h.at_ns > gone) {
@@ -563,24 +590,25 @@ impl Run {
         self.holders_dirty = true;
     }
 
+    /// The notes a report or a panel says: all of them, but gpulab's notes on
+    /// how it set up OpenCL only for a program in which an agent attached to
+    /// OpenCL.
+    pub fn notes_said(&self) -> impl Iterator<Item = &Note> + '_ {
+        let opencl = self
+            .agents
+            .iter()
+            .any(|a| a.api == "opencl" && matches!(a.state, AgentState::Attached { .. }));
+        self.notes.iter().filter(move |n| {
+            opencl || n.level != crate::trace::NoteLevel::Info || !n.text.starts_with(OPENCL_SET_UP)
+        })
+    }
+
     /// When a watched program's last process said its last record: every
     /// process whose agent attached has detached. None while one runs, and
     /// for a lab.
     fn program_gone(&self) -> Option<u64> {
-        let mut running = std::collections::BTreeSet::new();
-        let mut last = None;
-        for a in &self.agents {
-            match a.state {
-                crate::trace::AgentState::Detached { .. } => {
-                    running.remove(&a.pid);
-                    last = last.max(Some(a.t_ns));
-                }
-                _ => {
-                    running.insert(a.pid);
-                }
-            }
-        }
-        last.filter(|_| running.is_empty())
+        self.agents_last_detached
+            .filter(|_| self.agents_running.is_empty())
     }
 
     fn program_gone_by(&self, t_ns: u64) -> bool {

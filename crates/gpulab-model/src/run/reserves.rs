@@ -169,14 +169,21 @@ impl Reserves {
     /// and the next one overlap the readings between them) is counted once,
     /// and the reserves add up to the growth they were measured across.
     pub fn measured(&self) -> impl Iterator<Item = Reserve> + '_ {
-        self.chained().filter_map(|(w, floor)| w.reserve(floor))
+        self.each().filter_map(|(_, r)| r)
     }
 
     /// Objects made whose reserve is not measured (yet, or at all).
     pub fn unmeasured(&self) -> impl Iterator<Item = u64> + '_ {
+        self.each()
+            .filter(|(_, r)| r.is_none())
+            .flat_map(|(ids, _)| ids.iter().copied())
+    }
+
+    /// Each measurement's objects, with its reserve when it is measured: one
+    /// pass for a reader that wants both.
+    pub fn each(&self) -> impl Iterator<Item = (&[u64], Option<Reserve>)> + '_ {
         self.chained()
-            .filter(|(w, floor)| w.reserve(*floor).is_none())
-            .flat_map(|(w, _)| w.ids.iter().copied())
+            .map(|(w, floor)| (w.ids.as_slice(), w.reserve(floor)))
     }
 
     /// Each window with the reading the one before it ended at.
