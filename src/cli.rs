@@ -298,11 +298,25 @@ pub struct WatchArgs {
     #[arg(long)]
     pub device_spans: bool,
 
-    /// Take the native call stack of every call that creates an object, and
-    /// name each object alive at exit with the stack that made it (function and
-    /// file:line where the program has symbols and debug information).
-    #[arg(long)]
-    pub backtrace: bool,
+    /// How much of the native call stack of the calls that create objects to
+    /// take. `caller` (the default): the calling frame alone, which names who
+    /// made each object (the program, or the library that called the driver:
+    /// PyTorch's allocator, NCCL, cuBLAS, XLA), for objects that hold memory,
+    /// contexts, modules, queues and streams (not events or kernels, made at
+    /// every launch by some programs); `full` (`--backtrace` alone): the whole
+    /// stack of every creating call, so each object alive at exit is named
+    /// with the stack that made it (function and file:line where the program
+    /// has symbols and debug information); `off`: none.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        default_value = "caller",
+        num_args = 0..=1,
+        default_missing_value = "full",
+        require_equals = true
+    )]
+    pub backtrace: Backtrace,
 
     /// The libcupti to watch CUDA calls with (default: the one `gpulab doctor`
     /// names: CUDA_HOME, the Python environment's nvidia-cuda-cupti wheel, or an
@@ -313,6 +327,23 @@ pub struct WatchArgs {
     /// The program to run and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backtrace {
+    Off,
+    Caller,
+    Full,
+}
+
+impl From<Backtrace> for gpulab::watch::Stacks {
+    fn from(b: Backtrace) -> Self {
+        match b {
+            Backtrace::Off => Self::Off,
+            Backtrace::Caller => Self::Caller,
+            Backtrace::Full => Self::Full,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

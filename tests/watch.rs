@@ -186,11 +186,54 @@ fn backtraces_name_the_source_line_that_made_each_leak() {
         frames[0]["module"].as_str() == Some(exe.as_str()),
         "{frames:#?}"
     );
-    // Without the flag, no stacks are taken.
-    let (_, plain) = watch_json(&[exe.as_str(), "1", "1"]);
+    assert!(frames.len() > 1, "the whole stack: {frames:#?}");
+    // Without the flag, the calling frame alone, of what holds memory (not of
+    // events, made at every launch): who made each buffer.
+    let frames_of_buffers = |flags: &[&str]| {
+        let dir = common::temp_dir();
+        let file = dir.path().join("r.jsonl");
+        let out = gpulab()
+            .args(["watch", "-o", "/dev/null", "--record"])
+            .arg(&file)
+            .args(flags)
+            .args(["--", exe.as_str(), "1", "1"])
+            .output()
+            .expect("gpulab starts");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = std::fs::read_to_string(&file).expect("recorded");
+        let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+        let stacks: std::collections::BTreeMap<u64, Vec<gpulab::trace::Frame>> = events
+            .iter()
+            .filter_map(|e| match e {
+                gpulab::trace::Event::Stack(s) => Some((s.id, s.frames.clone())),
+                _ => None,
+            })
+            .collect();
+        events
+            .iter()
+            .filter_map(|e| match e {
+                gpulab::trace::Event::Object(o)
+                    if o.kind == gpulab::trace::ObjKind::Buffer
+                        && o.action == gpulab::trace::ObjectAction::Created =>
+                {
+                    Some(o.stack.and_then(|id| stacks.get(&id).cloned()))
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let plain = frames_of_buffers(&[]);
+    assert!(!plain.is_empty());
+    for frames in &plain {
+        let frames = frames.as_ref().expect("a buffer's calling frame");
+        assert_eq!(frames.len(), 1, "{frames:#?}");
+        assert_eq!(frames[0].function.as_deref(), Some("main"), "{frames:#?}");
+    }
+    // With none asked for, no stacks are taken.
     assert!(
-        plain["alive_at_exit"][0].get("backtrace").is_none(),
-        "{plain:#}"
+        frames_of_buffers(&["--backtrace=off"])
+            .iter()
+            .all(Option::is_none)
     );
 }
 

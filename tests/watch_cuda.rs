@@ -229,7 +229,7 @@ fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
         ),
         cupti: None,
         device_spans: false,
-        backtrace: false,
+        stacks: gpulab::watch::Stacks::Caller,
         stop: Default::default(),
     };
     let source = LocalSource::with_exe(PathBuf::from(env!("CARGO_BIN_EXE_gpulab")));

@@ -18,6 +18,9 @@ cc -O2 -o "$OUT/bin/cl_calls" "$HERE/cl_calls.c" -lOpenCL || exit 1
 # The program's own summary line (on stderr) for each run, watched or not.
 plain() { "$@" 2>&1 >/dev/null | tail -1; }
 watched() { "$B" watch --json -o "$OUT/last.json" -- "$@" 2>&1 >/dev/null | grep -v '^gpulab' | tail -1; }
+# Without the calling frame the agent takes by default of calls that make
+# memory, contexts, modules, queues and streams.
+bare_agent() { "$B" watch --backtrace=off --json -o "$OUT/last.json" -- "$@" 2>&1 >/dev/null | grep -v '^gpulab' | tail -1; }
 # The same with --backtrace: a native stack taken at every creating call.
 traced() { "$B" watch --backtrace --json -o "$OUT/last.json" -- "$@" 2>&1 >/dev/null | grep -v '^gpulab' | tail -1; }
 drops() { python3 -c "import json;d=json.load(open('$OUT/last.json'));print(sum(p.get('dropped') or 0 for p in d['processes']),sum(p.get('records') or 0 for p in d['processes']))"; }
@@ -30,10 +33,10 @@ echo "|---|---:|---:|---|"
 # Per call: as fast as the program goes, then paced at 100k calls/s.
 p=(); w=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field record_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field record_ns)); done
 echo "| cuEventRecord, ns per call (100k calls, unpaced) | $(median ${p[@]}) | $(median ${w[@]}) | drops, records in the last run: $(drops) |"
-p=(); w=(); t=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field pair_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field pair_ns)); t+=($(traced "$OUT/bin/cuda_calls" 100000 | field pair_ns)); done
-echo "| cudaMalloc+cudaFree 4 KiB, ns per pair | $(median ${p[@]}) | $(median ${w[@]}) | with --backtrace: $(median ${t[@]}) |"
-p=(); w=(); t=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); t+=($(traced "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); done
-echo "| cudaEventCreate+cudaEventDestroy, ns per pair | $(median ${p[@]}) | $(median ${w[@]}) | with --backtrace (a stack per creation): $(median ${t[@]}) |"
+p=(); w=(); o=(); t=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field pair_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field pair_ns)); o+=($(bare_agent "$OUT/bin/cuda_calls" 100000 | field pair_ns)); t+=($(traced "$OUT/bin/cuda_calls" 100000 | field pair_ns)); done
+echo "| cudaMalloc+cudaFree 4 KiB, ns per pair | $(median ${p[@]}) | $(median ${w[@]}) | the calling frame is taken: without it (--backtrace=off) $(median ${o[@]}), whole stacks (--backtrace) $(median ${t[@]}) |"
+p=(); w=(); o=(); t=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); w+=($(watched "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); o+=($(bare_agent "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); t+=($(traced "$OUT/bin/cuda_calls" 100000 | field event_pair_ns)); done
+echo "| cudaEventCreate+cudaEventDestroy, ns per pair | $(median ${p[@]}) | $(median ${w[@]}) | no frame is taken of events by default: --backtrace=off $(median ${o[@]}), whole stacks (--backtrace) $(median ${t[@]}) |"
 watched "$OUT/bin/cuda_calls" 200000 100000 > /dev/null
 echo "| cuEventRecord paced at 100k calls/s, 2 s | - | drops, records: $(drops) | |"
 p=(); w=(); for i in $(seq $N); do p+=($(plain "$OUT/bin/cl_calls" 100000 gpu | field call_ns)); w+=($(watched "$OUT/bin/cl_calls" 100000 gpu | field call_ns)); done
@@ -63,4 +66,16 @@ if python3 -c "import torch" 2>/dev/null; then
   done
   echo "| PyTorch torch_loop.py 2000 iterations, loop s | $(median ${p[@]}) | $(median ${w[@]}) | drops, records in the last run: $(drops) |"
   echo "| PyTorch torch_loop.py 2000 iterations, wall s | $(median ${pw[@]}) | $(median ${ww[@]}) | with import and CUDA start |"
+  # A training loop (forward, backward, step), timed by itself, watched and
+  # not, alternating; the framework hook reads PyTorch's figures meanwhile.
+  p=(); w=(); for i in $(seq $N); do p+=($(plain python3 "$ROOT/tests/watch/torch_losses.py" 300 0 | field loop_s)); w+=($(watched python3 "$ROOT/tests/watch/torch_losses.py" 300 0 | field loop_s)); done
+  echo "| PyTorch torch_losses.py 300 training steps, loop s | $(median ${p[@]}) | $(median ${w[@]}) | runs: ${p[*]} / ${w[*]} |"
+  python3 - <<'PY'
+import time, torch
+x = torch.empty(1 << 20, device="cuda")
+torch.cuda.memory_stats(0); t = time.thread_time()
+for _ in range(2000): torch.cuda.memory_stats(0)
+c = (time.thread_time() - t) / 2000
+print(f"| torch.cuda.memory_stats(), the hook's reading, ms of CPU | - | {c*1e3:.3f} | at 10 readings a second: {c*10*100:.2f}% of a core |")
+PY
 fi

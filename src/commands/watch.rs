@@ -64,7 +64,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         stdio,
         cupti: args.cupti.clone(),
         device_spans: args.device_spans,
-        backtrace: args.backtrace,
+        stacks: args.backtrace.into(),
         stop,
     };
     let mut keeper = Keeper::new(None);

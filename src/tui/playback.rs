@@ -41,6 +41,7 @@ fn event_time(e: &Event) -> Option<u64> {
         Event::End(e) => e.t_ns,
         Event::Agent(a) => a.t_ns,
         Event::Stack(s) => s.t_ns,
+        Event::Framework(f) => f.t_ns,
         Event::Load(l) => l.t_ns,
         Event::Claim(_) => return None,
     })

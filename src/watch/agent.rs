@@ -26,6 +26,29 @@ pub fn pipe_env(reader: &impl AsFd) -> std::io::Result<String> {
     ))
 }
 
+/// An anonymous memory file named `name` (as `/proc/<pid>/fd/<n>` links to
+/// it) holding `bytes`, closed on exec: the program opens it by path.
+pub fn memory_file(name: &str, bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    let fd = rustix::fs::memfd_create(name, rustix::fs::MemfdFlags::CLOEXEC)?;
+    let mut file = std::fs::File::from(fd);
+    // A memory file counts against `ulimit -f` like any file: a soft limit
+    // below its size is lifted (to the hard one) for this write only, so the
+    // program still starts under the user's limit.
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Fsize);
+    let lifted = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    let lift = limit.current != limit.maximum
+        && rustix::process::setrlimit(rustix::process::Resource::Fsize, lifted).is_ok();
+    let written = file.write_all(bytes);
+    if lift {
+        let _ = rustix::process::setrlimit(rustix::process::Resource::Fsize, limit);
+    }
+    written?;
+    Ok(file.into())
+}
+
 /// The built agent, an OpenCL loader layer.
 static LIBRARY: &[u8] = include_bytes!(env!("GPULAB_AGENT_LIB"));
 
@@ -37,24 +60,8 @@ pub struct AgentLibrary {
 
 impl AgentLibrary {
     pub fn new() -> std::io::Result<AgentLibrary> {
-        let fd = rustix::fs::memfd_create("gpulab-agent.so", rustix::fs::MemfdFlags::CLOEXEC)?;
-        let mut file = std::fs::File::from(fd);
-        // A memory file counts against `ulimit -f` like any file: a soft limit
-        // below the agent's size is lifted (to the hard one) for this write
-        // only, so the program still starts under the user's limit.
-        let limit = rustix::process::getrlimit(rustix::process::Resource::Fsize);
-        let lifted = rustix::process::Rlimit {
-            current: limit.maximum,
-            maximum: limit.maximum,
-        };
-        let lift = limit.current != limit.maximum
-            && rustix::process::setrlimit(rustix::process::Resource::Fsize, lifted).is_ok();
-        let written = file.write_all(LIBRARY);
-        if lift {
-            let _ = rustix::process::setrlimit(rustix::process::Resource::Fsize, limit);
-        }
-        written?;
-        Ok(AgentLibrary { file: file.into() })
+        let file = memory_file("gpulab-agent.so", LIBRARY)?;
+        Ok(AgentLibrary { file })
     }
 
     /// A path any process of this user can open while gpulab runs.

@@ -12,6 +12,7 @@
 pub mod agent;
 mod pipe;
 mod program;
+mod python;
 mod supervisor;
 pub mod symbols;
 
@@ -31,6 +32,7 @@ use crate::trace::{
 };
 
 use self::agent::AgentLibrary;
+use self::python::PythonHook;
 use self::supervisor::{Agents, Group, Supervisor};
 
 /// How long the stream stays open after the program exits, for records its
@@ -85,12 +87,35 @@ pub struct WatchRequest {
     /// CUDA: kernel activity records as device spans (opt-in: CUPTI instruments
     /// modules at load for them).
     pub device_spans: bool,
-    /// The native stack of every creating call ([`symbols`] names it).
-    pub backtrace: bool,
+    /// How much of the native stack of every creating call the agent takes
+    /// ([`symbols`] names it).
+    pub stacks: Stacks,
     /// The program's stop switch, made before it starts: a signal handler
     /// installed before the program starts leaves no moment in which SIGINT or
     /// SIGTERM would kill gpulab and leave the program running.
     pub stop: Arc<Stopper>,
+}
+
+/// How much of the native stack of each creating call the agent takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stacks {
+    Off,
+    /// The calling frame alone: who made the object (the program, or the
+    /// library that called the driver).
+    #[default]
+    Caller,
+    Full,
+}
+
+impl Stacks {
+    /// The agent's word for it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Stacks::Off => "off",
+            Stacks::Caller => "caller",
+            Stacks::Full => "full",
+        }
+    }
 }
 
 /// A request to stop the program, from any thread.
@@ -232,6 +257,7 @@ fn reach_cuda(
 pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
     let program = req.command.first().ok_or(WatchError::NoCommand)?;
     let library = AgentLibrary::new().map_err(WatchError::Agent)?;
+    let hook = PythonHook::new().map_err(WatchError::Agent)?;
     // Both ends are close-on-exec: the program inherits no descriptor. Each of
     // its processes opens the pipe by path and checks it by identity
     // (crates/gpulab-agent/src/pipe.rs); gpulab keeps a write end until the
@@ -243,7 +269,7 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
         own_group,
         notes,
         gpu,
-    } = prepare(&req, &library, pipe_env)?;
+    } = prepare(&req, &library, &hook, pipe_env)?;
     let reading = Reading::start(reader, &sink).map_err(|source| WatchError::Spawn {
         program: "pipe reader".into(),
         source,
@@ -272,7 +298,7 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
             true => Group::Own(pid),
             false => Group::Tree(pid),
         },
-        _library: library,
+        _library: (library, hook),
         escalated: 0,
         signalled: false,
         writer: Some(writer),
@@ -310,6 +336,7 @@ struct Prepared {
 fn prepare(
     req: &WatchRequest,
     library: &AgentLibrary,
+    hook: &PythonHook,
     pipe_env: String,
 ) -> Result<Prepared, WatchError> {
     let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
@@ -328,7 +355,12 @@ fn prepare(
     cmd.args(args)
         .env("OPENCL_LAYERS", layers)
         .env(agent::PIPE_ENV, pipe_env)
-        .env_remove("GPULAB_AGENT_FD");
+        .env_remove("GPULAB_AGENT_FD")
+        // Python processes of the program read their frameworks' own figures.
+        .env(
+            "PYTHONPATH",
+            hook.python_path(std::env::var_os("PYTHONPATH").as_deref()),
+        );
     let own_group = program::set_stdio(&mut cmd, &req.stdio).map_err(WatchError::Output)?;
     let mut notes = program::notes(program, nested);
     // NVML starts (tens of milliseconds) while the loaders and libcupti are
@@ -342,16 +374,13 @@ fn prepare(
     });
     notes.extend(reach_the_loader(&mut cmd, &plan));
     notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis, nested));
-    for (wanted, name) in [
-        (req.device_spans, "GPULAB_DEVICE_SPANS"),
-        (req.backtrace, "GPULAB_BACKTRACE"),
-    ] {
-        if wanted {
-            cmd.env(name, "1");
-        } else {
-            cmd.env_remove(name);
-        }
+    if req.device_spans {
+        cmd.env("GPULAB_DEVICE_SPANS", "1");
+    } else {
+        cmd.env_remove("GPULAB_DEVICE_SPANS");
     }
+    // The agent's `GPULAB_BACKTRACE` (crates/gpulab-agent/src/stack.rs).
+    cmd.env("GPULAB_BACKTRACE", req.stacks.as_str());
     Ok(Prepared {
         cmd,
         own_group,
@@ -529,7 +558,8 @@ mod tests {
     #[test]
     fn the_exit_ends_the_stream_while_the_pipe_keeps_talking() {
         let child = Command::new("sleep").arg("0.1").spawn();
-        let (Ok(child), Ok(library)) = (child, AgentLibrary::new()) else {
+        let (Ok(child), Ok(library), Ok(hook)) = (child, AgentLibrary::new(), PythonHook::new())
+        else {
             return; // no `sleep` here, or no memfd: nothing to test against
         };
         let pid = child.id();
@@ -553,7 +583,7 @@ mod tests {
         let supervisor = Supervisor {
             group: Group::Own(pid),
             child,
-            _library: library,
+            _library: (library, hook),
             escalated: 0,
             signalled: false,
             writer: None,

@@ -75,7 +75,8 @@ fn not_agents(event: &Event) -> Option<&'static str> {
         | Event::Object(_)
         | Event::DeviceSpan(_)
         | Event::Agent(_)
-        | Event::Stack(_) => None,
+        | Event::Stack(_)
+        | Event::Framework(_) => None,
         Event::Meta(_) => Some("meta"),
         Event::Block(_) => Some("block"),
         Event::Sample(_) => Some("sample"),

@@ -20,6 +20,7 @@ use crate::trace::sink::Sink;
 use crate::trace::{self, End, EndStatus, Event, NoteLevel};
 
 use super::agent::AgentLibrary;
+use super::python::PythonHook;
 
 /// The processes a stop signals.
 #[derive(Debug, Clone, Copy)]
@@ -94,8 +95,9 @@ fn alive(pid: u32) -> bool {
 pub(super) struct Supervisor {
     pub(super) child: Child,
     pub(super) group: Group,
-    /// Kept open while the program may still load it.
-    pub(super) _library: AgentLibrary,
+    /// The agent and the Python startup hook, kept open while the program's
+    /// processes may still load them by path.
+    pub(super) _library: (AgentLibrary, PythonHook),
     /// Steps of the stop plan taken so far.
     pub(super) escalated: usize,
     /// Whether gpulab signalled the program (it then says it stopped it).

@@ -17,7 +17,8 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
 use gpulab_events::{
-    AgentEvent, AgentState, Call, CallName, CallStatus, Event, Frame, ObjectEvent, Stack, to_line,
+    AgentEvent, AgentState, Call, CallName, CallStatus, Event, Frame, FrameworkEvent, ObjectEvent,
+    Stack, to_line,
 };
 
 use crate::clock::now_ns;
@@ -380,6 +381,18 @@ pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             stack: None,
         }),
         Record::Span(span) => Event::DeviceSpan(span),
+        Record::Framework {
+            t_ns,
+            framework,
+            device,
+            said,
+        } => Event::Framework(FrameworkEvent {
+            t_ns,
+            pid,
+            framework,
+            device,
+            said,
+        }),
         Record::Agent { api, state } => Event::Agent(AgentEvent {
             t_ns: now_ns(),
             pid,

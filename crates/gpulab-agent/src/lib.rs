@@ -24,8 +24,10 @@
 //!   means it goes quiet, never that the program gets `SIGPIPE`.
 //! - It never drops an object record (calls may be dropped, counted), and sends
 //!   what it holds when the process exits, `_exit`s or dies of a signal ([`crash`]).
-//! - It exports the four layer entry points and nothing else named `cl*`, and
-//!   `InitializeInjection` for CUDA.
+//! - It exports the four layer entry points and nothing else named `cl*`,
+//!   `InitializeInjection` for CUDA, and the `gpulab_framework_*` door through
+//!   which gpulab's Python startup hook hands over what PyTorch, CuPy and JAX
+//!   say of their memory ([`framework`]).
 
 #![allow(
     unsafe_code,
@@ -37,6 +39,7 @@ mod crash;
 mod cuda;
 mod dispatch;
 mod drain;
+mod framework;
 mod got;
 mod layer;
 mod ledger;

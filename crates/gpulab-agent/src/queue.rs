@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, SyncSender};
 use std::time::Duration;
 
-use gpulab_events::{AgentState, DeviceSpan, ObjKind, ObjectAction};
+use gpulab_events::{AgentState, DeviceSpan, Framework, FrameworkSaid, ObjKind, ObjectAction};
 
 /// How long the exiting process waits for its records to reach the pipe.
 pub const EXIT_WAIT: Duration = Duration::from_secs(2);
@@ -42,6 +42,27 @@ pub enum Record {
     },
     /// Device work one of the program's calls enqueued, as the driver timed it.
     Span(DeviceSpan),
+    /// What a framework said through the startup hook ([`crate::framework`]).
+    Framework {
+        t_ns: u64,
+        framework: Framework,
+        device: u32,
+        said: FrameworkSaid,
+    },
+}
+
+impl Record {
+    /// Whether it may be dropped when there is no room (counted): calls, spans
+    /// and a framework's periodic figures (the next reading says them again).
+    /// Objects never are, nor what else a framework said: a refusal lost would
+    /// be an out-of-memory nobody saw.
+    pub fn droppable(&self) -> bool {
+        match self {
+            Record::Call { .. } | Record::Span(_) => true,
+            Record::Framework { said, .. } => matches!(said, FrameworkSaid::Memory { .. }),
+            Record::Object { .. } | Record::Agent { .. } => false,
+        }
+    }
 }
 
 /// What travels through the queues.

@@ -1,5 +1,7 @@
-//! Native call stacks of the calls that create objects (`gpulab watch
-//! --backtrace`). The program's thread only copies return addresses
+//! Native call stacks of the calls that create objects: by default the
+//! calling frame alone, which names who made each object (the program, or
+//! the library that called the driver for it), and the whole stack with
+//! `gpulab watch --backtrace`. The program's thread only copies return addresses
 //! (`backtrace(3)`); the agent thread names them once per distinct stack: which
 //! file was mapped there, the address in that file's own address space, its
 //! build id, and the dynamic symbol when there is one. The parent finishes the
@@ -9,15 +11,21 @@ use std::collections::HashMap;
 use std::ffi::{CStr, c_int, c_void};
 use std::sync::OnceLock;
 
-use gpulab_events::Frame;
+use gpulab_events::{Frame, ObjKind};
 
 use crate::loaded::{Loaded, generation, loaded};
 
-/// `1` turns capturing on.
+/// How much of each creating call's stack is taken: `1` or `full`, the whole
+/// stack (`gpulab watch --backtrace`); `off`, none; anything else or unset,
+/// the calling frame alone, which names the library that made the object
+/// (PyTorch's allocator, NCCL, the program's own code).
 pub const BACKTRACE_ENV: &str = "GPULAB_BACKTRACE";
-/// Return addresses taken per creation, before the agent's and driver's own
-/// frames are left out.
+/// Return addresses taken per creation for the whole stack, before the
+/// agent's and driver's own frames are left out.
 const CAPTURED: usize = 48;
+/// Return addresses taken for the calling frame alone: enough to pass the
+/// agent's, CUPTI's and the driver's frames (about a dozen).
+const CAPTURED_FOR_CALLER: usize = 24;
 /// Frames kept per stack, from the program's call into the API outwards.
 pub const KEPT: usize = 16;
 
@@ -33,20 +41,40 @@ const BETWEEN: [&str; 7] = [
     "libgpulab_agent",
 ];
 
-pub fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(BACKTRACE_ENV).is_ok_and(|v| v == "1"))
+/// How much of a stack the agent takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    Off,
+    /// The first frame outside the agent and the driver: the API's caller.
+    Caller,
+    Full,
 }
 
-/// The calling thread's return addresses, innermost first, when backtraces were
-/// asked for.
-pub fn capture() -> Option<Box<[usize]>> {
-    if !enabled() {
-        return None;
-    }
+pub fn depth() -> Depth {
+    static DEPTH: OnceLock<Depth> = OnceLock::new();
+    *DEPTH.get_or_init(|| match std::env::var(BACKTRACE_ENV).as_deref() {
+        Ok("1" | "full") => Depth::Full,
+        Ok("off") => Depth::Off,
+        _ => Depth::Caller,
+    })
+}
+
+/// The calling thread's return addresses, innermost first, as deep as
+/// [`depth`] asks, for a call that made an object of `kind`. The calling
+/// frame alone is taken only for kinds that hold memory or are made rarely:
+/// unwinding costs microseconds (libgcc reads each frame's unwind table), and
+/// events and kernels are made at every launch by some programs.
+pub fn capture(kind: ObjKind) -> Option<Box<[usize]>> {
+    let wanted = match depth() {
+        Depth::Off => return None,
+        Depth::Caller if matches!(kind, ObjKind::Event | ObjKind::Kernel) => return None,
+        Depth::Caller => CAPTURED_FOR_CALLER,
+        Depth::Full => CAPTURED,
+    };
     let mut buf = [std::ptr::null_mut::<c_void>(); CAPTURED];
-    // SAFETY: `buf` holds CAPTURED pointers; backtrace writes at most that many.
-    let n = unsafe { libc::backtrace(buf.as_mut_ptr(), CAPTURED as c_int) };
+    // SAFETY: `buf` holds CAPTURED >= `wanted` pointers; backtrace writes at
+    // most `wanted`.
+    let n = unsafe { libc::backtrace(buf.as_mut_ptr(), wanted as c_int) };
     let n = usize::try_from(n).unwrap_or(0);
     // Frame 0 is this function.
     Some(buf[1.min(n)..n].iter().map(|p| *p as usize).collect())
@@ -65,7 +93,17 @@ pub struct Stacks {
 impl Stacks {
     /// The id of `addrs`, and its frames when it is new (they must be sent
     /// before anything names the id).
+    ///
+    /// Taken for the caller alone, stacks are told apart by that frame only,
+    /// so each calling place is named once however deep its own callers go.
     pub fn intern(&mut self, pid: u32, addrs: Box<[usize]>) -> (u64, Option<Vec<Frame>>) {
+        let addrs = match depth() {
+            Depth::Full => addrs,
+            _ => self
+                .caller(&addrs)
+                .map(|a| vec![a].into())
+                .unwrap_or_default(),
+        };
         if let Some(id) = self.ids.get(&addrs) {
             return (*id, None);
         }
@@ -75,11 +113,30 @@ impl Stacks {
         (id, Some(frames))
     }
 
-    fn frames(&mut self, addrs: &[usize]) -> Vec<Frame> {
+    fn refresh(&mut self) {
         if generation() != self.generation {
             self.modules = loaded();
             self.generation = generation();
         }
+    }
+
+    /// The module mapped at a return address's call, if any.
+    fn module_of(&self, ret: usize) -> Option<&Loaded> {
+        let pc = ret.saturating_sub(1);
+        self.modules.iter().find(|m| m.holds(pc))
+    }
+
+    /// The first return address past the agent's and the driver's frames.
+    fn caller(&mut self, addrs: &[usize]) -> Option<usize> {
+        self.refresh();
+        let last_between = addrs
+            .iter()
+            .rposition(|a| self.module_of(*a).is_some_and(|m| between(&m.path)));
+        addrs.get(last_between.map_or(0, |i| i + 1)).copied()
+    }
+
+    fn frames(&mut self, addrs: &[usize]) -> Vec<Frame> {
+        self.refresh();
         let named: Vec<Frame> = addrs.iter().map(|a| self.frame(*a)).collect();
         let first = named
             .iter()
@@ -91,7 +148,7 @@ impl Stacks {
     /// A return address, named. The call is the instruction before it.
     fn frame(&self, ret: usize) -> Frame {
         let pc = ret.saturating_sub(1);
-        let module = self.modules.iter().find(|m| m.holds(pc));
+        let module = self.module_of(ret);
         Frame {
             module: module.map(|m| m.path.clone()).unwrap_or_default(),
             address: module.map_or(pc, |m| pc - m.bias) as u64,

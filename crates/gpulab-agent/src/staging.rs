@@ -39,7 +39,7 @@ pub enum Staged {
 impl Staging {
     pub fn push(&mut self, record: Record) -> Staged {
         match &record {
-            Record::Call { .. } | Record::Span(_) => {
+            r if r.droppable() => {
                 if self.calls >= STAGED_CALLS {
                     return Staged::Dropped;
                 }
@@ -74,7 +74,10 @@ impl Staging {
                 // Nothing merges across a creation or a deletion.
                 self.changes.remove(id);
             }
-            Record::Agent { .. } => {}
+            Record::Call { .. }
+            | Record::Span(_)
+            | Record::Agent { .. }
+            | Record::Framework { .. } => {}
         }
         self.items.push_back(record);
         Staged::Queued
@@ -96,7 +99,7 @@ impl Staging {
         let at = self.base;
         self.base += 1;
         match &record {
-            Record::Call { .. } | Record::Span(_) => self.calls -= 1,
+            r if r.droppable() => self.calls -= 1,
             Record::Object { id, .. } if self.changes.get(id) == Some(&at) => {
                 self.changes.remove(id);
             }

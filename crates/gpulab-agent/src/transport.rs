@@ -213,7 +213,7 @@ pub fn send(record: Record) {
     if agent.detached.load(Ordering::Acquire) {
         return;
     }
-    let object = matches!(record, Record::Object { .. });
+    let object = !record.droppable() && !matches!(record, Record::Agent { .. });
     let record = if object && agent.overflowing.load(Ordering::Acquire) > 0 {
         record
     } else {
@@ -274,7 +274,7 @@ pub fn object(
     refs: Vec<u64>,
 ) {
     let stack = if action == ObjectAction::Created {
-        crate::stack::capture()
+        crate::stack::capture(kind)
     } else {
         None
     };
@@ -301,7 +301,8 @@ pub fn span(span: DeviceSpan) {
 }
 
 /// Records one call the program made as `api` and the driver exports as `driver`;
-/// returns its sequence number.
+/// returns its sequence number (0, and nothing recorded, on the startup
+/// hook's own thread).
 pub fn call_as(
     api: &'static str,
     driver: &'static str,
@@ -309,6 +310,9 @@ pub fn call_as(
     status: Status,
     object: Option<u64>,
 ) -> u64 {
+    if crate::framework::quiet() {
+        return 0;
+    }
     let end_ns = now_ns();
     let seq = next_seq();
     send(Record::Call {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::{BackendKind, DeviceKind, MemorySource, ObjKind};
+use crate::vocab::{BackendKind, DeviceKind, Framework, MemorySource, ObjKind};
 
 /// Bumped when a reader of the old format would misread the new one.
 pub const FORMAT_VERSION: u32 = 1;
@@ -41,6 +41,10 @@ pub enum Event {
     Stack(Stack),
     /// How busy the host's CPUs were during the run, as the parent read it.
     Load(HostLoad),
+    /// A framework's own figures for the device memory it holds, in a watched
+    /// Python program (`gpulab watch`'s startup hook reads them through the
+    /// agent), or an allocation it refused.
+    Framework(FrameworkEvent),
 }
 
 impl Event {
@@ -60,6 +64,7 @@ impl Event {
             Event::Agent(a) => a.t_ns,
             Event::Stack(s) => s.t_ns,
             Event::Load(l) => l.t_ns,
+            Event::Framework(f) => f.t_ns,
         })
     }
 }
@@ -196,6 +201,46 @@ pub struct HostLoad {
     pub t_ns: u64,
     pub load_avg: f64,
     pub cores: u32,
+}
+
+/// What a framework inside a watched process said, when the agent took it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameworkEvent {
+    pub t_ns: u64,
+    pub pid: u32,
+    pub framework: Framework,
+    /// The framework's device index (its own numbering, as the program sees
+    /// devices).
+    pub device: u32,
+    pub said: FrameworkSaid,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FrameworkSaid {
+    /// Its allocator's figures at that moment.
+    Memory {
+        /// Bytes the program's tensors or arrays use (PyTorch
+        /// `allocated_bytes.all.current`, CuPy `used_bytes()`, JAX
+        /// `bytes_in_use`).
+        allocated: u64,
+        /// Bytes the allocator holds from the driver, used or cached (PyTorch
+        /// `reserved_bytes.all.current`, CuPy `total_bytes()`, JAX `pool_bytes`,
+        /// or `bytes_reserved`, or `bytes_in_use` when it keeps no pool).
+        reserved: u64,
+        /// The most the allocator will hold, when it has a limit (JAX
+        /// `bytes_limit`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<u64>,
+    },
+    /// It refused an allocation (PyTorch's out-of-memory observer): the bytes
+    /// asked for, the device's free bytes and the most it may use, as the
+    /// framework read them then.
+    Refused { asked: u64, free: u64, limit: u64 },
+    /// The hook cannot read this framework's figures (a version without what
+    /// it reads, or a reading that raised): only the driver's view is left.
+    Unreadable { reason: String },
 }
 
 /// `Default` is an empty successful call at time 0, for building one field by field.

@@ -19,4 +19,4 @@ pub use api::{Api, ApiInfo, CallName, ClFlag, Effect, KernelSpec};
 pub use device::DeviceInfo;
 pub use event::*;
 pub use jsonl::{Recording, TraceError, read_events, read_recording, stream_recording, to_line};
-pub use vocab::{BackendKind, DeviceKind, MemorySource, ObjKind};
+pub use vocab::{BackendKind, DeviceKind, Framework, MemorySource, ObjKind};

@@ -3,6 +3,45 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A framework whose own allocator a watched Python program used, as
+/// `gpulab watch`'s startup hook read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Framework {
+    /// PyTorch's CUDA caching allocator (`torch.cuda.memory_stats`).
+    Pytorch,
+    /// CuPy's default memory pool.
+    Cupy,
+    /// JAX's (XLA's) device allocator (`Device.memory_stats`).
+    Jax,
+}
+
+impl Framework {
+    pub const ALL: [Framework; 3] = [Framework::Pytorch, Framework::Cupy, Framework::Jax];
+
+    /// Its name on the wire and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Framework::Pytorch => "pytorch",
+            Framework::Cupy => "cupy",
+            Framework::Jax => "jax",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Framework> {
+        Framework::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+
+    /// Its name in prose.
+    pub fn label(self) -> &'static str {
+        match self {
+            Framework::Pytorch => "PyTorch",
+            Framework::Cupy => "CuPy",
+            Framework::Jax => "JAX",
+        }
+    }
+}
+
 /// Kinds of API object the ledger counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -282,5 +321,18 @@ mod tests {
         assert_eq!(opencl_status_name(-1001), Some("CL_PLATFORM_NOT_FOUND_KHR"));
         assert_eq!(opencl_status_name(-20), None);
         assert_eq!(opencl_status_name(7), None);
+    }
+}
+
+#[cfg(test)]
+mod framework_tests {
+    use super::Framework;
+
+    #[test]
+    fn every_framework_reads_back_from_its_name() {
+        for f in Framework::ALL {
+            assert_eq!(Framework::parse(f.as_str()), Some(f));
+        }
+        assert_eq!(Framework::parse("torch"), None);
     }
 }

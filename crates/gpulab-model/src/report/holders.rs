@@ -2,10 +2,13 @@
 //! at its last, split into named shares ([`crate::run::holders`]), with the
 //! reserves the run measured. What no share explains is a row of its own.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::run::Run;
 use crate::run::holders::{Alive, Holders};
+use crate::run::owners::Owner;
 use crate::units::mib;
 
 use super::format::Table;
@@ -32,8 +35,16 @@ pub struct Shares {
     pub t_ms: f64,
     /// The program's own memory then (the report's `memory_source`).
     pub total_bytes: u64,
-    /// Objects it holds whose size their making call said.
+    /// Objects it holds whose size their making call said, less what its
+    /// frameworks' allocators keep cached in them.
     pub objects_held_bytes: u64,
+    /// `objects_held_bytes` by who called the driver for them (`program`,
+    /// `pytorch`, `nccl`, `cublas`, `cudnn`, `cuda_library`, `xla`, `cupy`,
+    /// `unknown`), from each making call's calling frame.
+    pub objects_held_by: BTreeMap<String, u64>,
+    /// What its frameworks' allocators hold from the driver and its tensors
+    /// or arrays do not use, by their own figures.
+    pub cached_by_allocators_bytes: u64,
     /// Such objects it released that the driver had not deleted.
     pub released_not_deleted_bytes: u64,
     /// Measured reserves of the contexts, modules, queues and streams it held.
@@ -52,6 +63,12 @@ impl Shares {
             t_ms: h.at_ns.saturating_sub(start_ns) as f64 / 1e6,
             total_bytes: h.total,
             objects_held_bytes: h.held,
+            objects_held_by: h
+                .held_by
+                .iter()
+                .map(|(o, b)| (o.as_str().to_string(), *b))
+                .collect(),
+            cached_by_allocators_bytes: h.cached,
             released_not_deleted_bytes: h.released,
             reserves_held_bytes: h.reserves_held,
             reserves_released_bytes: h.reserves_released,
@@ -106,9 +123,10 @@ impl HoldersReport {
 
     /// The shares at the peak and at exit side by side.
     pub(crate) fn table(&self) -> Table {
-        const NAMES: [&str; 6] = [
+        const NAMES: [&str; 7] = [
             "the program's memory",
             "objects it holds",
+            "cached by allocators",
             "released, not deleted",
             "reserves it holds",
             "reserves released, kept",
@@ -119,6 +137,7 @@ impl HoldersReport {
                 Some(s) => [
                     s.total_bytes as f64,
                     s.objects_held_bytes as f64,
+                    s.cached_by_allocators_bytes as f64,
                     s.released_not_deleted_bytes as f64,
                     s.reserves_held_bytes as f64,
                     s.reserves_released_bytes as f64,
@@ -154,6 +173,24 @@ impl HoldersReport {
                 "at the peak: the reading at {:.1} ms; at exit: the last reading, at {:.1} ms",
                 p.t_ms, e.t_ms
             ));
+        }
+        for (when, shares) in [("at the peak", &self.at_peak), ("at exit", &self.at_exit)] {
+            if let Some(s) = shares
+                && (s.objects_held_by.len() > 1 || s.objects_held_by.keys().any(|o| o != "program"))
+            {
+                let by: Vec<String> = s
+                    .objects_held_by
+                    .iter()
+                    .map(|(o, b)| {
+                        let who = Owner::parse(o).unwrap_or(Owner::Unknown).label();
+                        format!("{who} {:.2} MiB", mib(*b))
+                    })
+                    .collect();
+                out.push(format!(
+                    "objects it holds {when}, by who made them: {}",
+                    by.join("; ")
+                ));
+            }
         }
         let unmeasured = self.at_exit.as_ref().map_or(0, |s| s.unmeasured);
         if unmeasured > 0 {

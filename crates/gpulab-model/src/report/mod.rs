@@ -3,6 +3,7 @@
 //! `Summary` (here) is what a report shows; `text` and `markdown` say it.
 
 mod format;
+pub mod frameworks;
 pub mod holders;
 pub mod json;
 mod markdown;

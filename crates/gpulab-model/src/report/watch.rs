@@ -9,12 +9,14 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::run::owners::Owner;
 use crate::run::{ObjState, Run};
 use crate::text::fit;
 use crate::trace::{AgentState, EndStatus, Frame, MemorySource, NoteLevel, ObjKind};
 use crate::units::mib;
 
 use super::format::{Table, md_code};
+use super::frameworks::{AllocatorReport, FrameworkRefusal};
 use super::holders::{HoldersReport, Shares};
 
 #[derive(Debug, Clone, Serialize)]
@@ -51,6 +53,12 @@ pub struct WatchReport {
     /// The first call the driver refused for want of memory, and who held the
     /// memory then; None when none was refused.
     pub ran_out: Option<WatchRanOut>,
+    /// The first allocation a framework in the program refused (PyTorch's
+    /// out-of-memory observer), with the allocator's figures before it.
+    pub framework_refused: Option<FrameworkRefusal>,
+    /// What each framework's allocator said of its memory (`gpulab watch`'s
+    /// Python startup hook): at exit and at its highest.
+    pub frameworks: Vec<AllocatorReport>,
     /// What gpulab did to watch the program (a loader preloaded, say).
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
@@ -191,6 +199,15 @@ pub struct AliveGroup {
     pub count: u64,
     pub bytes: u64,
     pub created_by: String,
+    /// Who called the driver for them, from the making call's calling frame:
+    /// `program`, `pytorch`, `nccl`, `cublas`, `cudnn`, `cuda_library`, `xla`,
+    /// `cupy`, or `unknown` (no stack taken).
+    pub owner: String,
+    /// Made by a framework's allocator that reported its own figures: its
+    /// cache and the tensors alive at exit, which the exit returns to the
+    /// driver; not the program's leaks.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kept_by_allocator: bool,
     pub pid: u32,
     pub thread: u64,
     /// Their process's last records never arrived: a release may be missing.
@@ -294,9 +311,41 @@ impl WatchReport {
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
             holders: HoldersReport::of(run),
             ran_out: WatchRanOut::of(run),
+            framework_refused: super::frameworks::refusal(run),
+            frameworks: super::frameworks::allocators(run),
             notes,
             warnings,
         }
+    }
+
+    /// The command on one line: a newline or other control character in an
+    /// argument (`python3 -c "…"`) is written as its escape.
+    fn command_line(&self) -> String {
+        self.command
+            .join(" ")
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    }
+
+    /// What the report leads with: the refused call and what a framework
+    /// said of its refusal.
+    fn ran_out_lines(&self) -> Vec<String> {
+        let mut out = self
+            .ran_out
+            .as_ref()
+            .map(WatchRanOut::lines)
+            .unwrap_or_default();
+        if let Some(f) = &self.framework_refused {
+            out.extend(f.lines());
+        }
+        out
     }
 
     /// Objects the program never released, and objects the driver still held.
@@ -323,7 +372,7 @@ impl WatchReport {
         let _ = writeln!(
             s,
             "gpulab watch: {} (pid {}) {} after {:.2} s",
-            self.command.join(" "),
+            self.command_line(),
             self.pid,
             self.ended,
             self.seconds
@@ -338,10 +387,8 @@ impl WatchReport {
             self.calls,
             self.failed_calls
         );
-        if let Some(r) = &self.ran_out {
-            for line in r.lines() {
-                let _ = writeln!(s, "{line}");
-            }
+        for line in self.ran_out_lines() {
+            let _ = writeln!(s, "{line}");
         }
         for line in self.memory_lines() {
             let _ = writeln!(s, "{line}");
@@ -356,6 +403,9 @@ impl WatchReport {
             for line in h.lines() {
                 let _ = writeln!(s, "{line}");
             }
+        }
+        for a in &self.frameworks {
+            let _ = writeln!(s, "{}", a.line());
         }
         if !self.kinds.is_empty() {
             let _ = write!(s, "\n{}", self.kinds_table().text());
@@ -384,11 +434,11 @@ impl WatchReport {
 
     /// What the program left alive, by maker (the uncertain ones apart).
     fn alive_text(&self, s: &mut String) {
-        for uncertain in [false, true] {
+        for (uncertain, kept) in [(false, false), (false, true), (true, false), (true, true)] {
             let groups: Vec<&AliveGroup> = self
                 .alive_at_exit
                 .iter()
-                .filter(|g| g.uncertain == uncertain)
+                .filter(|g| g.uncertain == uncertain && g.kept_by_allocator == kept)
                 .collect();
             if groups.is_empty() {
                 continue;
@@ -396,17 +446,25 @@ impl WatchReport {
             let _ = writeln!(
                 s,
                 "\n{}",
-                if uncertain {
-                    "alive at exit as far as seen (uncertain: the process's last records never \
-                     arrived, a release may be missing):"
-                } else {
-                    "alive at exit, never released by the program:"
+                match (uncertain, kept) {
+                    (false, false) => "alive at exit, never released by the program:",
+                    (false, true) =>
+                        "alive at exit, held by a framework's allocator (its cache and the \
+                         tensors alive then, which the exit returns to the driver; its own \
+                         figures are above):",
+                    (true, _) =>
+                        "alive at exit as far as seen (uncertain: the process's last records \
+                         never arrived, a release may be missing):",
                 }
             );
             for g in groups {
+                let by = match g.owner.as_str() {
+                    "program" | "unknown" => String::new(),
+                    _ => format!(", through {}", owner_label(&g.owner)),
+                };
                 let _ = writeln!(
                     s,
-                    "  {:>5} {:<12} {:>10.2} MiB  made by {} (pid {}, thread {})",
+                    "  {:>5} {:<12} {:>10.2} MiB  made by {}{by} (pid {}, thread {})",
                     g.count,
                     g.kind.plural(),
                     mib(g.bytes),
@@ -450,7 +508,7 @@ impl WatchReport {
         let _ = writeln!(
             s,
             "# gpulab watch: {}\n",
-            md_code(&self.command.join(" "), false)
+            md_code(&self.command_line(), false)
         );
         let _ = writeln!(
             s,
@@ -465,10 +523,8 @@ impl WatchReport {
             self.processes.len(),
             self.apis()
         );
-        if let Some(r) = &self.ran_out {
-            for line in r.lines() {
-                let _ = writeln!(s, "- {}", line.trim_start());
-            }
+        for line in self.ran_out_lines() {
+            let _ = writeln!(s, "- {}", line.trim_start());
         }
         for line in self.memory_lines() {
             let _ = writeln!(s, "- {line}");
@@ -483,6 +539,9 @@ impl WatchReport {
             for line in h.lines() {
                 let _ = writeln!(s, "- {line}");
             }
+        }
+        for a in &self.frameworks {
+            let _ = writeln!(s, "- {}", a.line());
         }
         let _ = write!(s, "\n{}", self.kinds_table().markdown());
         if !self.alive_at_exit.is_empty() {
@@ -640,12 +699,22 @@ fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
     run.live_index
         .unreleased
         .iter()
-        .map(
-            |((kind, created_by, pid, thread, stack), (count, bytes))| AliveGroup {
+        .map(|((kind, created_by, pid, thread, stack), (count, bytes))| {
+            let owner = stack
+                .and_then(|id| run.owners.get(&id).copied())
+                .unwrap_or(Owner::Unknown);
+            AliveGroup {
                 kind: *kind,
                 count: *count,
                 bytes: *bytes,
                 created_by: created_by.clone(),
+                owner: owner.as_str().into(),
+                kept_by_allocator: matches!(
+                    kind,
+                    ObjKind::Buffer | ObjKind::MemHandle | ObjKind::HostBuffer
+                ) && owner
+                    .framework()
+                    .is_some_and(|f| run.frameworks.names().contains(&f)),
                 pid: *pid,
                 thread: *thread,
                 uncertain: incomplete.contains(pid),
@@ -653,9 +722,14 @@ fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
                     .and_then(|id| run.stacks.get(&id))
                     .cloned()
                     .unwrap_or_default(),
-            },
-        )
+            }
+        })
         .collect()
+}
+
+/// An owner's name in prose, from its JSON name.
+fn owner_label(name: &str) -> &'static str {
+    Owner::parse(name).unwrap_or(Owner::Unknown).label()
 }
 
 /// Objects the program released that the driver has not destroyed yet, and
@@ -733,6 +807,13 @@ fn notes_and_warnings(run: &Run, processes: &[ProcessReport]) -> (Vec<String>, V
              checks the loader and libcupti"
                 .into(),
         );
+    }
+    for (framework, why) in run.frameworks.unreadable() {
+        warnings.push(format!(
+            "{}: gpulab's Python hook cannot read all of its figures, {why}; the driver's view \
+             stands without them",
+            framework.label()
+        ));
     }
     for p in processes {
         for why in p.unwatched.iter().chain(&p.conflicts) {
@@ -849,7 +930,8 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
         }
     }
     // What arrived of each process's records: its calls, the objects whose ids
-    // carry its pid, its device spans, and its `attached` and `unavailable`
+    // carry its pid, its device spans, what its frameworks said, and its
+    // `attached` and `unavailable`
     // records (`detached` counts none of itself).
     // (A device span's queue is a stream id of its process, or its default
     // stream, id 0 there: the fold counts it for the pid in its upper half.)

@@ -4,9 +4,12 @@
 //! unexplained, with its size. Read from the live index and the measured
 //! reserves, never a walk of every object.
 
+use std::collections::BTreeMap;
+
 use crate::trace::ObjKind;
 
 use super::Run;
+use super::owners::Owner;
 use super::reserves::unsized_kind;
 
 /// The shares of one reading.
@@ -16,8 +19,15 @@ pub struct Holders {
     pub at_ns: u64,
     /// The process's memory then.
     pub total: u64,
-    /// Objects the program holds whose making call said their size.
+    /// Objects the program holds whose making call said their size, less
+    /// what its frameworks' allocators keep cached in them.
     pub held: u64,
+    /// What the frameworks' allocators hold from the driver but the
+    /// program's tensors or arrays do not use, by their own latest figures
+    /// (at most what the objects hold).
+    pub cached: u64,
+    /// `held` by who made the objects ([`Owner`]).
+    pub held_by: BTreeMap<Owner, u64>,
     /// Such objects it released that the driver has not deleted yet (only
     /// kinds whose deletion the run sees).
     pub released: u64,
@@ -33,7 +43,7 @@ pub struct Holders {
 impl Holders {
     /// What the named shares explain.
     pub fn explained(&self) -> u64 {
-        self.held + self.released + self.reserves_held + self.reserves_released
+        self.held + self.cached + self.released + self.reserves_held + self.reserves_released
     }
 
     /// The reading less what the shares explain: negative when they explain
@@ -103,10 +113,14 @@ impl Run {
             .filter(|(k, _)| !unsized_kind(**k) && self.deletion_seen(**k))
             .map(|(_, b)| *b)
             .sum();
+        let held = sized(&index.held_bytes);
+        let (held_by, cached) = self.held_by_owner();
         let mut h = Holders {
             at_ns: t_ns,
             total,
-            held: sized(&index.held_bytes),
+            held: held.saturating_sub(cached),
+            cached,
+            held_by,
             released,
             ..Holders::default()
         };
@@ -126,6 +140,48 @@ impl Run {
             }
         }
         h
+    }
+
+    /// The bytes of the objects of a size the program holds, by who made
+    /// them, less what the frameworks' allocators say they keep cached (taken
+    /// from the framework's own objects first; from the rest where their
+    /// stacks did not name it); and the cached bytes so taken.
+    fn held_by_owner(&self) -> (BTreeMap<Owner, u64>, u64) {
+        let mut by: BTreeMap<Owner, u64> = BTreeMap::new();
+        for (stack, bytes) in &self.live_index.held_bytes_by_stack {
+            let owner = stack
+                .and_then(|id| self.owners.get(&id).copied())
+                .unwrap_or(Owner::Unknown);
+            *by.entry(owner).or_default() += bytes;
+        }
+        let mut cached_taken = 0;
+        for framework in self.frameworks.names() {
+            let mut cached: u64 = self
+                .frameworks
+                .latest()
+                .filter(|(a, _)| a.framework == framework)
+                .map(|(_, f)| f.cached())
+                .sum();
+            let own = by
+                .keys()
+                .copied()
+                .find(|o| o.framework() == Some(framework));
+            let order = own
+                .into_iter()
+                .chain([Owner::Unknown, Owner::Program])
+                .chain(by.keys().copied().filter(|o| o.framework().is_none()));
+            for owner in order.collect::<Vec<_>>() {
+                let Some(b) = by.get_mut(&owner) else {
+                    continue;
+                };
+                let take = cached.min(*b);
+                *b -= take;
+                cached -= take;
+                cached_taken += take;
+            }
+        }
+        by.retain(|_, b| *b > 0);
+        (by, cached_taken)
     }
 
     /// The shares at the latest reading of the process's memory whose
@@ -356,5 +412,60 @@ mod tests {
         assert_eq!(h.reserves_released, 0);
         assert_eq!(h.released, 0);
         assert_eq!(h.unexplained(), (2 * 518 * MIB) as i64);
+    }
+
+    /// PyTorch's allocator made two buffers, the program one of its own; the
+    /// allocator says it uses 60 MiB of its 100: the 40 it keeps cached come
+    /// out of its own buffers, never the program's.
+    #[test]
+    fn an_allocators_cache_comes_out_of_its_own_objects() {
+        use crate::trace::{Frame, FrameworkEvent, FrameworkSaid, Stack};
+        use gpulab_events::Framework;
+        let stack = |id: u64, module: &str| {
+            Event::Stack(Stack {
+                t_ns: 0,
+                id,
+                frames: vec![Frame {
+                    module: module.into(),
+                    address: 0x10,
+                    build_id: None,
+                    function: None,
+                    location: None,
+                }],
+            })
+        };
+        let made = |t: u64, id: u64, bytes: u64, by: u64| {
+            let mut e = object(t, id, ObjKind::Buffer, ObjectAction::Created, bytes);
+            if let Event::Object(o) = &mut e {
+                o.stack = Some(by);
+            }
+            e
+        };
+        let events = ended(vec![
+            stack(1, "/venv/torch/lib/libc10_cuda.so"),
+            stack(2, "/home/u/train"),
+            made(10, 100, 80 * MIB, 1),
+            made(11, 101, 20 * MIB, 1),
+            made(12, 102, 10 * MIB, 2),
+            Event::Framework(FrameworkEvent {
+                t_ns: 20 * MS,
+                pid: 7,
+                framework: Framework::Pytorch,
+                device: 0,
+                said: FrameworkSaid::Memory {
+                    allocated: 60 * MIB,
+                    reserved: 100 * MIB,
+                    limit: None,
+                },
+            }),
+            sample(30, 110 * MIB),
+        ]);
+        let run = Run::from_events(&events);
+        let h = run.holders().expect("composed");
+        assert_eq!(h.cached, 40 * MIB);
+        assert_eq!(h.held, 70 * MIB);
+        let by: Vec<(&str, u64)> = h.held_by.iter().map(|(o, b)| (o.as_str(), *b)).collect();
+        assert_eq!(by, [("program", 10 * MIB), ("pytorch", 60 * MIB)]);
+        assert_eq!(h.unexplained(), 0);
     }
 }

@@ -15,6 +15,9 @@ use super::lags::Lags;
 pub struct LiveIndex {
     /// Bytes of the objects the program holds, per kind.
     pub held_bytes: BTreeMap<ObjKind, u64>,
+    /// Bytes of the objects of a size the program holds, per the stack that
+    /// made them (its calling frame names who made them: [`super::owners`]).
+    pub held_bytes_by_stack: BTreeMap<Option<u64>, u64>,
     /// Objects the program holds, per kind.
     pub held: BTreeMap<ObjKind, usize>,
     /// Kinds of which the ledger has seen an object.
@@ -59,6 +62,7 @@ pub(super) struct Facts {
     kind: ObjKind,
     held: bool,
     bytes: u64,
+    stack: Option<u64>,
     forgotten: bool,
     forgotten_alive: bool,
     pending: bool,
@@ -85,6 +89,7 @@ impl Facts {
             kind: o.kind,
             held,
             bytes: o.bytes,
+            stack: o.stack,
             forgotten: o.forgotten,
             forgotten_alive: o.forgotten && !o.destroyed(),
             pending: o.refcount == 0 && !o.destroyed(),
@@ -187,6 +192,17 @@ impl LiveIndex {
             } else {
                 b.saturating_sub(f.bytes)
             };
+            if !super::reserves::unsized_kind(f.kind) {
+                let b = self.held_bytes_by_stack.entry(f.stack).or_default();
+                *b = if add {
+                    *b + f.bytes
+                } else {
+                    b.saturating_sub(f.bytes)
+                };
+                if *b == 0 {
+                    self.held_bytes_by_stack.remove(&f.stack);
+                }
+            }
         }
         if f.held || f.forgotten {
             self.holding = if add {

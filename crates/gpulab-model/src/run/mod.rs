@@ -6,6 +6,7 @@ mod finding;
 pub mod fold;
 #[cfg(test)]
 mod fold_tests;
+pub mod frameworks;
 pub mod gap;
 pub mod holders;
 pub mod iterations;
@@ -13,6 +14,7 @@ mod lags;
 mod live;
 mod load;
 pub(crate) mod objects;
+pub mod owners;
 pub mod reserves;
 mod samples;
 mod window;
@@ -174,6 +176,10 @@ pub struct Run {
     process_listed: bool,
     /// The latest NVML readings before the process was first listed.
     unlisted: Vec<u64>,
+    /// What the frameworks inside a watched program said of their memory.
+    pub frameworks: frameworks::Frameworks,
+    /// Who made the objects of each stack, by its calling frame.
+    pub owners: BTreeMap<u64, owners::Owner>,
 }
 
 /// One script line with everything its executions did.
@@ -263,6 +269,8 @@ impl Run {
             holders_dirty: false,
             process_listed: false,
             unlisted: Vec::new(),
+            frameworks: frameworks::Frameworks::default(),
+            owners: BTreeMap::new(),
         }
     }
 
@@ -449,9 +457,23 @@ impl Run {
                 }
             }
             Event::Stack(s) => {
+                let owner = owners::Owner::of(&s.frames);
+                if self.owners.insert(s.id, owner) != Some(owner)
+                    && self
+                        .live_index
+                        .held_bytes_by_stack
+                        .contains_key(&Some(s.id))
+                {
+                    self.holders_dirty = true;
+                }
                 self.stacks.insert(s.id, s.frames.clone());
             }
             Event::Load(l) => self.load = Some(l.clone()),
+            Event::Framework(f) => {
+                *self.folds.received.entry(f.pid).or_default() += 1;
+                self.settle(f.t_ns, None);
+                self.holders_dirty |= self.frameworks.apply(f);
+            }
         }
     }
 

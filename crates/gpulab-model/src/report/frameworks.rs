@@ -1,0 +1,158 @@
+//! What the frameworks inside a watched program said of their own memory:
+//! each allocator's figures at exit and at its highest, and the first
+//! allocation one refused ([`crate::run::frameworks`]).
+
+use serde::Serialize;
+
+use crate::run::Run;
+use crate::run::frameworks::{Allocator, Figures};
+use crate::units::mib;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AllocatorReport {
+    /// `pytorch`, `cupy` or `jax`.
+    pub framework: String,
+    pub pid: u32,
+    /// The framework's own device index.
+    pub device: u32,
+    /// Its last figures.
+    pub at_exit: FiguresReport,
+    /// Its figures when it held the most.
+    pub highest: FiguresReport,
+}
+
+/// An allocator's figures at one moment, in bytes.
+#[derive(Debug, Clone, Serialize)]
+pub struct FiguresReport {
+    /// When the hook read them, from the program's start.
+    pub t_ms: f64,
+    /// What the program's tensors or arrays used.
+    pub allocated_bytes: u64,
+    /// What the allocator held from the driver, used or cached.
+    pub reserved_bytes: u64,
+    /// `reserved` less `allocated`: kept for reuse, used by nothing.
+    pub cached_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_bytes: Option<u64>,
+}
+
+impl FiguresReport {
+    fn of(f: &Figures, start_ns: u64) -> FiguresReport {
+        FiguresReport {
+            t_ms: f.t_ns.saturating_sub(start_ns) as f64 / 1e6,
+            allocated_bytes: f.allocated,
+            reserved_bytes: f.reserved,
+            cached_bytes: f.cached(),
+            limit_bytes: f.limit,
+        }
+    }
+}
+
+/// The first allocation a framework refused.
+#[derive(Debug, Clone, Serialize)]
+pub struct FrameworkRefusal {
+    pub framework: String,
+    pub pid: u32,
+    pub device: u32,
+    /// When, from the program's start.
+    pub t_ms: f64,
+    /// The bytes the program asked the framework for.
+    pub asked_bytes: u64,
+    /// What the device had free, and the most the framework may use, as the
+    /// framework read them.
+    pub free_bytes: u64,
+    pub limit_bytes: u64,
+    /// The allocator's latest figures before it refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<FiguresReport>,
+}
+
+pub fn allocators(run: &Run) -> Vec<AllocatorReport> {
+    let start = start(run);
+    let highest: std::collections::BTreeMap<&Allocator, &Figures> =
+        run.frameworks.highest().collect();
+    run.frameworks
+        .latest()
+        .map(|(a, f)| AllocatorReport {
+            framework: a.framework.as_str().into(),
+            pid: a.pid,
+            device: a.device,
+            at_exit: FiguresReport::of(f, start),
+            highest: FiguresReport::of(highest.get(a).copied().unwrap_or(f), start),
+        })
+        .collect()
+}
+
+pub fn refusal(run: &Run) -> Option<FrameworkRefusal> {
+    let r = run.frameworks.first_refusal()?;
+    let start = start(run);
+    Some(FrameworkRefusal {
+        framework: r.allocator.framework.as_str().into(),
+        pid: r.allocator.pid,
+        device: r.allocator.device,
+        t_ms: r.t_ns.saturating_sub(start) as f64 / 1e6,
+        asked_bytes: r.asked,
+        free_bytes: r.free,
+        limit_bytes: r.limit,
+        before: r.before.as_ref().map(|f| FiguresReport::of(f, start)),
+    })
+}
+
+fn start(run: &Run) -> u64 {
+    run.meta.as_ref().map_or(0, |m| m.t_ns)
+}
+
+fn label(framework: &str) -> &str {
+    gpulab_events::Framework::parse(framework).map_or(framework, |f| f.label())
+}
+
+impl AllocatorReport {
+    pub fn line(&self) -> String {
+        let (e, h) = (&self.at_exit, &self.highest);
+        format!(
+            "{} (pid {}, device {}) said: {:.1} MiB in use by the program, {:.1} MiB reserved \
+             from the driver ({:.1} MiB cached) at {:.1} ms; at most {:.1} MiB reserved \
+             ({:.1} in use) at {:.1} ms{}",
+            label(&self.framework),
+            self.pid,
+            self.device,
+            mib(e.allocated_bytes),
+            mib(e.reserved_bytes),
+            mib(e.cached_bytes),
+            e.t_ms,
+            mib(h.reserved_bytes),
+            mib(h.allocated_bytes),
+            h.t_ms,
+            e.limit_bytes
+                .map(|l| format!("; its limit {:.1} MiB", mib(l)))
+                .unwrap_or_default()
+        )
+    }
+}
+
+impl FrameworkRefusal {
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![format!(
+            "{} refused {:.1} MiB (pid {}, device {}) at {:.1} ms: the device had {:.1} MiB \
+             free of {:.1} MiB it may use",
+            label(&self.framework),
+            mib(self.asked_bytes),
+            self.pid,
+            self.device,
+            self.t_ms,
+            mib(self.free_bytes),
+            mib(self.limit_bytes)
+        )];
+        if let Some(b) = &self.before {
+            out.push(format!(
+                "  its allocator before (read at {:.1} ms): {:.1} MiB in use by the program, \
+                 {:.1} MiB reserved, {:.1} MiB of it cached",
+                b.t_ms,
+                mib(b.allocated_bytes),
+                mib(b.reserved_bytes),
+                mib(b.cached_bytes)
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,212 @@
+//! What the frameworks inside a watched program say of their own memory:
+//! PyTorch's, CuPy's and JAX's allocators keep device memory the program's
+//! tensors no longer use, and only they know how much. Their figures arrive
+//! as [`FrameworkEvent`]s (the startup hook reads them through the agent); the
+//! run keeps the latest of each allocator, its highest, and the first
+//! allocation a framework refused.
+
+use std::collections::BTreeMap;
+
+use gpulab_events::{Framework, FrameworkEvent, FrameworkSaid};
+
+/// One allocator: a framework on one device of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Allocator {
+    pub pid: u32,
+    pub framework: Framework,
+    pub device: u32,
+}
+
+/// An allocator's figures at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Figures {
+    pub t_ns: u64,
+    /// Bytes the program's tensors or arrays use.
+    pub allocated: u64,
+    /// Bytes the allocator holds from the driver, used or cached.
+    pub reserved: u64,
+    pub limit: Option<u64>,
+}
+
+impl Figures {
+    /// What the allocator keeps that the program does not use.
+    pub fn cached(&self) -> u64 {
+        self.reserved.saturating_sub(self.allocated)
+    }
+}
+
+/// A refused allocation, as the framework said it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub t_ns: u64,
+    pub allocator: Allocator,
+    pub asked: u64,
+    pub free: u64,
+    pub limit: u64,
+    /// The allocator's latest figures before it refused, if it had said any.
+    pub before: Option<Figures>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Frameworks {
+    latest: BTreeMap<Allocator, Figures>,
+    /// Each allocator's reading with the most reserved (the latest at that value).
+    highest: BTreeMap<Allocator, Figures>,
+    first_refusal: Option<Refusal>,
+    refusals: u64,
+    /// Frameworks the hook could not read, with the first reason it gave.
+    unreadable: BTreeMap<Framework, String>,
+}
+
+impl Frameworks {
+    /// Folds one event in; true when what the allocators cache changed.
+    pub fn apply(&mut self, e: &FrameworkEvent) -> bool {
+        let allocator = Allocator {
+            pid: e.pid,
+            framework: e.framework,
+            device: e.device,
+        };
+        match &e.said {
+            FrameworkSaid::Memory {
+                allocated,
+                reserved,
+                limit,
+            } => {
+                let now = Figures {
+                    t_ns: e.t_ns,
+                    allocated: *allocated,
+                    reserved: *reserved,
+                    limit: *limit,
+                };
+                let highest = self.highest.entry(allocator).or_insert(now);
+                if now.reserved >= highest.reserved {
+                    *highest = now;
+                }
+                let before = self.latest.insert(allocator, now);
+                before.is_none_or(|b| b.cached() != now.cached())
+            }
+            FrameworkSaid::Refused { asked, free, limit } => {
+                self.refusals += 1;
+                if self.first_refusal.is_none() {
+                    self.first_refusal = Some(Refusal {
+                        t_ns: e.t_ns,
+                        allocator,
+                        asked: *asked,
+                        free: *free,
+                        limit: *limit,
+                        before: self.latest.get(&allocator).copied(),
+                    });
+                }
+                false
+            }
+            FrameworkSaid::Unreadable { reason } => {
+                self.unreadable
+                    .entry(allocator.framework)
+                    .or_insert_with(|| reason.clone());
+                false
+            }
+        }
+    }
+
+    /// Bytes all allocators keep cached, by their latest figures.
+    pub fn cached(&self) -> u64 {
+        self.latest.values().map(Figures::cached).sum()
+    }
+
+    /// Each allocator's latest figures.
+    pub fn latest(&self) -> impl Iterator<Item = (&Allocator, &Figures)> {
+        self.latest.iter()
+    }
+
+    /// Each allocator's figures at its highest reserved.
+    pub fn highest(&self) -> impl Iterator<Item = (&Allocator, &Figures)> {
+        self.highest.iter()
+    }
+
+    /// The first allocation a framework refused.
+    pub fn first_refusal(&self) -> Option<&Refusal> {
+        self.first_refusal.as_ref()
+    }
+
+    /// How many allocations the frameworks refused.
+    pub fn refusals(&self) -> u64 {
+        self.refusals
+    }
+
+    /// Frameworks the hook could not read, and why.
+    pub fn unreadable(&self) -> impl Iterator<Item = (&Framework, &String)> {
+        self.unreadable.iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.latest.is_empty() && self.first_refusal.is_none()
+    }
+
+    /// The frameworks that said anything, each once.
+    pub fn names(&self) -> Vec<Framework> {
+        let mut names: Vec<Framework> = self.latest.keys().map(|a| a.framework).collect();
+        names.extend(self.first_refusal.map(|r| r.allocator.framework));
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(t_ns: u64, pid: u32, allocated: u64, reserved: u64) -> FrameworkEvent {
+        FrameworkEvent {
+            t_ns,
+            pid,
+            framework: Framework::Pytorch,
+            device: 0,
+            said: FrameworkSaid::Memory {
+                allocated,
+                reserved,
+                limit: None,
+            },
+        }
+    }
+
+    #[test]
+    fn the_cache_is_reserved_less_allocated_summed_over_allocators() {
+        let mut f = Frameworks::default();
+        assert!(f.apply(&memory(1, 10, 100, 160)));
+        assert!(f.apply(&memory(2, 11, 5, 5)));
+        assert_eq!(f.cached(), 60);
+        // Same cache, other figures: nothing to compose again.
+        assert!(!f.apply(&memory(3, 10, 110, 170)));
+        assert!(f.apply(&memory(4, 10, 170, 170)));
+        assert_eq!(f.cached(), 0);
+        let highest: Vec<_> = f.highest().map(|(a, h)| (a.pid, h.t_ns)).collect();
+        assert_eq!(highest, [(10, 4), (11, 2)]);
+    }
+
+    #[test]
+    fn the_first_refusal_keeps_the_figures_said_before_it() {
+        let mut f = Frameworks::default();
+        f.apply(&memory(1, 10, 100, 160));
+        let refused = |t_ns| FrameworkEvent {
+            t_ns,
+            pid: 10,
+            framework: Framework::Pytorch,
+            device: 0,
+            said: FrameworkSaid::Refused {
+                asked: 8 << 30,
+                free: 1 << 30,
+                limit: 140 << 30,
+            },
+        };
+        f.apply(&refused(5));
+        f.apply(&refused(6));
+        let r = f.first_refusal().expect("refused");
+        assert_eq!(
+            (r.t_ns, r.asked, r.before.map(|b| b.reserved)),
+            (5, 8 << 30, Some(160))
+        );
+        assert_eq!(f.refusals(), 2);
+        assert_eq!(f.names(), [Framework::Pytorch]);
+    }
+}

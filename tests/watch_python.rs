@@ -1,0 +1,314 @@
+//! `gpulab watch`'s Python startup hook (#29): a Python program sees no
+//! difference (its path, its threads, its own `sitecustomize`, its errors), and
+//! what a framework says reaches the report through the agent. The frameworks
+//! themselves run on the device (`tests/watch_cuda.rs`); here, on PoCL, a
+//! pyopencl program loads the agent and a module of the test's own stands in
+//! for a framework, so the hook's whole path is checked on every machine.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test or a benchmark fails by panicking"
+)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::watch::{assert_complete, tool_or_skip};
+use common::{device_lock, gpulab, opencl_or_skip, stderr, stdout, temp_dir};
+
+const PYTHON: &str = "/usr/bin/python3";
+
+fn python_or_skip(test: &str) -> bool {
+    tool_or_skip(test, Path::new(PYTHON).exists(), "/usr/bin/python3")
+}
+
+/// What a Python program can see of its own start: its path, its meta path's
+/// finders other than the hook's, its threads, its modules' origins.
+const LOOK: &str = r#"
+import sys, threading
+print("path", sys.path)
+print("threads", threading.active_count())
+print("argv", sys.argv)
+print("theirs", getattr(sys.modules.get("sitecustomize"), "MARK", None))
+"#;
+
+fn bare(dir: &Path, args: &[&str]) -> Output {
+    Command::new(PYTHON)
+        .args(args)
+        .env("PYTHONPATH", dir)
+        .current_dir(dir)
+        .output()
+        .expect("python starts")
+}
+
+fn watched(dir: &Path, args: &[&str]) -> Output {
+    let report = dir.join("report.json");
+    gpulab()
+        .args(["watch", "--json", "-o"])
+        .arg(&report)
+        .arg("--")
+        .arg(PYTHON)
+        .args(args)
+        .env("PYTHONPATH", dir)
+        .current_dir(dir)
+        .output()
+        .expect("gpulab starts")
+}
+
+#[test]
+fn a_python_program_sees_its_own_path_threads_and_sitecustomize_under_watch() {
+    if !python_or_skip("a_python_program_sees_its_own_path_threads_and_sitecustomize_under_watch") {
+        return;
+    }
+    let dir = temp_dir();
+    std::fs::write(
+        dir.path().join("sitecustomize.py"),
+        "MARK = 'ran'\nprint('their sitecustomize ran')\n",
+    )
+    .expect("write");
+    let args = ["-c", LOOK, "x y"];
+    let (bare, watched) = (bare(dir.path(), &args), watched(dir.path(), &args));
+    assert!(watched.status.success(), "{}", stderr(&watched));
+    let theirs = stdout(&bare);
+    assert!(theirs.contains("their sitecustomize ran"), "{theirs}");
+    assert!(theirs.contains("theirs ran"), "{theirs}");
+    assert_eq!(stdout(&watched), theirs, "the program saw a difference");
+}
+
+#[test]
+fn a_sitecustomize_that_raises_says_what_it_would_without_gpulab() {
+    if !python_or_skip("a_sitecustomize_that_raises_says_what_it_would_without_gpulab") {
+        return;
+    }
+    let dir = temp_dir();
+    std::fs::write(
+        dir.path().join("sitecustomize.py"),
+        "raise ValueError('their own mistake')\n",
+    )
+    .expect("write");
+    let args = ["-c", "print('the program ran')"];
+    let (bare, watched) = (bare(dir.path(), &args), watched(dir.path(), &args));
+    assert_eq!(watched.status.code(), bare.status.code());
+    assert_eq!(stdout(&watched), stdout(&bare));
+    let said = stderr(&bare);
+    assert!(said.contains("ValueError: their own mistake"), "{said}");
+    assert!(
+        stderr(&watched).starts_with(&said),
+        "bare:\n{said}\nwatched:\n{}",
+        stderr(&watched)
+    );
+}
+
+/// A stand-in with the calls the hook makes of PyTorch, and none of its
+/// out-of-memory observer: the figures must arrive, and the missing observer
+/// be said once.
+const FRAMEWORK: &str = r#"
+class cuda:
+    @staticmethod
+    def is_initialized():
+        return True
+
+    @staticmethod
+    def device_count():
+        return 1
+
+    @staticmethod
+    def memory_stats(device):
+        return {"allocated_bytes.all.current": 3 << 20, "reserved_bytes.all.current": 8 << 20}
+
+
+class _C:
+    pass
+"#;
+
+const PROGRAM: &str = r#"
+import time
+import pyopencl as cl
+
+ctx = cl.create_some_context(interactive=False)
+buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 1 << 20)
+import torch
+
+time.sleep(1.0)
+print("done")
+"#;
+
+#[test]
+fn what_a_framework_says_reaches_the_report_and_a_missing_hook_is_said_once() {
+    let test = "what_a_framework_says_reaches_the_report_and_a_missing_hook_is_said_once";
+    if !opencl_or_skip(test) || !python_or_skip(test) {
+        return;
+    }
+    let has = Command::new(PYTHON)
+        .args(["-c", "import pyopencl"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !tool_or_skip(test, has, "pyopencl for /usr/bin/python3") {
+        return;
+    }
+    let _device = device_lock();
+    let dir = temp_dir();
+    std::fs::write(dir.path().join("torch.py"), FRAMEWORK).expect("write");
+    std::fs::write(dir.path().join("program.py"), PROGRAM).expect("write");
+    // The stand-in is found on the program's own PYTHONPATH.
+    let out = watched(dir.path(), &["program.py"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("report.json")).expect("report"),
+    )
+    .expect("JSON");
+    assert_eq!(stdout(&out), "done\n");
+    assert_complete(&report, Some("opencl"));
+    let frameworks = report["frameworks"].as_array().expect("frameworks");
+    assert_eq!(frameworks.len(), 1, "{report:#}");
+    let f = &frameworks[0];
+    assert_eq!(f["framework"], "pytorch");
+    assert_eq!(f["at_exit"]["allocated_bytes"], 3 << 20);
+    assert_eq!(f["at_exit"]["reserved_bytes"], 8 << 20);
+    assert_eq!(f["at_exit"]["cached_bytes"], 5 << 20);
+    let warnings: Vec<&str> = report["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains("PyTorch"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("_cuda_attach_out_of_memory_observer"),
+        "{warnings:?}"
+    );
+}
+
+/// The H200 recordings of real PyTorch, CuPy, JAX and NCCL programs
+/// (`tests/watch/*.py` under `gpulab watch`, shipped so any machine replays
+/// them): each allocator's figures in the report are its last said in the
+/// file, its cache is what the holders set apart, and what it made is told
+/// from what the program made.
+#[test]
+fn the_frameworks_figures_in_the_h200_recordings_are_what_their_events_say() {
+    use gpulab::trace::{Event, FrameworkSaid};
+    for name in [
+        "torch-losses",
+        "torch-cache",
+        "cupy-pool",
+        "jax-prealloc",
+        "nccl-group",
+        "torch-oom",
+    ] {
+        let file = common::repo_file(&format!("assets/watch-recordings/nvidia-h200/{name}.jsonl"));
+        let text = std::fs::read_to_string(&file).expect("a shipped recording");
+        let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+        let mut last = std::collections::BTreeMap::new();
+        let mut refused = None;
+        for e in &events {
+            if let Event::Framework(f) = e {
+                match &f.said {
+                    FrameworkSaid::Memory {
+                        allocated,
+                        reserved,
+                        ..
+                    } => {
+                        last.insert(
+                            (f.pid, f.framework.as_str(), f.device),
+                            (*allocated, *reserved),
+                        );
+                    }
+                    FrameworkSaid::Refused { asked, .. } => {
+                        refused.get_or_insert(*asked);
+                    }
+                    FrameworkSaid::Unreadable { .. } => {}
+                }
+            }
+        }
+        assert!(!last.is_empty(), "{name}: the hook said nothing");
+        let out = gpulab()
+            .args(["report", "--json"])
+            .arg(&file)
+            .output()
+            .expect("gpulab starts");
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let said = report["frameworks"].as_array().expect("frameworks");
+        assert_eq!(said.len(), last.len(), "{name}: {said:#?}");
+        for f in said {
+            let key = (
+                f["pid"].as_u64().expect("pid") as u32,
+                f["framework"].as_str().expect("framework"),
+                f["device"].as_u64().expect("device") as u32,
+            );
+            let (allocated, reserved) = last[&key];
+            let exit = &f["at_exit"];
+            assert_eq!(exit["allocated_bytes"], allocated, "{name}");
+            assert_eq!(exit["reserved_bytes"], reserved, "{name}");
+            assert_eq!(exit["cached_bytes"], reserved - allocated, "{name}");
+        }
+        // The holders set the cache apart from the objects, never more than
+        // those hold.
+        if let Some(at_exit) = report["holders"]["at_exit"].as_object() {
+            let cached: u64 = last.values().map(|(a, r)| r - a).sum();
+            let set_apart = at_exit["cached_by_allocators_bytes"]
+                .as_u64()
+                .expect("bytes");
+            assert!(set_apart <= cached, "{name}: {at_exit:?}");
+            let by: u64 = at_exit["objects_held_by"]
+                .as_object()
+                .expect("by owner")
+                .values()
+                .filter_map(serde_json::Value::as_u64)
+                .sum();
+            assert_eq!(by, at_exit["objects_held_bytes"], "{name}: {at_exit:?}");
+        }
+        // What a framework's allocator made is its own, not the program's leak.
+        for g in report["alive_at_exit"].as_array().expect("alive") {
+            let framework_buffer = ["buffer", "mem_handle", "host_buffer"]
+                .contains(&g["kind"].as_str().unwrap_or(""))
+                && ["pytorch", "cupy", "xla"].contains(&g["owner"].as_str().unwrap_or(""));
+            assert_eq!(
+                g["kept_by_allocator"].as_bool().unwrap_or(false),
+                framework_buffer,
+                "{name}: {g}"
+            );
+        }
+        assert_eq!(
+            report["framework_refused"]["asked_bytes"].as_u64(),
+            refused,
+            "{name}"
+        );
+    }
+}
+
+/// PyTorch running out (`torch.empty` of 8 GiB until it raises, on an H200):
+/// the report leads with the call the driver refused, then what PyTorch said
+/// of its own refusal.
+#[test]
+fn a_pytorch_out_of_memory_leads_with_the_refused_call_and_what_pytorch_said() {
+    let file = common::repo_file("assets/watch-recordings/nvidia-h200/torch-oom.jsonl");
+    let out = gpulab()
+        .arg("report")
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.contains("import torch\\n")),
+        "{text}"
+    );
+    let lead: Vec<&str> = text.lines().skip(2).take(6).collect();
+    assert!(
+        lead[0].starts_with("ran out of memory: cuMemAlloc"),
+        "{text}"
+    );
+    assert!(
+        lead.iter()
+            .any(|l| l.starts_with("PyTorch refused 8192.0 MiB")),
+        "{text}"
+    );
+}
