@@ -79,6 +79,33 @@ fn a_python_program_sees_its_own_path_threads_and_sitecustomize_under_watch() {
     assert_eq!(stdout(&watched), theirs, "the program saw a difference");
 }
 
+/// A Python program that starts Python children (exec'd, as `subprocess`
+/// does) and forks: each sees what it would see without gpulab.
+#[test]
+fn python_children_see_what_they_would_without_gpulab() {
+    if !python_or_skip("python_children_see_what_they_would_without_gpulab") {
+        return;
+    }
+    let dir = temp_dir();
+    std::fs::write(dir.path().join("look.py"), LOOK).expect("write");
+    let parent = r#"
+import os, subprocess, sys
+sys.stdout.flush()
+subprocess.run([sys.executable, "look.py", "child"], check=True)
+pid = os.fork()
+if pid == 0:
+    print("forked child sees", sys.path)
+    sys.stdout.flush()
+    os._exit(3)
+print("the child's status", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"#;
+    let args = ["-c", parent];
+    let (bare, watched) = (bare(dir.path(), &args), watched(dir.path(), &args));
+    assert!(bare.status.success(), "{}", stderr(&bare));
+    assert!(watched.status.success(), "{}", stderr(&watched));
+    assert_eq!(stdout(&watched), stdout(&bare), "a child saw a difference");
+}
+
 #[test]
 fn a_sitecustomize_that_raises_says_what_it_would_without_gpulab() {
     if !python_or_skip("a_sitecustomize_that_raises_says_what_it_would_without_gpulab") {

@@ -26,7 +26,7 @@ traced() { "$B" watch --backtrace --json -o "$OUT/last.json" -- "$@" 2>&1 >/dev/
 drops() { python3 -c "import json;d=json.load(open('$OUT/last.json'));print(sum(p.get('dropped') or 0 for p in d['processes']),sum(p.get('records') or 0 for p in d['processes']))"; }
 wall() { local s=$(date +%s.%N); "$@" >/dev/null 2>&1; local e=$(date +%s.%N); python3 -c "print(f'{$e-$s:.3f}')"; }
 median() { python3 -c "import sys,statistics;v=[float(x) for x in sys.argv[1:]];print(f'{statistics.median(v):.3f}' if v else '-')" "$@"; }
-field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 
 echo "| what | unwatched | under gpulab watch | note |"
 echo "|---|---:|---:|---|"

@@ -131,5 +131,10 @@ mod tests {
             hook.python_path(Some(&theirs)),
             OsString::from(format!("{own}:/a::/b"))
         );
+        // Entries that are not UTF-8, or name nothing, pass as they were.
+        let odd = OsStr::from_bytes(b"/\xff\xfe:/no/such/dir");
+        let mut want = OsString::from(format!("{own}:"));
+        want.push(odd);
+        assert_eq!(hook.python_path(Some(odd)), want);
     }
 }

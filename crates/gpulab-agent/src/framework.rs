@@ -6,7 +6,6 @@
 //! into; when the agent does not record (no pipe of gpulab's), each says so
 //! and the hook stops sending.
 
-use std::cell::Cell;
 use std::ffi::{CStr, c_char};
 
 use gpulab_events::{Framework, FrameworkSaid};
@@ -19,16 +18,6 @@ use crate::transport;
 const NO_LIMIT: u64 = u64::MAX;
 /// The most of a reason kept, in bytes.
 const REASON_MAX: usize = 300;
-
-thread_local! {
-    /// This thread is the hook's: its driver calls are not the program's.
-    static QUIET: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether the calling thread's driver calls go unrecorded.
-pub fn quiet() -> bool {
-    QUIET.with(Cell::get)
-}
 
 /// The framework a C string names; None for a null pointer or another name.
 ///
@@ -134,7 +123,7 @@ pub unsafe extern "C" fn gpulab_framework_unreadable(
 /// may cost one) are left out of the program's.
 #[unsafe(no_mangle)]
 pub extern "C" fn gpulab_framework_quiet() -> i32 {
-    QUIET.with(|q| q.set(true));
+    transport::quiet_thread();
     0
 }
 
@@ -164,9 +153,9 @@ mod tests {
     fn a_quiet_thread_is_its_own() {
         let other = std::thread::spawn(|| {
             gpulab_framework_quiet();
-            quiet()
+            transport::quiet()
         });
         assert!(other.join().expect("thread"));
-        assert!(!quiet());
+        assert!(!transport::quiet());
     }
 }

@@ -88,6 +88,11 @@ pub struct Stacks {
     /// `dlpi_adds + dlpi_subs` when `modules` was read: a change means a
     /// library was loaded or unloaded since.
     generation: u64,
+    /// Whether a return address lies in a file between the program's call
+    /// and the agent ([`between`]), as far as looked up since `modules` was
+    /// read: a program's creating calls pass the same few dozen addresses of
+    /// the agent, CUPTI and the driver, and the lookup walks every module.
+    between_at: HashMap<usize, bool>,
 }
 
 impl Stacks {
@@ -117,6 +122,7 @@ impl Stacks {
         if generation() != self.generation {
             self.modules = loaded();
             self.generation = generation();
+            self.between_at.clear();
         }
     }
 
@@ -129,9 +135,18 @@ impl Stacks {
     /// The first return address past the agent's and the driver's frames.
     fn caller(&mut self, addrs: &[usize]) -> Option<usize> {
         self.refresh();
-        let last_between = addrs
-            .iter()
-            .rposition(|a| self.module_of(*a).is_some_and(|m| between(&m.path)));
+        let mut last_between = None;
+        for (i, a) in addrs.iter().enumerate() {
+            let known = self.between_at.get(a).copied();
+            let is = known.unwrap_or_else(|| {
+                let is = self.module_of(*a).is_some_and(|m| between(&m.path));
+                self.between_at.insert(*a, is);
+                is
+            });
+            if is {
+                last_between = Some(i);
+            }
+        }
         addrs.get(last_between.map_or(0, |i| i + 1)).copied()
     }
 

@@ -295,6 +295,22 @@ pub fn call(api: &'static str, begin_ns: u64, status: Status, object: Option<u64
     call_as(api, api, begin_ns, status, object);
 }
 
+thread_local! {
+    /// This thread is the Python startup hook's ([`crate::framework`]): its
+    /// driver calls are not the program's.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as the startup hook's.
+pub fn quiet_thread() {
+    QUIET.with(|q| q.set(true));
+}
+
+/// Whether the calling thread's driver calls go unrecorded.
+pub fn quiet() -> bool {
+    QUIET.with(std::cell::Cell::get)
+}
+
 /// Records device work the driver timed.
 pub fn span(span: DeviceSpan) {
     send(Record::Span(span));
@@ -310,7 +326,7 @@ pub fn call_as(
     status: Status,
     object: Option<u64>,
 ) -> u64 {
-    if crate::framework::quiet() {
+    if quiet() {
         return 0;
     }
     let end_ns = now_ns();

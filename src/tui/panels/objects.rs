@@ -76,17 +76,39 @@ impl ObjectsPanel<'_> {
             Span::styled("ledger  ", t.dim()),
             Span::raw(fmt_mib(g.ledger as f64)),
         ]));
-        if let Some(d) = g.device {
-            out.push(Line::from(vec![
-                Span::styled("device  ", t.dim()),
-                Span::raw(format!("{} above baseline", fmt_signed_mib(d))),
-            ]));
-        }
-        if let Some(u) = g.unexplained().filter(|_| g.notable()) {
-            out.push(Line::styled(
-                format!("gap     {} the ledger does not hold", fmt_signed_mib(u)),
-                t.warn().add_modifier(ratatui::style::Modifier::BOLD),
-            ));
+        // A watched program: its own memory, as the holders compose it (the
+        // device's figure counts every process, and after the exit it is back).
+        let watched = run.run.meta.as_ref().is_some_and(|m| m.watch.is_some());
+        match run.run.holders().filter(|_| watched) {
+            Some(own) => {
+                let u = own.unexplained();
+                out.push(Line::from(vec![
+                    Span::styled("own     ", t.dim()),
+                    Span::raw(fmt_mib(own.total as f64)),
+                    Span::styled(
+                        format!(", {} unexpl.", fmt_signed_mib(u)),
+                        if u.unsigned_abs() > 4 << 20 {
+                            t.warn()
+                        } else {
+                            t.dim()
+                        },
+                    ),
+                ]));
+            }
+            None => {
+                if let Some(d) = g.device {
+                    out.push(Line::from(vec![
+                        Span::styled("device  ", t.dim()),
+                        Span::raw(format!("{} above baseline", fmt_signed_mib(d))),
+                    ]));
+                }
+                if let Some(u) = g.unexplained().filter(|_| g.notable()) {
+                    out.push(Line::styled(
+                        format!("gap     {} the ledger does not hold", fmt_signed_mib(u)),
+                        t.warn().add_modifier(ratatui::style::Modifier::BOLD),
+                    ));
+                }
+            }
         }
         for c in &g.causes {
             out.push(Line::styled(format!("· {c}"), t.warn()));

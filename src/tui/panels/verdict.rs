@@ -12,6 +12,7 @@ use crate::lab::Lab;
 use crate::report::holders::Shares;
 use crate::report::watch::{WatchReport, short_id};
 use crate::run::Load;
+use crate::run::owners::Owner;
 use crate::trace::{ClaimVerdict, EndStatus, NoteLevel, ObjKind, Verdict};
 use crate::tui::runstate::RunState;
 use crate::tui::theme::Theme;
@@ -29,10 +30,30 @@ pub struct VerdictPanel<'a> {
 /// unexplained rest said with its size.
 fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
     let when = if ended { "at its last reading" } else { "now" };
+    let by: Vec<String> = h
+        .objects_held_by
+        .iter()
+        .filter(|(o, _)| h.objects_held_by.len() > 1 || o.as_str() != "program")
+        .map(|(o, b)| {
+            let who = Owner::parse(o).unwrap_or(Owner::Unknown).label();
+            format!("{who} {:.2}", mib(*b))
+        })
+        .collect();
     let mut parts = vec![format!(
-        "{:.2} MiB held by objects",
-        mib(h.objects_held_bytes)
+        "{:.2} MiB held by objects{}",
+        mib(h.objects_held_bytes),
+        if by.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", by.join(", "))
+        }
     )];
+    if h.cached_by_allocators_bytes > 0 {
+        parts.push(format!(
+            "{:.2} MiB cached by allocators",
+            mib(h.cached_by_allocators_bytes)
+        ));
+    }
     if h.reserves_held_bytes > 0 {
         parts.push(format!(
             "{:.2} MiB by the reserves of its contexts and modules",
@@ -85,31 +106,58 @@ impl VerdictPanel<'_> {
         // A replay stopped halfway is not the program's exit either.
         let ended = run.run.end.is_some();
         let now = if ended { "alive at exit" } else { "alive now" };
+        if let Some(f) = &r.framework_refused {
+            for (i, line) in f.lines().into_iter().enumerate() {
+                out.push(Line::styled(
+                    line.trim_start().to_string(),
+                    if i == 0 { t.bad() } else { t.dim() },
+                ));
+            }
+        }
         if let Some(h) = r.holders.as_ref().and_then(|h| h.at_exit.as_ref()) {
             out.push(holders_line(h, ended, t));
+        }
+        for a in &r.frameworks {
+            out.push(Line::styled(a.line(), t.dim()));
         }
         if r.alive_at_exit.is_empty() {
             out.push(Line::styled(format!("nothing {now}"), t.ok()));
         }
         for g in &r.alive_at_exit {
+            let owner = Owner::parse(&g.owner).unwrap_or(Owner::Unknown);
+            let through = match owner {
+                Owner::Program | Owner::Unknown => String::new(),
+                o => format!(", through {}", o.label()),
+            };
             out.push(Line::from(vec![
-                Span::styled(format!("{} {} {now}", g.count, g.kind.plural()), t.warn()),
+                Span::styled(
+                    format!("{} {} {now}", g.count, g.kind.plural()),
+                    if g.kept_by_allocator {
+                        t.dim()
+                    } else {
+                        t.warn()
+                    },
+                ),
                 Span::styled(
                     format!(
-                        " ({:.2} MiB), made by {} (pid {}, thread {})",
+                        " ({:.2} MiB), made by {}{through} (pid {}, thread {}){}",
                         mib(g.bytes),
                         g.created_by,
                         g.pid,
-                        g.thread
+                        g.thread,
+                        if g.kept_by_allocator {
+                            ": its allocator's, not a leak"
+                        } else {
+                            ""
+                        }
                     ),
                     t.dim(),
                 ),
             ]));
         }
-        if r.alive_at_exit
-            .iter()
-            .any(|g| g.kind == ObjKind::Buffer && g.created_by.starts_with("cuMem"))
-        {
+        if r.alive_at_exit.iter().any(|g| {
+            g.kind == ObjKind::Buffer && g.created_by.starts_with("cuMem") && !g.kept_by_allocator
+        }) {
             out.push(Line::styled(
                 "a CUDA allocation with no free issued is the process's own: often its \
                  caching allocator's (PyTorch's empty_cache(), CuPy's free_all_blocks() \

@@ -135,3 +135,8 @@ impl Table {
         out
     }
 }
+
+/// Ids from an agent carry the pid in their upper half; the lower half is short.
+pub fn short_id(id: u64) -> String {
+    format!("#{}", id & 0xffff_ffff)
+}

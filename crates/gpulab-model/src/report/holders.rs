@@ -11,8 +11,7 @@ use crate::run::holders::{Alive, Holders};
 use crate::run::owners::Owner;
 use crate::units::mib;
 
-use super::format::Table;
-use super::watch::short_id;
+use super::format::{Table, short_id};
 
 /// Reserves a text or Markdown report lists one by one; the JSON has them all.
 const RESERVES_LISTED: usize = 10;

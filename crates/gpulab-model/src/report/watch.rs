@@ -15,6 +15,7 @@ use crate::text::fit;
 use crate::trace::{AgentState, EndStatus, Frame, MemorySource, NoteLevel, ObjKind};
 use crate::units::mib;
 
+pub use super::format::short_id;
 use super::format::{Table, md_code};
 use super::frameworks::{AllocatorReport, FrameworkRefusal};
 use super::holders::{HoldersReport, Shares};
@@ -660,11 +661,6 @@ impl WatchReport {
             MemorySource::Unavailable => "not measured",
         }
     }
-}
-
-/// Ids from an agent carry the pid in their upper half; the lower half is short.
-pub fn short_id(id: u64) -> String {
-    format!("#{}", id & 0xffff_ffff)
 }
 
 /// Per kind: made, released, alive and its bytes, the peak alive at once.
