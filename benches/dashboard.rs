@@ -135,6 +135,7 @@ fn heavy_run(app: &mut App, calls: u64, leaked: u64) -> Vec<Event> {
             used_bytes: (s * 7919 % 4096) << 20,
             total_bytes: Some(80 << 30),
             process_bytes: None,
+            others: None,
         }));
     }
     for event in &events {

@@ -111,6 +111,7 @@ fn stream() -> Vec<Event> {
             used_bytes: mem,
             total_bytes: Some(80 << 30),
             process_bytes: None,
+            others: None,
         })));
     }
     lines.push(trace::to_line(&Event::End(trace::End {

@@ -543,6 +543,7 @@ fn long_recording(path: &std::path::Path, calls: u64) {
                 used_bytes: mem,
                 total_bytes: None,
                 process_bytes: None,
+                others: None,
             }));
         }
     }

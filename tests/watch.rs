@@ -553,3 +553,45 @@ fn an_out_of_memory_leads_the_report_with_the_refused_call_and_its_holders() {
         "{held}"
     );
 }
+
+/// Another process held most of the H200 when this one ran out
+/// (`tests/watch/cuda_oom.cu hold 122880` beside `cuda_oom 4096`): the report
+/// names it with the bytes NVML's list gave it in the recording.
+#[test]
+fn an_out_of_memory_on_a_shared_card_names_the_other_processes() {
+    use gpulab::trace::Event;
+    let file = repo_file("assets/watch-recordings/nvidia-h200/cuda-oom--shared-card.jsonl");
+    let text = std::fs::read_to_string(&file).expect("a shipped recording");
+    let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+    let listed: Vec<(u32, Option<u64>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Sample(s) => s.others.clone(),
+            _ => None,
+        })
+        .next_back()
+        .expect("the recording lists the other processes")
+        .iter()
+        .map(|o| (o.pid, o.bytes))
+        .collect();
+    assert!(!listed.is_empty());
+    let report = report_json(&file);
+    let named: Vec<(u32, Option<u64>)> = report["ran_out"]["other_processes"]
+        .as_array()
+        .expect("other processes")
+        .iter()
+        .map(|o| (o["pid"].as_u64().expect("pid") as u32, o["bytes"].as_u64()))
+        .collect();
+    assert_eq!(named, listed);
+    let out = gpulab()
+        .arg("report")
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    let lead = stdout(&out);
+    let line = lead
+        .lines()
+        .find(|l| l.contains("other processes on the device then"))
+        .unwrap_or_else(|| panic!("{lead}"));
+    assert!(line.contains(&format!("(pid {})", listed[0].0)), "{line}");
+}

@@ -456,6 +456,24 @@ pub struct Sample {
     pub total_bytes: Option<u64>,
     /// The worker process's own usage, where the source can tell.
     pub process_bytes: Option<u64>,
+    /// `gpulab watch`: the other processes NVML listed on the device with
+    /// their bytes, the first time the list is read and whenever it changes
+    /// (absent: no change, or not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others: Option<Vec<OtherProcess>>,
+}
+
+/// A process outside the watched program that held device memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtherProcess {
+    pub pid: u32,
+    /// Its name (`/proc/<pid>/comm`), where this host can read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its bytes on the device, when NVML says them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -35,7 +35,7 @@ pub enum TelemetryError {
 }
 
 /// One memory reading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reading {
     /// CLOCK_MONOTONIC ns, taken right before the read.
     pub t_ns: u64,
@@ -44,6 +44,8 @@ pub struct Reading {
     pub total_bytes: Option<u64>,
     /// The worker's own usage, where the source can tell it apart.
     pub process_bytes: Option<u64>,
+    /// `watch`: the other processes on the device, when their list changed.
+    pub others: Option<Vec<gpulab_events::OtherProcess>>,
 }
 
 impl Reading {
@@ -55,6 +57,7 @@ impl Reading {
             used_bytes: self.used_bytes,
             total_bytes: self.total_bytes,
             process_bytes: self.process_bytes,
+            others: self.others,
         }
     }
 }

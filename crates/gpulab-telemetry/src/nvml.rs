@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{Reading, Result, TelemetryError};
-use gpulab_events::{DeviceInfo, MemorySource, Sample};
+use gpulab_events::{DeviceInfo, MemorySource, OtherProcess, Sample};
 use gpulab_host::clock::now_ns;
 
 pub(crate) const UNAVAILABLE: &str =
@@ -178,6 +178,9 @@ pub(crate) struct NvmlProbe {
     attribute: bool,
     /// Said once, when a list contradicted the moves attributed to the worker.
     contradiction: Option<String>,
+    /// `watch`: the other processes last said, to say them again only when
+    /// they change.
+    others_said: Option<Vec<OtherProcess>>,
 }
 
 /// NVML's process list costs ~20x a memory reading (it is most of the
@@ -317,6 +320,7 @@ impl NvmlProbe {
             listed: ListCache::default(),
             attribute: false,
             contradiction: None,
+            others_said: None,
         })
     }
 
@@ -332,6 +336,7 @@ impl NvmlProbe {
             listed: ListCache::default(),
             attribute: false,
             contradiction: None,
+            others_said: None,
         }
     }
 
@@ -371,6 +376,7 @@ impl NvmlProbe {
                 used_bytes: mem.used,
                 total_bytes: Some(mem.total),
                 process_bytes,
+                others: None,
             };
             return Ok((reading, None));
         }
@@ -380,13 +386,26 @@ impl NvmlProbe {
         let others = listed
             .as_deref()
             .is_some_and(|l| l.iter().any(|(p, _)| *p != self.tracker.pid));
+        let mut others_now = None;
         let (process_bytes, note) = if self.tree && others {
             let tree = super::procfs::process_tree(self.tracker.pid);
+            others_now = listed.as_deref().map(|l| other_processes(l, &tree));
             self.tracker
                 .observe_tree(t_ns, listed.as_deref(), mem.used, &tree)
         } else {
+            if self.tree && listed.is_some() {
+                others_now = Some(Vec::new());
+            }
             self.tracker.observe(t_ns, listed.as_deref(), mem.used)
         };
+        // Said the first time, then when they change.
+        let others = others_now.filter(|now| {
+            let news = self.others_said.as_ref() != Some(now);
+            if news {
+                self.others_said = Some(now.clone());
+            }
+            news
+        });
         if let Some(off) = self.listed.contradicted(mem.used, process_bytes) {
             self.attribute = false;
             self.contradiction = Some(format!(
@@ -404,6 +423,7 @@ impl NvmlProbe {
             used_bytes: mem.used,
             total_bytes: Some(mem.total),
             process_bytes,
+            others,
         };
         Ok((reading, note))
     }
@@ -418,6 +438,37 @@ fn signed_mib(bytes: i128) -> String {
     let mib = bytes.unsigned_abs() as f64 / gpulab_events::units::MIB_F64;
     let side = if bytes > 0 { "more" } else { "less" };
     format!("{mib:.1} MiB {side}")
+}
+
+/// The processes of `listed` outside `tree` (the watched program's), named
+/// where this host can read their names.
+fn other_processes(listed: &[(u32, Option<u64>)], tree: &[u32]) -> Vec<OtherProcess> {
+    let mut others: Vec<OtherProcess> = listed
+        .iter()
+        .filter(|(pid, _)| !tree.contains(pid))
+        .map(|(pid, bytes)| OtherProcess {
+            pid: *pid,
+            name: std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()
+                .map(|n| n.trim_end().to_string())
+                .filter(|n| !n.is_empty()),
+            bytes: *bytes,
+        })
+        .collect();
+    others.sort_by_key(|o| o.pid);
+    others.dedup_by(|a, b| {
+        // One process listed once per MIG instance: its share is the sum.
+        if a.pid == b.pid {
+            b.bytes = match (a.bytes, b.bytes) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, y) => x.or(y),
+            };
+            true
+        } else {
+            false
+        }
+    });
+    others
 }
 
 /// The processes NVML lists on `device` with their bytes. None where it cannot
@@ -557,6 +608,7 @@ fn before_run(
                 used_bytes: mem.used,
                 total_bytes: Some(mem.total),
                 process_bytes,
+                others: None,
             });
         }
         if first {

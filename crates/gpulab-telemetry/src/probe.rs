@@ -220,6 +220,7 @@ impl Probe {
                     used_bytes: rss,
                     total_bytes: *total,
                     process_bytes: Some(rss),
+                    others: None,
                 })
             }
             Inner::None => Err(TelemetryError::NoSource),
@@ -359,7 +360,11 @@ mod tests {
         assert_eq!(probe.source(), MemorySource::Rss);
         assert!(notes.iter().any(|n| n.contains("host memory")), "{notes:?}");
         let reading = probe.read();
-        assert!(reading.is_some_and(|r| r.used_bytes > 0 && r.process_bytes == Some(r.used_bytes)));
+        assert!(
+            reading
+                .as_ref()
+                .is_some_and(|r| r.used_bytes > 0 && r.process_bytes == Some(r.used_bytes))
+        );
         assert!(probe.total_bytes().is_some_and(|t| t > 0));
         assert!(probe.available_bytes().is_some_and(|a| a > 0));
         let sample = reading.map(|r| r.into_sample(probe.source()));

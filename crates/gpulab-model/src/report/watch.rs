@@ -79,8 +79,25 @@ pub struct WatchRanOut {
     /// latest reading by then (NVML; the host's for RSS).
     pub device_used_bytes: Option<u64>,
     pub device_total_bytes: Option<u64>,
+    /// When that reading was taken, ms in the run.
+    pub device_t_ms: Option<f64>,
     /// Who held the program's own memory then.
     pub holders: Option<Shares>,
+    /// The other processes NVML listed on the device by then, with their
+    /// bytes (often the cause on a shared card); absent when no list was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_processes: Option<Vec<OtherProcessReport>>,
+}
+
+/// A process outside the program that held device memory.
+#[derive(Debug, Clone, Serialize)]
+pub struct OtherProcessReport {
+    pub pid: u32,
+    /// Its name, where gpulab's host could read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its bytes, when NVML said them.
+    pub bytes: Option<u64>,
 }
 
 impl WatchRanOut {
@@ -100,10 +117,21 @@ impl WatchRanOut {
             t_ms: call.end_ns.saturating_sub(start) as f64 / 1e6,
             device_used_bytes: sample.map(|s| s.used_bytes),
             device_total_bytes: sample.and_then(|s| s.total_bytes),
+            device_t_ms: sample.map(|s| s.t_ns.saturating_sub(start) as f64 / 1e6),
             holders: run
                 .holders_at_ran_out
                 .as_ref()
                 .map(|h| Shares::of(h, start)),
+            other_processes: run.sample_stats.others_at(call.end_ns).map(|others| {
+                others
+                    .iter()
+                    .map(|o| OtherProcessReport {
+                        pid: o.pid,
+                        name: o.name.clone(),
+                        bytes: o.bytes,
+                    })
+                    .collect()
+            }),
         })
     }
 
@@ -113,9 +141,14 @@ impl WatchRanOut {
             "ran out of memory: {} (pid {}, thread {}) returned {} at {:.1} ms",
             self.api, self.pid, self.thread, self.status, self.t_ms
         )];
-        if let (Some(used), Some(total)) = (self.device_used_bytes, self.device_total_bytes) {
+        if let (Some(used), Some(total), Some(at)) = (
+            self.device_used_bytes,
+            self.device_total_bytes,
+            self.device_t_ms,
+        ) {
             out.push(format!(
-                "  the device then: {:.1} MiB in use by every process, {:.1} MiB free of {:.1} MiB",
+                "  the device then: {:.1} MiB in use by every process, {:.1} MiB free of {:.1} MiB \
+                 (its reading at {at:.1} ms)",
                 mib(used),
                 mib(total.saturating_sub(used)),
                 mib(total)
@@ -132,7 +165,11 @@ impl WatchRanOut {
                 mib(h.released_not_deleted_bytes + h.reserves_released_bytes),
                 h.unexplained_bytes as f64 / f64::from(1 << 20)
             ));
-            if let Some(used) = self.device_used_bytes {
+            // Only from one reading: the device's and the program's figures of
+            // different moments do not subtract.
+            if let Some(used) = self.device_used_bytes
+                && self.device_t_ms == Some(h.t_ms)
+            {
                 out.push(format!(
                     "  every other process and the driver held the other {:.1} MiB in use",
                     mib(used.saturating_sub(h.total_bytes))
@@ -144,6 +181,28 @@ impl WatchRanOut {
                  its last change before the refused call and its next one"
                     .into(),
             );
+        }
+        match self.other_processes.as_deref() {
+            Some([]) => out.push("  no other process held device memory then".into()),
+            Some(others) => {
+                let each: Vec<String> = others
+                    .iter()
+                    .map(|o| {
+                        format!(
+                            "{} (pid {}) {}",
+                            o.name.as_deref().unwrap_or("a process"),
+                            o.pid,
+                            o.bytes
+                                .map_or("bytes not said".into(), |b| format!("{:.1} MiB", mib(b)))
+                        )
+                    })
+                    .collect();
+                out.push(format!(
+                    "  other processes on the device then (NVML's latest list by then): {}",
+                    each.join("; ")
+                ));
+            }
+            None => {}
         }
         out
     }

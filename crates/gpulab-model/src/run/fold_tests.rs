@@ -173,6 +173,7 @@ fn generated(seed: u64, n: u64) -> Vec<Event> {
                 used_bytes: mem + (1 << 20),
                 total_bytes: Some(1 << 34),
                 process_bytes: Some(mem),
+                others: None,
             }));
         }
         if line == 1 && r.chance(20) {

@@ -211,6 +211,7 @@ mod tests {
             used_bytes: bytes + 1000 * MIB,
             total_bytes: None,
             process_bytes: Some(bytes),
+            others: None,
         })
     }
 

@@ -964,6 +964,7 @@ mod tests {
             used_bytes: used,
             total_bytes: None,
             process_bytes: Some(own),
+            others: None,
         })
     }
 

@@ -4,12 +4,17 @@
 //! panels read, folded as each sample arrives. At 1 kHz a ten-minute run kept
 //! 600,000 samples whole: 6 MB a minute in the dashboard.
 
-use crate::trace::Sample;
+use std::collections::VecDeque;
+
+use crate::trace::{OtherProcess, Sample};
 
 use super::Recent;
 
 /// Samples a run keeps whole: the last ten seconds at 1 kHz.
 pub const SAMPLES_KEPT: usize = 10_000;
+/// Changes of the other processes' list kept (it changes when another
+/// process starts, stops, or moves its memory).
+const OTHERS_KEPT: usize = 1024;
 
 /// Figures of every sample of a run.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,6 +34,9 @@ pub struct SampleStats {
     /// The latest sample taken at or before the end of the first call that ran out
     /// of memory, once there is such a call (see `Folds::ran_out`).
     pub at_ran_out: Option<Sample>,
+    /// `watch`: the other processes on the device each time their list
+    /// changed, oldest first (the latest `OTHERS_KEPT`).
+    others: VecDeque<(u64, Vec<OtherProcess>)>,
 }
 
 impl SampleStats {
@@ -36,6 +44,12 @@ impl SampleStats {
     /// the end describe the device, not the run).
     pub fn add(&mut self, s: &Sample, start: Option<u64>, end: Option<u64>) {
         self.seen += 1;
+        if let Some(others) = &s.others {
+            if self.others.len() == OTHERS_KEPT {
+                self.others.pop_front();
+            }
+            self.others.push_back((s.t_ns, others.clone()));
+        }
         if self.first.is_none() {
             self.first = Some(s.clone());
         }
@@ -62,6 +76,16 @@ impl SampleStats {
             .filter(|t| *t <= end_ns && start.is_some_and(|t0| *t >= t0))
             .max()
             .or(self.during_last.filter(|t| *t <= end_ns));
+    }
+
+    /// The other processes on the device as the latest list by `t_ns` said
+    /// them; None when no list was said by then (or it fell out of those kept).
+    pub fn others_at(&self, t_ns: u64) -> Option<&[OtherProcess]> {
+        self.others
+            .iter()
+            .rev()
+            .find(|(t, _)| *t <= t_ns)
+            .map(|(_, o)| o.as_slice())
     }
 
     /// Keeps the latest sample taken at or before `limit` (the failing call's end).

@@ -164,6 +164,7 @@ mod tests {
             used_bytes: used,
             total_bytes: None,
             process_bytes: None,
+            others: None,
         })
     }
 

@@ -175,6 +175,7 @@ fn premature_release(mem: bool) -> Vec<Event> {
             used_bytes: 100 << 20,
             total_bytes: None,
             process_bytes: None,
+            others: None,
         }),
         Event::Sample(Sample {
             t_ns: 104 * MS,
@@ -182,6 +183,7 @@ fn premature_release(mem: bool) -> Vec<Event> {
             used_bytes: 1 << 20,
             total_bytes: None,
             process_bytes: None,
+            others: None,
         }),
         buffer(ObjectAction::Destroyed, 103 * MS),
         end(),

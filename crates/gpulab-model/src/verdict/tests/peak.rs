@@ -11,6 +11,7 @@ fn sample(t_ns: u64, used: u64) -> Event {
         used_bytes: used,
         total_bytes: None,
         process_bytes: None,
+        others: None,
     })
 }
 
