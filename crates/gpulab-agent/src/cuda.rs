@@ -12,7 +12,7 @@
 
 use std::alloc::Layout;
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::{Mutex, Once, OnceLock};
 
@@ -332,6 +332,8 @@ struct Hook {
 static HOOKS: OnceLock<Vec<Option<Hook>>> = OnceLock::new();
 
 thread_local! {
+    /// The device's free memory when a measured call entered ([`measured`]).
+    static FREE_BEFORE: Cell<Option<u64>> = const { Cell::new(None) };
     /// A context the driver made inside the call this thread is in (the primary
     /// context appears inside the program's first runtime call); that call made it.
     static MADE_CONTEXT: Cell<Option<u64>> = const { Cell::new(None) };
@@ -643,12 +645,19 @@ unsafe extern "C" fn on_cupti(_user: *mut c_void, domain: u32, cbid: u32, data: 
 unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
     if data.site == API_ENTER {
         MADE_CONTEXT.set(None);
+        // SAFETY: the caller's contract: this function's parameter block.
+        let measure = unsafe { measured(hook.role, data.params.cast::<usize>()) };
+        FREE_BEFORE.set(if measure { device_free() } else { None });
         if !data.correlation_data.is_null() {
             // SAFETY: CUPTI's per-call slot.
             unsafe { *data.correlation_data = now_ns() };
         }
         return;
     }
+    // The device's memory the call took, read on each side of it.
+    let step = FREE_BEFORE
+        .take()
+        .and_then(|before| Some(before as i64 - device_free()? as i64));
     let begin = if data.correlation_data.is_null() {
         now_ns()
     } else {
@@ -670,18 +679,74 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
     };
     let object = object.or_else(|| MADE_CONTEXT.take());
     let name = (status != 0).then(|| error_name(status)).flatten();
-    let seq = transport::call_as(
+    let seq = transport::call_measured(
         hook.api,
         hook.driver,
         begin,
         Status::Cuda { code: status, name },
         object,
+        step,
     );
     if let (Launch { stream_at }, Some(_), 0) = (hook.role, ACTIVITY.get(), status) {
         // SAFETY: the caller's contract: a launch's parameter block.
         let stream = unsafe { launch_stream(params, stream_at) };
         launched(data.correlation_id, seq, begin, stream);
     }
+}
+
+/// Whether the device's memory is read on each side of this call: calls that
+/// make a module, library or stream (their making call says no size, and a
+/// sampler reading rarely falls on each side of one: NCCL makes a hundred at
+/// once), and the first launch of each function, which loads its code where
+/// the driver loads modules lazily (the default since CUDA 12.2). Contexts are
+/// not: before one exists there is nothing to ask, and the sampler measures
+/// their hundreds of milliseconds well.
+///
+/// # Safety
+/// `params` is null or the parameter block of a call with `role`'s layout.
+unsafe fn measured(role: Role, params: *const usize) -> bool {
+    static LAUNCHED: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+    match role {
+        Make { kind, .. } => matches!(kind, Program | Stream),
+        Launch { stream_at } if !params.is_null() => {
+            // SAFETY: the function is parameter 0 of cuLaunchKernel and
+            // cuLaunchCooperativeKernel, parameter 1 of cuLaunchKernelEx.
+            let function = unsafe {
+                match stream_at {
+                    StreamAt::Param(_) => *params,
+                    StreamAt::Config(_) => *params.add(1),
+                }
+            };
+            let mut seen = LAUNCHED.lock().unwrap_or_else(|e| e.into_inner());
+            seen.get_or_insert_with(HashSet::new).insert(function)
+        }
+        _ => false,
+    }
+}
+
+/// The device's free memory (`cuMemGetInfo` in the calling thread's context);
+/// None without a context or where the driver has no such call.
+fn device_free() -> Option<u64> {
+    type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
+    static GET: OnceLock<Option<MemGetInfo>> = OnceLock::new();
+    let get = GET.get_or_init(|| {
+        // SAFETY: RTLD_NOLOAD only looks among the loaded libraries.
+        let lib =
+            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW) };
+        let scope = if lib.is_null() {
+            libc::RTLD_DEFAULT
+        } else {
+            lib
+        };
+        // SAFETY: a symbol lookup in a loaded library.
+        let sym = unsafe { libc::dlsym(scope, c"cuMemGetInfo_v2".as_ptr()) };
+        // SAFETY: cuMemGetInfo_v2's C type (cuda.h).
+        (!sym.is_null())
+            .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, MemGetInfo>(&sym) })
+    });
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: two writable out-pointers.
+    (unsafe { (*get)?(&mut free, &mut total) } == 0).then_some(free as u64)
 }
 
 /// The stream a launch named (0: the default stream).

@@ -340,6 +340,7 @@ pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             end_ns,
             status,
             object,
+            memory_step,
         } => Event::Call(Call {
             seq,
             pid,
@@ -358,6 +359,7 @@ pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             mem_after: None,
             object,
             cuda: None,
+            memory_step,
         }),
         Record::Object {
             t_ns,

@@ -24,6 +24,8 @@ pub enum Record {
         end_ns: u64,
         status: Status,
         object: Option<u64>,
+        /// The device memory it took (`cuMemGetInfo` on each side), where read.
+        memory_step: Option<i64>,
     },
     Object {
         t_ns: u64,

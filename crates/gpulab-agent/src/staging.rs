@@ -143,6 +143,7 @@ mod tests {
             end_ns: 0,
             status: Status::OpenCl(0),
             object: None,
+            memory_step: None,
         }
     }
 

@@ -326,6 +326,19 @@ pub fn call_as(
     status: Status,
     object: Option<u64>,
 ) -> u64 {
+    call_measured(api, driver, begin_ns, status, object, None)
+}
+
+/// [`call_as`], with the device memory the call took when it was read on each
+/// side of it.
+pub fn call_measured(
+    api: &'static str,
+    driver: &'static str,
+    begin_ns: u64,
+    status: Status,
+    object: Option<u64>,
+    memory_step: Option<i64>,
+) -> u64 {
     if quiet() {
         return 0;
     }
@@ -340,6 +353,7 @@ pub fn call_as(
         end_ns,
         status,
         object,
+        memory_step,
     });
     seq
 }

@@ -472,6 +472,7 @@ impl<'a> Engine<'a> {
             mem_after: readings.mem_after,
             object,
             cuda: readings.cuda,
+            memory_step: None,
         }
     }
 
@@ -636,6 +637,7 @@ impl<'a> Engine<'a> {
             mem_after,
             object: None,
             cuda: self.backend.cuda_memory(self.last.map(|m| m.device)),
+            memory_step: None,
         }))?;
         self.drain()?;
         Ok(())

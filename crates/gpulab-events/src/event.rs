@@ -273,6 +273,11 @@ pub struct Call {
     /// streams and in streams written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<CudaMemory>,
+    /// `gpulab watch`, CUDA: the device memory the call took, as the agent read
+    /// the driver's free memory (`cuMemGetInfo`) right before and after it:
+    /// for calls that make a module or stream, and a function's first launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_step: Option<i64>,
 }
 
 /// The CUDA driver's view of device memory, read by the worker after each call.

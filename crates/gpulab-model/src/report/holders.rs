@@ -85,9 +85,15 @@ pub struct ReserveReport {
     pub bytes: u64,
     /// `held`, `released, not deleted` or `deleted`.
     pub state: String,
-    /// The readings it was measured between, from the program's start.
+    /// The readings it was measured between, from the program's start (the
+    /// call's span, when the agent measured it).
     pub from_ms: f64,
     pub to_ms: f64,
+    /// `readings` (the sampler's, on each side of the making call), `agent`
+    /// (the device's free memory, read by the agent right before and after
+    /// the call), or `agent_at_launch` (the same around a function's first
+    /// launch: its code, loaded into the context then).
+    pub measured_by: String,
 }
 
 impl HoldersReport {
@@ -111,6 +117,12 @@ impl HoldersReport {
                 state: state(run, &r.ids).into(),
                 from_ms: r.from_ns.saturating_sub(start) as f64 / 1e6,
                 to_ms: r.to_ns.saturating_sub(start) as f64 / 1e6,
+                measured_by: match (r.by_agent, r.at_launch) {
+                    (true, true) => "agent_at_launch",
+                    (true, false) => "agent",
+                    (false, _) => "readings",
+                }
+                .into(),
             })
             .collect();
         Some(HoldersReport {
@@ -201,8 +213,13 @@ impl HoldersReport {
         let mut largest: Vec<&ReserveReport> = self.reserves.iter().collect();
         largest.sort_by_key(|r| std::cmp::Reverse(r.bytes));
         for r in largest.iter().take(RESERVES_LISTED) {
+            let how = match r.measured_by.as_str() {
+                "agent_at_launch" => "code loaded at a function's first launch, read by the agent",
+                "agent" => "measured by the agent across the call",
+                _ => "measured between the readings",
+            };
             out.push(format!(
-                "reserve of {}: {:.2} MiB ({}), measured between the readings at {:.1} and {:.1} ms",
+                "reserve of {}: {:.2} MiB ({}), {how} at {:.1} and {:.1} ms",
                 r.objects.join(" + "),
                 mib(r.bytes),
                 r.state,

@@ -188,6 +188,7 @@ mod tests {
             mem_after: None,
             object: None,
             cuda: None,
+            memory_step: None,
         })
     }
 

@@ -143,6 +143,7 @@ fn generated(seed: u64, n: u64) -> Vec<Event> {
                 custom_pool: None,
                 graph_mem: None,
             }),
+            memory_step: None,
         }));
         if !span_first && r.chance(40) {
             events.push(Event::DeviceSpan(span));

@@ -307,6 +307,9 @@ impl Run {
                 if let Some(m) = c.mem_after {
                     self.insert_reading(c.end_ns, m);
                 }
+                if let Some(step) = c.memory_step {
+                    self.measured_by_the_agent(c, step);
+                }
                 // An agent sends an object's creation before the call that made it.
                 if let Some(id) = c.object
                     && self.ledger.get(&id).is_some_and(|st| st.made_by.is_none())
@@ -635,6 +638,30 @@ impl Run {
 
     fn program_gone_by(&self, t_ns: u64) -> bool {
         !self.agents.is_empty() && self.program_gone().is_some_and(|gone| t_ns > gone)
+    }
+
+    /// The agent read the device's memory on each side of `c`: the object it
+    /// made holds the step; a launch's step (its function's code, loaded at
+    /// its first launch) is held by the newest context the process holds.
+    fn measured_by_the_agent(&mut self, c: &Call, step: i64) {
+        let pid = c.pid;
+        let made = c.object.filter(|id| {
+            self.ledger
+                .get(id)
+                .is_some_and(|o| reserves::unsized_kind(o.kind))
+        });
+        let holder = made.or_else(|| {
+            self.ledger
+                .iter()
+                .rev()
+                .find(|(id, o)| o.kind == ObjKind::Context && (*id >> 32) as u32 == pid && o.held())
+                .map(|(id, _)| *id)
+        });
+        if let Some(id) = holder {
+            self.reserves
+                .direct(&[id], step, c.begin_ns, c.end_ns, made.is_none());
+            self.holders_dirty = true;
+        }
     }
 
     /// An object event, as the reserves measure: an unsized object's making

@@ -50,15 +50,24 @@ pub struct Reserve {
     /// The objects it belongs to, together.
     pub ids: Vec<u64>,
     pub bytes: u64,
-    /// The readings it was measured between.
+    /// The readings it was measured between (the call's span, when the
+    /// agent measured it).
     pub from_ns: u64,
     pub to_ns: u64,
+    /// Measured by the agent across the call, not from the sampler's readings.
+    pub by_agent: bool,
+    /// Code loaded into the object (a context) at a function's first launch.
+    pub at_launch: bool,
 }
 
 /// Every reserve of the run, measured as the readings and objects arrive.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reserves {
     windows: Vec<Window>,
+    /// Reserves the agent measured itself, reading the device's free memory
+    /// right before and after the making call (or a function's first launch,
+    /// which loads its code): they need no reading of the sampler's.
+    direct: Vec<Reserve>,
     readings: VecDeque<(u64, u64)>,
     /// The latest sized objects made or deleted, to count into a window that
     /// opens after they arrived: (time, bytes).
@@ -119,6 +128,37 @@ impl Reserves {
         self.windows.push(w);
     }
 
+    /// The agent read the device's memory on each side of the call that made
+    /// `ids` (or loaded code into their context) from `begin_ns` to `end_ns`:
+    /// it took `step` bytes. The objects leave any sampler measurement they
+    /// were in, and the step is taken out of every measurement that spans it,
+    /// as a sized object's bytes are. A step below zero (memory let go
+    /// meanwhile) says nothing of them: it is left to the sampler's readings.
+    ///
+    /// With `more`, the step is more of what the objects hold (code loaded
+    /// into a context at a launch), and they keep the measurement of their
+    /// own making call.
+    pub fn direct(&mut self, ids: &[u64], step: i64, begin_ns: u64, end_ns: u64, more: bool) {
+        let Ok(bytes) = u64::try_from(step) else {
+            return;
+        };
+        if !more {
+            for w in &mut self.windows {
+                w.ids.retain(|id| !ids.contains(id));
+            }
+            self.windows.retain(|w| !w.ids.is_empty());
+        }
+        self.direct.push(Reserve {
+            ids: ids.to_vec(),
+            bytes,
+            from_ns: begin_ns,
+            to_ns: end_ns,
+            by_agent: true,
+            at_launch: more,
+        });
+        self.sized(end_ns, step);
+    }
+
     /// A sized object was made (`bytes` > 0) or let go (`bytes` < 0) at `t_ns`.
     pub fn sized(&mut self, t_ns: u64, bytes: i64) {
         if bytes == 0 {
@@ -160,7 +200,7 @@ impl Reserves {
 
     /// Measurements opened so far, measured or not.
     pub fn measurements(&self) -> usize {
-        self.windows.len()
+        self.windows.len() + self.direct.len()
     }
 
     /// Every reserve measured so far. Measurements follow each other: one
@@ -184,6 +224,11 @@ impl Reserves {
     pub fn each(&self) -> impl Iterator<Item = (&[u64], Option<Reserve>)> + '_ {
         self.chained()
             .map(|(w, floor)| (w.ids.as_slice(), w.reserve(floor)))
+            .chain(
+                self.direct
+                    .iter()
+                    .map(|r| (r.ids.as_slice(), Some(r.clone()))),
+            )
     }
 
     /// Each window with the reading the one before it ended at.
@@ -268,6 +313,8 @@ impl Window {
             bytes,
             from_ns: from,
             to_ns: to,
+            by_agent: false,
+            at_launch: false,
         })
     }
 }
@@ -293,7 +340,9 @@ mod tests {
                 ids: vec![1],
                 bytes: 518 * MIB,
                 from_ns: 10,
-                to_ns: 40
+                to_ns: 40,
+                by_agent: false,
+                at_launch: false,
             }]
         );
     }
@@ -432,5 +481,29 @@ mod tests {
         crowded.reading(40, 10 * MIB);
         assert_eq!(crowded.measured().count(), 0);
         assert_eq!(crowded.unmeasured().count(), 1);
+    }
+
+    #[test]
+    fn a_step_the_agent_read_is_the_objects_and_out_of_the_samplers_measurements() {
+        let mut r = Reserves::default();
+        r.reading(10, 0);
+        r.made_unsized(1, 20, 30);
+        // A module made in the same step, measured by the agent: 40 MiB.
+        r.made_unsized(2, 32, 34);
+        r.direct(&[2], 40 * MIB as i64, 32, 34, false);
+        r.reading(50, 558 * MIB);
+        let mut m: Vec<(Vec<u64>, u64)> = r.measured().map(|m| (m.ids, m.bytes)).collect();
+        m.sort();
+        assert_eq!(m, [(vec![1], 518 * MIB), (vec![2], 40 * MIB)]);
+        // Memory let go across a call says nothing of its object.
+        r.made_unsized(3, 60, 61);
+        r.direct(&[3], -(2 * MIB as i64), 60, 61, false);
+        assert!(r.measured().all(|m| m.ids != [3]));
+        // Code loaded into context 1 at a launch: more of what it holds, and
+        // its own measurement stays.
+        r.direct(&[1], 90 * MIB as i64, 70, 71, true);
+        r.reading(80, 648 * MIB);
+        let held: u64 = r.measured().filter(|m| m.ids == [1]).map(|m| m.bytes).sum();
+        assert_eq!(held, 608 * MIB);
     }
 }
