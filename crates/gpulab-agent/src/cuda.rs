@@ -730,16 +730,7 @@ fn device_free() -> Option<u64> {
     type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
     static GET: OnceLock<Option<MemGetInfo>> = OnceLock::new();
     let get = GET.get_or_init(|| {
-        // SAFETY: RTLD_NOLOAD only looks among the loaded libraries.
-        let lib =
-            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW) };
-        let scope = if lib.is_null() {
-            libc::RTLD_DEFAULT
-        } else {
-            lib
-        };
-        // SAFETY: a symbol lookup in a loaded library.
-        let sym = unsafe { libc::dlsym(scope, c"cuMemGetInfo_v2".as_ptr()) };
+        let sym = driver_symbol(c"cuMemGetInfo_v2");
         // SAFETY: cuMemGetInfo_v2's C type (cuda.h).
         (!sym.is_null())
             .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, MemGetInfo>(&sym) })
@@ -747,6 +738,21 @@ fn device_free() -> Option<u64> {
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: two writable out-pointers.
     (unsafe { (*get)?(&mut free, &mut total) } == 0).then_some(free as u64)
+}
+
+/// A function of the loaded CUDA driver, or null. The driver is loaded (it
+/// loaded the agent), often privately (the runtime opens it RTLD_LOCAL): this
+/// asks for its handle, never loads it.
+fn driver_symbol(name: &CStr) -> *mut c_void {
+    // SAFETY: RTLD_NOLOAD only looks among the loaded libraries.
+    let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW) };
+    let scope = if lib.is_null() {
+        libc::RTLD_DEFAULT
+    } else {
+        lib
+    };
+    // SAFETY: a symbol lookup in a loaded library.
+    unsafe { libc::dlsym(scope, name.as_ptr()) }
 }
 
 /// The stream a launch named (0: the default stream).
@@ -1041,18 +1047,7 @@ extern "C" fn flush_at_exit() {
 fn error_name(code: i32) -> Option<&'static str> {
     static GET: OnceLock<Option<GetErrorName>> = OnceLock::new();
     let get = GET.get_or_init(|| {
-        // The driver is loaded (it loaded the agent), often privately (the
-        // runtime opens it RTLD_LOCAL): ask for its handle, never load it.
-        // SAFETY: RTLD_NOLOAD only looks among the loaded libraries.
-        let lib =
-            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW) };
-        let scope = if lib.is_null() {
-            libc::RTLD_DEFAULT
-        } else {
-            lib
-        };
-        // SAFETY: a symbol lookup in a loaded library.
-        let sym = unsafe { libc::dlsym(scope, c"cuGetErrorName".as_ptr()) };
+        let sym = driver_symbol(c"cuGetErrorName");
         // SAFETY: cuGetErrorName's C type (cuda.h).
         (!sym.is_null())
             .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, GetErrorName>(&sym) })

@@ -35,7 +35,7 @@ _BUDGET = 0.005
 def _chain():
     """Runs the sitecustomize this one hides, as Python would have."""
     path = [p for p in sys.path if p != _HERE]
-    if sys.version_info[0] < 3:
+    if sys.version_info < (3, 5):
         import imp
 
         try:
