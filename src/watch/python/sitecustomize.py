@@ -256,6 +256,21 @@ class _Watch(object):
                 # CUDA runs by now: the driver has loaded the agent.
                 if watch.agent is None:
                     watch.agent = _Agent.find()
+                # The allocator's figures at this very moment, ahead of the
+                # refusal (its lock is recursive, and newer versions call
+                # observers after letting it go).
+                s = torch.cuda.memory_stats(device)
+                if s:
+                    watch.agent.memory(
+                        b"pytorch",
+                        device,
+                        s["allocated_bytes.all.current"],
+                        s["reserved_bytes.all.current"],
+                        2**64 - 1,
+                    )
+            except Exception:
+                pass
+            try:
                 watch.agent.refused(b"pytorch", device, asked, free, limit)
             except Exception:
                 pass
