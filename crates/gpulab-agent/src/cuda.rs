@@ -705,7 +705,14 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
 /// # Safety
 /// `params` is null or the parameter block of a call with `role`'s layout.
 unsafe fn measured(role: Role, params: *const usize) -> bool {
+    /// Functions launched in the process so far.
     static LAUNCHED: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+    thread_local! {
+        /// Those this thread knows were: a launch takes the process's lock
+        /// only the first time its thread launches a function.
+        static KNOWN: std::cell::RefCell<HashSet<usize>> =
+            std::cell::RefCell::new(HashSet::new());
+    }
     match role {
         Make { kind, .. } => matches!(kind, Program | Stream),
         Launch { stream_at } if !params.is_null() => {
@@ -717,6 +724,9 @@ unsafe fn measured(role: Role, params: *const usize) -> bool {
                     StreamAt::Config(_) => *params.add(1),
                 }
             };
+            if KNOWN.with(|k| !k.borrow_mut().insert(function)) {
+                return false;
+            }
             let mut seen = LAUNCHED.lock().unwrap_or_else(|e| e.into_inner());
             seen.get_or_insert_with(HashSet::new).insert(function)
         }

@@ -178,9 +178,9 @@ pub(crate) struct NvmlProbe {
     attribute: bool,
     /// Said once, when a list contradicted the moves attributed to the worker.
     contradiction: Option<String>,
-    /// `watch`: the other processes last said, to say them again only when
-    /// they change.
-    others_said: Option<Vec<OtherProcess>>,
+    /// `watch`: the other processes last said (pid, bytes), to say them
+    /// again only when they change.
+    others_said: Option<Vec<(u32, Option<u64>)>>,
 }
 
 /// NVML's process list costs ~20x a memory reading (it is most of the
@@ -398,13 +398,23 @@ impl NvmlProbe {
             }
             self.tracker.observe(t_ns, listed.as_deref(), mem.used)
         };
-        // Said the first time, then when they change.
-        let others = others_now.filter(|now| {
-            let news = self.others_said.as_ref() != Some(now);
-            if news {
+        // Said the first time, then when they change; named (a read of /proc
+        // each) only then.
+        let others = others_now.and_then(|now| {
+            let news = self.others_said.as_ref() != Some(&now);
+            news.then(|| {
                 self.others_said = Some(now.clone());
-            }
-            news
+                now.into_iter()
+                    .map(|(pid, bytes)| OtherProcess {
+                        pid,
+                        name: std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                            .ok()
+                            .map(|n| n.trim_end().to_string())
+                            .filter(|n| !n.is_empty()),
+                        bytes,
+                    })
+                    .collect()
+            })
         });
         if let Some(off) = self.listed.contradicted(mem.used, process_bytes) {
             self.attribute = false;
@@ -440,26 +450,18 @@ fn signed_mib(bytes: i128) -> String {
     format!("{mib:.1} MiB {side}")
 }
 
-/// The processes of `listed` outside `tree` (the watched program's), named
-/// where this host can read their names.
-fn other_processes(listed: &[(u32, Option<u64>)], tree: &[u32]) -> Vec<OtherProcess> {
-    let mut others: Vec<OtherProcess> = listed
+/// The processes of `listed` outside `tree` (the watched program's), each
+/// once (a process listed once per MIG instance: its share is the sum).
+fn other_processes(listed: &[(u32, Option<u64>)], tree: &[u32]) -> Vec<(u32, Option<u64>)> {
+    let mut others: Vec<(u32, Option<u64>)> = listed
         .iter()
         .filter(|(pid, _)| !tree.contains(pid))
-        .map(|(pid, bytes)| OtherProcess {
-            pid: *pid,
-            name: std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .ok()
-                .map(|n| n.trim_end().to_string())
-                .filter(|n| !n.is_empty()),
-            bytes: *bytes,
-        })
+        .copied()
         .collect();
-    others.sort_by_key(|o| o.pid);
+    others.sort_by_key(|(pid, _)| *pid);
     others.dedup_by(|a, b| {
-        // One process listed once per MIG instance: its share is the sum.
-        if a.pid == b.pid {
-            b.bytes = match (a.bytes, b.bytes) {
+        if a.0 == b.0 {
+            b.1 = match (a.1, b.1) {
                 (Some(x), Some(y)) => Some(x + y),
                 (x, y) => x.or(y),
             };

@@ -34,10 +34,7 @@ fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
         .objects_held_by
         .iter()
         .filter(|(o, _)| h.objects_held_by.len() > 1 || o.as_str() != "program")
-        .map(|(o, b)| {
-            let who = Owner::parse(o).unwrap_or(Owner::Unknown).label();
-            format!("{who} {:.2}", mib(*b))
-        })
+        .map(|(o, b)| format!("{} {:.2}", Owner::label_of(o), mib(*b)))
         .collect();
     let mut parts = vec![format!(
         "{:.2} MiB held by objects{}",

@@ -192,10 +192,7 @@ impl HoldersReport {
                 let by: Vec<String> = s
                     .objects_held_by
                     .iter()
-                    .map(|(o, b)| {
-                        let who = Owner::parse(o).unwrap_or(Owner::Unknown).label();
-                        format!("{who} {:.2} MiB", mib(*b))
-                    })
+                    .map(|(o, b)| format!("{} {:.2} MiB", Owner::label_of(o), mib(*b)))
                     .collect();
                 out.push(format!(
                     "objects it holds {when}, by who made them: {}",

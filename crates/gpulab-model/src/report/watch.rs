@@ -520,7 +520,7 @@ impl WatchReport {
             for g in groups {
                 let by = match g.owner.as_str() {
                     "program" | "unknown" => String::new(),
-                    _ => format!(", through {}", owner_label(&g.owner)),
+                    _ => format!(", through {}", Owner::label_of(&g.owner)),
                 };
                 let _ = writeln!(
                     s,
@@ -751,6 +751,7 @@ fn kinds(run: &Run) -> Vec<KindReport> {
 
 /// What the program never released, grouped by who made it.
 fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
+    let reporting = run.frameworks.names();
     run.live_index
         .unreleased
         .iter()
@@ -767,9 +768,7 @@ fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
                 kept_by_allocator: matches!(
                     kind,
                     ObjKind::Buffer | ObjKind::MemHandle | ObjKind::HostBuffer
-                ) && owner
-                    .framework()
-                    .is_some_and(|f| run.frameworks.names().contains(&f)),
+                ) && owner.framework().is_some_and(|f| reporting.contains(&f)),
                 pid: *pid,
                 thread: *thread,
                 uncertain: incomplete.contains(pid),
@@ -780,11 +779,6 @@ fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
             }
         })
         .collect()
-}
-
-/// An owner's name in prose, from its JSON name.
-fn owner_label(name: &str) -> &'static str {
-    Owner::parse(name).unwrap_or(Owner::Unknown).label()
 }
 
 /// Objects the program released that the driver has not destroyed yet, and

@@ -102,6 +102,12 @@ impl Owner {
         }
     }
 
+    /// The prose name of the owner a report names by its JSON name (anything
+    /// else reads as not known).
+    pub fn label_of(name: &str) -> &'static str {
+        Owner::parse(name).unwrap_or(Owner::Unknown).label()
+    }
+
     /// The framework whose allocator this library is, when it reports its
     /// own figures.
     pub fn framework(self) -> Option<Framework> {
