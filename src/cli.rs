@@ -275,6 +275,14 @@ pub struct WatchArgs {
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// If the program runs out of device memory, keep that moment in FILE as
+    /// JSON: the refused call with its size and stack, the free memory, who
+    /// held the program's memory then and the other processes on the GPU, and
+    /// a framework's own refusal (PyTorch's). Written when the program ends,
+    /// with `null`s when nothing was refused; created before it starts.
+    #[arg(long, value_name = "FILE")]
+    pub oom: Option<PathBuf>,
+
     /// Memory readings per second while the program's calls come in; one
     /// reading at every batch of them, and 20 a second while none come.
     #[arg(long, default_value_t = 100.0, value_name = "HZ")]

@@ -21,6 +21,12 @@ use serde_json::Value;
 const UNSEEN: &[(&str, &str, &str)] = &[
     (
         "watch",
+        "ran_out.backtrace[].location",
+        "only a refused call in a program built with debug information (the shipped \
+         out-of-memory recordings' programs have none)",
+    ),
+    (
+        "watch",
         "processes[].conflicts",
         "only a CUDA program with its own CUPTI client on a GPU",
     ),
@@ -169,7 +175,7 @@ fn refused(recording: &str, error: &str, to: &Path) -> std::path::PathBuf {
 /// A watched C program, with `--backtrace` so the report has its stacks; None
 /// (the test skips with a notice) without a C compiler and OpenCL headers,
 /// unless `GPULAB_REQUIRE_OPENCL=1` (CI, which installs them).
-fn watched_program(dir: &Path) -> Option<Value> {
+fn watched_program(dir: &Path) -> Option<(Value, Value)> {
     let exe = dir.join("forgotten_events");
     let built = std::process::Command::new("cc")
         .arg("-g")
@@ -188,11 +194,14 @@ fn watched_program(dir: &Path) -> Option<Value> {
     }
     // The report goes to a file: the program's stdout stays its own.
     let report = dir.join("watch.json");
+    let oom = dir.join("oom.json");
     let out = common::run(&[
         "watch",
         "--json",
         "-o",
         &report.display().to_string(),
+        "--oom",
+        &oom.display().to_string(),
         "--backtrace",
         "--",
         &exe.display().to_string(),
@@ -201,7 +210,15 @@ fn watched_program(dir: &Path) -> Option<Value> {
     ]);
     assert!(out.status.success(), "{}", common::stderr(&out));
     let text = std::fs::read_to_string(&report).unwrap_or_default();
-    Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("watch --json -o: {e}")))
+    let report = serde_json::from_str(&text).unwrap_or_else(|e| panic!("watch --json -o: {e}"));
+    // Nothing ran out: the file says so, in the same envelope.
+    let text = std::fs::read_to_string(&oom).unwrap_or_default();
+    let oom: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("watch --oom: {e}"));
+    assert!(
+        oom["ran_out"].is_null() && oom["framework_refused"].is_null(),
+        "{oom}"
+    );
+    Some((report, oom))
 }
 
 #[test]
@@ -212,7 +229,7 @@ fn the_document_and_the_json_outputs_agree() {
     }
     let doc = documented();
     let dir = common::temp_dir();
-    let Some(watched) = watched_program(dir.path()) else {
+    let Some((watched, oom)) = watched_program(dir.path()) else {
         return;
     };
     let mut outputs = vec![
@@ -239,6 +256,7 @@ fn the_document_and_the_json_outputs_agree() {
             &watch_ran_out_recording(dir.path()).display().to_string(),
         ]),
         watched,
+        oom,
     ];
     for file in recordings("assets/recordings")
         .into_iter()
@@ -264,7 +282,7 @@ fn the_document_and_the_json_outputs_agree() {
     }
     assert_eq!(
         seen.keys().collect::<Vec<_>>(),
-        ["doctor", "labs", "run", "watch"],
+        ["doctor", "labs", "out_of_memory", "run", "watch"],
         "every kind of output was read"
     );
     for (kind, path) in &doc {

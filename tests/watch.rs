@@ -520,13 +520,19 @@ fn an_out_of_memory_leads_the_report_with_the_refused_call_and_its_holders() {
         .expect("gpulab starts");
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    let first: Vec<&str> = text.lines().skip(2).take(2).collect();
+    let lead: Vec<&str> = text.lines().skip(2).take(6).collect();
+    // The command line the program was given asked for 8 GiB blocks.
     assert!(
-        first[0].starts_with("ran out of memory: cuMemAlloc")
-            && first[0].contains("CUDA_ERROR_OUT_OF_MEMORY"),
+        lead[0].starts_with("ran out of memory: cuMemAlloc of 8192.0 MiB")
+            && lead[0].contains("CUDA_ERROR_OUT_OF_MEMORY"),
         "{text}"
     );
-    assert!(first[1].contains("free of"), "{text}");
+    assert!(
+        lead[1].trim_start().starts_with("at "),
+        "its calling frame: {text}"
+    );
+    assert!(lead[2].contains("the driver said"), "{text}");
+    assert!(lead[3].contains("free of"), "{text}");
     let json = gpulab()
         .args(["report", "--json"])
         .arg(&file)

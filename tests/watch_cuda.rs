@@ -489,3 +489,49 @@ fn a_cuda_programs_last_moments_arrive_however_it_ends() {
         );
     }
 }
+
+/// A CUDA program filling the device in 8 GiB blocks until the driver
+/// refuses one: `--oom FILE` keeps that moment with what the agent read
+/// inside the refused call (the size asked, the driver's free memory, the
+/// calling frame, the program's own) and the program's own output and exit
+/// status are untouched. Its own last line says the free memory it read
+/// right after: the agent's reading is the driver's of the same moment, so
+/// the two are compared within one block.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn an_out_of_memory_is_kept_with_its_size_caller_and_the_free_memory() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/cuda_oom.cu");
+    let exe = exe.to_string_lossy().into_owned();
+    let bare = Command::new(&exe).arg("8192").output().expect("it runs");
+    let oom = dir.path().join("oom.json");
+    let oom_arg = oom.to_string_lossy().into_owned();
+    let (out, report) = watch_json_with(&["--oom", &oom_arg], &[&exe, "8192"]);
+    assert_eq!(out.status.code(), bare.status.code(), "{}", stderr(&out));
+    assert_eq!(out.stdout, bare.stdout);
+    let own = stderr(&out);
+    // "cuda_oom: 17 blocks of 8192 MiB, then cudaErrorMemoryAllocation; free 3353 MiB of ..."
+    let said_free: u64 = own
+        .lines()
+        .find(|l| l.starts_with("cuda_oom:"))
+        .and_then(|l| l.split("; free ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the program says what was free:\n{own}"));
+    let kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(&oom).expect("--oom wrote its file"))
+            .expect("json");
+    assert_eq!(kept["kind"], "out_of_memory");
+    assert_eq!(kept["ran_out"], report["ran_out"]);
+    let r = &report["ran_out"];
+    assert_eq!(r["api"], "cuMemAlloc", "{r}");
+    assert_eq!(r["asked_bytes"].as_u64(), Some(8192 << 20), "{r}");
+    assert_eq!(r["owner"], "program", "{r}");
+    let free = r["driver_free_bytes"].as_u64().expect("the agent read it");
+    // The program's own cudaMemGetInfo, after the refusal, in MiB.
+    assert!(
+        free >> 20 <= said_free + 8192 && said_free <= (free >> 20) + 8192,
+        "{r} vs {own}"
+    );
+}

@@ -328,9 +328,9 @@ fn a_pytorch_out_of_memory_leads_with_the_refused_call_and_what_pytorch_said() {
             .is_some_and(|l| l.contains("import torch\\n")),
         "{text}"
     );
-    let lead: Vec<&str> = text.lines().skip(2).take(6).collect();
+    let lead: Vec<&str> = text.lines().skip(2).take(10).collect();
     assert!(
-        lead[0].starts_with("ran out of memory: cuMemAlloc"),
+        lead[0].starts_with("ran out of memory: cuMemAlloc") && lead[0].contains("through PyTorch"),
         "{text}"
     );
     assert!(

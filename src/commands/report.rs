@@ -105,9 +105,13 @@ pub fn load_into(file: &Path, mut run: Run) -> anyhow::Result<Run> {
 }
 
 pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {
-    let r = WatchReport::from_run(run);
+    render_watch(&WatchReport::from_run(run), format)
+}
+
+/// A watched program's report, made already, in `format`.
+pub fn render_watch(r: &WatchReport, format: &Format) -> anyhow::Result<String> {
     Ok(if format.json {
-        json(Kind::Watch, &r)?
+        json(Kind::Watch, r)?
     } else if format.markdown {
         report::printable(&r.markdown()).into_owned()
     } else {

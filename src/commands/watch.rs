@@ -8,6 +8,8 @@
 use std::fs::File;
 use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
 
+use gpulab::report::WatchReport;
+use gpulab::report::json::{Kind, json};
 use gpulab::run::Run;
 use gpulab::source::{
     Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunSource, Session, SourceError,
@@ -36,13 +38,14 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         ),
         None => None,
     };
-    let report_file = match &args.output {
-        Some(p) => Some(
-            File::create(p)
-                .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display())))?,
-        ),
-        None => None,
+    let create = |path: &Option<std::path::PathBuf>| match path {
+        Some(p) => File::create(p)
+            .map(Some)
+            .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display()))),
+        None => Ok(None),
     };
+    let report_file = create(&args.output)?;
+    let oom_file = create(&args.oom)?;
     let log = program_log(args)?;
     // The program's output stays its own: every report goes to `-o FILE` or
     // to stderr, never into the program's stdout.
@@ -92,7 +95,12 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
     if let Some(log) = log {
         log.finish();
     }
-    let report = super::report::watch_report(&run, &args.format)?;
+    let summary = WatchReport::from_run(&run);
+    let report = super::report::render_watch(&summary, &args.format)?;
+    if let (Some(file), Some(path)) = (oom_file, &args.oom) {
+        let text = json(Kind::OutOfMemory, &summary.out_of_memory())?;
+        write_to(file, path, &text, "the out-of-memory record");
+    }
     deliver(&report, report_file, args);
     Ok(exit_code(&run))
 }
@@ -120,6 +128,18 @@ fn machine_format(args: &WatchArgs) -> bool {
     args.format.json || args.format.markdown
 }
 
+/// `text` (`what` it is) into the file made for it; when that fails, on
+/// stderr, saying so.
+fn write_to(mut file: File, path: &std::path::Path, text: &str, what: &str) {
+    if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.flush()) {
+        say(format_args!(
+            "gpulab: cannot write {what} to {}: {e}; here it is instead:",
+            path.display()
+        ));
+        super::write_stderr(text);
+    }
+}
+
 /// 127 for a command that is not there, 126 for one that cannot be run, as
 /// `env`, `timeout` and shells say it; 2 for gpulab's own trouble.
 fn start_failure(e: SourceError) -> anyhow::Error {
@@ -136,21 +156,9 @@ fn start_failure(e: SourceError) -> anyhow::Error {
 /// The report where it was asked for; when that cannot be written, on stderr,
 /// saying so. Never fails: the program's exit status comes next.
 fn deliver(report: &str, file: Option<File>, args: &WatchArgs) {
-    if let (Some(mut file), Some(path)) = (file, &args.output) {
-        match file
-            .write_all(report.as_bytes())
-            .and_then(|()| file.flush())
-        {
-            Ok(()) => return,
-            Err(e) => {
-                say(format_args!(
-                    "gpulab: cannot write the report to {}: {e}; here it is instead:",
-                    path.display()
-                ));
-                super::write_stderr(report);
-                return;
-            }
-        }
+    if let (Some(file), Some(path)) = (file, &args.output) {
+        write_to(file, path, report, "the report");
+        return;
     }
     if machine_format(args) {
         // JSON or Markdown on stderr, from its own line, whole.

@@ -20,7 +20,7 @@ use gpulab_events::{DeviceSpan, ObjKind};
 
 use crate::clock::now_ns;
 use crate::ledger;
-use crate::transport::{self, Api, Status};
+use crate::transport::{self, Api, Refused, Status};
 
 /// The environment variable naming the libcupti to load.
 pub const CUPTI_ENV: &str = "GPULAB_CUPTI";
@@ -30,6 +30,7 @@ pub const CUPTI_ENV: &str = "GPULAB_CUPTI";
 pub const SPANS_ENV: &str = "GPULAB_DEVICE_SPANS";
 
 const CUPTI_SUCCESS: i32 = 0;
+const CUDA_ERROR_OUT_OF_MEMORY: i32 = 2;
 const CUPTI_ERROR_MULTIPLE_SUBSCRIBERS: i32 = 39;
 const DOMAIN_DRIVER_API: u32 = 1;
 const DOMAIN_RESOURCE: u32 = 3;
@@ -102,6 +103,13 @@ enum Role {
     /// matched to it. The stream is at byte `stream_at` of the parameters (or of
     /// the launch config parameter 0 points to, for `cuLaunchKernelEx`).
     Launch { stream_at: StreamAt },
+    /// A call that loads the code of the function or module it names where
+    /// the driver loads lazily (an attribute read or set, an occupancy query,
+    /// a global's address): the handle is parameter `handle_at`. Only its
+    /// first call per handle is recorded, with the memory it took (NCCL sets
+    /// its kernels' attributes at start-up, loading 190 MiB of code with no
+    /// launch).
+    Load { handle_at: usize },
 }
 
 /// Where a launch names its stream.
@@ -124,7 +132,7 @@ enum Size {
 }
 
 use ObjKind::{Buffer, Event, HostBuffer, Program, Stream};
-use Role::{Call, Free, Launch, Make};
+use Role::{Call, Free, Launch, Load, Make};
 
 /// The driver calls the agent enables, by the name CUPTI gives them. A creating
 /// or freeing call names its exact version (parameters differ between versions);
@@ -287,6 +295,33 @@ const WATCHED: &[(&str, Role)] = &[
         Launch {
             stream_at: StreamAt::Config(32),
         },
+    ),
+    // The parameter blocks: `cuKernelGetAttribute(int *pi, attrib, CUkernel,
+    // CUdevice)`, `cuKernelSetAttribute(attrib, int val, CUkernel, CUdevice)`
+    // (two ints, then the kernel at byte 8), and so on (cuda.h).
+    ("cuFuncGetAttribute", Load { handle_at: 2 }),
+    ("cuFuncSetAttribute", Load { handle_at: 0 }),
+    ("cuFuncSetCacheConfig", Load { handle_at: 0 }),
+    ("cuFuncLoad", Load { handle_at: 0 }),
+    ("cuKernelGetAttribute", Load { handle_at: 2 }),
+    ("cuKernelSetAttribute", Load { handle_at: 1 }),
+    ("cuKernelSetCacheConfig", Load { handle_at: 0 }),
+    ("cuKernelGetFunction", Load { handle_at: 1 }),
+    ("cuLibraryGetModule", Load { handle_at: 1 }),
+    ("cuLibraryGetGlobal", Load { handle_at: 2 }),
+    ("cuModuleGetGlobal_v2", Load { handle_at: 2 }),
+    (
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+        Load { handle_at: 1 },
+    ),
+    (
+        "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+        Load { handle_at: 1 },
+    ),
+    ("cuOccupancyMaxPotentialBlockSize", Load { handle_at: 2 }),
+    (
+        "cuOccupancyMaxPotentialBlockSizeWithFlags",
+        Load { handle_at: 2 },
     ),
     ("cuGraphLaunch", Call),
     ("cuMemcpy", Call),
@@ -655,9 +690,12 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         return;
     }
     // The device's memory the call took, read on each side of it.
-    let step = FREE_BEFORE
-        .take()
-        .and_then(|before| Some(before as i64 - device_free()? as i64));
+    let before = FREE_BEFORE.take();
+    if matches!(hook.role, Load { .. }) && before.is_none() {
+        // Not this handle's first load: nothing to say of it.
+        return;
+    }
+    let step = before.and_then(|before| Some(before as i64 - device_free()? as i64));
     let begin = if data.correlation_data.is_null() {
         now_ns()
     } else {
@@ -679,6 +717,14 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
     };
     let object = object.or_else(|| MADE_CONTEXT.take());
     let name = (status != 0).then(|| error_name(status)).flatten();
+    let refused = (status == CUDA_ERROR_OUT_OF_MEMORY).then(|| {
+        Box::new(Refused {
+            // SAFETY: the caller's contract; `role` matches this function.
+            asked: unsafe { asked_bytes(hook.role, params) },
+            free: device_free(),
+            stack: crate::stack::capture(Buffer),
+        })
+    });
     let seq = transport::call_measured(
         hook.api,
         hook.driver,
@@ -686,6 +732,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         Status::Cuda { code: status, name },
         object,
         step,
+        refused,
     );
     if let (Launch { stream_at }, Some(_), 0) = (hook.role, ACTIVITY.get(), status) {
         // SAFETY: the caller's contract: a launch's parameter block.
@@ -697,15 +744,16 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
 /// Whether the device's memory is read on each side of this call: calls that
 /// make a module, library or stream (their making call says no size, and a
 /// sampler reading rarely falls on each side of one: NCCL makes a hundred at
-/// once), and the first launch of each function, which loads its code where
-/// the driver loads modules lazily (the default since CUDA 12.2). Contexts are
+/// once), and the first launch or other first use ([`Role::Load`]) of each
+/// function or library, which loads its code where the driver loads modules
+/// lazily (the default since CUDA 12.2). Contexts are
 /// not: before one exists there is nothing to ask, and the sampler measures
 /// their hundreds of milliseconds well.
 ///
 /// # Safety
 /// `params` is null or the parameter block of a call with `role`'s layout.
 unsafe fn measured(role: Role, params: *const usize) -> bool {
-    /// Functions launched in the process so far.
+    /// Functions and libraries launched or loaded in the process so far.
     static LAUNCHED: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
     thread_local! {
         /// Those this thread knows were: a launch takes the process's lock
@@ -713,25 +761,26 @@ unsafe fn measured(role: Role, params: *const usize) -> bool {
         static KNOWN: std::cell::RefCell<HashSet<usize>> =
             std::cell::RefCell::new(HashSet::new());
     }
-    match role {
-        Make { kind, .. } => matches!(kind, Program | Stream),
-        Launch { stream_at } if !params.is_null() => {
-            // SAFETY: the function is parameter 0 of cuLaunchKernel and
-            // cuLaunchCooperativeKernel, parameter 1 of cuLaunchKernelEx.
-            let function = unsafe {
-                match stream_at {
-                    StreamAt::Param(_) => *params,
-                    StreamAt::Config(_) => *params.add(1),
-                }
-            };
-            if KNOWN.with(|k| !k.borrow_mut().insert(function)) {
-                return false;
+    let function = match role {
+        Make { kind, .. } => return matches!(kind, Program | Stream),
+        _ if params.is_null() => return false,
+        // SAFETY: the function is parameter 0 of cuLaunchKernel and
+        // cuLaunchCooperativeKernel, parameter 1 of cuLaunchKernelEx.
+        Launch { stream_at } => unsafe {
+            match stream_at {
+                StreamAt::Param(_) => *params,
+                StreamAt::Config(_) => *params.add(1),
             }
-            let mut seen = LAUNCHED.lock().unwrap_or_else(|e| e.into_inner());
-            seen.get_or_insert_with(HashSet::new).insert(function)
-        }
-        _ => false,
+        },
+        // SAFETY: the caller's contract: the handle is this parameter.
+        Load { handle_at } => unsafe { *params.add(handle_at) },
+        _ => return false,
+    };
+    if KNOWN.with(|k| !k.borrow_mut().insert(function)) {
+        return false;
     }
+    let mut seen = LAUNCHED.lock().unwrap_or_else(|e| e.into_inner());
+    seen.get_or_insert_with(HashSet::new).insert(function)
 }
 
 /// The device's free memory (`cuMemGetInfo` in the calling thread's context);
@@ -790,6 +839,34 @@ unsafe fn launch_stream(params: *const usize, at: StreamAt) -> usize {
     }
 }
 
+/// The bytes an allocating call asked for, from its parameters.
+///
+/// # Safety
+/// `params` is null or the parameter block of a function with this role.
+unsafe fn asked_bytes(role: Role, params: *const usize) -> Option<u64> {
+    if params.is_null() {
+        return None;
+    }
+    match role {
+        Make {
+            size: Size::At(n), ..
+        } => {
+            // SAFETY: parameter `n` is a size_t after pointer-sized ones.
+            let bytes = unsafe { *params.add(n) };
+            Some(bytes as u64)
+        }
+        Make {
+            size: Size::Pitch, ..
+        } => {
+            // SAFETY: cuMemAllocPitch's (dptr*, pitch*, width, height, ...);
+            // the pitch is not written when the call fails: width times height.
+            let (width, height) = unsafe { (*params.add(2), *params.add(3)) };
+            Some((width as u64).saturating_mul(height as u64))
+        }
+        _ => None,
+    }
+}
+
 /// What a successful call did to the ledger.
 ///
 /// # Safety
@@ -827,7 +904,7 @@ unsafe fn apply(role: Role, params: *const usize, context: *mut c_void) -> Optio
         }
         // SAFETY: parameter 0 of a freeing call is the handle.
         Free(kind) => ledger::cuda_released(kind, unsafe { *params }),
-        Call | Launch { .. } => None,
+        Call | Launch { .. } | Load { .. } => None,
     }
 }
 
@@ -1074,6 +1151,70 @@ fn error_name(code: i32) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_is_measured_at_each_handles_first_use_alone() {
+        assert_eq!(
+            hook_for("cuKernelSetAttribute"),
+            Some(("cuKernelSetAttribute", Load { handle_at: 1 }))
+        );
+        assert_eq!(
+            hook_for("cuModuleGetGlobal_v2"),
+            Some(("cuModuleGetGlobal", Load { handle_at: 2 }))
+        );
+        // cuKernelSetAttribute(attrib, val, kernel, dev): two ints, then the
+        // kernel, as CUPTI lays the parameters out.
+        let kernel: usize = 0x5eed_0001;
+        let block: [usize; 3] = [7 | (1 << 32), kernel, 0];
+        let set = Load { handle_at: 1 };
+        // SAFETY: a block of this layout.
+        assert!(unsafe { measured(set, block.as_ptr()) }, "first use");
+        // SAFETY: as above.
+        assert!(!unsafe { measured(set, block.as_ptr()) }, "loaded already");
+        // The same kernel's first launch loads nothing more: not read again.
+        let mut launch = [0usize; 8];
+        launch[0] = kernel;
+        let at = Launch {
+            stream_at: StreamAt::Param(40),
+        };
+        // SAFETY: a launch's block.
+        assert!(!unsafe { measured(at, launch.as_ptr()) });
+        // SAFETY: a null block is never read.
+        assert!(!unsafe { measured(set, std::ptr::null()) });
+    }
+
+    #[test]
+    fn a_refused_allocation_says_the_bytes_it_asked_for() {
+        let alloc = Make {
+            kind: Buffer,
+            size: Size::At(1),
+        };
+        let block: [usize; 2] = [0, 8 << 30];
+        // SAFETY: cuMemAlloc's block: (dptr*, bytesize).
+        assert_eq!(unsafe { asked_bytes(alloc, block.as_ptr()) }, Some(8 << 30));
+        let pitch = Make {
+            kind: Buffer,
+            size: Size::Pitch,
+        };
+        let block: [usize; 5] = [0, 0, 1000, 3, 4];
+        // SAFETY: cuMemAllocPitch's block; the pitch pointer is not read.
+        assert_eq!(unsafe { asked_bytes(pitch, block.as_ptr()) }, Some(3000));
+        // SAFETY: a null block is never read.
+        assert_eq!(unsafe { asked_bytes(alloc, std::ptr::null()) }, None);
+        assert_eq!(
+            // SAFETY: a stream's making call says no size.
+            unsafe {
+                asked_bytes(
+                    Make {
+                        kind: Stream,
+                        size: Size::None,
+                    },
+                    block.as_ptr(),
+                )
+            },
+            None
+        );
+    }
 
     #[test]
     fn names_match_by_exact_version_for_objects_and_any_version_for_the_timeline() {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use gpulab_events::{
     AgentEvent, AgentState, Call, CallName, CallStatus, Event, Frame, FrameworkEvent, ObjectEvent,
-    Stack, to_line,
+    Refusal, Stack, to_line,
 };
 
 use crate::clock::now_ns;
@@ -277,6 +277,9 @@ fn lines_of(mut record: Record, stacks: &mut crate::stack::Stacks, agent: &Agent
     let (pid, parent_pid) = (agent.pid, agent.parent_pid);
     let stack = match &mut record {
         Record::Object { stack, .. } => stack.take(),
+        Record::Call {
+            refused: Some(r), ..
+        } => r.stack.take(),
         _ => None,
     };
     let event = to_event(record, pid, parent_pid);
@@ -323,8 +326,12 @@ pub fn stack_event(id: u64, mut frames: Vec<Frame>) -> Event {
 }
 
 pub fn with_stack(mut event: Event, id: u64) -> Event {
-    if let Event::Object(o) = &mut event {
-        o.stack = Some(id);
+    match &mut event {
+        Event::Object(o) => o.stack = Some(id),
+        Event::Call(Call {
+            refused: Some(r), ..
+        }) => r.stack = Some(id),
+        _ => {}
     }
     event
 }
@@ -341,6 +348,7 @@ pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             status,
             object,
             memory_step,
+            refused,
         } => Event::Call(Call {
             seq,
             pid,
@@ -360,6 +368,13 @@ pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             object,
             cuda: None,
             memory_step,
+            refused: refused.map(|r| {
+                Box::new(Refusal {
+                    asked_bytes: r.asked,
+                    free_bytes: r.free,
+                    stack: None,
+                })
+            }),
         }),
         Record::Object {
             t_ns,
@@ -467,5 +482,63 @@ mod tests {
             }
         );
         assert!(matches!(cuda(2, None), CallStatus::Error { name, .. } if name == "CUDA_ERROR_2"));
+    }
+
+    /// A refused allocation goes out with what the agent read inside it, its
+    /// stack named first (as an object's is), and is never dropped for room.
+    #[test]
+    fn a_refused_allocation_carries_its_size_free_memory_and_stack() {
+        let (tx, _rx) = std::sync::mpsc::sync_channel(1);
+        let (overflow, _orx) = std::sync::mpsc::channel();
+        let agent = Agent {
+            tx,
+            overflow,
+            overflowing: 0.into(),
+            pid: 7,
+            parent_pid: 1,
+            seq: 0.into(),
+            dropped: 0.into(),
+            detached: false.into(),
+            apis: 0.into(),
+        };
+        let here: fn() = a_refused_allocation_carries_its_size_free_memory_and_stack;
+        let record = |stack| Record::Call {
+            seq: 3,
+            thread: 7,
+            api: "cuMemAlloc",
+            driver: "cuMemAlloc_v2",
+            begin_ns: 10,
+            end_ns: 20,
+            status: Status::Cuda {
+                code: 2,
+                name: Some("CUDA_ERROR_OUT_OF_MEMORY"),
+            },
+            object: None,
+            memory_step: None,
+            refused: Some(Box::new(crate::queue::Refused {
+                asked: Some(8 << 30),
+                free: Some(3 << 30),
+                stack,
+            })),
+        };
+        let addrs: Box<[usize]> = vec![0, here as usize + 1, here as usize + 1].into();
+        assert!(!record(None).droppable());
+        let mut stacks = crate::stack::Stacks::default();
+        let text = lines_of(record(Some(addrs)), &mut stacks, &agent);
+        let events: Vec<Event> = text
+            .lines()
+            .map(|l| gpulab_events::jsonl::parse_line(1, l).expect("an event line"))
+            .collect();
+        let [Event::Stack(stack), Event::Call(call)] = events.as_slice() else {
+            panic!("a stack, then the call: {text}");
+        };
+        assert_eq!(
+            call.refused.as_deref(),
+            Some(&Refusal {
+                asked_bytes: Some(8 << 30),
+                free_bytes: Some(3 << 30),
+                stack: Some(stack.id),
+            })
+        );
     }
 }

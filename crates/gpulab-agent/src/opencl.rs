@@ -215,6 +215,10 @@ unsafe fn put(out: *mut i32, status: i32) {
     }
 }
 
+/// What a creating call returns when the device has no memory for it:
+/// `CL_MEM_OBJECT_ALLOCATION_FAILURE`, `CL_OUT_OF_RESOURCES`.
+const REFUSALS: [i32; 2] = [-4, -5];
+
 /// A creating call returned: record the call and, on success, the new object.
 fn made(
     api: &'static str,
@@ -227,7 +231,23 @@ fn made(
 ) {
     let object = (status == CL_SUCCESS && !handle.is_null())
         .then(|| ledger::created(handle as usize, kind, bytes, refs));
-    transport::call(api, begin, Status::OpenCl(status), object);
+    // The driver's free memory is no OpenCL query: the size and stack alone.
+    let refused = (bytes > 0 && REFUSALS.contains(&status)).then(|| {
+        Box::new(transport::Refused {
+            asked: Some(bytes),
+            free: None,
+            stack: crate::stack::capture(kind),
+        })
+    });
+    transport::call_measured(
+        api,
+        api,
+        begin,
+        Status::OpenCl(status),
+        object,
+        None,
+        refused,
+    );
     if let Some(id) = object {
         watch_destruction(handle, kind, id, bytes);
     }

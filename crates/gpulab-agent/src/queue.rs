@@ -26,6 +26,8 @@ pub enum Record {
         object: Option<u64>,
         /// The device memory it took (`cuMemGetInfo` on each side), where read.
         memory_step: Option<i64>,
+        /// What the agent read at an allocation the driver refused.
+        refused: Option<Box<Refused>>,
     },
     Object {
         t_ns: u64,
@@ -53,14 +55,25 @@ pub enum Record {
     },
 }
 
+/// An allocation the driver refused, read inside the refused call.
+pub struct Refused {
+    /// The bytes it asked for, from its parameters.
+    pub asked: Option<u64>,
+    /// The device's free memory right after the refusal.
+    pub free: Option<u64>,
+    /// Return addresses of the refused call, as deep as an object's are taken.
+    pub stack: Option<Box<[usize]>>,
+}
+
 impl Record {
     /// Whether it may be dropped when there is no room (counted): calls, spans
     /// and a framework's periodic figures (the next reading says them again).
-    /// Objects never are, nor what else a framework said: a refusal lost would
-    /// be an out-of-memory nobody saw.
+    /// Objects never are, nor a refused allocation, nor what else a framework
+    /// said: a refusal lost would be an out-of-memory nobody saw.
     pub fn droppable(&self) -> bool {
         match self {
-            Record::Call { .. } | Record::Span(_) => true,
+            Record::Call { refused, .. } => refused.is_none(),
+            Record::Span(_) => true,
             Record::Framework { said, .. } => matches!(said, FrameworkSaid::Memory { .. }),
             Record::Object { .. } | Record::Agent { .. } => false,
         }

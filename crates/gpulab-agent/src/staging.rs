@@ -144,6 +144,7 @@ mod tests {
             status: Status::OpenCl(0),
             object: None,
             memory_step: None,
+            refused: None,
         }
     }
 

@@ -20,7 +20,7 @@ use crate::clock::{now_ns, thread_id};
 pub use crate::drain::on_tick;
 use crate::pipe::{Pipe, PipeId};
 use crate::queue::{Agent, EXIT_WAIT, Message};
-pub use crate::queue::{Api, Record, Status};
+pub use crate::queue::{Api, Record, Refused, Status};
 
 /// Records waiting for the agent thread; beyond this calls are dropped (counted)
 /// and objects overflow.
@@ -326,11 +326,11 @@ pub fn call_as(
     status: Status,
     object: Option<u64>,
 ) -> u64 {
-    call_measured(api, driver, begin_ns, status, object, None)
+    call_measured(api, driver, begin_ns, status, object, None, None)
 }
 
 /// [`call_as`], with the device memory the call took when it was read on each
-/// side of it.
+/// side of it, and what was read at a refused allocation.
 pub fn call_measured(
     api: &'static str,
     driver: &'static str,
@@ -338,6 +338,7 @@ pub fn call_measured(
     status: Status,
     object: Option<u64>,
     memory_step: Option<i64>,
+    refused: Option<Box<Refused>>,
 ) -> u64 {
     if quiet() {
         return 0;
@@ -354,6 +355,7 @@ pub fn call_measured(
         status,
         object,
         memory_step,
+        refused,
     });
     seq
 }

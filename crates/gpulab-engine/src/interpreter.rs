@@ -473,6 +473,7 @@ impl<'a> Engine<'a> {
             object,
             cuda: readings.cuda,
             memory_step: None,
+            refused: None,
         }
     }
 
@@ -638,6 +639,7 @@ impl<'a> Engine<'a> {
             object: None,
             cuda: self.backend.cuda_memory(self.last.map(|m| m.device)),
             memory_step: None,
+            refused: None,
         }))?;
         self.drain()?;
         Ok(())

@@ -275,9 +275,31 @@ pub struct Call {
     pub cuda: Option<CudaMemory>,
     /// `gpulab watch`, CUDA: the device memory the call took, as the agent read
     /// the driver's free memory (`cuMemGetInfo`) right before and after it:
-    /// for calls that make a module or stream, and a function's first launch.
+    /// for calls that make a module or stream, and a function's first launch
+    /// or other first use that loads its code (an attribute read, say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_step: Option<i64>,
+    /// `gpulab watch`: what the agent read at a call the driver refused for
+    /// want of memory (the size asked, the device's free memory right after,
+    /// the calling stack). Absent for every other call and in older streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Box<Refusal>>,
+}
+
+/// An allocation the driver refused, as the agent saw it inside the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refusal {
+    /// The bytes the call asked for, from its parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_bytes: Option<u64>,
+    /// The device's free memory as the driver said it right after the refusal
+    /// (`cuMemGetInfo` on the calling thread), where it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
+    /// The refused call's native stack ([`Stack::id`]), when one was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<u64>,
 }
 
 /// The CUDA driver's view of device memory, read by the worker after each call.

@@ -37,7 +37,9 @@ pub enum TelemetryError {
 /// One memory reading.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reading {
-    /// CLOCK_MONOTONIC ns, taken right before the read.
+    /// CLOCK_MONOTONIC ns, taken right before the read; for an NVML reading
+    /// whose process figure came from the process list, right after that
+    /// list was read (the device's figure, read before it, is that much older).
     pub t_ns: u64,
     /// Device memory in use by all processes (NVML), or the worker's RSS.
     pub used_bytes: u64,

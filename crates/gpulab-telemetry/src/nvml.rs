@@ -381,6 +381,13 @@ impl NvmlProbe {
             return Ok((reading, None));
         }
         let listed = compute_processes(device);
+        // The process's figure is of the list's moment, not of `t_ns`: on an
+        // H200 a list read 2 µs after `t_ns` already held an 8 GiB block whose
+        // cuMemAlloc began after it, and a reading stamped before that call
+        // measured the block into the context's reserve. So the reading takes
+        // the list's time; the device's figure (read first) is at most that
+        // read's length older.
+        let listed_ns = now_ns();
         // The tree is walked only when NVML lists a process other than the
         // program itself: a single-process program costs no /proc reads.
         let others = listed
@@ -429,7 +436,7 @@ impl NvmlProbe {
         }
         self.listed.read(t_ns, mem.used, process_bytes);
         let reading = Reading {
-            t_ns,
+            t_ns: listed_ns,
             used_bytes: mem.used,
             total_bytes: Some(mem.total),
             process_bytes,

@@ -211,7 +211,9 @@ impl HoldersReport {
         largest.sort_by_key(|r| std::cmp::Reverse(r.bytes));
         for r in largest.iter().take(RESERVES_LISTED) {
             let how = match r.measured_by.as_str() {
-                "agent_at_launch" => "code loaded at a function's first launch, read by the agent",
+                "agent_at_launch" => {
+                    "code loaded at a function's first launch or first use, read by the agent"
+                }
                 "agent" => "measured by the agent across the call",
                 _ => "measured between the readings",
             };

@@ -18,6 +18,8 @@ pub enum Kind {
     Run,
     /// A watched program's report (`watch`, or `report` of a watch recording).
     Watch,
+    /// The moment a watched program ran out of memory (`watch --oom FILE`).
+    OutOfMemory,
     /// `labs`: every lab `list` found.
     Labs,
     /// What this machine can run (`doctor`).

@@ -65,6 +65,29 @@ pub struct WatchReport {
     pub warnings: Vec<String>,
 }
 
+/// The moment a watched program ran out of memory, apart from the rest of its
+/// report (`watch --oom FILE`): the refused driver call and the framework's
+/// refusal, each None when there was none.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutOfMemory<'a> {
+    pub command: &'a [String],
+    pub pid: u32,
+    pub ran_out: Option<&'a WatchRanOut>,
+    pub framework_refused: Option<&'a FrameworkRefusal>,
+}
+
+impl WatchReport {
+    /// What `watch --oom FILE` writes.
+    pub fn out_of_memory(&self) -> OutOfMemory<'_> {
+        OutOfMemory {
+            command: &self.command,
+            pid: self.pid,
+            ran_out: self.ran_out.as_ref(),
+            framework_refused: self.framework_refused.as_ref(),
+        }
+    }
+}
+
 /// The first call refused for want of memory, and the memory at that moment.
 #[derive(Debug, Clone, Serialize)]
 pub struct WatchRanOut {
@@ -83,10 +106,47 @@ pub struct WatchRanOut {
     pub device_t_ms: Option<f64>,
     /// Who held the program's own memory then.
     pub holders: Option<Shares>,
+    /// Without `holders` (no reading of the program's memory could be set
+    /// beside that moment): what its objects and measured reserves held when
+    /// the call returned, which the run knows without a reading.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known: Option<KnownShares>,
     /// The other processes NVML listed on the device by then, with their
     /// bytes (often the cause on a shared card); absent when no list was read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub other_processes: Option<Vec<OtherProcessReport>>,
+    /// The bytes the refused call asked for, from its parameters (the agent
+    /// read them inside the call); absent from older recordings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asked_bytes: Option<u64>,
+    /// The device's free memory as the driver said it right after the
+    /// refusal (`cuMemGetInfo` on the calling thread, read by the agent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_free_bytes: Option<u64>,
+    /// Who called the driver for it, from the refused call's calling frame
+    /// (as [`AliveGroup::owner`]); absent when no stack was taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The refused call's native stack, innermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backtrace: Vec<Frame>,
+}
+
+/// What the objects and reserves of a program held at a moment without a
+/// reading of its memory: no total, so nothing is unexplained or explained.
+#[derive(Debug, Clone, Serialize)]
+pub struct KnownShares {
+    /// Objects it held whose size their making call said, less what its
+    /// frameworks' allocators kept cached in them.
+    pub objects_held_bytes: u64,
+    /// `objects_held_bytes` by who called the driver for them.
+    pub objects_held_by: BTreeMap<String, u64>,
+    pub cached_by_allocators_bytes: u64,
+    /// Measured reserves of the contexts, modules, queues and streams it held
+    /// then (measured then or later).
+    pub reserves_held_bytes: u64,
+    /// Contexts, modules, queues or streams it held whose reserve was not measured.
+    pub unmeasured: usize,
 }
 
 /// A process outside the program that held device memory.
@@ -109,7 +169,17 @@ impl WatchRanOut {
         };
         let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
         let sample = run.sample_stats.at_ran_out.as_ref();
+        let refused = call.refused.as_ref();
+        let backtrace = refused
+            .and_then(|r| r.stack)
+            .and_then(|id| run.stacks.get(&id))
+            .cloned()
+            .unwrap_or_default();
         Some(WatchRanOut {
+            asked_bytes: refused.and_then(|r| r.asked_bytes),
+            driver_free_bytes: refused.and_then(|r| r.free_bytes),
+            owner: (!backtrace.is_empty()).then(|| Owner::of(&backtrace).as_str().to_string()),
+            backtrace,
             api: call.api.to_string(),
             status,
             pid: call.pid,
@@ -122,6 +192,24 @@ impl WatchRanOut {
                 .holders_at_ran_out
                 .as_ref()
                 .map(|h| Shares::of(h, start)),
+            known: run
+                .known_at_ran_out
+                .as_ref()
+                .filter(|_| run.holders_at_ran_out.is_none())
+                .map(|h| {
+                    let (reserves, unmeasured) = run.reserves_of(&run.unsized_at_ran_out);
+                    KnownShares {
+                        objects_held_bytes: h.held,
+                        objects_held_by: h
+                            .held_by
+                            .iter()
+                            .map(|(o, b)| (o.as_str().to_string(), *b))
+                            .collect(),
+                        cached_by_allocators_bytes: h.cached,
+                        reserves_held_bytes: reserves,
+                        unmeasured,
+                    }
+                }),
             other_processes: run.sample_stats.others_at(call.end_ns).map(|others| {
                 others
                     .iter()
@@ -137,10 +225,26 @@ impl WatchRanOut {
 
     /// What it says first, in a report's words.
     fn lines(&self) -> Vec<String> {
+        let asked = self
+            .asked_bytes
+            .map_or_else(String::new, |b| format!(" of {:.1} MiB", mib(b)));
+        let by = match self.owner.as_deref() {
+            None | Some("program" | "unknown") => String::new(),
+            Some(owner) => format!(", through {}", Owner::label_of(owner)),
+        };
         let mut out = vec![format!(
-            "ran out of memory: {} (pid {}, thread {}) returned {} at {:.1} ms",
+            "ran out of memory: {}{asked}{by} (pid {}, thread {}) returned {} at {:.1} ms",
             self.api, self.pid, self.thread, self.status, self.t_ms
         )];
+        for f in &self.backtrace {
+            out.push(format!("    at {}", fit(&f.describe(), FRAME_WIDTH)));
+        }
+        if let Some(free) = self.driver_free_bytes {
+            out.push(format!(
+                "  the driver said {:.1} MiB free right after it refused (cuMemGetInfo in the call)",
+                mib(free)
+            ));
+        }
         if let (Some(used), Some(total), Some(at)) = (
             self.device_used_bytes,
             self.device_total_bytes,
@@ -175,6 +279,18 @@ impl WatchRanOut {
                     mib(used.saturating_sub(h.total_bytes))
                 ));
             }
+        } else if let Some(k) = &self.known {
+            let unmeasured = match k.unmeasured {
+                0 => String::new(),
+                n => format!(" ({n} not measured)"),
+            };
+            out.push(format!(
+                "  its objects then held {:.1} MiB and its reserves {:.1} MiB{unmeasured}; what else \
+                 it held is not known: no reading of its memory was taken between its last change \
+                 before the refused call and its next one",
+                mib(k.objects_held_bytes + k.cached_by_allocators_bytes),
+                mib(k.reserves_held_bytes),
+            ));
         } else {
             out.push(
                 "  who held its memory then is not known: no reading of it was taken between \
@@ -1031,6 +1147,77 @@ mod tests {
                 destruction: Vec::new(),
             },
         })
+    }
+
+    /// What the agent read inside a refused allocation leads the report: the
+    /// size asked, who called the driver and from where, the driver's free
+    /// memory then; `--oom FILE` holds the same moment.
+    #[test]
+    fn a_refused_allocation_says_its_size_its_caller_and_the_free_memory() {
+        use crate::trace::{Call, CallName, CallStatus, Frame, Refusal, Stack};
+        let stack = (7u64 << 32) | 1;
+        let frame = Frame {
+            module: "/venv/torch/lib/libc10_cuda.so".into(),
+            address: 0x1234,
+            build_id: None,
+            function: Some("c10::cuda::alloc_block".into()),
+            location: None,
+        };
+        let refused = Event::Call(Call {
+            seq: 0,
+            pid: 7,
+            thread: 7,
+            line: None,
+            iter: Vec::new(),
+            tag: None,
+            api: CallName::verbatim("cuMemAlloc"),
+            driver: "cuMemAlloc_v2".into(),
+            begin_ns: 10,
+            end_ns: 20,
+            status: CallStatus::Error {
+                code: 2,
+                name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+            },
+            expect_error: false,
+            mem_before: None,
+            mem_after: None,
+            object: None,
+            cuda: None,
+            memory_step: None,
+            refused: Some(Box::new(Refusal {
+                asked_bytes: Some(8 << 30),
+                free_bytes: Some(3 << 30),
+                stack: Some(stack),
+            })),
+        });
+        let named = Event::Stack(Stack {
+            t_ns: 5,
+            id: stack,
+            frames: vec![frame.clone()],
+        });
+        let run = Run::from_events(&[attached("cuda"), named, refused]);
+        let report = WatchReport::from_run(&run);
+        let r = report.ran_out.as_ref().expect("a refusal");
+        assert_eq!(
+            (r.asked_bytes, r.driver_free_bytes, r.owner.as_deref()),
+            (Some(8 << 30), Some(3 << 30), Some("pytorch"))
+        );
+        assert_eq!(r.backtrace, vec![frame]);
+        let text = report.text();
+        let lead: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("ran out of memory"))
+            .take(3)
+            .collect();
+        assert!(
+            lead[0].starts_with("ran out of memory: cuMemAlloc of 8192.0 MiB, through PyTorch"),
+            "{text}"
+        );
+        assert!(lead[1].contains("c10::cuda::alloc_block"), "{text}");
+        assert!(lead[2].contains("3072.0 MiB free right after"), "{text}");
+        let oom = serde_json::to_value(report.out_of_memory()).expect("json");
+        assert_eq!(oom["ran_out"]["asked_bytes"], 8u64 << 30);
+        assert!(oom["framework_refused"].is_null());
     }
 
     #[test]

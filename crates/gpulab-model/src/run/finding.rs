@@ -189,6 +189,7 @@ mod tests {
             object: None,
             cuda: None,
             memory_step: None,
+            refused: None,
         })
     }
 

@@ -144,6 +144,7 @@ fn generated(seed: u64, n: u64) -> Vec<Event> {
                 graph_mem: None,
             }),
             memory_step: None,
+            refused: None,
         }));
         if !span_first && r.chance(40) {
             events.push(Event::DeviceSpan(span));

@@ -142,6 +142,23 @@ impl Run {
         h
     }
 
+    /// What the measured reserves of `ids` hold (each measurement once),
+    /// and how many of `ids` have none measured.
+    pub fn reserves_of(&self, ids: &[u64]) -> (u64, usize) {
+        let mut bytes = 0;
+        let mut measured = std::collections::BTreeSet::new();
+        for (of, reserve) in self.reserves.each() {
+            if let Some(r) = reserve
+                && of.iter().any(|id| ids.contains(id))
+            {
+                bytes += r.bytes;
+                measured.extend(of.iter().copied());
+            }
+        }
+        let unmeasured = ids.iter().filter(|id| !measured.contains(id)).count();
+        (bytes, unmeasured)
+    }
+
     /// The bytes of the objects of a size the program holds, by who made
     /// them, less what the frameworks' allocators say they keep cached (taken
     /// from the framework's own objects first; from the rest where their
@@ -318,6 +335,62 @@ mod tests {
             t += 100;
         }
         events
+    }
+
+    /// Seen on the H100 (`cuda_oom 8192`): every reading between the
+    /// context's making call and the frees that followed the refusal fell
+    /// inside an allocation or a free; the first one outside came after the
+    /// second cuMemFree. A CUDA buffer is gone when it is freed (no agent
+    /// reports its deletion), so the freed blocks leave the context's
+    /// measurement then, and the context holds its own 530 MiB.
+    #[test]
+    fn buffers_freed_inside_a_contexts_measurement_leave_it() {
+        let mut events = vec![Event::Agent(AgentEvent {
+            t_ns: 0,
+            pid: 7,
+            parent_pid: 1,
+            api: "cuda".into(),
+            state: AgentState::Attached {
+                exe: "cuda_oom".into(),
+                destruction: vec![ObjKind::Context],
+            },
+        })];
+        let block = 8192 * MIB;
+        events.push(sample(10, 0));
+        // The object comes before its call, as an agent sends them.
+        events.push(object(30, 1, ObjKind::Context, ObjectAction::Created, 0));
+        events.push(call(0, 20, "cuDevicePrimaryCtxRetain", 1));
+        for (i, t) in [40u64, 50, 60].into_iter().enumerate() {
+            let id = 2 + i as u64;
+            events.push(object(
+                t + 5,
+                id,
+                ObjKind::Buffer,
+                ObjectAction::Created,
+                block,
+            ));
+            events.push(call(1 + i as u64, t, "cuMemAlloc", id));
+        }
+        for (i, t) in [70u64, 80, 90].into_iter().enumerate() {
+            let id = 2 + i as u64;
+            events.push(object(
+                t + 5,
+                id,
+                ObjKind::Buffer,
+                ObjectAction::Released,
+                block,
+            ));
+            events.push(call(4 + i as u64, t, "cuMemFree", id));
+            if i == 1 {
+                // After the second free's call, before its record arrived.
+                events.push(sample(t + 7, 530 * MIB + block));
+            }
+        }
+        events.push(sample(100, 530 * MIB));
+        let run = Run::from_events(&ended(events));
+        let measured: Vec<u64> = run.reserves.measured().map(|r| r.bytes).collect();
+        assert_eq!(measured, [530 * MIB]);
+        assert_eq!(run.holders().map(|h| h.unexplained()), Some(0));
     }
 
     #[test]

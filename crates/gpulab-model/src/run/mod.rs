@@ -170,6 +170,14 @@ pub struct Run {
     tentative: Option<Tentative>,
     /// Who held it when the first call that ran out of memory returned.
     pub holders_at_ran_out: Option<holders::Holders>,
+    /// The objects and measured reserves as they stood when that call
+    /// returned, with no reading (`total` 0): what the run knows of that
+    /// moment even when no reading of the process's memory can be set beside
+    /// it (the program let go of memory right after).
+    pub known_at_ran_out: Option<holders::Holders>,
+    /// The contexts, modules, queues and streams held then: their reserves,
+    /// measured then or later, are what they held then.
+    pub unsized_at_ran_out: Vec<u64>,
     /// Objects or reserves changed since the latest composition was taken.
     holders_dirty: bool,
     /// A reading listed the process's own memory.
@@ -266,6 +274,8 @@ impl Run {
             ran_out_end: None,
             tentative: None,
             holders_at_ran_out: None,
+            known_at_ran_out: None,
+            unsized_at_ran_out: Vec::new(),
             holders_dirty: false,
             process_listed: false,
             unlisted: Vec::new(),
@@ -324,6 +334,15 @@ impl Run {
                         st.made_by = Some(objects::MadeBy::of(c));
                     }
                     self.live_index.update(&self.ledger, id, before);
+                } else if let Some(id) = c.object
+                    && self
+                        .ledger
+                        .get(&id)
+                        .is_some_and(|o| o.bytes > 0 && !o.held())
+                {
+                    // The call that let a sized object go, after its release:
+                    // a reading taken while it ran may hold its bytes or not.
+                    self.reserves.sized_call(c.begin_ns, c.end_ns);
                 }
                 let (spans, forgotten_end) = (&self.spans, self.spans_forgotten_end);
                 self.folds.call(
@@ -351,6 +370,14 @@ impl Run {
                     // stood when the call returned, against a reading that is
                     // not behind them (this one, or the next before any change).
                     self.ran_out_end = Some(c.end_ns);
+                    self.known_at_ran_out = Some(self.holders_at(c.end_ns, 0));
+                    // Once, at the first refusal: a walk of the ledger.
+                    self.unsized_at_ran_out = self
+                        .ledger
+                        .iter()
+                        .filter(|(_, o)| reserves::unsized_kind(o.kind) && o.held())
+                        .map(|(id, _)| *id)
+                        .collect();
                     match self.process_reading {
                         Some((t, bytes)) if self.objects_changed_ns.is_none_or(|o| t >= o) => {
                             self.holders_at_ran_out = Some(self.holders_at(t, bytes));
@@ -687,6 +714,17 @@ impl Run {
                 }
             }
             ObjectAction::Destroyed => self.reserves.sized(o.t_ns, -(o.bytes as i64)),
+            // A kind whose deletion no agent reports is gone at its last
+            // release (a cuMemFree): its bytes leave the measurement then, as
+            // a destroyed one's do (a program that frees right after it ran
+            // out left the context's reserve unmeasured on the H100).
+            _ if o.ends_life() && !self.deletion_watched.contains(&o.kind) => {
+                self.reserves.sized(o.t_ns, -(o.bytes as i64));
+                if let Some(c) = self.calls.last().filter(|c| c.object == Some(o.id)) {
+                    let (begin, end) = (c.begin_ns, c.end_ns);
+                    self.reserves.sized_call(begin, end);
+                }
+            }
             _ => {}
         }
     }
