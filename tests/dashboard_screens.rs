@@ -213,6 +213,12 @@ fn a_watched_programs_recording_shows_its_calls_and_what_it_holds() {
     // Where a lab's verdicts would be: what it holds, and what pins what the
     // driver still holds for it.
     assert!(s.contains("What the program holds, and why"), "{s}");
-    assert!(s.contains("pinned by event #6 -> queue #2"), "{s}");
+    // The four pinned contexts of the recording in one line, with the bytes
+    // their reserves hold and the chain of kinds that pins them.
+    assert!(
+        s.contains("4 contexts released, not deleted by the driver: 2072.00 MiB"),
+        "{s}"
+    );
+    assert!(s.contains("event -> queue, made by clCreateContext"), "{s}");
     insta::assert_snapshot!("watch_forgotten_160x48", s);
 }

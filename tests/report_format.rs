@@ -21,6 +21,42 @@ use serde_json::Value;
 const UNSEEN: &[(&str, &str, &str)] = &[
     (
         "watch",
+        "held_by_driver_groups[].made_at",
+        "only objects the driver kept whose making call's stack was taken (the shipped \
+         recordings' pinned contexts were recorded without)",
+    ),
+    (
+        "watch",
+        "held_by_driver_groups[].made_at.module",
+        "only objects the driver kept whose making call's stack was taken (the shipped \
+         recordings' pinned contexts were recorded without)",
+    ),
+    (
+        "watch",
+        "held_by_driver_groups[].made_at.address",
+        "only objects the driver kept whose making call's stack was taken (the shipped \
+         recordings' pinned contexts were recorded without)",
+    ),
+    (
+        "watch",
+        "held_by_driver_groups[].made_at.build_id",
+        "only objects the driver kept whose making call's stack was taken (the shipped \
+         recordings' pinned contexts were recorded without)",
+    ),
+    (
+        "watch",
+        "held_by_driver_groups[].made_at.function",
+        "only objects the driver kept whose making call's stack was taken (the shipped \
+         recordings' pinned contexts were recorded without)",
+    ),
+    (
+        "watch",
+        "held_by_driver_groups[].made_at.location",
+        "only objects the driver kept whose making call's stack was taken (the shipped \
+         recordings' pinned contexts were recorded without)",
+    ),
+    (
+        "watch",
         "ran_out.backtrace[].location",
         "only a refused call in a program built with debug information (the shipped \
          out-of-memory recordings' programs have none)",

@@ -162,30 +162,7 @@ impl VerdictPanel<'_> {
                 t.dim(),
             ));
         }
-        for h in &r.held_by_driver {
-            let pins = if h.pinned_by.is_empty() {
-                "nothing the program holds".to_string()
-            } else {
-                h.pinned_by.join(", ")
-            };
-            out.push(Line::from(vec![
-                Span::styled(
-                    format!(
-                        "{} {}{} released at {:.1} ms, not deleted by the driver{}",
-                        h.kind.as_str(),
-                        short_id(h.id),
-                        h.reserve
-                            .as_ref()
-                            .map(|r| format!(" (reserve {:.2} MiB)", mib(r.bytes)))
-                            .unwrap_or_default(),
-                        h.released_ms,
-                        if ended { "" } else { " yet" }
-                    ),
-                    t.bad(),
-                ),
-                Span::styled(format!(": pinned by {pins}"), t.dim()),
-            ]));
-        }
+        out.extend(held_lines(&r, ended, t));
         for o in &r.outlived_release {
             out.push(Line::styled(
                 format!(
@@ -357,4 +334,52 @@ impl Widget for &VerdictPanel<'_> {
             .scroll((self.scroll, 0))
             .render(inner, buf);
     }
+}
+
+/// What the driver still holds after the program released it: a line for each
+/// group of alike objects when there are many (a loop's pinned contexts),
+/// with the bytes they hold; the report lists each one.
+fn held_lines(r: &WatchReport, ended: bool, t: Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let grouped = r.held_by_driver.len() > 1;
+    for g in r.held_by_driver_groups.iter().filter(|_| grouped) {
+        let what = g.what();
+        let line = g.line();
+        let detail = line.strip_prefix(&format!("{what}, ")).unwrap_or(&line);
+        out.push(Line::from(vec![
+            Span::styled(
+                format!(
+                    "{what} released, not deleted by the driver{}",
+                    if ended { "" } else { " yet" }
+                ),
+                t.bad(),
+            ),
+            Span::styled(format!(": {detail}"), t.dim()),
+        ]));
+    }
+    for h in r.held_by_driver.iter().filter(|_| !grouped) {
+        let pins = if h.pinned_by.is_empty() {
+            "nothing the program holds".to_string()
+        } else {
+            h.pinned_by.join(", ")
+        };
+        out.push(Line::from(vec![
+            Span::styled(
+                format!(
+                    "{} {}{} released at {:.1} ms, not deleted by the driver{}",
+                    h.kind.as_str(),
+                    short_id(h.id),
+                    h.reserve
+                        .as_ref()
+                        .map(|r| format!(" (reserve {:.2} MiB)", mib(r.bytes)))
+                        .unwrap_or_default(),
+                    h.released_ms,
+                    if ended { "" } else { " yet" }
+                ),
+                t.bad(),
+            ),
+            Span::styled(format!(": pinned by {pins}"), t.dim()),
+        ]));
+    }
+    out
 }

@@ -37,6 +37,9 @@ pub struct WatchReport {
     pub alive_at_exit: Vec<AliveGroup>,
     /// Objects the program released whose deletion by the driver never came.
     pub held_by_driver: Vec<HeldObject>,
+    /// `held_by_driver` grouped by kind, what pins them and what made them:
+    /// a loop's worth of pinned contexts in one line, with their bytes.
+    pub held_by_driver_groups: Vec<HeldGroup>,
     /// Objects the driver deleted some time after the program released them.
     pub outlived_release: Vec<Outlived>,
     /// The highest reading of the program's own memory (NVML's figure for its
@@ -412,6 +415,130 @@ pub struct HeldObject {
     pub uncertain: bool,
 }
 
+/// Objects the driver holds after their release that are alike: one kind,
+/// pinned by the same chain of kinds, made by the same call from one place.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldGroup {
+    pub kind: ObjKind,
+    pub count: u64,
+    /// Their own bytes and their measured reserves, together (a reserve
+    /// shared with a queue and a module counted once, with the object named).
+    pub bytes: u64,
+    /// The smallest and largest measured reserve of one of them; absent when
+    /// none was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve_min_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve_max_bytes: Option<u64>,
+    /// How many of them had no reserve measured.
+    pub unmeasured: u64,
+    /// What pins each, as kinds (`event -> queue`); empty when nothing the
+    /// program holds refers to them.
+    pub pinned_by: String,
+    /// The call that made them, where the stream names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+    /// Its calling frame, where a stack was taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub made_at: Option<Frame>,
+}
+
+impl HeldGroup {
+    /// `6 contexts, 3044.00 MiB with their reserves (440.00 to 532.00 MiB
+    /// each), pinned by event -> queue, made by clCreateContext at ...`.
+    pub fn line(&self) -> String {
+        let each = match (self.reserve_min_bytes, self.reserve_max_bytes) {
+            (Some(lo), Some(hi)) if self.count > 1 && lo != hi => {
+                format!(" ({:.2} to {:.2} MiB each)", mib(lo), mib(hi))
+            }
+            (Some(lo), Some(_)) if self.count > 1 => format!(" ({:.2} MiB each)", mib(lo)),
+            _ => String::new(),
+        };
+        let unmeasured = match self.unmeasured {
+            0 => String::new(),
+            n => format!(", {n} of them with no reserve measured"),
+        };
+        let pins = if self.pinned_by.is_empty() {
+            "nothing the program holds refers to them".to_string()
+        } else {
+            format!("pinned by {}", self.pinned_by)
+        };
+        let made = match (&self.created_by, &self.made_at) {
+            (Some(api), Some(f)) => {
+                format!(", made by {api} at {}", fit(&f.describe(), FRAME_WIDTH))
+            }
+            (Some(api), None) => format!(", made by {api}"),
+            (None, Some(f)) => format!(", made at {}", fit(&f.describe(), FRAME_WIDTH)),
+            (None, None) => String::new(),
+        };
+        format!(
+            "{}, {:.2} MiB with their reserves{each}{unmeasured}, {pins}{made}",
+            self.what(),
+            mib(self.bytes),
+        )
+    }
+
+    /// `6 contexts`.
+    pub fn what(&self) -> String {
+        let kind = if self.count == 1 {
+            self.kind.as_str()
+        } else {
+            self.kind.plural()
+        };
+        format!("{} {kind}", self.count)
+    }
+}
+
+/// The held objects grouped: the chain's kinds without the objects' numbers,
+/// the making call and its calling frame make the key.
+fn held_groups(run: &Run, held: &[HeldObject]) -> Vec<HeldGroup> {
+    type Key = (ObjKind, String, Option<String>, Option<u64>);
+    let mut groups: BTreeMap<Key, HeldGroup> = BTreeMap::new();
+    for h in held {
+        let life = run.ledger.get(&h.id);
+        let pins = h
+            .pinned_by
+            .first()
+            .map(|chain| {
+                chain
+                    .split(" -> ")
+                    .map(|step| step.split(' ').next().unwrap_or(step))
+                    .collect::<Vec<_>>()
+                    .join(" -> ")
+            })
+            .unwrap_or_default();
+        let created_by = life.and_then(|l| l.made_by.as_ref()).map(|m| m.api.clone());
+        let stack = life.and_then(|l| l.stack);
+        let g = groups
+            .entry((h.kind, pins.clone(), created_by.clone(), stack))
+            .or_insert_with(|| HeldGroup {
+                kind: h.kind,
+                count: 0,
+                bytes: 0,
+                reserve_min_bytes: None,
+                reserve_max_bytes: None,
+                unmeasured: 0,
+                pinned_by: pins,
+                created_by,
+                made_at: stack
+                    .and_then(|id| run.stacks.get(&id))
+                    .and_then(|frames| frames.first().cloned()),
+            });
+        g.count += 1;
+        g.bytes += h.bytes + h.reserve.as_ref().map_or(0, |r| r.bytes);
+        match &h.reserve {
+            Some(r) => {
+                g.reserve_min_bytes = Some(g.reserve_min_bytes.map_or(r.bytes, |m| m.min(r.bytes)));
+                g.reserve_max_bytes = Some(g.reserve_max_bytes.map_or(r.bytes, |m| m.max(r.bytes)));
+            }
+            None => g.unmeasured += 1,
+        }
+    }
+    let mut out: Vec<HeldGroup> = groups.into_values().collect();
+    out.sort_by_key(|g| std::cmp::Reverse(g.bytes));
+    out
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct HeldReserve {
     pub bytes: u64,
@@ -468,6 +595,7 @@ impl WatchReport {
         let (notes, warnings) = notes_and_warnings(run, &processes);
         let (ended, exit_code) = ended(run);
         let end_ns = run.end.as_ref().map_or(start, |e| e.t_ns);
+        let held_objects = held(run, watched, &incomplete);
         WatchReport {
             command: watch.map(|w| w.command.clone()).unwrap_or_default(),
             pid: watch.map_or(0, |w| w.pid),
@@ -478,7 +606,8 @@ impl WatchReport {
             failed_calls: run.folds.failed_calls as usize,
             kinds: kinds(run),
             alive_at_exit: alive_groups(run, &incomplete),
-            held_by_driver: held(run, watched, &incomplete),
+            held_by_driver_groups: held_groups(run, &held_objects),
+            held_by_driver: held_objects,
             outlived_release: outlived(run, watched),
             processes,
             peak_memory_bytes: run.sample_stats.max_process.or(run.sample_stats.max_used),
@@ -659,6 +788,11 @@ impl WatchReport {
     fn held_text(&self, s: &mut String) {
         if !self.held_by_driver.is_empty() {
             let _ = writeln!(s, "\nreleased by the program, never deleted by the driver:");
+            if self.held_by_driver.len() > 1 {
+                for g in &self.held_by_driver_groups {
+                    let _ = writeln!(s, "  {}", g.line());
+                }
+            }
             for h in &self.held_by_driver {
                 let pins = if h.pinned_by.is_empty() {
                     "nothing the program holds refers to it".to_string()
@@ -676,6 +810,32 @@ impl WatchReport {
                     }
                 );
             }
+        }
+    }
+
+    /// The Markdown section of what the driver still holds: the groups, then
+    /// each object.
+    fn held_markdown(&self, s: &mut String) {
+        if self.held_by_driver.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "\n## Released, never deleted by the driver\n");
+        if self.held_by_driver.len() > 1 {
+            for g in &self.held_by_driver_groups {
+                let _ = writeln!(s, "- {}", g.line());
+            }
+        }
+        for h in &self.held_by_driver {
+            let _ = writeln!(
+                s,
+                "- {}; pinned by: {}",
+                h.what(),
+                if h.pinned_by.is_empty() {
+                    "nothing the program holds".to_string()
+                } else {
+                    h.pinned_by.join(", ")
+                }
+            );
         }
     }
 
@@ -754,21 +914,7 @@ impl WatchReport {
                 }
             }
         }
-        if !self.held_by_driver.is_empty() {
-            let _ = writeln!(s, "\n## Released, never deleted by the driver\n");
-            for h in &self.held_by_driver {
-                let _ = writeln!(
-                    s,
-                    "- {}; pinned by: {}",
-                    h.what(),
-                    if h.pinned_by.is_empty() {
-                        "nothing the program holds".to_string()
-                    } else {
-                        h.pinned_by.join(", ")
-                    }
-                );
-            }
-        }
+        self.held_markdown(&mut s);
         for n in &self.notes {
             let _ = writeln!(s, "\n> note: {n}");
         }
