@@ -407,3 +407,85 @@ fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
     );
     insta::assert_snapshot!("panel_verdict_finding_and_load_80x24", panel);
 }
+
+/// The H200 PyTorch recording (`tests/watch/torch_losses.py` under watch):
+/// the memory chart stacks who held the program's memory under its curve,
+/// bottom to top, from the run's own compositions: its objects (PyTorch's
+/// tensors) under the context's reserve, never the other way round, with a
+/// legend. Without colour the shares are not drawn (the findings say them).
+#[test]
+fn a_watched_programs_memory_is_stacked_by_who_holds_it() {
+    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::theme::Theme;
+    use ratatui::style::Color;
+
+    let path = common::repo_file("assets/watch-recordings/nvidia-h200/torch-losses.jsonl");
+    let text_in = std::fs::read_to_string(path).expect("the shipped recording");
+    let events = gpulab::trace::read_events(text_in.as_bytes()).expect("it reads");
+    let run = RunState::from_events(Origin::Recording("torch".into()), events.iter());
+    let last = run
+        .run
+        .composition
+        .points()
+        .last()
+        .copied()
+        .expect("compositions");
+    assert!(last.held > 0 && last.reserves > 0, "{last:?}");
+    let area = Rect::new(0, 0, 100, 16);
+    let draw = |theme: Theme| {
+        let mut buf = Buffer::empty(area);
+        MemoryPanel {
+            run: Some(&run),
+            axes: None,
+            theme,
+            focused: false,
+            curve: theme.memory(),
+        }
+        .render(area, &mut buf);
+        buf
+    };
+    let color = Theme {
+        color: true,
+        light: false,
+    };
+    let buf = draw(color);
+    // A narrow chart names the shares short.
+    assert!(
+        text(&buf).contains("■obj  ■cache  ■res  ■kept"),
+        "{}",
+        text(&buf)
+    );
+    let [held, _, reserves, _] = color.shares();
+    // Column by column, from the bottom: the objects' cells, then the
+    // reserve's, never a reserve cell under an object's (a cell the two share
+    // takes the upper one's colour).
+    let is = |x: u16, y: u16, fg: Option<Color>| {
+        buf.cell((x, y)).is_some_and(|c| {
+            c.fg == fg.unwrap_or(Color::Reset)
+                && c.symbol()
+                    .chars()
+                    .next()
+                    .is_some_and(|ch| ('\u{2800}'..='\u{28ff}').contains(&ch))
+        })
+    };
+    let mut both = 0;
+    for x in 0..area.width {
+        let held_rows: Vec<u16> = (1..area.height).filter(|y| is(x, *y, held.fg)).collect();
+        let reserve_rows: Vec<u16> = (1..area.height)
+            .filter(|y| is(x, *y, reserves.fg))
+            .collect();
+        if let (Some(lowest_reserve), Some(highest_held)) =
+            (reserve_rows.iter().max(), held_rows.iter().min())
+        {
+            both += 1;
+            assert!(
+                lowest_reserve < highest_held,
+                "column {x}: objects {held_rows:?}, reserves {reserve_rows:?}\n{}",
+                text(&buf)
+            );
+        }
+    }
+    assert!(both > 0, "{}", text(&buf));
+    let plain = draw(Theme::PLAIN);
+    assert!(!text(&plain).contains("■obj"), "{}", text(&plain));
+}

@@ -110,6 +110,17 @@ impl Theme {
     pub fn memory_b(self) -> Style {
         self.fg(Color::Magenta)
     }
+    /// The shares of a watched program's memory stacked under its curve,
+    /// bottom to top: objects held, an allocator's cache, reserves, what the
+    /// driver kept after a release.
+    pub fn shares(self) -> [Style; 4] {
+        [
+            self.fg(Color::Cyan),
+            self.fg(Color::Blue),
+            self.fg(Color::Yellow),
+            self.fg(Color::Red),
+        ]
+    }
     pub fn baseline(self) -> Style {
         self.dim()
     }

@@ -27,7 +27,16 @@ pub struct MemoryPanel<'a> {
 
 const BASELINE: u8 = 1;
 const BUDGET: u8 = 2;
-const CURVE: u8 = 3;
+/// The first of the four share layers ([`Theme::shares`]), bottom to top.
+const SHARES: u8 = 3;
+const CURVE: u8 = 7;
+/// The shares' names in the legend, long and short.
+const SHARE_NAMES: [(&str, &str); 4] = [
+    ("objects", "obj"),
+    ("cache", "cache"),
+    ("reserves", "res"),
+    ("kept by driver", "kept"),
+];
 
 impl MemoryPanel<'_> {
     fn title(&self) -> String {
@@ -69,14 +78,25 @@ impl Widget for &MemoryPanel<'_> {
             return;
         };
         chart.draw_limits(run);
+        // Colour tells the shares apart: without it they are left to the
+        // findings' numbers.
+        let stacked = self.theme.color && chart.draw_shares(run);
         chart.draw_curve(run);
+        let [held, cached, reserves, kept] = self.theme.shares();
         let styles = [
             Style::new(),
             self.theme.baseline(),
             self.theme.budget(),
+            held,
+            cached,
+            reserves,
+            kept,
             self.curve,
         ];
         chart.grid.render(chart.plot, buf, &styles);
+        if stacked {
+            self.legend(&chart, buf);
+        }
         self.y_labels(&chart, run, buf);
         if chart.extra >= 1 {
             self.call_markers(&chart, run, buf);
@@ -150,6 +170,31 @@ impl MemoryPanel<'_> {
             self.theme.dim(),
         );
         Line::from(spans).render(Rect::new(chart.plot.x, row, chart.plot.width, 1), buf);
+    }
+
+    /// What the stacked colours are, on the plot's top row at the right.
+    fn legend(&self, chart: &Chart, buf: &mut Buffer) {
+        let styles = self.theme.shares();
+        let width = chart.plot.width as usize;
+        let long: usize = SHARE_NAMES.iter().map(|(n, _)| n.chars().count() + 3).sum();
+        let spans: Vec<Span> = SHARE_NAMES
+            .iter()
+            .zip(styles)
+            .flat_map(|((long_name, short), style)| {
+                let name = if long < width / 2 { *long_name } else { *short };
+                [
+                    Span::styled("■", style),
+                    Span::styled(format!("{name}  "), self.theme.dim()),
+                ]
+            })
+            .collect();
+        let line = Line::from(spans);
+        let w = line.width();
+        if w + 8 > width {
+            return;
+        }
+        let x = chart.plot.x + (width - w) as u16;
+        line.render(Rect::new(x, chart.plot.y, w as u16, 1), buf);
     }
 
     /// The time axis, two rows under the plot.
@@ -226,6 +271,49 @@ impl Chart {
                 self.grid.hline(y, BUDGET);
             }
         }
+    }
+
+    /// A watched program's memory by share, stacked under its curve: at each
+    /// dot column, the latest composition the run took by then (objects held,
+    /// an allocator's cache, reserves, what the driver kept), hatched so the
+    /// curve over them stays legible; what no share explains is the gap up
+    /// to the curve. False when the run has no composition.
+    fn draw_shares(&mut self, run: &RunState) -> bool {
+        let points = run.run.composition.points();
+        let (Some(first), Some(last)) = (points.first(), points.last()) else {
+            return false;
+        };
+        let gw = self.grid.width();
+        let (x0, x1) = (
+            self.axes.col(self.t0, first.t_ns, gw),
+            self.axes.col(self.t0, last.t_ns, gw),
+        );
+        for x in x0..=x1.min(gw - 1) {
+            // The column's right edge: a composition taken inside it counts.
+            let t = self.t0 + ((x as u128 + 1) * u128::from(self.axes.dur_ns) / gw as u128) as u64;
+            let Some(p) = run.run.composition.at(t) else {
+                continue;
+            };
+            let mut below = 0u64;
+            for (layer, share) in (SHARES..).zip(p.stacked()) {
+                if share == 0 {
+                    continue;
+                }
+                let (bottom, top) = (
+                    self.y_of(below as f64 / MIB),
+                    self.y_of((below + share) as f64 / MIB),
+                );
+                // The row a band meets the one under it in is the lower one's.
+                let end = if below == 0 { bottom + 1 } else { bottom };
+                below += share;
+                for y in top..end {
+                    if (x + y) % 2 == 0 {
+                        self.grid.set(x, y, layer);
+                    }
+                }
+            }
+        }
+        true
     }
 
     /// The readings, decimated to min, max and last per dot column.

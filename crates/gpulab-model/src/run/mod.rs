@@ -2,6 +2,7 @@
 //! dashboard and the watch report show. The one fold of the stream: pure data,
 //! built the same way, one event at a time, live, from a recording or in a replay.
 
+pub mod composition;
 mod finding;
 pub mod fold;
 #[cfg(test)]
@@ -159,6 +160,8 @@ pub struct Run {
     /// taken after a watched program's last process detached are not its own:
     /// they leave.
     pub(crate) holders_recent: std::collections::VecDeque<holders::Holders>,
+    /// Every composition taken, as a series: who held the memory over time.
+    pub composition: composition::Composition,
     /// The latest reading of the process's memory, until it is composed.
     pending_reading: Option<(u64, u64)>,
     /// The time of the latest object event folded.
@@ -269,6 +272,7 @@ impl Run {
             process_reading: None,
             holders_at_peak: None,
             holders_recent: std::collections::VecDeque::new(),
+            composition: composition::Composition::default(),
             pending_reading: None,
             objects_changed_ns: None,
             ran_out_end: None,
@@ -484,6 +488,7 @@ impl Run {
                     while self.holders_recent.back().is_some_and(|h| h.at_ns > gone) {
                         self.holders_recent.pop_back();
                     }
+                    self.composition.cut_after(gone);
                 }
             }
             Event::Stack(s) => {
@@ -617,6 +622,7 @@ impl Run {
         if self.holders_recent.len() == HOLDERS_KEPT {
             self.holders_recent.pop_front();
         }
+        self.composition.push(&h);
         self.holders_recent.push_back(h);
     }
 
@@ -637,6 +643,7 @@ impl Run {
             .is_some_and(|h| h.at_ns == t.reading_ns)
         {
             self.holders_recent.pop_back();
+            self.composition.take_back(t.reading_ns);
         }
         self.holders_at_peak = t.peak_before;
         self.holders_dirty = true;
