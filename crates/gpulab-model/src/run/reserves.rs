@@ -154,7 +154,15 @@ impl Reserves {
     /// into a context at a launch), and they keep the measurement of their
     /// own making call.
     pub fn direct(&mut self, ids: &[u64], step: i64, begin_ns: u64, end_ns: u64, more: bool) {
-        let Ok(bytes) = u64::try_from(step) else {
+        // The agent reads the whole device: a sized object another thread
+        // made or let go while the call ran is in the step, and is its own.
+        let others: i64 = self
+            .sized_log
+            .iter()
+            .filter(|(t, _)| *t > begin_ns && *t < end_ns)
+            .map(|(_, b)| b)
+            .sum();
+        let Ok(bytes) = u64::try_from(step - others) else {
             return;
         };
         if !more {
@@ -163,6 +171,9 @@ impl Reserves {
             }
             self.windows.retain(|w| !w.ids.is_empty());
         }
+        // Pushed as a sized change before the reserve is: its own step is
+        // no other thread's object.
+        self.sized(end_ns, step);
         self.direct.push(Reserve {
             ids: ids.to_vec(),
             bytes,
@@ -171,7 +182,6 @@ impl Reserves {
             by_agent: true,
             at_launch: more,
         });
-        self.sized(end_ns, step);
     }
 
     /// A sized object was made (`bytes` > 0) or let go (`bytes` < 0) at `t_ns`.
@@ -186,6 +196,14 @@ impl Reserves {
         let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
         for w in &mut self.windows[open..] {
             w.count_sized(t_ns, bytes);
+        }
+        // One that arrives after an agent's step it fell inside of (another
+        // thread's records come in their own order) is taken out of it.
+        let recent = self.direct.len().saturating_sub(OPEN_WINDOWS);
+        for r in &mut self.direct[recent..] {
+            if t_ns > r.from_ns && t_ns < r.to_ns {
+                r.bytes = r.bytes.saturating_add_signed(-bytes);
+            }
         }
     }
 
@@ -531,6 +549,23 @@ mod tests {
         r.reading(80, 648 * MIB);
         let held: u64 = r.measured().filter(|m| m.ids == [1]).map(|m| m.bytes).sum();
         assert_eq!(held, 608 * MIB);
+    }
+
+    /// The agent's step is of the whole device: a 64 MiB buffer another
+    /// thread made while a module loaded is the buffer's, whether its record
+    /// came before the module's call or after it.
+    #[test]
+    fn another_threads_object_inside_an_agents_step_is_its_own() {
+        let mut r = Reserves::default();
+        r.sized(15, 64 * MIB as i64);
+        r.made_unsized(1, 10, 20);
+        r.direct(&[1], 100 * MIB as i64, 10, 20, false);
+        r.made_unsized(2, 30, 40);
+        r.direct(&[2], 100 * MIB as i64, 30, 40, false);
+        r.sized(35, 64 * MIB as i64);
+        let mut m: Vec<(Vec<u64>, u64)> = r.measured().map(|m| (m.ids, m.bytes)).collect();
+        m.sort();
+        assert_eq!(m, [(vec![1], 36 * MIB), (vec![2], 36 * MIB)]);
     }
 
     /// NVML's reading arrives after the call that allocated while it was
