@@ -17,41 +17,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
-/// Documented keys no output here can have, and why.
+/// Documented keys no output here can have, and why; an entry covers the
+/// keys below it too.
 const UNSEEN: &[(&str, &str, &str)] = &[
     (
         "watch",
         "held_by_driver_groups[].made_at",
-        "only objects the driver kept whose making call's stack was taken (the shipped \
-         recordings' pinned contexts were recorded without)",
-    ),
-    (
-        "watch",
-        "held_by_driver_groups[].made_at.module",
-        "only objects the driver kept whose making call's stack was taken (the shipped \
-         recordings' pinned contexts were recorded without)",
-    ),
-    (
-        "watch",
-        "held_by_driver_groups[].made_at.address",
-        "only objects the driver kept whose making call's stack was taken (the shipped \
-         recordings' pinned contexts were recorded without)",
-    ),
-    (
-        "watch",
-        "held_by_driver_groups[].made_at.build_id",
-        "only objects the driver kept whose making call's stack was taken (the shipped \
-         recordings' pinned contexts were recorded without)",
-    ),
-    (
-        "watch",
-        "held_by_driver_groups[].made_at.function",
-        "only objects the driver kept whose making call's stack was taken (the shipped \
-         recordings' pinned contexts were recorded without)",
-    ),
-    (
-        "watch",
-        "held_by_driver_groups[].made_at.location",
         "only objects the driver kept whose making call's stack was taken (the shipped \
          recordings' pinned contexts were recorded without)",
     ),
@@ -322,7 +293,10 @@ fn the_document_and_the_json_outputs_agree() {
         "every kind of output was read"
     );
     for (kind, path) in &doc {
-        if UNSEEN.iter().any(|(k, p, _)| k == kind && p == path) {
+        if UNSEEN
+            .iter()
+            .any(|(k, p, _)| k == kind && (p == path || path.starts_with(&format!("{p}."))))
+        {
             continue;
         }
         // A map's entries are named by the run (parameters, tags, kinds): the map

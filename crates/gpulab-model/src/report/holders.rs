@@ -56,17 +56,21 @@ pub struct Shares {
     pub unmeasured: usize,
 }
 
+/// The bytes of the objects held, by their owner's JSON name.
+pub(crate) fn held_by_names(h: &Holders) -> BTreeMap<String, u64> {
+    h.held_by
+        .iter()
+        .map(|(o, b)| (o.as_str().to_string(), *b))
+        .collect()
+}
+
 impl Shares {
     pub(crate) fn of(h: &Holders, start_ns: u64) -> Shares {
         Shares {
             t_ms: h.at_ns.saturating_sub(start_ns) as f64 / 1e6,
             total_bytes: h.total,
             objects_held_bytes: h.held,
-            objects_held_by: h
-                .held_by
-                .iter()
-                .map(|(o, b)| (o.as_str().to_string(), *b))
-                .collect(),
+            objects_held_by: held_by_names(h),
             cached_by_allocators_bytes: h.cached,
             released_not_deleted_bytes: h.released,
             reserves_held_bytes: h.reserves_held,

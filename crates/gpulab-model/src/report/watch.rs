@@ -203,11 +203,7 @@ impl WatchRanOut {
                     let (reserves, unmeasured) = run.reserves_of(&run.unsized_at_ran_out);
                     KnownShares {
                         objects_held_bytes: h.held,
-                        objects_held_by: h
-                            .held_by
-                            .iter()
-                            .map(|(o, b)| (o.as_str().to_string(), *b))
-                            .collect(),
+                        objects_held_by: super::holders::held_by_names(h),
                         cached_by_allocators_bytes: h.cached,
                         reserves_held_bytes: reserves,
                         unmeasured,
