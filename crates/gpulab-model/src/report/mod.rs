@@ -7,6 +7,7 @@ pub mod frameworks;
 pub mod holders;
 pub mod json;
 mod markdown;
+pub mod out_of_memory;
 mod text;
 pub mod watch;
 
