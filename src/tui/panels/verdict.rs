@@ -129,7 +129,7 @@ impl VerdictPanel<'_> {
             out.push(Line::from(vec![
                 Span::styled(
                     format!("{} {} {now}", g.count, g.kind.plural()),
-                    if g.kept_by_allocator {
+                    if g.kept_by_allocator || g.kept_by_runtime {
                         t.dim()
                     } else {
                         t.warn()
@@ -144,6 +144,8 @@ impl VerdictPanel<'_> {
                         g.thread,
                         if g.kept_by_allocator {
                             ": its allocator's, not a leak"
+                        } else if g.kept_by_runtime {
+                            ": the CUDA runtime's or a library's own, not a leak"
                         } else {
                             ""
                         }

@@ -129,6 +129,14 @@ pub struct AliveGroup {
     /// driver; not the program's leaks.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kept_by_allocator: bool,
+    /// A context, module or stream the CUDA runtime (its calling frame is
+    /// the runtime's, static or shared) or a library that called the driver
+    /// (NCCL, cuBLAS, PyTorch, XLA) made for itself: the primary context it
+    /// retains, the modules of its kernels, a framework's pool of streams,
+    /// held for the process's life and given back at exit; not the
+    /// program's leaks.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kept_by_runtime: bool,
     pub pid: u32,
     pub thread: u64,
     /// Their process's last records never arrived: a release may be missing.
@@ -138,6 +146,31 @@ pub struct AliveGroup {
     /// the creating call, innermost first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backtrace: Vec<Frame>,
+}
+
+/// Which part of "alive at exit" a group is said in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AliveSection {
+    /// Never released by the program: its leaks.
+    Leaked,
+    Allocator,
+    Runtime,
+    /// Its process's last records never arrived.
+    Uncertain,
+}
+
+impl AliveGroup {
+    pub fn section(&self) -> AliveSection {
+        if self.uncertain {
+            AliveSection::Uncertain
+        } else if self.kept_by_allocator {
+            AliveSection::Allocator
+        } else if self.kept_by_runtime {
+            AliveSection::Runtime
+        } else {
+            AliveSection::Leaked
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -481,11 +514,16 @@ impl WatchReport {
 
     /// What the program left alive, by maker (the uncertain ones apart).
     fn alive_text(&self, s: &mut String) {
-        for (uncertain, kept) in [(false, false), (false, true), (true, false), (true, true)] {
+        for section in [
+            AliveSection::Leaked,
+            AliveSection::Allocator,
+            AliveSection::Runtime,
+            AliveSection::Uncertain,
+        ] {
             let groups: Vec<&AliveGroup> = self
                 .alive_at_exit
                 .iter()
-                .filter(|g| g.uncertain == uncertain && g.kept_by_allocator == kept)
+                .filter(|g| g.section() == section)
                 .collect();
             if groups.is_empty() {
                 continue;
@@ -493,13 +531,18 @@ impl WatchReport {
             let _ = writeln!(
                 s,
                 "\n{}",
-                match (uncertain, kept) {
-                    (false, false) => "alive at exit, never released by the program:",
-                    (false, true) =>
+                match section {
+                    AliveSection::Leaked => "alive at exit, never released by the program:",
+                    AliveSection::Allocator =>
                         "alive at exit, held by a framework's allocator (its cache and the \
                          tensors alive then, which the exit returns to the driver; its own \
                          figures are above):",
-                    (true, _) =>
+                    AliveSection::Runtime =>
+                        "alive at exit, held for the process's life by the CUDA runtime or \
+                         a library that called the driver (the primary context it retained, \
+                         the modules of its kernels, its pool of streams; the exit gives them \
+                         back, not the program's leaks):",
+                    AliveSection::Uncertain =>
                         "alive at exit as far as seen (uncertain: the process's last records \
                          never arrived, a release may be missing):",
                 }
@@ -633,7 +676,12 @@ impl WatchReport {
                     "| {} | {}{} | {:.2} | {} | {} | {} |",
                     g.count,
                     g.kind.plural(),
-                    if g.uncertain { " (uncertain)" } else { "" },
+                    match g.section() {
+                        AliveSection::Leaked => "",
+                        AliveSection::Allocator => " (its allocator's)",
+                        AliveSection::Runtime => " (the runtime's or a library's)",
+                        AliveSection::Uncertain => " (uncertain)",
+                    },
                     mib(g.bytes),
                     md_code(&g.created_by, true),
                     g.pid,
@@ -773,6 +821,14 @@ fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
                     kind,
                     ObjKind::Buffer | ObjKind::MemHandle | ObjKind::HostBuffer
                 ) && owner.framework().is_some_and(|f| reporting.contains(&f)),
+                kept_by_runtime: matches!(
+                    kind,
+                    ObjKind::Context | ObjKind::Program | ObjKind::Stream
+                ) && (!matches!(owner, Owner::Program | Owner::Unknown)
+                    || stack
+                        .and_then(|id| run.stacks.get(&id))
+                        .and_then(|frames| frames.first())
+                        .is_some_and(runtime_frame)),
                 pid: *pid,
                 thread: *thread,
                 uncertain: incomplete.contains(pid),
@@ -783,6 +839,16 @@ fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
             }
         })
         .collect()
+}
+
+/// A frame in the CUDA runtime: its shared library, or its static copy linked
+/// into the program or a library (named `libcudart_static_<hash>`).
+fn runtime_frame(f: &Frame) -> bool {
+    let file = f.module.rsplit('/').next().unwrap_or(&f.module);
+    file.starts_with("libcudart")
+        || f.function
+            .as_deref()
+            .is_some_and(|name| name.starts_with("libcudart_static"))
 }
 
 /// Objects the program released that the driver has not destroyed yet, and
@@ -1106,6 +1172,81 @@ mod tests {
         let oom = serde_json::to_value(report.out_of_memory()).expect("json");
         assert_eq!(oom["ran_out"]["asked_bytes"], 8u64 << 30);
         assert!(oom["framework_refused"].is_null());
+    }
+
+    /// The modules the CUDA runtime registers for a library's kernels (NCCL
+    /// links its own copy) and a framework's streams are theirs for the
+    /// process's life; a module the program's own code loaded and never
+    /// unloaded, and one with no stack to tell, stay its leaks.
+    #[test]
+    fn what_the_runtime_or_a_library_made_for_itself_is_not_the_programs_leak() {
+        use super::AliveSection;
+        use crate::trace::{Frame, ObjKind, ObjectAction, ObjectEvent, Stack};
+        let frame = |module: &str, function: &str| Frame {
+            module: module.into(),
+            address: 1,
+            build_id: None,
+            function: Some(function.into()),
+            location: None,
+        };
+        let stacks = [
+            (
+                1,
+                frame("/venv/nccl/lib/libnccl.so.2", "libcudart_static_7585"),
+            ),
+            (2, frame("/usr/bin/app", "load_kernels")),
+            (
+                3,
+                frame("/venv/torch/lib/libc10_cuda.so", "initSingleStream"),
+            ),
+        ];
+        let mut events = vec![attached("cuda")];
+        for (n, f) in &stacks {
+            events.push(Event::Stack(Stack {
+                t_ns: 3,
+                id: (7 << 32) | n,
+                frames: vec![f.clone()],
+            }));
+        }
+        let made = |id: u64, kind: ObjKind, stack: Option<u64>| {
+            Event::Object(ObjectEvent {
+                t_ns: 4,
+                id: (7 << 32) | id,
+                kind,
+                action: ObjectAction::Created,
+                handle: None,
+                bytes: 0,
+                refcount: 1,
+                refs: Vec::new(),
+                line: None,
+                stack: stack.map(|n| (7 << 32) | n),
+            })
+        };
+        events.push(made(10, ObjKind::Program, Some(1)));
+        events.push(made(11, ObjKind::Program, Some(2)));
+        events.push(made(12, ObjKind::Stream, Some(3)));
+        events.push(made(13, ObjKind::Program, None));
+        let report = WatchReport::from_run(&Run::from_events(&events));
+        let mut sections: Vec<(ObjKind, String, AliveSection)> = report
+            .alive_at_exit
+            .iter()
+            .map(|g| (g.kind, g.owner.clone(), g.section()))
+            .collect();
+        sections.sort_by_key(|(k, o, _)| (*k, o.clone()));
+        assert_eq!(
+            sections,
+            [
+                (ObjKind::Program, "nccl".into(), AliveSection::Runtime),
+                (ObjKind::Program, "program".into(), AliveSection::Leaked),
+                (ObjKind::Program, "unknown".into(), AliveSection::Leaked),
+                (ObjKind::Stream, "pytorch".into(), AliveSection::Runtime),
+            ]
+        );
+        assert!(super::runtime_frame(&frame(
+            "/usr/lib/libcudart.so.13",
+            "cudaMalloc"
+        )));
+        assert!(!super::runtime_frame(&frame("/usr/bin/app", "main")));
     }
 
     #[test]
