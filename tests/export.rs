@@ -16,13 +16,15 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 fn export(fixture: &str) -> Value {
+    export_file(&format!("tests/fixtures/recordings/{fixture}"))
+}
+
+fn export_file(recording: &str) -> Value {
     let dir = common::temp_dir();
     let out = dir.path().join("trace.json");
     let r = common::run(&[
         "export",
-        &common::repo_file(&format!("tests/fixtures/recordings/{fixture}"))
-            .display()
-            .to_string(),
+        &common::repo_file(recording).display().to_string(),
         "--chrome",
         &out.display().to_string(),
     ]);
@@ -668,4 +670,51 @@ fn a_short_run_draws_every_call_as_its_own_bar() {
         .count();
     assert_eq!(host_bars, calls + 1, "one bar per call, and the legend's");
     assert!(!text.contains("<title>"), "no bar stands for several calls");
+}
+
+/// A watched program's trace carries who held its memory as a counter track
+/// whose series Perfetto stacks, from the run's own compositions: the last
+/// one adds up to the reading the report composes at exit.
+#[test]
+fn a_watched_programs_trace_stacks_who_holds_its_memory() {
+    let recording = "assets/watch-recordings/nvidia-h200/torch-losses.jsonl";
+    let doc = export_file(recording);
+    let shares: Vec<&Value> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "who holds the program's memory (MiB)")
+        .collect();
+    assert!(shares.len() > 1, "{}", shares.len());
+    let last = shares.last().unwrap();
+    let sum: f64 = [
+        "objects",
+        "cache",
+        "reserves",
+        "kept_by_driver",
+        "unexplained",
+    ]
+    .iter()
+    .map(|k| last["args"][k].as_f64().expect("a share"))
+    .sum();
+    let r = common::run(&[
+        "report",
+        "--json",
+        &common::repo_file(recording).display().to_string(),
+    ]);
+    let report: Value = serde_json::from_slice(&r.stdout).expect("json");
+    let total = report["holders"]["at_exit"]["total_bytes"]
+        .as_u64()
+        .expect("a reading") as f64
+        / f64::from(1 << 20);
+    assert!((sum - total).abs() < 0.01, "{sum} vs {total}");
+    // A lab's trace has no such track.
+    let lab = export("h100-opencl--cl-forgotten-events--forgotten.jsonl");
+    assert!(
+        !lab["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "who holds the program's memory (MiB)")
+    );
 }

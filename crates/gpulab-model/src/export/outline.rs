@@ -2,10 +2,14 @@
 //! are written or drawn (the process's name and pid, the queues' tracks, the
 //! run's start and end and how far its calls, spans and samples reach, which
 //! device spans lie far from their call), and its claims. Its size does not
-//! grow with the recording's calls.
+//! grow with the recording's calls. For a watched program it also folds the
+//! run once for who held its memory over time (the run's composition series,
+//! bounded; the fold keeps the program's objects while it reads).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
+use crate::run::Run;
+use crate::run::composition::SharePoint;
 use crate::trace::{ClaimVerdict, Event, Meta};
 
 /// Calls whose times a pass keeps at hand for the device spans that follow them:
@@ -31,6 +35,8 @@ pub(super) struct Outline {
     /// latest (long before, or not yet): the second pass keeps their times.
     pub far: BTreeSet<u64>,
     pub claims: Vec<ClaimVerdict>,
+    /// A watched program's memory by share over time ([`Run::composition`]).
+    pub composition: Vec<SharePoint>,
 }
 
 impl Outline {
@@ -41,7 +47,17 @@ impl Outline {
         let mut o = Outline::default();
         let mut near = NearCalls::default();
         let mut index = 0u64;
+        // Folded only once the stream says it is a watched program's.
+        let mut run: Option<Run> = None;
         each(&mut |e| {
+            if let Event::Meta(m) = &e
+                && m.watch.is_some()
+            {
+                run.get_or_insert_with(Run::default);
+            }
+            if let Some(run) = run.as_mut() {
+                run.apply(&e);
+            }
             match e {
                 Event::Meta(m) => o.meta = Some(*m),
                 Event::Call(c) => {
@@ -70,6 +86,9 @@ impl Outline {
             }
             index += 1;
         })?;
+        if let Some(run) = run {
+            o.composition = run.composition.points().to_vec();
+        }
         Ok(o)
     }
 

@@ -84,6 +84,16 @@ enum Args<'a> {
         #[serde(rename = "MiB")]
         mib: f64,
     },
+    /// Who held a watched program's memory, MiB by share: a counter track
+    /// whose series Perfetto and chrome://tracing stack.
+    Shares {
+        objects: f64,
+        cache: f64,
+        reserves: f64,
+        kept_by_driver: f64,
+        /// The reading less the shares: negative when they add up to more.
+        unexplained: f64,
+    },
     Object {
         bytes: u64,
         line: Option<u32>,
@@ -134,6 +144,8 @@ struct OtherData<'a> {
 }
 
 /// A trace's parts, as the trace built in memory ordered events of equal time.
+/// The counter track of a watched program's memory by share.
+const SHARES_COUNTER: &str = "who holds the program's memory (MiB)";
 const CALLS: u8 = 0;
 const SPANS: u8 = 1;
 const FLOWS: u8 = 2;
@@ -486,6 +498,31 @@ impl<'a> Tracks<'a> {
     fn finish(self, out: &mut Sorted) -> io::Result<()> {
         for life in self.open.values() {
             self.life(life, out)?;
+        }
+        self.shares(out)
+    }
+
+    /// A watched program's memory by share at each composition the run took.
+    fn shares(&self, out: &mut Sorted) -> io::Result<()> {
+        let mib = crate::units::mib;
+        for (i, p) in self.outline.composition.iter().enumerate() {
+            let explained = p.stacked().iter().sum::<u64>();
+            let e = TraceEvent {
+                ts: Some(self.us(p.t_ns)),
+                args: Args::Shares {
+                    objects: mib(p.held),
+                    cache: mib(p.cached),
+                    reserves: mib(p.reserves),
+                    kept_by_driver: mib(p.kept),
+                    unexplained: (p.total as f64 - explained as f64) / crate::units::MIB_F64,
+                },
+                ..TraceEvent::new(SHARES_COUNTER, "C", self.pid, 0)
+            };
+            // After the memory readings' counter events of the same moment.
+            out.push(
+                self.key(p.t_ns, COUNTERS, u64::MAX / 2 + i as u64, 0),
+                |b| serde_json::to_writer(b, &e),
+            )?;
         }
         Ok(())
     }
