@@ -535,3 +535,46 @@ fn an_out_of_memory_is_kept_with_its_size_caller_and_the_free_memory() {
         "{r} vs {own}"
     );
 }
+
+/// `cudaFreeAsync` hands blocks to the device's pool, which keeps them past a
+/// synchronisation when its release threshold allows: under watch, what the
+/// pool keeps is a share of the program's memory, the figure the program
+/// itself reads from the pool (`pool_keep.cu` prints it), until the trim.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn what_the_stream_ordered_pool_keeps_is_a_share_until_the_trim() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/pool_keep.cu");
+    let exe = exe.to_string_lossy().into_owned();
+    let recording = dir.path().join("pool.jsonl");
+    let rec = recording.to_string_lossy().into_owned();
+    let (out, report) = watch_json_with(&["--record", &rec], &[&exe, "8", "256", "300"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let own = stderr(&out);
+    let freed_mib = own
+        .lines()
+        .find(|l| l.starts_with("pool_keep: step=freed"))
+        .and_then(|l| l.split("reserved_mib=").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("the program says what its pool kept:\n{own}"));
+    assert!(freed_mib > 0, "{own}");
+    let text = std::fs::read_to_string(&recording).expect("the recording");
+    let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+    let run = gpulab::run::Run::from_events(&events);
+    let kept: Vec<u64> = run
+        .composition
+        .points()
+        .iter()
+        .filter(|p| p.held == 0)
+        .map(|p| p.kept >> 20)
+        .collect();
+    assert!(
+        kept.iter().any(|k| k.abs_diff(freed_mib) <= 2),
+        "the pool's {freed_mib} MiB among {kept:?}"
+    );
+    // After the trim the pool keeps nothing: the last composition says so.
+    let last = &report["holders"]["at_exit"];
+    assert_eq!(last["kept_by_pool_bytes"].as_u64(), Some(0), "{last}");
+}

@@ -14,9 +14,10 @@ use std::alloc::Layout;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString, c_char, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
-use gpulab_events::{DeviceSpan, ObjKind};
+use gpulab_events::{CudaMemory, DeviceSpan, ObjKind};
 
 use crate::clock::now_ns;
 use crate::ledger;
@@ -725,6 +726,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
             stack: crate::stack::capture(Buffer),
         })
     });
+    let pool = pool_moved(hook.api, status).then(pool_memory).flatten();
     let seq = transport::call_measured(
         hook.api,
         hook.driver,
@@ -733,6 +735,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         object,
         step,
         refused,
+        pool.map(Box::new),
     );
     if let (Launch { stream_at }, Some(_), 0) = (hook.role, ACTIVITY.get(), status) {
         // SAFETY: the caller's contract: a launch's parameter block.
@@ -781,6 +784,83 @@ unsafe fn measured(role: Role, params: *const usize) -> bool {
     }
     let mut seen = LAUNCHED.lock().unwrap_or_else(|e| e.into_inner());
     seen.get_or_insert_with(HashSet::new).insert(function)
+}
+
+/// Whether the device's stream-ordered pool may have changed what it holds
+/// in this call, once the program has used it (its first successful
+/// `cuMemAllocAsync`): allocations and frees from it, a trim, and the
+/// synchronisations at which it gives memory above its threshold back.
+fn pool_moved(api: &str, status: i32) -> bool {
+    static POOLED: AtomicBool = AtomicBool::new(false);
+    if api == "cuMemAllocAsync" && status == 0 {
+        POOLED.store(true, Ordering::Relaxed);
+    }
+    POOLED.load(Ordering::Relaxed)
+        && matches!(
+            api,
+            "cuMemAllocAsync"
+                | "cuMemFreeAsync"
+                | "cuMemPoolTrimTo"
+                | "cuStreamSynchronize"
+                | "cuCtxSynchronize"
+                | "cuEventSynchronize"
+        )
+}
+
+/// The calling thread's device's current pool (the one `cuMemAllocAsync`
+/// takes from): what it holds from the device and what of it is handed out,
+/// with the device's free memory; None without a context or such calls.
+fn pool_memory() -> Option<CudaMemory> {
+    type CtxGetDevice = unsafe extern "C" fn(*mut i32) -> i32;
+    type DeviceGetMemPool = unsafe extern "C" fn(*mut *mut c_void, i32) -> i32;
+    type PoolGetAttribute = unsafe extern "C" fn(*mut c_void, i32, *mut c_void) -> i32;
+    type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
+    /// `CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`, `CU_MEMPOOL_ATTR_USED_MEM_CURRENT` (cuda.h).
+    const RESERVED: i32 = 5;
+    const USED: i32 = 7;
+    type Calls = (CtxGetDevice, DeviceGetMemPool, PoolGetAttribute, MemGetInfo);
+    static CALLS: OnceLock<Option<Calls>> = OnceLock::new();
+    let (device_of, pool_of, attribute, info) = (*CALLS.get_or_init(|| {
+        let syms = [
+            driver_symbol(c"cuCtxGetDevice"),
+            driver_symbol(c"cuDeviceGetMemPool"),
+            driver_symbol(c"cuMemPoolGetAttribute"),
+            driver_symbol(c"cuMemGetInfo_v2"),
+        ];
+        if syms.iter().any(|s| s.is_null()) {
+            return None;
+        }
+        // SAFETY: the four functions' C types (cuda.h).
+        unsafe {
+            Some((
+                std::mem::transmute_copy::<*mut c_void, CtxGetDevice>(&syms[0]),
+                std::mem::transmute_copy::<*mut c_void, DeviceGetMemPool>(&syms[1]),
+                std::mem::transmute_copy::<*mut c_void, PoolGetAttribute>(&syms[2]),
+                std::mem::transmute_copy::<*mut c_void, MemGetInfo>(&syms[3]),
+            ))
+        }
+    }))?;
+    let mut device = 0i32;
+    let mut pool: *mut c_void = std::ptr::null_mut();
+    let (mut reserved, mut used) = (0u64, 0u64);
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: out-pointers of the types each call writes; the pool is the
+    // one the driver just named.
+    let ok = unsafe {
+        device_of(&mut device) == 0
+            && pool_of(&mut pool, device) == 0
+            && attribute(pool, RESERVED, (&raw mut reserved).cast()) == 0
+            && attribute(pool, USED, (&raw mut used).cast()) == 0
+            && info(&mut free, &mut total) == 0
+    };
+    ok.then_some(CudaMemory {
+        pool_reserved: reserved,
+        pool_used: used,
+        free: free as u64,
+        total: total as u64,
+        custom_pool: None,
+        graph_mem: None,
+    })
 }
 
 /// The device's free memory (`cuMemGetInfo` in the calling thread's context);

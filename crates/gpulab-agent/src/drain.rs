@@ -349,6 +349,7 @@ pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             object,
             memory_step,
             refused,
+            pool,
         } => Event::Call(Call {
             seq,
             pid,
@@ -366,7 +367,7 @@ pub fn to_event(record: Record, pid: u32, parent_pid: u32) -> Event {
             mem_before: None,
             mem_after: None,
             object,
-            cuda: None,
+            cuda: pool.map(|p| *p),
             memory_step,
             refused: refused.map(|r| {
                 Box::new(Refusal {
@@ -515,6 +516,7 @@ mod tests {
             },
             object: None,
             memory_step: None,
+            pool: None,
             refused: Some(Box::new(crate::queue::Refused {
                 asked: Some(8 << 30),
                 free: Some(3 << 30),

@@ -247,6 +247,7 @@ fn made(
         object,
         None,
         refused,
+        None,
     );
     if let Some(id) = object {
         watch_destruction(handle, kind, id, bytes);

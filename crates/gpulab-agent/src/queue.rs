@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, SyncSender};
 use std::time::Duration;
 
-use gpulab_events::{AgentState, DeviceSpan, Framework, FrameworkSaid, ObjKind, ObjectAction};
+use gpulab_events::{
+    AgentState, CudaMemory, DeviceSpan, Framework, FrameworkSaid, ObjKind, ObjectAction,
+};
 
 /// How long the exiting process waits for its records to reach the pipe.
 pub const EXIT_WAIT: Duration = Duration::from_secs(2);
@@ -28,6 +30,9 @@ pub enum Record {
         memory_step: Option<i64>,
         /// What the agent read at an allocation the driver refused.
         refused: Option<Box<Refused>>,
+        /// The device's stream-ordered pool after a call that may move it,
+        /// once the program used it.
+        pool: Option<Box<CudaMemory>>,
     },
     Object {
         t_ns: u64,

@@ -145,6 +145,7 @@ mod tests {
             object: None,
             memory_step: None,
             refused: None,
+            pool: None,
         }
     }
 

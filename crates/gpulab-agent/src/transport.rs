@@ -326,11 +326,16 @@ pub fn call_as(
     status: Status,
     object: Option<u64>,
 ) -> u64 {
-    call_measured(api, driver, begin_ns, status, object, None, None)
+    call_measured(api, driver, begin_ns, status, object, None, None, None)
 }
 
 /// [`call_as`], with the device memory the call took when it was read on each
-/// side of it, and what was read at a refused allocation.
+/// side of it, what was read at a refused allocation, and the device's pool
+/// after the call.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one record's fields, each read by the hook that made the call"
+)]
 pub fn call_measured(
     api: &'static str,
     driver: &'static str,
@@ -339,6 +344,7 @@ pub fn call_measured(
     object: Option<u64>,
     memory_step: Option<i64>,
     refused: Option<Box<Refused>>,
+    pool: Option<Box<gpulab_events::CudaMemory>>,
 ) -> u64 {
     if quiet() {
         return 0;
@@ -356,6 +362,7 @@ pub fn call_measured(
         object,
         memory_step,
         refused,
+        pool,
     });
     seq
 }

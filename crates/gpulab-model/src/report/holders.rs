@@ -50,6 +50,9 @@ pub struct Shares {
     pub reserves_held_bytes: u64,
     /// Measured reserves of ones it released that the driver had not deleted.
     pub reserves_released_bytes: u64,
+    /// What the device's stream-ordered pool kept after the program freed it
+    /// (`cudaFreeAsync`): the pool's reserved less its used.
+    pub kept_by_pool_bytes: u64,
     /// The reading less all of the above (negative when they add up to more).
     pub unexplained_bytes: i64,
     /// Contexts, modules, queues or streams alive whose reserve was not measured.
@@ -75,6 +78,7 @@ impl Shares {
             released_not_deleted_bytes: h.released,
             reserves_held_bytes: h.reserves_held,
             reserves_released_bytes: h.reserves_released,
+            kept_by_pool_bytes: h.pool_kept,
             unexplained_bytes: h.unexplained(),
             unmeasured: h.unmeasured,
         }
@@ -138,15 +142,20 @@ impl HoldersReport {
 
     /// The shares at the peak and at exit side by side.
     pub(crate) fn table(&self) -> Table {
-        const NAMES: [&str; 7] = [
+        const NAMES: [&str; 8] = [
             "the program's memory",
             "objects it holds",
             "cached by allocators",
             "released, not deleted",
             "reserves it holds",
             "reserves released, kept",
+            "kept by CUDA's pool",
             "unexplained",
         ];
+        // The pool's row only for a program that used it.
+        let pooled = [&self.at_peak, &self.at_exit]
+            .iter()
+            .any(|s| s.as_ref().is_some_and(|s| s.kept_by_pool_bytes > 0));
         let column = |s: &Option<Shares>| -> Vec<String> {
             match s {
                 Some(s) => [
@@ -156,6 +165,7 @@ impl HoldersReport {
                     s.released_not_deleted_bytes as f64,
                     s.reserves_held_bytes as f64,
                     s.reserves_released_bytes as f64,
+                    s.kept_by_pool_bytes as f64,
                     s.unexplained_bytes as f64,
                 ]
                 .iter()
@@ -165,16 +175,28 @@ impl HoldersReport {
             }
         };
         let (peak, exit) = (column(&self.at_peak), column(&self.at_exit));
+        let names = NAMES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| pooled || *i != 6)
+            .map(|(_, n)| *n);
+        let keep = |col: Vec<String>| -> Vec<String> {
+            col.into_iter()
+                .enumerate()
+                .filter(|(i, _)| pooled || *i != 6)
+                .map(|(_, v)| v)
+                .collect()
+        };
+        let (peak, exit) = (keep(peak), keep(exit));
         Table {
             columns: &[
                 ("MiB", 24, false),
                 ("at the peak", 12, true),
                 ("at exit", 12, true),
             ],
-            rows: NAMES
-                .iter()
+            rows: names
                 .zip(peak.into_iter().zip(exit))
-                .map(|(name, (p, e))| vec![(*name).to_string(), p, e])
+                .map(|(name, (p, e))| vec![name.to_string(), p, e])
                 .collect(),
         }
     }

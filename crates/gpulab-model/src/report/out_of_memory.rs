@@ -214,7 +214,9 @@ impl WatchRanOut {
                 h.t_ms,
                 mib(h.objects_held_bytes),
                 mib(h.reserves_held_bytes),
-                mib(h.released_not_deleted_bytes + h.reserves_released_bytes),
+                mib(h.released_not_deleted_bytes
+                    + h.reserves_released_bytes
+                    + h.kept_by_pool_bytes),
                 h.unexplained_bytes as f64 / f64::from(1 << 20)
             ));
             // Only from one reading: the device's and the program's figures of

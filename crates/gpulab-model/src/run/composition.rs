@@ -21,7 +21,8 @@ pub struct SharePoint {
     pub cached: u64,
     /// Measured reserves of what it held.
     pub reserves: u64,
-    /// Objects and reserves it had released that the driver kept.
+    /// Objects and reserves it had released that the driver kept, its
+    /// stream-ordered pool's retention included.
     pub kept: u64,
 }
 
@@ -33,7 +34,7 @@ impl SharePoint {
             held: h.held,
             cached: h.cached,
             reserves: h.reserves_held,
-            kept: h.released + h.reserves_released,
+            kept: h.released + h.reserves_released + h.pool_kept,
         }
     }
 

@@ -38,12 +38,21 @@ pub struct Holders {
     pub reserves_released: u64,
     /// Such objects alive whose reserve could not be measured.
     pub unmeasured: usize,
+    /// What the device's stream-ordered pool keeps after the program freed
+    /// it: the pool's reserved less its used, as last read with a call
+    /// (`call.cuda`: the agent reads it once the program used the pool).
+    pub pool_kept: u64,
 }
 
 impl Holders {
     /// What the named shares explain.
     pub fn explained(&self) -> u64 {
-        self.held + self.cached + self.released + self.reserves_held + self.reserves_released
+        self.held
+            + self.cached
+            + self.released
+            + self.reserves_held
+            + self.reserves_released
+            + self.pool_kept
     }
 
     /// The reading less what the shares explain: negative when they explain
@@ -122,6 +131,10 @@ impl Run {
             cached,
             held_by,
             released,
+            pool_kept: self
+                .folds
+                .last_pool
+                .map_or(0, |m| m.pool_reserved.saturating_sub(m.pool_used)),
             ..Holders::default()
         };
         for (ids, reserve) in self.reserves.each() {
@@ -391,6 +404,69 @@ mod tests {
         let measured: Vec<u64> = run.reserves.measured().map(|r| r.bytes).collect();
         assert_eq!(measured, [530 * MIB]);
         assert_eq!(run.holders().map(|h| h.unexplained()), Some(0));
+    }
+
+    /// `cudaFreeAsync` gives a block to the device's pool, which keeps it:
+    /// the pool's reserved less its used, as the last call read them, is a
+    /// share of its own, and a trim gives it back.
+    #[test]
+    fn what_the_stream_ordered_pool_keeps_after_a_free_is_a_share() {
+        use crate::trace::CudaMemory;
+        let pool = |seq: u64, t: u64, api: &str, reserved: u64, used: u64| {
+            Event::Call(Call {
+                seq,
+                begin_ns: t * MS,
+                end_ns: (t + 1) * MS,
+                api: api.into(),
+                status: CallStatus::Ok,
+                cuda: Some(CudaMemory {
+                    pool_reserved: reserved,
+                    pool_used: used,
+                    free: 0,
+                    total: 0,
+                    custom_pool: None,
+                    graph_mem: None,
+                }),
+                ..Call::default()
+            })
+        };
+        let block = 256 * MIB;
+        let mut events = vec![Event::Agent(AgentEvent {
+            t_ns: 0,
+            pid: 7,
+            parent_pid: 1,
+            api: "cuda".into(),
+            state: AgentState::Attached {
+                exe: "pool_keep".into(),
+                destruction: vec![ObjKind::Context],
+            },
+        })];
+        events.push(sample(5, 0));
+        events.push(object(10, 1, ObjKind::Buffer, ObjectAction::Created, block));
+        events.push(pool(0, 10, "cuMemAllocAsync", block, block));
+        events.push(sample(20, block));
+        events.push(object(
+            30,
+            1,
+            ObjKind::Buffer,
+            ObjectAction::Released,
+            block,
+        ));
+        events.push(pool(1, 30, "cuMemFreeAsync", block, 0));
+        events.push(sample(40, block));
+        let kept = Run::from_events(&ended(events.clone()))
+            .holders()
+            .expect("a reading");
+        assert_eq!(
+            (kept.held, kept.pool_kept, kept.unexplained()),
+            (0, block, 0)
+        );
+        events.push(pool(2, 50, "cuMemPoolTrimTo", 0, 0));
+        events.push(sample(60, 0));
+        let trimmed = Run::from_events(&ended(events))
+            .holders()
+            .expect("a reading");
+        assert_eq!((trimmed.pool_kept, trimmed.unexplained()), (0, 0));
     }
 
     #[test]

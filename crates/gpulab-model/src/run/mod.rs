@@ -22,7 +22,7 @@ mod window;
 
 use std::collections::BTreeMap;
 
-use crate::trace::ObjKind;
+use crate::trace::{CudaMemory, ObjKind};
 
 use self::reserves::Reserves;
 
@@ -323,6 +323,13 @@ impl Run {
                 }
                 if let Some(step) = c.memory_step {
                     self.measured_by_the_agent(c, step);
+                }
+                // What the stream-ordered pool keeps is a share: a call that
+                // changed it changes the composition.
+                let kept =
+                    |m: Option<CudaMemory>| m.map(|m| m.pool_reserved.saturating_sub(m.pool_used));
+                if c.cuda.is_some() && kept(c.cuda) != kept(self.folds.last_pool) {
+                    self.holders_dirty = true;
                 }
                 // An agent sends an object's creation before the call that made it.
                 if let Some(id) = c.object
