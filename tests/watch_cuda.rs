@@ -578,3 +578,48 @@ fn what_the_stream_ordered_pool_keeps_is_a_share_until_the_trim() {
     let last = &report["holders"]["at_exit"];
     assert_eq!(last["kept_by_pool_bytes"].as_u64(), Some(0), "{last}");
 }
+
+/// A graph's memory nodes take memory the device keeps after the graph's
+/// free node ran, until a trim: under watch it is a share of the program's
+/// memory, the figure the program itself reads (`graph_keep.cu` prints it).
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn a_graphs_memory_is_a_share_until_the_trim() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/graph_keep.cu");
+    let exe = exe.to_string_lossy().into_owned();
+    let recording = dir.path().join("graph.jsonl");
+    let rec = recording.to_string_lossy().into_owned();
+    let (out, report) = watch_json_with(&["--record", &rec], &[&exe, "1024", "300"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let own = stderr(&out);
+    let launched_mib = own
+        .lines()
+        .find(|l| l.starts_with("graph_keep: step=launched"))
+        .and_then(|l| l.split("reserved_mib=").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("the program says what its graphs hold:\n{own}"));
+    assert!(launched_mib > 0, "{own}");
+    let text = std::fs::read_to_string(&recording).expect("the recording");
+    let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+    let run = gpulab::run::Run::from_events(&events);
+    let kept: Vec<u64> = run
+        .composition
+        .points()
+        .iter()
+        .map(|p| p.kept >> 20)
+        .collect();
+    assert!(
+        kept.iter().any(|k| k.abs_diff(launched_mib) <= 2),
+        "the graphs' {launched_mib} MiB among {kept:?}"
+    );
+    let peak = &report["holders"]["at_peak"];
+    assert!(
+        peak["unexplained_bytes"]
+            .as_i64()
+            .is_some_and(|u| u.abs() < 8 << 20),
+        "{peak}"
+    );
+}

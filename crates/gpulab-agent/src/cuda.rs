@@ -17,7 +17,7 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
-use gpulab_events::{CudaMemory, DeviceSpan, ObjKind};
+use gpulab_events::{CudaMemory, DeviceSpan, ObjKind, PoolMemory};
 
 use crate::clock::now_ns;
 use crate::ledger;
@@ -325,6 +325,7 @@ const WATCHED: &[(&str, Role)] = &[
         Load { handle_at: 2 },
     ),
     ("cuGraphLaunch", Call),
+    ("cuDeviceGraphMemTrim", Call),
     ("cuMemcpy", Call),
     ("cuMemcpyAsync", Call),
     ("cuMemcpyHtoD", Call),
@@ -710,7 +711,10 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         unsafe { *data.return_value.cast::<i32>() }
     };
     let params = data.params.cast::<usize>();
-    let object = if status != 0 || params.is_null() {
+    let done = status == 0 && !params.is_null();
+    // Asked only of a call that succeeded.
+    // SAFETY: the caller's contract: this function's parameter block.
+    let object = if !done || unsafe { in_capture(hook.api, params) } {
         None
     } else {
         // SAFETY: the caller's contract; `role` matches this function.
@@ -726,7 +730,9 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
             stack: crate::stack::capture(Buffer),
         })
     });
-    let pool = pool_moved(hook.api, status).then(pool_memory).flatten();
+    let pool = pool_moved(hook.api, status)
+        .then(|| relaxed(pool_memory))
+        .flatten();
     let seq = transport::call_measured(
         hook.api,
         hook.driver,
@@ -790,56 +796,81 @@ unsafe fn measured(role: Role, params: *const usize) -> bool {
 /// in this call, once the program has used it (its first successful
 /// `cuMemAllocAsync`): allocations and frees from it, a trim, and the
 /// synchronisations at which it gives memory above its threshold back.
+///
+/// The same for the device's graph memory, once the program launched a graph
+/// (its memory nodes allocate from it): at each launch, a trim and the
+/// synchronisations.
 fn pool_moved(api: &str, status: i32) -> bool {
     static POOLED: AtomicBool = AtomicBool::new(false);
-    if api == "cuMemAllocAsync" && status == 0 {
-        POOLED.store(true, Ordering::Relaxed);
+    static GRAPHED: AtomicBool = AtomicBool::new(false);
+    if status == 0 {
+        match api {
+            "cuMemAllocAsync" => POOLED.store(true, Ordering::Relaxed),
+            "cuGraphLaunch" => GRAPHED.store(true, Ordering::Relaxed),
+            _ => {}
+        }
     }
-    POOLED.load(Ordering::Relaxed)
-        && matches!(
-            api,
-            "cuMemAllocAsync"
-                | "cuMemFreeAsync"
-                | "cuMemPoolTrimTo"
-                | "cuStreamSynchronize"
-                | "cuCtxSynchronize"
-                | "cuEventSynchronize"
-        )
+    let syncs = matches!(
+        api,
+        "cuStreamSynchronize" | "cuCtxSynchronize" | "cuEventSynchronize"
+    );
+    (POOLED.load(Ordering::Relaxed)
+        && (syncs
+            || matches!(
+                api,
+                "cuMemAllocAsync" | "cuMemFreeAsync" | "cuMemPoolTrimTo"
+            )))
+        || (GRAPHED.load(Ordering::Relaxed)
+            && (syncs || matches!(api, "cuGraphLaunch" | "cuDeviceGraphMemTrim")))
 }
 
 /// The calling thread's device's current pool (the one `cuMemAllocAsync`
-/// takes from): what it holds from the device and what of it is handed out,
-/// with the device's free memory; None without a context or such calls.
+/// takes from) and its graph memory: what each holds from the device and
+/// what of it is handed out, with the device's free memory; None without a
+/// context or such calls.
 fn pool_memory() -> Option<CudaMemory> {
     type CtxGetDevice = unsafe extern "C" fn(*mut i32) -> i32;
     type DeviceGetMemPool = unsafe extern "C" fn(*mut *mut c_void, i32) -> i32;
     type PoolGetAttribute = unsafe extern "C" fn(*mut c_void, i32, *mut c_void) -> i32;
     type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
+    type GraphMemAttribute = unsafe extern "C" fn(i32, i32, *mut c_void) -> i32;
     /// `CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`, `CU_MEMPOOL_ATTR_USED_MEM_CURRENT` (cuda.h).
     const RESERVED: i32 = 5;
     const USED: i32 = 7;
-    type Calls = (CtxGetDevice, DeviceGetMemPool, PoolGetAttribute, MemGetInfo);
+    /// `CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT`, `CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT`.
+    const GRAPH_USED: i32 = 0;
+    const GRAPH_RESERVED: i32 = 2;
+    type Calls = (
+        CtxGetDevice,
+        DeviceGetMemPool,
+        PoolGetAttribute,
+        MemGetInfo,
+        GraphMemAttribute,
+    );
     static CALLS: OnceLock<Option<Calls>> = OnceLock::new();
-    let (device_of, pool_of, attribute, info) = (*CALLS.get_or_init(|| {
+    let (device_of, pool_of, attribute, info, graph) = (*CALLS.get_or_init(|| {
         let syms = [
             driver_symbol(c"cuCtxGetDevice"),
             driver_symbol(c"cuDeviceGetMemPool"),
             driver_symbol(c"cuMemPoolGetAttribute"),
             driver_symbol(c"cuMemGetInfo_v2"),
+            driver_symbol(c"cuDeviceGetGraphMemAttribute"),
         ];
         if syms.iter().any(|s| s.is_null()) {
             return None;
         }
-        // SAFETY: the four functions' C types (cuda.h).
+        // SAFETY: the five functions' C types (cuda.h).
         unsafe {
             Some((
                 std::mem::transmute_copy::<*mut c_void, CtxGetDevice>(&syms[0]),
                 std::mem::transmute_copy::<*mut c_void, DeviceGetMemPool>(&syms[1]),
                 std::mem::transmute_copy::<*mut c_void, PoolGetAttribute>(&syms[2]),
                 std::mem::transmute_copy::<*mut c_void, MemGetInfo>(&syms[3]),
+                std::mem::transmute_copy::<*mut c_void, GraphMemAttribute>(&syms[4]),
             ))
         }
     }))?;
+    let (mut graph_reserved, mut graph_used) = (0u64, 0u64);
     let mut device = 0i32;
     let mut pool: *mut c_void = std::ptr::null_mut();
     let (mut reserved, mut used) = (0u64, 0u64);
@@ -853,19 +884,98 @@ fn pool_memory() -> Option<CudaMemory> {
             && attribute(pool, USED, (&raw mut used).cast()) == 0
             && info(&mut free, &mut total) == 0
     };
+    // SAFETY: as above; the device the driver named.
+    let graphs = unsafe {
+        graph(device, GRAPH_RESERVED, (&raw mut graph_reserved).cast()) == 0
+            && graph(device, GRAPH_USED, (&raw mut graph_used).cast()) == 0
+    };
     ok.then_some(CudaMemory {
         pool_reserved: reserved,
         pool_used: used,
         free: free as u64,
         total: total as u64,
         custom_pool: None,
-        graph_mem: None,
+        graph_mem: graphs.then_some(PoolMemory {
+            reserved: graph_reserved,
+            used: graph_used,
+        }),
     })
 }
 
+/// Whether a stream-ordered allocation or free was captured into a graph
+/// rather than done: a `cuMemAllocAsync` on a capturing stream makes a graph
+/// node, not memory (the graph's memory is a share of its own), so it makes
+/// no object and its free frees none.
+///
+/// # Safety
+/// `params` is null or the parameter block of the function named `api`.
+unsafe fn in_capture(api: &str, params: *const usize) -> bool {
+    type IsCapturing = unsafe extern "C" fn(usize, *mut i32) -> i32;
+    // cuMemAllocAsync(dptr*, bytesize, hStream), cuMemFreeAsync(dptr, hStream).
+    let at = match api {
+        "cuMemAllocAsync" => 2,
+        "cuMemFreeAsync" => 1,
+        _ => return false,
+    };
+    if params.is_null() {
+        return false;
+    }
+    static IS: OnceLock<Option<IsCapturing>> = OnceLock::new();
+    let is = IS.get_or_init(|| {
+        let sym = driver_symbol(c"cuStreamIsCapturing");
+        // SAFETY: cuStreamIsCapturing's C type (cuda.h).
+        (!sym.is_null())
+            .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, IsCapturing>(&sym) })
+    });
+    let Some(is) = is else { return false };
+    // SAFETY: the stream is parameter `at` of these calls.
+    let stream = unsafe { *params.add(at) };
+    let mut state = 0i32;
+    // SAFETY: a capture-safe query of the program's own stream; `state` is
+    // writable. CU_STREAM_CAPTURE_STATUS_NONE is 0.
+    (unsafe { is(stream, &mut state) }) == 0 && state != 0
+}
+
+/// Runs the agent's own driver reads with the calling thread's stream capture
+/// mode relaxed, then puts the program's mode back. Inside a stream capture
+/// in the default global mode a query such as `cuMemGetInfo` is a
+/// "potentially unsafe" call: it invalidated the program's capture (seen on
+/// the H100: `graph_keep.cu` exited 1 under watch, 0 bare). The relaxed mode
+/// is what libraries that query during a capture set (cuda.h,
+/// `cuThreadExchangeStreamCaptureMode`).
+fn relaxed<T>(read: impl FnOnce() -> T) -> T {
+    type Exchange = unsafe extern "C" fn(*mut i32) -> i32;
+    /// `CU_STREAM_CAPTURE_MODE_RELAXED`.
+    const RELAXED: i32 = 2;
+    static EXCHANGE: OnceLock<Option<Exchange>> = OnceLock::new();
+    let exchange = EXCHANGE.get_or_init(|| {
+        let sym = driver_symbol(c"cuThreadExchangeStreamCaptureMode");
+        // SAFETY: cuThreadExchangeStreamCaptureMode's C type (cuda.h).
+        (!sym.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, Exchange>(&sym) })
+    });
+    let Some(exchange) = exchange else {
+        // A driver without captures has nothing to protect.
+        return read();
+    };
+    let mut mode = RELAXED;
+    // SAFETY: a writable mode; it receives the program's own.
+    let swapped = unsafe { exchange(&mut mode) } == 0;
+    let out = read();
+    if swapped {
+        // SAFETY: as above: the program's mode goes back.
+        unsafe { exchange(&mut mode) };
+    }
+    out
+}
+
 /// The device's free memory (`cuMemGetInfo` in the calling thread's context);
-/// None without a context or where the driver has no such call.
+/// None without a context or where the driver has no such call. Read with
+/// the thread's capture mode relaxed ([`relaxed`]).
 fn device_free() -> Option<u64> {
+    relaxed(device_free_now)
+}
+
+fn device_free_now() -> Option<u64> {
     type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
     static GET: OnceLock<Option<MemGetInfo>> = OnceLock::new();
     let get = GET.get_or_init(|| {

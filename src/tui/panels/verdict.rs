@@ -57,7 +57,10 @@ fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
             mib(h.reserves_held_bytes)
         ));
     }
-    let kept = h.released_not_deleted_bytes + h.reserves_released_bytes + h.kept_by_pool_bytes;
+    let kept = h.released_not_deleted_bytes
+        + h.reserves_released_bytes
+        + h.kept_by_pool_bytes
+        + h.held_by_graphs_bytes;
     if kept > 0 {
         parts.push(format!("{:.2} MiB released, kept by the driver", mib(kept)));
     }

@@ -53,6 +53,9 @@ pub struct Shares {
     /// What the device's stream-ordered pool kept after the program freed it
     /// (`cudaFreeAsync`): the pool's reserved less its used.
     pub kept_by_pool_bytes: u64,
+    /// What the device reserved for the program's graphs' memory nodes, in
+    /// use or kept after their frees until a trim.
+    pub held_by_graphs_bytes: u64,
     /// The reading less all of the above (negative when they add up to more).
     pub unexplained_bytes: i64,
     /// Contexts, modules, queues or streams alive whose reserve was not measured.
@@ -79,6 +82,7 @@ impl Shares {
             reserves_held_bytes: h.reserves_held,
             reserves_released_bytes: h.reserves_released,
             kept_by_pool_bytes: h.pool_kept,
+            held_by_graphs_bytes: h.graphs,
             unexplained_bytes: h.unexplained(),
             unmeasured: h.unmeasured,
         }
@@ -142,7 +146,7 @@ impl HoldersReport {
 
     /// The shares at the peak and at exit side by side.
     pub(crate) fn table(&self) -> Table {
-        const NAMES: [&str; 8] = [
+        const NAMES: [&str; 9] = [
             "the program's memory",
             "objects it holds",
             "cached by allocators",
@@ -150,12 +154,20 @@ impl HoldersReport {
             "reserves it holds",
             "reserves released, kept",
             "kept by CUDA's pool",
+            "held by CUDA graphs",
             "unexplained",
         ];
-        // The pool's row only for a program that used it.
-        let pooled = [&self.at_peak, &self.at_exit]
-            .iter()
-            .any(|s| s.as_ref().is_some_and(|s| s.kept_by_pool_bytes > 0));
+        // The pool's and the graphs' rows only for a program that used them.
+        let any = |f: fn(&Shares) -> u64| {
+            [&self.at_peak, &self.at_exit]
+                .iter()
+                .any(|s| s.as_ref().is_some_and(|s| f(s) > 0))
+        };
+        let (pooled, graphed) = (
+            any(|s| s.kept_by_pool_bytes),
+            any(|s| s.held_by_graphs_bytes),
+        );
+        let shown = |i: usize| (pooled || i != 6) && (graphed || i != 7);
         let column = |s: &Option<Shares>| -> Vec<String> {
             match s {
                 Some(s) => [
@@ -166,6 +178,7 @@ impl HoldersReport {
                     s.reserves_held_bytes as f64,
                     s.reserves_released_bytes as f64,
                     s.kept_by_pool_bytes as f64,
+                    s.held_by_graphs_bytes as f64,
                     s.unexplained_bytes as f64,
                 ]
                 .iter()
@@ -178,12 +191,12 @@ impl HoldersReport {
         let names = NAMES
             .iter()
             .enumerate()
-            .filter(|(i, _)| pooled || *i != 6)
+            .filter(|(i, _)| shown(*i))
             .map(|(_, n)| *n);
         let keep = |col: Vec<String>| -> Vec<String> {
             col.into_iter()
                 .enumerate()
-                .filter(|(i, _)| pooled || *i != 6)
+                .filter(|(i, _)| shown(*i))
                 .map(|(_, v)| v)
                 .collect()
         };

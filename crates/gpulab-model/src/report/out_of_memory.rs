@@ -216,7 +216,8 @@ impl WatchRanOut {
                 mib(h.reserves_held_bytes),
                 mib(h.released_not_deleted_bytes
                     + h.reserves_released_bytes
-                    + h.kept_by_pool_bytes),
+                    + h.kept_by_pool_bytes
+                    + h.held_by_graphs_bytes),
                 h.unexplained_bytes as f64 / f64::from(1 << 20)
             ));
             // Only from one reading: the device's and the program's figures of

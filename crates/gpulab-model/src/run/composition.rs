@@ -22,7 +22,7 @@ pub struct SharePoint {
     /// Measured reserves of what it held.
     pub reserves: u64,
     /// Objects and reserves it had released that the driver kept, its
-    /// stream-ordered pool's retention included.
+    /// stream-ordered pool's retention and its graphs' memory included.
     pub kept: u64,
 }
 
@@ -34,7 +34,7 @@ impl SharePoint {
             held: h.held,
             cached: h.cached,
             reserves: h.reserves_held,
-            kept: h.released + h.reserves_released + h.pool_kept,
+            kept: h.released + h.reserves_released + h.pool_kept + h.graphs,
         }
     }
 

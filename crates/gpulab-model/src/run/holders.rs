@@ -42,6 +42,11 @@ pub struct Holders {
     /// it: the pool's reserved less its used, as last read with a call
     /// (`call.cuda`: the agent reads it once the program used the pool).
     pub pool_kept: u64,
+    /// A watched program's graph memory: what the device reserved for its
+    /// graphs' memory nodes, in use or kept after their frees until a trim
+    /// (no ledger object stands for it). 0 for a lab, whose ledger holds its
+    /// graphs' allocations.
+    pub graphs: u64,
 }
 
 impl Holders {
@@ -53,6 +58,7 @@ impl Holders {
             + self.reserves_held
             + self.reserves_released
             + self.pool_kept
+            + self.graphs
     }
 
     /// The reading less what the shares explain: negative when they explain
@@ -135,6 +141,12 @@ impl Run {
                 .folds
                 .last_pool
                 .map_or(0, |m| m.pool_reserved.saturating_sub(m.pool_used)),
+            graphs: self
+                .folds
+                .last_pool
+                .and_then(|m| m.graph_mem)
+                .filter(|_| self.meta.as_ref().is_some_and(|m| m.watch.is_some()))
+                .map_or(0, |g| g.reserved),
             ..Holders::default()
         };
         for (ids, reserve) in self.reserves.each() {

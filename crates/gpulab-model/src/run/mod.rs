@@ -324,10 +324,16 @@ impl Run {
                 if let Some(step) = c.memory_step {
                     self.measured_by_the_agent(c, step);
                 }
-                // What the stream-ordered pool keeps is a share: a call that
-                // changed it changes the composition.
-                let kept =
-                    |m: Option<CudaMemory>| m.map(|m| m.pool_reserved.saturating_sub(m.pool_used));
+                // What the stream-ordered pool keeps and the graphs' memory
+                // are shares: a call that changed them changes the composition.
+                let kept = |m: Option<CudaMemory>| {
+                    m.map(|m| {
+                        (
+                            m.pool_reserved.saturating_sub(m.pool_used),
+                            m.graph_mem.map(|g| g.reserved),
+                        )
+                    })
+                };
                 if c.cuda.is_some() && kept(c.cuda) != kept(self.folds.last_pool) {
                     self.holders_dirty = true;
                 }
