@@ -536,6 +536,47 @@ fn an_out_of_memory_is_kept_with_its_size_caller_and_the_free_memory() {
     );
 }
 
+/// A program of `tests/watch/` that prints what the driver kept at a step
+/// (`NAME: step=STEP reserved_mib=N ...`), watched and recorded: that figure,
+/// and the "kept" share of every composition the run took (objects it held
+/// left out where `only_without_objects`), and the report.
+fn kept_at_step(
+    source: &str,
+    args: &[&str],
+    step: &str,
+    only_without_objects: bool,
+) -> (u64, Vec<u64>, Value) {
+    let dir = temp_dir();
+    let exe = build(dir.path(), source);
+    let exe = exe.to_string_lossy().into_owned();
+    let recording = dir.path().join("kept.jsonl");
+    let rec = recording.to_string_lossy().into_owned();
+    let mut cmd = vec![exe.as_str()];
+    cmd.extend_from_slice(args);
+    let (out, report) = watch_json_with(&["--record", &rec], &cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let own = stderr(&out);
+    let said = own
+        .lines()
+        .find(|l| l.contains(&format!(": step={step} ")))
+        .and_then(|l| l.split("reserved_mib=").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("the program says what was kept at {step}:\n{own}"));
+    assert!(said > 0, "{own}");
+    let text = std::fs::read_to_string(&recording).expect("the recording");
+    let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+    let run = gpulab::run::Run::from_events(&events);
+    let kept = run
+        .composition
+        .points()
+        .iter()
+        .filter(|p| !only_without_objects || p.held == 0)
+        .map(|p| p.kept >> 20)
+        .collect();
+    (said, kept, report)
+}
+
 /// `cudaFreeAsync` hands blocks to the device's pool, which keeps them past a
 /// synchronisation when its release threshold allows: under watch, what the
 /// pool keeps is a share of the program's memory, the figure the program
@@ -544,32 +585,12 @@ fn an_out_of_memory_is_kept_with_its_size_caller_and_the_free_memory() {
 #[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
 fn what_the_stream_ordered_pool_keeps_is_a_share_until_the_trim() {
     require_cuda();
-    let dir = temp_dir();
-    let exe = build(dir.path(), "tests/watch/pool_keep.cu");
-    let exe = exe.to_string_lossy().into_owned();
-    let recording = dir.path().join("pool.jsonl");
-    let rec = recording.to_string_lossy().into_owned();
-    let (out, report) = watch_json_with(&["--record", &rec], &[&exe, "8", "256", "300"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let own = stderr(&out);
-    let freed_mib = own
-        .lines()
-        .find(|l| l.starts_with("pool_keep: step=freed"))
-        .and_then(|l| l.split("reserved_mib=").nth(1))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("the program says what its pool kept:\n{own}"));
-    assert!(freed_mib > 0, "{own}");
-    let text = std::fs::read_to_string(&recording).expect("the recording");
-    let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
-    let run = gpulab::run::Run::from_events(&events);
-    let kept: Vec<u64> = run
-        .composition
-        .points()
-        .iter()
-        .filter(|p| p.held == 0)
-        .map(|p| p.kept >> 20)
-        .collect();
+    let (freed_mib, kept, report) = kept_at_step(
+        "tests/watch/pool_keep.cu",
+        &["8", "256", "300"],
+        "freed",
+        true,
+    );
     assert!(
         kept.iter().any(|k| k.abs_diff(freed_mib) <= 2),
         "the pool's {freed_mib} MiB among {kept:?}"
@@ -582,35 +603,18 @@ fn what_the_stream_ordered_pool_keeps_is_a_share_until_the_trim() {
 /// A graph's memory nodes take memory the device keeps after the graph's
 /// free node ran, until a trim: under watch it is a share of the program's
 /// memory, the figure the program itself reads (`graph_keep.cu` prints it).
+/// The program exits as it does bare: the agent's reads inside its capture
+/// once broke it.
 #[test]
 #[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
 fn a_graphs_memory_is_a_share_until_the_trim() {
     require_cuda();
-    let dir = temp_dir();
-    let exe = build(dir.path(), "tests/watch/graph_keep.cu");
-    let exe = exe.to_string_lossy().into_owned();
-    let recording = dir.path().join("graph.jsonl");
-    let rec = recording.to_string_lossy().into_owned();
-    let (out, report) = watch_json_with(&["--record", &rec], &[&exe, "1024", "300"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let own = stderr(&out);
-    let launched_mib = own
-        .lines()
-        .find(|l| l.starts_with("graph_keep: step=launched"))
-        .and_then(|l| l.split("reserved_mib=").nth(1))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("the program says what its graphs hold:\n{own}"));
-    assert!(launched_mib > 0, "{own}");
-    let text = std::fs::read_to_string(&recording).expect("the recording");
-    let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
-    let run = gpulab::run::Run::from_events(&events);
-    let kept: Vec<u64> = run
-        .composition
-        .points()
-        .iter()
-        .map(|p| p.kept >> 20)
-        .collect();
+    let (launched_mib, kept, report) = kept_at_step(
+        "tests/watch/graph_keep.cu",
+        &["1024", "300"],
+        "launched",
+        false,
+    );
     assert!(
         kept.iter().any(|k| k.abs_diff(launched_mib) <= 2),
         "the graphs' {launched_mib} MiB among {kept:?}"

@@ -257,6 +257,21 @@ mod tests {
         })
     }
 
+    /// A CUDA agent attached in `exe`, watching contexts' deletion (as CUPTI
+    /// reports it).
+    fn cuda_attached(exe: &str) -> Event {
+        Event::Agent(AgentEvent {
+            t_ns: 0,
+            pid: 7,
+            parent_pid: 1,
+            api: "cuda".into(),
+            state: AgentState::Attached {
+                exe: exe.into(),
+                destruction: vec![ObjKind::Context],
+            },
+        })
+    }
+
     /// The stream's end: the last reading is composed then.
     fn ended(mut events: Vec<Event>) -> Vec<Event> {
         events.push(Event::End(End {
@@ -370,16 +385,7 @@ mod tests {
     /// measurement then, and the context holds its own 530 MiB.
     #[test]
     fn buffers_freed_inside_a_contexts_measurement_leave_it() {
-        let mut events = vec![Event::Agent(AgentEvent {
-            t_ns: 0,
-            pid: 7,
-            parent_pid: 1,
-            api: "cuda".into(),
-            state: AgentState::Attached {
-                exe: "cuda_oom".into(),
-                destruction: vec![ObjKind::Context],
-            },
-        })];
+        let mut events = vec![cuda_attached("cuda_oom")];
         let block = 8192 * MIB;
         events.push(sample(10, 0));
         // The object comes before its call, as an agent sends them.
@@ -443,16 +449,7 @@ mod tests {
             })
         };
         let block = 256 * MIB;
-        let mut events = vec![Event::Agent(AgentEvent {
-            t_ns: 0,
-            pid: 7,
-            parent_pid: 1,
-            api: "cuda".into(),
-            state: AgentState::Attached {
-                exe: "pool_keep".into(),
-                destruction: vec![ObjKind::Context],
-            },
-        })];
+        let mut events = vec![cuda_attached("pool_keep")];
         events.push(sample(5, 0));
         events.push(object(10, 1, ObjKind::Buffer, ObjectAction::Created, block));
         events.push(pool(0, 10, "cuMemAllocAsync", block, block));
