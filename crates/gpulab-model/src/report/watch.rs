@@ -271,13 +271,16 @@ fn held_groups(run: &Run, held: &[HeldObject]) -> Vec<HeldGroup> {
     let mut groups: BTreeMap<Key, HeldGroup> = BTreeMap::new();
     for h in held {
         let life = run.ledger.get(&h.id);
-        let pins = h
-            .pinned_by
-            .first()
-            .map(|chain| {
-                chain
-                    .split(" -> ")
-                    .map(|step| step.split(' ').next().unwrap_or(step))
+        // The first chain that pins it, by kind: read from the ledger, not
+        // from the words `pinned_by` says it in.
+        let pins = run
+            .live_index
+            .referring
+            .iter()
+            .find_map(|&from| path_to(from, h.id, &run.ledger, 0))
+            .map(|path| {
+                path.iter()
+                    .filter_map(|i| run.ledger.get(i).map(|o| o.kind.as_str()))
                     .collect::<Vec<_>>()
                     .join(" -> ")
             })
