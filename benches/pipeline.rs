@@ -25,7 +25,15 @@ fn stream() -> Vec<Event> {
         .get("cl-forgotten-events")
         .cloned()
         .expect("shipped lab");
-    let meta_lines = lab.variants[0].lines();
+    let lab_meta = trace::LabMeta {
+        id: lab.id.clone(),
+        title: lab.title.clone(),
+        variant: "forgotten".into(),
+        params: lab.default_params(),
+        script: lab.variants[0].lines(),
+        stepped: false,
+        until_failure: false,
+    };
     let mut lines = vec![trace::to_line(&Event::Meta(Box::new(trace::Meta {
         format_version: trace::FORMAT_VERSION,
         gpulab_version: "bench".into(),
@@ -44,19 +52,12 @@ fn stream() -> Vec<Event> {
             pci_bus_id: None,
             clock_error_ns: Some(7000),
         },
-        lab: Some(trace::LabMeta {
-            id: lab.id.clone(),
-            title: lab.title.clone(),
-            variant: "forgotten".into(),
-            params: lab.default_params(),
-            script: meta_lines,
-            stepped: false,
-            until_failure: false,
-        }),
+        lab: Some(lab_meta),
         baseline_bytes: Some(3 << 20),
         budget_bytes: None,
         recorded_at: None,
         watch: None,
+        gpus: Vec::new(),
     })))];
     let mut t = 1_000u64;
     let mut seq = 0;
@@ -104,16 +105,7 @@ fn stream() -> Vec<Event> {
             t += 250_000_000 / 14;
         }
     }
-    for s in 0..5_000u64 {
-        lines.push(trace::to_line(&Event::Sample(trace::Sample {
-            t_ns: s * 1_000_000,
-            source: MemorySource::Nvml,
-            used_bytes: mem,
-            total_bytes: Some(80 << 30),
-            process_bytes: None,
-            others: None,
-        })));
-    }
+    lines.extend((0..5_000u64).map(|s| sample(s * 1_000_000, mem)));
     lines.push(trace::to_line(&Event::End(trace::End {
         t_ns: t,
         status: trace::EndStatus::Finished,
@@ -121,6 +113,18 @@ fn stream() -> Vec<Event> {
     })));
     let text = lines.concat();
     trace::read_events(std::io::Cursor::new(text)).expect("the stream reads back")
+}
+
+/// A 1 kHz reading of an 80 GiB GPU with `mem` in use.
+fn sample(t_ns: u64, mem: u64) -> String {
+    trace::to_line(&Event::Sample(trace::Sample {
+        t_ns,
+        source: MemorySource::Nvml,
+        used_bytes: mem,
+        total_bytes: Some(80 << 30),
+        process_bytes: None,
+        others: None,
+    }))
 }
 
 /// A lab whose one variant retains and releases a context `pairs` times: a script

@@ -26,7 +26,7 @@ pub mod watch;
 
 pub use gpulab_backend as backend;
 pub use gpulab_engine as engine;
-pub use gpulab_host::{clock, dirs, machine};
+pub use gpulab_host::{clock, dirs, machine, multicast};
 pub use gpulab_lab as lab;
 pub use gpulab_model::{export, report, run, text, trace, verdict};
 pub use gpulab_telemetry as telemetry;

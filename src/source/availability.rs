@@ -88,7 +88,9 @@ impl Availability {
 
     /// Runs the doctor as a child of `exe` (gpulab itself). Blocking.
     pub fn probe(exe: &Path, selector: Option<&str>) -> Availability {
-        let out = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        crate::multicast::keep_off_here(&mut cmd);
+        let out = cmd
             .args(["doctor", "--json"])
             .stdin(Stdio::null())
             .stderr(Stdio::null())

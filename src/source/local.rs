@@ -91,6 +91,7 @@ impl LocalSource {
         );
         // Its own process group: Ctrl-C in the terminal reaches the parent only,
         // which then decides to cancel, so a partial run is still reported.
+        crate::multicast::keep_off_here(&mut cmd);
         cmd.process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -43,6 +43,7 @@ fn event_time(e: &Event) -> Option<u64> {
         Event::Stack(s) => s.t_ns,
         Event::Framework(f) => f.t_ns,
         Event::Load(l) => l.t_ns,
+        Event::GpuReading(g) => g.t_ns,
         Event::Claim(_) => return None,
     })
 }

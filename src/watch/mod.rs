@@ -10,6 +10,7 @@
 //! as for a lab.
 
 pub mod agent;
+mod gpus;
 mod pipe;
 mod program;
 mod python;
@@ -24,7 +25,7 @@ use std::time::Duration;
 use crate::clock::now_ns;
 use crate::machine::{LoaderPlan, Loaders, cupti, icd};
 use crate::run::OPENCL_SET_UP;
-use crate::telemetry::{Gpu0, Pacer, Probe};
+use crate::telemetry::{Gpu0, Gpus, Pacer, Probe};
 use crate::trace::sink::Sink;
 use crate::trace::{
     self, BackendKind, DeviceKind, DeviceMeta, Event, FORMAT_VERSION, MemorySource, Meta, Note,
@@ -269,6 +270,7 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
         own_group,
         notes,
         gpu,
+        gpus,
     } = prepare(&req, &library, &hook, pipe_env)?;
     let reading = Reading::start(reader, &sink).map_err(|source| WatchError::Spawn {
         program: "pipe reader".into(),
@@ -288,6 +290,7 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
         pid,
         started_ns,
         gpu.as_ref(),
+        gpus.as_ref(),
     ))));
     for (level, text) in notes {
         sink.event(note(level, text));
@@ -307,6 +310,7 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
         sink,
         stop: req.stop,
         gpu,
+        gpus,
         sample_hz: req.sample_hz,
         pacer: reading.pacer.clone(),
     };
@@ -331,6 +335,8 @@ struct Prepared {
     /// NVIDIA GPU 0, opened before the program starts: its memory in use now
     /// is the baseline.
     gpu: Option<Gpu0>,
+    /// Every NVIDIA GPU of the host, opened then too.
+    gpus: Option<Gpus>,
 }
 
 fn prepare(
@@ -363,14 +369,30 @@ fn prepare(
         );
     let own_group = program::set_stdio(&mut cmd, &req.stdio).map_err(WatchError::Output)?;
     let mut notes = program::notes(program, nested);
+    let overridden = crate::multicast::keep_off_here(&mut cmd);
+    if !overridden.is_empty() {
+        notes.push((
+            NoteLevel::Warning,
+            format!(
+                "gpulab keeps NVLink multicast off in the programs it starts (on shared hosts                  it can take the GPUs out of service): {} became {}",
+                overridden.join(", "),
+                crate::multicast::OFF
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
     // NVML starts (tens of milliseconds) while the loaders and libcupti are
     // looked for; both before the program starts, so the baseline is the device
     // without it.
-    let (gpu, plan, cuptis) = std::thread::scope(|s| {
-        let gpu = s.spawn(Probe::nvidia_gpu0_now);
+    let (gpu, gpus, plan, cuptis) = std::thread::scope(|s| {
+        let gpu = s.spawn(|| (Probe::nvidia_gpu0_now(), Gpus::open()));
         let plan = Loaders::find().plan();
         let cuptis = cupti::find(req.cupti.as_deref());
-        (gpu.join().ok().flatten(), plan, cuptis)
+        let (gpu, gpus) = gpu.join().unwrap_or((None, None));
+        (gpu, gpus, plan, cuptis)
     });
     notes.extend(reach_the_loader(&mut cmd, &plan));
     notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis, nested));
@@ -386,6 +408,7 @@ fn prepare(
         own_group,
         notes,
         gpu,
+        gpus,
     })
 }
 
@@ -444,7 +467,7 @@ fn note(level: NoteLevel, text: String) -> Event {
 /// The stream's `meta`: the device is NVIDIA GPU 0 when NVML sees one (the program
 /// may use another; the memory figures are GPU 0's), else "the devices the program
 /// chooses" with the program's RSS as its memory.
-fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>) -> Meta {
+fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>, gpus: Option<&Gpus>) -> Meta {
     let (device, baseline_bytes) = match gpu.map(|g| (&g.info, g.used)) {
         Some((info, used)) => (
             DeviceMeta {
@@ -493,6 +516,7 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>) -> Meta {
             command: req.command.clone(),
             pid,
         }),
+        gpus: gpus.map(Gpus::metas).unwrap_or_default(),
     }
 }
 
@@ -592,6 +616,7 @@ mod tests {
             sink,
             stop: Arc::new(Stopper::default()),
             gpu: None,
+            gpus: None,
             sample_hz: 0.0,
             pacer: Pacer::default(),
         };

@@ -84,6 +84,7 @@ fn not_agents(event: &Event) -> Option<&'static str> {
         Event::Claim(_) => Some("claim"),
         Event::End(_) => Some("end"),
         Event::Load(_) => Some("load"),
+        Event::GpuReading(_) => Some("gpu_reading"),
     }
 }
 

@@ -15,7 +15,7 @@ use rustix::process::{Pid, Signal};
 use super::{AFTER_EXIT, CHECK_EVERY, Stopper};
 use crate::child::Exit;
 use crate::clock::now_ns;
-use crate::telemetry::{Gpu0, Pacer, Probe, SamplerHandle};
+use crate::telemetry::{Gpu0, Gpus, Pacer, Probe, SamplerHandle};
 use crate::trace::sink::Sink;
 use crate::trace::{self, End, EndStatus, Event, NoteLevel};
 
@@ -69,6 +69,11 @@ impl Agents {
         }
     }
 
+    /// Whether `pid`'s agent reported.
+    pub(super) fn reported(&self, pid: u32) -> bool {
+        self.attached.contains(&pid)
+    }
+
     /// Every process that attached has sent its last record or is gone (a
     /// zombie is gone: its descriptors are closed, so its pipe is too).
     fn all_done(&self) -> bool {
@@ -115,6 +120,8 @@ pub(super) struct Supervisor {
     /// is the baseline), when there is one: then NVML is read; else the RSS of
     /// the program's processes.
     pub(super) gpu: Option<Gpu0>,
+    /// Every NVIDIA GPU of the host, read for each process of the program.
+    pub(super) gpus: Option<Gpus>,
     pub(super) sample_hz: f64,
     /// Poked by the pipe's reader at every batch.
     pub(super) pacer: Pacer,
@@ -126,6 +133,15 @@ impl Supervisor {
     /// returns false when nobody listens any more.
     pub(super) fn run(mut self, reading: JoinHandle<bool>) {
         let mut sampler = self.sampler();
+        let mut gpus = self.gpus.take().and_then(|gpus| {
+            super::gpus::GpuWatch::start(
+                gpus,
+                self.child.id(),
+                self.agents.clone(),
+                self.sample_hz,
+                self.sink.clone(),
+            )
+        });
         let mut stop_asked: Option<Instant> = None;
         let mut exited: Option<(Instant, std::io::Result<ExitStatus>)> = None;
         let mut reading = Some(reading);
@@ -142,6 +158,9 @@ impl Supervisor {
                         exited = Some((Instant::now(), Ok(status)));
                         if let Some(mut s) = sampler.take() {
                             s.stop();
+                        }
+                        if let Some(mut g) = gpus.take() {
+                            g.stop();
                         }
                     }
                     Ok(None) => {
@@ -181,6 +200,9 @@ impl Supervisor {
         };
         if let Some(mut s) = sampler.take() {
             s.stop();
+        }
+        if let Some(mut g) = gpus.take() {
+            g.stop();
         }
         if self.signalled {
             // Stopped by gpulab: nothing of the program's group outlives it

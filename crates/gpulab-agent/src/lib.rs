@@ -47,6 +47,7 @@ mod loaded;
 mod opencl;
 mod pipe;
 mod queue;
+mod rank;
 mod rival;
 mod stack;
 mod staging;

@@ -184,7 +184,11 @@ pub fn attached(api: Api, destruction: Vec<ObjKind>) {
     DESTRUCTION[api as usize - 1].store(bits, Ordering::Relaxed);
     send(Record::Agent {
         api: api.as_str(),
-        state: AgentState::Attached { exe, destruction },
+        state: AgentState::Attached {
+            exe,
+            destruction,
+            rank: crate::rank::of_this_process(),
+        },
     });
 }
 

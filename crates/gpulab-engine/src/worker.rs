@@ -130,6 +130,7 @@ fn prepare_and_run(
         budget_bytes: budget,
         recorded_at: Some(gpulab_events::wallclock::Utc::now().rfc3339()),
         watch: None,
+        gpus: Vec::new(),
     })))
     .map_err(|_| {
         EngineError::Backend(gpulab_backend::BackendError::Setup(

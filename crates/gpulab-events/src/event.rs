@@ -45,6 +45,9 @@ pub enum Event {
     /// Python program (`gpulab watch`'s startup hook reads them through the
     /// agent), or an allocation it refused.
     Framework(FrameworkEvent),
+    /// `gpulab watch`: one GPU of the host as NVML read it, with the watched
+    /// program's processes on it; sent the first time and when either changes.
+    GpuReading(GpuReading),
 }
 
 impl Event {
@@ -65,6 +68,7 @@ impl Event {
             Event::Stack(s) => s.t_ns,
             Event::Load(l) => l.t_ns,
             Event::Framework(f) => f.t_ns,
+            Event::GpuReading(g) => g.t_ns,
         })
     }
 }
@@ -93,6 +97,52 @@ pub struct Meta {
     /// running a lab.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<WatchMeta>,
+    /// `gpulab watch`: every NVIDIA GPU of the host, in NVML's order, which
+    /// the `gpu_reading` events name by position. Empty without NVML, and in
+    /// streams written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuMeta>,
+}
+
+/// A GPU `gpulab watch` reads, as NVML names it before the program starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuMeta {
+    /// NVML's index of it (not the program's CUDA ordinal, which
+    /// `CUDA_VISIBLE_DEVICES` renumbers).
+    pub index: u32,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
+    pub total_bytes: u64,
+    /// Memory in use on it, by every process, before the program started.
+    pub baseline_bytes: u64,
+}
+
+/// One GPU's memory while a watched program runs (NVML).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuReading {
+    /// When it was read: right after the process list, when one was read.
+    pub t_ns: u64,
+    /// Its position in `meta.gpus`.
+    pub gpu: u32,
+    /// In use by every process.
+    pub used_bytes: u64,
+    /// The watched program's processes NVML lists on it, each with its bytes
+    /// (`bytes` absent: NVML did not say them); None where NVML cannot list
+    /// processes (some vGPU and MIG setups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<Vec<ProcessBytes>>,
+}
+
+/// A process and its bytes on one GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessBytes {
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 /// The program `gpulab watch` started.
@@ -130,6 +180,10 @@ pub enum AgentState {
         exe: String,
         #[serde(default)]
         destruction: Vec<ObjKind>,
+        /// The process's rank in a distributed job, from the variables its
+        /// launcher set (torchrun, mpirun, srun); absent outside one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rank: Option<Rank>,
     },
     /// The process is exiting; `records` records were sent before this, and
     /// nothing else: `dropped` call and span records had no room, and
@@ -152,6 +206,24 @@ pub enum AgentState {
     /// program's own CUPTI client, refused because the agent holds CUPTI's
     /// subscriber); `reason` says who and what it loses.
     Conflict { reason: String },
+}
+
+/// A process's place in a distributed job, as its launcher told it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rank {
+    /// Its rank among all processes of the job.
+    pub rank: u32,
+    /// Its rank among the job's processes on this host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+    /// How many processes the job has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    /// The variable that said the rank: `RANK` (torchrun, and what
+    /// `torch.distributed` reads), `OMPI_COMM_WORLD_RANK` (Open MPI),
+    /// `PMI_RANK` (MPICH, Intel MPI), `SLURM_PROCID` (srun).
+    pub from: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,3 +8,4 @@
 pub mod clock;
 pub mod dirs;
 pub mod machine;
+pub mod multicast;

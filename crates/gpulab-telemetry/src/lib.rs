@@ -3,11 +3,13 @@
 //! Knows nothing of labs, never prints, never calls a GPU API beyond NVML queries.
 #![deny(unsafe_code)]
 
+mod gpus;
 mod nvml;
 mod probe;
 mod procfs;
 mod sampler;
 
+pub use gpus::Gpus;
 pub use nvml::{BeforeRun, Gpu0, normalize_pci_bus_id, warm_up as warm_up_nvml};
 pub use probe::Probe;
 pub use procfs::{host_rss_bytes, load_avg, process_tree, self_rss_bytes};

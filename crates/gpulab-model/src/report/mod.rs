@@ -8,6 +8,7 @@ pub mod holders;
 pub mod json;
 mod markdown;
 pub mod out_of_memory;
+pub mod ranks;
 mod text;
 pub mod watch;
 

@@ -15,6 +15,7 @@ use crate::units::mib;
 
 use super::frameworks::FrameworkRefusal;
 use super::holders::Shares;
+use super::ranks::RankReport;
 use super::watch::{FRAME_WIDTH, WatchReport};
 
 /// The moment a watched program ran out of memory, apart from the rest of its
@@ -26,6 +27,23 @@ pub struct OutOfMemory<'a> {
     pub pid: u32,
     pub ran_out: Option<&'a WatchRanOut>,
     pub framework_refused: Option<&'a FrameworkRefusal>,
+    /// A program of many processes: the process refused first (its rank,
+    /// when its launcher said one); absent when none was refused or the
+    /// program is one process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_to_run_out: Option<FirstToRunOut>,
+    /// One dump per process of a program of many (a job's ranks): where each
+    /// stood when the first was refused, and its own refusal if it had one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<&'a RankReport>,
+}
+
+/// The process of a program of many that ran out first.
+#[derive(Debug, Clone, Serialize)]
+pub struct FirstToRunOut {
+    pub pid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
 }
 
 impl WatchReport {
@@ -36,6 +54,19 @@ impl WatchReport {
             pid: self.pid,
             ran_out: self.ran_out.as_ref(),
             framework_refused: self.framework_refused.as_ref(),
+            first_to_run_out: self
+                .ranks
+                .iter()
+                .find(|r| r.ran_out.as_ref().is_some_and(|o| o.first))
+                .map(|r| FirstToRunOut {
+                    pid: r.pid,
+                    rank: r.rank.as_ref().map(|k| k.rank),
+                }),
+            ranks: if self.ranks.iter().any(|r| r.ran_out.is_some()) {
+                self.ranks.iter().collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 }

@@ -20,6 +20,7 @@ use super::format::{Table, md_code};
 use super::frameworks::{AllocatorReport, FrameworkRefusal};
 use super::holders::HoldersReport;
 pub use super::out_of_memory::{KnownShares, OtherProcessReport, OutOfMemory, WatchRanOut};
+use super::ranks::{GpuReport, RankReport};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct WatchReport {
@@ -64,6 +65,12 @@ pub struct WatchReport {
     /// What each framework's allocator said of its memory (`gpulab watch`'s
     /// Python startup hook): at exit and at its highest.
     pub frameworks: Vec<AllocatorReport>,
+    /// Each process of a program of many (a job's ranks, a fork per GPU):
+    /// its bytes on each GPU and what its objects held, at its peak and when
+    /// memory ran out. Empty for one process on one GPU outside a job.
+    pub ranks: Vec<RankReport>,
+    /// Every NVIDIA GPU of the host, as the watch read it.
+    pub gpus: Vec<GpuReport>,
     /// What gpulab did to watch the program (a loader preloaded, say).
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
@@ -396,6 +403,8 @@ impl WatchReport {
             ran_out: WatchRanOut::of(run),
             framework_refused: super::frameworks::refusal(run),
             frameworks: super::frameworks::allocators(run),
+            ranks: super::ranks::ranks(run),
+            gpus: super::ranks::gpus(run),
             notes,
             warnings,
         }
@@ -489,6 +498,14 @@ impl WatchReport {
         }
         for a in &self.frameworks {
             let _ = writeln!(s, "{}", a.line());
+        }
+        if !self.ranks.is_empty() {
+            let _ = writeln!(s, "\n{}:", self.ranks_heading());
+            for r in &self.ranks {
+                for line in r.lines() {
+                    let _ = writeln!(s, "{line}");
+                }
+            }
         }
         if !self.kinds.is_empty() {
             let _ = write!(s, "\n{}", self.kinds_table().text());
@@ -667,6 +684,18 @@ impl WatchReport {
         for a in &self.frameworks {
             let _ = writeln!(s, "- {}", a.line());
         }
+        if !self.ranks.is_empty() {
+            let _ = writeln!(s, "\n## {}\n", upper_first(&self.ranks_heading()));
+            for r in &self.ranks {
+                let mut lines = r.lines().into_iter();
+                if let Some(head) = lines.next() {
+                    let _ = writeln!(s, "- {}", head.trim_start());
+                }
+                for line in lines {
+                    let _ = writeln!(s, "  - {}", line.trim_start());
+                }
+            }
+        }
         let _ = write!(s, "\n{}", self.kinds_table().markdown());
         if !self.alive_at_exit.is_empty() {
             let _ = writeln!(
@@ -768,6 +797,26 @@ impl WatchReport {
         out
     }
 
+    /// What the per-process section says and measures against.
+    fn ranks_heading(&self) -> String {
+        let named: Vec<String> = self
+            .gpus
+            .iter()
+            .filter(|g| !g.pids.is_empty())
+            .map(|g| format!("GPU {} {}", g.index, g.name))
+            .collect();
+        format!(
+            "per process ({} of the program; bytes on each GPU are NVML's per-process figure, \
+             objects as each process's agent reported them){}",
+            self.ranks.len(),
+            if named.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", named.join(", "))
+            }
+        )
+    }
+
     fn memory_source_label(&self) -> &str {
         match self.memory_source {
             MemorySource::Rss => "the program's resident host memory",
@@ -775,6 +824,15 @@ impl WatchReport {
             MemorySource::Unavailable => "not measured",
         }
     }
+}
+
+/// `text` with its first letter in capitals.
+fn upper_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// Per kind: made, released, alive and its bytes, the peak alive at once.
@@ -1102,6 +1160,7 @@ mod tests {
             state: AgentState::Attached {
                 exe: "app".into(),
                 destruction: Vec::new(),
+                rank: None,
             },
         })
     }

@@ -239,6 +239,7 @@ mod tests {
             budget_bytes: None,
             recorded_at: None,
             watch: None,
+            gpus: Vec::new(),
         };
         m.lab = Some(LabMeta {
             id: "lab".into(),

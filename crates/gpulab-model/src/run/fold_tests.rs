@@ -72,6 +72,7 @@ fn meta() -> Event {
         budget_bytes: None,
         recorded_at: None,
         watch: None,
+        gpus: Vec::new(),
     }))
 }
 

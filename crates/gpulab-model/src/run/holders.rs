@@ -268,6 +268,7 @@ mod tests {
             state: AgentState::Attached {
                 exe: exe.into(),
                 destruction: vec![ObjKind::Context],
+                rank: None,
             },
         })
     }
@@ -322,6 +323,7 @@ mod tests {
             state: AgentState::Attached {
                 exe: "seed001".into(),
                 destruction: vec![ObjKind::Context, ObjKind::Buffer],
+                rank: None,
             },
         })];
         let mut t = 100;

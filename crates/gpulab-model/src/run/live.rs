@@ -18,6 +18,9 @@ pub struct LiveIndex {
     /// Bytes of the objects of a size the program holds, per the stack that
     /// made them (its calling frame names who made them: [`super::owners`]).
     pub held_bytes_by_stack: BTreeMap<Option<u64>, u64>,
+    /// The same, per process (an agent's object ids carry its pid in their
+    /// upper 32 bits): what each rank of a job holds.
+    pub held_bytes_by_pid_stack: BTreeMap<(u32, Option<u64>), u64>,
     /// Objects the program holds, per kind.
     pub held: BTreeMap<ObjKind, usize>,
     /// Kinds of which the ledger has seen an object.
@@ -201,6 +204,16 @@ impl LiveIndex {
                 };
                 if *b == 0 {
                     self.held_bytes_by_stack.remove(&f.stack);
+                }
+                let key = ((id >> 32) as u32, f.stack);
+                let b = self.held_bytes_by_pid_stack.entry(key).or_default();
+                *b = if add {
+                    *b + f.bytes
+                } else {
+                    b.saturating_sub(f.bytes)
+                };
+                if *b == 0 {
+                    self.held_bytes_by_pid_stack.remove(&key);
                 }
             }
         }

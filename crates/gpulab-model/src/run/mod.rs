@@ -16,6 +16,7 @@ mod live;
 mod load;
 pub(crate) mod objects;
 pub mod owners;
+pub mod ranks;
 pub mod reserves;
 mod samples;
 mod window;
@@ -60,8 +61,8 @@ pub use samples::{SAMPLES_KEPT, SampleStats};
 pub use window::Recent;
 
 use crate::trace::{
-    AgentEvent, AgentState, BackendKind, Block, Call, ClaimVerdict, DeviceSpan, End, EndStatus,
-    Event, Frame, HostLoad, Meta, Note, ObjectAction, ObjectEvent, Sample,
+    AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End,
+    EndStatus, Event, Frame, HostLoad, Meta, Note, ObjectAction, ObjectEvent, Sample,
 };
 
 /// Calls a run keeps whole: the most recent ones.
@@ -191,6 +192,8 @@ pub struct Run {
     pub frameworks: frameworks::Frameworks,
     /// Who made the objects of each stack, by its calling frame.
     pub owners: BTreeMap<u64, owners::Owner>,
+    /// A watched program per process (its rank) and per GPU.
+    pub ranks: ranks::Ranks,
 }
 
 /// One script line with everything its executions did.
@@ -285,6 +288,7 @@ impl Run {
             unlisted: Vec::new(),
             frameworks: frameworks::Frameworks::default(),
             owners: BTreeMap::new(),
+            ranks: ranks::Ranks::default(),
         }
     }
 
@@ -311,7 +315,10 @@ impl Run {
     )]
     pub fn apply(&mut self, event: &Event) {
         match event {
-            Event::Meta(m) => self.meta = Some(m.as_ref().clone()),
+            Event::Meta(m) => {
+                self.ranks.start(&m.gpus);
+                self.meta = Some(m.as_ref().clone());
+            }
             Event::Call(c) => {
                 self.take_back_a_reading_within(c);
                 self.settle(c.end_ns, None);
@@ -402,6 +409,7 @@ impl Run {
                         _ => {}
                     }
                 }
+                self.ran_out_in_process(c);
                 self.calls.push(c.clone());
             }
             Event::Object(o) => {
@@ -491,8 +499,14 @@ impl Run {
                     }
                     other => {
                         self.agents_running.insert(a.pid);
-                        if let AgentState::Attached { destruction, .. } = other {
+                        if let AgentState::Attached {
+                            destruction,
+                            exe,
+                            rank,
+                        } = other
+                        {
                             self.deletion_watched.extend(destruction.iter().copied());
+                            self.ranks.attached(a.pid, a.parent_pid, exe, rank.as_ref());
                         }
                     }
                 }
@@ -521,6 +535,73 @@ impl Run {
                 *self.folds.received.entry(f.pid).or_default() += 1;
                 self.settle(f.t_ns, None);
                 self.holders_dirty |= self.frameworks.apply(f);
+            }
+            Event::GpuReading(g) => {
+                for pid in self.ranks.reading(g) {
+                    let moment = self.ranks.moment(pid, g.t_ns, self.held_by_process(pid));
+                    if let Some(m) = self.ranks.members.get_mut(&pid) {
+                        m.peak = Some(moment);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The bytes of the objects of a size process `pid` holds, by who made
+    /// them.
+    pub fn held_by_process(&self, pid: u32) -> BTreeMap<owners::Owner, u64> {
+        let mut by = BTreeMap::new();
+        let range = (pid, None)..=(pid, Some(u64::MAX));
+        for ((_, stack), bytes) in self.live_index.held_bytes_by_pid_stack.range(range) {
+            let owner = stack
+                .and_then(|id| self.owners.get(&id).copied())
+                .unwrap_or(owners::Owner::Unknown);
+            *by.entry(owner).or_default() += bytes;
+        }
+        by
+    }
+
+    /// A call refused for want of memory: that process's moment, and when it
+    /// is the program's first, every other process's too.
+    fn ran_out_in_process(&mut self, c: &Call) {
+        let refused = !c.expect_error
+            && matches!(&c.status, CallStatus::Error { name, .. } if fold::RAN_OUT.contains(&name.as_str()));
+        let fresh = self
+            .ranks
+            .members
+            .get(&c.pid)
+            .is_none_or(|m| m.ran_out.is_none());
+        if !refused || !fresh {
+            return;
+        }
+        let status = match &c.status {
+            CallStatus::Error { name, .. } => name.clone(),
+            _ => String::new(),
+        };
+        let moment = self
+            .ranks
+            .moment(c.pid, c.end_ns, self.held_by_process(c.pid));
+        let refusal = c.refused.as_deref();
+        let call = ranks::RanOutCall {
+            api: c.api.to_string(),
+            status,
+            end_ns: c.end_ns,
+            asked_bytes: refusal.and_then(|r| r.asked_bytes),
+            driver_free_bytes: refusal.and_then(|r| r.free_bytes),
+            moment,
+        };
+        self.ranks.attached_if_unseen(c.pid);
+        if let Some(m) = self.ranks.members.get_mut(&c.pid) {
+            m.ran_out = Some(call);
+        }
+        if self.ranks.first_ran_out.is_none() {
+            self.ranks.first_ran_out = Some((c.pid, c.end_ns));
+            let pids: Vec<u32> = self.ranks.members.keys().copied().collect();
+            for pid in pids {
+                let moment = self.ranks.moment(pid, c.end_ns, self.held_by_process(pid));
+                if let Some(m) = self.ranks.members.get_mut(&pid) {
+                    m.at_first_ran_out = Some(moment);
+                }
             }
         }
     }

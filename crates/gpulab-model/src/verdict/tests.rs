@@ -37,6 +37,7 @@ fn meta(baseline: Option<u64>) -> Event {
         budget_bytes: None,
         recorded_at: None,
         watch: None,
+        gpus: Vec::new(),
     }))
 }
 
