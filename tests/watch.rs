@@ -601,3 +601,45 @@ fn an_out_of_memory_on_a_shared_card_names_the_other_processes() {
         .unwrap_or_else(|| panic!("{lead}"));
     assert!(line.contains(&format!("(pid {})", listed[0].0)), "{line}");
 }
+
+/// A job launched as torchrun and mpirun launch one (fork and exec per rank,
+/// the rank in the environment): the report has each rank with its own pid,
+/// and what each rank left alive is its own.
+#[test]
+fn each_rank_of_a_job_is_reported_with_what_it_left_alive() {
+    let test = "each_rank_of_a_job_is_reported_with_what_it_left_alive";
+    let Some((_dir, exe)) = program(test, "ranks") else {
+        return;
+    };
+    let _device = device_lock();
+    let (out, report) = watch_json(&[&exe.to_string_lossy(), "2"]);
+    assert_eq!(report["exit_code"], 0, "{}\n{report:#}", stderr(&out));
+    assert_complete(&report, None);
+    let text = stderr(&out);
+    let ranks = report["ranks"].as_array().expect("ranks");
+    assert_eq!(ranks.len(), 2, "{report:#}");
+    for (i, r) in ranks.iter().enumerate() {
+        let said = text
+            .lines()
+            .find(|l| l.starts_with(&format!("ranks: rank={i} ")))
+            .unwrap_or_else(|| panic!("rank {i} said nothing: {text}"));
+        let said = counts(said, "ranks:");
+        assert_eq!(r["rank"]["rank"], i, "{r}");
+        assert_eq!(r["rank"]["world_size"], 2, "{r}");
+        assert_eq!(r["rank"]["from"], "RANK", "{r}");
+        assert_eq!(r["pid"], count(&said, "pid"), "{r}");
+        // What it left alive is its own: by its pid, its bytes.
+        let kept: u64 = report["alive_at_exit"]
+            .as_array()
+            .expect("alive_at_exit")
+            .iter()
+            .filter(|g| g["pid"] == r["pid"] && g["kind"] == "buffer")
+            .map(|g| g["bytes"].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(kept, count(&said, "kept"), "rank {i}: {report:#}");
+        assert_eq!(r["objects_at_end_bytes"], count(&said, "kept"), "{r}");
+    }
+    // The launcher is a process of the program, with no rank and no GPU:
+    // not a line of its own.
+    assert!(ranks.iter().all(|r| r["rank"].is_object()), "{report:#}");
+}

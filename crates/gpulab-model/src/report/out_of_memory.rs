@@ -113,6 +113,10 @@ pub struct WatchRanOut {
     /// The refused call's native stack, innermost first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backtrace: Vec<Frame>,
+    /// The program held memory on more than one GPU: the device figures are
+    /// the refused process's GPU's, and who held what is said per process.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub spread: bool,
 }
 
 /// What the objects and reserves of a program held at a moment without a
@@ -189,6 +193,7 @@ impl WatchRanOut {
                         unmeasured,
                     }
                 }),
+            spread: false,
             other_processes: run.sample_stats.others_at(call.end_ns).map(|others| {
                 others
                     .iter()
@@ -200,6 +205,85 @@ impl WatchRanOut {
                     .collect()
             }),
         })
+    }
+
+    /// For a program spread over GPUs: the device figures are those of the
+    /// GPU the refused process was on (when it was on one), and no share of
+    /// one GPU's reading is set against objects on all of them.
+    pub(crate) fn on_its_gpu(mut self, run: &Run) -> WatchRanOut {
+        let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
+        let end_ns = start + (self.t_ms * 1e6) as u64;
+        let gpu = run
+            .ranks
+            .members
+            .get(&self.pid)
+            .filter(|m| m.gpus_used.len() == 1)
+            .and_then(|m| m.gpus_used.first().copied());
+        let reading = gpu.and_then(|g| Some((g, run.ranks.reading_at(g, end_ns)?)));
+        self.device_used_bytes = reading.map(|(_, p)| p.used);
+        self.device_total_bytes = gpu
+            .and_then(|g| run.ranks.gpus.get(g as usize))
+            .map(|l| l.meta.total_bytes);
+        self.device_t_ms = reading.map(|(_, p)| p.t_ns.saturating_sub(start) as f64 / 1e6);
+        self.holders = None;
+        self.known = None;
+        self.other_processes = None;
+        self.spread = true;
+        self
+    }
+
+    /// Who held the program's memory when the call was refused, as far as
+    /// it is known.
+    fn holders_lines(&self, out: &mut Vec<String>) {
+        if let Some(h) = &self.holders {
+            out.push(format!(
+                "  this program held {:.1} MiB (its reading at {:.1} ms): objects {:.1}, \
+                 reserves {:.1}, released but kept by the driver {:.1}, unexplained {:.1} MiB",
+                mib(h.total_bytes),
+                h.t_ms,
+                mib(h.objects_held_bytes),
+                mib(h.reserves_held_bytes),
+                mib(h.released_not_deleted_bytes
+                    + h.reserves_released_bytes
+                    + h.kept_by_pool_bytes
+                    + h.held_by_graphs_bytes),
+                h.unexplained_bytes as f64 / f64::from(1 << 20)
+            ));
+            // Only from one reading: the device's and the program's figures of
+            // different moments do not subtract.
+            if let Some(used) = self.device_used_bytes
+                && self.device_t_ms == Some(h.t_ms)
+            {
+                out.push(format!(
+                    "  every other process and the driver held the other {:.1} MiB in use",
+                    mib(used.saturating_sub(h.total_bytes))
+                ));
+            }
+        } else if let Some(k) = &self.known {
+            let unmeasured = match k.unmeasured {
+                0 => String::new(),
+                n => format!(" ({n} not measured)"),
+            };
+            out.push(format!(
+                "  its objects then held {:.1} MiB and its reserves {:.1} MiB{unmeasured}; what else \
+                 it held is not known: no reading of its memory was taken between its last change \
+                 before the refused call and its next one",
+                mib(k.objects_held_bytes + k.cached_by_allocators_bytes),
+                mib(k.reserves_held_bytes),
+            ));
+        } else if self.spread {
+            out.push(
+                "  who held memory then: each process on its own GPU, below (the program \
+                 held memory on more than one GPU)"
+                    .into(),
+            );
+        } else {
+            out.push(
+                "  who held its memory then is not known: no reading of it was taken between \
+                 its last change before the refused call and its next one"
+                    .into(),
+            );
+        }
     }
 
     /// What it says first, in a report's words.
@@ -237,49 +321,7 @@ impl WatchRanOut {
                 mib(total)
             ));
         }
-        if let Some(h) = &self.holders {
-            out.push(format!(
-                "  this program held {:.1} MiB (its reading at {:.1} ms): objects {:.1}, \
-                 reserves {:.1}, released but kept by the driver {:.1}, unexplained {:.1} MiB",
-                mib(h.total_bytes),
-                h.t_ms,
-                mib(h.objects_held_bytes),
-                mib(h.reserves_held_bytes),
-                mib(h.released_not_deleted_bytes
-                    + h.reserves_released_bytes
-                    + h.kept_by_pool_bytes
-                    + h.held_by_graphs_bytes),
-                h.unexplained_bytes as f64 / f64::from(1 << 20)
-            ));
-            // Only from one reading: the device's and the program's figures of
-            // different moments do not subtract.
-            if let Some(used) = self.device_used_bytes
-                && self.device_t_ms == Some(h.t_ms)
-            {
-                out.push(format!(
-                    "  every other process and the driver held the other {:.1} MiB in use",
-                    mib(used.saturating_sub(h.total_bytes))
-                ));
-            }
-        } else if let Some(k) = &self.known {
-            let unmeasured = match k.unmeasured {
-                0 => String::new(),
-                n => format!(" ({n} not measured)"),
-            };
-            out.push(format!(
-                "  its objects then held {:.1} MiB and its reserves {:.1} MiB{unmeasured}; what else \
-                 it held is not known: no reading of its memory was taken between its last change \
-                 before the refused call and its next one",
-                mib(k.objects_held_bytes + k.cached_by_allocators_bytes),
-                mib(k.reserves_held_bytes),
-            ));
-        } else {
-            out.push(
-                "  who held its memory then is not known: no reading of it was taken between \
-                 its last change before the refused call and its next one"
-                    .into(),
-            );
-        }
+        self.holders_lines(&mut out);
         match self.other_processes.as_deref() {
             Some([]) => out.push("  no other process held device memory then".into()),
             Some(others) => {

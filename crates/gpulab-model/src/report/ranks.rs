@@ -33,6 +33,11 @@ pub struct RankReport {
     /// process or another).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at_first_ran_out: Option<MomentReport>,
+    /// The bytes of the objects of a size it still held when the stream
+    /// ended (what it never released, as its agent reported it), by who
+    /// made them.
+    pub objects_at_end_bytes: u64,
+    pub objects_at_end_by: BTreeMap<String, u64>,
 }
 
 /// A process at one moment: NVML's bytes of it on each GPU, and what its own
@@ -93,6 +98,9 @@ pub struct GpuReport {
     pub baseline_bytes: u64,
     /// The most in use by every process while it ran.
     pub peak_used_bytes: u64,
+    /// The most the program's processes held on it together (NVML's
+    /// per-process figures, summed at one reading).
+    pub program_peak_bytes: u64,
     /// The program's processes NVML listed on it.
     pub pids: Vec<u32>,
 }
@@ -134,6 +142,8 @@ pub fn ranks(run: &Run) -> Vec<RankReport> {
                 then: moment(&r.moment),
             }),
             at_first_ran_out: m.at_first_ran_out.as_ref().map(&moment),
+            objects_at_end_bytes: run.held_by_process(m.pid).values().sum(),
+            objects_at_end_by: by_name(&run.held_by_process(m.pid)),
         })
         .collect();
     out.sort_by_key(|r| (r.rank.as_ref().map_or(u32::MAX, |k| k.rank), r.pid));
@@ -155,13 +165,25 @@ fn moment_report(m: &Moment, start: u64, index: &dyn Fn(u32) -> u32) -> MomentRe
             .collect(),
         device_bytes,
         objects_bytes,
-        objects_by: m
-            .held_by
-            .iter()
-            .map(|(o, b)| (o.as_str().to_string(), *b))
-            .collect(),
+        objects_by: by_name(&m.held_by),
         outside_objects_bytes: device_bytes as i64 - objects_bytes as i64,
     }
+}
+
+fn by_name(by: &BTreeMap<Owner, u64>) -> BTreeMap<String, u64> {
+    by.iter()
+        .map(|(o, b)| (o.as_str().to_string(), *b))
+        .collect()
+}
+
+/// `NCCL 1024.0, PyTorch 64.0`: largest first, in MiB.
+fn owners_line(by: &BTreeMap<String, u64>) -> String {
+    let mut by: Vec<(&String, &u64)> = by.iter().filter(|(_, b)| **b > 0).collect();
+    by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    by.iter()
+        .map(|(o, b)| format!("{} {:.1}", Owner::label_of(o), mib(**b)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Every GPU the stream read.
@@ -177,6 +199,7 @@ pub fn gpus(run: &Run) -> Vec<GpuReport> {
             total_bytes: lane.meta.total_bytes,
             baseline_bytes: lane.meta.baseline_bytes,
             peak_used_bytes: lane.peak_used,
+            program_peak_bytes: lane.program_peak,
             pids: run
                 .ranks
                 .members
@@ -186,6 +209,27 @@ pub fn gpus(run: &Run) -> Vec<GpuReport> {
                 .collect(),
         })
         .collect()
+}
+
+impl GpuReport {
+    /// `GPU 1 NVIDIA H200 (00000000:00:07.0): the program's processes held at most …`
+    pub fn line(&self) -> String {
+        format!(
+            "GPU {} {}{}: the program's processes held at most {:.1} MiB at once (NVML); \
+             at most {:.1} MiB in use by every process, {:.1} MiB before the program started, \
+             of {:.1} MiB",
+            self.index,
+            self.name,
+            self.pci_bus_id
+                .as_ref()
+                .map(|b| format!(" ({b})"))
+                .unwrap_or_default(),
+            mib(self.program_peak_bytes),
+            mib(self.peak_used_bytes),
+            mib(self.baseline_bytes),
+            mib(self.total_bytes)
+        )
+    }
 }
 
 impl RankReport {
@@ -204,13 +248,14 @@ impl RankReport {
         }
     }
 
-    /// The report's lines for it.
-    pub fn lines(&self) -> Vec<String> {
+    /// The report's lines for it; `nvml`: the watch read the host's GPUs.
+    pub fn lines(&self, nvml: bool) -> Vec<String> {
         let mut out = vec![format!(
             "  {}{}",
             self.who(),
             match self.gpus.as_slice() {
-                [] => ", on no GPU NVML listed".to_string(),
+                [] if nvml => ", on no GPU NVML listed".to_string(),
+                [] => ", no GPU readings (NVML sees no GPU here)".to_string(),
                 gpus => format!(
                     ", on GPU {}",
                     gpus.iter()
@@ -244,6 +289,13 @@ impl RankReport {
                 "    when the first process ran out ({:.1} ms), {}",
                 m.t_ms,
                 m.line()
+            ));
+        }
+        if self.objects_at_end_bytes > 0 {
+            out.push(format!(
+                "    at the end, its objects still held {:.1} MiB ({})",
+                mib(self.objects_at_end_bytes),
+                owners_line(&self.objects_at_end_by)
             ));
         }
         out
@@ -473,7 +525,7 @@ mod tests {
         assert!(r0.ran_out.is_none());
         let then = r0.at_first_ran_out.as_ref().expect("rank 0's place then");
         assert_eq!(then.device_bytes, 1600 * MIB);
-        let text = r1.lines().join("\n");
+        let text = r1.lines(true).join("\n");
         assert!(
             text.contains("rank 1 of 2 (pid 101, python3), on GPU 1"),
             "{text}"

@@ -381,6 +381,10 @@ impl WatchReport {
         let (ended, exit_code) = ended(run);
         let end_ns = run.end.as_ref().map_or(start, |e| e.t_ns);
         let held_objects = held(run, watched, &incomplete);
+        // Spread over GPUs, the sampler's figures are GPU 0's alone: they
+        // give way to each GPU's and each process's.
+        let spread = run.ranks.spread();
+        let one_gpu = |v: Option<u64>| v.filter(|_| !spread);
         WatchReport {
             command: watch.map(|w| w.command.clone()).unwrap_or_default(),
             pid: watch.map_or(0, |w| w.pid),
@@ -395,12 +399,12 @@ impl WatchReport {
             held_by_driver: held_objects,
             outlived_release: outlived(run, watched),
             processes,
-            peak_memory_bytes: run.sample_stats.max_process.or(run.sample_stats.max_used),
-            peak_device_growth_bytes: run.peak_above_baseline(),
-            device_baseline_bytes: run.baseline(),
+            peak_memory_bytes: one_gpu(run.sample_stats.max_process.or(run.sample_stats.max_used)),
+            peak_device_growth_bytes: one_gpu(run.peak_above_baseline()),
+            device_baseline_bytes: one_gpu(run.baseline()),
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
-            holders: HoldersReport::of(run),
-            ran_out: WatchRanOut::of(run),
+            holders: HoldersReport::of(run).filter(|_| !spread),
+            ran_out: WatchRanOut::of(run).map(|r| if spread { r.on_its_gpu(run) } else { r }),
             framework_refused: super::frameworks::refusal(run),
             frameworks: super::frameworks::allocators(run),
             ranks: super::ranks::ranks(run),
@@ -502,7 +506,7 @@ impl WatchReport {
         if !self.ranks.is_empty() {
             let _ = writeln!(s, "\n{}:", self.ranks_heading());
             for r in &self.ranks {
-                for line in r.lines() {
+                for line in r.lines(!self.gpus.is_empty()) {
                     let _ = writeln!(s, "{line}");
                 }
             }
@@ -687,7 +691,7 @@ impl WatchReport {
         if !self.ranks.is_empty() {
             let _ = writeln!(s, "\n## {}\n", upper_first(&self.ranks_heading()));
             for r in &self.ranks {
-                let mut lines = r.lines().into_iter();
+                let mut lines = r.lines(!self.gpus.is_empty()).into_iter();
                 if let Some(head) = lines.next() {
                     let _ = writeln!(s, "- {}", head.trim_start());
                 }
@@ -777,6 +781,16 @@ impl WatchReport {
     /// What the program's memory did, each figure with what it is measured against.
     fn memory_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
+        let used: Vec<&GpuReport> = self.gpus.iter().filter(|g| !g.pids.is_empty()).collect();
+        if used.len() > 1 {
+            out.push(format!(
+                "the program held memory on {} GPUs: each is measured apart, and who holds it \
+                 is said per process below (one GPU's reading set against objects on all of \
+                 them would explain nothing)",
+                used.len()
+            ));
+            out.extend(used.iter().map(|g| g.line()));
+        }
         if let Some(peak) = self.peak_memory_bytes {
             out.push(format!(
                 "peak memory ({}): {:.1} MiB",
@@ -806,9 +820,14 @@ impl WatchReport {
             .map(|g| format!("GPU {} {}", g.index, g.name))
             .collect();
         format!(
-            "per process ({} of the program; bytes on each GPU are NVML's per-process figure, \
-             objects as each process's agent reported them){}",
+            "per process ({} of the program; {}objects as each process's agent reported \
+             them){}",
             self.ranks.len(),
+            if self.gpus.is_empty() {
+                ""
+            } else {
+                "bytes on each GPU are NVML's per-process figure, "
+            },
             if named.is_empty() {
                 String::new()
             } else {

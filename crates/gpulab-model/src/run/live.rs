@@ -195,7 +195,9 @@ impl LiveIndex {
             } else {
                 b.saturating_sub(f.bytes)
             };
-            if !super::reserves::unsized_kind(f.kind) {
+            // Pinned host memory (`cuMemHostAlloc`) is the host's: no share
+            // of the device memory the holders explain.
+            if !super::reserves::unsized_kind(f.kind) && f.kind != ObjKind::HostBuffer {
                 let b = self.held_bytes_by_stack.entry(f.stack).or_default();
                 *b = if add {
                     *b + f.bytes

@@ -92,6 +92,8 @@ pub struct GpuLane {
     pub meta: GpuMeta,
     pub points: Vec<GpuPoint>,
     pub peak_used: u64,
+    /// The most the program's processes held on it together, at one reading.
+    pub program_peak: u64,
 }
 
 /// A reading of a GPU: memory in use by every process, and the program's
@@ -106,6 +108,8 @@ pub struct GpuPoint {
 impl GpuLane {
     fn push(&mut self, p: GpuPoint) {
         self.peak_used = self.peak_used.max(p.used);
+        let program: u64 = p.processes.iter().flatten().filter_map(|p| p.bytes).sum();
+        self.program_peak = self.program_peak.max(program);
         if self.points.len() >= LANE_POINTS {
             let old = std::mem::take(&mut self.points);
             self.points = old
@@ -131,6 +135,7 @@ impl Ranks {
                 meta: meta.clone(),
                 points: Vec::new(),
                 peak_used: meta.baseline_bytes,
+                program_peak: 0,
             })
             .collect();
     }
@@ -211,6 +216,27 @@ impl Ranks {
                 .unwrap_or_default(),
             held_by,
         }
+    }
+
+    /// The GPUs (positions) the program's processes were listed on.
+    pub fn gpus_used(&self) -> std::collections::BTreeSet<u32> {
+        self.members
+            .values()
+            .flat_map(|m| m.gpus_used.iter().copied())
+            .collect()
+    }
+
+    /// The program held memory on more than one GPU: one GPU's readings
+    /// cannot be set against all its objects.
+    pub fn spread(&self) -> bool {
+        self.gpus_used().len() > 1
+    }
+
+    /// GPU `gpu`'s latest reading by `t_ns`.
+    pub fn reading_at(&self, gpu: u32, t_ns: u64) -> Option<&GpuPoint> {
+        let lane = self.gpus.get(gpu as usize)?;
+        let after = lane.points.partition_point(|p| p.t_ns <= t_ns);
+        after.checked_sub(1).and_then(|i| lane.points.get(i))
     }
 
     /// A process or GPU to show apart: more than one process held memory on
@@ -300,6 +326,7 @@ mod tests {
             meta: gpu(0),
             points: Vec::new(),
             peak_used: 0,
+            program_peak: 0,
         };
         for i in 0..(LANE_POINTS as u64 + 10) {
             let used = if i == 5001 { 1 << 30 } else { i };
