@@ -89,6 +89,7 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
     });
     draw("objects", &|b| {
         ObjectsPanel {
+            rank: None,
             run,
             theme: t,
             focused: false,
@@ -106,6 +107,7 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
     });
     draw("verdict", &|b| {
         VerdictPanel {
+            rank: None,
             lab,
             run,
             scroll: 0,
@@ -215,6 +217,7 @@ fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
     let area = Rect::new(0, 0, 120, 12);
     let mut buf = Buffer::empty(area);
     VerdictPanel {
+        rank: None,
         lab: None,
         run: Some(&run),
         scroll: 0,
@@ -233,6 +236,7 @@ fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
     let area = Rect::new(0, 0, 40, 14);
     let mut buf = Buffer::empty(area);
     ObjectsPanel {
+        rank: None,
         run: Some(&run),
         theme: Theme::PLAIN,
         focused: false,
@@ -380,6 +384,7 @@ fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
         let area = Rect::new(0, 0, 80, 24);
         let mut buf = Buffer::empty(area);
         VerdictPanel {
+            rank: None,
             lab: None,
             run: Some(&run),
             scroll: 0,

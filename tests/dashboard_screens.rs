@@ -222,3 +222,36 @@ fn a_watched_programs_recording_shows_its_calls_and_what_it_holds() {
     assert!(s.contains("event -> queue, made by clCreateContext"), "{s}");
     insta::assert_snapshot!("watch_forgotten_160x48", s);
 }
+
+/// The torchrun job recorded on two H200s (NCCL between them, rank 1 out of
+/// memory): one lane per GPU with its rank, and `n` shows one rank alone in
+/// the objects and findings panels, then every rank again.
+#[test]
+fn a_watched_job_has_a_lane_per_gpu_and_n_shows_one_rank() {
+    let mut a = app();
+    a.add_recording(std::path::PathBuf::from(
+        "assets/watch-recordings/nvidia-h200-x2/torchrun-oom.jsonl",
+    ));
+    open(&mut a, "nvidia-h200-x2/torchrun-oom", false);
+    let s = screen(&mut a, 160, 48);
+    assert!(s.contains("Device memory per GPU"), "{s}");
+    assert!(s.contains("GPU 0 NVIDIA H200"), "{s}");
+    assert!(s.contains("GPU 1 NVIDIA H200"), "{s}");
+    assert!(s.contains("■r0") && s.contains("■r1"), "{s}");
+    insta::assert_snapshot!("watch_job_160x48", s);
+    keys(&mut a, "n");
+    let rank0 = screen(&mut a, 160, 48);
+    assert!(rank0.contains("Live objects (ledger) · r0"), "{rank0}");
+    assert!(!rank0.contains("rank 1 of 2"), "rank 1 is hidden: {rank0}");
+    keys(&mut a, "n");
+    let rank1 = screen(&mut a, 160, 48);
+    assert!(rank1.contains("Live objects (ledger) · r1"), "{rank1}");
+    assert!(rank1.contains("rank 1 of 2"), "{rank1}");
+    assert!(rank1.contains("ran out first"), "{rank1}");
+    insta::assert_snapshot!("watch_job_rank1_160x48", rank1);
+    keys(&mut a, "n");
+    let all = screen(&mut a, 160, 48);
+    assert!(all.contains("Live objects (ledger) "), "{all}");
+    let small = screen(&mut a, 80, 24);
+    insta::assert_snapshot!("watch_job_80x24", small);
+}

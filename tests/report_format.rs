@@ -21,6 +21,17 @@ use serde_json::Value;
 /// keys below it too.
 const UNSEEN: &[(&str, &str, &str)] = &[
     (
+        "out_of_memory",
+        "first_to_run_out",
+        "only a program of many processes that ran out (tests/watch_ranks.rs reads the \
+         two-H200 torchrun recording's)",
+    ),
+    (
+        "out_of_memory",
+        "ranks",
+        "only a program of many processes that ran out (tests/watch_ranks.rs)",
+    ),
+    (
         "watch",
         "held_by_driver_groups[].made_at",
         "only objects the driver kept whose making call's stack was taken (the shipped \

@@ -137,14 +137,15 @@ fn the_rank_that_ran_out_first_is_named_and_each_rank_has_a_dump() {
     assert!(then["device_bytes"].as_u64().unwrap_or(0) > 0, "{other}");
 }
 
+/// Per pid: the GPUs NVML listed it on, and its most bytes on all of them.
+type Listed = BTreeMap<u64, (BTreeSet<u64>, u64)>;
+
 /// What a recording's own events say of each process: the GPUs NVML listed
 /// it on and its most bytes on one reading; and the pid of the first call
 /// refused for want of memory.
-fn what_the_events_say(
-    path: &std::path::Path,
-) -> (BTreeMap<u64, (BTreeSet<u64>, u64)>, Option<u64>) {
+fn what_the_events_say(path: &std::path::Path) -> (Listed, Option<u64>) {
     let text = std::fs::read_to_string(path).expect("the recording");
-    let mut gpus_of: BTreeMap<u64, (BTreeSet<u64>, u64)> = BTreeMap::new();
+    let mut gpus_of = Listed::new();
     let mut on: BTreeMap<(u64, u64), u64> = BTreeMap::new();
     let mut first_refused = None;
     for line in text.lines() {
@@ -169,10 +170,10 @@ fn what_the_events_say(
                     entry.1 = entry.1.max(total);
                 }
             }
-            Some("call") if first_refused.is_none() => {
-                if d["status"]["name"] == "CUDA_ERROR_OUT_OF_MEMORY" {
-                    first_refused = d["pid"].as_u64();
-                }
+            Some("call")
+                if first_refused.is_none() && d["status"]["name"] == "CUDA_ERROR_OUT_OF_MEMORY" =>
+            {
+                first_refused = d["pid"].as_u64();
             }
             _ => {}
         }

@@ -35,6 +35,9 @@ pub enum Action {
     Zoom,
     /// Mouse capture off (the terminal selects and copies text) or back on.
     Mouse,
+    /// A watched job: the objects and findings panels show the next rank
+    /// alone, then every rank again.
+    NextRank,
     /// Replay: play or pause (at the end: play from the start).
     PlayPause,
     /// Replay: a second back / forward.
@@ -175,6 +178,13 @@ pub const KEYS: &[Binding] = &[
         &[K::Char('m')],
         Action::Mouse,
         "mouse off: the terminal selects and copies text again (m: the wheel scrolls panels again)",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('n')],
+        Action::NextRank,
+        "a watched job: objects and findings of the next rank alone (then all)",
         None,
     ),
     b(

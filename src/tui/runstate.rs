@@ -165,6 +165,11 @@ impl RunState {
         if let Some(c) = self.run.calls.last() {
             t = t.max(c.end_ns);
         }
+        for lane in &self.run.ranks.gpus {
+            if let Some(p) = lane.points.last() {
+                t = t.max(p.t_ns);
+            }
+        }
         for s in self.run.spans.iter().rev().take(8) {
             t = t.max(s.end_ns);
         }

@@ -188,6 +188,7 @@ impl<'a> FrameState<'a> {
             .render(rect, buf),
             Panel::Objects => ObjectsPanel {
                 run,
+                rank: app.rank,
                 theme: t,
                 focused,
             }
@@ -202,6 +203,7 @@ impl<'a> FrameState<'a> {
             Panel::Verdict => VerdictPanel {
                 lab,
                 run,
+                rank: app.rank,
                 scroll: app.verdict_scroll,
                 theme: t,
                 focused,

@@ -121,6 +121,17 @@ impl Theme {
             self.fg(Color::Red),
         ]
     }
+    /// The processes of a job, one colour each (by rank), stacked in a GPU's lane.
+    pub fn ranks(self) -> [Style; 6] {
+        [
+            self.fg(Color::Cyan),
+            self.fg(Color::Yellow),
+            self.fg(Color::Magenta),
+            self.fg(Color::Blue),
+            self.fg(Color::Green),
+            self.fg(Color::Red),
+        ]
+    }
     pub fn baseline(self) -> Style {
         self.dim()
     }

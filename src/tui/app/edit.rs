@@ -114,3 +114,39 @@ impl App {
         }
     }
 }
+
+impl App {
+    /// `n`: the next process of slot A's watched program, by rank then pid,
+    /// alone in the objects and findings panels; past the last, every
+    /// process again.
+    pub(super) fn cycle_rank(&mut self) {
+        let Some(run) = self.slots[A].as_ref() else {
+            return;
+        };
+        let ranks = &run.run.ranks;
+        let order = crate::tui::panels::gpus::order(ranks);
+        if order.len() < 2 {
+            self.rank = None;
+            self.message = Some(
+                "n shows one rank of a watched job alone: this run has one process on a GPU".into(),
+            );
+            return;
+        }
+        let at = self
+            .rank
+            .and_then(|pid| order.iter().position(|p| *p == pid));
+        let next = match at {
+            None => Some(0),
+            Some(i) => (i + 1 < order.len()).then_some(i + 1),
+        };
+        self.rank = next.and_then(|i| order.get(i).copied());
+        self.verdict_scroll = 0;
+        self.message = Some(match self.rank {
+            Some(pid) => format!(
+                "showing {} (pid {pid}) alone in the objects and findings panels; n: the next",
+                crate::tui::panels::gpus::short_name(ranks, pid)
+            ),
+            None => "showing every process again".into(),
+        });
+    }
+}

@@ -127,6 +127,9 @@ pub struct App {
     pub recording_labels: Vec<String>,
     /// `z`: the focused panel fills the screen (Tab picks another).
     pub zoom: bool,
+    /// `n`: the process (a job's rank) the objects and findings panels show
+    /// alone; None: every process.
+    pub rank: Option<u32>,
     /// `R` was pressed: the next run started is recorded to a file.
     pub record_next: bool,
     epochs: [u64; 2],
@@ -176,6 +179,7 @@ impl App {
             recorded: Vec::new(),
             recording_labels: Vec::new(),
             zoom: false,
+            rank: None,
             record_next: false,
             epochs: [0, 0],
             compare: false,
@@ -536,6 +540,7 @@ impl App {
             Action::Record => self.arm_record(),
             Action::OpenRecording => return self.open_lab_recording(),
             Action::Zoom => self.zoom = !self.zoom,
+            Action::NextRank => self.cycle_rank(),
             Action::Mouse => {
                 self.mouse = !self.mouse;
                 self.message = Some(if self.mouse {

@@ -46,6 +46,11 @@ impl MemoryPanel<'_> {
         let Some(meta) = run.run.meta.as_ref() else {
             return "Device memory (MiB)".into();
         };
+        if super::gpus::wanted(&run.run.ranks) {
+            return "Device memory per GPU, MiB · each process's own (NVML) stacked by rank, \
+                    the line: in use by every process"
+                .into();
+        }
         if meta.watch.is_some() && meta.device.memory_source == MemorySource::Rss {
             // A watched program on no NVIDIA GPU: its resident memory is what is read.
             return "Resident host memory of the program, MiB".into();
@@ -69,6 +74,16 @@ impl Widget for &MemoryPanel<'_> {
         let inner = b.inner(area);
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
+        if let Some(run) = self.run.filter(|r| super::gpus::wanted(&r.run.ranks)) {
+            super::gpus::Lanes {
+                run,
+                axes: self.axes.unwrap_or_else(|| Axes::of(&[run])),
+                theme: self.theme,
+                curve: self.curve,
+            }
+            .render(inner, buf);
+            return;
+        }
         let Some(run) = self.run.filter(|r| !r.run.readings.is_empty()) else {
             self.no_readings(inner, buf);
             return;

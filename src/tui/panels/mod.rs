@@ -3,6 +3,7 @@
 
 pub mod banner;
 pub mod braille;
+pub mod gpus;
 pub mod help;
 pub mod labs;
 pub mod memory;

@@ -18,13 +18,70 @@ use crate::tui::theme::Theme;
 
 pub struct ObjectsPanel<'a> {
     pub run: Option<&'a RunState>,
+    /// A watched job's process shown alone (`n`); None: every one.
+    pub rank: Option<u32>,
     pub theme: Theme,
     pub focused: bool,
 }
 
 impl ObjectsPanel<'_> {
+    /// One process's objects (a job's rank, `n`), and what NVML says it
+    /// holds against them.
+    fn rank_lines(&self, run: &RunState, pid: u32, w: usize) -> Vec<Line<'static>> {
+        let lw = if w >= 32 { 13 } else { 9 };
+        let bw = w.saturating_sub(lw + 6).min(10);
+        let t = self.theme;
+        let mut out = vec![Line::styled(
+            format!(
+                "{:<lw$}{:>5} {:>bw$}",
+                "kind",
+                "live",
+                if bw >= 5 { "bytes" } else { "" }
+            ),
+            t.dim(),
+        )];
+        let index = &run.run.live_index;
+        let of_pid = index.held_by_pid.iter().filter(|((p, _), _)| *p == pid);
+        for (&(_, kind), &(n, b)) in of_pid {
+            let b = if b > 0 && bw >= 8 {
+                fmt_mib(b as f64)
+            } else {
+                String::new()
+            };
+            out.push(Line::raw(format!(
+                "{:<lw$}{n:>5} {b:>bw$}",
+                plural(kind, lw)
+            )));
+        }
+        let held: u64 = run.run.held_by_process(pid).values().sum();
+        out.push(Line::from(vec![
+            Span::styled("device  ", t.dim()),
+            Span::raw(format!("{} in its objects", fmt_mib(held as f64))),
+        ]));
+        if let Some(m) = run.run.ranks.members.get(&pid) {
+            let own: u64 = m.on_gpu.values().sum();
+            if !m.on_gpu.is_empty() {
+                out.push(Line::from(vec![
+                    Span::styled("NVML    ", t.dim()),
+                    Span::raw(fmt_mib(own as f64)),
+                    Span::styled(
+                        format!(
+                            ", {} in no object",
+                            fmt_signed_mib(own as i64 - held as i64)
+                        ),
+                        t.dim(),
+                    ),
+                ]));
+            }
+        }
+        out
+    }
+
     /// The panel's lines; of the causes, no more than `h` rows can show.
     fn lines(&self, run: &RunState, w: usize, h: usize) -> Vec<Line<'static>> {
+        if let Some(pid) = self.rank {
+            return self.rank_lines(run, pid, w);
+        }
         // Narrow panels (80x24) keep the short labels of the old table.
         let lw = if w >= 32 { 13 } else { 9 };
         let bw = w.saturating_sub(lw + 6).min(10);
@@ -79,6 +136,12 @@ impl ObjectsPanel<'_> {
         // A watched program: its own memory, as the holders compose it (the
         // device's figure counts every process, and after the exit it is back).
         let watched = run.run.meta.as_ref().is_some_and(|m| m.watch.is_some());
+        if run.run.ranks.spread() {
+            // One GPU's reading against objects on all of them would say
+            // nothing: one rank at a time does (`n`).
+            out.push(Line::styled("on several GPUs: n shows one rank", t.dim()));
+            return out;
+        }
         match run.run.holders().filter(|_| watched) {
             Some(own) => {
                 let u = own.unexplained();
@@ -163,7 +226,14 @@ fn came_back(run: &RunState) -> Option<String> {
 
 impl Widget for &ObjectsPanel<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let b = block("Live objects (ledger)", self.focused, self.theme);
+        let title = match (self.rank, self.run) {
+            (Some(pid), Some(run)) => format!(
+                "Live objects (ledger) · {} (pid {pid})",
+                super::gpus::short_name(&run.run.ranks, pid)
+            ),
+            _ => "Live objects (ledger)".into(),
+        };
+        let b = block(title, self.focused, self.theme);
         let inner = b.inner(area);
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };

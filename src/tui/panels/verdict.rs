@@ -21,6 +21,8 @@ use crate::units::mib;
 pub struct VerdictPanel<'a> {
     pub lab: Option<&'a Lab>,
     pub run: Option<&'a RunState>,
+    /// A watched job's process shown alone (`n`); None: every one.
+    pub rank: Option<u32>,
     pub scroll: u16,
     pub theme: Theme,
     pub focused: bool,
@@ -106,7 +108,8 @@ impl VerdictPanel<'_> {
         // A replay stopped halfway is not the program's exit either.
         let ended = run.run.end.is_some();
         let now = if ended { "alive at exit" } else { "alive now" };
-        if let Some(f) = &r.framework_refused {
+        let shown = |pid: u32| self.rank.is_none_or(|r| r == pid);
+        if let Some(f) = r.framework_refused.as_ref().filter(|f| shown(f.pid)) {
             for (i, line) in f.lines().into_iter().enumerate() {
                 out.push(Line::styled(
                     line.trim_start().to_string(),
@@ -117,13 +120,24 @@ impl VerdictPanel<'_> {
         if let Some(h) = r.holders.as_ref().and_then(|h| h.at_exit.as_ref()) {
             out.push(holders_line(h, ended, t));
         }
-        for a in &r.frameworks {
+        for k in r.ranks.iter().filter(|k| shown(k.pid)) {
+            for (i, line) in k.lines(!r.gpus.is_empty()).into_iter().enumerate() {
+                let style = match i {
+                    0 if k.ran_out.as_ref().is_some_and(|o| o.first) => t.bad(),
+                    0 => t.title(),
+                    _ => t.dim(),
+                };
+                out.push(Line::styled(line.trim_start().to_string(), style));
+            }
+        }
+        for a in r.frameworks.iter().filter(|a| shown(a.pid)) {
             out.push(Line::styled(a.line(), t.dim()));
         }
-        if r.alive_at_exit.is_empty() {
+        let alive: Vec<_> = r.alive_at_exit.iter().filter(|g| shown(g.pid)).collect();
+        if alive.is_empty() {
             out.push(Line::styled(format!("nothing {now}"), t.ok()));
         }
-        for g in &r.alive_at_exit {
+        for g in alive {
             let owner = Owner::parse(&g.owner).unwrap_or(Owner::Unknown);
             let through = match owner {
                 Owner::Program | Owner::Unknown => String::new(),

@@ -10,7 +10,7 @@ use crate::trace::ObjKind;
 
 use super::Run;
 use super::owners::Owner;
-use super::reserves::unsized_kind;
+use super::reserves::device_sized_kind;
 
 /// The shares of one reading.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -97,6 +97,15 @@ impl Run {
     }
 
     fn alive(&self, id: u64) -> Alive {
+        self.alive_among(id, &std::collections::BTreeSet::new())
+    }
+
+    /// As [`Run::alive`], where the processes of `gone` have exited: the
+    /// exit gave back all they held.
+    fn alive_among(&self, id: u64, gone: &std::collections::BTreeSet<u32>) -> Alive {
+        if gone.contains(&((id >> 32) as u32)) {
+            return Alive::Gone;
+        }
         match self.ledger.get(&id) {
             Some(o) if o.held() => Alive::Held,
             Some(o) if !o.destroyed() && self.deletion_seen(o.kind) => Alive::Released,
@@ -116,20 +125,29 @@ impl Run {
     /// stands now.
     pub fn holders_at(&self, t_ns: u64, total: u64) -> Holders {
         let index = &self.live_index;
+        // A program of many processes: one that has exited by then holds
+        // nothing (its objects stay alive in the ledger, for the report).
+        let gone = self.ranks.gone_by(t_ns);
+        let of_gone: u64 = index
+            .held_by_pid
+            .iter()
+            .filter(|((pid, kind), _)| gone.contains(pid) && device_sized_kind(*kind))
+            .map(|(_, (_, bytes))| *bytes)
+            .sum();
         let sized = |m: &std::collections::BTreeMap<ObjKind, u64>| -> u64 {
             m.iter()
-                .filter(|(k, _)| !unsized_kind(**k))
+                .filter(|(k, _)| device_sized_kind(**k))
                 .map(|(_, b)| *b)
                 .sum()
         };
         let released: u64 = index
             .owed_bytes
             .iter()
-            .filter(|(k, _)| !unsized_kind(**k) && self.deletion_seen(**k))
+            .filter(|(k, _)| device_sized_kind(**k) && self.deletion_seen(**k))
             .map(|(_, b)| *b)
             .sum();
-        let held = sized(&index.held_bytes);
-        let (held_by, cached) = self.held_by_owner();
+        let held = sized(&index.held_bytes).saturating_sub(of_gone);
+        let (held_by, cached) = self.held_by_owner(&gone);
         let mut h = Holders {
             at_ns: t_ns,
             total,
@@ -151,7 +169,12 @@ impl Run {
         };
         for (ids, reserve) in self.reserves.each() {
             match reserve {
-                Some(r) => match self.most_alive(ids) {
+                Some(r) => match ids
+                    .iter()
+                    .map(|id| self.alive_among(*id, &gone))
+                    .max()
+                    .unwrap_or(Alive::Gone)
+                {
                     Alive::Held => h.reserves_held += r.bytes,
                     Alive::Released => h.reserves_released += r.bytes,
                     Alive::Gone => {}
@@ -159,7 +182,7 @@ impl Run {
                 None => {
                     h.unmeasured += ids
                         .iter()
-                        .filter(|id| self.alive(**id) != Alive::Gone)
+                        .filter(|id| self.alive_among(**id, &gone) != Alive::Gone)
                         .count();
                 }
             }
@@ -188,14 +211,24 @@ impl Run {
     /// them, less what the frameworks' allocators say they keep cached (taken
     /// from the framework's own objects first; from the rest where their
     /// stacks did not name it); and the cached bytes so taken.
-    fn held_by_owner(&self) -> (BTreeMap<Owner, u64>, u64) {
+    fn held_by_owner(&self, gone: &std::collections::BTreeSet<u32>) -> (BTreeMap<Owner, u64>, u64) {
         let mut by: BTreeMap<Owner, u64> = BTreeMap::new();
-        for (stack, bytes) in &self.live_index.held_bytes_by_stack {
-            let owner = stack
+        let owner_of = |stack: &Option<u64>| {
+            stack
                 .and_then(|id| self.owners.get(&id).copied())
-                .unwrap_or(Owner::Unknown);
-            *by.entry(owner).or_default() += bytes;
+                .unwrap_or(Owner::Unknown)
+        };
+        for (stack, bytes) in &self.live_index.held_bytes_by_stack {
+            *by.entry(owner_of(stack)).or_default() += bytes;
         }
+        for ((pid, stack), bytes) in &self.live_index.held_bytes_by_pid_stack {
+            if gone.contains(pid)
+                && let Some(b) = by.get_mut(&owner_of(stack))
+            {
+                *b = b.saturating_sub(*bytes);
+            }
+        }
+        by.retain(|_, b| *b > 0);
         let mut cached_taken = 0;
         for framework in self.frameworks.names() {
             let mut cached: u64 = self

@@ -21,6 +21,9 @@ pub struct LiveIndex {
     /// The same, per process (an agent's object ids carry its pid in their
     /// upper 32 bits): what each rank of a job holds.
     pub held_bytes_by_pid_stack: BTreeMap<(u32, Option<u64>), u64>,
+    /// Objects each process holds, per kind, and their bytes: one rank's
+    /// share of the live objects.
+    pub held_by_pid: BTreeMap<(u32, ObjKind), (usize, u64)>,
     /// Objects the program holds, per kind.
     pub held: BTreeMap<ObjKind, usize>,
     /// Kinds of which the ledger has seen an object.
@@ -180,9 +183,36 @@ impl LiveIndex {
         }
     }
 
+    /// What a held object counts for in its process's share (an agent's
+    /// object ids carry the pid in their upper 32 bits).
+    fn count_in_process(&mut self, id: u64, f: &Facts, add: bool) {
+        let pid = (id >> 32) as u32;
+        let step = |n: u64, by: u64| {
+            if add { n + by } else { n.saturating_sub(by) }
+        };
+        let (n, b) = self.held_by_pid.entry((pid, f.kind)).or_default();
+        (*n, *b) = (step(*n as u64, 1) as usize, step(*b, f.bytes));
+        if *n == 0 {
+            self.held_by_pid.remove(&(pid, f.kind));
+        }
+        if !super::reserves::unsized_kind(f.kind) && f.kind != ObjKind::HostBuffer {
+            let b = self
+                .held_bytes_by_pid_stack
+                .entry((pid, f.stack))
+                .or_default();
+            *b = step(*b, f.bytes);
+            if *b == 0 {
+                self.held_bytes_by_pid_stack.remove(&(pid, f.stack));
+            }
+        }
+    }
+
     /// Adds (`sign` 1) or takes away (-1) what one object's facts count for.
     fn count(&mut self, id: u64, f: &Facts, sign: i64) {
         let add = sign > 0;
+        if f.held {
+            self.count_in_process(id, f, add);
+        }
         if add {
             self.made.insert(f.kind);
         }
@@ -197,7 +227,7 @@ impl LiveIndex {
             };
             // Pinned host memory (`cuMemHostAlloc`) is the host's: no share
             // of the device memory the holders explain.
-            if !super::reserves::unsized_kind(f.kind) && f.kind != ObjKind::HostBuffer {
+            if super::reserves::device_sized_kind(f.kind) {
                 let b = self.held_bytes_by_stack.entry(f.stack).or_default();
                 *b = if add {
                     *b + f.bytes
@@ -206,16 +236,6 @@ impl LiveIndex {
                 };
                 if *b == 0 {
                     self.held_bytes_by_stack.remove(&f.stack);
-                }
-                let key = ((id >> 32) as u32, f.stack);
-                let b = self.held_bytes_by_pid_stack.entry(key).or_default();
-                *b = if add {
-                    *b + f.bytes
-                } else {
-                    b.saturating_sub(f.bytes)
-                };
-                if *b == 0 {
-                    self.held_bytes_by_pid_stack.remove(&key);
                 }
             }
         }

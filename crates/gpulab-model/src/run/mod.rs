@@ -495,6 +495,7 @@ impl Run {
                 match &a.state {
                     AgentState::Detached { .. } => {
                         self.agents_running.remove(&a.pid);
+                        self.holders_dirty |= self.ranks.detached(a.pid, a.t_ns);
                         self.agents_last_detached = self.agents_last_detached.max(Some(a.t_ns));
                     }
                     other => {
@@ -537,7 +538,10 @@ impl Run {
                 self.holders_dirty |= self.frameworks.apply(f);
             }
             Event::GpuReading(g) => {
-                for pid in self.ranks.reading(g) {
+                let gone = self.ranks.gone_by(u64::MAX).len();
+                let peaked = self.ranks.reading(g);
+                self.holders_dirty |= self.ranks.gone_by(u64::MAX).len() != gone;
+                for pid in peaked {
                     let moment = self.ranks.moment(pid, g.t_ns, self.held_by_process(pid));
                     if let Some(m) = self.ranks.members.get_mut(&pid) {
                         m.peak = Some(moment);

@@ -51,6 +51,11 @@ pub struct Member {
     pub ran_out: Option<RanOutCall>,
     /// Where it stood when the first process of the program was refused.
     pub at_first_ran_out: Option<Moment>,
+    /// When its agent said its last record (it is exiting).
+    pub detached_ns: Option<u64>,
+    /// When it held nothing any more: the first GPU reading after its
+    /// detach that no longer lists it; its detach, when no GPU ever listed it.
+    pub gone_ns: Option<u64>,
 }
 
 /// A process at one moment.
@@ -150,6 +155,27 @@ impl Ranks {
         }
     }
 
+    /// Process `pid`'s agent said its last record at `t_ns`; true when that
+    /// makes it gone (no GPU lists it).
+    pub fn detached(&mut self, pid: u32, t_ns: u64) -> bool {
+        let m = self.member(pid);
+        m.detached_ns = Some(t_ns);
+        if m.on_gpu.is_empty() && m.gone_ns.is_none() {
+            m.gone_ns = Some(t_ns);
+            return true;
+        }
+        false
+    }
+
+    /// The processes that held nothing any more by `t_ns`.
+    pub fn gone_by(&self, t_ns: u64) -> std::collections::BTreeSet<u32> {
+        self.members
+            .values()
+            .filter(|m| m.gone_ns.is_some_and(|g| g <= t_ns))
+            .map(|m| m.pid)
+            .collect()
+    }
+
     /// Makes sure `pid` has a place (a process refused before its agent's
     /// `attached` arrived).
     pub fn attached_if_unseen(&mut self, pid: u32) {
@@ -182,6 +208,11 @@ impl Ranks {
         for m in self.members.values_mut() {
             if !processes.iter().any(|p| p.pid == m.pid) {
                 m.on_gpu.remove(&g.gpu);
+            }
+        }
+        for m in self.members.values_mut() {
+            if m.detached_ns.is_some() && m.gone_ns.is_none() && m.on_gpu.is_empty() {
+                m.gone_ns = Some(g.t_ns);
             }
         }
         let mut peaked = Vec::new();

@@ -28,6 +28,12 @@ pub fn unsized_kind(kind: ObjKind) -> bool {
     )
 }
 
+/// The kinds whose making call's size is device memory: not the unsized
+/// ones, and not pinned host memory (`cuMemHostAlloc`), which is the host's.
+pub fn device_sized_kind(kind: ObjKind) -> bool {
+    !unsized_kind(kind) && kind != ObjKind::HostBuffer
+}
+
 /// One measurement: the objects made in it, their making calls' span, and the
 /// readings on each side.
 #[derive(Debug, Clone, PartialEq)]
