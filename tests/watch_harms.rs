@@ -456,3 +456,31 @@ fn gpulab_memory_stays_bounded_however_many_calls_arrive() {
         peak_kib >> 10
     );
 }
+
+/// NVLink multicast stays off in the program gpulab starts (#33: on shared
+/// hosts a multicast object can take the GPUs out of service), and a setting
+/// of the user's that said otherwise is named in the report.
+#[test]
+fn the_watched_program_runs_with_nvlink_multicast_off_and_is_told_what_changed() {
+    let dir = temp_dir();
+    let file = dir.path().join("r.json");
+    let out = gpulab()
+        .args(["watch", "--json", "-o"])
+        .arg(&file)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo $NCCL_NVLS_ENABLE $TORCH_SYMM_MEM_DISABLE_MULTICAST $NVSHMEM_DISABLE_NVLS",
+        ])
+        .env("NCCL_NVLS_ENABLE", "1")
+        .env_remove("TORCH_SYMM_MEM_DISABLE_MULTICAST")
+        .env_remove("NVSHMEM_DISABLE_NVLS")
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "0 1 1\n");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let said = json.to_string();
+    assert!(said.contains("NCCL_NVLS_ENABLE=1 became"), "{json:#}");
+}
