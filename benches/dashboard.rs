@@ -79,6 +79,7 @@ fn heavy_run(app: &mut App, calls: u64, leaked: u64) -> Vec<Event> {
             script,
             stepped: false,
             until_failure: false,
+            every_gpu: false,
         }),
         baseline_bytes: Some(0),
         budget_bytes: Some(40 << 30),

@@ -33,6 +33,7 @@ fn stream() -> Vec<Event> {
         script: lab.variants[0].lines(),
         stepped: false,
         until_failure: false,
+        every_gpu: false,
     };
     let mut lines = vec![trace::to_line(&Event::Meta(Box::new(trace::Meta {
         format_version: trace::FORMAT_VERSION,

@@ -40,6 +40,9 @@ fn every_cuda_lab_ships() {
         "cuda-vmm-release",
         "cuda-memcpy-sync",
         "cuda-graph-free",
+        "cuda-peer-copy",
+        "cuda-peer-access",
+        "cuda-context-per-device",
     ] {
         assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
     }
@@ -521,4 +524,63 @@ fn lines_that_move_memory_are_counted_and_checked_against_nvmls_list() {
     let last = calls.last().and_then(|c| c.mem_after).unwrap_or(0);
     // Between lines nothing moves on a device nobody else touches.
     assert_eq!(moved, i128::from(last) - i128::from(first));
+}
+
+/// The labs for two GPUs (#33): on a host with two, every variant runs to its
+/// end and its claims get verdicts from its own numbers (the copy's lesson
+/// compared across its two variants); on a host with one, the line that makes
+/// device 1 current fails and says why, and nothing else breaks.
+#[test]
+#[ignore = "needs an NVIDIA GPU: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn the_two_gpu_labs_measure_on_two_and_say_why_not_on_one() {
+    assert!(
+        gpulab::backend::cuda::tests_require_cuda(),
+        "set GPULAB_REQUIRE_CUDA=1 to run this on a GPU machine"
+    );
+    // What CUDA sees: NVML ignores CUDA_VISIBLE_DEVICES.
+    let gpus = match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(v) => v.split(',').filter(|d| !d.trim().is_empty()).count() as u32,
+        Err(_) => nvml_wrapper::Nvml::init()
+            .ok()
+            .and_then(|n| n.device_count().ok())
+            .unwrap_or(0),
+    };
+    for id in [
+        "cuda-peer-copy",
+        "cuda-peer-access",
+        "cuda-context-per-device",
+    ] {
+        let out = common::run(&["run", id, "--all-variants", "--json"]);
+        let text = common::stdout(&out);
+        let report: serde_json::Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{id}: no JSON ({e}): {}", common::stderr(&out)));
+        let runs = report["runs"].as_array().expect("runs");
+        for r in runs {
+            let ended = r["status"].to_string();
+            if gpus >= 2 {
+                assert!(ended.contains("finished"), "{id}: {r:#}");
+                for c in r["claims"].as_array().expect("claims") {
+                    let verdict = c["verdict"].as_str().unwrap_or("");
+                    assert!(
+                        ["holds", "does_not_hold", "inconclusive"].contains(&verdict),
+                        "{id}: {c}"
+                    );
+                }
+            } else {
+                // The line that makes device 1 current stops the run and says
+                // why; no claim is judged from what never ran.
+                assert!(
+                    r["status"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("CUDA_ERROR_INVALID_DEVICE"),
+                    "{id} on one GPU: {r:#}"
+                );
+                for c in r["claims"].as_array().expect("claims") {
+                    assert_eq!(c["verdict"], "inconclusive", "{id} on one GPU: {c}");
+                }
+            }
+        }
+        eprintln!("{id}: {}", common::stderr(&out));
+    }
 }

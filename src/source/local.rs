@@ -298,16 +298,20 @@ impl WorkerRun {
             self.seen.saw(&event);
             self.movement.saw(&event);
             let meta = match &event {
-                Event::Meta(m) => Some(DeviceInfo::from_meta(m)),
+                Event::Meta(m) => Some((
+                    DeviceInfo::from_meta(m),
+                    m.lab.as_ref().is_some_and(|l| l.every_gpu),
+                )),
                 _ => None,
             };
             batch.push(event);
-            if let Some(info) = meta {
+            if let Some((info, every_gpu)) = meta {
                 // The meta goes first, then the readings from before it.
                 self.sink.send(std::mem::take(&mut batch));
                 let pacer = self.pacer.clone();
                 telemetry.start(
                     info,
+                    every_gpu,
                     pid,
                     (self.sample_hz, pacer),
                     &self.sink,
@@ -445,6 +449,7 @@ impl Telemetry {
     fn start(
         &mut self,
         info: DeviceInfo,
+        every_gpu: bool,
         pid: u32,
         (hz, pacer): (f64, Pacer),
         sink: &Sink,
@@ -452,6 +457,9 @@ impl Telemetry {
     ) {
         // The worker made the same probe and already reported its notes.
         let (mut probe, _notes) = Probe::for_device(&info, pid);
+        if every_gpu {
+            probe.every_gpu();
+        }
         // NVML's readings of this device from before the worker existed: the start
         // level is the device without the worker, context and all.
         let early = match before {

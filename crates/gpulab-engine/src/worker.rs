@@ -84,7 +84,17 @@ fn prepare_and_run(
     };
     gpulab_host::clock::phase("worker: backend open");
     let pid = std::process::id();
-    let (mut probe, notes) = Probe::for_device(backend.device(), pid);
+    let (mut probe, mut notes) = Probe::for_device(backend.device(), pid);
+    let every_gpu = variant.calls(gpulab_events::Api::CudaSetDevice);
+    if every_gpu {
+        probe.every_gpu();
+        notes.push(
+            "this lab makes more than one device current: its memory figures are the \
+             worker's own bytes on every GPU of the host (NVML), each device's context and \
+             buffers together"
+                .into(),
+        );
+    }
     gpulab_host::clock::phase("worker: probe open");
     let baseline = probe
         .read()
@@ -125,6 +135,7 @@ fn prepare_and_run(
             script: variant.lines(),
             stepped: req.step,
             until_failure: req.unbounded,
+            every_gpu,
         }),
         baseline_bytes: baseline,
         budget_bytes: budget,

@@ -102,6 +102,14 @@ pub enum Api {
     CudaGraphExecDestroy,
     CudaGraphDestroy,
     CudaDeviceGraphMemTrim,
+    /// Makes device N current (its primary context, retained at first use):
+    /// what the lab makes from then on is N's.
+    CudaSetDevice,
+    /// The current device may read and write device N's memory directly.
+    CudaDeviceEnablePeerAccess,
+    CudaDeviceDisablePeerAccess,
+    /// A copy from one device's buffer to another's.
+    CudaMemcpyPeer,
 }
 
 /// The name of a call in the stream: one of the vocabulary's (`Api`), or a
@@ -802,6 +810,30 @@ pub static APIS: &[ApiInfo] = &[
         Api::CudaDeviceGraphMemTrim,
         "cudaDeviceGraphMemTrim",
         "cuDeviceGraphMemTrim(this device)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaSetDevice,
+        "cudaSetDevice",
+        "cuDevicePrimaryCtxRetain (first use) + cuCtxSetCurrent",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaDeviceEnablePeerAccess,
+        "cudaDeviceEnablePeerAccess",
+        "cuCtxEnablePeerAccess(the peer's primary context)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaDeviceDisablePeerAccess,
+        "cudaDeviceDisablePeerAccess",
+        "cuCtxDisablePeerAccess(the peer's primary context)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemcpyPeer,
+        "cudaMemcpyPeer",
+        "cuMemcpyPeer (each buffer's own device's context)",
         Effect::Use,
     ),
 ];

@@ -258,6 +258,10 @@ pub struct LabMeta {
     /// `--until-failure`: no budget, and reaching a failing call is the run's point.
     #[serde(default, skip_serializing_if = "is_false")]
     pub until_failure: bool,
+    /// The script makes another device current (`cudaSetDevice`): the
+    /// memory figures are the worker's own bytes on every GPU of the host.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub every_gpu: bool,
 }
 
 fn is_false(b: &bool) -> bool {

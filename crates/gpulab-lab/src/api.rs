@@ -33,6 +33,8 @@ pub enum ArgKind {
     EventStatus,
     /// `cudaStreamNonBlocking` or `cudaStreamDefault` on `cudaStreamCreateWithFlags`.
     StreamFlag,
+    /// A CUDA device's ordinal (`cudaSetDevice(1)`).
+    Device,
 }
 
 /// The argument kind that takes a flag.
@@ -75,6 +77,7 @@ impl ArgKind {
             ArgKind::KernelArgs => "the kernel's buffers (and duration)".into(),
             ArgKind::Bool => "`CL_TRUE` or `CL_FALSE`".into(),
             ArgKind::Index => "a buffer argument's index such as `0`".into(),
+            ArgKind::Device => "a device's number such as `1`".into(),
             ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::EventStatus | ArgKind::StreamFlag => {
                 let names: Vec<String> = flag_names_for(self).map(|n| format!("`{n}`")).collect();
                 format!("a flag: {}", names.join(", "))
@@ -101,8 +104,8 @@ impl Deref for ApiSpec {
 }
 
 use ArgKind::{
-    Bool, Duration, EventStatus, Index, Kernel, KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size,
-    StreamFlag, WaitList,
+    Bool, Device, Duration, EventStatus, Index, Kernel, KernelArgs, MemFlag, Obj, Objs, QueueFlag,
+    Size, StreamFlag, WaitList,
 };
 use ObjKind::{
     Buffer, Context, Event, Graph, GraphExec, HostBuffer, MemHandle, Pool, Queue, Stream, VaRange,
@@ -233,6 +236,10 @@ pub static SIGNATURES: &[ApiSpec] = &[
     sig(Api::CudaGraphExecDestroy, &[Obj(GraphExec)]),
     sig(Api::CudaGraphDestroy, &[Obj(Graph)]),
     sig(Api::CudaDeviceGraphMemTrim, &[]),
+    sig(Api::CudaSetDevice, &[Device]),
+    sig(Api::CudaDeviceEnablePeerAccess, &[Device]),
+    sig(Api::CudaDeviceDisablePeerAccess, &[Device]),
+    sig(Api::CudaMemcpyPeer, &[Obj(Buffer), Obj(Buffer)]),
 ];
 
 /// The signature of a call.

@@ -90,6 +90,18 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "cuda-graph-free.toml",
         include_str!("../../../labs/cuda-graph-free.toml"),
     ),
+    (
+        "cuda-peer-copy.toml",
+        include_str!("../../../labs/cuda-peer-copy.toml"),
+    ),
+    (
+        "cuda-peer-access.toml",
+        include_str!("../../../labs/cuda-peer-access.toml"),
+    ),
+    (
+        "cuda-context-per-device.toml",
+        include_str!("../../../labs/cuda-context-per-device.toml"),
+    ),
 ];
 
 pub struct LabSet {

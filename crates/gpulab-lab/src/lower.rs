@@ -143,13 +143,14 @@ impl<'a> Lower<'a> {
                 | ArgKind::Duration
                 | ArgKind::WaitList
                 | ArgKind::KernelArgs
-                | ArgKind::Index,
+                | ArgKind::Index
+                | ArgKind::Device,
             ) => Err(wrong(format!("`{w}`"))),
             (RawArg::Qty(q), ArgKind::Size | ArgKind::Duration) => {
                 Ok(Arg::Quantity(self.quantity(q, kind)?))
             }
             // A plain whole number, as C writes the index.
-            (RawArg::Qty(q), ArgKind::Index) => match (&q.value.value, &q.unit) {
+            (RawArg::Qty(q), ArgKind::Index | ArgKind::Device) => match (&q.value.value, &q.unit) {
                 (RawNum::Lit(n), None) if *n >= 0.0 && n.fract() == 0.0 && *n < 64.0 => {
                     Ok(Arg::Quantity(Quantity {
                         value: Number::Lit(*n),
@@ -307,6 +308,7 @@ pub fn signature_of(name: &str, sig: &[ArgKind], kernel: Option<&str>) -> String
             ArgKind::Bool => "CL_TRUE".into(),
             ArgKind::MemFlag => "CL_MEM_USE_HOST_PTR".into(),
             ArgKind::Index => "0".into(),
+            ArgKind::Device => "1".into(),
             ArgKind::EventStatus => "CL_COMPLETE".into(),
             ArgKind::QueueFlag => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE".into(),
             ArgKind::WaitList => "wait [event, …]".into(),

@@ -276,6 +276,25 @@ impl Variant {
     }
 }
 
+impl Variant {
+    /// Whether the script calls `api` anywhere, inside `repeat` blocks too.
+    pub fn calls(&self, api: gpulab_events::Api) -> bool {
+        let mut stack: Vec<std::slice::Iter<'_, Stmt>> = vec![self.script.iter()];
+        while let Some(top) = stack.last_mut() {
+            let Some(s) = top.next() else {
+                stack.pop();
+                continue;
+            };
+            match &s.kind {
+                StmtKind::Repeat { body, .. } => stack.push(body.iter()),
+                StmtKind::Call { api: a, .. } if *a == api => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+}
+
 impl Lab {
     pub fn variant(&self, name: &str) -> Option<&Variant> {
         self.variants.iter().find(|v| v.name == name)

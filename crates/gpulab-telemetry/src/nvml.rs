@@ -181,6 +181,18 @@ pub(crate) struct NvmlProbe {
     /// `watch`: the other processes last said (pid, bytes), to say them
     /// again only when they change.
     others_said: Option<Vec<(u32, Option<u64>)>>,
+    /// A lab on more than one device: every other GPU, whose bytes of the
+    /// worker are added to its own (see [`NvmlProbe::every_gpu`]).
+    other_gpus: Vec<OtherGpu>,
+}
+
+/// Another GPU the worker may hold memory on, and what it last held there.
+struct OtherGpu {
+    device: Device<'static>,
+    /// Memory in use on it when its process list was last read.
+    used: Option<u64>,
+    /// The worker's bytes on it then.
+    bytes: u64,
 }
 
 /// NVML's process list costs ~20x a memory reading (it is most of the
@@ -321,6 +333,7 @@ impl NvmlProbe {
             attribute: false,
             contradiction: None,
             others_said: None,
+            other_gpus: Vec::new(),
         })
     }
 
@@ -337,6 +350,7 @@ impl NvmlProbe {
             attribute: false,
             contradiction: None,
             others_said: None,
+            other_gpus: Vec::new(),
         }
     }
 
@@ -352,7 +366,7 @@ impl NvmlProbe {
     /// Let moves of device memory count as the worker's until the next list
     /// (see `ListCache`): for the worker's own readings around its lines.
     pub(crate) fn attribute_moves(&mut self) {
-        self.attribute = !self.tree;
+        self.attribute = !self.tree && self.other_gpus.is_empty();
     }
 
     /// Why attributing moves stopped, once: a list contradicted them.
@@ -360,8 +374,54 @@ impl NvmlProbe {
         self.contradiction.take()
     }
 
-    /// One reading, and a note the first time NVML turns out not to see the worker.
+    /// From now on the worker's figure is its bytes on every GPU of the host:
+    /// a lab that makes another device current (`cudaSetDevice`) holds a
+    /// context there, and its buffers. Moves are no longer attributed between
+    /// lists (another GPU's list is read whenever its memory moves).
+    pub(crate) fn every_gpu(&mut self) {
+        let Ok(nvml) = shared() else { return };
+        let own = self.device.index().ok();
+        let count = nvml.device_count().unwrap_or(0);
+        self.other_gpus = (0..count)
+            .filter(|i| Some(*i) != own)
+            .filter_map(|i| nvml.device_by_index(i).ok())
+            .map(|device| OtherGpu {
+                device,
+                used: None,
+                bytes: 0,
+            })
+            .collect();
+        self.attribute = false;
+    }
+
+    /// One reading, and a note the first time NVML turns out not to see the
+    /// worker; with [`NvmlProbe::every_gpu`], its bytes on the other GPUs added.
     pub(crate) fn read(&mut self) -> Result<(Reading, Option<String>)> {
+        let (mut reading, note) = self.read_own()?;
+        if !self.other_gpus.is_empty() {
+            let pid = self.tracker.pid;
+            let mut elsewhere = 0;
+            for gpu in &mut self.other_gpus {
+                let Ok(mem) = gpu.device.memory_info() else {
+                    continue;
+                };
+                if gpu.used != Some(mem.used) {
+                    gpu.bytes = compute_processes(&gpu.device)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter(|(p, _)| *p == pid)
+                        .filter_map(|(_, b)| *b)
+                        .sum();
+                    gpu.used = Some(mem.used);
+                }
+                elsewhere += gpu.bytes;
+            }
+            reading.process_bytes = reading.process_bytes.map(|b| b + elsewhere);
+        }
+        Ok((reading, note))
+    }
+
+    fn read_own(&mut self) -> Result<(Reading, Option<String>)> {
         let t_ns = now_ns();
         let device = &self.device;
         let mem = device.memory_info().map_err(nvml_error)?;

@@ -192,6 +192,15 @@ impl Probe {
     }
 
     /// One reading, or None (the reason is what `try_read` returns).
+    /// A lab on more than one device: the worker's figure becomes its own
+    /// bytes on every GPU of the host (NVML), not its device's alone. No
+    /// change for a probe that does not read NVML.
+    pub fn every_gpu(&mut self) {
+        if let Inner::Nvml(n) = &mut self.inner {
+            n.every_gpu();
+        }
+    }
+
     pub fn read(&mut self) -> Option<Reading> {
         self.try_read().ok()
     }

@@ -62,7 +62,16 @@ impl CudaBackend {
     pub(super) fn created(&mut self, kind: ObjKind, raw: u64, bytes: u64) -> Outcome {
         let id = self.next_id;
         self.next_id += 1;
-        self.objects.insert(id, Entry { kind, raw, bytes });
+        let device = self.devices.current;
+        self.objects.insert(
+            id,
+            Entry {
+                kind,
+                raw,
+                bytes,
+                device,
+            },
+        );
         Outcome {
             created: Some(id),
             bytes,
@@ -71,6 +80,11 @@ impl CudaBackend {
 
     pub(super) fn bytes_of(&self, id: ObjId) -> u64 {
         self.objects.get(&id).map_or(0, |e| e.bytes)
+    }
+
+    /// The device `id` was made on (the lab's own for an unknown id).
+    pub(super) fn device_of(&self, id: ObjId) -> i32 {
+        self.objects.get(&id).map_or(self.ordinal, |e| e.device)
     }
 
     /// Records a begin event, does `work` on `stream`, records an end event, and
@@ -325,6 +339,7 @@ impl CudaBackend {
             other => self
                 .dispatch_memory(seq, other, ops)
                 .or_else(|| self.dispatch_graph(seq, other, ops))
+                .or_else(|| self.dispatch_peer(other, ops))
                 .unwrap_or_else(|| Err(bad(&format!("{} is not a CUDA call", other.name())))),
         }
     }

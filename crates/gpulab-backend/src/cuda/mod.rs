@@ -12,6 +12,7 @@ mod calls;
 mod graph;
 pub mod load;
 mod memory;
+mod peer;
 pub mod spin;
 mod timing;
 
@@ -36,6 +37,8 @@ struct Entry {
     kind: ObjKind,
     raw: u64,
     bytes: u64,
+    /// The device that was current when it was made (`cudaSetDevice`).
+    device: i32,
 }
 
 /// Device work whose end event has not completed yet.
@@ -87,6 +90,8 @@ pub struct CudaBackend {
     /// The last `cuMemGetInfo` (free, total) and the device-wide used bytes the
     /// worker had read when it was taken.
     device_info: Option<(u64, u64, u64)>,
+    /// The other devices the lab made current (`cudaSetDevice`), and which is.
+    devices: peer::Devices,
 }
 
 // SAFETY: CUDA driver handles may be used from any thread once the context is
@@ -226,6 +231,7 @@ impl CudaBackend {
             lost: None,
             cal_file,
             device_info: None,
+            devices: peer::Devices::on(index as i32),
         })
     }
 

@@ -30,8 +30,18 @@ pub struct PoolRow {
     pub graph_mem_mib: Option<(f64, f64)>,
 }
 
-/// One row per script line, from the line's last execution; empty for OpenCL runs.
+/// One row per script line, from the line's last execution; empty for OpenCL
+/// runs, and for a lab on more than one device (the figures are of whichever
+/// device was current, one pool of several).
 pub fn rows(run: &Run) -> Vec<PoolRow> {
+    let every_gpu = run
+        .meta
+        .as_ref()
+        .and_then(|m| m.lab.as_ref())
+        .is_some_and(|l| l.every_gpu);
+    if every_gpu {
+        return Vec::new();
+    }
     run.folds
         .pools
         .iter()

@@ -253,6 +253,7 @@ mod tests {
             ],
             stepped: false,
             until_failure,
+            every_gpu: false,
         });
         Event::Meta(Box::new(m))
     }

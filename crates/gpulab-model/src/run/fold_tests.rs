@@ -67,6 +67,7 @@ fn meta() -> Event {
             script: (1..=6).map(|l| (l, format!("line {l}"))).collect(),
             stepped: false,
             until_failure: false,
+            every_gpu: false,
         }),
         baseline_bytes: Some(1 << 20),
         budget_bytes: None,

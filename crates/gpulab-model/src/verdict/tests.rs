@@ -32,6 +32,7 @@ fn meta(baseline: Option<u64>) -> Event {
             script: vec![],
             stepped: false,
             until_failure: false,
+            every_gpu: false,
         }),
         baseline_bytes: baseline,
         budget_bytes: None,
