@@ -22,7 +22,8 @@ const LANE_ROWS: u16 = 2;
 const USED: u8 = 7;
 
 /// Draw lanes instead of the one chart: the program's processes held memory
-/// on more than one GPU, or more than one of them on one GPU.
+/// on more than one GPU or on another than GPU 0 (the one chart's), or more
+/// than one of them on one GPU.
 pub fn wanted(ranks: &Ranks) -> bool {
     let on_gpus = ranks
         .members

@@ -790,6 +790,15 @@ impl WatchReport {
                 used.len()
             ));
             out.extend(used.iter().map(|g| g.line()));
+        } else if let [g] = used.as_slice()
+            && g.index != self.gpus.first().map_or(0, |f| f.index)
+        {
+            out.push(format!(
+                "the program held memory on GPU {} alone: its figures are that GPU's, per \
+                 process below",
+                g.index
+            ));
+            out.push(g.line());
         }
         if let Some(peak) = self.peak_memory_bytes {
             out.push(format!(

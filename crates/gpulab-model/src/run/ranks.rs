@@ -257,10 +257,13 @@ impl Ranks {
             .collect()
     }
 
-    /// The program held memory on more than one GPU: one GPU's readings
-    /// cannot be set against all its objects.
+    /// The one-GPU figures (the sampler reads GPU 0) do not describe the
+    /// program: it held memory on more than one GPU, or on another GPU than
+    /// GPU 0 (`CUDA_VISIBLE_DEVICES=1`). One GPU's readings cannot then be
+    /// set against all its objects.
     pub fn spread(&self) -> bool {
-        self.gpus_used().len() > 1
+        let used = self.gpus_used();
+        used.len() > 1 || used.iter().any(|&g| g != 0)
     }
 
     /// GPU `gpu`'s latest reading by `t_ns`.
@@ -271,20 +274,15 @@ impl Ranks {
     }
 
     /// A process or GPU to show apart: more than one process held memory on
-    /// a GPU, or a process said its rank, or the program used more than one GPU.
+    /// a GPU, or a process said its rank, or the one-GPU figures do not
+    /// describe the program ([`Ranks::spread`]).
     pub fn worth_showing(&self) -> bool {
         let on_gpus = self
             .members
             .values()
             .filter(|m| !m.gpus_used.is_empty())
             .count();
-        let gpus_used = self
-            .members
-            .values()
-            .flat_map(|m| m.gpus_used.iter())
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
-        on_gpus > 1 || gpus_used > 1 || self.members.values().any(|m| m.rank.is_some())
+        on_gpus > 1 || self.spread() || self.members.values().any(|m| m.rank.is_some())
     }
 }
 
@@ -340,6 +338,18 @@ mod tests {
         );
         assert_eq!(r.gpus[1].peak_used, 1000);
         assert!(r.worth_showing());
+    }
+
+    #[test]
+    fn one_process_on_gpu_0_is_the_one_chart_and_on_gpu_1_is_not() {
+        let mut on0 = Ranks::default();
+        on0.start(&[gpu(0), gpu(1)]);
+        on0.reading(&reading(1, 0, 500, &[(10, 400)]));
+        assert!(!on0.spread() && !on0.worth_showing());
+        let mut on1 = Ranks::default();
+        on1.start(&[gpu(0), gpu(1)]);
+        on1.reading(&reading(1, 1, 500, &[(10, 400)]));
+        assert!(on1.spread() && on1.worth_showing());
     }
 
     #[test]
