@@ -207,10 +207,8 @@ fn claims_across_variants_are_judged_from_the_h100_recordings_own_numbers() {
             .variants
             .iter()
             .map(|v| {
-                let f = common::repo_file(&format!(
-                    "assets/recordings/{dir}/{id}--{}.jsonl",
-                    v.name
-                ));
+                let f =
+                    common::repo_file(&format!("assets/recordings/{dir}/{id}--{}.jsonl", v.name));
                 Run::from_events(
                     &read_events(std::io::BufReader::new(std::fs::File::open(&f).unwrap()))
                         .unwrap(),

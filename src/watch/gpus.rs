@@ -3,8 +3,8 @@
 //! each rank's memory on its own device.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -12,7 +12,8 @@ use crate::telemetry::{Gpus, process_tree};
 use crate::trace::Event;
 use crate::trace::sink::Sink;
 
-use super::supervisor::Agents;
+/// Whether a pid's agent reported (the supervisor's record of them).
+pub(super) type Reported = Box<dyn Fn(u32) -> bool + Send>;
 
 /// The fastest the GPUs are read: NVML's process list costs tens of
 /// microseconds a GPU, and the readings say only changes.
@@ -28,11 +29,12 @@ pub(super) struct GpuWatch {
 
 impl GpuWatch {
     /// Reads `gpus` every 1/`hz` seconds (10 ms to 1 s) on behalf of the
-    /// process tree of `root`, sending each reading into `sink`.
+    /// process tree of `root` and every process `reported` names, sending
+    /// each reading into `sink`.
     pub(super) fn start(
         mut gpus: Gpus,
         root: u32,
-        agents: Arc<Mutex<Agents>>,
+        reported: Reported,
         hz: f64,
         sink: Sink,
     ) -> Option<GpuWatch> {
@@ -42,7 +44,7 @@ impl GpuWatch {
         let thread = std::thread::Builder::new()
             .name("gpulab-watch-gpus".into())
             .spawn(move || {
-                let mut program = Program::new(root, agents);
+                let mut program = Program::new(root, reported);
                 loop {
                     let last = stopped.load(Ordering::SeqCst);
                     let readings = gpus.read(&mut |pid| program.holds(pid));
@@ -83,16 +85,16 @@ impl Drop for GpuWatch {
 /// (one that left the tree, reparented, is still the program's).
 struct Program {
     root: u32,
-    agents: Arc<Mutex<Agents>>,
+    reported: Reported,
     ours: BTreeSet<u32>,
     theirs: BTreeSet<u32>,
 }
 
 impl Program {
-    fn new(root: u32, agents: Arc<Mutex<Agents>>) -> Program {
+    fn new(root: u32, reported: Reported) -> Program {
         Program {
             root,
-            agents,
+            reported,
             ours: BTreeSet::from([root]),
             theirs: BTreeSet::new(),
         }
@@ -102,11 +104,7 @@ impl Program {
         if self.ours.contains(&pid) {
             return true;
         }
-        let reported = match self.agents.lock() {
-            Ok(a) => a.reported(pid),
-            Err(p) => p.into_inner().reported(pid),
-        };
-        if reported {
+        if (self.reported)(pid) {
             self.ours.insert(pid);
             return true;
         }
@@ -120,5 +118,28 @@ impl Program {
             self.theirs.insert(pid);
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pid is the program's when it is in the tree of its root (walked again
+    /// only for a pid not placed yet) or its agent reported; any other is not.
+    #[test]
+    fn the_programs_pids_are_its_tree_and_its_reporting_processes() {
+        let Ok(mut child) = std::process::Command::new("sleep").arg("5").spawn() else {
+            return; // no `sleep` here: nothing to test against
+        };
+        let me = std::process::id();
+        let mut program = Program::new(me, Box::new(|pid| pid == 4_000_000));
+        assert!(program.holds(me));
+        assert!(program.holds(child.id()), "a child of the root");
+        assert!(program.holds(4_000_000), "a process whose agent reported");
+        assert!(!program.holds(1), "init is not the program's");
+        assert!(program.theirs.contains(&1));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

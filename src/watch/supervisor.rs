@@ -133,11 +133,16 @@ impl Supervisor {
     /// returns false when nobody listens any more.
     pub(super) fn run(mut self, reading: JoinHandle<bool>) {
         let mut sampler = self.sampler();
+        let agents = self.agents.clone();
+        let reported: super::gpus::Reported = Box::new(move |pid| match agents.lock() {
+            Ok(a) => a.reported(pid),
+            Err(p) => p.into_inner().reported(pid),
+        });
         let mut gpus = self.gpus.take().and_then(|gpus| {
             super::gpus::GpuWatch::start(
                 gpus,
                 self.child.id(),
-                self.agents.clone(),
+                reported,
                 self.sample_hz,
                 self.sink.clone(),
             )
