@@ -250,48 +250,46 @@ impl Variant {
     /// calibrates before the first line runs.
     pub fn kernels(&self) -> Vec<&'static KernelSpec> {
         let mut out: Vec<&'static KernelSpec> = Vec::new();
-        let mut stack: Vec<std::slice::Iter<'_, Stmt>> = vec![self.script.iter()];
-        while let Some(top) = stack.last_mut() {
-            let Some(s) = top.next() else {
-                stack.pop();
+        for s in self.statements() {
+            let StmtKind::Call { args, .. } = &s.kind else {
                 continue;
             };
-            match &s.kind {
-                StmtKind::Repeat { body, .. } => stack.push(body.iter()),
-                StmtKind::Call { args, .. } => {
-                    let named = args.iter().filter_map(|a| match a {
-                        Arg::Kernel(k) => KernelSpec::lookup(k),
-                        _ => None,
-                    });
-                    for k in named {
-                        if !out.iter().any(|o| o.name == k.name) {
-                            out.push(k);
-                        }
-                    }
+            let named = args.iter().filter_map(|a| match a {
+                Arg::Kernel(k) => KernelSpec::lookup(k),
+                _ => None,
+            });
+            for k in named {
+                if !out.iter().any(|o| o.name == k.name) {
+                    out.push(k);
                 }
-                _ => {}
             }
         }
         out
     }
-}
 
-impl Variant {
     /// Whether the script calls `api` anywhere, inside `repeat` blocks too.
     pub fn calls(&self, api: gpulab_events::Api) -> bool {
+        self.statements()
+            .iter()
+            .any(|s| matches!(&s.kind, StmtKind::Call { api: a, .. } if *a == api))
+    }
+
+    /// Every statement, in script order, a `repeat` block's body after its
+    /// line. Depth-first without recursion: nesting depth is the user's.
+    fn statements(&self) -> Vec<&Stmt> {
+        let mut out = Vec::new();
         let mut stack: Vec<std::slice::Iter<'_, Stmt>> = vec![self.script.iter()];
         while let Some(top) = stack.last_mut() {
             let Some(s) = top.next() else {
                 stack.pop();
                 continue;
             };
-            match &s.kind {
-                StmtKind::Repeat { body, .. } => stack.push(body.iter()),
-                StmtKind::Call { api: a, .. } if *a == api => return true,
-                _ => {}
+            out.push(s);
+            if let StmtKind::Repeat { body, .. } = &s.kind {
+                stack.push(body.iter());
             }
         }
-        false
+        out
     }
 }
 

@@ -11,9 +11,8 @@ use std::collections::BTreeMap;
 use gpulab_events::{GpuMeta, GpuReading, ProcessBytes};
 use gpulab_host::clock::now_ns;
 use nvml_wrapper::Device;
-use nvml_wrapper::enums::device::UsedGpuMemory;
 
-use super::nvml::{LIST_EVERY_NS, shared};
+use super::nvml::{LIST_EVERY_NS, compute_processes, shared};
 
 /// Every GPU NVML opened, with what was last said of each.
 pub struct Gpus {
@@ -90,7 +89,7 @@ impl Gpus {
                 used != mem.used || t_ns.saturating_sub(at) >= LIST_EVERY_NS
             });
             let (t_ns, processes) = if stale {
-                let listed = listed(&gpu.device);
+                let listed = compute_processes(&gpu.device);
                 let t = now_ns();
                 gpu.listed = Some((t, mem.used));
                 (t, listed.map(|l| of_program(&l, in_program)))
@@ -112,23 +111,6 @@ impl Gpus {
         }
         out
     }
-}
-
-/// NVML's processes on `device` with their bytes; None where it cannot list
-/// them.
-fn listed(device: &Device<'static>) -> Option<Vec<(u32, Option<u64>)>> {
-    let list = device.running_compute_processes().ok()?;
-    Some(
-        list.into_iter()
-            .map(|p| {
-                let bytes = match p.used_gpu_memory {
-                    UsedGpuMemory::Used(b) => Some(b),
-                    UsedGpuMemory::Unavailable => None,
-                };
-                (p.pid, bytes)
-            })
-            .collect(),
-    )
 }
 
 /// The program's processes of `listed`, each once, by pid (a process listed

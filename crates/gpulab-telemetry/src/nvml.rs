@@ -542,7 +542,7 @@ fn other_processes(listed: &[(u32, Option<u64>)], tree: &[u32]) -> Vec<(u32, Opt
 
 /// The processes NVML lists on `device` with their bytes. None where it cannot
 /// list them (some vGPU and MIG setups): then device-wide only.
-fn compute_processes(device: &nvml_wrapper::Device) -> Option<Vec<(u32, Option<u64>)>> {
+pub(crate) fn compute_processes(device: &nvml_wrapper::Device) -> Option<Vec<(u32, Option<u64>)>> {
     device.running_compute_processes().ok().map(|list| {
         list.into_iter()
             .map(|p| {
