@@ -44,9 +44,9 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub labs: Vec<PathBuf>,
 
-    /// Device: index as `gpulab doctor` lists them (OpenCL devices, or CUDA ordinals for CUDA labs), or part of its name.
-    /// Default: the first GPU, else the first device. Also taken after `run`.
-    #[arg(long, value_name = "INDEX|NAME")]
+    /// Device: index as `gpulab doctor` lists them (OpenCL devices, or CUDA ordinals for CUDA labs), part of its name,
+    /// or its type as doctor prints it (`cpu`, `gpu`). Default: the first GPU, else the first device. Also taken after `run`.
+    #[arg(long, value_name = "INDEX|NAME|TYPE")]
     pub device: Option<String>,
 
     /// Colour: `auto` colours a terminal unless NO_COLOR is set; `always` and
@@ -248,9 +248,9 @@ pub struct RunArgs {
     pub labs: LabsArg,
 
     /// Device: index as `gpulab doctor` lists them (OpenCL devices, or CUDA
-    /// ordinals for CUDA labs), or part of its name. Default: the first GPU, else
-    /// the first device.
-    #[arg(long, value_name = "INDEX|NAME")]
+    /// ordinals for CUDA labs), part of its name, or its type as doctor prints
+    /// it (`cpu`, `gpu`). Default: the first GPU, else the first device.
+    #[arg(long, value_name = "INDEX|NAME|TYPE")]
     pub device: Option<String>,
 }
 

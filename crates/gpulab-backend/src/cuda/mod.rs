@@ -130,6 +130,8 @@ fn pick(sel: Option<&str>, names: &[String]) -> Result<usize, BackendError> {
     names
         .iter()
         .position(|n| n.to_ascii_lowercase().contains(&low))
+        // Every CUDA device is a GPU, as `doctor` prints its type.
+        .or_else(|| (low.trim() == "gpu").then_some(0))
         .ok_or_else(|| BackendError::Unavailable {
             what: format!("CUDA device `{sel}`"),
             why: format!("no CUDA device matches; found: {}", names.join(", ")),

@@ -112,9 +112,9 @@ fn describe(index: usize, p: &Platform, id: cl_device_id) -> ClDevice {
     }
 }
 
-/// The device a selector names: an index into `opencl_devices()`, or a
-/// case-insensitive substring of the device name; `None` picks the first GPU, else
-/// the first device.
+/// The device a selector names: an index into `opencl_devices()`, a
+/// case-insensitive substring of the device name, or its type as `doctor`
+/// prints it (`cpu`, `gpu`); `None` picks the first GPU, else the first device.
 pub(crate) fn select<'a>(
     all: &'a [Found],
     selector: Option<&str>,
@@ -169,9 +169,13 @@ pub fn pick(devices: &[&ClDevice], selector: Option<&str>) -> Result<usize, Stri
                 };
             }
             let needle = s.to_lowercase();
+            // A name first (a device may be called `cpu-skylake-…`), then
+            // the type `doctor` prints in brackets (PoCL 3 names its CPU
+            // `pthread-…`).
             devices
                 .iter()
                 .position(|d| d.name.to_lowercase().contains(&needle))
+                .or_else(|| devices.iter().position(|d| d.kind.as_str() == needle))
                 .ok_or_else(|| format!("no device matches \"{s}\"; devices are {}", listing()))
         }
     }
@@ -189,6 +193,39 @@ pub fn parse_cl_version(v: &str) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn device(index: usize, name: &str, kind: DeviceKind) -> ClDevice {
+        ClDevice {
+            index,
+            platform: String::new(),
+            platform_version: String::new(),
+            name: name.into(),
+            kind,
+            vendor: String::new(),
+            driver_version: String::new(),
+            global_mem_bytes: 0,
+            opencl_version: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_device_is_picked_by_index_name_or_type() {
+        let (gpu, cpu) = (
+            device(0, "NVIDIA H200", DeviceKind::Gpu),
+            device(1, "pthread-Intel(R) Xeon(R)", DeviceKind::Cpu),
+        );
+        let devices = [&gpu, &cpu];
+        assert_eq!(pick(&devices, None), Ok(0));
+        assert_eq!(pick(&devices, Some("1")), Ok(1));
+        assert_eq!(pick(&devices, Some("xeon")), Ok(1));
+        // PoCL 3 calls its CPU `pthread-…`: the type doctor prints finds it.
+        assert_eq!(pick(&devices, Some("cpu")), Ok(1));
+        assert_eq!(pick(&devices, Some("GPU")), Ok(0));
+        // A name wins over a type (PoCL 5's `cpu-skylake-…` is a name).
+        let named = device(0, "cpu-skylake", DeviceKind::Cpu);
+        assert_eq!(pick(&[&gpu, &named], Some("cpu")), Ok(1));
+        assert!(pick(&devices, Some("tpu")).is_err());
+    }
 
     #[test]
     fn versions_parse() {

@@ -322,15 +322,8 @@ pub fn side_by_side(summaries: &[Summary]) -> String {
     if summaries.is_empty() {
         return o;
     }
-    let col = 24;
-    let mut row = |label: &str, cells: Vec<String>| {
-        let _ = write!(o, "{label:<28}");
-        for c in cells {
-            let c: String = c.chars().take(col - 1).collect();
-            let _ = write!(o, "{c:<col$}");
-        }
-        let _ = writeln!(o);
-    };
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row = |label: &str, cells: Vec<String>| rows.push((label.to_string(), cells));
     row(
         "variant",
         summaries.iter().map(|s| s.variant.clone()).collect(),
@@ -412,5 +405,22 @@ pub fn side_by_side(summaries: &[Summary]) -> String {
             .map(|s| s.leaked.len().to_string())
             .collect(),
     );
+    // The label column fits the longest label (a long claim name or tag),
+    // never less than 28, so no label runs into the first variant's column.
+    let width = rows
+        .iter()
+        .map(|(l, _)| l.chars().count() + 2)
+        .max()
+        .unwrap_or(0)
+        .max(28);
+    let col = 24;
+    for (label, cells) in rows {
+        let _ = write!(o, "{label:<width$}");
+        for c in cells {
+            let c: String = c.chars().take(col - 1).collect();
+            let _ = write!(o, "{c:<col$}");
+        }
+        let _ = writeln!(o);
+    }
     o
 }
