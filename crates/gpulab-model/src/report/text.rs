@@ -405,8 +405,15 @@ pub fn side_by_side(summaries: &[Summary]) -> String {
             .map(|s| s.leaked.len().to_string())
             .collect(),
     );
-    // The label column fits the longest label (a long claim name or tag),
-    // never less than 28, so no label runs into the first variant's column.
+    o.push_str(&table(rows));
+    o
+}
+
+/// Rows under their labels, a column of 24 per variant. The label column fits
+/// the longest label (a long claim name or tag), never less than 28, so no
+/// label runs into the first variant's column.
+fn table(rows: Vec<(String, Vec<String>)>) -> String {
+    let mut o = String::new();
     let width = rows
         .iter()
         .map(|(l, _)| l.chars().count() + 2)
@@ -423,4 +430,25 @@ pub fn side_by_side(summaries: &[Summary]) -> String {
         let _ = writeln!(o);
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_label_widens_the_label_column_instead_of_running_into_the_cells() {
+        let rows = vec![
+            ("variant".to_string(), vec!["a".to_string()]),
+            (
+                "a-claim-name-longer-than-twenty-eight".to_string(),
+                vec!["✓ holds".to_string()],
+            ),
+        ];
+        let text = super::table(rows);
+        let lines: Vec<&str> = text.lines().collect();
+        // The 37-character label and two spaces: each row's cell starts in
+        // column 39.
+        assert_eq!(lines[0].chars().nth(39), Some('a'), "{text}");
+        assert_eq!(lines[1].chars().nth(39), Some('✓'), "{text}");
+        assert_eq!(lines[1].chars().nth(38), Some(' '), "{text}");
+    }
 }
