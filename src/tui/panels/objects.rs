@@ -25,21 +25,32 @@ pub struct ObjectsPanel<'a> {
 }
 
 impl ObjectsPanel<'_> {
-    /// One process's objects (a job's rank, `n`), and what NVML says it
-    /// holds against them.
-    fn rank_lines(&self, run: &RunState, pid: u32, w: usize) -> Vec<Line<'static>> {
+    /// The label and bytes columns' widths in a panel `w` wide: narrow panels
+    /// (80x24) keep the short labels of the old table.
+    fn widths(w: usize) -> (usize, usize) {
         let lw = if w >= 32 { 13 } else { 9 };
-        let bw = w.saturating_sub(lw + 6).min(10);
-        let t = self.theme;
-        let mut out = vec![Line::styled(
+        (lw, w.saturating_sub(lw + 6).min(10))
+    }
+
+    fn header(&self, w: usize) -> Line<'static> {
+        let (lw, bw) = Self::widths(w);
+        Line::styled(
             format!(
                 "{:<lw$}{:>5} {:>bw$}",
                 "kind",
                 "live",
                 if bw >= 5 { "bytes" } else { "" }
             ),
-            t.dim(),
-        )];
+            self.theme.dim(),
+        )
+    }
+
+    /// One process's objects (a job's rank, `n`), and what NVML says it
+    /// holds against them.
+    fn rank_lines(&self, run: &RunState, pid: u32, w: usize) -> Vec<Line<'static>> {
+        let (lw, bw) = Self::widths(w);
+        let t = self.theme;
+        let mut out = vec![self.header(w)];
         let index = &run.run.live_index;
         let of_pid = index.held_by_pid.iter().filter(|((p, _), _)| *p == pid);
         for (&(_, kind), &(n, b)) in of_pid {
@@ -82,23 +93,13 @@ impl ObjectsPanel<'_> {
         if let Some(pid) = self.rank {
             return self.rank_lines(run, pid, w);
         }
-        // Narrow panels (80x24) keep the short labels of the old table.
-        let lw = if w >= 32 { 13 } else { 9 };
-        let bw = w.saturating_sub(lw + 6).min(10);
+        let (lw, bw) = Self::widths(w);
         let t = self.theme;
         let live = run.run.live_counts();
         // Folded as objects come and go: a frame never walks the ledger.
         let index = &run.run.live_index;
         let bytes = &index.held_bytes;
-        let mut out = vec![Line::styled(
-            format!(
-                "{:<lw$}{:>5} {:>bw$}",
-                "kind",
-                "live",
-                if bw >= 5 { "bytes" } else { "" }
-            ),
-            t.dim(),
-        )];
+        let mut out = vec![self.header(w)];
         // Only the kinds the run's APIs have; before any is known, all.
         let apis = run.run.apis();
         let kinds: Vec<ObjKind> = if apis.is_empty() {
