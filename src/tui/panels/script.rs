@@ -27,6 +27,8 @@ pub struct ScriptPanel<'a> {
 
 struct Row {
     line: u32,
+    /// Tagged (`# name:`): a line the lab's claims can measure, the lesson.
+    tagged: bool,
     text: String,
     result: String,
     bad: bool,
@@ -34,9 +36,9 @@ struct Row {
     mem: Option<f64>,
 }
 
-fn flatten(stmts: &[Stmt], out: &mut Vec<(u32, String)>) {
+fn flatten(stmts: &[Stmt], out: &mut Vec<(u32, String, bool)>) {
     for s in stmts {
-        out.push((s.line, s.text.clone()));
+        out.push((s.line, s.text.clone(), s.tag.is_some()));
         if let StmtKind::Repeat { body, .. } = &s.kind {
             flatten(body, out);
         }
@@ -53,6 +55,7 @@ fn calls_by_api(run: &RunState) -> Vec<Row> {
         .enumerate()
         .map(|(i, a)| Row {
             line: i as u32 + 1,
+            tagged: false,
             text: a.api.clone(),
             result: match (&a.error, a.calls) {
                 (Some(e), _) => e.clone(),
@@ -92,6 +95,7 @@ impl ScriptPanel<'_> {
                     host_ms: (l.calls > 0).then(|| l.host_ms_mean()),
                     mem: l.mem_delta.map(|d| d as f64 / MIB),
                     line: l.line,
+                    tagged: l.tag.is_some(),
                     text: l.text,
                 })
                 .collect();
@@ -102,8 +106,9 @@ impl ScriptPanel<'_> {
         }
         lines
             .into_iter()
-            .map(|(line, text)| Row {
+            .map(|(line, text, tagged)| Row {
                 line,
+                tagged,
                 text,
                 result: String::new(),
                 bad: false,
@@ -174,6 +179,22 @@ impl ScriptPanel<'_> {
     }
 }
 
+/// The first row to show so that the tagged rows are in view in `body_h`
+/// rows: all of them with as much of the script before them as fits, or from
+/// the first when they do not all fit; 0 without tags.
+fn lesson_start(rows: &[Row], body_h: usize) -> usize {
+    let mut tagged = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.tagged)
+        .map(|(i, _)| i);
+    let Some(first) = tagged.next() else {
+        return 0;
+    };
+    let last = tagged.next_back().unwrap_or(first);
+    (last + 1).saturating_sub(body_h).min(first)
+}
+
 impl Widget for &ScriptPanel<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let b = block(self.title(), self.focused, self.theme);
@@ -191,9 +212,15 @@ impl Widget for &ScriptPanel<'_> {
         let header = self.header();
         let with_header = header.is_some() && inner.height > 4;
         let body_h = inner.height as usize - usize::from(with_header);
-        // Keep the next line in view; the user's scroll moves from there.
+        // Keep the next line in view while it runs; before and after, the
+        // failed line, else the lesson (the tagged lines claims measure). The
+        // user's scroll moves from there.
         let cur_idx = current.and_then(|c| rows.iter().position(|r| r.line == c));
-        let auto = cur_idx.map(|i| i.saturating_sub(body_h / 2)).unwrap_or(0);
+        let failed_idx = failed.and_then(|f| rows.iter().position(|r| r.line == f));
+        let auto = match (cur_idx, failed_idx) {
+            (Some(i), _) | (None, Some(i)) => i.saturating_sub(body_h / 2),
+            (None, None) => lesson_start(&rows, body_h),
+        };
         let max_start = rows.len().saturating_sub(body_h);
         let start = (auto + self.scroll as usize).min(max_start);
         if let Some(h) = header.filter(|_| with_header) {
@@ -263,5 +290,36 @@ impl Widget for &ScriptPanel<'_> {
             lines.push(Line::styled(empty, t.dim()));
         }
         Paragraph::new(lines).render(inner, buf);
+    }
+}
+
+#[cfg(test)]
+mod lesson_tests {
+    use super::{Row, lesson_start};
+
+    fn rows(tagged: &[usize], n: usize) -> Vec<Row> {
+        (0..n)
+            .map(|i| Row {
+                line: i as u32 + 30,
+                tagged: tagged.contains(&i),
+                text: String::new(),
+                result: String::new(),
+                bad: false,
+                host_ms: None,
+                mem: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_tagged_lines_are_in_view_with_what_comes_before_them() {
+        // cl-premature-release: 14 lines, tags on the kernel (9), release
+        // (11) and finish (12); 9 rows in view at 160x48.
+        assert_eq!(lesson_start(&rows(&[9, 11, 12], 14), 9), 4);
+        // They fit from the top: the top.
+        assert_eq!(lesson_start(&rows(&[2, 3], 14), 9), 0);
+        // They do not all fit: from the first.
+        assert_eq!(lesson_start(&rows(&[1, 12], 14), 5), 1);
+        assert_eq!(lesson_start(&rows(&[], 14), 5), 0);
     }
 }
