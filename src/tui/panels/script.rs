@@ -180,8 +180,10 @@ impl ScriptPanel<'_> {
 }
 
 /// The first row to show so that the tagged rows are in view in `body_h`
-/// rows: all of them with as much of the script before them as fits, or from
-/// the first when they do not all fit; 0 without tags.
+/// rows: all of them with as much of the script before them as fits; when
+/// they do not all fit, the window ending at the last (where a lab's outcome
+/// is: the wait, the settled memory), not at the first (often the context);
+/// 0 without tags.
 fn lesson_start(rows: &[Row], body_h: usize) -> usize {
     let mut tagged = rows
         .iter()
@@ -192,7 +194,12 @@ fn lesson_start(rows: &[Row], body_h: usize) -> usize {
         return 0;
     };
     let last = tagged.next_back().unwrap_or(first);
-    (last + 1).saturating_sub(body_h).min(first)
+    let ending_at_last = (last + 1).saturating_sub(body_h);
+    if last - first < body_h {
+        ending_at_last.min(first)
+    } else {
+        ending_at_last
+    }
 }
 
 impl Widget for &ScriptPanel<'_> {
@@ -318,8 +325,10 @@ mod lesson_tests {
         assert_eq!(lesson_start(&rows(&[9, 11, 12], 14), 9), 4);
         // They fit from the top: the top.
         assert_eq!(lesson_start(&rows(&[2, 3], 14), 9), 0);
-        // They do not all fit: from the first.
-        assert_eq!(lesson_start(&rows(&[1, 12], 14), 5), 1);
+        // They do not all fit: the window ending at the last (the outcome).
+        assert_eq!(lesson_start(&rows(&[1, 12], 14), 5), 8);
+        // cl-premature-release as it is: the context tagged too (row 0).
+        assert_eq!(lesson_start(&rows(&[0, 6, 8, 9, 10], 20), 9), 2);
         assert_eq!(lesson_start(&rows(&[], 14), 5), 0);
     }
 }
