@@ -108,6 +108,7 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
     draw("verdict", &|b| {
         VerdictPanel {
             rank: None,
+            variant: 0,
             lab,
             run,
             scroll: 0,
@@ -218,6 +219,7 @@ fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
     let mut buf = Buffer::empty(area);
     VerdictPanel {
         rank: None,
+        variant: 0,
         lab: None,
         run: Some(&run),
         scroll: 0,
@@ -385,6 +387,7 @@ fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
         let mut buf = Buffer::empty(area);
         VerdictPanel {
             rank: None,
+            variant: 0,
             lab: None,
             run: Some(&run),
             scroll: 0,

@@ -140,9 +140,13 @@ fn dashboard_runs_cl_finish_in_tmux() {
     // is this device's answer under this host's load, not the dashboard's.
     assert!(s.contains("Verdicts on this device"), "{s}");
     assert!(
-        ["✓ holds —", "✗ does not hold —", "? inconclusive —"]
-            .iter()
-            .any(|v| s.contains(v)),
+        [
+            "✓ holds (as the lesson expects) —",
+            "◆ does not hold (unlike the lesson, on this device) —",
+            "? inconclusive (the lesson is untested here) —"
+        ]
+        .iter()
+        .any(|v| s.contains(v)),
         "a verdict is shown:\n{s}"
     );
     // `name = 12.3`: a measured value beside the verdict (the script's own

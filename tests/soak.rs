@@ -365,6 +365,7 @@ fn a_flip_is_explained_only_by_the_runs_own_numbers() {
         values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         verdict,
         reason: reason.map(String::from),
+        expected: None,
     };
     let run = |avg: f64, rss: bool, destroyed: &[(&str, usize)]| Judged {
         key: "lab [v]".into(),

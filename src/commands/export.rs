@@ -8,7 +8,9 @@ use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use gpulab::export::{chrome, figure, html};
+use gpulab::lab::Lab;
 use gpulab::trace::{Event, stream_recording};
+use gpulab::verdict::LessonFill;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::{ExportArgs, Format};
@@ -32,9 +34,10 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
     }
     // Every export streams the recordings, each read more than once, never
     // held whole.
+    let set = super::load_labs(labs);
     let recordings: Vec<_> = std::iter::once(args.file.as_path())
         .chain(args.compare.as_deref())
-        .map(recording)
+        .map(|p| recording(p, set.labs()))
         .collect();
     if let Some(out) = &args.chrome {
         chrome_trace(&recordings, out)?;
@@ -59,7 +62,6 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
         };
         // A recording holds the lab's script but not its teaching text: that comes
         // from the lab file of the same id, shipped or in --labs.
-        let set = super::load_labs(labs);
         let lab = run.lab_id().and_then(|id| set.get(id).ok());
         if let (Some(id), None) = (run.lab_id(), lab) {
             errln!(
@@ -78,15 +80,23 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
 
 /// A recording file as an export reads it: a function that hands over its events
 /// in order, from the start, each time it is called. A damaged line is named on
-/// stderr once, by the first read.
-fn recording(path: &Path) -> impl Fn(&mut dyn FnMut(Event)) -> std::io::Result<()> {
+/// stderr once, by the first read. Claims recorded without the lesson's
+/// expectation get it from `labs`.
+fn recording<'l>(
+    path: &Path,
+    labs: &'l [Lab],
+) -> impl Fn(&mut dyn FnMut(Event)) -> std::io::Result<()> + 'l {
     let path = path.to_path_buf();
     let first = Cell::new(true);
     move |each: &mut dyn FnMut(Event)| -> std::io::Result<()> {
         let f = File::open(&path)
             .map_err(|e| std::io::Error::other(format!("cannot open {}: {e}", path.display())))?;
-        let problems = stream_recording(BufReader::new(f), each)
-            .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
+        let mut lessons = LessonFill::new(labs);
+        let problems = stream_recording(BufReader::new(f), |mut e| {
+            lessons.fill(&mut e);
+            each(e);
+        })
+        .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
         if first.replace(false) {
             for p in &problems {
                 errln!(

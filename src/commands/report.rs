@@ -3,18 +3,21 @@
 
 use std::path::{Path, PathBuf};
 
+use gpulab::lab::{Lab, LabSet};
 use gpulab::report::WatchReport;
 use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::trace::{Event, stream_recording};
+use gpulab::verdict::LessonFill;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::Format;
 
 pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Result<i32> {
+    let set = super::load_labs(dirs);
     if let [file] = files {
-        let run = load(file)?;
+        let run = load(file, set.labs())?;
         if run.meta.as_ref().is_some_and(|m| m.watch.is_some()) {
             // A watched program, not a lab: the same report `gpulab watch` printed.
             out!("{}", watch_report(&run, &format)?);
@@ -25,9 +28,9 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
     }
     let mut runs = files
         .iter()
-        .map(|f| load(f))
+        .map(|f| load(f, set.labs()))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    judge_across(dirs, files, &mut runs)?;
+    judge_across(&set, files, &mut runs)?;
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
     if format.json {
         out!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
@@ -47,7 +50,7 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
 /// variants, judged from the recordings' own numbers. Each replaces what its
 /// recording holds (inconclusive when it was recorded alone; the same verdict,
 /// from the same numbers, when it came from `--all-variants`).
-fn judge_across(dirs: &[PathBuf], files: &[PathBuf], runs: &mut [Run]) -> anyhow::Result<()> {
+fn judge_across(set: &LabSet, files: &[PathBuf], runs: &mut [Run]) -> anyhow::Result<()> {
     let ids: Vec<Option<&str>> = runs.iter().map(Run::lab_id).collect();
     let Some(Some(id)) = ids.first().copied() else {
         return Err(fail(
@@ -67,7 +70,6 @@ fn judge_across(dirs: &[PathBuf], files: &[PathBuf], runs: &mut [Run]) -> anyhow
             ),
         ));
     }
-    let set = super::load_labs(dirs);
     let lab = set.get(id).map_err(|e| {
         fail(
             EXIT_USAGE,
@@ -84,16 +86,17 @@ fn judge_across(dirs: &[PathBuf], files: &[PathBuf], runs: &mut [Run]) -> anyhow
 /// A recording as a Run, folded as it is read (the events are not kept beside
 /// it, and the Run keeps its bounded window of them). A damaged recording still
 /// shows what it holds; each skipped line is named on stderr.
-pub fn load(file: &Path) -> anyhow::Result<Run> {
-    load_into(file, Run::default())
-}
-
-/// A recording folded into `run`.
-pub fn load_into(file: &Path, mut run: Run) -> anyhow::Result<Run> {
+/// Claims recorded without the lesson's expectation get it from `labs`.
+pub fn load(file: &Path, labs: &[Lab]) -> anyhow::Result<Run> {
+    let mut run = Run::default();
     let f = std::fs::File::open(file)
         .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;
-    let problems = stream_recording(std::io::BufReader::new(f), |e| run.apply(&e))
-        .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
+    let mut lessons = LessonFill::new(labs);
+    let problems = stream_recording(std::io::BufReader::new(f), |mut e| {
+        lessons.fill(&mut e);
+        run.apply(&e);
+    })
+    .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
     for p in &problems {
         errln!(
             "gpulab: {}: {}",

@@ -289,14 +289,14 @@ pub const KEYS: &[Binding] = &[
         Mode::Main,
         &[K::PageUp],
         Action::PageUp,
-        "scroll the focused panel up (mouse wheel: the panel under the pointer)",
+        "scroll Verdicts up (Script when focused)",
         None,
     ),
     b(
         Mode::Main,
         &[K::PageDown],
         Action::PageDown,
-        "scroll the focused panel down",
+        "scroll Verdicts down (Script when focused)",
         None,
     ),
     b(

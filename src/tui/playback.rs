@@ -13,6 +13,19 @@ use super::runstate::{Origin, RunState};
 pub const SPEEDS: [f64; 9] = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 4.0, 6.0, 10.0];
 const REAL_SPEED: usize = 3;
 const SECOND: u64 = 1_000_000_000;
+/// A replay lasts at least this long where a slower speed allows: long enough
+/// to talk over (a 0.4 s run played at 1× is over before anyone looks).
+const NARRATE_NS: u64 = 5 * SECOND;
+
+/// The speed a recording of `duration` ns starts at: real time when it lasts
+/// long enough to narrate, else the fastest slower speed that makes it last
+/// [`NARRATE_NS`], or the slowest there is.
+fn default_speed(duration: u64) -> usize {
+    (0..=REAL_SPEED)
+        .rev()
+        .find(|&i| duration as f64 / SPEEDS[i] >= NARRATE_NS as f64)
+        .unwrap_or(0)
+}
 
 #[derive(Debug, Clone)]
 pub struct Playback {
@@ -60,12 +73,13 @@ impl Playback {
             last = last.max(event_time(e).map_or(0, |t| t.saturating_sub(t0)));
             times.push(last);
         }
+        let speed = default_speed(last);
         let mut p = Playback {
             events,
             times,
             cursor: 0,
             clock: 0,
-            speed: REAL_SPEED,
+            speed,
             paused: true,
         };
         p.seek(&mut run, p.events.len());
@@ -226,5 +240,24 @@ impl Playback {
         }
         self.cursor = to;
         run.closed = self.at_end();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_runs_start_slowed_to_last_long_enough_to_narrate() {
+        let at = |secs: f64| SPEEDS[default_speed((secs * SECOND as f64) as u64)];
+        // Long enough already: real time.
+        assert_eq!(at(5.0), 1.0);
+        assert_eq!(at(60.0), 1.0);
+        // 3 s at 0.5× lasts 6 s.
+        assert_eq!(at(3.0), 0.5);
+        assert_eq!(at(1.0), 0.1);
+        // Nothing slower there is: a 0.39 s run plays at 0.1×, for 3.9 s.
+        assert_eq!(at(0.39), 0.1);
+        assert_eq!(at(0.0), 0.1);
     }
 }

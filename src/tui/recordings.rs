@@ -53,29 +53,62 @@ pub fn device(path: &Path) -> Option<String> {
     (!matches!(dir.as_str(), "recordings" | "watch-recordings" | "runs")).then_some(dir)
 }
 
-/// The name a list shows: the file name without `.jsonl`, after its device folder
-/// when it has one (`nvidia-h100/cuda-free-async--pipeline-free`).
+/// The name a list shows: lab, variant and device, in the words a class would
+/// say them (`cuda-free-async pipeline-free · h100` for
+/// `nvidia-h100/cuda-free-async--pipeline-free.jsonl`); a watched program's
+/// recording starts with `watch`. [`fit`] shortens it to a column.
 pub fn label(path: &Path) -> String {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
-    let parent = path
-        .parent()
-        .and_then(|p| p.file_name())
-        .map(|p| p.to_string_lossy().into_owned());
     let watched = path
         .components()
         .any(|c| c.as_os_str() == "watch-recordings");
-    let name = match parent {
-        Some(dir) if dir != "recordings" && dir != "watch-recordings" => format!("{dir}/{stem}"),
-        _ => stem,
+    // `LAB--VARIANT`, or `WHERE--LAB--VARIANT` (a test fixture named by the
+    // device it came from).
+    let parts: Vec<&str> = stem.split("--").collect();
+    let (mut name, prefix) = match parts[..] {
+        [lab, variant] if !lab.is_empty() && !variant.is_empty() => {
+            (format!("{lab} {variant}"), None)
+        }
+        [on, lab, variant] if [on, lab, variant].iter().all(|p| !p.is_empty()) => {
+            (format!("{lab} {variant}"), Some(on.to_string()))
+        }
+        _ => (stem.clone(), None),
     };
+    if let Some(dir) = device(path).or(prefix) {
+        name = format!("{name} · {}", dir.strip_prefix("nvidia-").unwrap_or(&dir));
+    }
     if watched {
         format!("watch {name}")
     } else {
         name
     }
+}
+
+/// A [`label`] in `width` columns: the lab's name gives way first (cut at its
+/// end), so the variant and the device, which tell recordings apart, stay whole.
+pub fn fit(label: &str, width: usize) -> String {
+    let len = label.chars().count();
+    if len <= width {
+        return label.to_string();
+    }
+    let (prefix, rest) = match label.strip_prefix("watch ") {
+        Some(rest) => ("watch ", rest),
+        None => ("", label),
+    };
+    if let Some((lab, tail)) = rest.split_once(' ') {
+        let keep = width
+            .checked_sub(prefix.len() + 1 + 1 + tail.chars().count())
+            .filter(|k| *k >= 4);
+        if let Some(keep) = keep {
+            let lab: String = lab.chars().take(keep).collect();
+            return format!("{prefix}{lab}… {tail}");
+        }
+    }
+    let cut: String = label.chars().take(width.saturating_sub(1)).collect();
+    cut + "…"
 }
 
 #[cfg(test)]
@@ -98,14 +131,43 @@ mod tests {
             label(Path::new(
                 "assets/recordings/nvidia-h100/cl-finish--finish.jsonl"
             )),
-            "nvidia-h100/cl-finish--finish"
+            "cl-finish finish · h100"
         );
         assert_eq!(
             label(Path::new(
                 "assets/watch-recordings/nvidia-h100/torch-cache.jsonl"
             )),
-            "watch nvidia-h100/torch-cache"
+            "watch torch-cache · h100"
         );
         assert_eq!(label(Path::new("tests/fixtures/recordings/x.jsonl")), "x");
+        assert_eq!(
+            label(Path::new(
+                "tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl"
+            )),
+            "cl-finish no-wait · pocl"
+        );
+    }
+
+    #[test]
+    fn a_label_too_long_for_the_list_cuts_the_lab_and_keeps_what_tells_recordings_apart() {
+        let free = label(Path::new(
+            "assets/recordings/nvidia-h100/cuda-free-async--pipeline-free.jsonl",
+        ));
+        let free_async = label(Path::new(
+            "assets/recordings/nvidia-h100/cuda-free-async--pipeline-free-async.jsonl",
+        ));
+        // The dashboard's list has 36 columns for a name.
+        let (a, b) = (fit(&free, 36), fit(&free_async, 36));
+        assert_ne!(a, b);
+        assert!(
+            a.chars().count() <= 36 && b.chars().count() <= 36,
+            "{a} / {b}"
+        );
+        assert!(b.ends_with("pipeline-free-async · h100"), "{b}");
+        let peer = label(Path::new(
+            "assets/recordings/nvidia-h200-x2/cuda-context-per-device--second-device.jsonl",
+        ));
+        assert_eq!(fit(&peer, 36), "cuda-contex… second-device · h200-x2");
+        assert_eq!(fit("short", 36), "short");
     }
 }

@@ -202,6 +202,7 @@ impl<'a> FrameState<'a> {
             .render(rect, buf),
             Panel::Verdict => VerdictPanel {
                 lab,
+                variant,
                 run,
                 rank: app.rank,
                 scroll: app.verdict_scroll,

@@ -104,6 +104,10 @@ impl Theme {
     pub fn warn(self) -> Style {
         self.fg(Color::Yellow)
     }
+    /// A verdict unlike the lesson: a finding about this device, not a failure.
+    pub fn finding(self) -> Style {
+        self.fg(Color::Magenta).add_modifier(Modifier::BOLD)
+    }
     pub fn memory(self) -> Style {
         self.fg(Color::Green)
     }

@@ -52,12 +52,13 @@ pub fn events(recording: &str) -> Vec<Event> {
     read_events(std::io::BufReader::new(file)).expect("fixture reads")
 }
 
-/// Selects the entry whose label contains `part`.
+/// Selects the lab of id `part`, or the recording whose path contains it
+/// (`nvidia-h100/cl-finish--finish`).
 pub fn select(app: &mut App, part: &str) {
     let pos = app.entries().iter().position(|e| match *e {
         Entry::Lab(i) => app.labs[i].id == part,
         Entry::Invalid(i) => app.invalid[i].0 == part,
-        Entry::Recording(i) => recordings::label(&app.recordings[i]).contains(part),
+        Entry::Recording(i) => app.recordings[i].to_string_lossy().contains(part),
     });
     app.selected = pos.unwrap_or_else(|| panic!("no entry {part}"));
 }

@@ -608,6 +608,68 @@ pub struct ClaimVerdict {
     pub verdict: Verdict,
     /// Why the verdict is inconclusive; empty otherwise.
     pub reason: Option<String>,
+    /// What the lab's lesson expects the claim to show in this variant, where
+    /// it says: shown beside the verdict, never used to reach it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Verdict>,
+}
+
+impl ClaimVerdict {
+    /// How the verdict stands to the lesson; `None` where the lab states no
+    /// expectation for the variant.
+    pub fn lesson(&self) -> Option<Lesson> {
+        let expected = self.expected?;
+        Some(match self.verdict {
+            Verdict::Inconclusive => Lesson::Untested,
+            v if v == expected => Lesson::AsExpected,
+            _ => Lesson::Unlike,
+        })
+    }
+}
+
+impl ClaimVerdict {
+    /// The mark before the verdict's words. Against a lesson it says how the
+    /// two stand (✓ as expected, whichever the verdict; ◆ a finding of this
+    /// device; ? untested), so an expected "does not hold" never reads as a
+    /// failure; without one it is the verdict's own (✓ ✗ ?).
+    pub fn mark(&self) -> &'static str {
+        match (self.lesson(), self.verdict) {
+            (Some(l), _) => l.mark(),
+            (None, Verdict::Holds) => "✓",
+            (None, Verdict::DoesNotHold) => "✗",
+            (None, Verdict::Inconclusive) => "?",
+        }
+    }
+}
+
+/// A verdict beside the lesson's expectation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lesson {
+    /// The device showed what the lesson expects.
+    AsExpected,
+    /// The device showed the opposite: a finding about this device and driver.
+    Unlike,
+    /// The run could not decide the claim, so it neither bears the lesson out nor contradicts it.
+    Untested,
+}
+
+impl Lesson {
+    pub fn mark(self) -> &'static str {
+        match self {
+            Lesson::AsExpected => "✓",
+            Lesson::Unlike => "◆",
+            Lesson::Untested => "?",
+        }
+    }
+
+    /// The words shown beside the verdict.
+    pub fn label(self) -> &'static str {
+        match self {
+            Lesson::AsExpected => "as the lesson expects",
+            Lesson::Unlike => "unlike the lesson, on this device",
+            Lesson::Untested => "the lesson is untested here",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

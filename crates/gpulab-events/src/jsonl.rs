@@ -301,6 +301,7 @@ mod tests {
             .collect(),
             verdict: Verdict::DoesNotHold,
             reason: None,
+            expected: None,
         });
         let line = to_line(&e);
         assert!(line.contains(r#""release_lag_ms(r)":"inf""#), "{line}");

@@ -376,6 +376,16 @@ pub enum Mistake {
         name: String,
         suggestion: Option<String>,
     },
+    /// `expect = { v = … }` for a variant the claim does not apply to.
+    ExpectOutsideClaim {
+        variant: String,
+        /// The claim's variants, quoted and joined.
+        applies: String,
+    },
+    /// `expect` says something other than `holds` or `does not hold`.
+    BadExpect {
+        found: String,
+    },
     /// `… in variant V` in a claim that applies to `V` itself.
     ComparesWithItself {
         variant: String,
@@ -869,6 +879,14 @@ impl Mistake {
             M::UnknownVariant { name, suggestion } => (
                 format!("unknown variant `{name}`"),
                 did_you_mean(suggestion.as_deref()),
+            ),
+            M::ExpectOutsideClaim { variant, applies } => (
+                format!("the claim does not apply to variant `{variant}`, so it expects nothing there"),
+                Some(format!("the claim applies to {applies}")),
+            ),
+            M::BadExpect { found } => (
+                format!("`expect` is `{found}`: a claim is expected to be `holds` or `does not hold`"),
+                Some("write what the lesson expects the verdict to be, in the verdict's own words".into()),
             ),
             M::ComparesWithItself { variant, others } => (
                 format!(

@@ -16,6 +16,7 @@ pub type Params = BTreeMap<String, f64>;
 
 /// The API a lab's calls belong to: part of the event vocabulary.
 pub use gpulab_events::BackendKind;
+use gpulab_events::Verdict;
 
 /// Where a lab came from: shipped inside the binary or read from a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,11 +204,20 @@ pub struct Claim {
     pub requires_src: Option<String>,
     /// Variants the claim applies to; all when empty.
     pub variants: Vec<String>,
+    /// The lesson: what the lab's author expects the claim to show in each
+    /// variant (`holds` or `does not hold`). Shown beside the verdict, never
+    /// used to reach it; a variant without one has no stated expectation.
+    pub expect: BTreeMap<String, Verdict>,
 }
 
 impl Claim {
     pub fn applies_to(&self, variant: &str) -> bool {
         self.variants.is_empty() || self.variants.iter().any(|v| v == variant)
+    }
+
+    /// What the lesson expects the claim to show in `variant`, where it says.
+    pub fn expected(&self, variant: &str) -> Option<Verdict> {
+        self.expect.get(variant).copied()
     }
 
     /// What the claim (its `requires` too) reads that stepping changes: a stepped

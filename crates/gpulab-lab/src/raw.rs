@@ -104,6 +104,17 @@ pub struct RawClaim {
     pub expr: RawText,
     pub requires: Option<RawText>,
     pub variants: Option<Vec<Sp<String>>>,
+    pub expect: Option<RawExpect>,
+}
+
+/// A claim's `expect`: what the lab's author expects it to show (the lesson),
+/// for every variant it applies to or per variant.
+#[derive(Debug, Clone)]
+pub enum RawExpect {
+    /// `expect = "holds"`
+    Every(Sp<String>),
+    /// `expect = { finish = "holds", no-wait = "does not hold" }`
+    PerVariant(Vec<(Sp<String>, Sp<String>)>),
 }
 
 const ROOT_KEYS: &[&str] = &[
@@ -112,7 +123,7 @@ const ROOT_KEYS: &[&str] = &[
 const TEACHING_KEYS: &[&str] = &["look", "why", "instead"];
 const PARAM_KEYS: &[&str] = &["name", "default", "min", "max", "unit", "help"];
 const VARIANT_KEYS: &[&str] = &["name", "description", "script"];
-const CLAIM_KEYS: &[&str] = &["name", "text", "expr", "requires", "variants"];
+const CLAIM_KEYS: &[&str] = &["name", "text", "expr", "requires", "variants", "expect"];
 
 type Res<T> = Result<T, Problem>;
 
@@ -163,6 +174,7 @@ pub fn read(text: &str) -> Res<RawLab> {
                 None => None,
             },
             variants: c.opt_string_list("variants")?,
+            expect: c.opt_expect("expect")?,
         });
     }
     Ok(RawLab {
@@ -429,6 +441,33 @@ impl<'a, 'i> Fields<'a, 'i> {
             })
             .collect::<Res<Vec<_>>>()
             .map(Some)
+    }
+
+    /// A string, or an inline table of strings keyed by variant.
+    fn opt_expect(&self, key: &'static str) -> Res<Option<RawExpect>> {
+        const SHAPE: &str = "a string or a table of strings by variant";
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        match v.get_ref() {
+            DeValue::String(s) => Ok(Some(RawExpect::Every(Sp::new(s.to_string(), v.span())))),
+            DeValue::Table(t) => {
+                let mut pairs: Vec<_> = t.iter().collect();
+                pairs.sort_by_key(|(k, _)| k.span().start);
+                pairs
+                    .into_iter()
+                    .map(|(k, val)| match val.get_ref() {
+                        DeValue::String(s) => Ok((
+                            Sp::new(k.get_ref().to_string(), k.span()),
+                            Sp::new(s.to_string(), val.span()),
+                        )),
+                        _ => Err(Self::wrong(key, val, "a string")),
+                    })
+                    .collect::<Res<Vec<_>>>()
+                    .map(|p| Some(RawExpect::PerVariant(p)))
+            }
+            _ => Err(Self::wrong(key, v, SHAPE)),
+        }
     }
 
     fn table(

@@ -10,10 +10,11 @@ use super::diagnostic::line_col;
 use super::expr::{self, METRICS, MetricArg};
 use super::mistake::{Mistake, Problem, Span};
 use super::model::{BackendKind, Claim, Lab, Origin, Param, Teaching, Variant};
-use super::raw::{RawClaim, RawLab, RawParam, RawText, RawVariant, Sp};
+use super::raw::{RawClaim, RawExpect, RawLab, RawParam, RawText, RawVariant, Sp};
 use super::script::parse_script;
 use super::simulate::Simulator;
 use super::suggest;
+use gpulab_events::Verdict;
 
 type Res<T> = Result<T, Problem>;
 
@@ -323,6 +324,7 @@ fn claim(
             ));
         }
     }
+    let expect = expectations(c.expect.as_ref(), &names, variants)?;
     Ok(Claim {
         name: c.name.value,
         text: c.text,
@@ -331,7 +333,61 @@ fn claim(
         requires: requires.map(|r| r.expr),
         requires_src: c.requires.map(|r| r.value),
         variants: names,
+        expect,
     })
+}
+
+/// A claim's `expect`, one outcome per variant it names: each a variant of the
+/// lab that the claim applies to, each outcome `holds` or `does not hold`.
+fn expectations(
+    raw: Option<&RawExpect>,
+    applies: &[String],
+    variants: &[Variant],
+) -> Res<BTreeMap<String, Verdict>> {
+    let applies_to = |v: &str| applies.is_empty() || applies.iter().any(|a| a == v);
+    let mut out = BTreeMap::new();
+    match raw {
+        None => {}
+        Some(RawExpect::Every(outcome)) => {
+            let outcome = expected_outcome(outcome)?;
+            for v in variants.iter().filter(|v| applies_to(&v.name)) {
+                out.insert(v.name.clone(), outcome);
+            }
+        }
+        Some(RawExpect::PerVariant(pairs)) => {
+            for (variant, outcome) in pairs {
+                claim_variants(Some(std::slice::from_ref(variant)), variants)?;
+                if !applies_to(&variant.value) {
+                    return Err(Problem::new(
+                        variant.span.clone(),
+                        Mistake::ExpectOutsideClaim {
+                            variant: variant.value.clone(),
+                            applies: applies
+                                .iter()
+                                .map(|a| format!("`{a}`"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        },
+                    ));
+                }
+                out.insert(variant.value.clone(), expected_outcome(outcome)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn expected_outcome(s: &Sp<String>) -> Res<Verdict> {
+    match s.value.as_str() {
+        "holds" => Ok(Verdict::Holds),
+        "does not hold" => Ok(Verdict::DoesNotHold),
+        other => Err(Problem::new(
+            s.span.clone(),
+            Mistake::BadExpect {
+                found: other.to_owned(),
+            },
+        )),
+    }
 }
 
 /// The variants a claim names, each checked to exist; empty when it names none.
@@ -570,6 +626,57 @@ mod tests {
     /// The first mistake, as the tests written before all were reported read it.
     fn first(r: Result<Lab, Vec<Problem>>) -> Res<Lab> {
         r.map_err(|mut all| all.remove(0))
+    }
+
+    /// Two variants and one claim over the first, with `expect` as given.
+    fn expecting(expect: &str) -> (String, Res<Lab>) {
+        let text = format!(
+            "{HEAD}[[variants]]\nname = \"a\"\nscript = '''\nctx = clCreateContext()\n'''\n\
+             [[variants]]\nname = \"b\"\nscript = '''\nctx = clCreateContext()\n'''\n\
+             [[claims]]\nname = \"c\"\ntext = \"t\"\nexpr = \"live(contexts) == 1\"\n\
+             variants = [\"a\"]\n{expect}\n"
+        );
+        let lab = raw::read(&text).and_then(|raw| first(lab(raw, &text, Origin::Builtin)));
+        (text, lab)
+    }
+
+    #[test]
+    fn a_claim_states_its_lesson_per_variant_or_for_all_it_applies_to() {
+        let (_, lab) = expecting("expect = \"does not hold\"");
+        let c = &lab.unwrap().claims[0];
+        assert_eq!(c.expected("a"), Some(Verdict::DoesNotHold));
+        // Not a variant of the claim: no lesson there.
+        assert_eq!(c.expected("b"), None);
+        let (_, lab) = expecting("expect = { a = \"holds\" }");
+        assert_eq!(lab.unwrap().claims[0].expected("a"), Some(Verdict::Holds));
+        let (_, lab) = expecting("");
+        assert!(lab.unwrap().claims[0].expect.is_empty());
+    }
+
+    #[test]
+    fn a_lesson_outside_the_claim_or_in_other_words_points_at_itself() {
+        let at = |expect: &str, needle: &str| {
+            let (text, lab) = expecting(expect);
+            let p = lab.unwrap_err();
+            assert_eq!(&text[p.span.clone()], needle, "{:?}", p.mistake);
+            p.mistake
+        };
+        assert!(matches!(
+            at("expect = { b = \"holds\" }", "b"),
+            Mistake::ExpectOutsideClaim { .. }
+        ));
+        assert!(matches!(
+            at("expect = { x = \"holds\" }", "x"),
+            Mistake::UnknownVariant { .. }
+        ));
+        assert!(matches!(
+            at("expect = \"passes\"", "\"passes\""),
+            Mistake::BadExpect { .. }
+        ));
+        assert!(matches!(
+            at("expect = true", "true"),
+            Mistake::WrongType { .. }
+        ));
     }
 
     #[test]

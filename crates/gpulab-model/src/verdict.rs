@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::run::{Run, TagFold};
-use crate::trace::{CallStatus, ClaimVerdict, Verdict};
+use crate::trace::{CallStatus, ClaimVerdict, Event, Verdict};
 use gpulab_lab::{BinOp, Claim, Effect, Expr, Lab, ObjKind, Params, expr};
 
 use crate::units::MIB_F64 as MIB;
@@ -44,6 +44,45 @@ pub fn judge(lab: &Lab, run: &Run) -> Vec<ClaimVerdict> {
         .collect()
 }
 
+/// Gives the claims of a recording the lesson's expectation where they were
+/// recorded without one (before the lab stated it, or before gpulab could):
+/// taken from the lab of the recording's id, claim by claim and variant by
+/// variant, where `labs` has it. A recorded expectation is kept as it is; the
+/// verdicts are never touched.
+pub struct LessonFill<'l> {
+    labs: &'l [Lab],
+    /// The recording's lab and variant, once its `meta` went by.
+    run: Option<(&'l Lab, String)>,
+}
+
+impl<'l> LessonFill<'l> {
+    pub fn new(labs: &'l [Lab]) -> LessonFill<'l> {
+        LessonFill { labs, run: None }
+    }
+
+    /// Looks at one event of the recording, in order.
+    pub fn fill(&mut self, event: &mut Event) {
+        match event {
+            Event::Meta(m) => {
+                self.run = m.lab.as_ref().and_then(|l| {
+                    let lab = self.labs.iter().find(|x| x.id == l.id)?;
+                    Some((lab, l.variant.clone()))
+                });
+            }
+            Event::Claim(c) if c.expected.is_none() => {
+                if let Some((lab, variant)) = &self.run {
+                    c.expected = lab
+                        .claims
+                        .iter()
+                        .find(|x| x.name == c.name)
+                        .and_then(|x| x.expected(variant));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The parameters the run used, as its `meta` recorded them.
 fn params_of(lab: &Lab, run: &Run) -> Params {
     run.meta
@@ -77,6 +116,7 @@ fn judge_one(claim: &Claim, run: &Run, params: &Params, others: &Others) -> Clai
         values: env.values,
         verdict,
         reason,
+        expected: claim.expected(run.variant().unwrap_or_default()),
     }
 }
 

@@ -228,8 +228,21 @@ impl App {
         let labs = labs.filter(|(_, l)| hit(&l.id) || hit(&l.title) || hit(l.backend.as_str()));
         let invalid = self.invalid.iter().enumerate();
         let invalid = invalid.filter(|(_, (id, _))| hit(id));
+        // A recording matches by the name the list shows or by its file
+        // (`nvidia-h100/cl-finish--no-wait`), as a user may know either.
         let recs = self.recording_labels.iter().enumerate();
-        let recs = recs.filter(|(_, label)| hit(label));
+        let recs = recs.filter(|(i, label)| {
+            let file = self.recordings.get(*i).map(|p| {
+                let parts: Vec<_> = p.iter().rev().take(2).collect();
+                parts
+                    .iter()
+                    .rev()
+                    .map(|c| c.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            });
+            hit(label) || file.is_some_and(|f| hit(&f))
+        });
         labs.map(|(i, _)| Entry::Lab(i))
             .chain(invalid.map(|(i, _)| Entry::Invalid(i)))
             .chain(recs.map(|(i, _)| Entry::Recording(i)))
@@ -534,8 +547,14 @@ impl App {
                 self.focus = self.focus.cycle(a == Action::FocusNext);
             }
             Action::PageUp | Action::PageDown => {
+                // The Verdicts panel's title offers PgUp/PgDn: they scroll it
+                // whatever has the focus, unless the Script panel has it.
                 let up = a == Action::PageUp;
-                self.scroll(self.focus, if up { -5 } else { 5 });
+                let panel = match self.focus {
+                    Panel::Script => Panel::Script,
+                    _ => Panel::Verdict,
+                };
+                self.scroll(panel, if up { -5 } else { 5 });
             }
             Action::Record => self.arm_record(),
             Action::OpenRecording => return self.open_lab_recording(),

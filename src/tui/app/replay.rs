@@ -8,6 +8,7 @@ use crate::tui::keys::Action;
 use crate::tui::playback::Playback;
 use crate::tui::runstate::{Origin, RunState};
 use crate::tui::terminal::FRAME;
+use crate::verdict::LessonFill;
 
 use super::{A, App, B, Entry};
 
@@ -64,9 +65,11 @@ impl App {
         &mut self,
         slot: usize,
         epoch: u64,
-        events: Vec<Event>,
+        mut events: Vec<Event>,
         problems: &[String],
     ) {
+        let mut lessons = LessonFill::new(&self.labs);
+        events.iter_mut().for_each(|e| lessons.fill(e));
         let Some(run) = self.live_slot(slot, epoch) else {
             return;
         };

@@ -123,7 +123,7 @@ impl LabsPanel<'_> {
                     let Some(label) = self.recordings.get(ri) else {
                         continue;
                     };
-                    let text = format!("{mark}{}", fit(label, w.saturating_sub(2)));
+                    let text = format!("{mark}{}", recordings::fit(label, w.saturating_sub(2)));
                     out.push(Line::styled(
                         text,
                         if sel {

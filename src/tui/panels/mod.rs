@@ -27,16 +27,23 @@ pub use crate::units::MIB_F64 as MIB;
 /// both panels put the same instant in the same column.
 pub const GUTTER: u16 = 8;
 
+/// A panel's frame. The focused one is drawn with a thick border and its
+/// title marked `▶`, so the focus shows without colour (a projector, a
+/// monochrome terminal, `NO_COLOR`), and in colour too.
 pub fn block<'a>(title: impl Into<String>, focused: bool, theme: Theme) -> Block<'a> {
+    let (border, style, mark) = if focused {
+        (BorderType::Thick, theme.focused_border(), "▶ ")
+    } else {
+        (BorderType::Rounded, theme.border(), "")
+    };
     Block::default()
         .borders(Borders::ALL)
-        .border_type(BorderType::Rounded)
-        .border_style(if focused {
-            theme.focused_border()
-        } else {
-            theme.border()
-        })
-        .title(Span::styled(format!(" {} ", title.into()), theme.title()))
+        .border_type(border)
+        .border_style(style)
+        .title(Span::styled(
+            format!(" {mark}{} ", title.into()),
+            theme.title(),
+        ))
 }
 
 /// The time span and memory range shared by the panels of one run, or of two

@@ -4,7 +4,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
 use ratatui::widgets::{Paragraph, Widget};
 
@@ -64,6 +64,9 @@ impl Widget for &TimelinePanel<'_> {
         let rows = (inner.height - axis) as usize;
         let lanes = lanes(run, &axes, w);
         self.draw(&lanes, inner, (gutter, rows), buf);
+        if rows > 0 {
+            self.mark_host(&host_marks(run, &axes, w), &lanes[0].1, inner, gutter, buf);
+        }
         if axis == 1 {
             let y = inner.y + inner.height - 1;
             buf.set_stringn(
@@ -105,6 +108,35 @@ fn latest(run: &RunState) -> u64 {
     let call = r.calls.last().map_or(0, |c| c.end_ns);
     let reading = r.readings.last().map_or(0, |(t, _)| *t);
     call.max(reading)
+}
+
+/// Where on the host lane each call begins, and where the calls a claim can
+/// name (the tagged lines) begin, with their tags: the first of each tag only
+/// (a tag inside a `repeat` recurs).
+struct HostMarks {
+    starts: Vec<usize>,
+    tags: Vec<(usize, String)>,
+}
+
+fn host_marks(run: &RunState, axes: &Axes, w: usize) -> HostMarks {
+    let t0 = run.t0();
+    let mut marks = HostMarks {
+        starts: Vec::new(),
+        tags: Vec::new(),
+    };
+    for c in &run.run.calls {
+        if matches!(c.status, CallStatus::Directive) {
+            continue;
+        }
+        let x = axes.col(t0, c.begin_ns, w);
+        marks.starts.push(x);
+        if let Some(tag) = &c.tag
+            && !marks.tags.iter().any(|(_, t)| t == tag)
+        {
+            marks.tags.push((x, tag.clone()));
+        }
+    }
+    marks
 }
 
 /// The host lane, a lane per queue or stream (by script name), and one for
@@ -180,6 +212,47 @@ fn lanes(run: &RunState, axes: &Axes, w: usize) -> Vec<(String, Vec<Cell>)> {
 }
 
 impl TimelinePanel<'_> {
+    /// Over the host lane: a boundary where a call begins right after another
+    /// (two long calls do not run together into one bar), and each tagged
+    /// call's tag at its start, in reverse video, so the line a claim measures
+    /// is found on the timeline without a key. A label runs on to the right
+    /// and stops before the next one.
+    fn mark_host(
+        &self,
+        marks: &HostMarks,
+        cells: &[Cell],
+        inner: Rect,
+        gutter: u16,
+        buf: &mut Buffer,
+    ) {
+        let y = inner.y;
+        let x0 = inner.x + gutter;
+        for &x in &marks.starts {
+            let before = x.checked_sub(1).and_then(|b| cells.get(b));
+            if before.is_some_and(|c| matches!(c, Cell::Call | Cell::Wait | Cell::Running))
+                && matches!(cells.get(x), Some(Cell::Call | Cell::Wait))
+            {
+                let style = if cells[x] == Cell::Wait {
+                    self.theme.warn()
+                } else {
+                    self.theme.host()
+                };
+                buf.set_string(x0 + x as u16, y, "┃", style);
+            }
+        }
+        let mut tags = marks.tags.clone();
+        tags.sort_by_key(|(x, _)| *x);
+        let label = self.theme.current().add_modifier(Modifier::REVERSED);
+        for (i, (x, tag)) in tags.iter().enumerate() {
+            let end = tags.get(i + 1).map_or(cells.len(), |(next, _)| *next);
+            let room = end.saturating_sub(*x).min(cells.len().saturating_sub(*x));
+            if room == 0 {
+                continue;
+            }
+            buf.set_stringn(x0 + *x as u16, y, fit(tag, room), room, label);
+        }
+    }
+
     /// The lanes that fit in `rows`, each with its name in the gutter.
     fn draw(
         &self,

@@ -13,13 +13,15 @@ use crate::report::holders::Shares;
 use crate::report::watch::{WatchReport, short_id};
 use crate::run::Load;
 use crate::run::owners::Owner;
-use crate::trace::{ClaimVerdict, EndStatus, NoteLevel, ObjKind, Verdict};
-use crate::tui::runstate::RunState;
+use crate::trace::{ClaimVerdict, EndStatus, Lesson, NoteLevel, ObjKind, Verdict};
+use crate::tui::runstate::{Origin, RunState};
 use crate::tui::theme::Theme;
 use crate::units::mib;
 
 pub struct VerdictPanel<'a> {
     pub lab: Option<&'a Lab>,
+    /// The variant shown (of `lab`): whose lesson the claims state before a run.
+    pub variant: usize,
     pub run: Option<&'a RunState>,
     /// A watched job's process shown alone (`n`); None: every one.
     pub rank: Option<u32>,
@@ -216,16 +218,23 @@ impl VerdictPanel<'_> {
     fn verdicts(&self, claims: &[ClaimVerdict], out: &mut Vec<Line<'static>>) {
         let t = self.theme;
         for c in claims {
-            let (mark, style) = match c.verdict {
-                Verdict::Holds => ("✓", t.ok()),
-                Verdict::DoesNotHold => ("✗", t.bad()),
-                Verdict::Inconclusive => ("?", t.warn()),
+            let style = match (c.lesson(), c.verdict) {
+                (Some(Lesson::AsExpected), _) | (None, Verdict::Holds) => t.ok(),
+                (Some(Lesson::Unlike), _) => t.finding(),
+                (None, Verdict::DoesNotHold) => t.bad(),
+                (Some(Lesson::Untested), _) | (None, Verdict::Inconclusive) => t.warn(),
             };
-            out.push(Line::from(vec![
-                Span::styled(format!("{mark} {} ", c.verdict.label()), style),
-                Span::styled(format!("— {}: ", c.name), t.dim()),
-                Span::raw(c.text.clone()),
-            ]));
+            let mut head = vec![Span::styled(
+                format!("{} {} ", c.mark(), c.verdict.label()),
+                style,
+            )];
+            if let Some(l) = c.lesson() {
+                let look = if l == Lesson::Unlike { style } else { t.dim() };
+                head.push(Span::styled(format!("({}) ", l.label()), look));
+            }
+            head.push(Span::styled(format!("— {}: ", c.name), t.dim()));
+            head.push(Span::raw(c.text.clone()));
+            out.push(Line::from(head));
             let values: Vec<String> = c
                 .values
                 .iter()
@@ -257,16 +266,31 @@ impl VerdictPanel<'_> {
                     "the worker has ended; verdicts come once its memory is back"
                 }
                 Some(r) if r.running() => "verdicts come when the run ends",
+                // A replay before its end: the recorded verdicts are still to come.
+                Some(r) if matches!(r.origin, Origin::Recording(_)) && r.run.end.is_none() => {
+                    "the recorded verdicts come at the end of the recording"
+                }
                 Some(_) => "no verdicts: the run ended before they could be judged",
                 None => "not run yet on this device",
             };
             out.push(Line::styled(format!("claims ({why}):"), t.dim()));
             let stepped = self.run.filter(|r| r.stepped());
-            for c in &lab.claims {
-                out.push(Line::from(vec![
+            let variant = lab.variants.get(self.variant).map(|v| v.name.as_str());
+            // The claims of the variant shown: the others say nothing of it.
+            let applies = |c: &&crate::lab::Claim| variant.is_none_or(|v| c.applies_to(v));
+            for c in lab.claims.iter().filter(applies) {
+                let mut head = vec![
                     Span::styled("○ ", t.dim()),
                     Span::raw(format!("{}: {}", c.name, c.text)),
-                ]));
+                ];
+                // Predict, then observe: the lesson before the run says it.
+                if let Some(e) = variant.and_then(|v| c.expected(v)) {
+                    head.push(Span::styled(
+                        format!(" (the lesson expects: {})", e.label()),
+                        t.dim(),
+                    ));
+                }
+                out.push(Line::from(head));
                 out.push(Line::styled(format!("    {}", c.expr_src), t.dim()));
                 let paced = match stepped {
                     Some(r) if c.applies_to(&r.variant()) => c.paced_metrics(),

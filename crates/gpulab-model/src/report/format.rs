@@ -1,6 +1,6 @@
 //! Small formatting rules shared by the text and Markdown reports.
 
-use crate::trace::{MemorySource, Verdict};
+use crate::trace::MemorySource;
 
 /// Rows that say the same thing, once each with how many there were (the first
 /// row of a group stands for it), in first-seen order.
@@ -14,14 +14,6 @@ pub(super) fn group<T, K: PartialEq>(rows: &[T], key: impl Fn(&T) -> K) -> Vec<(
         }
     }
     out.into_iter().map(|(_, r, n)| (r, n)).collect()
-}
-
-pub(super) fn verdict_mark(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Holds => "✓",
-        Verdict::DoesNotHold => "✗",
-        Verdict::Inconclusive => "?",
-    }
 }
 
 pub(crate) fn fmt_value(v: f64) -> String {

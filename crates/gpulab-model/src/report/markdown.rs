@@ -75,7 +75,7 @@ pub fn markdown(s: &Summary) -> String {
     if !s.claims.is_empty() {
         let _ = writeln!(
             o,
-            "\n| claim | verdict | expression | values |\n|---|---|---|---|"
+            "\n| claim | verdict | lesson | expression | values |\n|---|---|---|---|---|"
         );
         for c in &s.claims {
             let vals: Vec<String> = c
@@ -87,9 +87,10 @@ pub fn markdown(s: &Summary) -> String {
                 Some(r) => format!("{} ({r})", c.verdict.label()),
                 None => c.verdict.label().to_string(),
             };
+            let lesson = c.lesson().map_or("—", |l| l.label());
             let _ = writeln!(
                 o,
-                "| {} | {verdict} | {} | {} |",
+                "| {} | {verdict} | {lesson} | {} | {} |",
                 c.name,
                 md_code(&c.expr, true),
                 vals.join(", ")

@@ -2,9 +2,9 @@
 
 use std::fmt::Write as _;
 
-use super::format::{fmt_delta, fmt_value, group, memory_label, verdict_mark};
+use super::format::{fmt_delta, fmt_value, group, memory_label};
 use super::{DestroyRow, LeakRow, LineRow, MIB, Summary, cuda};
-use crate::trace::MemorySource;
+use crate::trace::{ClaimVerdict, Lesson, MemorySource};
 
 /// Spans listed in full before the rest are counted in one line.
 const SPANS_SHOWN: usize = 20;
@@ -296,10 +296,14 @@ fn claims(s: &Summary, o: &mut String) {
         let _ = writeln!(o, "  ! {w}");
     }
     for c in &s.claims {
+        let lesson = c
+            .lesson()
+            .map(|l| format!(" ({})", l.label()))
+            .unwrap_or_default();
         let _ = writeln!(
             o,
-            "  {} {} — {}: {}",
-            verdict_mark(c.verdict),
+            "  {} {}{lesson} — {}: {}",
+            c.mark(),
             c.verdict.label(),
             c.name,
             c.text
@@ -392,7 +396,7 @@ pub fn side_by_side(summaries: &[Summary]) -> String {
                     s.claims
                         .iter()
                         .find(|c| &c.name == name)
-                        .map(|c| format!("{} {}", verdict_mark(c.verdict), c.verdict.label()))
+                        .map(|c| format!("{} {}", c.mark(), c.verdict.label()))
                         .unwrap_or_else(|| "-".into())
                 })
                 .collect(),
@@ -406,7 +410,32 @@ pub fn side_by_side(summaries: &[Summary]) -> String {
             .collect(),
     );
     o.push_str(&table(rows));
+    o.push_str(&lesson_key(summaries));
     o
+}
+
+/// Under a side-by-side table, what its marks mean against the lab's lesson,
+/// for the marks it shows; empty when no claim states a lesson.
+fn lesson_key(summaries: &[Summary]) -> String {
+    let mut said: Vec<Lesson> = Vec::new();
+    for l in summaries
+        .iter()
+        .flat_map(|s| &s.claims)
+        .filter_map(ClaimVerdict::lesson)
+    {
+        if !said.contains(&l) {
+            said.push(l);
+        }
+    }
+    if said.is_empty() {
+        return String::new();
+    }
+    said.sort_by_key(|l| *l as u8);
+    let key: Vec<String> = said
+        .iter()
+        .map(|l| format!("{} {}", l.mark(), l.label()))
+        .collect();
+    format!("  against the lab's lesson: {}\n", key.join("; "))
 }
 
 /// Rows under their labels, a column of 24 per variant. The label column fits

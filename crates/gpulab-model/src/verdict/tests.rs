@@ -115,6 +115,7 @@ fn claim(expr: Expr, requires: Option<Expr>) -> Claim {
         requires,
         requires_src: Some("r".into()),
         variants: vec![],
+        expect: Default::default(),
     }
 }
 
@@ -473,6 +474,57 @@ fn the_stepping_warning_names_the_claims_it_will_leave_open() {
         .collect();
     // The comparison with `no-wait` reads the same paced times.
     assert_eq!(changed, ["host-waits", "waiting-costs-the-kernel"]);
+}
+
+#[test]
+fn a_recording_without_the_lesson_gets_it_from_its_lab_and_keeps_its_verdict() {
+    let set = gpulab_lab::LabSet::load(&[]);
+    let mut lab = set.get("cl-finish").unwrap().clone();
+    lab.id = "x".into();
+    lab.variants[0].name = "v1".into();
+    let c = lab
+        .claims
+        .iter_mut()
+        .find(|c| c.name == "host-waits")
+        .unwrap();
+    c.expect = [("v1".to_string(), Verdict::DoesNotHold)]
+        .into_iter()
+        .collect();
+    let recorded = |name: &str, expected| {
+        Event::Claim(ClaimVerdict {
+            name: name.into(),
+            text: String::new(),
+            expr: String::new(),
+            requires: None,
+            values: BTreeMap::new(),
+            verdict: Verdict::Holds,
+            reason: None,
+            expected,
+        })
+    };
+    let mut fill = LessonFill::new(std::slice::from_ref(&lab));
+    let mut events = [
+        meta(None),
+        recorded("host-waits", None),
+        recorded("kernel-took-its-time", Some(Verdict::Holds)),
+        recorded("not-in-the-lab", None),
+    ];
+    events.iter_mut().for_each(|e| fill.fill(e));
+    let claims: Vec<&ClaimVerdict> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Claim(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(claims[0].expected, Some(Verdict::DoesNotHold));
+    assert_eq!(claims[0].verdict, Verdict::Holds);
+    assert_eq!(claims[0].lesson(), Some(Lesson::Unlike));
+    // What the recording says stays; a claim the lab lacks gets nothing.
+    assert_eq!(claims[1].expected, Some(Verdict::Holds));
+    assert_eq!(claims[1].lesson(), Some(Lesson::AsExpected));
+    assert_eq!(claims[2].expected, None);
+    assert_eq!(claims[2].lesson(), None);
 }
 
 mod across;

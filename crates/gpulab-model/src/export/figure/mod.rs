@@ -24,7 +24,7 @@ use crate::export::outline::Outline;
 use crate::export::svg::{esc, lane_label, merged_title, tick_label, ticks};
 use crate::report::fmt_value;
 use crate::run::Run;
-use crate::trace::{Event, MemorySource, Verdict};
+use crate::trace::{ClaimVerdict, Event, Lesson, MemorySource, Verdict};
 use crate::units::MIB_F64 as MIB;
 
 pub type Result<T, E = FigureError> = std::result::Result<T, E>;
@@ -177,7 +177,18 @@ fn draw(runs: &[Decimated], axis: Axis) -> String {
     let shared = Shared {
         axis,
         y_max: if peak > 0.0 { peak * 1.1 } else { 1.0 },
-        claim_rows: runs.iter().map(|r| r.run.claims.len()).max().unwrap_or(0),
+        claim_rows: runs
+            .iter()
+            .map(|r| {
+                let text = Sizes::for_runs(n).text;
+                r.run
+                    .claims
+                    .iter()
+                    .map(|c| claim_lines(c, text).len())
+                    .sum()
+            })
+            .max()
+            .unwrap_or(0),
         sizes: Sizes::for_runs(n),
     };
     let mut out = String::new();
@@ -524,39 +535,66 @@ fn draw_timeline(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) -
     ticks_y
 }
 
-/// The claims and their verdicts on this device.
+/// The claims and their verdicts on this device, each beside the lesson's
+/// expectation where the lab states one.
 fn draw_claims(out: &mut String, d: &Decimated, shared: &Shared, ticks_y: f64) {
     let (s, run) = (&shared.sizes, &d.run);
     let row = s.row();
-    for (i, c) in run.claims.iter().enumerate() {
-        let (mark, colour) = match c.verdict {
-            Verdict::Holds => ("✓ holds", "#1a7f37"),
-            Verdict::DoesNotHold => ("✗ does not hold", "#b3261e"),
-            Verdict::Inconclusive => ("? inconclusive", "#8a6d00"),
-        };
-        let y = ticks_y + row * (i as f64 + 2.0);
-        let verdict_width = 16.0 * s.text * CHAR_WIDTH;
-        text(out, 20.0, y, s.text, "start", colour, mark);
-        // The measured values are what decided it: the claim's words give way first.
-        let values: Vec<String> = c
-            .values
-            .iter()
-            .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
-            .collect();
-        let width = W - 40.0 - verdict_width;
-        let values = fit(&values.join(", "), width * 0.6, s.text);
-        let room = width - (values.chars().count() as f64 + 3.0) * s.text * CHAR_WIDTH;
-        let body = format!("{} — {values}", fit(&c.text, room, s.text));
-        text(
-            out,
-            20.0 + verdict_width,
-            y,
-            s.text,
-            "start",
-            "#222222",
-            &body,
-        );
+    let mut y = ticks_y + row * 2.0;
+    for c in &run.claims {
+        for (colour, x, line) in claim_lines(c, s.text) {
+            text(out, x, y, s.text, "start", colour, &line);
+            y += row;
+        }
     }
+}
+
+/// The rows of one claim: its verdict (and how it stands to the lesson), its
+/// name and words, then the measured values that decided it, wrapped between
+/// values so that no number is ever cut. Only the claim's words give way.
+fn claim_lines(c: &ClaimVerdict, size: f64) -> Vec<(&'static str, f64, String)> {
+    let colour = match (c.lesson(), c.verdict) {
+        (Some(Lesson::AsExpected), _) | (None, Verdict::Holds) => "#1a7f37",
+        (Some(Lesson::Unlike), _) => "#8e24aa",
+        (None, Verdict::DoesNotHold) => "#b3261e",
+        (Some(Lesson::Untested), _) | (None, Verdict::Inconclusive) => "#8a6d00",
+    };
+    let chars = |w: f64| (w / (size * CHAR_WIDTH)).floor() as usize;
+    let mut head = format!("{} {}", c.mark(), c.verdict.label());
+    if let Some(l) = c.lesson() {
+        head.push_str(&format!(" ({})", l.label()));
+    }
+    let (x0, x1) = (20.0, 20.0 + 4.0 * size * CHAR_WIDTH);
+    let room = W - RIGHT - x0;
+    let words = format!("{head} — {}: {}", c.name, c.text);
+    let mut lines = vec![(colour, x0, fit(&words, room, size))];
+    let values: Vec<String> = c
+        .values
+        .iter()
+        .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
+        .collect();
+    let width = chars(W - RIGHT - x1).max(1);
+    let mut cur = String::new();
+    for v in values {
+        if !cur.is_empty() && cur.chars().count() + 2 + v.chars().count() > width {
+            lines.push(("#222222", x1, std::mem::take(&mut cur) + ","));
+        }
+        if !cur.is_empty() {
+            cur.push_str(", ");
+        }
+        cur.push_str(&v);
+    }
+    if !cur.is_empty() {
+        lines.push(("#222222", x1, cur));
+    }
+    if let Some(r) = &c.reason {
+        lines.push((
+            "#8a6d00",
+            x1,
+            fit(&format!("why inconclusive: {r}"), W - RIGHT - x1, size),
+        ));
+    }
+    lines
 }
 
 /// DejaVu Sans (Bitstream Vera license, `assets/fonts/DejaVuSans.LICENSE`).
