@@ -182,7 +182,8 @@ pub struct ExportArgs {
     #[arg(long, value_name = "OUT")]
     pub html: Option<PathBuf>,
     /// A second recording beside the first: stacked beneath it on the same axes in a
-    /// figure, a process of its own in a Chrome trace (not for pages).
+    /// figure, a process of its own in a Chrome trace, a compare page of the two
+    /// (facts and verdicts side by side, one zoom and scrub) with --html.
     #[arg(long, value_name = "OTHER")]
     pub compare: Option<PathBuf>,
 }

@@ -330,8 +330,10 @@ fn html_pages_load_in_a_browser_and_show_the_run() {
                 .split("<tr>")
                 .find(|row| row.contains(&common::browser::as_dom_text(&c.expr)))
                 .unwrap_or_else(|| panic!("{fixture}: claim {} not on the page", c.name));
+            // After its mark, which says how it stands to the lab's lesson.
             assert!(
-                row.contains(&format!(">{}", c.verdict.label())),
+                row.contains(&format!(" {}<", c.verdict.label()))
+                    || row.contains(&format!(" {}<br>", c.verdict.label())),
                 "{fixture}: claim {} without its verdict: {row}",
                 c.name
             );
@@ -476,15 +478,50 @@ fn a_compared_trace_holds_both_runs_as_processes() {
         variants.contains(&"release-then-finish") && variants.contains(&"no-wait"),
         "{variants:?}"
     );
-    let page = common::run(&[
+}
+
+/// `--html --compare`: one page of two variants, their facts and verdicts side
+/// by side beside the lesson, both runs' charts under one zoom and scrub.
+#[test]
+fn a_compare_page_puts_two_variants_side_by_side() {
+    let rec = |name: &str| {
+        common::repo_file(&format!("assets/recordings/nvidia-h100/{name}.jsonl"))
+            .display()
+            .to_string()
+    };
+    let out = common::run(&[
         "export",
-        &fx("pocl--cl-finish--no-wait.jsonl"),
+        &rec("cuda-free-async--pipeline-free"),
         "--compare",
-        &fx("pocl--cl-finish--no-wait.jsonl"),
+        &rec("cuda-free-async--pipeline-free-async"),
         "--html",
         "-",
     ]);
-    assert_eq!(page.status.code(), Some(2), "a page holds one run");
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let page = common::stdout(&out);
+    assert!(
+        page.contains("<h1>cuda-free-async: pipeline-free and pipeline-free-async</h1>"),
+        "{page}"
+    );
+    assert_eq!(page.matches("class=\"chart memory-chart\"").count(), 2);
+    assert_eq!(page.matches("class=\"chart timeline\"").count(), 2);
+    assert_eq!(page.matches("<line class=\"cursor\"").count(), 4);
+    assert!(page.contains("id=\"scrub\"") && page.contains("id=\"zoom\""));
+    // The key comparison: the streams take turns with cudaFree, as the lesson
+    // expects; they overlap with cudaFreeAsync, as it expects too.
+    let row = page
+        .lines()
+        .find(|l| l.contains("<b>streams-overlap</b>"))
+        .expect("the claim's row");
+    assert_eq!(row.matches("as the lesson expects").count(), 2, "{row}");
+    assert!(
+        row.contains("✓ does not hold") && row.contains("✓ holds"),
+        "{row}"
+    );
+    assert!(
+        row.contains("overlap(loop) = 0,") || row.contains("overlap(loop) = 0<"),
+        "{row}"
+    );
 }
 
 /// A recording far longer than a figure is wide, written here event by event: the

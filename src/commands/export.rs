@@ -26,12 +26,6 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
             ),
         ));
     }
-    if args.compare.is_some() && args.html.is_some() {
-        return Err(fail(
-            EXIT_USAGE,
-            "--compare draws figures (--svg, --png) and traces (--chrome); a page holds one run",
-        ));
-    }
     // Every export streams the recordings, each read more than once, never
     // held whole.
     let set = super::load_labs(labs);
@@ -51,7 +45,21 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
             write(out, &figure::png(&svg)?)?;
         }
     }
-    if let Some(out) = &args.html {
+    if let (Some(out), Some(_)) = (&args.html, &args.compare) {
+        // Two recordings on one page: the lab's teaching text once.
+        let (a, b) = html::Page::read_pair(&recordings[0], &recordings[1])
+            .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+        let lab = a.run().lab_id().and_then(|id| set.get(id).ok());
+        let page = html::compare(
+            &a,
+            &b,
+            html::Extras {
+                teaching: lab.map(|l| &l.teaching),
+                watch_report: None,
+            },
+        );
+        write(out, page.as_bytes())?;
+    } else if let Some(out) = &args.html {
         let page = html::Page::read(&recordings[0]).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
         let run = page.run();
         let watched = run.meta.as_ref().is_some_and(|m| m.watch.is_some());

@@ -104,6 +104,14 @@ impl Theme {
     pub fn warn(self) -> Style {
         self.fg(Color::Yellow)
     }
+    /// A code span of teaching text (`clFinish`).
+    pub fn code(self) -> Style {
+        if self.color {
+            self.fg(Color::Cyan)
+        } else {
+            Style::new().add_modifier(Modifier::BOLD)
+        }
+    }
     /// A verdict unlike the lesson: a finding about this device, not a failure.
     pub fn finding(self) -> Style {
         self.fg(Color::Magenta).add_modifier(Modifier::BOLD)

@@ -7,6 +7,7 @@
 pub mod export;
 pub mod report;
 pub mod run;
+pub mod teaching;
 pub mod text;
 pub mod trace;
 pub mod verdict;

@@ -4,6 +4,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
@@ -13,6 +14,7 @@ use crate::report::holders::Shares;
 use crate::report::watch::{WatchReport, short_id};
 use crate::run::Load;
 use crate::run::owners::Owner;
+use crate::teaching::{self, Inline};
 use crate::trace::{ClaimVerdict, EndStatus, Lesson, NoteLevel, ObjKind, Verdict};
 use crate::tui::runstate::{Origin, RunState};
 use crate::tui::theme::Theme;
@@ -352,10 +354,27 @@ impl VerdictPanel<'_> {
                 ("Why", &lab.teaching.why),
                 ("Instead", &lab.teaching.instead),
             ] {
-                out.push(Line::from(vec![
-                    Span::styled(format!("{head}: "), t.title()),
-                    Span::raw(text.replace('\n', " ")),
-                ]));
+                // Rendered, not shown as written: `code` and *emphasis* are
+                // styles here, their marks gone.
+                for (i, para) in teaching::paragraphs(text).into_iter().enumerate() {
+                    let lead = if i == 0 {
+                        format!("{head}: ")
+                    } else {
+                        String::new()
+                    };
+                    let mut spans = vec![Span::styled(lead, t.title())];
+                    spans.extend(para.into_iter().map(|run| match run {
+                        Inline::Text(s) => Span::raw(s),
+                        Inline::Code(s) => Span::styled(s, t.code()),
+                        Inline::Emphasis(s) => {
+                            Span::styled(s, Style::new().add_modifier(Modifier::ITALIC))
+                        }
+                        Inline::Strong(s) => {
+                            Span::styled(s, Style::new().add_modifier(Modifier::BOLD))
+                        }
+                    }));
+                    out.push(Line::from(spans));
+                }
             }
         }
     }

@@ -63,6 +63,17 @@ pub(crate) fn memory_label(source: MemorySource) -> &'static str {
     }
 }
 
+/// What the memory curve of a watched program reads: not a lab's worker.
+pub(crate) fn program_memory_label(source: MemorySource) -> &'static str {
+    match source {
+        MemorySource::Nvml => {
+            "device memory of the GPU (NVML), against its level before the program started"
+        }
+        MemorySource::Rss => "resident host memory of the program's processes (no NVIDIA GPU read)",
+        MemorySource::Unavailable => "no memory telemetry",
+    }
+}
+
 /// `text` as a Markdown code span whatever it holds: fenced with one backtick
 /// more than its longest run of them (CommonMark), padded where it starts or
 /// ends with one, and in a table cell with `|` escaped (GFM splits cells on it

@@ -118,7 +118,16 @@ fn title(run: &Run) -> String {
         .as_ref()
         .map(|m| m.device.name.as_str())
         .unwrap_or("?");
-    match run.meta.as_ref().and_then(|m| m.lab.as_ref()) {
+    let meta = run.meta.as_ref();
+    if let Some(w) = meta.and_then(|m| m.watch.as_ref()) {
+        // A watched program, not a lab: said so, named by its command line.
+        let on = match meta.map(|m| m.device.memory_source) {
+            Some(MemorySource::Nvml) => device.to_string(),
+            _ => "its processes' host memory".to_string(),
+        };
+        return format!("program: {} — {on}", w.command.join(" "));
+    }
+    match meta.and_then(|m| m.lab.as_ref()) {
         Some(l) => format!("{} [{}] — {device}", l.id, l.variant),
         None => device.to_string(),
     }
@@ -196,7 +205,7 @@ fn draw(runs: &[Decimated], axis: Axis) -> String {
         out,
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif"><rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>"##
     );
-    legend(&mut out, &shared.sizes);
+    legend(&mut out, &shared.sizes, &Drawn::of(runs));
     let panel = (HEIGHT as f64 - LEGEND) / n as f64;
     for (i, d) in runs.iter().enumerate() {
         draw_run(&mut out, d, LEGEND + i as f64 * panel, panel, &shared);
@@ -205,16 +214,48 @@ fn draw(runs: &[Decimated], axis: Axis) -> String {
     out
 }
 
-fn legend(out: &mut String, s: &Sizes) {
+/// Which marks a figure draws, so its legend names those and no others.
+struct Drawn {
+    /// Every run is a watched program: its baseline is the device before it started.
+    watched: bool,
+    markers: bool,
+    host: bool,
+    device: bool,
+}
+
+impl Drawn {
+    fn of(runs: &[Decimated]) -> Drawn {
+        Drawn {
+            watched: runs
+                .iter()
+                .all(|d| d.run.meta.as_ref().is_some_and(|m| m.watch.is_some())),
+            markers: runs.iter().any(|d| !d.tagged().is_empty()),
+            host: runs
+                .iter()
+                .any(|d| d.host.iter().next().is_some() || !d.run.calls.is_empty()),
+            device: runs.iter().any(|d| !d.lanes.is_empty()),
+        }
+    }
+}
+
+fn legend(out: &mut String, s: &Sizes, drawn: &Drawn) {
     let y = LEGEND / 2.0 + s.text / 3.0;
     let mut x = LEFT;
-    let items: [(&str, &str); 4] = [
-        ("line", "memory above baseline"),
-        ("marker", "a call a claim names"),
-        ("host", "host call"),
-        ("device", "device work"),
+    let items: [(&str, &str, bool); 4] = [
+        (
+            "line",
+            if drawn.watched {
+                "memory above its level before the program started"
+            } else {
+                "memory above baseline"
+            },
+            true,
+        ),
+        ("marker", "a call a claim names", drawn.markers),
+        ("host", "host call", drawn.host),
+        ("device", "device work", drawn.device),
     ];
-    for (kind, label) in items {
+    for (kind, label, _) in items.into_iter().filter(|(_, _, shown)| *shown) {
         let mid = y - s.text / 3.0;
         match kind {
             "line" => {
@@ -341,8 +382,11 @@ fn draw_grid(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) {
             &tick_label(v),
         );
     }
-    let source = match run.meta.as_ref().map(|m| m.device.memory_source) {
-        Some(MemorySource::Rss) => "worker RSS, MiB",
+    let watched = run.meta.as_ref().is_some_and(|m| m.watch.is_some());
+    let source = match (run.meta.as_ref().map(|m| m.device.memory_source), watched) {
+        (Some(MemorySource::Rss), false) => "worker RSS, MiB",
+        (Some(MemorySource::Rss), true) => "program RSS, MiB",
+        (_, true) => "device memory, MiB above pre-start",
         _ => "device memory, MiB",
     };
     let mid = (plot_top + plot_bottom) / 2.0;

@@ -45,6 +45,17 @@ impl TimeAxis {
         }
     }
 
+    /// Each run's own start, and one length for all: the longest, so runs
+    /// compared on one page share the scale of their time axis.
+    pub(super) fn shared(outlines: &[&Outline]) -> Vec<TimeAxis> {
+        let mut axes: Vec<TimeAxis> = outlines.iter().map(|o| TimeAxis::of(o)).collect();
+        let span = axes.iter().map(|a| a.span_ms).fold(1e-3, f64::max);
+        for a in &mut axes {
+            a.span_ms = span;
+        }
+        axes
+    }
+
     fn ms(&self, t: u64) -> f64 {
         (t as f64 - self.t0 as f64) / 1e6
     }
@@ -162,7 +173,7 @@ pub(super) fn memory(d: &Decimated, axis: &TimeAxis, unit_label: &str) -> String
     let mut out = String::new();
     let _ = write!(
         out,
-        r#"<svg class="chart" viewBox="0 0 {WIDTH} {MEMORY_HEIGHT}" role="img" aria-label="memory above baseline over time">"#
+        r#"<svg class="chart memory-chart" viewBox="0 0 {WIDTH} {MEMORY_HEIGHT}" data-top="{TOP}" data-bottom="{bottom}" data-max="{y_max}" role="img" aria-label="memory above baseline over time">"#
     );
     for v in ticks(y_max) {
         let _ = write!(
@@ -220,8 +231,27 @@ pub(super) fn memory(d: &Decimated, axis: &TimeAxis, unit_label: &str) -> String
         }
     }
     axis.draw(&mut out, bottom);
+    cursor(&mut out, bottom);
     out.push_str("</svg>");
     out
+}
+
+/// The scrub cursor, hidden until the page's script moves it.
+fn cursor(out: &mut String, bottom: f64) {
+    let _ = write!(
+        out,
+        r#"<line class="cursor" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}"/>"#
+    );
+}
+
+/// What the page's zoom and scrub script needs of the charts' axis: the run's
+/// length and where the plot lies in drawing units.
+pub(super) fn view_attributes(axis: &TimeAxis) -> String {
+    format!(
+        r#"data-span-ms="{}" data-left="{LEFT}" data-plot="{}""#,
+        axis.span_ms,
+        WIDTH - LEFT - RIGHT
+    )
 }
 
 /// The host lane above one lane per queue or stream, on the memory chart's axis.
@@ -236,7 +266,7 @@ pub(super) fn timeline(d: &Decimated, axis: &TimeAxis) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
-        r#"<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="timeline of host calls and device work">"#
+        r#"<svg class="chart timeline" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="timeline of host calls and device work">"#
     );
     let lane_top = |lane: usize| TOP + lane as f64 * LANE;
     // A long queue name is cut to fit the margin; hovering it shows it whole.
@@ -314,6 +344,7 @@ pub(super) fn timeline(d: &Decimated, axis: &TimeAxis) -> String {
         }
     }
     axis.draw(&mut out, bottom);
+    cursor(&mut out, bottom);
     out.push_str("</svg>");
     out
 }

@@ -1,14 +1,18 @@
 //! `export --html`: one self-contained page to share a run, for a reader with no
 //! GPU and no gpulab. The memory chart and the timeline as inline SVG (each
 //! call's numbers on hover, through `<title>`), the script table, the claims with
-//! their verdicts, and the lab's teaching text. No script, no network, no font
-//! but the reader's own. Every string from a recording or a lab file is escaped:
+//! their verdicts (beside the lab's lesson), and the lab's teaching text. One
+//! small inline script zooms and scrubs the charts; no network, no font but
+//! the reader's own, a dark variant where the reader's system asks for one. Every string from a recording or a lab file is escaped:
 //! both are shared files. The recording is read twice (`Outline`, then
 //! `Decimated` at the charts' width), and the tables come from the run's
 //! per-line and per-API folds, so a page of a million calls costs what one of
 //! ten thousand does. Renders to a string; never prints.
 
 mod chart;
+mod compare;
+
+pub use compare::compare;
 
 use std::fmt::Write;
 use std::io;
@@ -16,9 +20,10 @@ use std::io;
 use crate::export::decimate::Decimated;
 use crate::export::outline::Outline;
 use crate::export::svg::esc;
-use crate::report::{Summary, fmt_delta, fmt_value, memory_label};
+use crate::report::{Summary, fmt_delta, fmt_value, memory_label, program_memory_label};
 use crate::run::Run;
-use crate::trace::{Event, Verdict};
+use crate::teaching::Inline;
+use crate::trace::{ClaimVerdict, Event, Lesson, Verdict};
 use crate::units::MIB_F64 as MIB;
 use chart::TimeAxis;
 use gpulab_lab::Teaching;
@@ -48,9 +53,51 @@ circle.call{fill:#fff;stroke:#1f77b4;stroke-width:1.5}circle.tagged{fill:#ff7f0e
 rect.host{fill:#777}rect.failed{fill:#d62728}rect.device{fill:#d62728;opacity:.85}
 circle:hover,rect:hover{stroke:#000;stroke-width:2}
 .holds{color:#1a7f37}.does_not_hold{color:#b3261e}.inconclusive{color:#8a6d00}
+.as_expected{color:#1a7f37}.unlike{color:#8e24aa}.untested{color:#8a6d00}
 .verdict{font-weight:bold;white-space:nowrap}
 .legend span{margin-right:1.5em}.sw{display:inline-block;width:1em;height:.8em;margin-right:.3em;vertical-align:middle}
+.view{overflow-x:auto}.view>div{width:100%}
+.controls{display:flex;gap:1.5em;align-items:center;flex-wrap:wrap;margin:.5em 0}
+.controls input[type=range]{width:16em}.readout{font-variant-numeric:tabular-nums}
+line.cursor{stroke:#8e24aa;stroke-width:1.5;visibility:hidden}
+@media (prefers-color-scheme:dark){
+body{background:#121212;color:#e4e4e4}h2{border-color:#333}.sub,.desc{color:#aaa}
+th,td{border-color:#2c2c2c}pre{background:#1e1e1e}
+.axis{stroke:#bbb}.grid{stroke:#2e2e2e}.tick,.lane,.desc{fill:#ccc}
+.memory{stroke:#6cb4ee}circle.call{fill:#121212;stroke:#6cb4ee}rect.host{fill:#9a9a9a}
+circle:hover,rect:hover{stroke:#fff}
+.holds,.as_expected{color:#56d364}.does_not_hold{color:#ff7b72}.inconclusive,.untested{color:#e3b341}.unlike{color:#d2a8ff}
+line.cursor{stroke:#d2a8ff}
+}
 ";
+
+/// Zoom and scrub, the page's only script: no network, no text from the
+/// recording put into the page (the readout is the chart's own titles, set
+/// as text). Without it the page reads as before, titles on hover.
+const SCRIPT: &str = r#"
+(function(){
+var view=document.querySelector('.view'); if(!view) return;
+var inner=view.firstElementChild, zoom=document.getElementById('zoom'), scrub=document.getElementById('scrub');
+var out=document.getElementById('readout'), span=parseFloat(view.dataset.spanMs);
+var left=parseFloat(view.dataset.left), plot=parseFloat(view.dataset.plot);
+var cursors=view.querySelectorAll('line.cursor');
+var runs=[].map.call(view.querySelectorAll('.run'),function(run){
+  var mem=run.querySelector('svg.memory-chart'), line=run.querySelector('polyline.memory');
+  var pts=(line?line.getAttribute('points'):'').trim().split(/\s+/).filter(Boolean).map(function(p){var a=p.split(',');return [parseFloat(a[0]),parseFloat(a[1])];});
+  return {name:run.dataset.name, pts:pts, top:parseFloat(mem.dataset.top), bottom:parseFloat(mem.dataset.bottom), max:parseFloat(mem.dataset.max), bars:run.querySelectorAll('svg.timeline rect')};
+});
+function at(r,x){var v=null;for(var i=0;i<r.pts.length&&r.pts[i][0]<=x;i++){v=r.pts[i][1];}return v===null?null:(r.bottom-v)/(r.bottom-r.top)*r.max;}
+function under(r,x){var hit=[];[].forEach.call(r.bars,function(b){var a=parseFloat(b.getAttribute('x')),w=parseFloat(b.getAttribute('width'));if(x>=a-0.5&&x<=a+w+0.5){var t=b.querySelector('title');if(t)hit.push(t.textContent.split('\n')[0]);}});return hit;}
+function place(){var f=parseFloat(scrub.value)/1000, x=left+f*plot;
+[].forEach.call(cursors,function(c){c.setAttribute('x1',x);c.setAttribute('x2',x);c.style.visibility='visible';});
+var parts=runs.map(function(r){var m=at(r,x), calls=under(r,x);
+  return (r.name?r.name+': ':'')+(m===null?'no reading yet':m.toFixed(1)+' MiB above baseline')+(calls.length?' · '+calls.join(' | '):'');});
+out.textContent=(f*span).toFixed(3)+' ms · '+parts.join(' — ');
+var w=inner.getBoundingClientRect().width; view.scrollLeft=Math.max(0,(x/1000)*w-view.clientWidth/2);}
+zoom.addEventListener('input',function(){var z=parseFloat(zoom.value);inner.style.width=(z*100)+'%';document.getElementById('zoomed').textContent=z+'×';place();});
+scrub.addEventListener('input',place);
+})();
+"#;
 
 /// One recording, read for its page.
 #[derive(Debug, Clone)]
@@ -81,6 +128,29 @@ impl Page {
     pub fn html(&self, extras: Extras) -> String {
         page(&self.drawn, &self.axis, extras)
     }
+
+    /// Two recordings (two variants of a lab, or a run here and one on
+    /// another device) read for one compare page, on one time scale.
+    pub fn read_pair<R>(a: &R, b: &R) -> io::Result<(Page, Page)>
+    where
+        R: Fn(&mut dyn FnMut(Event)) -> io::Result<()>,
+    {
+        let (oa, ob) = (Outline::of(a)?, Outline::of(b)?);
+        let axes = TimeAxis::shared(&[&oa, &ob]);
+        let (xa, xb) = (axes[0], axes[1]);
+        let da = Decimated::fold(a, &oa, chart::COLUMNS, |t| xa.x(t))?;
+        let db = Decimated::fold(b, &ob, chart::COLUMNS, |t| xb.x(t))?;
+        Ok((
+            Page {
+                axis: xa,
+                drawn: da,
+            },
+            Page {
+                axis: xb,
+                drawn: db,
+            },
+        ))
+    }
 }
 
 fn page(drawn: &Decimated, axis: &TimeAxis, extras: Extras) -> String {
@@ -92,21 +162,7 @@ fn page(drawn: &Decimated, axis: &TimeAxis, extras: Extras) -> String {
         None if summary.lab.is_empty() => "gpulab run".to_string(),
         None => format!("{} [{}]", summary.lab, summary.variant),
     };
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        r#"<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>{} — gpulab</title>
-<style>{STYLE}</style>
-</head><body>
-<h1>{}</h1>
-"#,
-        esc(&heading),
-        esc(&heading)
-    );
+    let mut out = head(&heading);
     if !summary.title.is_empty() {
         let _ = writeln!(out, r#"<p class="sub">{}</p>"#, esc(&summary.title));
     }
@@ -122,12 +178,7 @@ fn page(drawn: &Decimated, axis: &TimeAxis, extras: Extras) -> String {
         out,
         r#"<p class="legend"><span><i class="sw" style="background:#1f77b4"></i>memory above baseline</span>{tagged}<span>hover a dot or a bar for the call's numbers</span></p>"#
     );
-    out.push_str(&chart::memory(drawn, axis, "MiB above baseline"));
-    out.push_str("\n<h2>Timeline</h2>\n");
-    out.push_str(
-        r#"<p class="legend"><span><i class="sw" style="background:#777"></i>host call</span><span><i class="sw" style="background:#d62728"></i>device work (or a call that failed, in the host lane)</span></p>"#,
-    );
-    out.push_str(&chart::timeline(drawn, axis));
+    charts(&mut out, &[(drawn, axis, "")]);
 
     if watch.is_some() {
         calls_by_api(&mut out, run);
@@ -142,22 +193,94 @@ fn page(drawn: &Decimated, axis: &TimeAxis, extras: Extras) -> String {
         let _ = write!(out, "<h2>Report</h2>\n<pre>{}</pre>\n", esc(report));
     }
     notes(&mut out, &summary);
+    foot(&mut out, &[run]);
+    out
+}
+
+/// The page's start: its title, styles and heading.
+fn head(heading: &str) -> String {
+    format!(
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>{0} — gpulab</title>
+<style>{STYLE}</style>
+</head><body>
+<h1>{0}</h1>
+"#,
+        esc(heading)
+    )
+}
+
+/// Who wrote the page from what, and the zoom and scrub script.
+fn foot(out: &mut String, runs: &[&Run]) {
+    let versions: Vec<&str> = runs
+        .iter()
+        .map(|r| r.meta.as_ref().map_or("?", |m| m.gpulab_version.as_str()))
+        .collect();
     let _ = write!(
         out,
-        "<p class=\"sub\">Written by gpulab {} from a recording made by gpulab {}.</p>\n</body></html>\n",
+        "<p class=\"sub\">Written by gpulab {} from {} made by gpulab {}.</p>\n<script>{SCRIPT}</script>\n</body></html>\n",
         env!("CARGO_PKG_VERSION"),
-        esc(run.meta.as_ref().map_or("?", |m| m.gpulab_version.as_str()))
+        if runs.len() == 1 {
+            "a recording"
+        } else {
+            "recordings"
+        },
+        esc(&versions.join(", "))
     );
-    out
+}
+
+/// The zoom and scrub controls over each run's memory chart and timeline, on
+/// one time axis; each run is named (its variant) where there are several.
+fn charts(out: &mut String, runs: &[(&Decimated, &TimeAxis, &str)]) {
+    let Some((_, axis, _)) = runs.first() else {
+        return;
+    };
+    // Zoom widens the charts in a box that scrolls; the scrub cursor runs
+    // across all of them and reads out the time, the memory and the calls
+    // under it.
+    let _ = writeln!(
+        out,
+        r#"<div class="controls"><label>zoom <input type="range" id="zoom" min="1" max="16" step="1" value="1"> <span id="zoomed">1×</span></label><label>scrub <input type="range" id="scrub" min="0" max="1000" value="0"></label><span class="readout" id="readout">move the scrub slider: time, memory and the calls at the cursor</span></div>"#
+    );
+    let _ = writeln!(
+        out,
+        r#"<div class="view" {}><div>"#,
+        chart::view_attributes(axis)
+    );
+    for (drawn, axis, name) in runs {
+        let _ = writeln!(out, r#"<div class="run" data-name="{}">"#, esc(name));
+        if !name.is_empty() {
+            let _ = writeln!(out, "<h3>{}</h3>", esc(name));
+        }
+        out.push_str(&chart::memory(drawn, axis, "MiB above baseline"));
+        out.push_str(
+            r#"<p class="legend"><span><i class="sw" style="background:#777"></i>host call</span><span><i class="sw" style="background:#d62728"></i>device work (or a call that failed, in the host lane)</span></p>"#,
+        );
+        out.push_str(&chart::timeline(drawn, axis));
+        out.push_str("</div>\n");
+    }
+    out.push_str("</div></div>\n");
 }
 
 /// Device, driver, how the run ended and what memory did.
 fn facts(out: &mut String, run: &Run, s: &Summary) {
+    let watched = run.meta.as_ref().is_some_and(|m| m.watch.is_some());
     let mut rows: Vec<(&str, String)> = vec![
         ("device", s.device.clone()),
         ("platform", s.platform.clone()),
         ("driver", s.driver.clone()),
-        ("memory", memory_label(s.memory_source).to_string()),
+        (
+            "memory",
+            if watched {
+                program_memory_label(s.memory_source)
+            } else {
+                memory_label(s.memory_source)
+            }
+            .to_string(),
+        ),
         ("ended", s.status.clone()),
     ];
     if let Some(d) = s.duration_ms {
@@ -239,20 +362,28 @@ fn calls_by_api(out: &mut String, run: &Run) {
     out.push_str("</tbody></table>\n");
 }
 
+/// The colour class of a verdict: how it stands to the lesson where the lab
+/// states one, else the verdict's own.
+fn lesson_class(c: &ClaimVerdict) -> &'static str {
+    match (c.lesson(), c.verdict) {
+        (Some(Lesson::AsExpected), _) => "as_expected",
+        (Some(Lesson::Unlike), _) => "unlike",
+        (Some(Lesson::Untested), _) => "untested",
+        (None, Verdict::Holds) => "holds",
+        (None, Verdict::DoesNotHold) => "does_not_hold",
+        (None, Verdict::Inconclusive) => "inconclusive",
+    }
+}
+
 /// Each claim, its verdict on this device and the measurements that decided it.
 fn claims(out: &mut String, s: &Summary) {
     if s.claims.is_empty() {
         return;
     }
     out.push_str(
-        "<h2>Claims on this device</h2>\n<table class=\"claims\"><thead><tr><th>claim</th><th>verdict</th><th>measured</th></tr></thead><tbody>\n",
+        "<h2>Claims on this device</h2>\n<table class=\"claims\"><thead><tr><th>claim</th><th>verdict</th><th>the lesson</th><th>measured</th></tr></thead><tbody>\n",
     );
     for c in &s.claims {
-        let class = match c.verdict {
-            Verdict::Holds => "holds",
-            Verdict::DoesNotHold => "does_not_hold",
-            Verdict::Inconclusive => "inconclusive",
-        };
         let values: Vec<String> = c
             .values
             .iter()
@@ -263,11 +394,19 @@ fn claims(out: &mut String, s: &Summary) {
             .as_deref()
             .map(|r| format!("<br>{}", esc(r)))
             .unwrap_or_default();
+        // Beside the verdict, how it stands to the lab's lesson: an expected
+        // "does not hold" is the variant's point, not a failure.
+        let class = lesson_class(c);
+        let lesson = match c.lesson() {
+            Some(l) => format!("<td class=\"{class}\">{} {}</td>", l.mark(), l.label()),
+            None => "<td>—</td>".to_string(),
+        };
         let _ = writeln!(
             out,
-            "<tr><td>{}<br><code>{}</code></td><td class=\"verdict {class}\">{}{reason}</td><td>{}</td></tr>",
+            "<tr><td>{}<br><code>{}</code></td><td class=\"verdict {class}\">{} {}{reason}</td>{lesson}<td>{}</td></tr>",
             esc(&c.text),
             esc(&c.expr),
+            c.mark(),
             c.verdict.label(),
             esc(&values.join(", "))
         );
@@ -282,8 +421,17 @@ fn teaching(out: &mut String, t: &Teaching) {
             continue;
         }
         let _ = writeln!(out, "<h3>{head}</h3>");
-        for para in text.split("\n\n").filter(|p| !p.trim().is_empty()) {
-            let _ = writeln!(out, "<p>{}</p>", esc(para.trim()));
+        for para in crate::teaching::paragraphs(text) {
+            let body: String = para
+                .iter()
+                .map(|run| match run {
+                    Inline::Text(s) => esc(s),
+                    Inline::Code(s) => format!("<code>{}</code>", esc(s)),
+                    Inline::Emphasis(s) => format!("<em>{}</em>", esc(s)),
+                    Inline::Strong(s) => format!("<strong>{}</strong>", esc(s)),
+                })
+                .collect();
+            let _ = writeln!(out, "<p>{body}</p>");
         }
     }
 }
@@ -341,7 +489,8 @@ mod tests {
         let as_json = |s: &str| serde_json::to_string(s).unwrap();
         let events = events_of(&RECORDING.replace(&as_json(title), &as_json(hostile)));
         let page = page_of(&events).html(Extras::default());
-        assert!(!page.contains("<script"), "a script got through");
+        // The page's own zoom and scrub script, and no other.
+        assert_eq!(page.matches("<script").count(), 1, "a script got through");
         assert!(!page.contains("<img"), "an element got through");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(page.contains("&quot; &#39;"));
