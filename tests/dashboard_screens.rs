@@ -27,6 +27,55 @@ fn h100_recording_full_screens() {
     insta::assert_snapshot!("h100_release_160x48", screen(&mut a, 160, 48));
 }
 
+/// What a class sees of the three lessons a teacher opens first, on the
+/// shipped H100 recordings, at both sizes, without a key but Enter: the lines
+/// the claims measure, the tagged calls labelled on the host lane, and each
+/// verdict beside the lesson.
+#[test]
+fn the_lessons_a_class_sees_at_both_sizes() {
+    for (recording, tags, lesson) in [
+        (
+            "nvidia-h100/cl-finish--no-wait.jsonl",
+            &["kernel", "wait"][..],
+            "✓ does not hold (as the lesson expects)",
+        ),
+        (
+            "nvidia-h100/cuda-free-async--pipeline-free.jsonl",
+            &["free"][..],
+            "✓ does not hold (as the lesson expects)",
+        ),
+        (
+            "nvidia-h100/cuda-free-async--pipeline-free-async.jsonl",
+            &["free"][..],
+            "✓ holds (as the lesson expects)",
+        ),
+    ] {
+        let mut a = app();
+        open(&mut a, recording, false);
+        for (w, h) in [(80, 24), (160, 48)] {
+            let s = screen(&mut a, w, h);
+            let host = s
+                .lines()
+                .find(|l| l.contains("│host "))
+                .unwrap_or_else(|| panic!("{recording} {w}x{h}: no host lane\n{s}"));
+            for tag in tags {
+                assert!(
+                    host.contains(tag),
+                    "{recording} {w}x{h}: {tag} not labelled: {host}"
+                );
+            }
+            assert!(
+                s.contains(lesson),
+                "{recording} {w}x{h}: no verdict beside the lesson\n{s}"
+            );
+            let name = recording
+                .trim_end_matches(".jsonl")
+                .replace(['/', '-'], "_");
+            insta::assert_snapshot!(format!("lesson_{name}_{w}x{h}"), s);
+        }
+    }
+}
+
 #[test]
 fn h100_forgotten_events_shows_the_gap_and_its_causes() {
     let mut a = app();

@@ -106,11 +106,18 @@ fn dashboard_runs_cl_finish_in_tmux() {
     tmux.keys(&["/", "cl-finish", "Enter", "R", "Enter"]);
     // The worker's end, then its verdicts, judged once its stream has ended
     // (its memory watched coming back first).
-    let s = tmux.wait_for(
+    tmux.wait_for(
         "the run to finish and be judged",
         |s| s.contains("[finish] · finished") && !s.contains("verdicts come"),
         120,
     );
+    // The status bar says the recording is done, not that it goes on.
+    let s = tmux.wait_for(
+        "the status bar to say the run was recorded",
+        |s| s.contains("recorded this run to"),
+        30,
+    );
+    assert!(!s.contains("recording this run to"), "{s}");
     let recorded: Vec<_> = std::fs::read_dir(dir.path().join("data/recordings"))
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();

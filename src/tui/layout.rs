@@ -47,6 +47,8 @@ pub struct View {
     pub zoom: Option<Panel>,
     /// A replay banner takes a row above the area laid out.
     pub banner: bool,
+    /// The most timeline lanes a run shown draws (host, queues, in flight).
+    pub lanes: u16,
 }
 
 /// Below this height the column gives the script most of the room and the
@@ -88,7 +90,7 @@ impl Screen {
         } else if compare {
             let [l, r] = Layout::horizontal([Constraint::Ratio(1, 2); 2]).areas(body);
             for (slot, col) in [l, r].into_iter().enumerate() {
-                let [script, memory, timeline, verdict] = column(col);
+                let [script, memory, timeline, verdict] = column(col, view.lanes);
                 panels.push((Panel::Script, slot, script));
                 panels.push((Panel::Memory, slot, memory));
                 panels.push((Panel::Timeline, slot, timeline));
@@ -103,7 +105,7 @@ impl Screen {
                 Layout::vertical([Constraint::Min(3), Constraint::Length(objects_h)]).areas(left);
             panels.push((Panel::Labs, 0, labs));
             panels.push((Panel::Objects, 0, objects));
-            let [script, memory, timeline, verdict] = column(right);
+            let [script, memory, timeline, verdict] = column(right, view.lanes);
             panels.push((Panel::Script, 0, script));
             panels.push((Panel::Memory, 0, memory));
             panels.push((Panel::Timeline, 0, timeline));
@@ -135,12 +137,13 @@ impl Screen {
 /// Script, memory, timeline and verdicts stacked; the chart gets the most room,
 /// except on a short terminal, where the script does (its per-line results are
 /// the lesson) and `z` zooms any panel.
-fn column(area: Rect) -> [Rect; 4] {
+fn column(area: Rect, lanes: u16) -> [Rect; 4] {
     let h = area.height;
     if h + 1 < COMPACT_H {
         // 23 rows at 80x24: script 9 (a header and 7 lines), chart 6, two lanes,
-        // two lines of verdicts; every panel scrolls or zooms.
-        let timeline = 4;
+        // two lines of verdicts; every panel scrolls or zooms. A run of two
+        // streams gets its third lane from the script (a line fewer).
+        let timeline = (lanes + 2).clamp(4, 5);
         let verdict = 4;
         let memory = (h.saturating_sub(timeline + verdict) * 2 / 5).max(6);
         return Layout::vertical([

@@ -65,6 +65,21 @@ pub fn label(path: &Path) -> String {
     let watched = path
         .components()
         .any(|c| c.as_os_str() == "watch-recordings");
+    // A run of the history or one `R` recorded: `DATE-TIME.MS-LAB--VARIANT`,
+    // shown as `run`/`rec`, the day and time, then lab and variant.
+    let kept = match path
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|d| d.to_str())
+    {
+        Some("runs") => Some("run"),
+        Some("recordings") if !path.components().any(|c| c.as_os_str() == "assets") => Some("rec"),
+        _ => None,
+    };
+    let (when, stem) = match (kept, dated(&stem)) {
+        (Some(_), Some((when, rest))) => (Some(when), rest.to_string()),
+        _ => (None, stem),
+    };
     // `LAB--VARIANT`, or `WHERE--LAB--VARIANT` (a test fixture named by the
     // device it came from).
     let parts: Vec<&str> = stem.split("--").collect();
@@ -80,11 +95,39 @@ pub fn label(path: &Path) -> String {
     if let Some(dir) = device(path).or(prefix) {
         name = format!("{name} · {}", dir.strip_prefix("nvidia-").unwrap_or(&dir));
     }
+    if let (Some(kind), Some(when)) = (kept, when) {
+        name = format!("{kind} {when} {name}");
+    }
     if watched {
         format!("watch {name}")
     } else {
         name
     }
+}
+
+/// `20261128-073714.355-cl-finish--finish` as (`11-28 07:37:14`, the rest).
+fn dated(stem: &str) -> Option<(String, &str)> {
+    let b = stem.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let shaped = digits(0..8)
+        && b.get(8) == Some(&b'-')
+        && digits(9..15)
+        && b.get(15) == Some(&b'.')
+        && digits(16..19)
+        && b.get(19) == Some(&b'-');
+    if !shaped {
+        return None;
+    }
+    let when = format!(
+        "{}-{} {}:{}:{}",
+        &stem[4..6],
+        &stem[6..8],
+        &stem[9..11],
+        &stem[11..13],
+        &stem[13..15]
+    );
+    Some((when, &stem[20..]))
 }
 
 /// A [`label`] in `width` columns: the lab's name gives way first (cut at its
@@ -145,6 +188,16 @@ mod tests {
                 "tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl"
             )),
             "cl-finish no-wait · pocl"
+        );
+        // A run of the history and one `R` recorded, told apart.
+        let name = "20261128-073714.355-cl-finish--finish.jsonl";
+        assert_eq!(
+            label(&Path::new("/d/gpulab/runs").join(name)),
+            "run 11-28 07:37:14 cl-finish finish"
+        );
+        assert_eq!(
+            label(&Path::new("/d/gpulab/recordings").join(name)),
+            "rec 11-28 07:37:14 cl-finish finish"
         );
     }
 

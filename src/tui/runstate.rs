@@ -36,6 +36,9 @@ pub struct RunState {
     pub keeper: Keeper,
     /// What went wrong with the run's recordings, once they are finished.
     pub recording_problems: Vec<String>,
+    /// The files the run was written to whole, once it closed (the history's,
+    /// and the one `R` asked for).
+    pub recorded: Vec<std::path::PathBuf>,
     /// The event channel closed: nothing more will come.
     pub closed: bool,
     /// A recording could not be read.
@@ -56,6 +59,7 @@ impl RunState {
             run: Run::default(),
             keeper: Keeper::default(),
             recording_problems: Vec::new(),
+            recorded: Vec::new(),
             closed: false,
             error: None,
             in_flight: BTreeMap::new(),
@@ -87,10 +91,17 @@ impl RunState {
             self.apply(&claim);
         }
         let keeper = std::mem::take(&mut self.keeper);
-        self.recording_problems = keeper
-            .finish()
+        let recorded = keeper.finish();
+        self.recording_problems = recorded
             .iter()
             .filter_map(crate::source::Recorded::problem)
+            .collect();
+        self.recorded = recorded
+            .iter()
+            .filter_map(|r| match r {
+                crate::source::Recorded::Whole(p) => Some(p.clone()),
+                _ => None,
+            })
             .collect();
     }
 

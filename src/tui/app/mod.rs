@@ -315,6 +315,13 @@ impl App {
             compare: self.compare,
             zoom: self.zoom.then_some(self.focus),
             banner: self.replaying(),
+            lanes: self
+                .slots
+                .iter()
+                .flatten()
+                .map(|r| crate::tui::panels::timeline::lane_count(r) as u16)
+                .max()
+                .unwrap_or(1),
         }
     }
 
@@ -383,23 +390,7 @@ impl App {
                 }
                 Vec::new()
             }
-            Msg::Closed { slot, epoch, error } => {
-                let mut out = Vec::new();
-                if let Some(run) = self.live_slot(slot, epoch) {
-                    run.close(error);
-                    if !run.recording_problems.is_empty() {
-                        self.message = Some(run.recording_problems.join("; "));
-                    }
-                    self.dirty = true;
-                    if slot == A
-                        && let Some(req) = self.queued.take()
-                    {
-                        out.push(self.start_in(B, *req));
-                    }
-                    self.judge_compared();
-                }
-                out
-            }
+            Msg::Closed { slot, epoch, error } => self.closed(slot, epoch, error),
             Msg::Mouse(m) => {
                 self.mouse(m);
                 Vec::new()
@@ -409,6 +400,41 @@ impl App {
                 self.key(k)
             }
         }
+    }
+
+    /// A run's stream has ended: its claims judged, its files finished, and
+    /// what they became said and listed.
+    fn closed(&mut self, slot: usize, epoch: u64, error: Option<String>) -> Vec<Effect> {
+        let mut out = Vec::new();
+        let Some(run) = self.live_slot(slot, epoch) else {
+            return out;
+        };
+        run.close(error);
+        let (problems, recorded) = (run.recording_problems.clone(), run.recorded.clone());
+        self.dirty = true;
+        if !problems.is_empty() {
+            self.message = Some(problems.join("; "));
+        } else if let Some(dir) = crate::history::recordings_dir()
+            && let Some(p) = recorded.iter().find(|p| p.starts_with(&dir))
+        {
+            // "recording this run to …" said while it ran; now it is done.
+            self.message = Some(format!(
+                "recorded this run to {} (in the list under recordings)",
+                p.display()
+            ));
+        }
+        if let Some(h) = crate::history::dir() {
+            for p in recorded.iter().filter(|p| p.starts_with(&h)) {
+                self.add_history(p.clone(), &h);
+            }
+        }
+        if slot == A
+            && let Some(req) = self.queued.take()
+        {
+            out.push(self.start_in(B, *req));
+        }
+        self.judge_compared();
+        out
     }
 
     pub(super) fn live_slot(&mut self, slot: usize, epoch: u64) -> Option<&mut RunState> {

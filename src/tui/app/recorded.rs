@@ -24,6 +24,21 @@ impl App {
             .collect();
     }
 
+    /// A run of this session kept in the history: listed at once, first of
+    /// the history (newest first), not only after a restart.
+    pub fn add_history(&mut self, path: PathBuf, history: &Path) {
+        if self.recordings.contains(&path) {
+            return;
+        }
+        let at = self
+            .recordings
+            .iter()
+            .position(|p| p.starts_with(history))
+            .unwrap_or(self.recordings.len());
+        self.recordings.insert(at, path);
+        self.index_recordings();
+    }
+
     /// A recording made while the dashboard runs (`R`): listed, newest first
     /// among the ones after the shipped recordings.
     pub fn add_recording(&mut self, path: PathBuf) {

@@ -60,7 +60,8 @@ impl Widget for &TimelinePanel<'_> {
         if w == 0 {
             return;
         }
-        let axis = u16::from(inner.height >= 3);
+        // The time axis where there is a row to spare after the lanes.
+        let axis = u16::from(inner.height >= 3 && usize::from(inner.height) > lane_count(run));
         let rows = (inner.height - axis) as usize;
         let lanes = lanes(run, &axes, w);
         self.draw(&lanes, inner, (gutter, rows), buf);
@@ -139,6 +140,20 @@ fn host_marks(run: &RunState, axes: &Axes, w: usize) -> HostMarks {
     marks
 }
 
+/// How many lanes the timeline of `run` draws: the host's, one per queue or
+/// stream name, and one for device work in flight. The layout gives a short
+/// terminal's timeline room for them (two streams taking turns is a lesson).
+pub fn lane_count(run: &RunState) -> usize {
+    let mut names: Vec<&str> = Vec::new();
+    for s in &run.run.spans {
+        let n = s.queue_name.as_deref().unwrap_or("");
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    1 + names.len() + usize::from(!in_flight(run).is_empty())
+}
+
 /// The host lane, a lane per queue or stream (by script name), and one for
 /// device work queued and not yet reported done: what each column shows.
 fn lanes(run: &RunState, axes: &Axes, w: usize) -> Vec<(String, Vec<Cell>)> {
@@ -215,8 +230,7 @@ impl TimelinePanel<'_> {
     /// Over the host lane: a boundary where a call begins right after another
     /// (two long calls do not run together into one bar), and each tagged
     /// call's tag at its start, in reverse video, so the line a claim measures
-    /// is found on the timeline without a key. A label runs on to the right
-    /// and stops before the next one.
+    /// is found on the timeline without a key.
     fn mark_host(
         &self,
         marks: &HostMarks,
@@ -243,13 +257,20 @@ impl TimelinePanel<'_> {
         let mut tags = marks.tags.clone();
         tags.sort_by_key(|(x, _)| *x);
         let label = self.theme.current().add_modifier(Modifier::REVERSED);
-        for (i, (x, tag)) in tags.iter().enumerate() {
-            let end = tags.get(i + 1).map_or(cells.len(), |(next, _)| *next);
-            let room = end.saturating_sub(*x).min(cells.len().saturating_sub(*x));
+        // Each label at its call's start, or just after the label before it
+        // where calls are too close for both (they keep their order); cut
+        // only at the lane's end.
+        let mut free = 0usize;
+        for (x, tag) in &tags {
+            let at = (*x).max(free);
+            let room = cells.len().saturating_sub(at);
             if room == 0 {
-                continue;
+                break;
             }
-            buf.set_stringn(x0 + *x as u16, y, fit(tag, room), room, label);
+            let text = fit(tag, room);
+            let n = text.chars().count();
+            buf.set_stringn(x0 + at as u16, y, &text, room, label);
+            free = at + n + 1;
         }
     }
 
