@@ -610,13 +610,22 @@ fn claim_lines(c: &ClaimVerdict, size: f64) -> Vec<(&'static str, f64, String)> 
     }
     let (x0, x1) = (20.0, 20.0 + 4.0 * size * CHAR_WIDTH);
     let room = W - RIGHT - x0;
-    let words = format!("{head} — {}: {}", c.name, c.text);
-    let mut lines = vec![(colour, x0, fit(&words, room, size))];
     let values: Vec<String> = c
         .values
         .iter()
         .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
         .collect();
+    // One row where the values fit whole beside the verdict and some of the
+    // claim's words; else the words on one row and the values beneath.
+    let lead = format!("{head} — {}: ", c.name);
+    let all = values.join(", ");
+    let words_room = chars(room).saturating_sub(lead.chars().count() + 3 + all.chars().count());
+    if words_room >= 16 && c.reason.is_none() {
+        let words = fit(&c.text, words_room as f64 * size * CHAR_WIDTH, size);
+        return vec![(colour, x0, format!("{lead}{words} — {all}"))];
+    }
+    let words = format!("{lead}{}", c.text);
+    let mut lines = vec![(colour, x0, fit(&words, room, size))];
     let width = chars(W - RIGHT - x1).max(1);
     let mut cur = String::new();
     for v in values {
