@@ -132,6 +132,9 @@ struct Claim<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     variant: Option<&'a str>,
     verdict: &'a str,
+    /// How the verdict stands to the lab's lesson, where it states one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lesson: Option<&'static str>,
     values: BTreeMap<&'a str, serde_json::Value>,
 }
 
@@ -274,6 +277,7 @@ fn other_data(outlines: &[Outline]) -> OtherData<'_> {
                     name: &c.name,
                     variant,
                     verdict: c.verdict.label(),
+                    lesson: c.lesson().map(|l| l.label()),
                     values: c
                         .values
                         .iter()
