@@ -62,11 +62,29 @@ impl Policy {
                 .is_some_and(|&(lo, _)| lo - t <= NEAR_NS)
     }
 
-    fn keep(&mut self, s: &Sample) -> bool {
+    /// Whether an edge may lie in `[lo, hi]` (each bucket keeps its first and
+    /// last edge only, so this errs towards yes: a sample more is kept).
+    fn edge_within(&self, lo: u64, hi: u64) -> bool {
+        lo <= hi
+            && self
+                .edges
+                .range(lo / NEAR_NS..=hi / NEAR_NS)
+                .any(|(_, &(first, last))| first <= hi && last >= lo)
+    }
+
+    /// `prev_ns` and `next_ns`: the samples on each side of `s` in the
+    /// stream, kept or not. The last reading before a call and the first
+    /// after it always stay, however far from it they were taken: they are
+    /// what the memory a call took is measured between, and a replay must
+    /// measure what the live run did.
+    fn keep(&mut self, s: &Sample, prev_ns: Option<u64>, next_ns: Option<u64>) -> bool {
+        let brackets = prev_ns.is_some_and(|p| self.edge_within(p, s.t_ns))
+            || next_ns.is_some_and(|n| self.edge_within(s.t_ns, n));
         let keep = match self.last {
             None => true,
             Some((t, v)) => {
-                self.near(s.t_ns)
+                brackets
+                    || self.near(s.t_ns)
                     || s.used_bytes.abs_diff(v) > STEP_BYTES
                     || s.t_ns.saturating_sub(t) >= IDLE_NS
             }
@@ -89,10 +107,23 @@ pub fn decimate(events: &[Event]) -> Vec<&Event> {
     for e in events {
         policy.see(e);
     }
+    let times: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Sample(s) => Some(s.t_ns),
+            _ => None,
+        })
+        .collect();
+    let mut i = 0usize;
     events
         .iter()
         .filter(|e| match e {
-            Event::Sample(s) => policy.keep(s),
+            Event::Sample(s) => {
+                let prev = i.checked_sub(1).and_then(|p| times.get(p)).copied();
+                let next = times.get(i + 1).copied();
+                i += 1;
+                policy.keep(s, prev, next)
+            }
             _ => true,
         })
         .collect()
@@ -106,6 +137,8 @@ pub struct Thinner {
     held: VecDeque<Event>,
     /// The latest time of any event in.
     now_ns: u64,
+    /// The last sample decided on, kept or not.
+    prev_ns: Option<u64>,
 }
 
 impl Thinner {
@@ -138,7 +171,12 @@ impl Thinner {
                     break;
                 }
                 let t = s.t_ns;
-                let keep = self.policy.keep(s);
+                let next = self.held.iter().skip(1).find_map(|e| match e {
+                    Event::Sample(n) => Some(n.t_ns),
+                    _ => None,
+                });
+                let keep = self.policy.keep(s, self.prev_ns, next);
+                self.prev_ns = Some(t);
                 if keep {
                     out(front)?;
                 }
@@ -202,6 +240,29 @@ mod tests {
         }
         assert!(times.len() < 60, "{} samples kept", times.len());
         assert!(matches!(kept[0], Event::Call(_)));
+    }
+
+    /// A sampler at 100 Hz reads 10 ms apart: the readings around a call are
+    /// further from it than `NEAR_NS`, and still stay, so a replay measures
+    /// what the call took between the readings the live run used.
+    #[test]
+    fn the_readings_on_each_side_of_a_call_stay_however_far() {
+        let ms = 1_000_000;
+        let mut events = Vec::new();
+        for t in 0..100u64 {
+            events.push(sample(t * 10 * ms, 100 + t));
+        }
+        events.push(call(506 * ms, 507 * ms));
+        let kept: Vec<u64> = decimate(&events)
+            .iter()
+            .filter_map(|e| match e {
+                Event::Sample(s) => Some(s.t_ns / ms),
+                _ => None,
+            })
+            .collect();
+        assert!(kept.contains(&500) && kept.contains(&510), "{kept:?}");
+        // The idle ones still thin out.
+        assert!(!kept.contains(&520) && !kept.contains(&490), "{kept:?}");
     }
 
     #[test]
