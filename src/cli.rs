@@ -17,7 +17,8 @@ Examples:
 
 Exit status:
     0  ok (also a run that ended on the error its lab looks for)
-    1  a claim ended with a verdict named by --fail-on
+    1  run: a claim ended with a verdict named by --fail-on; watch: the report
+       found what --fail-on names (a leak, an out-of-memory, a failed call)
     2  bad input: unknown lab or variant, bad parameter, malformed or missing file,
        an output path that cannot be written (stdout full included)
     3  no device, platform or driver library to run on (`gpulab doctor` explains,
@@ -25,9 +26,12 @@ Exit status:
     4  the run failed: a line failed that was not expected to, or the worker crashed
   126  watch: the command cannot be run (not executable, not a program)
   127  watch: the command was not found
-  130  cancelled by Ctrl-C, SIGTERM or SIGHUP (the partial run is still reported;
-       watch: the program was stopped by gpulab, and the report says so)
+  129  cancelled by SIGHUP     (128 + the signal, as shells and CI runners read it;
+  130  cancelled by Ctrl-C      the partial run is still reported; watch: the
+       (SIGINT)                 program was stopped by gpulab, and the report
+                                says so)
   141  stdout was closed (`| head`): gpulab stopped writing, quietly
+  143  cancelled by SIGTERM
   `gpulab watch` otherwise exits with the program's own status (128 + N for signal N),
   also when its report or recording could not be written (said on stderr).";
 
@@ -289,6 +293,14 @@ pub struct WatchArgs {
     #[arg(long, default_value_t = 100.0, value_name = "HZ")]
     pub sample_hz: f64,
 
+    /// Exit with status 1 when the report finds this, for a CI job to fail on
+    /// (comma-separated or repeated): `leak` objects alive at exit that no
+    /// allocator or runtime keeps, `oom` an allocation the driver or a
+    /// framework refused, `error` a call that failed. A program that exited
+    /// non-zero keeps its own status.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT")]
+    pub fail_on: Vec<WatchFailOn>,
+
     /// Watch it live in the dashboard (memory, objects, calls, the gap). The
     /// program's output goes to --log; the report comes when you quit.
     #[arg(long)]
@@ -396,6 +408,17 @@ impl ThemeWhen {
 pub enum FailOn {
     DoesNotHold,
     Inconclusive,
+}
+
+/// What `watch --fail-on` fails a pipeline on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WatchFailOn {
+    /// Objects alive at exit that no allocator or runtime keeps.
+    Leak,
+    /// An allocation the driver or a framework refused.
+    Oom,
+    /// A call that failed.
+    Error,
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! signal-hook is already in the tree (crossterm reads SIGWINCH with it), so it
 //! replaces the `ctrlc` crate without adding one.
 
+use std::sync::atomic::{AtomicI32, Ordering};
+
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -34,8 +36,23 @@ pub fn killed_by(signal: i32) -> String {
     format!("killed by signal {signal} ({name})")
 }
 
-/// The signals that end gpulab's work in order, with a report (exit 130).
+/// The signals that end gpulab's work in order, with a report (exit 128 + the
+/// signal: 130, 143, 129).
 pub const TERMINATION: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
+/// The first termination signal this process received; 0 before any.
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+/// The exit status of work cancelled by a signal, as shells, systemd and CI
+/// runners read it: 128 + the first signal that came (SIGINT 130, SIGTERM
+/// 143, SIGHUP 129); 130 for work cancelled without one (Ctrl-C read as a
+/// key by the dashboard, which is SIGINT's meaning).
+pub fn cancelled_status() -> i32 {
+    match RECEIVED.load(Ordering::SeqCst) {
+        0 => 128 + SIGINT,
+        signal => 128 + signal,
+    }
+}
 
 /// Calls `on_signal` for every termination signal the process receives, instead
 /// of the default of dying on the spot. The handler only wakes a thread; `on_signal`
@@ -54,6 +71,7 @@ pub fn on_termination_signal(
         .name("gpulab-signals".into())
         .spawn(move || {
             for signal in signals.forever() {
+                let _ = RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
                 on_signal(Some(signal));
             }
         })?;

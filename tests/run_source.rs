@@ -214,15 +214,16 @@ fn ctrl_c_prints_the_partial_run_and_exits_130() {
         return;
     }
     use rustix::process::Signal;
-    // SIGTERM and SIGHUP are Ctrl-C too: the partial report, and the recording.
-    for signal in [Signal::INT, Signal::TERM, Signal::HUP] {
+    // SIGTERM and SIGHUP are Ctrl-C too: the partial report, and the recording;
+    // each exits 128 + itself (130, 143, 129), as shells and CI runners expect.
+    for (signal, code) in [(Signal::INT, 130), (Signal::TERM, 143), (Signal::HUP, 129)] {
         let dir = common::temp_dir();
         let record = dir.path().join("partial.jsonl");
         let record = record.display().to_string();
         let out = interrupted(&["--record", &record], signal);
         assert_eq!(
             out.status.code(),
-            Some(130),
+            Some(code),
             "{signal:?}: {}",
             common::stderr(&out)
         );

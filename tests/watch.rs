@@ -643,3 +643,41 @@ fn each_rank_of_a_job_is_reported_with_what_it_left_alive() {
     // not a line of its own.
     assert!(ranks.iter().all(|r| r["rank"].is_object()), "{report:#}");
 }
+
+/// `--fail-on leak`: a CI job fails on what the report finds, on PoCL: the
+/// program that forgets its events exits 0 and gpulab 1, naming the leak; the
+/// same program releasing everything passes every gate.
+#[test]
+fn fail_on_turns_what_the_report_finds_into_an_exit_status() {
+    let test = "fail_on_turns_what_the_report_finds_into_an_exit_status";
+    let Some((dir, exe)) = program(test, "forgotten_events") else {
+        return;
+    };
+    let _device = device_lock();
+    let report_file = dir.path().join("report.json");
+    let run = |extra: &[&str]| {
+        gpulab()
+            .arg("watch")
+            .args(["--json", "--fail-on", "leak,oom,error", "-o"])
+            .arg(&report_file)
+            .arg("--")
+            .arg(&exe)
+            .args(["2", "1"])
+            .args(extra)
+            .output()
+            .expect("gpulab starts")
+    };
+    let leaky = run(&[]);
+    assert_eq!(leaky.status.code(), Some(1), "{}", stderr(&leaky));
+    assert!(
+        stderr(&leaky).contains("gpulab: --fail-on: leak: alive at exit"),
+        "{}",
+        stderr(&leaky)
+    );
+    // The report is still whole.
+    let report = report_json_file(&report_file);
+    assert!(!report["alive_at_exit"].as_array().expect("a list").is_empty());
+    let clean = run(&["release"]);
+    assert_eq!(clean.status.code(), Some(0), "{}", stderr(&clean));
+    assert!(!stderr(&clean).contains("--fail-on"), "{}", stderr(&clean));
+}

@@ -261,7 +261,8 @@ fn sigterm_stops_the_programs_whole_group_and_the_report_says_gpulab_did() {
         .expect("a pid");
     signal(&child, "-TERM");
     let out = wait(child);
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    // 128 + SIGTERM.
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
     let report = report(&out_file);
     assert_eq!(report["ended"], "stopped by gpulab", "{report:#}");
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -65,8 +65,7 @@ pub const EXIT_ERROR: i32 = 4;
 pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 /// `watch`: the command was not found.
 pub const EXIT_NOT_FOUND: i32 = 127;
-/// Cancelled with Ctrl-C, SIGTERM or SIGHUP.
-pub const EXIT_CANCELLED: i32 = 130;
+// Cancelled by a signal: 128 + the signal (`gpulab::signals::cancelled_status`).
 /// stdout was closed (`| head`): the command stops quietly, as a program
 /// SIGPIPE ended would (128 + 13).
 pub const EXIT_BROKEN_PIPE: i32 = 141;
@@ -191,8 +190,11 @@ mod tests {
                 EXIT_ERROR,
                 EXIT_NOT_EXECUTABLE,
                 EXIT_NOT_FOUND,
-                EXIT_CANCELLED,
-                EXIT_BROKEN_PIPE
+                // Cancelled: 128 + SIGHUP, SIGINT; then 141; 128 + SIGTERM.
+                128 + 1,
+                128 + 2,
+                EXIT_BROKEN_PIPE,
+                128 + 15
             ]
         );
     }

@@ -17,9 +17,7 @@ use gpulab::source::{
 };
 use gpulab::trace::{CallStatus, EndStatus, Event, Verdict};
 
-use super::{
-    EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail,
-};
+use super::{EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail};
 use crate::cli::{FailOn, Format, RunArgs};
 
 /// Telemetry rate while a headless run is on.
@@ -130,7 +128,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     print_reports(&summaries, args.format)?;
     gpulab::clock::phase("report printed");
     let code = exit_code(&runs, &args.fail_on);
-    if !record_errors.is_empty() && code != EXIT_CANCELLED {
+    if !record_errors.is_empty() && code != gpulab::signals::cancelled_status() {
         // An output path that cannot be written is bad input (2), as documented;
         // the run it would have held is reported above all the same.
         return Err(fail(EXIT_USAGE, record_errors.join("\n")));
@@ -425,14 +423,14 @@ fn show_step(run: &Run, event: &Event) {
     }
 }
 
-/// The exit status of `gpulab run`: 130 when cancelled, 4 when a run failed
+/// The exit status of `gpulab run`: 128 + the signal when cancelled, 4 when a run failed
 /// (unless its failure is the lab's finding), else 1 when `--fail-on` matched a
 /// verdict, else 0.
 fn exit_code(runs: &[Run], fail_on: &[FailOn]) -> i32 {
     let mut code = EXIT_OK;
     for run in runs {
         match run.end.as_ref().map(|e| &e.status) {
-            Some(EndStatus::Cancelled) => return EXIT_CANCELLED,
+            Some(EndStatus::Cancelled) => return gpulab::signals::cancelled_status(),
             // The failure the lab (or --until-failure) went looking for: a
             // finding, which the report states, not a run that broke down.
             Some(EndStatus::Failed { .. }) if run.finding().is_some_and(|f| f.explains_end()) => {}

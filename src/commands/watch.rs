@@ -18,8 +18,8 @@ use gpulab::trace::EndStatus;
 use gpulab::tui;
 use gpulab::watch::{self, Stdio, WatchError, WatchRequest};
 
-use super::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, fail, say};
-use crate::cli::{Cli, WatchArgs};
+use super::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_VERDICT, fail, say};
+use crate::cli::{Cli, WatchArgs, WatchFailOn};
 
 /// Lines of the program's output shown after the dashboard, when its log was a
 /// private temporary file.
@@ -102,7 +102,53 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         write_to(file, path, &text, "the out-of-memory record");
     }
     deliver(&report, report_file, args);
-    Ok(exit_code(&run))
+    let code = exit_code(&run);
+    let found = gate(&summary, &args.fail_on);
+    for f in &found {
+        say(format_args!("gpulab: --fail-on: {f}"));
+    }
+    // The program's own failure stands; a finding fails a clean exit.
+    Ok(if code == 0 && !found.is_empty() {
+        EXIT_VERDICT
+    } else {
+        code
+    })
+}
+
+/// What the report found of what `--fail-on` names, each said in a line.
+fn gate(r: &WatchReport, fail_on: &[WatchFailOn]) -> Vec<String> {
+    let mut out = Vec::new();
+    if fail_on.contains(&WatchFailOn::Leak) {
+        let leaked: Vec<_> = r
+            .alive_at_exit
+            .iter()
+            .filter(|g| !g.kept_by_allocator && !g.kept_by_runtime)
+            .collect();
+        if !leaked.is_empty() {
+            let what: Vec<String> = leaked
+                .iter()
+                .map(|g| format!("{} {} made by {}", g.count, g.kind.plural(), g.created_by))
+                .collect();
+            out.push(format!(
+                "leak: alive at exit, kept by no allocator: {}",
+                what.join(", ")
+            ));
+        }
+    }
+    if fail_on.contains(&WatchFailOn::Oom) {
+        if let Some(o) = &r.ran_out {
+            out.push(format!(
+                "oom: {} returned {} (pid {}, at {:.1} ms)",
+                o.api, o.status, o.pid, o.t_ms
+            ));
+        } else if r.framework_refused.is_some() {
+            out.push("oom: a framework refused an allocation (the report says which)".into());
+        }
+    }
+    if fail_on.contains(&WatchFailOn::Error) && r.failed_calls > 0 {
+        out.push(format!("error: {} calls failed", r.failed_calls));
+    }
+    out
 }
 
 fn check_args(args: &WatchArgs) -> anyhow::Result<()> {
@@ -282,7 +328,7 @@ fn exit_code(run: &Run) -> i32 {
     match run.end.as_ref().map(|e| &e.status) {
         Some(EndStatus::Finished) => 0,
         Some(EndStatus::Exited { code }) => *code,
-        Some(EndStatus::Cancelled) => super::EXIT_CANCELLED,
+        Some(EndStatus::Cancelled) => gpulab::signals::cancelled_status(),
         Some(EndStatus::Crashed {
             signal: Some(sig), ..
         }) => 128 + sig,
