@@ -104,6 +104,7 @@ pub enum Cmd {
     /// of several variants of one lab (`--all-variants --record`), also judges the
     /// claims that compare those variants, from the recordings' own numbers.
     Report {
+        /// Recordings (`-`: one read from stdin).
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
         #[command(flatten)]

@@ -273,3 +273,32 @@ fn the_banner_dates_a_recording_from_its_meta_never_from_the_file() {
     assert!(bad.contains("recording date unreadable"), "{bad}");
     assert!(!bad.contains("pwned"), "{bad}");
 }
+
+/// `gpulab report -` reads the recording from stdin, as `cat FILE | gpulab
+/// report -` or a recording fetched with curl would give it; stdin holds one.
+#[test]
+fn report_reads_a_recording_from_stdin() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let fixture = common::repo_file(&format!("tests/fixtures/recordings/{RECORDING}.jsonl"));
+    let mut child = common::gpulab()
+        .args(["report", "--json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpulab starts");
+    let text = std::fs::read(&fixture).expect("the fixture");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&text)
+        .expect("written");
+    let out = child.wait_with_output().expect("gpulab ends");
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
+    assert_eq!(json["runs"][0]["variant"], "no-wait", "{json:#}");
+    let twice = common::run(&["report", "-", "-"]);
+    assert_eq!(twice.status.code(), Some(2), "{}", common::stderr(&twice));
+}

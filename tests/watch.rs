@@ -676,7 +676,12 @@ fn fail_on_turns_what_the_report_finds_into_an_exit_status() {
     );
     // The report is still whole.
     let report = report_json_file(&report_file);
-    assert!(!report["alive_at_exit"].as_array().expect("a list").is_empty());
+    assert!(
+        !report["alive_at_exit"]
+            .as_array()
+            .expect("a list")
+            .is_empty()
+    );
     let clean = run(&["release"]);
     assert_eq!(clean.status.code(), Some(0), "{}", stderr(&clean));
     assert!(!stderr(&clean).contains("--fail-on"), "{}", stderr(&clean));

@@ -156,6 +156,19 @@ fn a_closed_stdout_or_stderr_ends_quietly() {
     for args in [
         vec!["report".to_string(), fixture.display().to_string()],
         vec!["list".into()],
+        // `export … | head`: each output to `-` ends as quietly.
+        vec![
+            "export".into(),
+            fixture.display().to_string(),
+            "--chrome".into(),
+            "-".into(),
+        ],
+        vec![
+            "export".into(),
+            fixture.display().to_string(),
+            "--png".into(),
+            "-".into(),
+        ],
         vec![
             "watch".into(),
             "--".into(),

@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use gpulab::export::{chrome, figure, html};
@@ -126,7 +126,10 @@ where
     let trace = chrome::Trace::outline(recordings.iter().collect())
         .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     if out == Path::new("-") {
-        trace.write(std::io::stdout().lock())?;
+        // A closed pipe (`| head`) is a quiet end, 141, as for every output.
+        trace
+            .write(std::io::stdout().lock())
+            .map_err(super::StdoutError)?;
         return Ok(());
     }
     let f = File::create(out)
@@ -145,9 +148,8 @@ const OUTPUTS: [&str; 4] = ["chrome", "svg", "png", "html"];
 /// stdout.
 fn write(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     if out == Path::new("-") {
-        let mut stdout = std::io::stdout().lock();
-        stdout.write_all(bytes)?;
-        stdout.flush()?;
+        // A closed pipe (`| head`) is a quiet end, 141, as for every output.
+        super::write_stdout_bytes(bytes)?;
         return Ok(());
     }
     std::fs::write(out, bytes)

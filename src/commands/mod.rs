@@ -77,9 +77,14 @@ pub const EXIT_BROKEN_PIPE: i32 = 141;
 pub struct StdoutError(pub std::io::Error);
 
 pub fn write_stdout(text: &str) -> Result<(), StdoutError> {
+    write_stdout_bytes(text.as_bytes())
+}
+
+/// [`write_stdout`] of bytes (a PNG to `-`).
+pub fn write_stdout_bytes(bytes: &[u8]) -> Result<(), StdoutError> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
+    out.write_all(bytes)
         .and_then(|()| out.flush())
         .map_err(StdoutError)
 }

@@ -15,6 +15,17 @@ use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::Format;
 
 pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Result<i32> {
+    if files
+        .iter()
+        .filter(|f| f.as_path() == Path::new("-"))
+        .count()
+        > 1
+    {
+        return Err(fail(
+            EXIT_USAGE,
+            "stdin (`-`) holds one recording: name it once",
+        ));
+    }
     let set = super::load_labs(dirs);
     if let [file] = files {
         let run = load(file, set.labs())?;
@@ -87,12 +98,19 @@ fn judge_across(set: &LabSet, files: &[PathBuf], runs: &mut [Run]) -> anyhow::Re
 /// it, and the Run keeps its bounded window of them). A damaged recording still
 /// shows what it holds; each skipped line is named on stderr.
 /// Claims recorded without the lesson's expectation get it from `labs`.
+/// `-` reads the recording from stdin (`gpulab run … --record - | …`, a
+/// recording fetched with curl).
 pub fn load(file: &Path, labs: &[Lab]) -> anyhow::Result<Run> {
     let mut run = Run::default();
-    let f = std::fs::File::open(file)
-        .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;
+    let input: Box<dyn std::io::BufRead> = if file == Path::new("-") {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(file)
+            .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;
+        Box::new(std::io::BufReader::new(f))
+    };
     let mut lessons = LessonFill::new(labs);
-    let problems = stream_recording(std::io::BufReader::new(f), |mut e| {
+    let problems = stream_recording(input, |mut e| {
         lessons.fill(&mut e);
         run.apply(&e);
     })
