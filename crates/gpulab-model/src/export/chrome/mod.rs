@@ -560,7 +560,12 @@ impl<'a> Tracks<'a> {
     /// started: a flow start inside the call's slice, its end bound to the span.
     fn flow(&self, w: &Waiting, (begin, end): (u64, u64), out: &mut Sorted) -> io::Result<()> {
         let id = format!("flow-{}", w.span);
-        let at = begin + end.saturating_sub(begin) / 2;
+        // Inside the call's slice (Perfetto binds the start to it), and never
+        // after the work it started began: a launch the device starts while
+        // the call still runs (cudaGraphLaunch, a long enqueue) must not draw
+        // its arrow backwards in time.
+        let mid = begin + end.saturating_sub(begin) / 2;
+        let at = mid.min(w.begin_ns).max(begin);
         let start = TraceEvent {
             cat: Some("flow"),
             ts: Some(self.us(at)),
@@ -710,6 +715,41 @@ mod tests {
         Trace::outline(vec![each]).unwrap().write(&mut out).unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
         doc["traceEvents"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// A launch the device starts before the call returns (a graph launch):
+    /// its arrow starts inside the call, at or before the work begins, never
+    /// after it.
+    #[test]
+    fn a_flow_never_points_back_in_time() {
+        let long = Event::Call(Call {
+            seq: 0,
+            pid: 1,
+            api: "cudaGraphLaunch".into(),
+            driver: "cuGraphLaunch".into(),
+            begin_ns: 0,
+            end_ns: 10_000_000,
+            ..Default::default()
+        });
+        let early = Event::DeviceSpan(DeviceSpan {
+            queue: 0,
+            queue_name: None,
+            name: "spin".into(),
+            call_seq: 0,
+            line: None,
+            queued_ns: 0,
+            begin_ns: 1_000_000,
+            end_ns: 2_000_000,
+        });
+        let t = trace(vec![long, early]);
+        let at = |ph: &str| {
+            t.iter()
+                .find(|e| e["cat"] == "flow" && e["ph"] == ph)
+                .and_then(|e| e["ts"].as_f64())
+                .unwrap()
+        };
+        assert!(at("s") <= at("f"), "{} after {}", at("s"), at("f"));
+        assert!(at("s") >= 0.0);
     }
 
     /// A span long after its call, and one before its call, still get their arrows,
