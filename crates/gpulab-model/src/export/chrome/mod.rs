@@ -84,6 +84,12 @@ enum Args<'a> {
         #[serde(rename = "MiB")]
         mib: f64,
     },
+    /// A CUDA pool's bookkeeping at a call, MiB: what it holds from the
+    /// device, and of that what is handed out (the rest is its cache).
+    Pool {
+        reserved: f64,
+        used: f64,
+    },
     /// Who held a watched program's memory, MiB by share: a counter track
     /// whose series Perfetto and chrome://tracing stack.
     Shares {
@@ -234,9 +240,14 @@ where
 
 /// The process's and its tracks' names.
 fn header(o: &Outline, pid: u32) -> Vec<TraceEvent<'_>> {
-    let title = match (&o.meta, o.meta.as_ref().and_then(|m| m.lab.as_ref())) {
-        (Some(m), Some(l)) => format!("gpulab · {} [{}] · {}", l.id, l.variant, m.device.name),
-        (Some(m), None) => format!("gpulab · {}", m.device.name),
+    // Named after what was run: the lab and variant, or the watched program.
+    let watch = o.meta.as_ref().and_then(|m| m.watch.as_ref());
+    let title = match (&o.meta, o.meta.as_ref().and_then(|m| m.lab.as_ref()), watch) {
+        (Some(m), Some(l), _) => format!("gpulab · {} [{}] · {}", l.id, l.variant, m.device.name),
+        (Some(m), None, Some(w)) => {
+            format!("gpulab watch · {} · {}", w.command.join(" "), m.device.name)
+        }
+        (Some(m), None, None) => format!("gpulab · {}", m.device.name),
         _ => "gpulab".to_string(),
     };
     let named = |name: &'static str, tid: u64, value: Cow<'static, str>| TraceEvent {
@@ -413,6 +424,9 @@ impl<'a> Tracks<'a> {
                 out.push(self.key(c.begin_ns, CALLS, self.calls, 0), |b| {
                     serde_json::to_writer(b, &e)
                 })?;
+                if let Some(m) = &c.cuda {
+                    self.pools(c.end_ns, m, out)?;
+                }
                 self.calls += 1;
                 let times = (c.begin_ns, c.end_ns);
                 self.near.push(c.seq, times);
@@ -525,6 +539,45 @@ impl<'a> Tracks<'a> {
             // After the memory readings' counter events of the same moment.
             out.push(
                 self.key(p.t_ns, COUNTERS, u64::MAX / 2 + i as u64, 0),
+                |b| serde_json::to_writer(b, &e),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The CUDA pools read right after a call: the default pool's, the
+    /// lab's own pool's and the graph memory's, each a counter track of two
+    /// series (reserved from the device, used of it).
+    fn pools(&self, t: u64, m: &crate::trace::CudaMemory, out: &mut Sorted) -> io::Result<()> {
+        let mib = crate::units::mib;
+        let tracks = [
+            (
+                "CUDA default pool, MiB",
+                Some((m.pool_reserved, m.pool_used)),
+            ),
+            (
+                "CUDA own pool, MiB",
+                m.custom_pool.map(|p| (p.reserved, p.used)),
+            ),
+            (
+                "CUDA graph memory, MiB",
+                m.graph_mem.map(|p| (p.reserved, p.used)),
+            ),
+        ];
+        for (sub, (name, pool)) in tracks.into_iter().enumerate() {
+            let Some((reserved, used)) = pool else {
+                continue;
+            };
+            let e = TraceEvent {
+                ts: Some(self.us(t)),
+                args: Args::Pool {
+                    reserved: mib(reserved),
+                    used: mib(used),
+                },
+                ..TraceEvent::new(name, "C", self.pid, 0)
+            };
+            out.push(
+                self.key(t, COUNTERS, u64::MAX / 4 + self.calls, sub as u8),
                 |b| serde_json::to_writer(b, &e),
             )?;
         }
@@ -715,6 +768,39 @@ mod tests {
         Trace::outline(vec![each]).unwrap().write(&mut out).unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
         doc["traceEvents"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// What the CUDA pools held at each call is a counter track, as the
+    /// report's JSON has it: reserved from the device, and used of it.
+    #[test]
+    fn cuda_pools_are_counter_tracks() {
+        let with_pool = Event::Call(Call {
+            seq: 0,
+            pid: 1,
+            api: "cudaFreeAsync".into(),
+            driver: "cuMemFreeAsync".into(),
+            begin_ns: 0,
+            end_ns: 1_000,
+            cuda: Some(crate::trace::CudaMemory {
+                pool_reserved: 64 << 20,
+                pool_used: 0,
+                free: 0,
+                total: 0,
+                custom_pool: None,
+                graph_mem: None,
+            }),
+            ..Default::default()
+        });
+        let t = trace(vec![with_pool]);
+        let pool: Vec<_> = t
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == "CUDA default pool, MiB")
+            .collect();
+        assert_eq!(pool.len(), 1, "{t:?}");
+        assert_eq!(pool[0]["args"]["reserved"], 64.0);
+        assert_eq!(pool[0]["args"]["used"], 0.0);
+        // No own pool, no graph: no track for them.
+        assert!(!t.iter().any(|e| e["name"] == "CUDA own pool, MiB"));
     }
 
     /// A launch the device starts before the call returns (a graph launch):
