@@ -83,6 +83,8 @@ pub struct Cli {
 pub enum Cmd {
     /// List every lab: id, backend, title and claim.
     List {
+        /// The labs (id, backend, title, claim, variants, …) as one JSON object
+        /// (`schema_version`, `kind: "labs"`).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -97,6 +99,8 @@ pub enum Cmd {
     },
     /// Show OpenCL platforms, CUDA and NVML, and how to fix what is missing.
     Doctor {
+        /// Every check (OpenCL, CUDA, NVML, …: its status and what was found) as
+        /// one JSON object (`schema_version`, `kind: "doctor"`).
         #[arg(long)]
         json: bool,
     },
@@ -426,6 +430,29 @@ pub enum WatchFailOn {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// `--help` says what every flag does (`list --json` and `doctor --json`
+    /// said nothing).
+    #[test]
+    fn every_flag_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if a.is_positional() || matches!(id, "help" | "version") || a.is_hide_set() {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} --{id}"));
+                }
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "gpulab", &mut missing);
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
 
     #[test]
     fn the_command_line_is_consistent() {
