@@ -45,6 +45,11 @@ RUN pip download --no-deps --only-binary=:all: --dest /wheel "$NVRTC_WHEEL" \
  && ls /nvrtc/lib/libnvrtc.so.*
 
 FROM debian:bookworm-slim
+# What the image is, for registries and scanners (OCI image-spec annotations).
+LABEL org.opencontainers.image.title="gpulab" \
+      org.opencontainers.image.description="A terminal laboratory for GPU memory lifetime: real OpenCL/CUDA calls, device memory, live objects and a host/device timeline" \
+      org.opencontainers.image.licenses="MIT OR Apache-2.0" \
+      org.opencontainers.image.base.name="docker.io/library/debian:bookworm-slim"
 # 0 (the default): no CPU device. The image is for `--gpus all`, and PoCL would
 # add about 550 MB (measured on a Debian 12 root: it compiles kernels with Clang
 # 15 and links them with binutils, so it brings both and libc6-dev) to an image

@@ -537,3 +537,22 @@ fn the_shipped_recordings_sit_where_the_binary_looks_for_them() {
         );
     }
 }
+
+/// The image says what it is and under which licence, as registries and
+/// scanners read it (OCI image-spec annotations), matching the manifest.
+#[test]
+fn the_runtime_is_labelled_with_what_it_is_and_its_licence() {
+    let (_, stages) = dockerfile();
+    let labels: String = runtime(&stages).all("LABEL").collect::<Vec<_>>().join(" ");
+    assert!(
+        labels.contains("org.opencontainers.image.title=\"gpulab\""),
+        "{labels}"
+    );
+    assert!(
+        labels.contains(&format!(
+            "org.opencontainers.image.licenses=\"{}\"",
+            package("license")
+        )),
+        "{labels}"
+    );
+}
