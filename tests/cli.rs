@@ -85,6 +85,27 @@ fn completion_scripts_name_every_subcommand() {
     assert_eq!(out.status.code(), Some(2), "an unknown shell is bad input");
 }
 
+/// `gpulab run <TAB>` offers the catalog's lab ids, `--variant <TAB>` their
+/// variants (fish and zsh with the lab's title or the variant's description).
+#[test]
+fn completion_scripts_offer_the_lab_ids_and_variants() {
+    let set = gpulab::lab::LabSet::load(&[]);
+    for shell in ["bash", "zsh", "fish"] {
+        let script = common::stdout(&common::run(&["completions", shell]));
+        for lab in set.labs() {
+            assert!(script.contains(&lab.id), "{shell}: no {}", lab.id);
+            for v in &lab.variants {
+                assert!(script.contains(&v.name), "{shell}: no variant {}", v.name);
+            }
+        }
+    }
+    let fish = common::stdout(&common::run(&["completions", "fish"]));
+    assert!(
+        fish.contains("cl-finish\\t'Who waits for the kernel"),
+        "fish names each lab with its title"
+    );
+}
+
 #[test]
 fn the_man_page_renders_and_names_every_subcommand() {
     let out = common::run(&["man"]);

@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::{Command, CommandFactory};
 
 use super::EXIT_OK;
@@ -10,8 +11,39 @@ use crate::cli::Cli;
 
 pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut offered(&Cli::command()), "gpulab", &mut script);
+    let set = super::load_labs(&[]);
+    let mut cmd = with_catalog(offered(&Cli::command()), set.labs());
+    clap_complete::generate(shell, &mut cmd, "gpulab", &mut script);
     emit(&script)
+}
+
+/// The command line with the catalog's lab ids and variants as the values
+/// the shell offers (the shipped labs and the user's own, as of generating the
+/// script), each with its title. Only the script gets them: the parser still
+/// takes any id and names the nearest when it is unknown.
+fn with_catalog(cmd: Command, labs: &[gpulab::lab::Lab]) -> Command {
+    let ids: Vec<PossibleValue> = labs
+        .iter()
+        .map(|l| PossibleValue::new(l.id.clone()).help(l.title.clone()))
+        .collect();
+    let mut variants: Vec<PossibleValue> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for l in labs {
+        for v in &l.variants {
+            if !seen.contains(&v.name.as_str()) {
+                seen.push(&v.name);
+                variants.push(PossibleValue::new(v.name.clone()).help(v.description.clone()));
+            }
+        }
+    }
+    let ids = PossibleValuesParser::new(ids);
+    let variants = PossibleValuesParser::new(variants);
+    cmd.mut_arg("lab", |a| a.value_parser(ids.clone()))
+        .mut_arg("variant", |a| a.value_parser(variants.clone()))
+        .mut_subcommand("run", |c| {
+            c.mut_arg("id", |a| a.value_parser(ids.clone()))
+                .mut_arg("variant", |a| a.value_parser(variants.clone()))
+        })
 }
 
 pub fn man() -> anyhow::Result<i32> {
