@@ -116,17 +116,43 @@ fn the_man_page_renders_and_names_every_subcommand() {
         "{page}"
     );
     assert!(page.contains(".SH NAME") && page.contains(".SH SYNOPSIS"));
+    for section in [
+        "EXIT STATUS",
+        "ENVIRONMENT",
+        "FILES",
+        "COMMANDS",
+        "EXAMPLES",
+    ] {
+        assert!(
+            page.contains(&format!(".SH {section}"))
+                || page.contains(&format!(".SH \"{section}\"")),
+            "no {section}"
+        );
+    }
     assert!(
-        page.contains("Exit status"),
-        "the exit statuses are in the page"
+        page.contains("143"),
+        "128 + SIGTERM is among the exit statuses"
     );
     assert!(
         page.contains("\\-\\-color"),
         "global options are in the page"
     );
+    // Every subcommand with its own options, and no pointer to pages that
+    // do not exist (`gpulab-run(1)`).
     for c in subcommands() {
-        assert!(page.contains(&c), "the man page lacks `{c}`");
+        assert!(
+            page.contains(&format!(".SS \"gpulab {c}\"")),
+            "the man page lacks `{c}`"
+        );
     }
+    assert!(
+        page.contains("\\-\\-fail\\-on"),
+        "watch's and run's options are in the page"
+    );
+    assert!(
+        !page.contains("gpulab\\-run(1)"),
+        "a page that does not exist is named"
+    );
 }
 
 #[test]
