@@ -229,7 +229,8 @@ pub struct RunArgs {
     pub format: Format,
 
     /// Write the run's event stream (JSON Lines) to FILE. With --all-variants, one
-    /// file per variant: FILE with `--VARIANT` before the extension.
+    /// file per variant: FILE with `--VARIANT` before the extension. `-`: to
+    /// stdout, the report then to stderr (`--record - | gpulab report -`).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 
@@ -273,7 +274,7 @@ pub struct WatchArgs {
     pub labs: LabsArg,
 
     /// Also write the event stream (JSON Lines) to FILE: `report`, `replay` and
-    /// `export` read it.
+    /// `export` read it. `-`: stdout, beside the program's own output there.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 
@@ -281,7 +282,9 @@ pub struct WatchArgs {
     /// program's own output. Created before the program starts; if it cannot
     /// be written later, the report goes to stderr. Without it, every report
     /// (text, --json, --markdown) goes to stderr: the program's stdout stays
-    /// its own (`watch --json -o r.json -- ./app && jq . r.json`).
+    /// its own (`watch --json -o r.json -- ./app && jq . r.json`). `-`: to
+    /// stdout once the program has ended, after whatever the program wrote
+    /// there (`watch --json -o - -- ./quiet-app | jq`).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 

@@ -256,3 +256,42 @@ fn all_variants_json_lists_the_runs_even_when_cancelled_early() {
     assert!(!runs.is_empty() && runs.len() < 3, "{json:#}");
     assert_eq!(runs[runs.len() - 1]["status"], "cancelled", "{json:#}");
 }
+
+/// `--record -`: the event stream on stdout, the report on stderr, and no
+/// file named `-`; `gpulab report -` reads it back. Several variants need
+/// files.
+#[test]
+fn record_dash_streams_the_run_to_stdout() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("record_dash_streams_the_run_to_stdout") {
+        return;
+    }
+    let dir = common::temp_dir();
+    let out = common::gpulab()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "cl-finish",
+            "--param",
+            "kernel_ms=20",
+            "--record",
+            "-",
+        ])
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let events = gpulab::trace::read_events(out.stdout.as_slice()).expect("a recording on stdout");
+    assert!(matches!(events.first(), Some(Event::Meta(_))), "{events:?}");
+    assert!(
+        common::stderr(&out).contains("clFinish(q)"),
+        "the report is on stderr"
+    );
+    assert!(!dir.path().join("-").exists(), "a file named - was made");
+    let several = common::run(&["run", "cl-finish", "--all-variants", "--record", "-"]);
+    assert_eq!(
+        several.status.code(),
+        Some(2),
+        "{}",
+        common::stderr(&several)
+    );
+}

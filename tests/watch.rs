@@ -686,3 +686,19 @@ fn fail_on_turns_what_the_report_finds_into_an_exit_status() {
     assert_eq!(clean.status.code(), Some(0), "{}", stderr(&clean));
     assert!(!stderr(&clean).contains("--fail-on"), "{}", stderr(&clean));
 }
+
+/// `-o -`: the report on stdout once the program has ended (`| jq`), and no
+/// file named `-`.
+#[test]
+fn a_report_to_dash_goes_to_stdout_after_the_program() {
+    let dir = common::temp_dir();
+    let out = gpulab()
+        .current_dir(dir.path())
+        .args(["watch", "--json", "-o", "-", "--", "sh", "-c", "exit 0"])
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).expect("the JSON report on stdout");
+    assert_eq!(report["kind"], "watch");
+    assert!(!dir.path().join("-").exists(), "a file named - was made");
+}

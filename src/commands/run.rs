@@ -13,7 +13,7 @@ use gpulab::report::json::{Kind, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::source::{
-    Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunRequest, Session,
+    Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunRequest, Session, is_stdout,
 };
 use gpulab::trace::{CallStatus, EndStatus, Event, Verdict};
 
@@ -27,6 +27,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     let set = super::load_labs(dirs);
     gpulab::clock::phase("labs loaded");
     let (lab, params, variants) = chosen(&set, args)?;
+    one_stdout_recording(args, variants.len())?;
     check_backend(lab)?;
 
     let cancel = Arc::new(AtomicBool::new(false));
@@ -125,7 +126,8 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         ));
     }
 
-    print_reports(&summaries, args.format)?;
+    let record_to_stdout = args.record.as_deref().is_some_and(is_stdout);
+    print_reports(&summaries, args.format, record_to_stdout)?;
     gpulab::clock::phase("report printed");
     let code = exit_code(&runs, &args.fail_on);
     if !record_errors.is_empty() && code != gpulab::signals::cancelled_status() {
@@ -174,21 +176,43 @@ fn chosen<'a>(set: &'a LabSet, args: &RunArgs) -> anyhow::Result<(&'a Lab, Param
 
 /// The reports of the runs, as asked: JSON always lists them; text and
 /// Markdown show two or more side by side first.
-fn print_reports(summaries: &[Summary], format: Format) -> anyhow::Result<()> {
+/// `--record -` holds one run: several variants' recordings need files.
+fn one_stdout_recording(args: &RunArgs, variants: usize) -> anyhow::Result<()> {
+    if variants > 1 && args.record.as_deref().is_some_and(is_stdout) {
+        return Err(fail(
+            EXIT_USAGE,
+            "--all-variants writes a recording per variant: --record FILE, not stdout",
+        ));
+    }
+    Ok(())
+}
+
+/// The reports, to stdout; to stderr when stdout carries the recording
+/// (`--record -`).
+fn print_reports(summaries: &[Summary], format: Format, to_stderr: bool) -> anyhow::Result<()> {
+    let mut text = String::new();
     if format.json {
         // Always the list of runs, one variant or all, however many ran before a
         // Ctrl-C.
-        out!("{}", json(Kind::Run, &Runs { runs: summaries })?);
+        text.push_str(&json(Kind::Run, &Runs { runs: summaries })?);
     } else if summaries.len() > 1 {
         if !format.markdown {
-            outln!("{}\n", report::printable(&report::side_by_side(summaries)));
+            text.push_str(&format!(
+                "{}\n\n",
+                report::printable(&report::side_by_side(summaries))
+            ));
         }
         for s in summaries {
-            out!("{}", super::report::render(s, format)?);
-            outln!();
+            text.push_str(&super::report::render(s, format)?);
+            text.push('\n');
         }
     } else if let Some(s) = summaries.first() {
-        out!("{}", super::report::render(s, format)?);
+        text.push_str(&super::report::render(s, format)?);
+    }
+    if to_stderr {
+        super::write_stderr(&text);
+    } else {
+        out!("{text}");
     }
     Ok(())
 }

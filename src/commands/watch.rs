@@ -13,6 +13,7 @@ use gpulab::report::json::{Kind, json};
 use gpulab::run::Run;
 use gpulab::source::{
     Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunSource, Session, SourceError,
+    is_stdout,
 };
 use gpulab::trace::EndStatus;
 use gpulab::tui;
@@ -39,6 +40,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         None => None,
     };
     let create = |path: &Option<std::path::PathBuf>| match path {
+        Some(p) if is_stdout(p) => Ok(None),
         Some(p) => File::create(p)
             .map(Some)
             .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display()))),
@@ -97,9 +99,20 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
     }
     let summary = WatchReport::from_run(&run);
     let report = super::report::render_watch(&summary, &args.format)?;
-    if let (Some(file), Some(path)) = (oom_file, &args.oom) {
-        let text = json(Kind::OutOfMemory, &summary.out_of_memory())?;
-        write_to(file, path, &text, "the out-of-memory record");
+    match (oom_file, &args.oom) {
+        (Some(file), Some(path)) => {
+            let text = json(Kind::OutOfMemory, &summary.out_of_memory())?;
+            write_to(file, path, &text, "the out-of-memory record");
+        }
+        (None, Some(path)) if is_stdout(path) => {
+            let text = json(Kind::OutOfMemory, &summary.out_of_memory())?;
+            if let Err(e) = super::write_stdout(&text)
+                && e.0.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                say(format_args!("gpulab: {e}"));
+            }
+        }
+        _ => {}
     }
     deliver(&report, report_file, args);
     let code = exit_code(&run);
@@ -204,6 +217,16 @@ fn start_failure(e: SourceError) -> anyhow::Error {
 fn deliver(report: &str, file: Option<File>, args: &WatchArgs) {
     if let (Some(file), Some(path)) = (file, &args.output) {
         write_to(file, path, report, "the report");
+        return;
+    }
+    if args.output.as_deref().is_some_and(is_stdout) {
+        // Asked for on stdout: the program has ended, its output is all there.
+        // A closed pipe costs the report, not the program's status.
+        if let Err(e) = super::write_stdout(report)
+            && e.0.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            say(format_args!("gpulab: {e}"));
+        }
         return;
     }
     if machine_format(args) {

@@ -25,7 +25,7 @@ use crate::watch::{WatchError, WatchRequest};
 pub use crate::trace::sink::Sink;
 pub use availability::Availability;
 pub use local::LocalSource;
-pub use session::{Keeper, Recorded, Recording, Session};
+pub use session::{Keeper, Recorded, Recording, Session, is_stdout};
 
 pub type Result<T, E = SourceError> = std::result::Result<T, E>;
 

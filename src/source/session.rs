@@ -19,7 +19,9 @@ use crate::trace::{self, Event};
 /// by the policy every recording shares ([`trace::decimate`]).
 pub struct Recording {
     path: PathBuf,
-    file: BufWriter<File>,
+    file: BufWriter<Box<dyn Write + Send>>,
+    /// `-`: the stream goes to stdout, and there is no file to remove.
+    to_stdout: bool,
     thinner: Thinner,
     /// Events handed to the file so far.
     written: u64,
@@ -68,10 +70,19 @@ impl Recorded {
 }
 
 impl Recording {
+    /// `-` writes the stream to stdout (`gpulab run … --record - | gpulab
+    /// report -`).
     pub fn create(path: &Path) -> std::io::Result<Recording> {
+        let to_stdout = is_stdout(path);
+        let out: Box<dyn Write + Send> = if to_stdout {
+            Box::new(std::io::stdout())
+        } else {
+            Box::new(File::create(path)?)
+        };
         Ok(Recording {
             path: path.to_path_buf(),
-            file: BufWriter::with_capacity(64 * 1024, File::create(path)?),
+            file: BufWriter::with_capacity(64 * 1024, out),
+            to_stdout,
             thinner: Thinner::default(),
             written: 0,
             failed: None,
@@ -100,7 +111,9 @@ impl Recording {
     pub fn finish(mut self) -> Recorded {
         if !self.started {
             drop(self.file);
-            let _ = std::fs::remove_file(&self.path);
+            if !self.to_stdout {
+                let _ = std::fs::remove_file(&self.path);
+            }
             return Recorded::Removed(self.path);
         }
         if self.failed.is_none() {
@@ -124,7 +137,16 @@ impl Recording {
     }
 }
 
-fn write(file: &mut BufWriter<File>, written: &mut u64, event: &Event) -> std::io::Result<()> {
+/// `-` as an output path: stdout.
+pub fn is_stdout(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
+fn write(
+    file: &mut BufWriter<Box<dyn Write + Send>>,
+    written: &mut u64,
+    event: &Event,
+) -> std::io::Result<()> {
     file.write_all(trace::to_line(event).as_bytes())?;
     *written += 1;
     Ok(())
