@@ -414,6 +414,8 @@ impl ThemeWhen {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FailOn {
+    /// Also spelled as the JSON spells the verdict (`does_not_hold`).
+    #[value(alias = "does_not_hold")]
     DoesNotHold,
     Inconclusive,
 }

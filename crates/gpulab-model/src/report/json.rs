@@ -30,6 +30,8 @@ pub enum Kind {
 struct Envelope<'a, T> {
     schema_version: u32,
     kind: Kind,
+    /// The gpulab that wrote this output.
+    gpulab_version: &'static str,
     #[serde(flatten)]
     body: &'a T,
 }
@@ -46,6 +48,7 @@ pub fn json<T: Serialize>(kind: Kind, body: &T) -> serde_json::Result<String> {
     let text = serde_json::to_string_pretty(&Envelope {
         schema_version: SCHEMA_VERSION,
         kind,
+        gpulab_version: env!("CARGO_PKG_VERSION"),
         body,
     })?;
     Ok(text + "\n")

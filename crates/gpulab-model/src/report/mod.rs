@@ -33,6 +33,8 @@ use crate::units::MIB_F64 as MIB;
 /// Everything a report shows, measured in the run it came from.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    /// Where, when and by which gpulab the run was made.
+    pub recorded: Provenance,
     pub lab: String,
     pub title: String,
     pub variant: String,
@@ -233,6 +235,7 @@ impl Summary {
         .filter(|&k| !Api::listed_when_made(k) || made(k))
         .collect();
         Summary {
+            recorded: Provenance::of(run),
             lab: lab.map(|l| l.id.clone()).unwrap_or_default(),
             title: lab.map(|l| l.title.clone()).unwrap_or_default(),
             variant: lab.map(|l| l.variant.clone()).unwrap_or_default(),
@@ -347,6 +350,30 @@ fn leak_rows(run: &Run) -> Vec<LeakRow> {
             }
         })
         .collect()
+}
+
+/// Where a run was made, by which gpulab and when, from its `meta`: what a
+/// table of many runs (a fleet's) needs to tell them apart.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Provenance {
+    /// The gpulab that ran it (the recording's; the output's own is the
+    /// envelope's `gpulab_version`).
+    pub gpulab_version: String,
+    pub host: String,
+    /// UTC, RFC 3339; null in recordings made before it was kept.
+    pub at: Option<String>,
+}
+
+impl Provenance {
+    pub fn of(run: &Run) -> Provenance {
+        run.meta
+            .as_ref()
+            .map_or_else(Provenance::default, |m| Provenance {
+                gpulab_version: m.gpulab_version.clone(),
+                host: m.hostname.clone(),
+                at: m.recorded_at.clone(),
+            })
+    }
 }
 
 /// `host_ms(tag)` of every tag in the run, by the claims' own definition.

@@ -24,6 +24,8 @@ use super::ranks::{GpuReport, RankReport};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct WatchReport {
+    /// Where, when and by which gpulab the program was watched.
+    pub recorded: super::Provenance,
     pub command: Vec<String>,
     pub pid: u32,
     /// How the program ended (`exited with status 3`), and its exit code when it
@@ -386,6 +388,7 @@ impl WatchReport {
         let spread = run.ranks.spread();
         let one_gpu = |v: Option<u64>| v.filter(|_| !spread);
         WatchReport {
+            recorded: super::Provenance::of(run),
             command: watch.map(|w| w.command.clone()).unwrap_or_default(),
             pid: watch.map_or(0, |w| w.pid),
             ended,
