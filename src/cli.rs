@@ -104,9 +104,9 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Print the report of a recorded run (`--record FILE`). Given the recordings
-    /// of several variants of one lab (`--all-variants --record`), also judges the
-    /// claims that compare those variants, from the recordings' own numbers.
+    /// Print the report of a recorded run (`--record FILE`). Given several, of any
+    /// labs and devices: grouped by lab and device, each group's variants side by
+    /// side, the claims that compare them judged from that group's own numbers.
     Report {
         /// Recordings (`-`: one read from stdin).
         #[arg(required = true, value_name = "FILE")]

@@ -300,12 +300,37 @@ fn report_of_several_variants_judges_their_comparisons() {
     // One recording: its verdicts as recorded (this one predates the claim).
     let one = common::run(&["report", "--json", &finish]);
     assert!(!common::stdout(&one).contains("waiting-costs-the-kernel"));
-    let mixed = common::run(&["report", &finish, &shipped("cuda-free-sync--free-used")]);
-    assert_eq!(mixed.status.code(), Some(2));
+    // Recordings of several labs: grouped by lab and device, each group judged
+    // on its own; the run of another lab is reported beside them, untouched.
+    let mixed = common::run(&[
+        "report",
+        "--json",
+        &finish,
+        &shipped("cuda-free-sync--free-used"),
+        &no_wait,
+    ]);
+    assert!(mixed.status.success(), "{}", common::stderr(&mixed));
+    let mixed: serde_json::Value = serde_json::from_str(&common::stdout(&mixed)).expect("JSON");
+    let labs: Vec<&str> = mixed["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|r| r["lab"].as_str())
+        .collect();
+    assert_eq!(labs, ["cl-finish", "cuda-free-sync", "cl-finish"]);
+    let judged = mixed["runs"][0]["claims"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "waiting-costs-the-kernel"))
+        .expect("the comparison, judged within the cl-finish group");
+    assert_ne!(judged["verdict"], "inconclusive", "{judged:#}");
+    // A watched program's recording is no lab run to group.
+    let watched = common::repo_file("assets/watch-recordings/nvidia-h100/torch-cache.jsonl");
+    let refused = common::run(&["report", &finish, &watched.display().to_string()]);
+    assert_eq!(refused.status.code(), Some(2));
     assert!(
-        common::stderr(&mixed).contains("is not a recording of cl-finish"),
+        common::stderr(&refused).contains("is not the recording of a lab run"),
         "{}",
-        common::stderr(&mixed)
+        common::stderr(&refused)
     );
 }
 

@@ -41,20 +41,70 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
         .iter()
         .map(|f| load(f, set.labs()))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    judge_across(&set, files, &mut runs)?;
+    // Any set of lab recordings: grouped by lab and device, each group's
+    // claims that compare its variants judged from that group alone (a run on
+    // the H100 is never compared with one on the H200).
+    let groups = groups(files, &runs)?;
+    for members in &groups {
+        let mut group: Vec<Run> = members
+            .iter()
+            .map(|&i| std::mem::take(&mut runs[i]))
+            .collect();
+        let names: Vec<PathBuf> = members.iter().map(|&i| files[i].clone()).collect();
+        if group.len() > 1 {
+            judge_across(&set, &names, &mut group)?;
+        }
+        for (&i, run) in members.iter().zip(group) {
+            runs[i] = run;
+        }
+    }
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
     if format.json {
         out!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
         return Ok(EXIT_OK);
     }
     if !format.markdown {
-        outln!("{}\n", report::printable(&report::side_by_side(&summaries)));
+        for members in &groups {
+            let group: Vec<Summary> = members.iter().map(|&i| summaries[i].clone()).collect();
+            if groups.len() > 1 {
+                outln!("{} · {}", group[0].lab, group[0].device);
+            }
+            outln!("{}\n", report::printable(&report::side_by_side(&group)));
+        }
     }
     for s in &summaries {
         out!("{}", render(s, format)?);
         outln!();
     }
     Ok(EXIT_OK)
+}
+
+/// The recordings' indices grouped by lab and device, in the order each group
+/// first appears; a recording that is not of a lab run is refused, named.
+fn groups(files: &[PathBuf], runs: &[Run]) -> anyhow::Result<Vec<Vec<usize>>> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let Some(id) = run.lab_id() else {
+            return Err(fail(
+                EXIT_USAGE,
+                format!(
+                    "{} is not the recording of a lab run: several files are lab runs, grouped by lab and device",
+                    files[i].display()
+                ),
+            ));
+        };
+        let device = run.meta.as_ref().map_or("", |m| m.device.name.as_str());
+        let key = (id.to_string(), device.to_string());
+        match keys.iter().position(|k| *k == key) {
+            Some(g) => out[g].push(i),
+            None => {
+                keys.push(key);
+                out.push(vec![i]);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Recordings of several variants of one lab: the claims that compare those
