@@ -206,6 +206,11 @@ pub struct Format {
     /// Print the report as Markdown.
     #[arg(long)]
     pub markdown: bool,
+    /// Print JSON Lines: one compact object per line, of the shape --json
+    /// prints, for each run (`run --all-variants`, `report` of many), or the
+    /// one report (`watch`).
+    #[arg(long)]
+    pub jsonl: bool,
 }
 
 #[derive(Debug, Args)]

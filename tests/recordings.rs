@@ -323,6 +323,19 @@ fn report_of_several_variants_judges_their_comparisons() {
         .and_then(|c| c.iter().find(|c| c["name"] == "waiting-costs-the-kernel"))
         .expect("the comparison, judged within the cl-finish group");
     assert_ne!(judged["verdict"], "inconclusive", "{judged:#}");
+    // JSON Lines: one compact object per run, each of the shape --json prints.
+    let lines = common::run(&["report", "--jsonl", &finish, &no_wait]);
+    assert!(lines.status.success(), "{}", common::stderr(&lines));
+    let lines: Vec<serde_json::Value> = common::stdout(&lines)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for (l, variant) in lines.iter().zip(["finish", "no-wait"]) {
+        assert_eq!(l["kind"], "run");
+        assert_eq!(l["runs"].as_array().map(Vec::len), Some(1));
+        assert_eq!(l["runs"][0]["variant"], variant);
+    }
     // A watched program's recording is no lab run to group.
     let watched = common::repo_file("assets/watch-recordings/nvidia-h100/torch-cache.jsonl");
     let refused = common::run(&["report", &finish, &watched.display().to_string()]);

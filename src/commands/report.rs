@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use gpulab::lab::{Lab, LabSet};
 use gpulab::report::WatchReport;
-use gpulab::report::json::{Kind, Runs, json};
+use gpulab::report::json::{Kind, Runs, json, json_line};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::trace::{Event, stream_recording};
@@ -63,7 +63,7 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
         out!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
         return Ok(EXIT_OK);
     }
-    if !format.markdown {
+    if !format.markdown && !format.jsonl {
         for members in &groups {
             let group: Vec<Summary> = members.iter().map(|&i| summaries[i].clone()).collect();
             if groups.len() > 1 {
@@ -74,7 +74,9 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
     }
     for s in &summaries {
         out!("{}", render(s, format)?);
-        outln!();
+        if !format.jsonl {
+            outln!();
+        }
     }
     Ok(EXIT_OK)
 }
@@ -181,7 +183,9 @@ pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {
 
 /// A watched program's report, made already, in `format`.
 pub fn render_watch(r: &WatchReport, format: &Format) -> anyhow::Result<String> {
-    Ok(if format.json {
+    Ok(if format.jsonl {
+        json_line(Kind::Watch, r)?
+    } else if format.json {
         json(Kind::Watch, r)?
     } else if format.markdown {
         report::printable(&r.markdown()).into_owned()
@@ -194,7 +198,14 @@ pub fn render_watch(r: &WatchReport, format: &Format) -> anyhow::Result<String> 
 /// that came from a recording or a lab file is made `printable` (JSON escapes
 /// control characters itself).
 pub fn render(s: &Summary, format: Format) -> anyhow::Result<String> {
-    Ok(if format.json {
+    Ok(if format.jsonl {
+        json_line(
+            Kind::Run,
+            &Runs {
+                runs: std::slice::from_ref(s),
+            },
+        )?
+    } else if format.json {
         // One run is a list of one: the shape of `run --all-variants`.
         json(
             Kind::Run,

@@ -195,6 +195,10 @@ fn print_reports(summaries: &[Summary], format: Format, to_stderr: bool) -> anyh
         // Always the list of runs, one variant or all, however many ran before a
         // Ctrl-C.
         text.push_str(&json(Kind::Run, &Runs { runs: summaries })?);
+    } else if format.jsonl {
+        for s in summaries {
+            text.push_str(&super::report::render(s, format)?);
+        }
     } else if summaries.len() > 1 {
         if !format.markdown {
             text.push_str(&format!(

@@ -184,7 +184,7 @@ fn check_args(args: &WatchArgs) -> anyhow::Result<()> {
 }
 
 fn machine_format(args: &WatchArgs) -> bool {
-    args.format.json || args.format.markdown
+    args.format.json || args.format.jsonl || args.format.markdown
 }
 
 /// `text` (`what` it is) into the file made for it; when that fails, on

@@ -44,6 +44,17 @@ pub struct Runs<'a> {
 
 /// `body` in its envelope, pretty-printed with a final newline. `body` must
 /// serialise as an object (a struct or a map): its fields join the envelope's.
+/// [`json`] on one line: a line of JSON Lines (`--jsonl`).
+pub fn json_line<T: Serialize>(kind: Kind, body: &T) -> serde_json::Result<String> {
+    let text = serde_json::to_string(&Envelope {
+        schema_version: SCHEMA_VERSION,
+        kind,
+        gpulab_version: env!("CARGO_PKG_VERSION"),
+        body,
+    })?;
+    Ok(text + "\n")
+}
+
 pub fn json<T: Serialize>(kind: Kind, body: &T) -> serde_json::Result<String> {
     let text = serde_json::to_string_pretty(&Envelope {
         schema_version: SCHEMA_VERSION,
