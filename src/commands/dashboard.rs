@@ -43,12 +43,20 @@ pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
 /// runs (newest first).
 pub fn new_app(cli: &Cli, set: &LabSet) -> App {
     let cwd = std::env::current_dir().unwrap_or_default();
-    let mut recordings = tui::recordings::find(&cwd);
-    if recordings.is_empty() {
-        // Started outside the checkout (`cargo run` from elsewhere): the recordings
-        // of the source tree it was built from, when that is still there.
-        recordings = tui::recordings::find(std::path::Path::new(env!("CARGO_MANIFEST_DIR")));
-    }
+    // The working directory (a checkout), the source tree it was built from
+    // (`cargo run` from elsewhere), then beside the binary (an unpacked release:
+    // `bin/gpulab` and `share/gpulab/assets/…`): the first that has any.
+    let exe = std::env::current_exe().ok();
+    let roots = tui::recordings::roots(
+        &cwd,
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")),
+        exe.as_deref(),
+    );
+    let mut recordings = roots
+        .iter()
+        .map(|r| tui::recordings::find(r))
+        .find(|found| !found.is_empty())
+        .unwrap_or_default();
     if let Some(dir) = history::dir() {
         recordings.extend(history::list(&dir));
     }

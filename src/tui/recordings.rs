@@ -12,6 +12,21 @@ pub const FOLDERS: &[&str] = &[
     "tests/fixtures/recordings",
 ];
 
+/// Where the shipped recordings may be, in order: the working directory, the
+/// source tree the binary was built from, and beside the binary itself
+/// (`PREFIX/share/gpulab` for `PREFIX/bin/gpulab`, or the binary's folder).
+pub fn roots(cwd: &Path, source: &Path, exe: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = vec![cwd.to_path_buf(), source.to_path_buf()];
+    if let Some(dir) = exe.and_then(Path::parent) {
+        if let Some(prefix) = dir.parent() {
+            out.push(prefix.join("share/gpulab"));
+        }
+        out.push(dir.join("share/gpulab"));
+        out.push(dir.to_path_buf());
+    }
+    out
+}
+
 /// Every `*.jsonl` in the folders under `root` and one level below them (the
 /// shipped ones sit in `assets/recordings/<device>/`), sorted by path, each
 /// joined to `root` (never made relative: the dashboard opens them from wherever
@@ -199,6 +214,26 @@ mod tests {
             label(&Path::new("/d/gpulab/recordings").join(name)),
             "rec 11-28 07:37:14 cl-finish finish"
         );
+    }
+
+    /// An unpacked release finds its recordings beside the binary, with no
+    /// checkout and no source tree.
+    #[test]
+    fn recordings_are_found_beside_an_installed_binary() {
+        let prefix = tempfile::tempdir().unwrap();
+        let shipped = prefix
+            .path()
+            .join("share/gpulab/assets/recordings/nvidia-h100");
+        std::fs::create_dir_all(&shipped).unwrap();
+        std::fs::write(shipped.join("cl-finish--finish.jsonl"), "").unwrap();
+        let exe = prefix.path().join("bin/gpulab");
+        let nowhere = prefix.path().join("elsewhere");
+        let found = roots(&nowhere, &nowhere, Some(&exe))
+            .iter()
+            .map(|r| find(r))
+            .find(|f| !f.is_empty())
+            .unwrap_or_default();
+        assert_eq!(found, [shipped.join("cl-finish--finish.jsonl")]);
     }
 
     #[test]
