@@ -105,12 +105,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
             write_to(file, path, &text, "the out-of-memory record");
         }
         (None, Some(path)) if is_stdout(path) => {
-            let text = json(Kind::OutOfMemory, &summary.out_of_memory())?;
-            if let Err(e) = super::write_stdout(&text)
-                && e.0.kind() != std::io::ErrorKind::BrokenPipe
-            {
-                say(format_args!("gpulab: {e}"));
-            }
+            print_after_program(&json(Kind::OutOfMemory, &summary.out_of_memory())?);
         }
         _ => {}
     }
@@ -214,19 +209,23 @@ fn start_failure(e: SourceError) -> anyhow::Error {
 
 /// The report where it was asked for; when that cannot be written, on stderr,
 /// saying so. Never fails: the program's exit status comes next.
+/// `-o -`, `--oom -`: on stdout, asked for there; the program has ended, its
+/// output is all there. A closed pipe costs the text, not the program's status.
+fn print_after_program(text: &str) {
+    if let Err(e) = super::write_stdout(text)
+        && e.0.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        say(format_args!("gpulab: {e}"));
+    }
+}
+
 fn deliver(report: &str, file: Option<File>, args: &WatchArgs) {
     if let (Some(file), Some(path)) = (file, &args.output) {
         write_to(file, path, report, "the report");
         return;
     }
     if args.output.as_deref().is_some_and(is_stdout) {
-        // Asked for on stdout: the program has ended, its output is all there.
-        // A closed pipe costs the report, not the program's status.
-        if let Err(e) = super::write_stdout(report)
-            && e.0.kind() != std::io::ErrorKind::BrokenPipe
-        {
-            say(format_args!("gpulab: {e}"));
-        }
+        print_after_program(report);
         return;
     }
     if machine_format(args) {

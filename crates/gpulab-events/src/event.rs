@@ -642,6 +642,32 @@ impl ClaimVerdict {
     }
 }
 
+impl ClaimVerdict {
+    /// How the verdict reads at a glance, which each screen gives its colour:
+    /// against a lesson by how it stands to it, else by the verdict itself.
+    pub fn tone(&self) -> Tone {
+        match (self.lesson(), self.verdict) {
+            (Some(Lesson::AsExpected), _) | (None, Verdict::Holds) => Tone::Good,
+            (Some(Lesson::Unlike), _) => Tone::Finding,
+            (None, Verdict::DoesNotHold) => Tone::Bad,
+            (Some(Lesson::Untested), _) | (None, Verdict::Inconclusive) => Tone::Unsure,
+        }
+    }
+}
+
+/// See [`ClaimVerdict::tone`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Holds, or shows what the lesson expects.
+    Good,
+    /// Contradicts the lesson: a finding about this device, not a failure.
+    Finding,
+    /// Does not hold, where no lesson is stated.
+    Bad,
+    /// Inconclusive.
+    Unsure,
+}
+
 /// A verdict beside the lesson's expectation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lesson {

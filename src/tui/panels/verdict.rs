@@ -15,7 +15,7 @@ use crate::report::watch::{WatchReport, short_id};
 use crate::run::Load;
 use crate::run::owners::Owner;
 use crate::teaching::{self, Inline};
-use crate::trace::{ClaimVerdict, EndStatus, Lesson, NoteLevel, ObjKind, Verdict};
+use crate::trace::{ClaimVerdict, EndStatus, Lesson, NoteLevel, ObjKind, Tone};
 use crate::tui::runstate::{Origin, RunState};
 use crate::tui::theme::Theme;
 use crate::units::mib;
@@ -220,11 +220,11 @@ impl VerdictPanel<'_> {
     fn verdicts(&self, claims: &[ClaimVerdict], out: &mut Vec<Line<'static>>) {
         let t = self.theme;
         for c in claims {
-            let style = match (c.lesson(), c.verdict) {
-                (Some(Lesson::AsExpected), _) | (None, Verdict::Holds) => t.ok(),
-                (Some(Lesson::Unlike), _) => t.finding(),
-                (None, Verdict::DoesNotHold) => t.bad(),
-                (Some(Lesson::Untested), _) | (None, Verdict::Inconclusive) => t.warn(),
+            let style = match c.tone() {
+                Tone::Good => t.ok(),
+                Tone::Finding => t.finding(),
+                Tone::Bad => t.bad(),
+                Tone::Unsure => t.warn(),
             };
             let mut head = vec![Span::styled(
                 format!("{} {} ", c.mark(), c.verdict.label()),

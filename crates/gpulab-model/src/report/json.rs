@@ -42,27 +42,26 @@ pub struct Runs<'a> {
     pub runs: &'a [Summary],
 }
 
-/// `body` in its envelope, pretty-printed with a final newline. `body` must
-/// serialise as an object (a struct or a map): its fields join the envelope's.
-/// [`json`] on one line: a line of JSON Lines (`--jsonl`).
-pub fn json_line<T: Serialize>(kind: Kind, body: &T) -> serde_json::Result<String> {
-    let text = serde_json::to_string(&Envelope {
-        schema_version: SCHEMA_VERSION,
-        kind,
-        gpulab_version: env!("CARGO_PKG_VERSION"),
-        body,
-    })?;
-    Ok(text + "\n")
+impl<'a, T> Envelope<'a, T> {
+    fn of(kind: Kind, body: &'a T) -> Self {
+        Envelope {
+            schema_version: SCHEMA_VERSION,
+            kind,
+            gpulab_version: env!("CARGO_PKG_VERSION"),
+            body,
+        }
+    }
 }
 
+/// `body` in its envelope, pretty-printed with a final newline. `body` must
+/// serialise as an object (a struct or a map): its fields join the envelope's.
 pub fn json<T: Serialize>(kind: Kind, body: &T) -> serde_json::Result<String> {
-    let text = serde_json::to_string_pretty(&Envelope {
-        schema_version: SCHEMA_VERSION,
-        kind,
-        gpulab_version: env!("CARGO_PKG_VERSION"),
-        body,
-    })?;
-    Ok(text + "\n")
+    Ok(serde_json::to_string_pretty(&Envelope::of(kind, body))? + "\n")
+}
+
+/// [`json`] on one line: a line of JSON Lines (`--jsonl`).
+pub fn json_line<T: Serialize>(kind: Kind, body: &T) -> serde_json::Result<String> {
+    Ok(serde_json::to_string(&Envelope::of(kind, body))? + "\n")
 }
 
 #[cfg(test)]

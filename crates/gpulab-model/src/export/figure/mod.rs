@@ -24,7 +24,7 @@ use crate::export::outline::Outline;
 use crate::export::svg::{esc, lane_label, merged_title, tick_label, ticks};
 use crate::report::fmt_value;
 use crate::run::Run;
-use crate::trace::{ClaimVerdict, Event, Lesson, MemorySource, Verdict};
+use crate::trace::{ClaimVerdict, Event, MemorySource, Tone};
 use crate::units::MIB_F64 as MIB;
 
 pub type Result<T, E = FigureError> = std::result::Result<T, E>;
@@ -597,11 +597,11 @@ fn draw_claims(out: &mut String, d: &Decimated, shared: &Shared, ticks_y: f64) {
 /// name and words, then the measured values that decided it, wrapped between
 /// values so that no number is ever cut. Only the claim's words give way.
 fn claim_lines(c: &ClaimVerdict, size: f64) -> Vec<(&'static str, f64, String)> {
-    let colour = match (c.lesson(), c.verdict) {
-        (Some(Lesson::AsExpected), _) | (None, Verdict::Holds) => "#1a7f37",
-        (Some(Lesson::Unlike), _) => "#8e24aa",
-        (None, Verdict::DoesNotHold) => "#b3261e",
-        (Some(Lesson::Untested), _) | (None, Verdict::Inconclusive) => "#8a6d00",
+    let colour = match c.tone() {
+        Tone::Good => "#1a7f37",
+        Tone::Finding => "#8e24aa",
+        Tone::Bad => "#b3261e",
+        Tone::Unsure => "#8a6d00",
     };
     let chars = |w: f64| (w / (size * CHAR_WIDTH)).floor() as usize;
     let mut head = format!("{} {}", c.mark(), c.verdict.label());

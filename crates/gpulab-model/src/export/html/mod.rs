@@ -23,7 +23,7 @@ use crate::export::svg::esc;
 use crate::report::{Summary, fmt_delta, fmt_value, memory_label, program_memory_label};
 use crate::run::Run;
 use crate::teaching::Inline;
-use crate::trace::{ClaimVerdict, Event, Lesson, Verdict};
+use crate::trace::{ClaimVerdict, Event, Tone};
 use crate::units::MIB_F64 as MIB;
 use chart::TimeAxis;
 use gpulab_lab::Teaching;
@@ -52,8 +52,7 @@ svg.chart{width:100%;height:auto;display:block}
 circle.call{fill:#fff;stroke:#1f77b4;stroke-width:1.5}circle.tagged{fill:#ff7f0e;stroke:#ff7f0e}
 rect.host{fill:#777}rect.failed{fill:#d62728}rect.device{fill:#d62728;opacity:.85}
 circle:hover,rect:hover{stroke:#000;stroke-width:2}
-.holds{color:#1a7f37}.does_not_hold{color:#b3261e}.inconclusive{color:#8a6d00}
-.as_expected{color:#1a7f37}.unlike{color:#8e24aa}.untested{color:#8a6d00}
+.good{color:#1a7f37}.bad{color:#b3261e}.unsure{color:#8a6d00}.finding{color:#8e24aa}
 .verdict{font-weight:bold;white-space:nowrap}
 .legend span{margin-right:1.5em}.sw{display:inline-block;width:1em;height:.8em;margin-right:.3em;vertical-align:middle}
 .view{overflow-x:auto}.view>div{width:100%}
@@ -66,7 +65,7 @@ th,td{border-color:#2c2c2c}pre{background:#1e1e1e}
 .axis{stroke:#bbb}.grid{stroke:#2e2e2e}.tick,.lane,.desc{fill:#ccc}
 .memory{stroke:#6cb4ee}circle.call{fill:#121212;stroke:#6cb4ee}rect.host{fill:#9a9a9a}
 circle:hover,rect:hover{stroke:#fff}
-.holds,.as_expected{color:#56d364}.does_not_hold{color:#ff7b72}.inconclusive,.untested{color:#e3b341}.unlike{color:#d2a8ff}
+.good{color:#56d364}.bad{color:#ff7b72}.unsure{color:#e3b341}.finding{color:#d2a8ff}
 line.cursor{stroke:#d2a8ff}
 }
 ";
@@ -365,13 +364,11 @@ fn calls_by_api(out: &mut String, run: &Run) {
 /// The colour class of a verdict: how it stands to the lesson where the lab
 /// states one, else the verdict's own.
 fn lesson_class(c: &ClaimVerdict) -> &'static str {
-    match (c.lesson(), c.verdict) {
-        (Some(Lesson::AsExpected), _) => "as_expected",
-        (Some(Lesson::Unlike), _) => "unlike",
-        (Some(Lesson::Untested), _) => "untested",
-        (None, Verdict::Holds) => "holds",
-        (None, Verdict::DoesNotHold) => "does_not_hold",
-        (None, Verdict::Inconclusive) => "inconclusive",
+    match c.tone() {
+        Tone::Good => "good",
+        Tone::Finding => "finding",
+        Tone::Bad => "bad",
+        Tone::Unsure => "unsure",
     }
 }
 
