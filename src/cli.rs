@@ -419,8 +419,9 @@ impl ThemeWhen {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FailOn {
-    /// Also spelled as the JSON spells the verdict (`does_not_hold`).
-    #[value(alias = "does_not_hold")]
+    /// A claim's verdict, spelled as the JSON and the text spell it
+    /// (`does-not-hold` is still taken).
+    #[value(name = "does_not_hold", alias = "does-not-hold")]
     DoesNotHold,
     Inconclusive,
 }

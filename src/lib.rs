@@ -19,6 +19,7 @@
 pub mod child;
 pub mod color;
 pub mod history;
+pub mod output;
 pub mod signals;
 pub mod source;
 pub mod tui;
@@ -26,7 +27,7 @@ pub mod watch;
 
 pub use gpulab_backend as backend;
 pub use gpulab_engine as engine;
-pub use gpulab_host::{clock, dirs, machine, multicast};
+pub use gpulab_host::{clock, dirs, hostname, machine, multicast};
 pub use gpulab_lab as lab;
 pub use gpulab_model::{export, report, run, teaching, text, trace, verdict};
 pub use gpulab_telemetry as telemetry;

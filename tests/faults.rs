@@ -457,11 +457,11 @@ fn on_a_gpu_a_refused_allocation_or_context_is_the_runs_finding() {
             serde_json::from_str(&common::stdout(&out)).expect("the report is JSON");
         let run = &json["runs"][0];
         eprintln!(
-            "{what}: {} on {}; finding: {}; after exit {} MiB against {}",
+            "{what}: {} on {}; finding: {}; after exit {} bytes against {}",
             run["status"],
             run["device"],
             run["finding"]["said"],
-            run["after_exit_mib"],
+            run["after_exit_bytes"],
             run["after_exit_against"]
         );
         assert!(

@@ -271,7 +271,7 @@ fn fail_on_turns_a_verdict_into_the_exit_status() {
         "--variant",
         "finish",
         "--fail-on",
-        "does-not-hold",
+        "does_not_hold",
         "--param",
         "kernel_ms=40",
         "--param",

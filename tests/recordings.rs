@@ -101,19 +101,16 @@ fn a_run_that_ran_out_says_what_it_had_measured_then() {
     assert_eq!(r["status"], "CL_OUT_OF_HOST_MEMORY");
     assert_eq!(r["line"], 57);
     // The lab held its context and queue when the buffer failed.
-    assert_eq!(r["live"]["contexts"], 1, "{r}");
-    assert_eq!(r["live"]["queues"], 1, "{r}");
-    assert!(r["device_used_mib"].as_f64().is_some(), "{r}");
+    assert_eq!(r["live"]["context"], 1, "{r}");
+    assert_eq!(r["live"]["queue"], 1, "{r}");
+    assert!(r["device_used_bytes"].as_u64().is_some(), "{r}");
     let out = common::run(&["report", &file.display().to_string()]);
     let text = common::stdout(&out);
     assert!(
         text.contains("ran out  clCreateBuffer returned CL_OUT_OF_HOST_MEMORY at line 57"),
         "{text}"
     );
-    assert!(
-        text.contains("the lab held: 1 contexts, 1 queues"),
-        "{text}"
-    );
+    assert!(text.contains("the lab held: 1 context, 1 queue"), "{text}");
 }
 
 /// The H100 run of cl-forgotten-events, its third `clCreateContext` failed: the
@@ -181,7 +178,7 @@ fn a_context_limit_names_the_contexts_the_driver_still_kept() {
     let report: serde_json::Value = serde_json::from_str(&common::stdout(&out)).expect("JSON");
     let r = &report["runs"][0]["ran_out"];
     assert_eq!(r["api"], "clCreateContext", "{report:#}");
-    assert_eq!(r["not_yet_destroyed"]["contexts"], pending, "{r}");
+    assert_eq!(r["not_yet_destroyed"]["context"], pending, "{r}");
 }
 
 /// The claims that compare variants, judged on the shipped H100 recordings of

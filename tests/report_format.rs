@@ -1,7 +1,8 @@
-//! `docs/report-format.md` and the `--json` outputs agree: every key a real
-//! output has (runs on PoCL, a watched program, `list`, `doctor`, and the report
-//! of every shipped recording) is documented there, and every documented key
-//! appears in one of them.
+//! `docs/report-format.md`, `docs/gpulab.schema.json` and the `--json` outputs
+//! agree: every key a real output has (runs on PoCL, a watched program, `list`,
+//! `doctor`, and the report of every shipped recording) is documented there,
+//! every documented key appears in one of them, and every output is valid
+//! against the schema made strict (no key the types do not have).
 
 #![allow(
     clippy::unwrap_used,
@@ -77,14 +78,13 @@ fn documented() -> BTreeSet<(String, String)> {
     let mut rows = BTreeSet::new();
     for line in text.lines() {
         if let Some(head) = line.strip_prefix("## ") {
-            kind = Some(if head == "Every output" {
-                "*".to_string()
+            // A kind's section names it in backticks; others (the schema, what
+            // changed) list no paths.
+            kind = if head == "Every output" {
+                Some("*".to_string())
             } else {
-                head.split('`')
-                    .nth(1)
-                    .expect("a kind in backticks")
-                    .to_string()
-            });
+                head.split('`').nth(1).map(String::from)
+            };
         } else if let Some(row) = line.strip_prefix("| `") {
             let path = row.split('`').next().unwrap();
             let kind = kind.clone().expect("a row under a heading");
@@ -126,6 +126,49 @@ fn keys(
         }
         _ => {}
     }
+}
+
+/// The shipped schema with every object closed: each struct's schema takes
+/// no key it does not list, and the envelope none its kind's body does not.
+/// (The shipped one stays open: an output may gain fields.)
+fn strict_schema() -> jsonschema::Validator {
+    fn close(v: &mut Value, bodies: &BTreeSet<String>) {
+        match v {
+            Value::Object(map) => {
+                map.values_mut().for_each(|c| close(c, bodies));
+                if let Some(Value::Object(defs)) = map.get_mut("$defs") {
+                    for (name, def) in defs.iter_mut() {
+                        let open = def.get("properties").is_some()
+                            && def.get("additionalProperties").is_none();
+                        if open && !bodies.contains(name) {
+                            def["additionalProperties"] = Value::Bool(false);
+                        }
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|c| close(c, bodies)),
+            _ => {}
+        }
+    }
+    let text = std::fs::read_to_string(common::repo_file("docs/gpulab.schema.json")).unwrap();
+    let mut schema: Value = serde_json::from_str(&text).unwrap();
+    // The bodies sit beside the envelope's fields and their `kind`: only the
+    // whole can say which keys were not evaluated.
+    let bodies: BTreeSet<String> = schema["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| {
+            b["$ref"]
+                .as_str()?
+                .strip_prefix("#/$defs/")
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(bodies.len(), 5, "a body per kind");
+    close(&mut schema, &bodies);
+    schema["unevaluatedProperties"] = Value::Bool(false);
+    jsonschema::draft202012::new(&schema).unwrap()
 }
 
 fn json_of(args: &[&str]) -> Value {
@@ -283,9 +326,30 @@ fn the_document_and_the_json_outputs_agree() {
         outputs.push(json_of(&["report", "--json", &file.display().to_string()]));
     }
 
+    let schema = strict_schema();
+    // Strict enough to refuse a key the types lack, at the top and deep down.
+    for out in &outputs {
+        let mut top = out.clone();
+        top["unheard_of"] = Value::from(1);
+        assert!(
+            !schema.is_valid(&top),
+            "{} took an unknown key",
+            out["kind"]
+        );
+    }
+    let mut deep = outputs[0].clone();
+    deep["runs"][0]["lines"][0]["unheard_of"] = Value::from(1);
+    assert!(!schema.is_valid(&deep), "a line took an unknown key");
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for out in &outputs {
-        assert_eq!(out["schema_version"], 1, "{out:#}");
+        assert_eq!(out["schema_version"], 2, "{out:#}");
+        if let Err(e) = schema.validate(out) {
+            panic!(
+                "a {} output is not valid against docs/gpulab.schema.json: {e} at {}",
+                out["kind"],
+                e.instance_path()
+            );
+        }
         let kind = out["kind"].as_str().expect("a kind").to_string();
         let mut found = BTreeSet::new();
         keys(out, "", &kind, &doc, &mut found);

@@ -1,7 +1,8 @@
 //! `gpulab doctor`: what this machine can run, and how to fix what it cannot.
 
 use gpulab::backend::discover;
-use gpulab::report::json::{self, Kind};
+use gpulab::output::{self, Body, Doctor};
+use gpulab::report::Provenance;
 
 use super::{EXIT_OK, EXIT_UNAVAILABLE};
 
@@ -11,7 +12,11 @@ pub fn doctor(json: bool, icd_note: Option<String>) -> anyhow::Result<i32> {
     let report = discover::doctor();
     let runnable = report.any_device();
     if json {
-        out!("{}", json::json(Kind::Doctor, &report)?);
+        let body = Doctor {
+            recorded: Provenance::here(gpulab::hostname()),
+            report: &report,
+        };
+        out!("{}", output::json(Body::Doctor(body))?);
     } else {
         if let Some(note) = icd_note {
             outln!("note: {note}\n");

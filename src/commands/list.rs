@@ -2,38 +2,11 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
-
 use gpulab::lab::Lab;
-use gpulab::report::json::{self, Kind};
+use gpulab::output::{self, Body, LabRow, Labs};
+use gpulab::report::Provenance;
 
 use super::{EXIT_OK, EXIT_USAGE, fail};
-
-#[derive(Serialize)]
-struct Labs<'a> {
-    labs: Vec<LabRow<'a>>,
-}
-
-#[derive(Serialize)]
-struct LabRow<'a> {
-    id: &'a str,
-    backend: &'a str,
-    title: &'a str,
-    claim: &'a str,
-    variants: Vec<&'a str>,
-    params: Vec<&'a str>,
-}
-
-fn row(lab: &Lab) -> LabRow<'_> {
-    LabRow {
-        id: &lab.id,
-        backend: lab.backend.as_str(),
-        title: &lab.title,
-        claim: &lab.claim,
-        variants: lab.variants.iter().map(|v| v.name.as_str()).collect(),
-        params: lab.params.iter().map(|p| p.name.as_str()).collect(),
-    }
-}
 
 pub fn list(dirs: &[PathBuf], json: bool) -> anyhow::Result<i32> {
     let set = super::load_labs(dirs);
@@ -41,8 +14,11 @@ pub fn list(dirs: &[PathBuf], json: bool) -> anyhow::Result<i32> {
         errln!("gpulab: skipped a lab file: {p}");
     }
     if json {
-        let labs: Vec<LabRow> = set.labs().iter().map(row).collect();
-        out!("{}", json::json(Kind::Labs, &Labs { labs })?);
+        let labs = Labs {
+            recorded: Provenance::here(gpulab::hostname()),
+            labs: set.labs().iter().map(LabRow::of).collect(),
+        };
+        out!("{}", output::json(Body::Labs(labs))?);
         return Ok(EXIT_OK);
     }
     out!("{}", table(set.labs()));

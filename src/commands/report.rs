@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use gpulab::lab::{Lab, LabSet};
+use gpulab::output::{Body, Runs, json, json_line};
 use gpulab::report::WatchReport;
-use gpulab::report::json::{Kind, Runs, json, json_line};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::trace::{Event, stream_recording};
@@ -60,7 +60,7 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
     }
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
     if format.json {
-        out!("{}", json(Kind::Run, &Runs { runs: &summaries })?);
+        out!("{}", json(Body::Run(Runs { runs: &summaries }))?);
         return Ok(EXIT_OK);
     }
     if !format.markdown && !format.jsonl {
@@ -184,9 +184,9 @@ pub fn watch_report(run: &Run, format: &Format) -> anyhow::Result<String> {
 /// A watched program's report, made already, in `format`.
 pub fn render_watch(r: &WatchReport, format: &Format) -> anyhow::Result<String> {
     Ok(if format.jsonl {
-        json_line(Kind::Watch, r)?
+        json_line(Body::Watch(r))?
     } else if format.json {
-        json(Kind::Watch, r)?
+        json(Body::Watch(r))?
     } else if format.markdown {
         report::printable(&r.markdown()).into_owned()
     } else {
@@ -199,20 +199,14 @@ pub fn render_watch(r: &WatchReport, format: &Format) -> anyhow::Result<String> 
 /// control characters itself).
 pub fn render(s: &Summary, format: Format) -> anyhow::Result<String> {
     Ok(if format.jsonl {
-        json_line(
-            Kind::Run,
-            &Runs {
-                runs: std::slice::from_ref(s),
-            },
-        )?
+        json_line(Body::Run(Runs {
+            runs: std::slice::from_ref(s),
+        }))?
     } else if format.json {
         // One run is a list of one: the shape of `run --all-variants`.
-        json(
-            Kind::Run,
-            &Runs {
-                runs: std::slice::from_ref(s),
-            },
-        )?
+        json(Body::Run(Runs {
+            runs: std::slice::from_ref(s),
+        }))?
     } else if format.markdown {
         report::printable(&report::markdown(s)).into_owned()
     } else {

@@ -9,7 +9,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use gpulab::lab::{BackendKind, Lab, LabError, LabSet, Params, catalog};
-use gpulab::report::json::{Kind, Runs, json};
+use gpulab::output::{Body, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::source::{
@@ -194,7 +194,7 @@ fn print_reports(summaries: &[Summary], format: Format, to_stderr: bool) -> anyh
     if format.json {
         // Always the list of runs, one variant or all, however many ran before a
         // Ctrl-C.
-        text.push_str(&json(Kind::Run, &Runs { runs: summaries })?);
+        text.push_str(&json(Body::Run(Runs { runs: summaries }))?);
     } else if format.jsonl {
         for s in summaries {
             text.push_str(&super::report::render(s, format)?);

@@ -8,8 +8,8 @@
 use std::fs::File;
 use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
 
+use gpulab::output::{Body, json};
 use gpulab::report::WatchReport;
-use gpulab::report::json::{Kind, json};
 use gpulab::run::Run;
 use gpulab::source::{
     Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunSource, Session, SourceError,
@@ -101,11 +101,11 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
     let report = super::report::render_watch(&summary, &args.format)?;
     match (oom_file, &args.oom) {
         (Some(file), Some(path)) => {
-            let text = json(Kind::OutOfMemory, &summary.out_of_memory())?;
+            let text = json(Body::OutOfMemory(summary.out_of_memory()))?;
             write_to(file, path, &text, "the out-of-memory record");
         }
         (None, Some(path)) if is_stdout(path) => {
-            print_after_program(&json(Kind::OutOfMemory, &summary.out_of_memory())?);
+            print_after_program(&json(Body::OutOfMemory(summary.out_of_memory()))?);
         }
         _ => {}
     }

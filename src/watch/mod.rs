@@ -501,10 +501,7 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>, gpus: Optio
         gpulab_version: env!("CARGO_PKG_VERSION").into(),
         t_ns,
         pid,
-        hostname: rustix::system::uname()
-            .nodename()
-            .to_string_lossy()
-            .into_owned(),
+        hostname: crate::hostname(),
         backend: BackendKind::OpenCl,
         platform: String::new(),
         device,

@@ -111,10 +111,7 @@ fn prepare_and_run(
         gpulab_version: env!("CARGO_PKG_VERSION").to_string(),
         t_ns: now_ns(),
         pid,
-        hostname: rustix::system::uname()
-            .nodename()
-            .to_string_lossy()
-            .into_owned(),
+        hostname: gpulab_host::hostname(),
         backend: lab.backend,
         platform: info.platform.clone(),
         device: DeviceMeta {

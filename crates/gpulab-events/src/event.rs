@@ -210,6 +210,7 @@ pub enum AgentState {
 
 /// A process's place in a distributed job, as its launcher told it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Rank {
     /// Its rank among all processes of the job.
@@ -477,6 +478,7 @@ pub struct Stack {
 
 /// One return address of a [`Stack`], as the process had it mapped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Frame {
     /// The file mapped there (executable or shared library); empty if none.
@@ -596,6 +598,7 @@ pub enum NoteLevel {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClaimVerdict {
     pub name: String,
@@ -604,6 +607,10 @@ pub struct ClaimVerdict {
     pub requires: Option<String>,
     /// Every metric and parameter the claim read, by the name it was written with.
     #[serde(with = "values_serde")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "BTreeMap<String, values_serde::Value>")
+    )]
     pub values: BTreeMap<String, f64>,
     pub verdict: Verdict,
     /// Why the verdict is inconclusive; empty otherwise.
@@ -699,6 +706,7 @@ impl Lesson {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Holds,
@@ -775,11 +783,28 @@ mod values_serde {
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+    /// A value as the JSON holds it: a number, or a string for one that is not
+    /// finite (JSON has no infinity); the schema names those three strings.
     #[derive(Serialize, Deserialize)]
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     #[serde(untagged)]
-    enum Value {
+    pub enum Value {
         Num(f64),
+        #[cfg_attr(feature = "schema", schemars(with = "NotFinite"))]
         Text(String),
+    }
+
+    /// The strings a value that is not finite is written as.
+    #[cfg(feature = "schema")]
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)] // Only its schema is used: `Value::Text` holds the string.
+    enum NotFinite {
+        #[serde(rename = "inf")]
+        Inf,
+        #[serde(rename = "-inf")]
+        NegInf,
+        #[serde(rename = "nan")]
+        Nan,
     }
 
     pub fn serialize<S: Serializer>(map: &BTreeMap<String, f64>, s: S) -> Result<S::Ok, S::Error> {

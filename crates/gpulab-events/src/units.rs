@@ -18,6 +18,11 @@ pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB_F64
 }
 
+/// A difference of bytes (which may be negative) as MiB.
+pub fn signed_mib(bytes: i64) -> f64 {
+    bytes as f64 / MIB_F64
+}
+
 /// MiB (as a user writes them) as whole bytes.
 pub fn bytes_from_mib(mib: f64) -> u64 {
     (mib * MIB_F64) as u64
@@ -35,6 +40,7 @@ mod tests {
     #[test]
     fn conversions_round_trip() {
         assert_eq!(mib(64 * MIB), 64.0);
+        assert_eq!(signed_mib(-(MIB as i64) / 2), -0.5);
         assert_eq!(bytes_from_mib(1.5), MIB + MIB / 2);
         assert_eq!(ms(2_500_000), 2.5);
         assert_eq!(GIB, 1024 * MIB);

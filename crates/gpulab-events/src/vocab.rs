@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// A framework whose own allocator a watched Python program used, as
 /// `gpulab watch`'s startup hook read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Framework {
     /// PyTorch's CUDA caching allocator (`torch.cuda.memory_stats`).
@@ -44,6 +45,7 @@ impl Framework {
 
 /// Kinds of API object the ledger counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ObjKind {
     Context,
@@ -162,6 +164,7 @@ impl BackendKind {
 
 /// What kind of device ran the work. On the wire: `gpu`, `cpu`, `other`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceKind {
     Gpu,
@@ -181,6 +184,7 @@ impl DeviceKind {
 
 /// What a memory figure measures. On the wire: `nvml`, `rss`, `none`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MemorySource {
     /// Device memory as NVIDIA's management library reports it.

@@ -9,7 +9,11 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-const ALLOWED: [&str; 3] = ["serde", "serde_json", "thiserror"];
+const ALLOWED: [&str; 4] = ["schemars", "serde", "serde_json", "thiserror"];
+
+/// Allowed only behind a feature the agent never turns on: the JSON Schema of
+/// the types gpulab's outputs share with the stream (`gpulab-model` turns it on).
+const OPTIONAL: [&str; 1] = ["schemars"];
 
 #[test]
 fn the_events_crate_depends_on_serialisation_alone() {
@@ -18,6 +22,14 @@ fn the_events_crate_depends_on_serialisation_alone() {
         assert!(
             ALLOWED.contains(&dep.as_str()),
             "gpulab-events gained the dependency `{dep}`: events know no labs, GPU APIs or UI"
+        );
+    }
+    let text = include_str!("../Cargo.toml");
+    for dep in OPTIONAL {
+        let line = text.lines().find(|l| l.starts_with(&format!("{dep} ")));
+        assert!(
+            line.is_none_or(|l| l.contains("optional = true")),
+            "gpulab-events must keep `{dep}` optional: the agent links this crate"
         );
     }
     assert!(

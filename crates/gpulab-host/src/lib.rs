@@ -9,3 +9,11 @@ pub mod clock;
 pub mod dirs;
 pub mod machine;
 pub mod multicast;
+
+/// This host's name (`uname -n`), as every output's provenance says it.
+pub fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}

@@ -380,7 +380,8 @@ fn expectations(
 fn expected_outcome(s: &Sp<String>) -> Res<Verdict> {
     match s.value.as_str() {
         "holds" => Ok(Verdict::Holds),
-        "does not hold" => Ok(Verdict::DoesNotHold),
+        // As the text says it, or as the JSON and `--fail-on` spell it.
+        "does not hold" | "does_not_hold" => Ok(Verdict::DoesNotHold),
         other => Err(Problem::new(
             s.span.clone(),
             Mistake::BadExpect {

@@ -3,12 +3,13 @@
 
 use std::ffi::{c_char, c_int, c_uint};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ClDevice, IcdState, icd_state, opencl_devices};
 use gpulab_host::machine::{LoaderPlan, Loaders, cupti};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Ok,
@@ -16,7 +17,7 @@ pub enum Status {
     Error,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Check {
     pub name: String,
     pub status: Status,
@@ -25,14 +26,14 @@ pub struct Check {
     pub fix: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Section {
     pub name: String,
     pub checks: Vec<Check>,
 }
 
 /// What `gpulab doctor --json` prints, and what the run source reads back.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DoctorReport {
     pub sections: Vec<Section>,
     pub opencl_devices: Vec<ClDevice>,

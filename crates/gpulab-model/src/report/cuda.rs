@@ -5,29 +5,44 @@
 
 use std::fmt::Write;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
 
-use crate::units::MIB_F64 as MIB;
+use crate::units::mib;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PoolRow {
     pub line: u32,
-    /// The pool's reserved bytes (held from the device), MiB.
-    pub pool_reserved_mib: f64,
+    /// The pool's reserved bytes (held from the device).
+    pub pool_reserved_bytes: u64,
     /// Handed out and not yet freed, as the pool counts it.
-    pub pool_used_mib: f64,
+    pub pool_used_bytes: u64,
     /// Freed into the pool and kept there: reserved − used.
-    pub pool_cached_mib: f64,
+    pub pool_cached_bytes: u64,
     /// total − free as cuMemGetInfo reports it, all processes.
-    pub device_used_mib: f64,
-    /// The lab's own pool (`cudaMemPoolCreate`): reserved and used, MiB.
+    pub device_used_bytes: u64,
+    /// The lab's own pool (`cudaMemPoolCreate`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub custom_pool_mib: Option<(f64, f64)>,
-    /// The device's graph memory (after the run made a graph): reserved and used, MiB.
+    pub custom_pool: Option<ReservedUsed>,
+    /// The device's graph memory (after the run made a graph).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub graph_mem_mib: Option<(f64, f64)>,
+    pub graph_mem: Option<ReservedUsed>,
+}
+
+/// What a pool holds from the device, and how much of it is handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ReservedUsed {
+    pub reserved_bytes: u64,
+    pub used_bytes: u64,
+}
+
+impl ReservedUsed {
+    /// Both in MiB, for the text table.
+    fn mib(self) -> (f64, f64) {
+        (mib(self.reserved_bytes), mib(self.used_bytes))
+    }
 }
 
 /// One row per script line, from the line's last execution; empty for OpenCL
@@ -47,16 +62,18 @@ pub fn rows(run: &Run) -> Vec<PoolRow> {
         .iter()
         .map(|(line, m)| PoolRow {
             line: *line,
-            pool_reserved_mib: m.pool_reserved as f64 / MIB,
-            pool_used_mib: m.pool_used as f64 / MIB,
-            pool_cached_mib: m.pool_reserved.saturating_sub(m.pool_used) as f64 / MIB,
-            device_used_mib: m.total.saturating_sub(m.free) as f64 / MIB,
-            custom_pool_mib: m
-                .custom_pool
-                .map(|p| (p.reserved as f64 / MIB, p.used as f64 / MIB)),
-            graph_mem_mib: m
-                .graph_mem
-                .map(|g| (g.reserved as f64 / MIB, g.used as f64 / MIB)),
+            pool_reserved_bytes: m.pool_reserved,
+            pool_used_bytes: m.pool_used,
+            pool_cached_bytes: m.pool_reserved.saturating_sub(m.pool_used),
+            device_used_bytes: m.total.saturating_sub(m.free),
+            custom_pool: m.custom_pool.map(|p| ReservedUsed {
+                reserved_bytes: p.reserved,
+                used_bytes: p.used,
+            }),
+            graph_mem: m.graph_mem.map(|g| ReservedUsed {
+                reserved_bytes: g.reserved,
+                used_bytes: g.used,
+            }),
         })
         .collect()
 }
@@ -70,9 +87,9 @@ pub fn text(rows: &[PoolRow], o: &mut String) {
         "\nwho holds device memory after each line (CUDA, MiB; pool cached = reserved − used)"
     );
     // The lab's own pool gets columns only in runs that made one.
-    let custom = rows.iter().any(|r| r.custom_pool_mib.is_some());
+    let custom = rows.iter().any(|r| r.custom_pool.is_some());
     // So does graph memory, in runs that made a graph.
-    let graphs = rows.iter().any(|r| r.graph_mem_mib.is_some());
+    let graphs = rows.iter().any(|r| r.graph_mem.is_some());
     let _ = write!(
         o,
         "{:>5}  {:>13}  {:>10}  {:>12}  {:>12}",
@@ -96,14 +113,18 @@ pub fn text(rows: &[PoolRow], o: &mut String) {
         let _ = write!(
             o,
             "{:>5}  {:>13.1}  {:>10.1}  {:>12.1}  {:>12.1}",
-            r.line, r.pool_reserved_mib, r.pool_used_mib, r.pool_cached_mib, r.device_used_mib
+            r.line,
+            mib(r.pool_reserved_bytes),
+            mib(r.pool_used_bytes),
+            mib(r.pool_cached_bytes),
+            mib(r.device_used_bytes)
         );
-        let own = match r.custom_pool_mib {
+        let own = match r.custom_pool.map(ReservedUsed::mib) {
             Some((reserved, used)) => format!("  {reserved:>17.1} / {used:.1}"),
             None if custom => format!("  {:>17}", "-"),
             None => String::new(),
         };
-        let graph = match r.graph_mem_mib {
+        let graph = match r.graph_mem.map(ReservedUsed::mib) {
             Some((reserved, used)) => format!("  {reserved:>18.1} / {used:.1}"),
             None if graphs => format!("  {:>18}", "-"),
             None => String::new(),
@@ -114,24 +135,29 @@ pub fn text(rows: &[PoolRow], o: &mut String) {
 
 #[cfg(test)]
 mod tests {
-    use super::{PoolRow, text};
+    use super::{PoolRow, ReservedUsed, text};
+    use crate::units::MIB;
 
-    fn row(line: u32, graph_mem_mib: Option<(f64, f64)>) -> PoolRow {
+    fn row(line: u32, graph_mem: Option<ReservedUsed>) -> PoolRow {
         PoolRow {
             line,
-            pool_reserved_mib: 0.0,
-            pool_used_mib: 0.0,
-            pool_cached_mib: 0.0,
-            device_used_mib: 1000.0,
-            custom_pool_mib: None,
-            graph_mem_mib,
+            pool_reserved_bytes: 0,
+            pool_used_bytes: 0,
+            pool_cached_bytes: 0,
+            device_used_bytes: 1000 * MIB,
+            custom_pool: None,
+            graph_mem,
         }
     }
 
     #[test]
     fn graph_memory_gets_columns_only_in_runs_that_made_a_graph() {
         let mut with = String::new();
-        text(&[row(1, None), row(2, Some((256.0, 0.0)))], &mut with);
+        let graph = ReservedUsed {
+            reserved_bytes: 256 * MIB,
+            used_bytes: 0,
+        };
+        text(&[row(1, None), row(2, Some(graph))], &mut with);
         assert!(with.contains("graph mem reserved / used"), "{with}");
         assert!(with.contains("256.0 / 0.0"), "{with}");
         let mut without = String::new();

@@ -45,6 +45,17 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Counts by kind in words, `3 buffers, 1 context`; empty when there are none.
+pub(crate) fn counts_said(
+    counts: &std::collections::BTreeMap<gpulab_lab::ObjKind, usize>,
+) -> String {
+    let said: Vec<String> = counts
+        .iter()
+        .map(|(k, n)| format!("{n} {}", if *n == 1 { k.as_str() } else { k.plural() }))
+        .collect();
+    said.join(", ")
+}
+
 pub(crate) fn fmt_delta(d: Option<f64>) -> String {
     match d {
         Some(d) if d.abs() < 0.05 => "0".into(),

@@ -2,13 +2,14 @@
 //! each allocator's figures at exit and at its highest, and the first
 //! allocation one refused ([`crate::run::frameworks`]).
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
 use crate::run::frameworks::{Allocator, Figures};
 use crate::units::mib;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AllocatorReport {
     /// `pytorch`, `cupy` or `jax`.
     pub framework: String,
@@ -22,7 +23,7 @@ pub struct AllocatorReport {
 }
 
 /// An allocator's figures at one moment, in bytes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FiguresReport {
     /// When the hook read them, from the program's start.
     pub t_ms: f64,
@@ -49,7 +50,7 @@ impl FiguresReport {
 }
 
 /// The first allocation a framework refused.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FrameworkRefusal {
     pub framework: String,
     pub pid: u32,

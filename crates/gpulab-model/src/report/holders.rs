@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
@@ -16,7 +17,7 @@ use super::format::{Table, short_id};
 /// Reserves a text or Markdown report lists one by one; the JSON has them all.
 const RESERVES_LISTED: usize = 10;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HoldersReport {
     /// At the highest reading of the program's memory (the latest at that value).
     pub at_peak: Option<Shares>,
@@ -28,7 +29,7 @@ pub struct HoldersReport {
 }
 
 /// One reading, share by share, in bytes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Shares {
     /// When, from the program's start.
     pub t_ms: f64,
@@ -89,7 +90,7 @@ impl Shares {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ReserveReport {
     /// The objects it belongs to (`context #3`); several when they were made
     /// with no reading between them.

@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 use super::Summary;
-use super::format::{fmt_delta, fmt_value, md_code, memory_label};
+use super::format::{counts_said, fmt_delta, fmt_value, md_code, memory_label};
+use crate::units::{mib, signed_mib};
 
 /// Markdown, for bug reports and notes.
 pub fn markdown(s: &Summary) -> String {
@@ -34,21 +35,17 @@ pub fn markdown(s: &Summary) -> String {
         let _ = writeln!(o, "- finding: {}", f.said);
     }
     if let Some(r) = &s.ran_out {
-        let used = match (r.device_used_mib, r.device_total_mib) {
+        let used = match (r.device_used_bytes.map(mib), r.device_total_bytes.map(mib)) {
             (Some(u), Some(t)) => format!("{u:.1} of {t:.1} MiB in use"),
             _ => "memory not measured".into(),
         };
-        let held: Vec<String> = r.live.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let held = counts_said(&r.live);
         let _ = writeln!(
             o,
             "- ran out: {} returned {} with {used}; the lab held {}",
             md_code(&r.api, false),
             md_code(&r.status, false),
-            if held.is_empty() {
-                "nothing".to_string()
-            } else {
-                held.join(", ")
-            }
+            if held.is_empty() { "nothing" } else { &held }
         );
     }
     let _ = writeln!(o);
@@ -69,7 +66,7 @@ pub fn markdown(s: &Summary) -> String {
             md_code(&l.text, true),
             l.result,
             l.host_ms,
-            fmt_delta(l.mem_delta_mib)
+            fmt_delta(l.mem_delta_bytes.map(signed_mib))
         );
     }
     if !s.claims.is_empty() {
@@ -103,7 +100,7 @@ pub fn markdown(s: &Summary) -> String {
     let counts: Vec<String> = s
         .live_at_end
         .iter()
-        .map(|(k, n)| format!("{k} {n}"))
+        .map(|(k, n)| format!("{} {n}", k.plural()))
         .collect();
     let _ = writeln!(o, "\nLive at end: {}.", counts.join(", "));
     o

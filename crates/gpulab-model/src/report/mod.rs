@@ -5,7 +5,6 @@
 mod format;
 pub mod frameworks;
 pub mod holders;
-pub mod json;
 mod markdown;
 pub mod out_of_memory;
 pub mod ranks;
@@ -20,6 +19,7 @@ pub use watch::WatchReport;
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::{Finding, Load, Run};
@@ -31,7 +31,7 @@ mod cuda;
 use crate::units::MIB_F64 as MIB;
 
 /// Everything a report shows, measured in the run it came from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Summary {
     /// Where, when and by which gpulab the run was made.
     pub recorded: Provenance,
@@ -53,17 +53,17 @@ pub struct Summary {
     /// Device spans of the run past those listed.
     #[serde(skip_serializing_if = "is_zero")]
     pub spans_not_listed: u64,
-    pub live_at_end: BTreeMap<String, usize>,
+    pub live_at_end: BTreeMap<ObjKind, usize>,
     pub leaked: Vec<LeakRow>,
     pub destroyed: Vec<DestroyRow>,
     pub claims: Vec<ClaimVerdict>,
     pub notes: Vec<String>,
-    pub baseline_mib: Option<f64>,
-    pub peak_above_baseline_mib: Option<f64>,
+    pub baseline_bytes: Option<u64>,
+    pub peak_above_baseline_bytes: Option<u64>,
     /// Device memory the parent saw after the worker exited, against
     /// `after_exit_against` (both device-wide).
-    pub after_exit_mib: Option<f64>,
-    /// What `after_exit_mib` is measured against: `before the worker started`,
+    pub after_exit_bytes: Option<i64>,
+    /// What `after_exit_bytes` is measured against: `before the worker started`,
     /// or in recordings made before gpulab sampled that early, `the first sample`
     /// (taken after the worker had set up its device).
     pub after_exit_against: Option<String>,
@@ -86,7 +86,7 @@ pub struct Summary {
 }
 
 /// How often memory was read during the run, from the readings in the stream.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
 pub struct Readings {
     pub count: usize,
     pub per_s: f64,
@@ -108,20 +108,20 @@ impl Readings {
 
 /// The state of the run when a call failed with an out-of-memory or
 /// out-of-resources status, from its own measurements.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RanOut {
     pub line: Option<u32>,
     pub api: String,
     pub status: String,
     /// Device memory in use (all processes) and the device's total, from the
     /// last sample before the failure.
-    pub device_used_mib: Option<f64>,
-    pub device_total_mib: Option<f64>,
+    pub device_used_bytes: Option<u64>,
+    pub device_total_bytes: Option<u64>,
     /// Objects the lab held when it failed, by kind (only kinds with any).
-    pub live: BTreeMap<String, usize>,
+    pub live: BTreeMap<ObjKind, usize>,
     /// Objects the lab had released whose deletion the driver had not reported
     /// yet (OpenCL buffers and contexts, which have destructor callbacks).
-    pub not_yet_destroyed: BTreeMap<String, usize>,
+    pub not_yet_destroyed: BTreeMap<ObjKind, usize>,
 }
 
 fn ran_out(run: &Run) -> Option<RanOut> {
@@ -131,8 +131,8 @@ fn ran_out(run: &Run) -> Option<RanOut> {
     };
     let sample = run.sample_stats.at_ran_out.as_ref();
     // The ledger as it stood when the call returned.
-    let mut live: BTreeMap<String, usize> = BTreeMap::new();
-    let mut not_yet_destroyed: BTreeMap<String, usize> = BTreeMap::new();
+    let mut live: BTreeMap<ObjKind, usize> = BTreeMap::new();
+    let mut not_yet_destroyed: BTreeMap<ObjKind, usize> = BTreeMap::new();
     // Only OpenCL tells gpulab when the driver deletes what a lab released.
     let destructors = run
         .meta
@@ -148,29 +148,26 @@ fn ran_out(run: &Run) -> Option<RanOut> {
                     && matches!(o.kind, ObjKind::Buffer | ObjKind::Context)
                     && o.destroyed_ns.is_none_or(|d| d > call.end_ns);
                 if pending {
-                    *not_yet_destroyed
-                        .entry(o.kind.plural().to_string())
-                        .or_default() += 1;
+                    *not_yet_destroyed.entry(o.kind).or_default() += 1;
                 }
             }
-            _ => *live.entry(o.kind.plural().to_string()).or_default() += 1,
+            _ => *live.entry(o.kind).or_default() += 1,
         }
     }
     Some(RanOut {
         line: call.line,
         api: call.api.to_string(),
         status: name.clone(),
-        device_used_mib: sample.map(|s| s.used_bytes as f64 / MIB),
-        device_total_mib: sample
+        device_used_bytes: sample.map(|s| s.used_bytes),
+        device_total_bytes: sample
             .and_then(|s| s.total_bytes)
-            .or_else(|| run.meta.as_ref().and_then(|m| m.device.total_bytes))
-            .map(|t| t as f64 / MIB),
+            .or_else(|| run.meta.as_ref().and_then(|m| m.device.total_bytes)),
         live,
         not_yet_destroyed,
     })
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LineRow {
     pub line: u32,
     pub text: String,
@@ -180,10 +177,10 @@ pub struct LineRow {
     pub result: String,
     pub host_ms: f64,
     pub host_ms_max: f64,
-    pub mem_delta_mib: Option<f64>,
+    pub mem_delta_bytes: Option<i64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SpanRow {
     pub queue: String,
     pub name: String,
@@ -194,7 +191,7 @@ pub struct SpanRow {
     pub duration_ms: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LeakRow {
     pub handle: String,
     pub kind: ObjKind,
@@ -206,7 +203,7 @@ pub struct LeakRow {
     pub refcount: u32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct DestroyRow {
     pub handle: String,
     pub kind: ObjKind,
@@ -254,7 +251,6 @@ impl Summary {
                 .live_counts()
                 .into_iter()
                 .filter(|(k, n)| *n > 0 || kinds.contains(k))
-                .map(|(k, n)| (k.plural().to_string(), n))
                 .collect(),
             leaked,
             destroyed: destroyed_rows(run),
@@ -267,10 +263,10 @@ impl Summary {
                     None => n.text.clone(),
                 })
                 .collect(),
-            baseline_mib: baseline.map(|b| b as f64 / MIB),
-            peak_above_baseline_mib: run.peak_above_baseline().map(|b| b as f64 / MIB),
-            after_exit_mib: after_exit_mib(run).map(|(mib, _)| mib),
-            after_exit_against: after_exit_mib(run).map(|(_, against)| against.to_string()),
+            baseline_bytes: baseline,
+            peak_above_baseline_bytes: run.peak_above_baseline(),
+            after_exit_bytes: after_exit(run).map(|(bytes, _)| bytes),
+            after_exit_against: after_exit(run).map(|(_, against)| against.to_string()),
             status: run
                 .end
                 .as_ref()
@@ -304,7 +300,7 @@ fn line_rows(run: &Run) -> Vec<LineRow> {
             },
             host_ms: l.host_ms_mean(),
             host_ms_max: l.host_ns_max as f64 / 1e6,
-            mem_delta_mib: l.mem_delta.map(|d| d as f64 / MIB),
+            mem_delta_bytes: l.mem_delta,
             line: l.line,
             text: l.text,
             tag: l.tag,
@@ -354,7 +350,7 @@ fn leak_rows(run: &Run) -> Vec<LeakRow> {
 
 /// Where a run was made, by which gpulab and when, from its `meta`: what a
 /// table of many runs (a fleet's) needs to tell them apart.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct Provenance {
     /// The gpulab that ran it (the recording's; the output's own is the
     /// envelope's `gpulab_version`).
@@ -365,6 +361,16 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// This gpulab on `host`, now: an output measured as it is written
+    /// (`doctor`, `list`).
+    pub fn here(host: String) -> Provenance {
+        Provenance {
+            gpulab_version: env!("CARGO_PKG_VERSION").to_string(),
+            host,
+            at: Some(gpulab_events::wallclock::Utc::now().rfc3339()),
+        }
+    }
+
     pub fn of(run: &Run) -> Provenance {
         run.meta
             .as_ref()
@@ -391,11 +397,11 @@ fn host_ms_by_tag(run: &Run) -> BTreeMap<String, f64> {
 
 /// Device memory after the worker exited, against the level at the start (both
 /// device-wide). On a CPU device the worker's memory is its RSS, gone with it.
-fn after_exit_mib(run: &Run) -> Option<(f64, &'static str)> {
+fn after_exit(run: &Run) -> Option<(i64, &'static str)> {
     let meta = run.meta.as_ref()?;
     let end = run.end.as_ref()?;
     if meta.device.memory_source == MemorySource::Rss {
-        return Some((0.0, "before the worker started"));
+        return Some((0, "before the worker started"));
     }
     let start = run
         .sample_stats
@@ -408,10 +414,7 @@ fn after_exit_mib(run: &Run) -> Option<(f64, &'static str)> {
     } else {
         "the first sample"
     };
-    Some((
-        (after.used_bytes as f64 - start.used_bytes as f64) / MIB,
-        against,
-    ))
+    Some((after.used_bytes as i64 - start.used_bytes as i64, against))
 }
 
 fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {

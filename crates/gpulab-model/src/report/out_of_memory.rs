@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
@@ -21,8 +22,10 @@ use super::watch::{FRAME_WIDTH, WatchReport};
 /// The moment a watched program ran out of memory, apart from the rest of its
 /// report (`watch --oom FILE`): the refused driver call and the framework's
 /// refusal, each None when there was none.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct OutOfMemory<'a> {
+    /// Where, when and by which gpulab the program was watched.
+    pub recorded: &'a super::Provenance,
     pub command: &'a [String],
     pub pid: u32,
     pub ran_out: Option<&'a WatchRanOut>,
@@ -39,7 +42,7 @@ pub struct OutOfMemory<'a> {
 }
 
 /// The process of a program of many that ran out first.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FirstToRunOut {
     pub pid: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,6 +53,7 @@ impl WatchReport {
     /// What `watch --oom FILE` writes.
     pub fn out_of_memory(&self) -> OutOfMemory<'_> {
         OutOfMemory {
+            recorded: &self.recorded,
             command: &self.command,
             pid: self.pid,
             ran_out: self.ran_out.as_ref(),
@@ -72,7 +76,7 @@ impl WatchReport {
 }
 
 /// The first call refused for want of memory, and the memory at that moment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WatchRanOut {
     pub api: String,
     /// What the driver returned (`CUDA_ERROR_OUT_OF_MEMORY`).
@@ -121,7 +125,7 @@ pub struct WatchRanOut {
 
 /// What the objects and reserves of a program held at a moment without a
 /// reading of its memory: no total, so nothing is unexplained or explained.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct KnownShares {
     /// Objects it held whose size their making call said, less what its
     /// frameworks' allocators kept cached in them.
@@ -137,7 +141,7 @@ pub struct KnownShares {
 }
 
 /// A process outside the program that held device memory.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct OtherProcessReport {
     pub pid: u32,
     /// Its name, where gpulab's host could read it.

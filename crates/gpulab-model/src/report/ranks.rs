@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
@@ -13,7 +14,7 @@ use crate::trace::Rank;
 use crate::units::mib;
 
 /// One process of the program that held memory on a GPU or said its rank.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RankReport {
     pub pid: u32,
     pub parent_pid: u32,
@@ -42,7 +43,7 @@ pub struct RankReport {
 
 /// A process at one moment: NVML's bytes of it on each GPU, and what its own
 /// objects held then.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct MomentReport {
     /// ms in the run.
     pub t_ms: f64,
@@ -63,14 +64,14 @@ pub struct MomentReport {
     pub outside_objects_bytes: i64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct OnGpu {
     pub gpu: u32,
     pub bytes: u64,
 }
 
 /// A process's first refused call.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RankRanOut {
     pub api: String,
     pub status: String,
@@ -86,7 +87,7 @@ pub struct RankRanOut {
 }
 
 /// A GPU of the host, as the watch read it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct GpuReport {
     /// NVML's index.
     pub index: u32,

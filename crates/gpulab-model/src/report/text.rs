@@ -2,9 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::format::{fmt_delta, fmt_value, group, memory_label};
+use super::format::{counts_said, fmt_delta, fmt_value, group, memory_label};
 use super::{DestroyRow, LeakRow, LineRow, MIB, Summary, cuda};
 use crate::trace::{ClaimVerdict, Lesson, MemorySource};
+use crate::units::{mib, signed_mib};
 
 /// Spans listed in full before the rest are counted in one line.
 const SPANS_SHOWN: usize = 20;
@@ -49,7 +50,7 @@ fn ran_out(s: &Summary, o: &mut String) {
     } else {
         ("device memory", "the device's")
     };
-    let free = match (r.device_used_mib, r.device_total_mib) {
+    let free = match (r.device_used_bytes.map(mib), r.device_total_bytes.map(mib)) {
         (Some(used), Some(total)) if total > 0.0 => {
             let free = total - used;
             let _ = writeln!(
@@ -64,20 +65,15 @@ fn ran_out(s: &Summary, o: &mut String) {
             None
         }
     };
-    let held: Vec<String> = r.live.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let held = counts_said(&r.live);
     if !held.is_empty() {
-        let _ = writeln!(o, "         the lab held: {}", held.join(", "));
+        let _ = writeln!(o, "         the lab held: {held}");
     }
-    let pending: Vec<String> = r
-        .not_yet_destroyed
-        .iter()
-        .map(|(k, n)| format!("{n} {k}"))
-        .collect();
+    let pending = counts_said(&r.not_yet_destroyed);
     if !pending.is_empty() {
         let _ = writeln!(
             o,
-            "         released by the lab, not yet destroyed by the driver: {}",
-            pending.join(", ")
+            "         released by the lab, not yet destroyed by the driver: {pending}"
         );
     }
     let why = match free {
@@ -146,7 +142,7 @@ fn line_row(l: &LineRow, width: usize, o: &mut String) {
         text,
         l.result,
         host,
-        fmt_delta(l.mem_delta_mib),
+        fmt_delta(l.mem_delta_bytes.map(signed_mib)),
         l.tag
             .as_ref()
             .map(|t| format!("  [{t}]"))
@@ -183,7 +179,7 @@ fn objects_at_end(s: &Summary, o: &mut String) {
     let counts: Vec<String> = s
         .live_at_end
         .iter()
-        .map(|(k, n)| format!("{k} {n}"))
+        .map(|(k, n)| format!("{} {n}", k.plural()))
         .collect();
     let _ = writeln!(o, "\nlive at end  {}", counts.join(" · "));
     for (l, n) in group(&s.leaked, |l| {
@@ -267,13 +263,14 @@ fn memory(s: &Summary, o: &mut String) {
     let _ = writeln!(
         o,
         "\nmemory   baseline {}  peak {}  after the worker exited {}",
-        s.baseline_mib
-            .map(|b| format!("{b:.1} MiB"))
+        s.baseline_bytes
+            .map(|b| format!("{:.1} MiB", mib(b)))
             .unwrap_or_else(|| "-".into()),
-        s.peak_above_baseline_mib
-            .map(|b| format!("+{b:.1} MiB"))
+        s.peak_above_baseline_bytes
+            .map(|b| format!("+{:.1} MiB", mib(b)))
             .unwrap_or_else(|| "-".into()),
-        s.after_exit_mib
+        s.after_exit_bytes
+            .map(signed_mib)
             .map(|b| {
                 let against = s.after_exit_against.as_deref().unwrap_or("the start");
                 if b <= 4.0 {
@@ -348,8 +345,8 @@ pub fn side_by_side(summaries: &[Summary]) -> String {
         summaries
             .iter()
             .map(|s| {
-                s.peak_above_baseline_mib
-                    .map(|d| format!("{d:.1}"))
+                s.peak_above_baseline_bytes
+                    .map(|d| format!("{:.1}", mib(d)))
                     .unwrap_or_default()
             })
             .collect(),

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::owners::Owner;
@@ -22,7 +23,7 @@ use super::holders::HoldersReport;
 pub use super::out_of_memory::{KnownShares, OtherProcessReport, OutOfMemory, WatchRanOut};
 use super::ranks::{GpuReport, RankReport};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WatchReport {
     /// Where, when and by which gpulab the program was watched.
     pub recorded: super::Provenance,
@@ -32,7 +33,8 @@ pub struct WatchReport {
     /// exited rather than died.
     pub ended: String,
     pub exit_code: Option<i32>,
-    pub seconds: f64,
+    /// How long it ran, ms.
+    pub duration_ms: f64,
     pub processes: Vec<ProcessReport>,
     pub calls: usize,
     pub failed_calls: usize,
@@ -78,7 +80,7 @@ pub struct WatchReport {
     pub warnings: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ProcessReport {
     pub pid: u32,
     pub parent_pid: u32,
@@ -112,7 +114,7 @@ impl ProcessReport {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct KindReport {
     pub kind: ObjKind,
     pub created: u64,
@@ -123,7 +125,7 @@ pub struct KindReport {
     pub peak_alive: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AliveGroup {
     pub kind: ObjKind,
     pub count: u64,
@@ -182,7 +184,7 @@ impl AliveGroup {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HeldObject {
     pub id: u64,
     pub kind: ObjKind,
@@ -201,7 +203,7 @@ pub struct HeldObject {
 
 /// Objects the driver holds after their release that are alike: one kind,
 /// pinned by the same chain of kinds, made by the same call from one place.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HeldGroup {
     pub kind: ObjKind,
     pub count: u64,
@@ -326,7 +328,7 @@ fn held_groups(run: &Run, held: &[HeldObject]) -> Vec<HeldGroup> {
     out
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HeldReserve {
     pub bytes: u64,
     /// The other objects of the measurement (`queue #2`), if any.
@@ -356,7 +358,7 @@ impl HeldObject {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Outlived {
     pub kind: ObjKind,
     pub count: u64,
@@ -393,7 +395,7 @@ impl WatchReport {
             pid: watch.map_or(0, |w| w.pid),
             ended,
             exit_code,
-            seconds: end_ns.saturating_sub(start) as f64 / 1e9,
+            duration_ms: end_ns.saturating_sub(start) as f64 / 1e6,
             calls: run.calls.seen() as usize,
             failed_calls: run.folds.failed_calls as usize,
             kinds: kinds(run),
@@ -474,7 +476,7 @@ impl WatchReport {
             self.command_line(),
             self.pid,
             self.ended,
-            self.seconds
+            self.seconds()
         );
         let records: u64 = self.processes.iter().filter_map(|p| p.records).sum();
         let dropped: u64 = self.processes.iter().filter_map(|p| p.dropped).sum();
@@ -651,6 +653,11 @@ impl WatchReport {
         }
     }
 
+    /// How long the program ran, in the seconds the text reports say.
+    fn seconds(&self) -> f64 {
+        self.duration_ms / 1e3
+    }
+
     pub fn markdown(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
@@ -661,7 +668,9 @@ impl WatchReport {
         let _ = writeln!(
             s,
             "- pid {}, {} after {:.2} s",
-            self.pid, self.ended, self.seconds
+            self.pid,
+            self.ended,
+            self.seconds()
         );
         let _ = writeln!(
             s,
@@ -704,6 +713,19 @@ impl WatchReport {
             }
         }
         let _ = write!(s, "\n{}", self.kinds_table().markdown());
+        self.alive_markdown(&mut s);
+        self.held_markdown(&mut s);
+        for n in &self.notes {
+            let _ = writeln!(s, "\n> note: {n}");
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "\n> warning: {w}");
+        }
+        s
+    }
+
+    /// The objects alive at exit, as a Markdown table, then the stacks that made them.
+    fn alive_markdown(&self, s: &mut String) {
         if !self.alive_at_exit.is_empty() {
             let _ = writeln!(
                 s,
@@ -743,14 +765,6 @@ impl WatchReport {
                 }
             }
         }
-        self.held_markdown(&mut s);
-        for n in &self.notes {
-            let _ = writeln!(s, "\n> note: {n}");
-        }
-        for w in &self.warnings {
-            let _ = writeln!(s, "\n> warning: {w}");
-        }
-        s
     }
 
     /// Per kind of object: made, released, most alive at once, alive at exit.

@@ -3,12 +3,13 @@
 //! it is tested on given numbers. It is stated next to the verdicts; it never
 //! changes one (a verdict is what was measured, load included).
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::trace::HostLoad;
 
 /// The host's load during a run, as the reports and the dashboard state it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Load {
     /// The highest 1-minute load average read during the run.
     pub load_avg: f64,

@@ -9,6 +9,7 @@ use std::fmt::Write;
 use super::{Extras, Page, charts, esc, foot, head, teaching};
 use crate::report::{Summary, fmt_value, memory_label, program_memory_label};
 use crate::trace::ClaimVerdict;
+use crate::units::mib;
 
 /// The compare page of `a` and `b` (read with [`Page::read_pair`]).
 pub fn compare(a: &Page, b: &Page, extras: Extras) -> String {
@@ -77,8 +78,8 @@ fn facts(out: &mut String, s: [&Summary; 2], names: [&str; 2], runs: [&crate::ru
         (
             "peak above baseline",
             [0, 1].map(|i| {
-                s[i].peak_above_baseline_mib
-                    .map_or("-".into(), |p| format!("{p:.1} MiB"))
+                s[i].peak_above_baseline_bytes
+                    .map_or("-".into(), |p| format!("{:.1} MiB", mib(p)))
             }),
         ),
         (

@@ -24,7 +24,7 @@ use crate::report::{Summary, fmt_delta, fmt_value, memory_label, program_memory_
 use crate::run::Run;
 use crate::teaching::Inline;
 use crate::trace::{ClaimVerdict, Event, Tone};
-use crate::units::MIB_F64 as MIB;
+use crate::units::{MIB_F64 as MIB, mib, signed_mib};
 use chart::TimeAxis;
 use gpulab_lab::Teaching;
 
@@ -293,15 +293,15 @@ fn facts(out: &mut String, run: &Run, s: &Summary) {
             .collect();
         rows.push(("parameters", params.join(", ")));
     }
-    if let Some(p) = s.peak_above_baseline_mib {
-        rows.push(("peak above baseline", format!("{p:.1} MiB")));
+    if let Some(p) = s.peak_above_baseline_bytes {
+        rows.push(("peak above baseline", format!("{:.1} MiB", mib(p))));
     }
     // A watched program has no worker; its report says what it left.
     let worker = run.meta.as_ref().is_some_and(|m| m.watch.is_none());
-    if let (true, Some(a), Some(against)) = (worker, s.after_exit_mib, &s.after_exit_against) {
+    if let (true, Some(a), Some(against)) = (worker, s.after_exit_bytes, &s.after_exit_against) {
         rows.push((
             "after the worker exited",
-            format!("{a:+.1} MiB against {against}"),
+            format!("{:+.1} MiB against {against}", signed_mib(a)),
         ));
     }
     if let Some(at) = run.meta.as_ref().and_then(|m| m.recorded_at.as_deref()) {
@@ -334,7 +334,7 @@ fn script(out: &mut String, s: &Summary) {
             l.calls,
             l.host_ms,
             l.host_ms_max,
-            fmt_delta(l.mem_delta_mib),
+            fmt_delta(l.mem_delta_bytes.map(signed_mib)),
             esc(&l.result)
         );
     }
