@@ -67,6 +67,9 @@ const LAYERS: &[(&str, &[&str], &str)] = &[
     (
         "gpulab",
         &[
+            // For its source alone: build.rs builds the agent the binary embeds
+            // (`the_binary_never_links_the_agent` holds the code to that).
+            "gpulab-agent",
             "gpulab-backend",
             "gpulab-engine",
             "gpulab-events",
@@ -75,7 +78,7 @@ const LAYERS: &[(&str, &[&str], &str)] = &[
             "gpulab-model",
             "gpulab-telemetry",
         ],
-        "the binary starts and shows runs, over every layer",
+        "the binary starts and shows runs, over every layer, and embeds the agent",
     ),
 ];
 
@@ -423,4 +426,37 @@ fn the_rules_name_real_modules_and_the_checker_sees_imports() {
     assert!(names("use cl3::memory;", "cl3"));
     assert!(!names("let opencl3x = 1;", "opencl3"));
     assert_eq!(code("// use crate::backend"), "");
+}
+
+/// gpulab depends on the agent's package only so that its build script can build
+/// the agent from it: no code of gpulab names the crate, so none of the agent's
+/// exported symbols (which wrap OpenCL and CUDA calls) is linked into gpulab.
+#[test]
+fn the_binary_never_links_the_agent() {
+    let mut stack = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut read = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                read += 1;
+                let text = std::fs::read_to_string(&path).unwrap();
+                let named = [
+                    "gpulab_agent::",
+                    "use gpulab_agent",
+                    "extern crate gpulab_agent",
+                ]
+                .iter()
+                .any(|p| text.contains(p));
+                assert!(
+                    !named,
+                    "{} names the agent crate: its symbols would be linked into gpulab",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(read > 20, "gpulab's sources were read: {read}");
 }

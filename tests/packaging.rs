@@ -4,6 +4,11 @@
 //! runtime without the OpenCL loader or NVRTC) is checked here instead. The image
 //! itself is checked by `docker/verify-rootfs.sh`, which runs its runtime stage as
 //! a debootstrapped Debian 12 root (README, "Docker").
+//!
+//! And the crates, held to what `cargo package` needs: one version for all, and
+//! no file a crate embeds from outside its own folder (a shared file is a
+//! symlink inside it, which `cargo package` follows); `cargo package --list`
+//! confirms what the packages hold.
 
 #![allow(
     clippy::unwrap_used,
@@ -122,8 +127,24 @@ fn manifest() -> toml::Table {
     text.parse().unwrap()
 }
 
+/// A `[package]` key of the root manifest.
 fn package(key: &str) -> String {
-    manifest()["package"][key].as_str().unwrap().to_string()
+    let root = manifest();
+    let package = root["package"].as_table().unwrap();
+    inherited(package, &root, key).to_string()
+}
+
+/// `key` of a member's `[package]`; `key.workspace = true` takes it from the
+/// root's `[workspace.package]`, as Cargo does.
+fn inherited<'a>(package: &'a toml::Table, root: &'a toml::Table, key: &str) -> &'a str {
+    let value = &package[key];
+    let value = match value.get("workspace").and_then(toml::Value::as_bool) {
+        Some(true) => &root["workspace"]["package"][key],
+        _ => value,
+    };
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("[package] {key}: {value}"))
 }
 
 /// `(major, minor)` of `1.88` or `1.88.0`; a bare major (`1`) is the floating tag
@@ -390,7 +411,7 @@ fn cargo_lock_satisfies_locked() {
         let package = manifest["package"].as_table().expect("[package]");
         let (name, version) = (
             package["name"].as_str().expect("a name"),
-            package["version"].as_str().expect("a version"),
+            inherited(package, &root, "version"),
         );
         let entry = lock
             .iter()
@@ -554,5 +575,106 @@ fn the_runtime_is_labelled_with_what_it_is_and_its_licence() {
             package("license")
         )),
         "{labels}"
+    );
+}
+
+/// Every `include_str!`/`include_bytes!` of a literal path, in every member's
+/// sources, names a file inside that member's folder (lexically, as the packaged
+/// crate will have it: a symlinked folder or file inside the member counts), so
+/// `cargo package` takes it along and the published crate builds.
+#[test]
+fn every_embedded_file_is_inside_its_crate() {
+    let root = manifest();
+    let mut seen = 0;
+    for member in members(&root) {
+        let mut stack = vec![member.join("src")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for literal in embedded(&text) {
+                    seen += 1;
+                    let mut at = path.parent().unwrap().to_path_buf();
+                    for part in Path::new(literal).components() {
+                        match part {
+                            std::path::Component::ParentDir => {
+                                at.pop();
+                            }
+                            other => at.push(other),
+                        }
+                    }
+                    assert!(
+                        at.starts_with(&member),
+                        "{} embeds {literal}, outside {}: `cargo package` leaves it \
+                         behind (link it into the crate's folder)",
+                        path.display(),
+                        member.display()
+                    );
+                    assert!(at.exists(), "{}: {literal} is missing", path.display());
+                }
+            }
+        }
+    }
+    assert!(seen > 20, "the labs, kernels and font were found: {seen}");
+}
+
+/// The literal paths of `include_str!("…")` and `include_bytes!("…")` in `text`.
+fn embedded(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for macro_name in ["include_str!(\"", "include_bytes!(\""] {
+        for (at, _) in text.match_indices(macro_name) {
+            let rest = &text[at + macro_name.len()..];
+            if let Some(end) = rest.find('"') {
+                out.push(&rest[..end]);
+            }
+        }
+    }
+    out
+}
+
+/// `cargo package --list` (no build, no network): every crate packages, and
+/// holds what it embeds, through the symlinks, and gpulab holds its build
+/// script, labs and recordings but not the tests.
+#[test]
+fn every_crate_packages_with_what_it_embeds() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "package",
+            "--workspace",
+            "--list",
+            "--allow-dirty",
+            "--offline",
+        ])
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cargo package --list: {stderr}");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    for file in [
+        "labs/cl-finish.toml",
+        "kernels/spin.cl",
+        "fonts/DejaVuSans.ttf",
+        "fonts/DejaVuSans.LICENSE",
+        "build.rs",
+        "assets/recordings/nvidia-h100/cl-finish--finish.jsonl",
+        "docs/gpulab.schema.json",
+        "LICENSE-MIT",
+    ] {
+        assert!(
+            listed.lines().any(|l| l == file),
+            "no package holds {file}:\n{listed}"
+        );
+    }
+    assert!(
+        !listed.lines().any(|l| l.starts_with("tests/fixtures/")),
+        "gpulab's package leaves the test fixtures behind"
     );
 }

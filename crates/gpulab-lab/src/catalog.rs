@@ -12,95 +12,89 @@ use super::{raw, suggest, validate};
 pub const SHIPPED: &[(&str, &str)] = &[
     (
         "cl-premature-release.toml",
-        include_str!("../../../labs/cl-premature-release.toml"),
+        include_str!("../labs/cl-premature-release.toml"),
     ),
-    (
-        "cl-finish.toml",
-        include_str!("../../../labs/cl-finish.toml"),
-    ),
+    ("cl-finish.toml", include_str!("../labs/cl-finish.toml")),
     (
         "cl-event-wait.toml",
-        include_str!("../../../labs/cl-event-wait.toml"),
+        include_str!("../labs/cl-event-wait.toml"),
     ),
     (
         "cl-forgotten-events.toml",
-        include_str!("../../../labs/cl-forgotten-events.toml"),
+        include_str!("../labs/cl-forgotten-events.toml"),
     ),
     (
         "cl-cross-queue-release.toml",
-        include_str!("../../../labs/cl-cross-queue-release.toml"),
+        include_str!("../labs/cl-cross-queue-release.toml"),
     ),
     (
         "cl-sub-buffer.toml",
-        include_str!("../../../labs/cl-sub-buffer.toml"),
+        include_str!("../labs/cl-sub-buffer.toml"),
     ),
     (
         "cl-map-release.toml",
-        include_str!("../../../labs/cl-map-release.toml"),
+        include_str!("../labs/cl-map-release.toml"),
     ),
-    (
-        "cl-host-ptr.toml",
-        include_str!("../../../labs/cl-host-ptr.toml"),
-    ),
+    ("cl-host-ptr.toml", include_str!("../labs/cl-host-ptr.toml")),
     (
         "cuda-free-sync.toml",
-        include_str!("../../../labs/cuda-free-sync.toml"),
+        include_str!("../labs/cuda-free-sync.toml"),
     ),
     (
         "cuda-free-async.toml",
-        include_str!("../../../labs/cuda-free-async.toml"),
+        include_str!("../labs/cuda-free-async.toml"),
     ),
     (
         "cuda-cross-stream-free.toml",
-        include_str!("../../../labs/cuda-cross-stream-free.toml"),
+        include_str!("../labs/cuda-cross-stream-free.toml"),
     ),
     (
         "cuda-leak-loop.toml",
-        include_str!("../../../labs/cuda-leak-loop.toml"),
+        include_str!("../labs/cuda-leak-loop.toml"),
     ),
     (
         "cuda-double-free.toml",
-        include_str!("../../../labs/cuda-double-free.toml"),
+        include_str!("../labs/cuda-double-free.toml"),
     ),
     (
         "cuda-pool-retention.toml",
-        include_str!("../../../labs/cuda-pool-retention.toml"),
+        include_str!("../labs/cuda-pool-retention.toml"),
     ),
     (
         "cuda-mixed-free.toml",
-        include_str!("../../../labs/cuda-mixed-free.toml"),
+        include_str!("../labs/cuda-mixed-free.toml"),
     ),
     (
         "cuda-forgotten-event.toml",
-        include_str!("../../../labs/cuda-forgotten-event.toml"),
+        include_str!("../labs/cuda-forgotten-event.toml"),
     ),
     (
         "cuda-custom-pool.toml",
-        include_str!("../../../labs/cuda-custom-pool.toml"),
+        include_str!("../labs/cuda-custom-pool.toml"),
     ),
     (
         "cuda-vmm-release.toml",
-        include_str!("../../../labs/cuda-vmm-release.toml"),
+        include_str!("../labs/cuda-vmm-release.toml"),
     ),
     (
         "cuda-memcpy-sync.toml",
-        include_str!("../../../labs/cuda-memcpy-sync.toml"),
+        include_str!("../labs/cuda-memcpy-sync.toml"),
     ),
     (
         "cuda-graph-free.toml",
-        include_str!("../../../labs/cuda-graph-free.toml"),
+        include_str!("../labs/cuda-graph-free.toml"),
     ),
     (
         "cuda-peer-copy.toml",
-        include_str!("../../../labs/cuda-peer-copy.toml"),
+        include_str!("../labs/cuda-peer-copy.toml"),
     ),
     (
         "cuda-peer-access.toml",
-        include_str!("../../../labs/cuda-peer-access.toml"),
+        include_str!("../labs/cuda-peer-access.toml"),
     ),
     (
         "cuda-context-per-device.toml",
-        include_str!("../../../labs/cuda-context-per-device.toml"),
+        include_str!("../labs/cuda-context-per-device.toml"),
     ),
 ];
 

@@ -16,13 +16,13 @@ use gpulab_events::api::KERNELS;
 
 /// Every kernel's source in one module, so one compile and one load serve all.
 pub const SOURCE: &str = concat!(
-    include_str!("../../../../labs/kernels/spin.cu"),
+    include_str!("../../kernels/spin.cu"),
     "\n",
-    include_str!("../../../../labs/kernels/spin2.cu"),
+    include_str!("../../kernels/spin2.cu"),
     "\n",
-    include_str!("../../../../labs/kernels/copy.cu"),
+    include_str!("../../kernels/copy.cu"),
     "\n",
-    include_str!("../../../../labs/kernels/pattern.cu"),
+    include_str!("../../kernels/pattern.cu"),
 );
 
 /// The loaded module's functions, one per entry of `KERNELS`, in that order.

@@ -30,13 +30,10 @@ use gpulab_events::api::KernelSpec;
 
 /// Each kernel's OpenCL C source, by name; each file defines that one kernel.
 const SOURCES: &[(&str, &str)] = &[
-    ("spin", include_str!("../../../../labs/kernels/spin.cl")),
-    ("spin2", include_str!("../../../../labs/kernels/spin2.cl")),
-    ("copy", include_str!("../../../../labs/kernels/copy.cl")),
-    (
-        "pattern",
-        include_str!("../../../../labs/kernels/pattern.cl"),
-    ),
+    ("spin", include_str!("../../kernels/spin.cl")),
+    ("spin2", include_str!("../../kernels/spin2.cl")),
+    ("copy", include_str!("../../kernels/copy.cl")),
+    ("pattern", include_str!("../../kernels/pattern.cl")),
 ];
 
 /// The source of kernel `name` (`None` for a name `KERNELS` does not list).

@@ -651,7 +651,7 @@ fn claim_lines(c: &ClaimVerdict, size: f64) -> Vec<(&'static str, f64, String)> 
 }
 
 /// DejaVu Sans (Bitstream Vera license, `assets/fonts/DejaVuSans.LICENSE`).
-const FONT: &[u8] = include_bytes!("../../../../../assets/fonts/DejaVuSans.ttf");
+const FONT: &[u8] = include_bytes!("../../../fonts/DejaVuSans.ttf");
 const FONT_FAMILY: &str = "DejaVu Sans";
 
 /// PNG bytes of the same figure.

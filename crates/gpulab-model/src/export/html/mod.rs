@@ -463,8 +463,7 @@ mod tests {
     use super::*;
     use crate::trace::{Call, CallStatus, read_recording};
 
-    const RECORDING: &str =
-        include_str!("../../../../../tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl");
+    const RECORDING: &str = include_str!("../../../fixtures/pocl--cl-finish--no-wait.jsonl");
 
     fn events_of(text: &str) -> Vec<Event> {
         read_recording(text.as_bytes()).unwrap().events
