@@ -17,6 +17,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -576,6 +577,21 @@ fn the_runtime_is_labelled_with_what_it_is_and_its_licence() {
         )),
         "{labels}"
     );
+    // And the licences themselves: gpulab's, every crate's, the font's.
+    let copied: Vec<&str> = runtime(&stages).all("COPY").collect();
+    for file in [
+        "LICENSE-MIT",
+        "LICENSE-APACHE",
+        "docs/THIRD-PARTY-LICENSES.md",
+        "assets/fonts/DejaVuSans.LICENSE",
+    ] {
+        assert!(
+            copied
+                .iter()
+                .any(|c| c.split_whitespace().any(|w| w == file)),
+            "the image carries no {file}: {copied:?}"
+        );
+    }
 }
 
 /// Every `include_str!`/`include_bytes!` of a literal path, in every member's
@@ -676,5 +692,92 @@ fn every_crate_packages_with_what_it_embeds() {
     assert!(
         !listed.lines().any(|l| l.starts_with("tests/fixtures/")),
         "gpulab's package leaves the test fixtures behind"
+    );
+}
+
+/// `docs/THIRD-PARTY-LICENSES.md` (shipped in the release archives and the
+/// image) lists exactly the crates `dist/licences.py` takes from `Cargo.lock`:
+/// those the members depend on outside their dev-dependencies, and everything
+/// those depend on as the lock records it. A dependency added or updated
+/// without running the script again fails here.
+#[test]
+fn the_third_party_licences_list_every_crate_the_lock_ships() {
+    let lock = lock_file();
+    let root = manifest();
+    let local: BTreeSet<&str> = lock
+        .iter()
+        .filter(|p| p.source.is_none())
+        .map(|p| p.name.as_str())
+        .collect();
+    let versions_of = |name: &str| -> Vec<(String, String)> {
+        lock.iter()
+            .filter(|p| p.name == name)
+            .map(|p| (p.name.clone(), p.version.to_string()))
+            .collect()
+    };
+    let mut stack: Vec<(String, String)> = Vec::new();
+    for member in members(&root) {
+        let text = std::fs::read_to_string(member.join("Cargo.toml")).unwrap();
+        let manifest: toml::Table = toml::from_str(&text).unwrap();
+        let mut tables: Vec<&toml::Table> = Vec::new();
+        for kind in ["dependencies", "build-dependencies"] {
+            tables.extend(manifest.get(kind).and_then(|t| t.as_table()));
+            if let Some(targets) = manifest.get("target").and_then(|t| t.as_table()) {
+                tables.extend(
+                    targets
+                        .values()
+                        .filter_map(|t| t.get(kind).and_then(|d| d.as_table())),
+                );
+            }
+        }
+        for (name, spec) in tables.iter().flat_map(|t| t.iter()) {
+            let name = spec.get("package").and_then(|p| p.as_str()).unwrap_or(name);
+            if !local.contains(name) {
+                stack.extend(versions_of(name));
+            }
+        }
+    }
+    let mut shipped: BTreeSet<(String, String)> = BTreeSet::new();
+    while let Some(key) = stack.pop() {
+        if !shipped.insert(key.clone()) {
+            continue;
+        }
+        let entry = lock
+            .iter()
+            .find(|p| p.name == key.0 && p.version.to_string() == key.1)
+            .unwrap();
+        for dep in &entry.deps {
+            let mut parts = dep.split(' ');
+            let name = parts.next().unwrap();
+            if local.contains(name) {
+                continue;
+            }
+            match parts.next() {
+                Some(version) => stack.push((name.to_string(), version.to_string())),
+                None => stack.extend(versions_of(name)),
+            }
+        }
+    }
+    let text =
+        std::fs::read_to_string(Path::new(ROOT).join("docs/THIRD-PARTY-LICENSES.md")).unwrap();
+    let listed: BTreeSet<(String, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.strip_prefix("| ")?.split(" | ").collect();
+            (cells.len() == 3 && cells[0] != "crate" && !cells[0].starts_with("---"))
+                .then(|| (cells[0].to_string(), cells[1].to_string()))
+        })
+        .collect();
+    assert!(
+        shipped.len() > 100,
+        "the closure was walked: {}",
+        shipped.len()
+    );
+    let missing: Vec<_> = shipped.difference(&listed).collect();
+    let stale: Vec<_> = listed.difference(&shipped).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/THIRD-PARTY-LICENSES.md is not the lock's: missing {missing:?}, stale {stale:?}; \
+         run `cargo fetch --locked && python3 dist/licences.py`"
     );
 }

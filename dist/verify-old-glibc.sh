@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A release archive (dist/build.sh), run where GPU clusters live: in a
+# debootstrapped Debian 11 root (glibc 2.31; the archives are linked for 2.28)
+# with nothing but the OpenCL loader, PoCL and clinfo installed. It runs
+# `gpulab list`, `gpulab doctor`, a lab on PoCL (JSON, checked), and `gpulab
+# watch` on clinfo (its agent loaded into a program of that root), as a user's
+# shell would, from the unpacked archive on PATH.
+#
+#   sudo dist/verify-old-glibc.sh target/dist/gpulab-*-x86_64-linux-gnu.tar.gz
+#
+# Needs root (debootstrap, chroot, mount), debootstrap and Debian's mirror;
+# SUITE (default bullseye) and MIRROR choose the root. ROOTFS (default a fresh
+# temporary folder) is removed at the end unless KEEP=1.
+set -euo pipefail
+
+ARCHIVE=${1:?usage: dist/verify-old-glibc.sh ARCHIVE.tar.gz}
+SUITE=${SUITE:-bullseye}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+[ "$(id -u)" -eq 0 ] || { echo "run as root (debootstrap, chroot, mount)" >&2; exit 2; }
+[ -f "$ARCHIVE" ] || { echo "$ARCHIVE: no such archive" >&2; exit 2; }
+ROOTFS=${ROOTFS:-$(mktemp -d "${TMPDIR:-/tmp}/gpulab-$SUITE.XXXXXX")}
+
+cleanup() {
+  for m in dev/pts dev sys proc; do umount "$ROOTFS/$m" 2>/dev/null || true; done
+  if [ "${KEEP:-0}" != 1 ]; then rm -rf --one-file-system "$ROOTFS"; fi
+}
+trap cleanup EXIT
+
+echo "== debootstrap $SUITE (minbase, the OpenCL loader, PoCL, clinfo) into $ROOTFS"
+debootstrap --variant=minbase --include=ocl-icd-libopencl1,pocl-opencl-icd,clinfo \
+  "$SUITE" "$ROOTFS" "$MIRROR" >"$ROOTFS.debootstrap.log" 2>&1 \
+  || { tail -n 30 "$ROOTFS.debootstrap.log"; rm -f "$ROOTFS.debootstrap.log"; exit 1; }
+rm -f "$ROOTFS.debootstrap.log"
+mount -t proc proc "$ROOTFS/proc"
+mount -t sysfs sys "$ROOTFS/sys"
+mount --bind /dev "$ROOTFS/dev"
+mount --bind /dev/pts "$ROOTFS/dev/pts"
+
+mkdir -p "$ROOTFS/opt/gpulab"
+tar -C "$ROOTFS/opt/gpulab" --strip-components=1 -xzf "$ARCHIVE"
+echo "glibc in the root: $(chroot "$ROOTFS" ldd --version | head -n1)"
+
+# As a user would: a home, the archive's bin on PATH, no Rust anywhere.
+in_root() {
+  chroot "$ROOTFS" /usr/bin/env -i HOME=/root PATH=/opt/gpulab/bin:/usr/bin:/bin \
+    TERM=dumb LANG=C.UTF-8 "$@"
+}
+in_root gpulab --version
+in_root gpulab list
+in_root gpulab doctor
+in_root gpulab run cl-finish --variant finish --param kernel_ms=20 --param size_mib=4 \
+  --json >"$ROOTFS/run.json"
+grep -q '"kind": "run"' "$ROOTFS/run.json" || { echo "run --json wrote no run" >&2; exit 1; }
+grep -q '"status": "finished"' "$ROOTFS/run.json" \
+  || { echo "the lab did not finish:" >&2; cat "$ROOTFS/run.json" >&2; exit 1; }
+in_root gpulab run cl-finish --variant finish --param kernel_ms=20 --param size_mib=4
+# The embedded agent, loaded into a program linked against this root's glibc.
+in_root gpulab watch -- clinfo -l
+echo "== $ARCHIVE runs on Debian $SUITE: list, doctor, a PoCL lab, watch"
