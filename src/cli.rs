@@ -116,6 +116,11 @@ pub enum Cmd {
         #[command(flatten)]
         labs: LabsArg,
     },
+    /// The driver card: every lab, every variant, on every device here (each
+    /// OpenCL device, each CUDA device), one table of each claim's verdict and the
+    /// numbers that decided it, with the runs' recordings beside it. `card merge`
+    /// puts several cards (a fleet's, a course's) into one matrix.
+    Card(CardArgs),
     /// Play a recorded run back in the dashboard (without a terminal: print its report).
     Replay {
         /// A recording (`gpulab run … --record FILE`, or the dashboard's history).
@@ -162,9 +167,50 @@ impl Cmd {
             Cmd::Export(a) => (std::mem::take(&mut a.labs.dirs), None),
             Cmd::Watch(a) => (std::mem::take(&mut a.labs.dirs), None),
             Cmd::Run(a) => (std::mem::take(&mut a.labs.dirs), a.device.take()),
+            Cmd::Card(a) => (std::mem::take(&mut a.labs.dirs), None),
             _ => (Vec::new(), None),
         }
     }
+}
+
+/// `gpulab card`: this machine's card, or `card merge`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct CardArgs {
+    #[command(subcommand)]
+    pub merge: Option<CardCmd>,
+    /// Folder to write the card into: card.json, card.md, card.html, and the
+    /// runs' recordings under recordings/ (created; an existing card there is
+    /// replaced).
+    #[arg(short, long, value_name = "DIR", default_value = "gpulab-card")]
+    pub out: PathBuf,
+    /// Make the card from the lab recordings under DIR (`gpulab run --record`, a
+    /// card's recordings/, the shipped H100 recordings) instead of running labs:
+    /// no device needed.
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
+    /// Print the card's JSON (`kind: "card"`) on stdout too.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub labs: LabsArg,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CardCmd {
+    /// Merge cards into one matrix, devices as columns, the claims whose verdicts
+    /// differ between devices first: matrix.json, matrix.md and matrix.html.
+    Merge {
+        /// Cards: `card.json` files or the folders that hold them.
+        #[arg(required = true, value_name = "CARD")]
+        cards: Vec<PathBuf>,
+        /// Folder to write the matrix into (created).
+        #[arg(short, long, value_name = "DIR", default_value = "gpulab-matrix")]
+        out: PathBuf,
+        /// Print the matrix's JSON (`kind: "matrix"`) on stdout too.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `gpulab export FILE`: at least one output; `-` writes it to stdout.

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::backend::discover::DoctorReport;
+use crate::card::{Card, Matrix};
 use crate::lab::Lab;
 use crate::report::out_of_memory::OutOfMemory;
 use crate::report::{Provenance, Summary, WatchReport};
@@ -34,6 +35,10 @@ pub enum Body<'a> {
     Labs(Labs<'a>),
     /// What this machine can run (`doctor`).
     Doctor(Doctor<'a>),
+    /// A machine's driver card (`card`): every lab and variant on its devices.
+    Card(&'a Card),
+    /// Several cards as one table, devices as columns (`card merge`).
+    Matrix(&'a Matrix),
 }
 
 /// One output: the envelope's fields, then the body's.
@@ -197,7 +202,15 @@ mod tests {
     fn every_kind_is_in_the_schema() {
         let schema: serde_json::Value = serde_json::from_str(&schema()).unwrap();
         let text = schema.to_string();
-        for kind in ["run", "watch", "out_of_memory", "labs", "doctor"] {
+        for kind in [
+            "run",
+            "watch",
+            "out_of_memory",
+            "labs",
+            "doctor",
+            "card",
+            "matrix",
+        ] {
             assert!(text.contains(&format!("\"const\":\"{kind}\"")), "{kind}");
         }
     }

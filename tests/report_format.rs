@@ -65,6 +65,11 @@ const UNSEEN: &[(&str, &str, &str)] = &[
         "only a process whose last records never arrived: killed by SIGKILL",
     ),
     (
+        "doctor",
+        "cuda_devices[]",
+        "only a machine with a CUDA device (tests/cuda_labs.rs reads it on the GPU)",
+    ),
+    (
         "run",
         "runs[].spans_not_listed",
         "only a run of more than 10,000 device spans (tests/big_run.rs has one)",
@@ -165,10 +170,26 @@ fn strict_schema() -> jsonschema::Validator {
                 .map(String::from)
         })
         .collect();
-    assert_eq!(bodies.len(), 5, "a body per kind");
+    assert_eq!(bodies.len(), 7, "a body per kind");
     close(&mut schema, &bodies);
     schema["unevaluatedProperties"] = Value::Bool(false);
     jsonschema::draft202012::new(&schema).unwrap()
+}
+
+/// Strict enough to refuse a key the types lack, at the top and deep down.
+fn refuses_unknown_keys(schema: &jsonschema::Validator, outputs: &[Value]) {
+    for out in outputs {
+        let mut top = out.clone();
+        top["unheard_of"] = Value::from(1);
+        assert!(
+            !schema.is_valid(&top),
+            "{} took an unknown key",
+            out["kind"]
+        );
+    }
+    let mut deep = outputs[0].clone();
+    deep["runs"][0]["lines"][0]["unheard_of"] = Value::from(1);
+    assert!(!schema.is_valid(&deep), "a line took an unknown key");
 }
 
 fn json_of(args: &[&str]) -> Value {
@@ -186,6 +207,42 @@ fn recordings(dir: &str) -> Vec<std::path::PathBuf> {
     }
     files.sort();
     files
+}
+
+/// A card of the shipped H100 recordings and one of the PoCL fixtures
+/// (`card --from`), and their matrix (`card merge`).
+fn cards(dir: &Path) -> Vec<Value> {
+    let h100 = dir.join("card-h100");
+    let pocl = dir.join("card-pocl");
+    let matrix = dir.join("matrix");
+    let path = |p: &Path| p.display().to_string();
+    vec![
+        json_of(&[
+            "card",
+            "--from",
+            &path(&common::repo_file("assets/recordings/nvidia-h100")),
+            "-o",
+            &path(&h100),
+            "--json",
+        ]),
+        json_of(&[
+            "card",
+            "--from",
+            &path(&common::repo_file("tests/fixtures/recordings")),
+            "-o",
+            &path(&pocl),
+            "--json",
+        ]),
+        json_of(&[
+            "card",
+            "merge",
+            &path(&h100),
+            &path(&pocl),
+            "-o",
+            &path(&matrix),
+            "--json",
+        ]),
+    ]
 }
 
 /// The PoCL fixture with its `clCreateBuffer` failed for want of host memory, so
@@ -319,6 +376,7 @@ fn the_document_and_the_json_outputs_agree() {
         watched,
         oom,
     ];
+    outputs.extend(cards(dir.path()));
     for file in recordings("assets/recordings")
         .into_iter()
         .chain(recordings("assets/watch-recordings"))
@@ -327,19 +385,7 @@ fn the_document_and_the_json_outputs_agree() {
     }
 
     let schema = strict_schema();
-    // Strict enough to refuse a key the types lack, at the top and deep down.
-    for out in &outputs {
-        let mut top = out.clone();
-        top["unheard_of"] = Value::from(1);
-        assert!(
-            !schema.is_valid(&top),
-            "{} took an unknown key",
-            out["kind"]
-        );
-    }
-    let mut deep = outputs[0].clone();
-    deep["runs"][0]["lines"][0]["unheard_of"] = Value::from(1);
-    assert!(!schema.is_valid(&deep), "a line took an unknown key");
+    refuses_unknown_keys(&schema, &outputs);
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for out in &outputs {
         assert_eq!(out["schema_version"], 2, "{out:#}");
@@ -364,7 +410,15 @@ fn the_document_and_the_json_outputs_agree() {
     }
     assert_eq!(
         seen.keys().collect::<Vec<_>>(),
-        ["doctor", "labs", "out_of_memory", "run", "watch"],
+        [
+            "card",
+            "doctor",
+            "labs",
+            "matrix",
+            "out_of_memory",
+            "run",
+            "watch"
+        ],
         "every kind of output was read"
     );
     for (kind, path) in &doc {

@@ -41,23 +41,7 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
         .iter()
         .map(|f| load(f, set.labs()))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    // Any set of lab recordings: grouped by lab and device, each group's
-    // claims that compare its variants judged from that group alone (a run on
-    // the H100 is never compared with one on the H200).
-    let groups = groups(files, &runs)?;
-    for members in &groups {
-        let mut group: Vec<Run> = members
-            .iter()
-            .map(|&i| std::mem::take(&mut runs[i]))
-            .collect();
-        let names: Vec<PathBuf> = members.iter().map(|&i| files[i].clone()).collect();
-        if group.len() > 1 {
-            judge_across(&set, &names, &mut group)?;
-        }
-        for (&i, run) in members.iter().zip(group) {
-            runs[i] = run;
-        }
-    }
+    let groups = judge_groups(&set, files, &mut runs)?;
     let summaries: Vec<Summary> = runs.iter().map(Summary::of).collect();
     if format.json {
         out!("{}", json(Body::Run(Runs { runs: &summaries }))?);
@@ -79,6 +63,31 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
         }
     }
     Ok(EXIT_OK)
+}
+
+/// Any set of lab recordings: grouped by lab and device, each group's claims
+/// that compare its variants judged from that group alone (a run on the H100
+/// is never compared with one on the H200). The groups, as `groups` makes them.
+pub(super) fn judge_groups(
+    set: &LabSet,
+    files: &[PathBuf],
+    runs: &mut [Run],
+) -> anyhow::Result<Vec<Vec<usize>>> {
+    let groups = groups(files, runs)?;
+    for members in &groups {
+        let mut group: Vec<Run> = members
+            .iter()
+            .map(|&i| std::mem::take(&mut runs[i]))
+            .collect();
+        let names: Vec<PathBuf> = members.iter().map(|&i| files[i].clone()).collect();
+        if group.len() > 1 {
+            judge_across(set, &names, &mut group)?;
+        }
+        for (&i, run) in members.iter().zip(group) {
+            runs[i] = run;
+        }
+    }
+    Ok(groups)
 }
 
 /// The recordings' indices grouped by lab and device, in the order each group

@@ -21,7 +21,7 @@ use super::{EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fai
 use crate::cli::{FailOn, Format, RunArgs};
 
 /// Telemetry rate while a headless run is on.
-const SAMPLE_HZ: f64 = 1000.0;
+pub(super) const SAMPLE_HZ: f64 = 1000.0;
 
 pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
     let set = super::load_labs(dirs);
@@ -268,7 +268,7 @@ fn record_path(base: &Path, variant: &str, several: bool) -> PathBuf {
 
 /// Runs one variant to its end, folded and (with `record`) recorded as its
 /// events come.
-fn run_variant(
+pub(super) fn run_variant(
     source: &LocalSource,
     req: RunRequest,
     step: bool,

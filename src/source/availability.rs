@@ -158,6 +158,7 @@ mod tests {
                 })
                 .collect(),
             opencl_devices: devices,
+            cuda_devices: Vec::new(),
             icd: IcdState::default(),
         }
     }

@@ -4,6 +4,7 @@
 //! prints; `trace` adds to the events crate what gpulab does with a stream
 //! (thinning a recording, the sink its producers send into).
 
+pub mod card;
 pub mod export;
 pub mod report;
 pub mod run;

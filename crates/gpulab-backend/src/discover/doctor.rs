@@ -37,7 +37,17 @@ pub struct Section {
 pub struct DoctorReport {
     pub sections: Vec<Section>,
     pub opencl_devices: Vec<ClDevice>,
+    /// CUDA devices by ordinal, as `--device N` counts them for a CUDA lab.
+    pub cuda_devices: Vec<CudaDevice>,
     pub icd: IcdState,
+}
+
+/// A CUDA device the driver lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CudaDevice {
+    /// Its ordinal (`cuDeviceGet`), the index `--device` takes for a CUDA lab.
+    pub ordinal: u32,
+    pub name: String,
 }
 
 fn check(name: &str, status: Status, detail: impl Into<String>, fix: Option<&str>) -> Check {
@@ -55,9 +65,11 @@ const FIX_PLATFORM: &str = "install an OpenCL platform: `apt-get install pocl-op
 pub fn doctor() -> DoctorReport {
     let icd = icd_state();
     let (opencl, devices) = opencl_section(&icd);
+    let (cuda, cuda_devices) = cuda_section();
     DoctorReport {
-        sections: vec![opencl, cuda_section(), nvml_section()],
+        sections: vec![opencl, cuda, nvml_section()],
         opencl_devices: devices,
+        cuda_devices,
         icd,
     }
 }
@@ -224,7 +236,7 @@ type CuResult = c_int;
 
 /// The CUDA driver API through raw symbols: doctor must not depend on cudarc,
 /// which panics when `libcuda.so.1` is missing.
-fn cuda_section() -> Section {
+fn cuda_section() -> (Section, Vec<CudaDevice>) {
     let mut checks = Vec::new();
     // SAFETY: loading libcuda runs its initialisers, as any CUDA program does.
     let lib = match unsafe { libloading::Library::new("libcuda.so.1") } {
@@ -237,15 +249,17 @@ fn cuda_section() -> Section {
                 Some("install the NVIDIA driver; in a container run with `--gpus all` (NVIDIA container toolkit)"),
             ));
             checks.push(cupti_check(&cupti::find(None)));
-            return Section {
+            let section = Section {
                 name: "CUDA".into(),
                 checks,
             };
+            return (section, Vec::new());
         }
     };
     checks.push(check("libcuda.so.1", Status::Ok, "loaded", None));
+    let mut listed = Vec::new();
     match cuda_devices(&lib) {
-        Ok((version, names)) => {
+        Ok((version, devices)) => {
             checks.push(check(
                 "driver",
                 Status::Ok,
@@ -256,15 +270,20 @@ fn cuda_section() -> Section {
                 ),
                 None,
             ));
-            let status = if names.is_empty() {
+            let status = if devices.is_empty() {
                 Status::Missing
             } else {
                 Status::Ok
             };
-            let fix = names
+            let fix = devices
                 .is_empty()
                 .then_some("no CUDA device visible: check `nvidia-smi` and CUDA_VISIBLE_DEVICES");
+            let names: Vec<String> = devices
+                .iter()
+                .map(|d| format!("{}: {}", d.ordinal, d.name))
+                .collect();
             checks.push(check("devices", status, names.join("; "), fix));
+            listed = devices;
         }
         Err(e) => checks.push(check(
             "cuInit",
@@ -274,10 +293,11 @@ fn cuda_section() -> Section {
         )),
     }
     checks.push(cupti_check(&cupti::find(None)));
-    Section {
+    let section = Section {
         name: "CUDA".into(),
         checks,
-    }
+    };
+    (section, listed)
 }
 
 /// Whether `gpulab watch` can see a CUDA program's calls: a libcupti to give it,
@@ -328,7 +348,7 @@ fn cupti_api_version(path: &str) -> Result<u32, String> {
     }
 }
 
-fn cuda_devices(lib: &libloading::Library) -> Result<(i32, Vec<String>), String> {
+fn cuda_devices(lib: &libloading::Library) -> Result<(i32, Vec<CudaDevice>), String> {
     type Init = unsafe extern "C" fn(c_uint) -> CuResult;
     type OutInt = unsafe extern "C" fn(*mut c_int) -> CuResult;
     type Get = unsafe extern "C" fn(*mut c_int, c_int) -> CuResult;
@@ -367,21 +387,27 @@ fn cuda_devices(lib: &libloading::Library) -> Result<(i32, Vec<String>), String>
         if r != 0 {
             return Err(format!("cuDeviceGetCount: {}", named(r)));
         }
-        let mut names = Vec::new();
+        let mut devices = Vec::new();
         for i in 0..n {
             let mut dev: c_int = 0;
             let mut buf = [0 as c_char; 256];
+            let ordinal = u32::try_from(i).unwrap_or_default();
             if get(&mut dev, i) != 0 || name(buf.as_mut_ptr(), buf.len() as c_int, dev) != 0 {
-                names.push(format!("{i}: (name unavailable)"));
+                devices.push(CudaDevice {
+                    ordinal,
+                    name: "(name unavailable)".into(),
+                });
                 continue;
             }
             buf[buf.len() - 1] = 0;
-            names.push(format!(
-                "{i}: {}",
-                std::ffi::CStr::from_ptr(buf.as_ptr()).to_string_lossy()
-            ));
+            devices.push(CudaDevice {
+                ordinal,
+                name: std::ffi::CStr::from_ptr(buf.as_ptr())
+                    .to_string_lossy()
+                    .into_owned(),
+            });
         }
-        Ok((v, names))
+        Ok((v, devices))
     }
 }
 

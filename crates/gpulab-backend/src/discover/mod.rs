@@ -4,7 +4,7 @@
 
 mod doctor;
 
-pub use doctor::{Check, DoctorReport, Section, Status, doctor};
+pub use doctor::{Check, CudaDevice, DoctorReport, Section, Status, doctor};
 pub use gpulab_host::machine::icd::{IcdState, icd_state, prepare_icd_environment};
 
 use cl3::device::{CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU, cl_device_type};

@@ -11,3 +11,5 @@ pub mod figure;
 pub mod html;
 mod outline;
 mod svg;
+
+pub(crate) use svg::esc;

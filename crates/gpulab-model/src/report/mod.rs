@@ -12,7 +12,7 @@ mod text;
 pub mod watch;
 
 pub use format::printable;
-pub(crate) use format::{fmt_delta, fmt_value, memory_label, program_memory_label};
+pub(crate) use format::{fmt_delta, fmt_value, md_code, memory_label, program_memory_label};
 pub use markdown::markdown;
 pub use text::{side_by_side, text};
 pub use watch::WatchReport;
@@ -350,7 +350,7 @@ fn leak_rows(run: &Run) -> Vec<LeakRow> {
 
 /// Where a run was made, by which gpulab and when, from its `meta`: what a
 /// table of many runs (a fleet's) needs to tell them apart.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, JsonSchema)]
 pub struct Provenance {
     /// The gpulab that ran it (the recording's; the output's own is the
     /// envelope's `gpulab_version`).

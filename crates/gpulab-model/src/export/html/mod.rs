@@ -197,7 +197,7 @@ fn page(drawn: &Decimated, axis: &TimeAxis, extras: Extras) -> String {
 }
 
 /// The page's start: its title, styles and heading.
-fn head(heading: &str) -> String {
+pub(crate) fn head(heading: &str) -> String {
     format!(
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -363,7 +363,7 @@ fn calls_by_api(out: &mut String, run: &Run) {
 
 /// The colour class of a verdict: how it stands to the lesson where the lab
 /// states one, else the verdict's own.
-fn lesson_class(c: &ClaimVerdict) -> &'static str {
+pub(crate) fn lesson_class(c: &ClaimVerdict) -> &'static str {
     match c.tone() {
         Tone::Good => "good",
         Tone::Finding => "finding",

@@ -1,0 +1,178 @@
+//! A card or a matrix as Markdown: the devices, then one table of claims ×
+//! devices (the rows that differ first, under their own heading), each cell a
+//! link to the numbers that decided it, listed below.
+
+use std::fmt::Write as _;
+
+use super::{Cell, Matrix, Row, column_label};
+use crate::report::{fmt_value, md_code};
+
+/// `title` heads it: `gpulab card: host` or `gpulab matrix: 3 devices`.
+pub fn markdown(m: &Matrix, title: &str) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "# {title}\n");
+    let _ = writeln!(
+        o,
+        "{} claims of {} lab variants on {} devices; {} differ between devices. \
+         Made {} on {} by gpulab {}.\n",
+        m.rows.len(),
+        variants(m),
+        m.columns.len(),
+        m.differing(),
+        m.recorded.at.as_deref().unwrap_or("at an unknown time"),
+        m.recorded.host,
+        m.recorded.gpulab_version,
+    );
+    let _ = writeln!(o, "| device | host | platforms | drivers | card |");
+    let _ = writeln!(o, "|---|---|---|---|---|");
+    for c in &m.columns {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} |",
+            cell_text(&c.device.name),
+            cell_text(&c.device.host),
+            cell_text(&c.device.platforms.join("; ")),
+            cell_text(&c.device.drivers.join("; ")),
+            cell_text(&m.cards[c.card]),
+        );
+    }
+    for p in &m.problems {
+        let _ = writeln!(o, "\n> **not merged:** {}", p.replace('\n', " "));
+    }
+    if m.columns.len() > 1 {
+        for (heading, rows) in groups(m) {
+            let _ = writeln!(o, "\n## {heading} ({})\n", rows.len());
+            table(m, &rows, &mut o);
+        }
+    } else {
+        let _ = writeln!(o, "\n## Claims\n");
+        let all: Vec<(usize, &Row)> = m.rows.iter().enumerate().collect();
+        table(m, &all, &mut o);
+    }
+    let _ = writeln!(
+        o,
+        "\n## Numbers\n\nWhat each verdict was judged from, as the run measured it.\n"
+    );
+    for (i, row) in m.rows.iter().enumerate() {
+        for (j, cell) in row.cells.iter().enumerate() {
+            let Some(cell) = cell else { continue };
+            numbers(m, row, cell, (i, j), &mut o);
+        }
+    }
+    o
+}
+
+/// The rows of a matrix of several devices, under their headings: those whose
+/// verdicts differ, those the devices agree on, those one device ran.
+pub(super) fn groups(m: &Matrix) -> [(&'static str, Vec<(usize, &Row)>); 3] {
+    let rows = || m.rows.iter().enumerate();
+    [
+        (
+            "Claims whose verdicts differ",
+            rows().filter(|(_, r)| r.differs).collect(),
+        ),
+        (
+            "Claims on which the devices agree",
+            rows()
+                .filter(|(_, r)| !r.differs && r.judged_on > 1)
+                .collect(),
+        ),
+        (
+            "Claims only one device ran",
+            rows().filter(|(_, r)| r.judged_on < 2).collect(),
+        ),
+    ]
+}
+
+/// How many lab variants the rows come from.
+fn variants(m: &Matrix) -> usize {
+    let mut seen: Vec<(&str, &str)> = m
+        .rows
+        .iter()
+        .map(|r| (r.lab.as_str(), r.variant.as_str()))
+        .collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
+}
+
+fn table(m: &Matrix, rows: &[(usize, &Row)], o: &mut String) {
+    if rows.is_empty() {
+        let _ = writeln!(o, "None.");
+        return;
+    }
+    let heads: Vec<String> = m
+        .columns
+        .iter()
+        .map(|c| cell_text(&column_label(c)))
+        .collect();
+    let _ = writeln!(o, "| lab | variant | claim | {} |", heads.join(" | "));
+    let _ = writeln!(o, "|---|---|---|{}", "---|".repeat(heads.len()));
+    for (i, row) in rows {
+        let cells: Vec<String> = row
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(j, c)| match c {
+                Some(c) => format!("[{}](#n-{i}-{j})", said(c)),
+                None => "—".to_string(),
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} |",
+            md_code(&row.lab, true),
+            md_code(&row.variant, true),
+            cell_text(&row.claim),
+            cells.join(" | ")
+        );
+    }
+}
+
+/// The verdict's mark and words, and how it stands to the lesson.
+pub(super) fn said(c: &Cell) -> String {
+    let lesson = c
+        .claim
+        .lesson()
+        .map(|l| format!(" ({})", l.label()))
+        .unwrap_or_default();
+    format!("{} {}{lesson}", c.claim.mark(), c.verdict.label())
+}
+
+fn numbers(m: &Matrix, row: &Row, cell: &Cell, (i, j): (usize, usize), o: &mut String) {
+    let values: Vec<String> = cell
+        .claim
+        .values
+        .iter()
+        .map(|(k, v)| format!("{} = {}", md_code(k, false), fmt_value(*v)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "- <a id=\"n-{i}-{j}\"></a>**{} · {} · {}** on {}: {} — {} with {}{}{}",
+        row.lab,
+        row.variant,
+        row.claim,
+        column_label(&m.columns[j]),
+        said(cell),
+        md_code(&cell.claim.expr, false),
+        if values.is_empty() {
+            "no values".to_string()
+        } else {
+            values.join(", ")
+        },
+        cell.claim
+            .reason
+            .as_deref()
+            .map(|r| format!("; why: {r}"))
+            .unwrap_or_default(),
+        cell.recording
+            .as_deref()
+            .map(|r| format!(" ([recording]({r}))"))
+            .unwrap_or_default(),
+    );
+}
+
+/// Text for a table cell: `|` escaped, one line.
+fn cell_text(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}

@@ -1,0 +1,413 @@
+//! `gpulab card`: every lab, every variant, on every device gpulab can use here
+//! (or from recordings, `--from`), as one card: `card.json`, `card.md`,
+//! `card.html` and the runs' recordings under `recordings/`. `gpulab card
+//! merge`: several cards as one matrix.
+//!
+//! The devices are listed by a `gpulab doctor --json` child: the parent never
+//! initialises a GPU API itself (NVIDIA's OpenCL then fails to appear in the
+//! workers), and each run is a worker of its own, as `gpulab run` starts it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use gpulab::backend::discover::DoctorReport;
+use gpulab::card::{Card, Matrix};
+use gpulab::lab::{BackendKind, Lab, LabSet, catalog};
+use gpulab::output::{self, Body};
+use gpulab::report::{Provenance, Summary};
+use gpulab::run::Run;
+use gpulab::source::{LocalSource, Recorded, Recording, RunRequest};
+use gpulab::trace::{Event, Verdict};
+
+use super::{EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, fail};
+use crate::cli::{CardArgs, CardCmd};
+
+pub fn card(dirs: &[PathBuf], args: &CardArgs) -> anyhow::Result<i32> {
+    if let Some(CardCmd::Merge { cards, out, json }) = &args.merge {
+        return merge(cards, out, *json);
+    }
+    let set = super::load_labs(dirs);
+    for p in &set.problems {
+        errln!("gpulab: skipped a lab file: {p}");
+    }
+    let (runs, title, cancelled) = match &args.from {
+        Some(from) => (
+            from_recordings(&set, from)?,
+            format!("gpulab card of {}", from.display()),
+            false,
+        ),
+        None => {
+            let (runs, cancelled) = run_everything(&set, &args.out)?;
+            (
+                runs,
+                format!("gpulab card: {}", gpulab::hostname()),
+                cancelled,
+            )
+        }
+    };
+    let card = Card::of(Provenance::here(gpulab::hostname()), &runs);
+    let matrix = Matrix::merge(
+        card.recorded.clone(),
+        &[("card.json".to_string(), card.clone())],
+        Vec::new(),
+    );
+    write_all(
+        &args.out,
+        &[
+            ("card.json", output::json(Body::Card(&card))?),
+            ("card.md", gpulab::card::markdown(&matrix, &title)),
+            ("card.html", gpulab::card::html(&matrix, &title)),
+        ],
+    )?;
+    if args.json {
+        out!("{}", output::json(Body::Card(&card))?);
+    }
+    errln!(
+        "gpulab: {} runs on {} devices, {} claims: {}/card.md, card.json, card.html",
+        card.runs.len(),
+        card.devices.len(),
+        matrix.rows.len(),
+        args.out.display()
+    );
+    Ok(if cancelled {
+        gpulab::signals::cancelled_status()
+    } else {
+        EXIT_OK
+    })
+}
+
+/// One run on the card: its summary and its recording, relative to the card.
+type Carded = (Summary, Option<String>);
+
+/// The devices `gpulab doctor --json` lists, each lab of their backend, each
+/// variant: run, recorded under `out/recordings/`, in that order. Ctrl-C stops
+/// after the run in progress; what ran makes the card.
+fn run_everything(set: &LabSet, out: &Path) -> anyhow::Result<(Vec<Carded>, bool)> {
+    let devices = devices_here()?;
+    let mut plan: Vec<(&Lab, String, &Device)> = Vec::new();
+    for device in &devices {
+        for lab in set.labs().iter().filter(|l| l.backend == device.backend) {
+            for v in &lab.variants {
+                plan.push((lab, v.name.clone(), device));
+            }
+        }
+    }
+    if plan.is_empty() {
+        return Err(fail(
+            EXIT_UNAVAILABLE,
+            "no device here to run a lab on: `gpulab doctor` says what is missing",
+        ));
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    {
+        let cancel = cancel.clone();
+        let _ = gpulab::signals::on_termination(move || cancel.store(true, Ordering::SeqCst));
+    }
+    let source = LocalSource::new()?;
+    let mut carded = Vec::new();
+    let total = plan.len();
+    let mut done = 0;
+    // One lab on one device at a time: its variants, then the claims that
+    // compare them, judged from those runs alone.
+    let mut i = 0;
+    while i < plan.len() && !cancel.load(Ordering::SeqCst) {
+        let (lab, _, device) = plan[i];
+        let group: Vec<String> = plan[i..]
+            .iter()
+            .take_while(|(l, _, d)| {
+                l.id == lab.id && d.arg == device.arg && d.backend == device.backend
+            })
+            .map(|(_, v, _)| v.clone())
+            .collect();
+        i += group.len();
+        let mut sessions = Vec::new();
+        for variant in &group {
+            if cancel.load(Ordering::SeqCst) {
+                break;
+            }
+            done += 1;
+            let started = Instant::now();
+            let rel = format!("recordings/{}/{}--{variant}.jsonl", device.folder, lab.id);
+            let path = out.join(&rel);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    fail(EXIT_USAGE, format!("cannot create {}: {e}", dir.display()))
+                })?;
+            }
+            let recording = Recording::create(&path)
+                .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display())))?;
+            let req = RunRequest {
+                lab: lab.clone(),
+                variant: variant.clone(),
+                params: catalog::resolve_params(lab, &[])
+                    .map_err(|e| fail(EXIT_USAGE, e.to_string()))?,
+                device: Some(device.arg.clone()),
+                budget_bytes: None,
+                unbounded: false,
+                step: false,
+                sample_hz: super::run::SAMPLE_HZ,
+            };
+            let session = super::run::run_variant(&source, req, false, Some(recording), &cancel)?;
+            errln!(
+                "[{done}/{total}] {} [{variant}] on {}: {} in {:.1} s",
+                lab.id,
+                device.label,
+                tally(&session.run),
+                started.elapsed().as_secs_f64()
+            );
+            sessions.push((session, rel));
+        }
+        if sessions.len() > 1 {
+            let runs: Vec<&Run> = sessions.iter().map(|(s, _)| &s.run).collect();
+            for (k, verdict) in gpulab::verdict::judge_across(lab, &runs) {
+                if let Some((s, _)) = sessions.get_mut(k) {
+                    s.apply(Event::Claim(verdict));
+                }
+            }
+        }
+        for (session, rel) in sessions {
+            let (run, recorded) = session.finish();
+            for r in &recorded {
+                if let (Recorded::Partial { .. } | Recorded::Removed(_), Some(p)) = (r, r.problem())
+                {
+                    errln!("gpulab: {p}");
+                }
+            }
+            carded.push((Summary::of(&run), Some(rel)));
+        }
+    }
+    Ok((carded, cancel.load(Ordering::SeqCst)))
+}
+
+/// A run's verdicts counted: `3 hold, 1 does not hold` (or how it ended).
+fn tally(run: &Run) -> String {
+    let count = |v: Verdict| run.claims.iter().filter(|c| c.verdict == v).count();
+    let status = run
+        .end
+        .as_ref()
+        .map(|e| e.status.label())
+        .unwrap_or_else(|| "no end".into());
+    format!(
+        "{} hold, {} do not, {} inconclusive ({status})",
+        count(Verdict::Holds),
+        count(Verdict::DoesNotHold),
+        count(Verdict::Inconclusive)
+    )
+}
+
+/// A device a lab can run on, as `--device` takes it.
+struct Device {
+    backend: BackendKind,
+    /// What `--device` takes: the OpenCL index, or the CUDA ordinal.
+    arg: String,
+    label: String,
+    /// Its recordings' folder under `recordings/`.
+    folder: String,
+}
+
+/// Every OpenCL device and every CUDA device here, from a `gpulab doctor
+/// --json` child.
+fn devices_here() -> anyhow::Result<Vec<Device>> {
+    let exe = std::env::current_exe()?;
+    let out = std::process::Command::new(exe)
+        .args(["doctor", "--json"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()?;
+    let report: DoctorReport = serde_json::from_slice(&out.stdout).map_err(|e| {
+        fail(
+            EXIT_UNAVAILABLE,
+            format!("`gpulab doctor --json` said no devices: {e}"),
+        )
+    })?;
+    let mut devices = Vec::new();
+    for d in &report.opencl_devices {
+        devices.push(Device {
+            backend: BackendKind::OpenCl,
+            arg: d.index.to_string(),
+            label: format!("{} (OpenCL {}, {})", d.name, d.index, d.platform),
+            folder: slug(&format!("opencl-{}-{}", d.index, d.name)),
+        });
+    }
+    for d in &report.cuda_devices {
+        devices.push(Device {
+            backend: BackendKind::Cuda,
+            arg: d.ordinal.to_string(),
+            label: format!("{} (CUDA {})", d.name, d.ordinal),
+            folder: slug(&format!("cuda-{}-{}", d.ordinal, d.name)),
+        });
+    }
+    Ok(devices)
+}
+
+/// A folder name: lower case letters, digits and single dashes.
+fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// The lab recordings under `dir` (any depth), read and judged as `gpulab
+/// report` judges several: the claims that compare variants from each lab's
+/// runs on one device. Watch recordings are left out, said.
+fn from_recordings(set: &LabSet, dir: &Path) -> anyhow::Result<Vec<Carded>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d)
+            .map_err(|e| fail(EXIT_USAGE, format!("--from {}: {e}", d.display())))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut runs = Vec::new();
+    let mut kept = Vec::new();
+    for file in files {
+        let run = super::report::load(&file, set.labs())?;
+        if run.lab_id().is_none() {
+            errln!(
+                "gpulab: {} is not a lab run: left out of the card",
+                file.display()
+            );
+            continue;
+        }
+        runs.push(run);
+        kept.push(file);
+    }
+    if runs.is_empty() {
+        return Err(fail(
+            EXIT_USAGE,
+            format!("--from {}: no lab recordings there", dir.display()),
+        ));
+    }
+    super::report::judge_groups(set, &kept, &mut runs)?;
+    Ok(runs
+        .iter()
+        .zip(&kept)
+        .map(|(run, file)| (Summary::of(run), Some(file.display().to_string())))
+        .collect())
+}
+
+/// `gpulab card merge`: each card read, those that cannot be said why and
+/// left out, the rest merged.
+fn merge(paths: &[PathBuf], out: &Path, json: bool) -> anyhow::Result<i32> {
+    let mut cards = Vec::new();
+    let mut problems = Vec::new();
+    for path in paths {
+        let file = if path.is_dir() {
+            path.join("card.json")
+        } else {
+            path.clone()
+        };
+        match read_card(&file) {
+            Ok(mut card) => {
+                // Recordings are named relative to their card's folder.
+                let dir = file.parent().unwrap_or(Path::new(""));
+                for run in &mut card.runs {
+                    if let Some(r) = &mut run.recording
+                        && Path::new(r.as_str()).is_relative()
+                    {
+                        *r = dir.join(r.as_str()).display().to_string();
+                    }
+                }
+                cards.push((file.display().to_string(), card));
+            }
+            Err(e) => {
+                errln!("gpulab: {e}; merging the rest");
+                problems.push(e);
+            }
+        }
+    }
+    if cards.is_empty() {
+        return Err(fail(EXIT_USAGE, "no card could be read"));
+    }
+    let said = problems.len();
+    let matrix = Matrix::merge(Provenance::here(gpulab::hostname()), &cards, problems);
+    for p in &matrix.problems[said..] {
+        errln!("gpulab: {p}");
+    }
+    let title = format!("gpulab matrix: {} devices", matrix.columns.len());
+    write_all(
+        out,
+        &[
+            ("matrix.json", output::json(Body::Matrix(&matrix))?),
+            ("matrix.md", gpulab::card::markdown(&matrix, &title)),
+            ("matrix.html", gpulab::card::html(&matrix, &title)),
+        ],
+    )?;
+    if json {
+        out!("{}", output::json(Body::Matrix(&matrix))?);
+    }
+    errln!(
+        "gpulab: {} devices, {} claims, {} differ: {}/matrix.md, matrix.json, matrix.html",
+        matrix.columns.len(),
+        matrix.rows.len(),
+        matrix.differing(),
+        out.display()
+    );
+    Ok(EXIT_OK)
+}
+
+/// A card file, or why it cannot be merged: not JSON (truncated), not a card,
+/// or of another schema than this gpulab's.
+fn read_card(file: &Path) -> Result<Card, String> {
+    let name = file.display();
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{name}: {e}"))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{name} is not whole JSON ({e}): truncated or not a card"))?;
+    if value["kind"] != "card" {
+        return Err(format!(
+            "{name} is not a card (its kind is {}): `gpulab card` writes card.json",
+            value["kind"]
+        ));
+    }
+    let version = value["schema_version"].as_u64().unwrap_or(0);
+    let ours = u64::from(output::SCHEMA_VERSION);
+    if version != ours {
+        let by = value["gpulab_version"].as_str().unwrap_or("?");
+        let which = if version > ours { "newer" } else { "older" };
+        return Err(format!(
+            "{name} was written by a {which} gpulab ({by}, schema {version}; this one reads {ours}): make it again with this gpulab (`gpulab card --from` its recordings)"
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| format!("{name}: not a whole card: {e}"))
+}
+
+fn write_all(dir: &Path, files: &[(&str, String)]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", dir.display())))?;
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slug;
+
+    #[test]
+    fn a_device_becomes_a_folder_name() {
+        assert_eq!(slug("opencl-0-NVIDIA H200"), "opencl-0-nvidia-h200");
+        assert_eq!(
+            slug("opencl-1-cpu-skylake-avx512-Intel(R) Xeon(R)"),
+            "opencl-1-cpu-skylake-avx512-intel-r-xeon-r"
+        );
+    }
+}
