@@ -39,7 +39,6 @@ command -v cargo-zigbuild >/dev/null 2>&1 \
 command -v zig >/dev/null 2>&1 || python3 -m ziglang version >/dev/null 2>&1 \
   || { echo "needs zig: pip install ziglang (or zig on PATH)" >&2; exit 2; }
 
-rm -rf "$OUT"
 mkdir -p "$OUT"
 # The man page and completions come from a gpulab that runs here: the first
 # archive's, when it is this machine's architecture, else a plain build.
@@ -63,6 +62,8 @@ for arch in "${ARCHES[@]}"; do
   [ "$arch" = "$(uname -m)" ] && here="$bin"
   name="gpulab-$VERSION-$arch-linux-gnu"
   stage="$OUT/$name"
+  # Only this architecture's: an archive built before for the other stays.
+  rm -rf "$stage" "$stage.tar.gz"
   install -Dm755 "$bin" "$stage/bin/gpulab"
   mkdir -p "$stage/share/gpulab/assets" "$stage/share/doc/gpulab"
   cp -r assets/recordings assets/watch-recordings "$stage/share/gpulab/assets/"

@@ -46,6 +46,26 @@ fn wait_for(path: &Path) {
     }
 }
 
+/// The pid the shell writes to `path`, once it is whole: the shell creates
+/// the file before it writes the number, so the file alone is not enough.
+fn pid_in(path: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.ends_with('\n')
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never held a pid: {text:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn alive(pid: i32) -> bool {
     // A zombie is dead; only its parent (not this test) could reap it.
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
@@ -266,12 +286,7 @@ fn sigterm_stops_the_programs_whole_group_and_the_report_says_gpulab_did() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("gpulab starts");
-    wait_for(&pid_file);
-    let grandchild: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap_or_default()
-        .trim()
-        .parse()
-        .expect("a pid");
+    let grandchild = pid_in(&pid_file);
     signal(&child, "-TERM");
     let out = wait(child);
     // 128 + SIGTERM.

@@ -34,7 +34,7 @@ pub fn card(dirs: &[PathBuf], args: &CardArgs) -> anyhow::Result<i32> {
     }
     let (runs, title, cancelled) = match &args.from {
         Some(from) => (
-            from_recordings(&set, from)?,
+            from_recordings(&set, from, &args.out)?,
             format!("gpulab card of {}", from.display()),
             false,
         ),
@@ -258,7 +258,7 @@ fn slug(text: &str) -> String {
 /// The lab recordings under `dir` (any depth), read and judged as `gpulab
 /// report` judges several: the claims that compare variants from each lab's
 /// runs on one device. Watch recordings are left out, said.
-fn from_recordings(set: &LabSet, dir: &Path) -> anyhow::Result<Vec<Carded>> {
+fn from_recordings(set: &LabSet, dir: &Path, out: &Path) -> anyhow::Result<Vec<Carded>> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -298,8 +298,43 @@ fn from_recordings(set: &LabSet, dir: &Path) -> anyhow::Result<Vec<Carded>> {
     Ok(runs
         .iter()
         .zip(&kept)
-        .map(|(run, file)| (Summary::of(run), Some(file.display().to_string())))
+        .map(|(run, file)| (Summary::of(run), Some(relative(file, out))))
         .collect())
+}
+
+/// `file` as a path from `dir` (both made absolute), so the card's links reach
+/// it from where the card is; `file` as it is when one cannot be made absolute.
+fn relative(file: &Path, dir: &Path) -> String {
+    let absolute = |p: &Path| std::path::absolute(p).ok().map(normal);
+    let (Some(file_abs), Some(dir_abs)) = (absolute(file), absolute(dir)) else {
+        return file.display().to_string();
+    };
+    let common = file_abs
+        .components()
+        .zip(dir_abs.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut rel = PathBuf::new();
+    for _ in dir_abs.components().skip(common) {
+        rel.push("..");
+    }
+    rel.extend(file_abs.components().skip(common));
+    rel.display().to_string()
+}
+
+/// `a/./b/../c` as `a/c`, without touching the file system.
+fn normal(path: PathBuf) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// `gpulab card merge`: each card read, those that cannot be said why and
@@ -315,13 +350,12 @@ fn merge(paths: &[PathBuf], out: &Path, json: bool) -> anyhow::Result<i32> {
         };
         match read_card(&file) {
             Ok(mut card) => {
-                // Recordings are named relative to their card's folder.
+                // Recordings are named from their card's folder; the
+                // matrix's links start from its own.
                 let dir = file.parent().unwrap_or(Path::new(""));
                 for run in &mut card.runs {
-                    if let Some(r) = &mut run.recording
-                        && Path::new(r.as_str()).is_relative()
-                    {
-                        *r = dir.join(r.as_str()).display().to_string();
+                    if let Some(r) = &mut run.recording {
+                        *r = relative(&dir.join(r.as_str()), out);
                     }
                 }
                 cards.push((file.display().to_string(), card));
@@ -400,7 +434,26 @@ fn write_all(dir: &Path, files: &[(&str, String)]) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::slug;
+    use super::{relative, slug};
+    use std::path::Path;
+
+    #[test]
+    fn a_recording_is_named_from_the_card_folder() {
+        assert_eq!(
+            relative(
+                Path::new("/r/assets/rec/a.jsonl"),
+                Path::new("/r/assets/cards/h100")
+            ),
+            "../../rec/a.jsonl"
+        );
+        assert_eq!(
+            relative(
+                Path::new("/r/out/recordings/a.jsonl"),
+                Path::new("/r/out/./")
+            ),
+            "recordings/a.jsonl"
+        );
+    }
 
     #[test]
     fn a_device_becomes_a_folder_name() {
