@@ -189,6 +189,9 @@ pub struct CardArgs {
     /// no device needed.
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
+    /// Only this lab (repeatable); every lab by default.
+    #[arg(long = "lab", value_name = "ID")]
+    pub only: Vec<String>,
     /// Print the card's JSON (`kind: "card"`) on stdout too.
     #[arg(long)]
     pub json: bool,

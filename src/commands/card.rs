@@ -32,14 +32,17 @@ pub fn card(dirs: &[PathBuf], args: &CardArgs) -> anyhow::Result<i32> {
     for p in &set.problems {
         errln!("gpulab: skipped a lab file: {p}");
     }
+    for id in &args.only {
+        set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    }
     let (runs, title, cancelled) = match &args.from {
         Some(from) => (
-            from_recordings(&set, from, &args.out)?,
+            from_recordings(&set, from, &args.out, &args.only)?,
             format!("gpulab card of {}", from.display()),
             false,
         ),
         None => {
-            let (runs, cancelled) = run_everything(&set, &args.out)?;
+            let (runs, cancelled) = run_everything(&set, &args.out, &args.only)?;
             (
                 runs,
                 format!("gpulab card: {}", gpulab::hostname()),
@@ -84,11 +87,19 @@ type Carded = (Summary, Option<String>);
 /// The devices `gpulab doctor --json` lists, each lab of their backend, each
 /// variant: run, recorded under `out/recordings/`, in that order. Ctrl-C stops
 /// after the run in progress; what ran makes the card.
-fn run_everything(set: &LabSet, out: &Path) -> anyhow::Result<(Vec<Carded>, bool)> {
+fn run_everything(
+    set: &LabSet,
+    out: &Path,
+    only: &[String],
+) -> anyhow::Result<(Vec<Carded>, bool)> {
     let devices = devices_here()?;
     let mut plan: Vec<(&Lab, String, &Device)> = Vec::new();
     for device in &devices {
-        for lab in set.labs().iter().filter(|l| l.backend == device.backend) {
+        for lab in set
+            .labs()
+            .iter()
+            .filter(|l| l.backend == device.backend && chosen(only, &l.id))
+        {
             for v in &lab.variants {
                 plan.push((lab, v.name.clone(), device));
             }
@@ -181,6 +192,11 @@ fn run_everything(set: &LabSet, out: &Path) -> anyhow::Result<(Vec<Carded>, bool
     Ok((carded, cancel.load(Ordering::SeqCst)))
 }
 
+/// Whether `--lab` chose the lab `id` (none given: every lab).
+fn chosen(only: &[String], id: &str) -> bool {
+    only.is_empty() || only.iter().any(|o| o == id)
+}
+
 /// A run's verdicts counted: `3 hold, 1 does not hold` (or how it ended).
 fn tally(run: &Run) -> String {
     let count = |v: Verdict| run.claims.iter().filter(|c| c.verdict == v).count();
@@ -258,7 +274,12 @@ fn slug(text: &str) -> String {
 /// The lab recordings under `dir` (any depth), read and judged as `gpulab
 /// report` judges several: the claims that compare variants from each lab's
 /// runs on one device. Watch recordings are left out, said.
-fn from_recordings(set: &LabSet, dir: &Path, out: &Path) -> anyhow::Result<Vec<Carded>> {
+fn from_recordings(
+    set: &LabSet,
+    dir: &Path,
+    out: &Path,
+    only: &[String],
+) -> anyhow::Result<Vec<Carded>> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -278,11 +299,14 @@ fn from_recordings(set: &LabSet, dir: &Path, out: &Path) -> anyhow::Result<Vec<C
     let mut kept = Vec::new();
     for file in files {
         let run = super::report::load(&file, set.labs())?;
-        if run.lab_id().is_none() {
+        let Some(id) = run.lab_id() else {
             errln!(
                 "gpulab: {} is not a lab run: left out of the card",
                 file.display()
             );
+            continue;
+        };
+        if !chosen(only, id) {
             continue;
         }
         runs.push(run);
