@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::markdown::{groups, said};
-use super::{Matrix, Row, column_label};
+use super::{DEVICE_HEADS, Matrix, Row, column_label, device_cells};
 use crate::export::esc;
 use crate::export::html::{head, lesson_class};
 use crate::report::fmt_value;
@@ -23,17 +23,14 @@ pub fn html(m: &Matrix, title: &str) -> String {
         esc(&m.recorded.host),
         esc(&m.recorded.gpulab_version),
     );
-    o.push_str("<table class=\"facts\"><thead><tr><th>device</th><th>host</th><th>platforms</th><th>drivers</th><th>card</th></tr></thead><tbody>\n");
+    let _ = writeln!(
+        o,
+        "<table class=\"facts\"><thead><tr><th>{}</th></tr></thead><tbody>",
+        DEVICE_HEADS.join("</th><th>")
+    );
     for c in &m.columns {
-        let _ = writeln!(
-            o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&c.device.name),
-            esc(&c.device.host),
-            esc(&c.device.platforms.join("; ")),
-            esc(&c.device.drivers.join("; ")),
-            esc(&m.cards[c.card]),
-        );
+        let cells = device_cells(m, c).map(|t| esc(&t));
+        let _ = writeln!(o, "<tr><td>{}</td></tr>", cells.join("</td><td>"));
     }
     o.push_str("</tbody></table>\n");
     for p in &m.problems {

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Cell, Matrix, Row, column_label};
+use super::{Cell, DEVICE_HEADS, Matrix, Row, column_label, device_cells};
 use crate::report::{fmt_value, md_code};
 
 /// `title` heads it: `gpulab card: host` or `gpulab matrix: 3 devices`.
@@ -23,18 +23,11 @@ pub fn markdown(m: &Matrix, title: &str) -> String {
         m.recorded.host,
         m.recorded.gpulab_version,
     );
-    let _ = writeln!(o, "| device | host | platforms | drivers | card |");
-    let _ = writeln!(o, "|---|---|---|---|---|");
+    let _ = writeln!(o, "| {} |", DEVICE_HEADS.join(" | "));
+    let _ = writeln!(o, "|{}", "---|".repeat(DEVICE_HEADS.len()));
     for c in &m.columns {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} |",
-            cell_text(&c.device.name),
-            cell_text(&c.device.host),
-            cell_text(&c.device.platforms.join("; ")),
-            cell_text(&c.device.drivers.join("; ")),
-            cell_text(&m.cards[c.card]),
-        );
+        let cells = device_cells(m, c).map(|t| cell_text(&t));
+        let _ = writeln!(o, "| {} |", cells.join(" | "));
     }
     for p in &m.problems {
         let _ = writeln!(o, "\n> **not merged:** {}", p.replace('\n', " "));

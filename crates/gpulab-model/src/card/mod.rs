@@ -247,6 +247,20 @@ impl Matrix {
     }
 }
 
+/// The heads of the table of devices, and each device's cells in it: what the
+/// Markdown and the page both show, each escaping it its own way.
+pub(crate) const DEVICE_HEADS: [&str; 5] = ["device", "host", "platforms", "drivers", "card"];
+
+pub(crate) fn device_cells(m: &Matrix, c: &Column) -> [String; 5] {
+    [
+        c.device.name.clone(),
+        c.device.host.clone(),
+        c.device.platforms.join("; "),
+        c.device.drivers.join("; "),
+        m.cards.get(c.card).cloned().unwrap_or_default(),
+    ]
+}
+
 /// A column's header: the device, and where it was when that is not obvious.
 pub(crate) fn column_label(c: &Column) -> String {
     format!("{} ({})", c.device.name, c.device.host)
