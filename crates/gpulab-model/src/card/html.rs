@@ -5,11 +5,10 @@
 
 use std::fmt::Write as _;
 
-use super::markdown::{groups, said};
+use super::markdown::{groups, said, values_said};
 use super::{DEVICE_HEADS, Matrix, Row, column_label, device_cells};
 use crate::export::esc;
 use crate::export::html::{head, lesson_class};
-use crate::report::fmt_value;
 
 pub fn html(m: &Matrix, title: &str) -> String {
     let mut o = head(title);
@@ -50,12 +49,6 @@ pub fn html(m: &Matrix, title: &str) -> String {
     for (i, row) in m.rows.iter().enumerate() {
         for (j, cell) in row.cells.iter().enumerate() {
             let Some(cell) = cell else { continue };
-            let values: Vec<String> = cell
-                .claim
-                .values
-                .iter()
-                .map(|(k, v)| format!("<code>{}</code> = {}", esc(k), fmt_value(*v)))
-                .collect();
             let _ = writeln!(
                 o,
                 "<li id=\"n-{i}-{j}\"><b>{} · {} · {}</b> on {}: <span class=\"{}\">{}</span> — <code>{}</code> with {}{}{}</li>",
@@ -66,11 +59,7 @@ pub fn html(m: &Matrix, title: &str) -> String {
                 lesson_class(&cell.claim),
                 esc(&said(cell)),
                 esc(&cell.claim.expr),
-                if values.is_empty() {
-                    "no values".to_string()
-                } else {
-                    values.join(", ")
-                },
+                values_said(cell, |k| format!("<code>{}</code>", esc(k))),
                 cell.claim
                     .reason
                     .as_deref()

@@ -132,13 +132,23 @@ pub(super) fn said(c: &Cell) -> String {
     format!("{} {}{lesson}", c.claim.mark(), c.verdict.label())
 }
 
-fn numbers(m: &Matrix, row: &Row, cell: &Cell, (i, j): (usize, usize), o: &mut String) {
+/// The values a claim was judged from, `name = value, …` with each name as
+/// `code` writes it; `no values` when it read none.
+pub(super) fn values_said(cell: &Cell, code: impl Fn(&str) -> String) -> String {
     let values: Vec<String> = cell
         .claim
         .values
         .iter()
-        .map(|(k, v)| format!("{} = {}", md_code(k, false), fmt_value(*v)))
+        .map(|(k, v)| format!("{} = {}", code(k), fmt_value(*v)))
         .collect();
+    if values.is_empty() {
+        "no values".to_string()
+    } else {
+        values.join(", ")
+    }
+}
+
+fn numbers(m: &Matrix, row: &Row, cell: &Cell, (i, j): (usize, usize), o: &mut String) {
     let _ = writeln!(
         o,
         "- <a id=\"n-{i}-{j}\"></a>**{} · {} · {}** on {}: {} — {} with {}{}{}",
@@ -148,11 +158,7 @@ fn numbers(m: &Matrix, row: &Row, cell: &Cell, (i, j): (usize, usize), o: &mut S
         column_label(&m.columns[j]),
         said(cell),
         md_code(&cell.claim.expr, false),
-        if values.is_empty() {
-            "no values".to_string()
-        } else {
-            values.join(", ")
-        },
+        values_said(cell, |k| md_code(k, false)),
         cell.claim
             .reason
             .as_deref()
