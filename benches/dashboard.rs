@@ -85,6 +85,7 @@ fn heavy_run(app: &mut App, calls: u64, leaked: u64) -> Vec<Event> {
         budget_bytes: Some(40 << 30),
         recorded_at: None,
         watch: None,
+        destruction: None,
         gpus: Vec::new(),
     }))];
     let mut mem = 0u64;

@@ -58,6 +58,7 @@ fn stream() -> Vec<Event> {
         budget_bytes: None,
         recorded_at: None,
         watch: None,
+        destruction: None,
         gpus: Vec::new(),
     })))];
     let mut t = 1_000u64;

@@ -24,6 +24,8 @@ Exit status:
     3  no device, platform or driver library to run on (`gpulab doctor` explains,
        and exits 3 itself when nothing here can run a lab)
     4  the run failed: a line failed that was not expected to, or the worker crashed
+  124  run: a run passed its time limit (--time-limit) and was ended; the report
+       names the call it was in
   126  watch: the command cannot be run (not executable, not a program)
   127  watch: the command was not found
   129  cancelled by SIGHUP     (128 + the signal, as shells and CI runners read it;
@@ -196,7 +198,50 @@ pub struct CardArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub time_limit: TimeLimitArg,
+    #[command(flatten)]
     pub labs: LabsArg,
+}
+
+/// How long one run may take (`run`, `card`: each run).
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct TimeLimitArg {
+    /// End a run still going after SECONDS: its worker is ended (SIGTERM, then
+    /// SIGKILL), the report names the call it was in and for how long, and the
+    /// run is `timed_out` (`gpulab run` exits 124, as timeout(1) does; `card`
+    /// goes on with the next run). Default, per run: 30 s, plus 0.1 s a call and
+    /// six times the kernel times and sleeps its script asks for (the shipped
+    /// labs at their defaults: 30 to 59 s). 0: no limit. A stepped run has none.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub time_limit: Option<f64>,
+}
+
+impl TimeLimitArg {
+    /// The limit for one run of `variant` with `params`.
+    pub fn for_run(
+        &self,
+        lab: &gpulab::lab::Lab,
+        variant: &str,
+        params: &gpulab::lab::Params,
+    ) -> Option<std::time::Duration> {
+        match self.time_limit {
+            Some(0.0) => None,
+            Some(s) => Some(std::time::Duration::from_secs_f64(s)),
+            None => lab
+                .find_variant(variant)
+                .ok()
+                .map(|v| v.plan(params).time_limit()),
+        }
+    }
+}
+
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.0..1e9).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds (0 for no limit)"
+        )),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -308,6 +353,9 @@ pub struct RunArgs {
     /// Run one line per Enter, to teach without the dashboard.
     #[arg(long, conflicts_with = "all_variants")]
     pub step: bool,
+
+    #[command(flatten)]
+    pub time_limit: TimeLimitArg,
 
     #[command(flatten)]
     pub labs: LabsArg,

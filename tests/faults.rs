@@ -485,3 +485,239 @@ fn on_a_gpu_a_refused_allocation_or_context_is_the_runs_finding() {
         );
     }
 }
+
+/// A lab of two variants: `stuck` makes a call that cannot return within any
+/// time limit a test sets (a clFinish on a 60 s kernel), `quick` ends at once.
+fn lab_with_a_call_that_hangs() -> tempfile::TempDir {
+    let dir = common::temp_dir();
+    let text = r#"
+id = "hangs"
+title = "A call that does not return in time"
+backend = "opencl"
+claim = "the run ends at its time limit"
+
+[teaching]
+look = "the status line"
+why = "a time limit"
+instead = "nothing"
+
+[[params]]
+name = "kernel_ms"
+default = 10
+min = 1
+max = 100
+unit = "ms"
+help = "the quick variant's kernel"
+
+[[variants]]
+name = "stuck"
+description = "waits a minute for its kernel"
+script = '''
+ctx  = clCreateContext()
+q    = clCreateCommandQueue(ctx)
+buf  = clCreateBuffer(ctx, 1 MiB)
+prog = clCreateProgramWithSource(ctx, spin)
+clBuildProgram(prog)
+k    = clCreateKernel(prog, spin)
+clEnqueueNDRangeKernel(q, k, buf, 60000 ms)
+clFinish(q)                      # name: wait
+clReleaseKernel(k)
+clReleaseProgram(prog)
+clReleaseMemObject(buf)
+clReleaseCommandQueue(q)
+clReleaseContext(ctx)
+'''
+
+[[variants]]
+name = "quick"
+description = "a short kernel"
+script = '''
+ctx  = clCreateContext()
+q    = clCreateCommandQueue(ctx)
+buf  = clCreateBuffer(ctx, 1 MiB)
+prog = clCreateProgramWithSource(ctx, spin)
+clBuildProgram(prog)
+k    = clCreateKernel(prog, spin)
+clEnqueueNDRangeKernel(q, k, buf, {kernel_ms} ms)
+clFinish(q)                      # name: wait
+clReleaseKernel(k)
+clReleaseProgram(prog)
+clReleaseMemObject(buf)
+clReleaseCommandQueue(q)
+clReleaseContext(ctx)
+'''
+
+[[claims]]
+name = "waits"
+text = "clFinish waits"
+expr = "host_ms(wait) >= 0"
+"#;
+    std::fs::write(dir.path().join("hangs.toml"), text).expect("a temporary folder");
+    dir
+}
+
+/// A call that cannot return in time ends the run at its limit: exit 124 as
+/// timeout(1), the call named with its line, the JSON's outcome `timed_out`,
+/// the recording ending so too, and no worker left. The kernel would hold
+/// clFinish for 60 s; the limit leaves PoCL's setup (about 2 s here) room on
+/// a loaded machine.
+#[test]
+fn a_call_that_cannot_return_in_time_ends_the_run_at_its_limit() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("a_call_that_cannot_return_in_time_ends_the_run_at_its_limit") {
+        return;
+    }
+    let labs = lab_with_a_call_that_hangs();
+    let dir = common::temp_dir();
+    let record = dir.path().join("stuck.jsonl");
+    let started = std::time::Instant::now();
+    let child = common::gpulab()
+        .args([
+            "run",
+            "hangs",
+            "--variant",
+            "stuck",
+            "--time-limit",
+            "10",
+            "--json",
+        ])
+        .arg("--labs")
+        .arg(labs.path())
+        .arg("--record")
+        .arg(&record)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpulab starts");
+    let worker = procs::child_of(child.id(), Duration::from_secs(30)).expect("a worker starts");
+    let out = child.wait_with_output().expect("gpulab ends");
+    let took = started.elapsed();
+    let json: serde_json::Value =
+        serde_json::from_str(&common::stdout(&out)).expect("the JSON report");
+    assert_eq!(
+        out.status.code(),
+        Some(124),
+        "{json}\n{}",
+        common::stderr(&out)
+    );
+    // Order of magnitude: the kernel alone would have held it a minute.
+    assert!(took < Duration::from_secs(40), "took {took:?}");
+    let run = &json["runs"][0];
+    assert_eq!(run["outcome"], "timed_out", "{run}");
+    assert_eq!(run["in_flight"]["api"], "clFinish", "{run}");
+    assert_eq!(run["in_flight"]["line"], 31, "{run}");
+    assert_eq!(run["in_flight"]["limit_ms"], 10_000, "{run}");
+    let status = run["status"].as_str().unwrap();
+    assert!(
+        status.starts_with("timed out after 10.0 s: clFinish at line 31 has not returned after"),
+        "{status}"
+    );
+    let wait = run["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["line"] == 31)
+        .unwrap();
+    assert_eq!(wait["result"], "did not return", "{wait}");
+    assert!(
+        matches!(
+            recorded_end(&record),
+            Some(EndStatus::TimedOut { limit_ms: 10_000, in_flight: Some(c) }) if c.api == "clFinish"
+        ),
+        "the recording reads back and ends timed out"
+    );
+    assert!(procs::gone_within(worker, GONE), "worker {worker} lives on");
+}
+
+/// A card goes on past a run that timed out, and says so in its row.
+#[test]
+fn a_card_records_a_run_that_timed_out_and_goes_on() {
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("a_card_records_a_run_that_timed_out_and_goes_on") {
+        return;
+    }
+    let labs = lab_with_a_call_that_hangs();
+    let dir = common::temp_dir();
+    let card = dir.path().join("card");
+    let out = common::gpulab()
+        .args(["card", "--lab", "hangs", "--time-limit", "6", "-o"])
+        .arg(&card)
+        .arg("--labs")
+        .arg(labs.path())
+        .output()
+        .expect("gpulab starts");
+    let said = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let text = std::fs::read_to_string(card.join("card.json")).expect("card.json");
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    let status = |variant: &str| {
+        runs.iter()
+            .filter(|r| r["variant"] == variant)
+            .map(|r| r["status"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(!status("stuck").is_empty(), "{text}");
+    for s in status("stuck") {
+        assert!(s.starts_with("timed out after 6.0 s"), "{s}");
+    }
+    for s in status("quick") {
+        assert_eq!(s, "finished", "{said}");
+    }
+    assert_eq!(status("quick").len(), status("stuck").len(), "{said}");
+}
+
+/// The plain C program that showed NVIDIA's OpenCL deadlocking in
+/// clReleaseContext without gpulab (docs/reliability.md) builds and runs the
+/// lab's calls on any OpenCL platform, each mode registering exactly the
+/// callbacks it names, so it can be run again on the next driver.
+#[test]
+fn the_driver_hang_reproducer_registers_what_each_mode_says() {
+    let Some((_dir, exe)) = common::watch::program(
+        "the_driver_hang_reproducer_registers_what_each_mode_says",
+        "cl_context_churn",
+    ) else {
+        return;
+    };
+    let doctor: serde_json::Value =
+        serde_json::from_str(&common::stdout(&common::run(&["doctor", "--json"]))).unwrap();
+    let platform = doctor["opencl_devices"][0]["platform"]
+        .as_str()
+        .expect("an OpenCL device")
+        .to_string();
+    let contexts_watched = doctor["opencl_devices"][0]["platform_version"]
+        .as_str()
+        .is_some_and(|v| v.contains("OpenCL 3."));
+    for (mode, ctx, mem, done) in [
+        ("bare", false, false, false),
+        ("ctx", true, false, false),
+        ("mem", false, true, false),
+        ("dtor", true, true, false),
+        ("evcb", false, false, true),
+        ("all", true, true, true),
+    ] {
+        // clSetContextDestructorCallback is OpenCL 3.0.
+        if ctx && !contexts_watched {
+            continue;
+        }
+        let out = std::process::Command::new(&exe)
+            .args([platform.as_str(), "2", mode, "1"])
+            .output()
+            .expect("the reproducer runs");
+        let text = common::stdout(&out);
+        assert!(
+            out.status.success(),
+            "{mode}: {text}{}",
+            common::stderr(&out)
+        );
+        let n = |b: bool| if b { 2 } else { 0 };
+        let want = format!(
+            "destroyed contexts {}, buffers {}, completions {}",
+            n(ctx),
+            n(mem),
+            n(done)
+        );
+        assert!(text.contains(&want), "{mode}: want {want:?} in\n{text}");
+        assert!(text.contains("it=1 clReleaseContext"), "{mode}: {text}");
+    }
+}

@@ -255,6 +255,50 @@ fn ran_out_recording(dir: &Path) -> std::path::PathBuf {
     )
 }
 
+/// A lab recording cut in its first `clReleaseContext` as a run that passed
+/// its time limit ends: the `calling` no `call` answered, then `timed_out`,
+/// so the report has its `in_flight`.
+fn timed_out_recording(dir: &Path) -> std::path::PathBuf {
+    use gpulab::trace::{Calling, End, EndStatus, Event, InFlight, read_events, to_line};
+    let text = std::fs::read_to_string(common::repo_file(
+        "tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl",
+    ))
+    .unwrap();
+    let mut kept = Vec::new();
+    for e in read_events(text.as_bytes()).unwrap() {
+        if let Event::Call(c) = &e
+            && c.api.as_str() == "clReleaseContext"
+        {
+            kept.push(Event::Calling(Calling {
+                seq: c.seq,
+                line: c.line,
+                iter: c.iter.clone(),
+                api: c.api.clone(),
+                t_ns: c.begin_ns,
+            }));
+            kept.push(Event::End(End {
+                t_ns: c.begin_ns + 30_000_000_000,
+                status: EndStatus::TimedOut {
+                    limit_ms: 40_000,
+                    in_flight: Some(InFlight {
+                        seq: c.seq,
+                        line: c.line,
+                        iter: c.iter.clone(),
+                        api: c.api.as_str().to_string(),
+                        for_ms: 30_000,
+                    }),
+                },
+                leaked: Vec::new(),
+            }));
+            break;
+        }
+        kept.push(e);
+    }
+    let path = dir.join("timed-out.jsonl");
+    std::fs::write(&path, kept.iter().map(to_line).collect::<String>()).unwrap();
+    path
+}
+
 /// A watch recording whose first `clCreateBuffer` the driver refused, so the
 /// report has its `ran_out`.
 fn watch_ran_out_recording(dir: &Path) -> std::path::PathBuf {
@@ -363,19 +407,17 @@ fn the_document_and_the_json_outputs_agree() {
         ]),
         json_of(&["list", "--json"]),
         json_of(&["doctor", "--json"]),
-        json_of(&[
-            "report",
-            "--json",
-            &ran_out_recording(dir.path()).display().to_string(),
-        ]),
-        json_of(&[
-            "report",
-            "--json",
-            &watch_ran_out_recording(dir.path()).display().to_string(),
-        ]),
         watched,
         oom,
     ];
+    // Reports of recordings made to end as few runs do: ran out, timed out.
+    for made in [
+        ran_out_recording(dir.path()),
+        watch_ran_out_recording(dir.path()),
+        timed_out_recording(dir.path()),
+    ] {
+        outputs.push(json_of(&["report", "--json", &made.display().to_string()]));
+    }
     outputs.extend(cards(dir.path()));
     for file in recordings("assets/recordings")
         .into_iter()

@@ -36,6 +36,7 @@ fn request(id: &str, params: &[&str], step: bool) -> RunRequest {
         unbounded: false,
         step,
         sample_hz: 200.0,
+        time_limit: None,
     }
 }
 

@@ -306,6 +306,7 @@ fn soak(mix: &[(gpulab::lab::Lab, String)], wanted: usize) {
             step: false,
             // The headless run's rate: the most events a run sends.
             sample_hz: 1000.0,
+            time_limit: None,
         };
         let judged = run_once(&source, req, &key);
         streamed += judged.bytes;

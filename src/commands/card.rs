@@ -42,7 +42,7 @@ pub fn card(dirs: &[PathBuf], args: &CardArgs) -> anyhow::Result<i32> {
             false,
         ),
         None => {
-            let (runs, cancelled) = run_everything(&set, &args.out, &args.only)?;
+            let (runs, cancelled) = run_everything(&set, args)?;
             (
                 runs,
                 format!("gpulab card: {}", gpulab::hostname()),
@@ -87,11 +87,8 @@ type Carded = (Summary, Option<String>);
 /// The devices `gpulab doctor --json` lists, each lab of their backend, each
 /// variant: run, recorded under `out/recordings/`, in that order. Ctrl-C stops
 /// after the run in progress; what ran makes the card.
-fn run_everything(
-    set: &LabSet,
-    out: &Path,
-    only: &[String],
-) -> anyhow::Result<(Vec<Carded>, bool)> {
+fn run_everything(set: &LabSet, args: &CardArgs) -> anyhow::Result<(Vec<Carded>, bool)> {
+    let (out, only) = (args.out.as_path(), args.only.as_slice());
     let devices = devices_here()?;
     let mut plan: Vec<(&Lab, String, &Device)> = Vec::new();
     for device in &devices {
@@ -149,11 +146,13 @@ fn run_everything(
             }
             let recording = Recording::create(&path)
                 .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display())))?;
+            let params =
+                catalog::resolve_params(lab, &[]).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
             let req = RunRequest {
                 lab: lab.clone(),
                 variant: variant.clone(),
-                params: catalog::resolve_params(lab, &[])
-                    .map_err(|e| fail(EXIT_USAGE, e.to_string()))?,
+                time_limit: args.time_limit.for_run(lab, variant, &params),
+                params,
                 device: Some(device.arg.clone()),
                 budget_bytes: None,
                 unbounded: false,

@@ -62,6 +62,9 @@ pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_UNAVAILABLE: i32 = 3;
 /// The run failed or the worker crashed.
 pub const EXIT_ERROR: i32 = 4;
+/// A run passed its time limit and was ended (`--time-limit`), as timeout(1)
+/// exits.
+pub const EXIT_TIMED_OUT: i32 = 124;
 /// `watch`: the command could not be run (not executable, or no such format).
 pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 /// `watch`: the command was not found.
@@ -195,6 +198,7 @@ mod tests {
                 EXIT_USAGE,
                 EXIT_UNAVAILABLE,
                 EXIT_ERROR,
+                EXIT_TIMED_OUT,
                 EXIT_NOT_EXECUTABLE,
                 EXIT_NOT_FOUND,
                 // Cancelled: 128 + SIGHUP, SIGINT; then 141; 128 + SIGTERM.

@@ -17,7 +17,9 @@ use gpulab::source::{
 };
 use gpulab::trace::{CallStatus, EndStatus, Event, Verdict};
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail};
+use super::{
+    EXIT_ERROR, EXIT_OK, EXIT_TIMED_OUT, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail,
+};
 use crate::cli::{FailOn, Format, RunArgs};
 
 /// Telemetry rate while a headless run is on.
@@ -62,6 +64,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
             unbounded: args.until_failure,
             step: args.step,
             sample_hz: SAMPLE_HZ,
+            time_limit: args.time_limit.for_run(lab, variant, &params),
         };
         if args.step {
             errln!(
@@ -459,13 +462,14 @@ fn exit_code(runs: &[Run], fail_on: &[FailOn]) -> i32 {
     for run in runs {
         match run.end.as_ref().map(|e| &e.status) {
             Some(EndStatus::Cancelled) => return gpulab::signals::cancelled_status(),
+            Some(EndStatus::TimedOut { .. }) => code = EXIT_TIMED_OUT,
             // The failure the lab (or --until-failure) went looking for: a
             // finding, which the report states, not a run that broke down.
             Some(EndStatus::Failed { .. }) if run.finding().is_some_and(|f| f.explains_end()) => {}
             Some(
                 EndStatus::Failed { .. } | EndStatus::Crashed { .. } | EndStatus::Exited { .. },
             )
-            | None => code = EXIT_ERROR,
+            | None => code = code.max(EXIT_ERROR),
             Some(EndStatus::Finished) => {}
         }
     }

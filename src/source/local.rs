@@ -7,7 +7,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command as Process, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +18,8 @@ use crate::engine::WorkerRequest;
 use crate::telemetry::{BeforeRun, Pacer, Probe, SETTLE, SamplerHandle};
 use crate::trace::protocol::Command;
 use crate::trace::{
-    self, DeviceInfo, DeviceKind, End, EndStatus, Event, MemorySource, Note, NoteLevel,
+    self, Calling, DeviceInfo, DeviceKind, End, EndStatus, Event, InFlight, MemorySource, Note,
+    NoteLevel,
 };
 
 use super::movement::Movement;
@@ -116,6 +117,28 @@ impl LocalSource {
         }
         let killed = Arc::new(AtomicBool::new(false));
         let exited = Arc::new(AtomicBool::new(false));
+        let limit = req.time_limit.filter(|_| !req.step);
+        let (gone_tx, timed_out) = match limit {
+            Some(limit) => {
+                let (tx, rx) = mpsc::channel::<()>();
+                let deadline = Deadline {
+                    limit,
+                    pid,
+                    exited: exited.clone(),
+                    at_ns: Arc::new(AtomicU64::new(0)),
+                };
+                let at_ns = deadline.at_ns.clone();
+                std::thread::Builder::new()
+                    .name("gpulab-deadline".into())
+                    .spawn(move || deadline.keep(&rx))
+                    .map_err(|source| SourceError::Spawn {
+                        exe: "deadline thread".into(),
+                        source,
+                    })?;
+                (Some(tx), Some((limit, at_ns)))
+            }
+            None => (None, None),
+        };
 
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         let stderr_thread = child.stderr.take().map(|err| {
@@ -135,6 +158,8 @@ impl LocalSource {
             sample_hz: req.sample_hz,
             before,
             load_at_start,
+            timed_out,
+            _gone: gone_tx,
         };
         std::thread::Builder::new()
             .name("gpulab-run".into())
@@ -203,6 +228,8 @@ struct Seen {
     end: bool,
     /// The text of each note, so the sampler's are not said twice.
     notes: BTreeSet<String>,
+    /// The call the worker went into and has not answered yet.
+    in_flight: Option<Calling>,
 }
 
 impl Seen {
@@ -210,6 +237,10 @@ impl Seen {
         match event {
             Event::Meta(_) => self.meta = true,
             Event::End(_) => self.end = true,
+            Event::Calling(c) => self.in_flight = Some(c.clone()),
+            Event::Call(c) if self.in_flight.as_ref().is_some_and(|f| f.seq <= c.seq) => {
+                self.in_flight = None;
+            }
             Event::Note(n) => {
                 self.notes.insert(n.text.clone());
             }
@@ -236,6 +267,49 @@ struct WorkerRun {
     before: Option<BeforeRun>,
     /// The host's 1-minute load average when the run was started.
     load_at_start: Option<f64>,
+    /// The run's time limit, and when the deadline thread ended the worker
+    /// for passing it (0: it did not).
+    timed_out: Option<(Duration, Arc<AtomicU64>)>,
+    /// Dropped when the worker is reaped: tells the deadline thread it is gone.
+    _gone: Option<mpsc::Sender<()>>,
+}
+
+/// Ends a worker that passes its time limit: SIGTERM to its process group,
+/// SIGKILL if it is still there two seconds later. It waits on a channel the
+/// run thread drops once the worker is reaped, so it never signals a pid that
+/// may have been reused.
+struct Deadline {
+    limit: Duration,
+    pid: u32,
+    exited: Arc<AtomicBool>,
+    /// When the limit passed (CLOCK_MONOTONIC ns); 0 until then.
+    at_ns: Arc<AtomicU64>,
+}
+
+impl Deadline {
+    /// How long a worker has after SIGTERM before SIGKILL.
+    const GRACE: Duration = Duration::from_secs(2);
+
+    fn keep(self, gone: &mpsc::Receiver<()>) {
+        if gone.recv_timeout(self.limit) != Err(mpsc::RecvTimeoutError::Timeout) {
+            return;
+        }
+        self.at_ns.store(now_ns().max(1), Ordering::SeqCst);
+        self.signal(rustix::process::Signal::TERM);
+        if gone.recv_timeout(Self::GRACE) == Err(mpsc::RecvTimeoutError::Timeout) {
+            self.signal(rustix::process::Signal::KILL);
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        if self.exited.load(Ordering::SeqCst) {
+            return;
+        }
+        // The worker leads a process group of its own (`process_group(0)`).
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
+            let _ = rustix::process::kill_process_group(pid, signal);
+        }
+    }
 }
 
 impl WorkerRun {
@@ -355,6 +429,7 @@ impl WorkerRun {
     fn reap(&mut self) -> io::Result<ExitStatus> {
         let status = self.child.wait();
         self.exited.store(true, Ordering::SeqCst);
+        drop(self._gone.take());
         if let Some(t) = self.stderr_thread.take() {
             let _ = t.join();
         }
@@ -378,6 +453,21 @@ impl WorkerRun {
 
     /// How a run ended that sent no end event: cancelled, or crashed with why.
     fn end_status(&self, waited: &io::Result<ExitStatus>) -> EndStatus {
+        if let Some((limit, at)) = &self.timed_out
+            && let at_ns = at.load(Ordering::SeqCst)
+            && at_ns > 0
+        {
+            return EndStatus::TimedOut {
+                limit_ms: u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
+                in_flight: self.seen.in_flight.as_ref().map(|c| InFlight {
+                    seq: c.seq,
+                    line: c.line,
+                    iter: c.iter.clone(),
+                    api: c.api.as_str().to_string(),
+                    for_ms: at_ns.saturating_sub(c.t_ns) / 1_000_000,
+                }),
+            };
+        }
         if self.killed.load(Ordering::SeqCst) {
             return EndStatus::Cancelled;
         }

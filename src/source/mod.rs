@@ -63,6 +63,10 @@ pub struct RunRequest {
     pub step: bool,
     /// Telemetry rate while the worker runs.
     pub sample_hz: f64,
+    /// The worker is ended (SIGTERM, then SIGKILL) once it has run this long
+    /// and the run ends `timed_out`, naming the call it was in. Not applied to
+    /// a stepped run, which waits for its user.
+    pub time_limit: Option<Duration>,
 }
 
 /// Something that can run labs and programs: local child processes, later a

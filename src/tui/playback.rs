@@ -45,6 +45,7 @@ pub struct Playback {
 fn event_time(e: &Event) -> Option<u64> {
     Some(match e {
         Event::Meta(m) => m.t_ns,
+        Event::Calling(c) => c.t_ns,
         Event::Call(c) => c.end_ns,
         Event::Object(o) => o.t_ns,
         Event::DeviceSpan(s) => s.end_ns,

@@ -50,6 +50,21 @@ pub struct RunState {
     /// The error the lab looked for, found once when the run ends (the calls
     /// are all in by then), so a frame never scans them.
     pub finding: Option<Finding>,
+    /// A live lab run: how long one call may be in flight before it is shown
+    /// as stuck (the lab's plan: five times what its script asks for, at
+    /// least 5 s).
+    pub stuck_after: Option<std::time::Duration>,
+    /// The call the run is stuck in, as the frame tick last found it.
+    pub stuck: Option<Stuck>,
+}
+
+/// A live call in flight far longer than its lab asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stuck {
+    pub line: Option<u32>,
+    pub api: String,
+    /// Whole seconds it has been in flight.
+    pub secs: u64,
 }
 
 impl RunState {
@@ -64,7 +79,29 @@ impl RunState {
             error: None,
             in_flight: BTreeMap::new(),
             finding: None,
+            stuck_after: None,
+            stuck: None,
         }
+    }
+
+    /// Whether the call in flight has been so far longer than the lab asked
+    /// for that the run looks stuck, at `now_ns`; true when that changed what
+    /// the screen says. Whole seconds, so a stuck run redraws once a second.
+    pub fn check_stuck(&mut self, now_ns: u64) -> bool {
+        let stuck = match (&self.run.in_flight, self.stuck_after, &self.run.end) {
+            (Some(c), Some(after), None) => {
+                let for_ns = now_ns.saturating_sub(c.t_ns);
+                (u128::from(for_ns) >= after.as_nanos()).then(|| Stuck {
+                    line: c.line,
+                    api: c.api.as_str().to_string(),
+                    secs: for_ns / 1_000_000_000,
+                })
+            }
+            _ => None,
+        };
+        let changed = stuck != self.stuck;
+        self.stuck = stuck;
+        changed
     }
 
     pub fn from_events<'a>(origin: Origin, events: impl IntoIterator<Item = &'a Event>) -> Self {
@@ -205,6 +242,10 @@ impl RunState {
         if self.run.end.is_some() {
             return None;
         }
+        // The call the worker is in now, when it said so.
+        if let Some(line) = self.run.in_flight.as_ref().and_then(|c| c.line) {
+            return Some(line);
+        }
         let script = &self.run.meta.as_ref()?.lab.as_ref()?.script;
         match self.run.calls.last().and_then(|c| c.line) {
             None => script.first().map(|(l, _)| *l),
@@ -231,9 +272,61 @@ impl RunState {
             None if self.closed => "ended without an end event (partial)".into(),
             // A recording played back, before its end.
             None if matches!(self.origin, Origin::Recording(_)) => "replaying".into(),
+            None if let Some(st) = &self.stuck => {
+                format!("stuck {} s in {} · Esc ends it", st.secs, st.api)
+            }
             None if self.step_mode() => "paused (step mode)".into(),
             None if self.run.meta.is_none() => "starting".into(),
             None => "running".into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Call, Calling};
+
+    const S: u64 = 1_000_000_000;
+
+    /// A live call shows as stuck once it has been in flight longer than the
+    /// lab's plan allows, by name, line and whole seconds; the answer ends it,
+    /// and a run without a plan (a recording) is never stuck.
+    #[test]
+    fn a_call_in_flight_too_long_is_stuck_until_it_returns() {
+        let mut state = RunState::new(Origin::Live {
+            lab: "cl-forgotten-events".into(),
+            variant: "released".into(),
+            step: false,
+        });
+        state.apply(&Event::Calling(Calling {
+            seq: 83,
+            line: Some(84),
+            iter: vec![16],
+            api: "clReleaseContext".into(),
+            t_ns: 100 * S,
+        }));
+        assert!(!state.check_stuck(200 * S), "no plan, never stuck");
+        state.stuck_after = Some(std::time::Duration::from_secs(5));
+        assert!(!state.check_stuck(104 * S));
+        assert_eq!(state.status_word(), "starting", "no meta yet");
+        assert!(state.check_stuck(112 * S));
+        assert_eq!(
+            state.status_word(),
+            "stuck 12 s in clReleaseContext · Esc ends it"
+        );
+        assert_eq!(state.stuck.as_ref().and_then(|s| s.line), Some(84));
+        assert!(!state.check_stuck(112 * S + S / 2), "redrawn once a second");
+        assert_eq!(state.next_line(), Some(84));
+        state.apply(&Event::Call(Call {
+            seq: 83,
+            line: Some(84),
+            api: "clReleaseContext".into(),
+            begin_ns: 100 * S,
+            end_ns: 113 * S,
+            ..Call::default()
+        }));
+        assert!(state.check_stuck(114 * S));
+        assert_eq!(state.stuck, None);
     }
 }

@@ -513,6 +513,7 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>, gpus: Optio
             command: req.command.clone(),
             pid,
         }),
+        destruction: None,
         gpus: gpus.map(Gpus::metas).unwrap_or_default(),
     }
 }

@@ -78,6 +78,7 @@ fn not_agents(event: &Event) -> Option<&'static str> {
         | Event::Stack(_)
         | Event::Framework(_) => None,
         Event::Meta(_) => Some("meta"),
+        Event::Calling(_) => Some("calling"),
         Event::Block(_) => Some("block"),
         Event::Sample(_) => Some("sample"),
         Event::Note(_) => Some("note"),

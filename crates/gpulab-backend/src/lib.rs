@@ -9,6 +9,7 @@ pub mod opencl;
 
 use gpulab_events::BackendKind;
 use gpulab_events::CudaMemory;
+use gpulab_events::ObjKind;
 use gpulab_events::api::{Api, ClFlag};
 
 pub type Result<T, E = BackendError> = std::result::Result<T, E>;
@@ -111,11 +112,18 @@ pub trait Backend {
     /// (called once at the end of a script; never releases a lab object).
     fn settle(&mut self, timeout_ms: u64);
 
-    /// Whether the driver tells when it really destroys a buffer or context
+    /// The kinds of object whose destruction the driver tells gpulab about
     /// (OpenCL's destructor callbacks). CUDA has no such callback, so the end of a
-    /// CUDA run never waits for one.
-    fn reports_destruction(&self) -> bool {
-        true
+    /// CUDA run never waits for one, and a claim on a kind not listed here is
+    /// inconclusive rather than judged from callbacks that were never asked for.
+    fn destruction_watched(&self) -> Vec<ObjKind> {
+        Vec::new()
+    }
+
+    /// What the reader of this run should know about how the backend measures
+    /// on this platform (a callback left out for a driver's sake, say).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Which API this backend drives (picks the release call gpulab's cleanup uses).

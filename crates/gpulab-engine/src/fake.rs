@@ -21,8 +21,8 @@ pub struct FakeBackend {
     pub errors_end_run: bool,
     bytes: HashMap<ObjId, u64>,
     notices: Vec<Notice>,
-    /// Whether releases report the driver's destruction (OpenCL) or not (CUDA).
-    pub reports_destruction: bool,
+    /// The kinds whose destruction it reports (all, unless a test says otherwise).
+    pub destruction: Vec<ObjKind>,
     /// Drains since the last call: what the end of a run waits after the script.
     pub drains_after_last_call: usize,
 }
@@ -48,7 +48,7 @@ impl FakeBackend {
             errors_end_run: true,
             bytes: HashMap::new(),
             notices: Vec::new(),
-            reports_destruction: true,
+            destruction: ObjKind::ALL.to_vec(),
             drains_after_last_call: 0,
         }
     }
@@ -135,7 +135,11 @@ impl Backend for FakeBackend {
                         *c -= 1;
                         if *c == 0 {
                             self.memory -= self.bytes.get(&id).copied().unwrap_or(0);
-                            if self.reports_destruction {
+                            if self
+                                .kinds
+                                .get(&id)
+                                .is_some_and(|k| self.destruction.contains(k))
+                            {
                                 self.notices.push(Notice::Destroyed { obj: id, t_ns: 9 });
                             }
                         }
@@ -166,8 +170,8 @@ impl Backend for FakeBackend {
         std::mem::take(&mut self.notices)
     }
 
-    fn reports_destruction(&self) -> bool {
-        self.reports_destruction
+    fn destruction_watched(&self) -> Vec<ObjKind> {
+        self.destruction.clone()
     }
 
     fn settle(&mut self, _timeout_ms: u64) {}

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use gpulab_backend::{Backend, DriverError, Notice, ObjId, Operand, Outcome};
 use gpulab_events::{
-    Block, Call, CallStatus, CudaMemory, DeviceSpan, End, EndStatus, Event, Leak, Note, NoteLevel,
-    ObjectAction, ObjectEvent,
+    Block, Call, CallStatus, Calling, CudaMemory, DeviceSpan, End, EndStatus, Event, Leak, Note,
+    NoteLevel, ObjectAction, ObjectEvent,
 };
 use gpulab_host::clock::now_ns;
 use gpulab_lab::{Api, Arg, ArgKind, Effect, ObjKind, Params, Stmt, StmtKind, Unit};
@@ -346,6 +346,15 @@ impl<'a> Engine<'a> {
         let seq = self.seq;
         self.seq += 1;
         self.lines.insert(seq, Some(stmt.line));
+        // Said before the call: one that never returns (a driver deadlock) is then
+        // known by name, line and iteration to whoever ends the run.
+        self.sink.emit(Event::Calling(Calling {
+            seq,
+            line: Some(stmt.line),
+            iter: self.iter.clone(),
+            api: api.into(),
+            t_ns: now_ns(),
+        }))?;
         let (result, readings) = self.timed_call(seq, api, &operands, bind.is_some());
         let (status, object, objects) = match &result {
             Ok(out) => {
@@ -693,16 +702,15 @@ impl<'a> Engine<'a> {
     /// release; give them a moment so the stream says whether they fired. A driver
     /// that has none (CUDA) is not waited for: that wait cost every CUDA run 250 ms.
     fn await_destructors(&mut self) -> Result<(), Gone> {
-        if !self.backend.reports_destruction() {
+        let watched = self.backend.destruction_watched();
+        if watched.is_empty() {
             return self.drain();
         }
         let deadline = std::time::Instant::now() + DESTRUCTOR_WAIT;
         loop {
             self.drain()?;
             let waiting = self.ledger.all().any(|e| {
-                e.state == State::Released
-                    && e.destroyed_ns.is_none()
-                    && matches!(e.kind, ObjKind::Buffer | ObjKind::Context)
+                e.state == State::Released && e.destroyed_ns.is_none() && watched.contains(&e.kind)
             });
             if !waiting || std::time::Instant::now() >= deadline {
                 return Ok(());

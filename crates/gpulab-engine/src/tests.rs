@@ -448,7 +448,7 @@ fn a_driver_without_destructor_callbacks_is_not_waited_for() {
     script.extend(teardown());
     let reported = run(&script);
     let mut silent = FakeBackend::new();
-    silent.reports_destruction = false;
+    silent.destruction = Vec::new();
     let silent = run_with(&script, silent, None);
     assert_eq!(reported.status, EndStatus::Finished);
     assert_eq!(silent.status, EndStatus::Finished);

@@ -85,6 +85,7 @@ fn prepare_and_run(
     gpulab_host::clock::phase("worker: backend open");
     let pid = std::process::id();
     let (mut probe, mut notes) = Probe::for_device(backend.device(), pid);
+    notes.extend(backend.notes());
     let every_gpu = variant.calls(gpulab_events::Api::CudaSetDevice);
     if every_gpu {
         probe.every_gpu();
@@ -138,6 +139,7 @@ fn prepare_and_run(
         budget_bytes: budget,
         recorded_at: Some(gpulab_events::wallclock::Utc::now().rfc3339()),
         watch: None,
+        destruction: Some(backend.destruction_watched()),
         gpus: Vec::new(),
     })))
     .map_err(|_| {

@@ -18,6 +18,9 @@ pub const FORMAT_VERSION: u32 = 1;
 pub enum Event {
     /// First event of every stream: who ran what, where.
     Meta(Box<Meta>),
+    /// A lab's call the worker is about to make. A call that never returns is
+    /// the last one a `calling` named and no `call` answered (`seq`).
+    Calling(Calling),
     /// One API call, with the device memory the worker read right before and after it.
     Call(Call),
     /// A lifetime change of an API object, as the ledger sees it.
@@ -56,6 +59,7 @@ impl Event {
     pub fn t_ns(&self) -> Option<u64> {
         Some(match self {
             Event::Meta(m) => m.t_ns,
+            Event::Calling(c) => c.t_ns,
             Event::Call(c) => c.begin_ns,
             Event::Object(o) => o.t_ns,
             Event::DeviceSpan(s) => s.queued_ns.min(s.begin_ns),
@@ -97,6 +101,11 @@ pub struct Meta {
     /// running a lab.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<WatchMeta>,
+    /// A lab's worker: the kinds of object whose destruction the driver was
+    /// asked to report (destructor callbacks). Absent in streams written before
+    /// it existed, whose workers asked for buffers and contexts alike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destruction: Option<Vec<ObjKind>>,
     /// `gpulab watch`: every NVIDIA GPU of the host, in NVML's order, which
     /// the `gpu_reading` events name by position. Empty without NVML, and in
     /// streams written before it existed.
@@ -318,6 +327,21 @@ pub enum FrameworkSaid {
     /// The hook cannot read this framework's figures (a version without what
     /// it reads, or a reading that raised): only the driver's view is left.
     Unreadable { reason: String },
+}
+
+/// A call the worker is making: sent right before it, so a call that hangs in
+/// the driver is known by name, line and iteration while it hangs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calling {
+    /// The `seq` its `call` event will have.
+    pub seq: u64,
+    pub line: Option<u32>,
+    /// Iteration indices of the enclosing `repeat` blocks, outermost first.
+    pub iter: Vec<u32>,
+    pub api: crate::api::CallName,
+    /// When the worker went into it (CLOCK_MONOTONIC ns).
+    pub t_ns: u64,
 }
 
 /// `Default` is an empty successful call at time 0, for building one field by field.
@@ -757,6 +781,52 @@ pub enum EndStatus {
     Crashed { signal: Option<i32>, detail: String },
     /// A watched program exited with a status other than 0.
     Exited { code: i32 },
+    /// gpulab ended the run when its time limit passed (`--time-limit`).
+    TimedOut {
+        limit_ms: u64,
+        /// The call the worker was in, if it was in one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        in_flight: Option<InFlight>,
+    },
+}
+
+/// The call a run was in when it was ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InFlight {
+    pub seq: u64,
+    pub line: Option<u32>,
+    pub iter: Vec<u32>,
+    /// The C name as the script wrote it.
+    pub api: String,
+    /// How long it had been in that call, in ms.
+    pub for_ms: u64,
+}
+
+impl InFlight {
+    /// `clReleaseContext at line 84 (iteration 17) has not returned after 30.0 s`.
+    pub fn says(&self) -> String {
+        let at = match self.line {
+            Some(l) => format!(" at line {l}"),
+            None => String::new(),
+        };
+        let iter = match self.iter.as_slice() {
+            [] => String::new(),
+            [i] => format!(" (iteration {})", u64::from(*i) + 1),
+            many => format!(
+                " (iterations {})",
+                many.iter()
+                    .map(|i| (u64::from(*i) + 1).to_string())
+                    .collect::<Vec<_>>()
+                    .join(".")
+            ),
+        };
+        format!(
+            "{}{at}{iter} has not returned after {:.1} s",
+            self.api,
+            self.for_ms as f64 / 1000.0
+        )
+    }
 }
 
 impl EndStatus {
@@ -771,6 +841,16 @@ impl EndStatus {
             EndStatus::Cancelled => "cancelled".into(),
             EndStatus::Crashed { detail, .. } => format!("worker crashed: {detail}"),
             EndStatus::Exited { code } => format!("exited with status {code}"),
+            EndStatus::TimedOut {
+                limit_ms,
+                in_flight,
+            } => {
+                let limit = *limit_ms as f64 / 1000.0;
+                match in_flight {
+                    Some(c) => format!("timed out after {limit:.1} s: {}", c.says()),
+                    None => format!("timed out after {limit:.1} s"),
+                }
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod expr;
 mod lower;
 pub mod mistake;
 pub mod model;
+pub mod plan;
 pub mod raw;
 pub mod script;
 pub mod simulate;

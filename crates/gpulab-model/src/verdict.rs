@@ -415,15 +415,33 @@ impl Env<'_> {
     fn destroy_lag(&self, tag: &str) -> Result<f64, Why> {
         let (t, id) = self.release_call(tag)?;
         let c = &t.first;
-        let any_callback = !self.run.folds.destroyed_kinds.is_empty();
-        let destroyed = self.run.ledger.get(&id).and_then(|o| o.destroyed_ns);
-        match destroyed {
+        let object = self.run.ledger.get(&id);
+        // The worker says which kinds it asked the driver about; a stream from
+        // before it said so asked about every kind that has a callback.
+        let watched = match self.run.meta.as_ref().and_then(|m| m.destruction.as_ref()) {
+            Some(kinds) => object.is_some_and(|o| kinds.contains(&o.kind)),
+            None => !self.run.folds.destroyed_kinds.is_empty(),
+        };
+        match object.and_then(|o| o.destroyed_ns) {
             Some(t_ns) => Ok(ms(t_ns.saturating_sub(c.end_ns))),
-            None if any_callback => Ok(f64::INFINITY),
-            None => Err(
-                "no destructor callback fired in this run (the platform may not support them)"
+            None if watched => Ok(f64::INFINITY),
+            None => Err(match object {
+                Some(o)
+                    if self
+                        .run
+                        .meta
+                        .as_ref()
+                        .is_some_and(|m| m.destruction.is_some()) =>
+                {
+                    format!(
+                        "gpulab did not ask this driver to report when it destroys a {} \
+                         (see the run's notes)",
+                        o.kind.as_str().replace('_', " ")
+                    )
+                }
+                _ => "no destructor callback fired in this run (the platform may not support them)"
                     .into(),
-            ),
+            }),
         }
     }
 }

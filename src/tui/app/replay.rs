@@ -59,6 +59,12 @@ impl App {
         }
         // The clock line in the banner moves even between events.
         self.dirty |= moved;
+        // A live call that has not returned for far longer than its lab asked
+        // for is shown as stuck; its clock is the worker's (CLOCK_MONOTONIC).
+        let now = crate::clock::now_ns();
+        for run in self.slots.iter_mut().flatten() {
+            self.dirty |= run.check_stuck(now);
+        }
     }
 
     pub(super) fn loaded(

@@ -95,13 +95,19 @@ impl App {
     }
 
     pub(super) fn request(&self, lab: &Lab, variant: usize, step: bool) -> RunRequest {
+        let params = self.params_of(lab);
         RunRequest {
             variant: lab
                 .variants
                 .get(variant)
                 .map(|v| v.name.clone())
                 .unwrap_or_default(),
-            params: self.params_of(lab),
+            // The default limit of `gpulab run` (a stepped run has none).
+            time_limit: lab
+                .variants
+                .get(variant)
+                .map(|v| v.plan(&params).time_limit()),
+            params,
             lab: lab.clone(),
             device: self.device.clone(),
             budget_bytes: None,
@@ -124,6 +130,11 @@ impl App {
         // The run's claims are judged here, on the dashboard's own fold, once
         // its stream has ended.
         state.keeper = Keeper::new(Some(req.lab.clone()));
+        state.stuck_after = req
+            .lab
+            .find_variant(&req.variant)
+            .ok()
+            .map(|v| v.plan(&req.params).stuck_after());
         self.slots[slot] = Some(state);
         self.script_scroll = 0;
         Effect::Start {

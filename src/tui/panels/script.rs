@@ -79,19 +79,24 @@ impl ScriptPanel<'_> {
             return calls_by_api(run);
         }
         if let Some(run) = self.run.filter(|r| r.run.meta.is_some()) {
+            let stuck = run.stuck.as_ref();
             return run
                 .run
                 .lines()
                 .into_iter()
                 .map(|l| Row {
                     result: match (&l.error, l.calls) {
+                        _ if let Some(st) = stuck.filter(|st| st.line == Some(l.line)) => {
+                            format!("stuck {} s", st.secs)
+                        }
                         (_, 0) => String::new(),
                         (Some(e), _) if l.expect_error => format!("{e} (expected)"),
                         (Some(e), _) => e.clone(),
                         (None, n) if n > 1 => format!("ok ×{n}"),
                         (None, _) => "ok".into(),
                     },
-                    bad: l.error.is_some() && !l.expect_error,
+                    bad: (l.error.is_some() && !l.expect_error)
+                        || stuck.is_some_and(|st| st.line == Some(l.line)),
                     host_ms: (l.calls > 0).then(|| l.host_ms_mean()),
                     mem: l.mem_delta.map(|d| d as f64 / MIB),
                     line: l.line,

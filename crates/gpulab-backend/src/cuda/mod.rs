@@ -409,10 +409,6 @@ impl Backend for CudaBackend {
         BackendKind::Cuda
     }
 
-    fn reports_destruction(&self) -> bool {
-        false
-    }
-
     fn clock_error_ns(&self) -> Option<u64> {
         Some(self.clock.error_ns())
     }

@@ -180,7 +180,7 @@ impl OpenClBackend {
                     ptr::null_mut(),
                 ))?;
                 let out = self.created(K::Context, ctx, 0);
-                if self.platform_version >= (3, 0)
+                if self.destructors.contexts
                     && let Some(id) = out.created
                 {
                     let data = callbacks::leak(ObjCtx {
@@ -605,6 +605,9 @@ impl OpenClBackend {
     /// Registers the destructor callback that tells when the driver destroyed a
     /// buffer (adds no reference).
     fn watch_destroy(&mut self, mem: *mut c_void, id: ObjId) {
+        if !self.destructors.buffers {
+            return;
+        }
         let data = callbacks::leak(ObjCtx {
             sink: self.sink.clone(),
             obj: id,

@@ -87,6 +87,49 @@ pub struct OpenClBackend {
     backing: HashMap<ObjId, HostBuf>,
     /// Open `clEnqueueMapBuffer` pointers per buffer, newest last.
     maps: HashMap<ObjId, Vec<*mut c_void>>,
+    /// Which destructor callbacks this platform gets ([`Destructors::for_platform`]).
+    destructors: Destructors,
+}
+
+/// The destructor callbacks gpulab registers on a platform: they add no
+/// reference, but one driver deadlocks on a pair of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Destructors {
+    /// `clSetMemObjectDestructorCallback` on buffers and sub-buffers (OpenCL 1.1).
+    pub buffers: bool,
+    /// `clSetContextDestructorCallback` on contexts (OpenCL 3.0).
+    pub contexts: bool,
+}
+
+impl Destructors {
+    /// NVIDIA's OpenCL (driver 580.159.04, H200) sometimes never returns from
+    /// `clReleaseContext` when the context *and* its buffer carry destructor
+    /// callbacks, even callbacks that only add to a counter: a plain C program
+    /// making the lab cl-forgotten-events' calls (tests/watch/cl_context_churn.c,
+    /// 20 iterations a run, four processes at once) hung in 5 of 52 runs with
+    /// both, in 0 of 30 with the context's alone, 0 of 30 with the buffers'
+    /// alone and 0 of 70 with neither; the hung thread waits on a condition
+    /// variable inside libnvidia-opencl with no callback running. The buffers'
+    /// callback serves five claims of four labs, the context's one, so on NVIDIA
+    /// the context's goes.
+    pub fn for_platform(platform_name: &str, version: (u32, u32)) -> Destructors {
+        let nvidia = platform_name.contains("NVIDIA");
+        Destructors {
+            buffers: version >= (1, 1),
+            contexts: version >= (3, 0) && !nvidia,
+        }
+    }
+
+    pub fn kinds(self) -> Vec<ObjKind> {
+        let mut kinds = Vec::new();
+        if self.buffers {
+            kinds.push(ObjKind::Buffer);
+        }
+        if self.contexts {
+            kinds.push(ObjKind::Context);
+        }
+        kinds
+    }
 }
 
 // SAFETY: OpenCL handles may be used from any thread (the API is thread-safe except
@@ -152,6 +195,7 @@ impl OpenClBackend {
         let all = discover::enumerate()?;
         let found = discover::select(&all, selector)?;
         let platform_version = parse_cl_version(&found.dev.platform_version);
+        let destructors = Destructors::for_platform(&found.dev.platform, platform_version);
         let info = info::device_info(&found.dev, found.device);
         let max_wg = opencl3::device::Device::new(found.device)
             .max_work_group_size()
@@ -197,6 +241,7 @@ impl OpenClBackend {
             orphans: Vec::new(),
             backing: HashMap::new(),
             maps: HashMap::new(),
+            destructors,
         })
     }
 
@@ -318,6 +363,26 @@ impl Backend for OpenClBackend {
         std::mem::take(&mut self.ready)
     }
 
+    fn destruction_watched(&self) -> Vec<ObjKind> {
+        self.destructors.kinds()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let d = self.destructors;
+        if d.buffers && !d.contexts && self.platform_version >= (3, 0) {
+            vec![format!(
+                "contexts: gpulab does not ask {} to say when it destroys a context: with a \
+                 context and a buffer destructor callback both registered, this driver's \
+                 clReleaseContext sometimes never returns (measured without gpulab: 5 of \
+                 52 runs of tests/watch/cl_context_churn.c on driver 580.159.04); claims \
+                 on a context's destruction are inconclusive here",
+                self.info.platform
+            )]
+        } else {
+            Vec::new()
+        }
+    }
+
     fn settle(&mut self, timeout_ms: u64) {
         let deadline =
             gpulab_host::clock::now_ns().saturating_add(timeout_ms.saturating_mul(1_000_000));
@@ -350,5 +415,24 @@ impl Drop for OpenClBackend {
         }
         // Lab objects are never released here: a leak the script made is the lesson,
         // and the worker's exit hands the memory back.
+    }
+}
+
+#[cfg(test)]
+mod destructors {
+    use super::*;
+
+    /// NVIDIA's OpenCL keeps the buffers' callbacks and loses the contexts'
+    /// (the pair deadlocks its clReleaseContext); other platforms keep both
+    /// where their version has them.
+    #[test]
+    fn nvidia_gets_no_context_destructor_callback() {
+        let nvidia = Destructors::for_platform("NVIDIA CUDA", (3, 0));
+        assert_eq!(nvidia.kinds(), vec![ObjKind::Buffer]);
+        let pocl = Destructors::for_platform("Portable Computing Language", (3, 0));
+        assert_eq!(pocl.kinds(), vec![ObjKind::Buffer, ObjKind::Context]);
+        let old = Destructors::for_platform("Portable Computing Language", (1, 2));
+        assert_eq!(old.kinds(), vec![ObjKind::Buffer]);
+        assert!(Destructors::for_platform("any", (1, 0)).kinds().is_empty());
     }
 }

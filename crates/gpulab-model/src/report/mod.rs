@@ -23,7 +23,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::{Finding, Load, Run};
-use crate::trace::{CallStatus, ClaimVerdict, MemorySource};
+use crate::trace::{CallStatus, ClaimVerdict, EndStatus, MemorySource};
 use gpulab_lab::{Api, BackendKind, ObjKind};
 
 mod cuda;
@@ -68,6 +68,11 @@ pub struct Summary {
     /// (taken after the worker had set up its device).
     pub after_exit_against: Option<String>,
     pub status: String,
+    /// How the run ended, as a word to match on (`status` says it in full).
+    pub outcome: Outcome,
+    /// A run that timed out: the call it was in, and for how long.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<InFlightRow>,
     pub duration_ms: Option<f64>,
     /// `host_ms(tag)` for each tag, as a claim computes it: a tagged block's
     /// whole duration, a tagged line's mean per execution.
@@ -83,6 +88,68 @@ pub struct Summary {
     /// The parent's memory readings in this stream between the run's start and
     /// end (a recording keeps fewer: idle stretches are thinned).
     pub readings: Option<Readings>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Finished,
+    Failed,
+    Cancelled,
+    Crashed,
+    Exited,
+    /// Ended by gpulab when its time limit passed.
+    TimedOut,
+    /// The stream has no end: a recording cut short.
+    Partial,
+}
+
+impl Outcome {
+    pub fn of(status: Option<&EndStatus>) -> Outcome {
+        match status {
+            Some(EndStatus::Finished) => Outcome::Finished,
+            Some(EndStatus::Failed { .. }) => Outcome::Failed,
+            Some(EndStatus::Cancelled) => Outcome::Cancelled,
+            Some(EndStatus::Crashed { .. }) => Outcome::Crashed,
+            Some(EndStatus::Exited { .. }) => Outcome::Exited,
+            Some(EndStatus::TimedOut { .. }) => Outcome::TimedOut,
+            None => Outcome::Partial,
+        }
+    }
+}
+
+/// The call a run that timed out was in.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct InFlightRow {
+    /// The C name as the script wrote it.
+    pub api: String,
+    pub line: Option<u32>,
+    /// Iteration indices of the enclosing `repeat` blocks, from 0.
+    pub iter: Vec<u32>,
+    /// How long the worker had been in it when the limit passed, ms.
+    pub for_ms: u64,
+    /// The run's time limit, ms.
+    pub limit_ms: u64,
+}
+
+impl InFlightRow {
+    fn of(status: Option<&EndStatus>) -> Option<InFlightRow> {
+        let Some(EndStatus::TimedOut {
+            limit_ms,
+            in_flight: Some(c),
+        }) = status
+        else {
+            return None;
+        };
+        Some(InFlightRow {
+            api: c.api.clone(),
+            line: c.line,
+            iter: c.iter.clone(),
+            for_ms: c.for_ms,
+            limit_ms: *limit_ms,
+        })
+    }
 }
 
 /// How often memory was read during the run, from the readings in the stream.
@@ -272,6 +339,8 @@ impl Summary {
                 .as_ref()
                 .map(|e| e.status.label())
                 .unwrap_or_else(|| "no end (partial run)".into()),
+            outcome: Outcome::of(run.end.as_ref().map(|e| &e.status)),
+            in_flight: InFlightRow::of(run.end.as_ref().map(|e| &e.status)),
             duration_ms: run.duration_ns().map(|d| d as f64 / 1e6),
             host_ms_by_tag: host_ms_by_tag(run),
             ran_out: ran_out(run),
@@ -284,10 +353,19 @@ impl Summary {
 
 /// Each script line with what its calls did.
 fn line_rows(run: &Run) -> Vec<LineRow> {
+    // The line a run that timed out was stuck in: its last call never returned.
+    let stuck = match run.end.as_ref().map(|e| &e.status) {
+        Some(EndStatus::TimedOut {
+            in_flight: Some(c), ..
+        }) => c.line,
+        _ => None,
+    };
     run.lines()
         .into_iter()
         .map(|l| LineRow {
-            result: if l.calls == 0 {
+            result: if l.calls == 0 && stuck == Some(l.line) {
+                "did not return".into()
+            } else if l.calls == 0 {
                 "not run".into()
             } else if let Some(e) = &l.error {
                 if l.expect_error {
@@ -295,6 +373,8 @@ fn line_rows(run: &Run) -> Vec<LineRow> {
                 } else {
                     e.clone()
                 }
+            } else if stuck == Some(l.line) {
+                "ok, then did not return".into()
             } else {
                 "ok".into()
             },

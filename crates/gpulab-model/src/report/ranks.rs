@@ -452,6 +452,7 @@ mod tests {
                 command: vec!["torchrun".into()],
                 pid: 1,
             }),
+            destruction: None,
             gpus: Vec::new(),
         };
         let mut meta = meta;

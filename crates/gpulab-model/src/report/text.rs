@@ -32,6 +32,7 @@ pub fn text(s: &Summary) -> String {
         "\nstatus   {}{}",
         s.status,
         s.duration_ms
+            .filter(|_| s.outcome != super::Outcome::TimedOut)
             .map(|d| format!(" in {:.3} s", d / 1e3))
             .unwrap_or_default()
     );

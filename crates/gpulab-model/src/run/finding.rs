@@ -240,6 +240,7 @@ mod tests {
             budget_bytes: None,
             recorded_at: None,
             watch: None,
+            destruction: None,
             gpus: Vec::new(),
         };
         m.lab = Some(LabMeta {

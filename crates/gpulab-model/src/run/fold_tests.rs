@@ -73,6 +73,7 @@ fn meta() -> Event {
         budget_bytes: None,
         recorded_at: None,
         watch: None,
+        destruction: None,
         gpus: Vec::new(),
     }))
 }
@@ -378,5 +379,42 @@ fn folds_equal_a_computation_over_every_call() {
             run.folds.ran_out.as_ref().map(|c| c.seq),
             ran_out.map(|c| c.seq)
         );
+    }
+}
+
+/// The call the worker went into is in flight until a call of its seq (or a
+/// later one) answers it; a stream of calls alone (a watched program, an old
+/// recording) never has one.
+#[test]
+fn a_call_is_in_flight_from_its_calling_to_its_call() {
+    let mut run = Run::default();
+    run.apply(&meta());
+    let calling = |seq: u64| {
+        Event::Calling(Calling {
+            seq,
+            line: Some(7),
+            iter: vec![3],
+            api: "clReleaseContext".into(),
+            t_ns: 10,
+        })
+    };
+    let answered = |seq: u64| {
+        Event::Call(Call {
+            seq,
+            api: "clReleaseContext".into(),
+            begin_ns: 10,
+            end_ns: 20,
+            ..Call::default()
+        })
+    };
+    run.apply(&calling(4));
+    assert_eq!(run.in_flight.as_ref().map(|c| c.seq), Some(4));
+    run.apply(&answered(3));
+    assert!(run.in_flight.is_some(), "an earlier call answers nothing");
+    run.apply(&answered(4));
+    assert!(run.in_flight.is_none());
+    for seq in 0..100 {
+        run.apply(&answered(10 + seq));
+        assert!(run.in_flight.is_none());
     }
 }

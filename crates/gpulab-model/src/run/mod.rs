@@ -61,8 +61,9 @@ pub use samples::{SAMPLES_KEPT, SampleStats};
 pub use window::Recent;
 
 use crate::trace::{
-    AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, ClaimVerdict, DeviceSpan, End,
-    EndStatus, Event, Frame, HostLoad, Meta, Note, ObjectAction, ObjectEvent, Sample,
+    AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, Calling, ClaimVerdict,
+    DeviceSpan, End, EndStatus, Event, Frame, HostLoad, Meta, Note, ObjectAction, ObjectEvent,
+    Sample,
 };
 
 /// Calls a run keeps whole: the most recent ones.
@@ -114,6 +115,9 @@ pub struct Run {
     pub notes: Vec<Note>,
     pub claims: Vec<ClaimVerdict>,
     pub end: Option<End>,
+    /// The call the worker went into and has not come back from yet: what a
+    /// run that hangs is stuck in.
+    pub in_flight: Option<Calling>,
     /// Agents in a watched program's processes, as they attached and detached.
     pub agents: Vec<AgentEvent>,
     /// The kinds whose deletion by the driver some process's agent watches:
@@ -257,6 +261,7 @@ impl Run {
             notes: Vec::new(),
             claims: Vec::new(),
             end: None,
+            in_flight: None,
             agents: Vec::new(),
             deletion_watched: std::collections::BTreeSet::new(),
             agents_running: std::collections::BTreeSet::new(),
@@ -319,7 +324,11 @@ impl Run {
                 self.ranks.start(&m.gpus);
                 self.meta = Some(m.as_ref().clone());
             }
+            Event::Calling(c) => self.in_flight = Some(c.clone()),
             Event::Call(c) => {
+                if self.in_flight.as_ref().is_some_and(|f| f.seq <= c.seq) {
+                    self.in_flight = None;
+                }
                 self.take_back_a_reading_within(c);
                 self.settle(c.end_ns, None);
                 if let Some(m) = c.mem_before {

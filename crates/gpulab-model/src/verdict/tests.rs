@@ -38,6 +38,7 @@ fn meta(baseline: Option<u64>) -> Event {
         budget_bytes: None,
         recorded_at: None,
         watch: None,
+        destruction: None,
         gpus: Vec::new(),
     }))
 }
@@ -529,3 +530,40 @@ fn a_recording_without_the_lesson_gets_it_from_its_lab_and_keeps_its_verdict() {
 
 mod across;
 mod peak;
+
+/// `destroy_lag_ms` is judged only for the kinds the worker asked the driver
+/// about: a buffer never destroyed then did not go (infinite lag), but one
+/// whose destruction nobody asked for is inconclusive, saying why, whatever
+/// other callbacks fired. Streams from before the worker said which kinds
+/// keep the old rule.
+#[test]
+fn destroy_lag_is_judged_only_for_the_kinds_the_driver_was_asked_about() {
+    let never_destroyed = |destruction: Option<Vec<ObjKind>>| {
+        let mut events = premature_release(true);
+        events.retain(|e| !matches!(e, Event::Object(o) if o.action == ObjectAction::Destroyed));
+        if let Some(Event::Meta(m)) = events.first_mut() {
+            m.destruction = destruction;
+        }
+        events
+    };
+    let d = claim(
+        bin(
+            BinOp::Lt,
+            metric("destroy_lag_ms", "release"),
+            Expr::Num(100.0),
+        ),
+        None,
+    );
+    let asked = judge_events(&d, &never_destroyed(Some(vec![ObjKind::Buffer])));
+    assert_eq!(asked.verdict, Verdict::DoesNotHold);
+    assert!(asked.values["destroy_lag_ms(release)"].is_infinite());
+    for kinds in [vec![ObjKind::Context], vec![]] {
+        let unasked = judge_events(&d, &never_destroyed(Some(kinds.clone())));
+        assert_eq!(unasked.verdict, Verdict::Inconclusive, "{kinds:?}");
+        let why = unasked.reason.clone().unwrap_or_default();
+        assert!(why.contains("did not ask this driver"), "{why}");
+    }
+    // An old stream without a callback at all: as before, inconclusive.
+    let old = judge_events(&d, &never_destroyed(None));
+    assert_eq!(old.verdict, Verdict::Inconclusive);
+}
