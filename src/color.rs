@@ -24,6 +24,30 @@ pub fn enabled(choice: Choice, no_color: Option<&OsStr>, terminal: bool) -> bool
     }
 }
 
+/// Coloured text safe to print: the colour sequences a renderer of gpulab's
+/// put in (SGR, `ESC [ digits ; m`) kept, everything else that would act on a
+/// terminal written out as `printable` does (a lab file's line quoted in a
+/// diagnostic is a file others made).
+pub fn printable_styled(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '\u{1b}'
+            && let Some(body) = rest.strip_prefix("\u{1b}[")
+            && let Some(end) = body.find(|c: char| !(c.is_ascii_digit() || c == ';'))
+            && body[end..].starts_with('m')
+        {
+            let len = 2 + end + 1;
+            out.push_str(&rest[..len]);
+            rest = &rest[len..];
+            continue;
+        }
+        out.push_str(&crate::report::printable(&c.to_string()));
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
 /// The rule with this process's `NO_COLOR`, for a stream that is or is not a
 /// terminal.
 pub fn for_stream(choice: Choice, terminal: bool) -> bool {
@@ -56,5 +80,16 @@ mod tests {
                 assert!(!enabled(Choice::Never, no_color, terminal));
             }
         }
+    }
+
+    #[test]
+    fn colours_stay_and_everything_else_that_acts_is_written_out() {
+        let styled = "\u{1b}[1;31merror\u{1b}[0m: x\u{1b}]0;title\u{7} \u{202e}y\u{1b}[2J";
+        assert_eq!(
+            printable_styled(styled),
+            "\u{1b}[1;31merror\u{1b}[0m: x\\u{1b}]0;title\\u{7} \\u{202e}y\\u{1b}[2J"
+        );
+        assert_eq!(printable_styled("plain ✓"), "plain ✓");
+        assert_eq!(printable_styled("\u{1b}"), "\\u{1b}");
     }
 }

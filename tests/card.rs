@@ -163,8 +163,9 @@ fn the_h100_recordings_make_a_card_that_merges_with_another() {
         .flat_map(|r| r["cells"].as_array().unwrap())
         .find(|c| !c.is_null())
         .unwrap();
+    // From the matrix's folder, wherever the test runs.
     assert!(
-        Path::new(cell["recording"].as_str().unwrap()).is_file(),
+        matrix.join(cell["recording"].as_str().unwrap()).is_file(),
         "{cell}"
     );
     let md = std::fs::read_to_string(matrix.join("matrix.md")).unwrap();
@@ -232,4 +233,216 @@ fn cards_that_cannot_be_merged_are_said_and_the_rest_merged() {
     // Nothing to merge at all is a usage error.
     let out = common::run(&["card", "merge", &path(&truncated), "-o", &path(&matrix)]);
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+}
+
+/// What a hostile card may put in a string (#44): markup, a link with a
+/// scheme, a terminal escape that sets the title, a right-to-left override,
+/// a table's cell separator, a backtick and a newline.
+const HOSTILE: &str =
+    "<script>alert(1)</script>[x](javascript:alert(5))\u{1b}]0;pwned\u{7}\u{202e}|`a\nb";
+
+/// Every string of a card that the card still reads with, made hostile.
+fn poisoned(card: &Value) -> Value {
+    fn leaves(v: &Value, at: Vec<String>, out: &mut Vec<Vec<String>>) {
+        match v {
+            Value::String(_) => out.push(at),
+            Value::Array(items) => {
+                for (i, x) in items.iter().enumerate() {
+                    let mut p = at.clone();
+                    p.push(i.to_string());
+                    leaves(x, p, out);
+                }
+            }
+            Value::Object(map) => {
+                for (k, x) in map {
+                    let mut p = at.clone();
+                    p.push(k.clone());
+                    leaves(x, p, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    fn at<'a>(v: &'a mut Value, path: &[String]) -> &'a mut Value {
+        path.iter().fold(v, |v, k| match v {
+            Value::Array(items) => &mut items[k.parse::<usize>().unwrap()],
+            other => &mut other[k.as_str()],
+        })
+    }
+    let mut paths = Vec::new();
+    leaves(card, Vec::new(), &mut paths);
+    let mut out = card.clone();
+    let mut taken = 0;
+    for path in paths {
+        if path.first().is_some_and(|k| k == "kind") {
+            continue;
+        }
+        let payload = if path.last().is_some_and(|k| k == "recording") {
+            "javascript:alert(5)".to_string()
+        } else {
+            HOSTILE.to_string()
+        };
+        let before = std::mem::replace(at(&mut out, &path), Value::String(payload));
+        if serde_json::from_value::<gpulab::card::Card>(out.clone()).is_err() {
+            *at(&mut out, &path) = before;
+        } else {
+            taken += 1;
+        }
+    }
+    assert!(taken > 20, "only {taken} strings took the payload");
+    out
+}
+
+/// Markdown `text` less its code spans (a run of backticks to the next run of
+/// as many), which CommonMark shows literally.
+fn without_code_spans(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let run = |at: usize| chars[at..].iter().take_while(|c| **c == '`').count();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' && i + 1 < chars.len() {
+            // An escaped character is text, a backtick too.
+            out.push(c);
+            out.push(chars[i + 1]);
+            i += 2;
+            continue;
+        }
+        if c != '`' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let fence = run(i);
+        let close = (i + fence..chars.len())
+            .find(|&j| chars[j] == '`' && chars[j - 1] != '`' && run(j) == fence);
+        match close {
+            Some(j) => i = j + fence,
+            None => {
+                out.extend(&chars[i..i + fence]);
+                i += fence;
+            }
+        }
+    }
+    out
+}
+
+/// A card whose every string is hostile injects nothing (#44): the matrix's
+/// Markdown and page show those strings as text, link no recording outside a
+/// card's folder, and what gpulab says on the terminal acts on nothing.
+#[test]
+fn a_hostile_card_injects_nothing_anywhere() {
+    let dir = common::temp_dir();
+    let good = dir.path().join("good");
+    let path = |p: &Path| p.display().to_string();
+    ok(&[
+        "card",
+        "--from",
+        &path(&common::repo_file("tests/fixtures/recordings")),
+        "-o",
+        &path(&good),
+    ]);
+    let hostile = poisoned(&read(&good.join("card.json")));
+    // Beside the matrix: a recording path made relative to it is the path as
+    // the card wrote it (`javascript:alert(5)` would be a link as it is).
+    let matrix = dir.path().join("matrix");
+    std::fs::create_dir_all(&matrix).unwrap();
+    let bad = matrix.join("hostile.json");
+    std::fs::write(&bad, serde_json::to_string(&hostile).unwrap()).unwrap();
+    let mut newer = hostile.clone();
+    newer["schema_version"] = 9.into();
+    newer["gpulab_version"] = HOSTILE.into();
+    let newer_file = dir.path().join("newer.json");
+    std::fs::write(&newer_file, serde_json::to_string(&newer).unwrap()).unwrap();
+    let out = common::run(&[
+        "card",
+        "merge",
+        &path(&bad),
+        &path(&newer_file),
+        "-o",
+        &path(&matrix),
+    ]);
+    let said = common::stderr(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("no path from the card's folder"), "{said}");
+    for (what, text) in [
+        ("stderr", said.clone()),
+        (
+            "matrix.md",
+            std::fs::read_to_string(matrix.join("matrix.md")).unwrap(),
+        ),
+        (
+            "matrix.html",
+            std::fs::read_to_string(matrix.join("matrix.html")).unwrap(),
+        ),
+    ] {
+        assert!(!text.contains('\u{1b}'), "{what}: a raw escape");
+        assert!(!text.contains('\u{202e}'), "{what}: a raw U+202E");
+        if what == "stderr" {
+            // Markup is only text on a terminal.
+            continue;
+        }
+        // A code span shows its text literally: only what is outside one acts.
+        let text = if what == "matrix.md" {
+            without_code_spans(&text)
+        } else {
+            text
+        };
+        let raw = text.lines().find(|l| l.contains("<script>alert"));
+        assert!(raw.is_none(), "{what}: raw markup in {raw:?}");
+        if what == "matrix.md" {
+            assert!(
+                !text.contains("](javascript:"),
+                "{what}: a link with a scheme"
+            );
+        }
+        assert!(
+            !text.contains("href=\"javascript"),
+            "{what}: a link with a scheme"
+        );
+    }
+    // The Markdown's tables keep their shape: every row has its header's
+    // number of cell separators (escaped ones are text).
+    let md = std::fs::read_to_string(matrix.join("matrix.md")).unwrap();
+    let seps = |line: &str| line.replace("\\|", "").matches('|').count();
+    let mut header = None;
+    for line in md.lines() {
+        if !line.starts_with('|') {
+            header = None;
+            continue;
+        }
+        match header {
+            None => header = Some(seps(line)),
+            Some(n) => assert_eq!(seps(line), n, "a row out of shape: {line}"),
+        }
+    }
+}
+
+/// `card --from` walks only what is under its folder (#44): a link to a
+/// folder above it (a circle) and a link to one elsewhere are not followed,
+/// and said; one link had given 41 copies of one run, two never finished.
+#[test]
+fn card_from_follows_no_links() {
+    let dir = common::temp_dir();
+    let from = dir.path().join("from");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(from.join("sub")).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let one = common::repo_file("tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl");
+    std::fs::copy(&one, from.join("sub/run.jsonl")).unwrap();
+    std::fs::copy(&one, elsewhere.join("other.jsonl")).unwrap();
+    std::os::unix::fs::symlink(&from, from.join("sub/up")).unwrap();
+    std::os::unix::fs::symlink(&from, from.join("again")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, from.join("out")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("other.jsonl"), from.join("linked.jsonl")).unwrap();
+    let card = dir.path().join("card");
+    let path = |p: &Path| p.display().to_string();
+    let said = ok(&["card", "--from", &path(&from), "-o", &path(&card)]);
+    assert!(said.contains("4 link(s) not followed"), "{said}");
+    let runs = read(&card.join("card.json"))["runs"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(runs, 1, "{said}");
 }

@@ -215,7 +215,7 @@ fn gpulab_report_survives_every_damaged_recording() {
 /// written out instead, in every text format.
 #[test]
 fn a_recording_cannot_send_escape_sequences_to_the_terminal() {
-    let evil = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m";
+    let evil = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m\u{202e}";
     let mut events = gpulab::trace::read_events(good().as_bytes()).unwrap();
     for e in &mut events {
         match e {
@@ -232,10 +232,31 @@ fn a_recording_cannot_send_escape_sequences_to_the_terminal() {
             _ => {}
         }
     }
-    let text: String = events.iter().map(gpulab::trace::to_line).collect();
+    let mut text: String = events.iter().map(gpulab::trace::to_line).collect();
+    // A line no gpulab wrote, whose bad kind serde quotes back in its message
+    // (#44: it reached the terminal raw), and a right-to-left override.
+    text.push_str("{\"type\":\"\\u001b]0;pwned\\u0007\u{202e}\",\"data\":{}}\n");
     let dir = common::temp_dir();
     let f = dir.path().join("evil.jsonl");
     std::fs::write(&f, text).unwrap();
+    let page = dir.path().join("evil.html");
+    let out = common::run(&[
+        "export",
+        &f.display().to_string(),
+        "--html",
+        &page.display().to_string(),
+    ]);
+    let html = std::fs::read_to_string(&page).unwrap_or_default();
+    assert!(!html.is_empty(), "{}", common::stderr(&out));
+    for (what, said) in [
+        ("export's stderr", common::stderr(&out)),
+        ("the page", html),
+    ] {
+        assert!(
+            !said.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}']),
+            "{what}: characters that act reached it"
+        );
+    }
     for format in [None, Some("--markdown")] {
         let mut args = vec!["report".to_string(), f.display().to_string()];
         args.extend(format.map(String::from));
@@ -244,9 +265,15 @@ fn a_recording_cannot_send_escape_sequences_to_the_terminal() {
         assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
         let stdout = common::stdout(&out);
         assert!(
-            !stdout.contains(['\u{1b}', '\u{7}', '\u{9b}']),
+            !stdout.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}']),
             "{format:?}: control characters reached stdout"
         );
+        let stderr = common::stderr(&out);
+        assert!(
+            !stderr.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}']),
+            "{format:?}: control characters reached stderr: {stderr:?}"
+        );
+        assert!(stderr.contains("pwned"), "the bad line is named: {stderr}");
         assert!(stdout.contains("\\u{1b}]0;pwned"), "{format:?}: {stdout}");
     }
 }

@@ -702,3 +702,71 @@ fn a_report_to_dash_goes_to_stdout_after_the_program() {
     assert_eq!(report["kind"], "watch");
     assert!(!dir.path().join("-").exists(), "a file named - was made");
 }
+
+/// A watched program sees the OpenCL platforms it sees bare (#44): gpulab
+/// registers an installed but unregistered NVIDIA ICD for its own labs, never
+/// for a program it watches (a program that takes the first platform ran on
+/// PoCL bare and on the H200 watched). PoCL's library, linked as
+/// `libnvidia-opencl.so.1` into a folder on `LD_LIBRARY_PATH`, stands in for
+/// NVIDIA's: gpulab's own `doctor` sees one platform more than `clinfo` does
+/// bare, and `clinfo -l` under watch lists what it lists bare, with a note.
+#[test]
+fn a_watched_program_sees_the_platforms_it_sees_bare() {
+    let test = "a_watched_program_sees_the_platforms_it_sees_bare";
+    if !opencl_or_skip(test) {
+        return;
+    }
+    let bare = Command::new("clinfo").arg("-l").output();
+    if !tool_or_skip(test, bare.is_ok(), "clinfo") {
+        return;
+    }
+    let bare = stdout(&bare.unwrap());
+    let icd = std::fs::read_to_string("/etc/OpenCL/vendors/pocl.icd").unwrap_or_default();
+    let named = icd.lines().next().unwrap_or_default().trim().to_string();
+    let pocl = [
+        "",
+        "/usr/lib/x86_64-linux-gnu/",
+        "/usr/lib/aarch64-linux-gnu/",
+        "/usr/lib64/",
+        "/usr/lib/",
+    ]
+    .iter()
+    .map(|d| std::path::PathBuf::from(format!("{d}{named}")))
+    .find(|p| p.is_absolute() && p.is_file());
+    let Some(pocl) = pocl.filter(|_| tool_or_skip(test, !named.is_empty(), "PoCL's .icd file"))
+    else {
+        return;
+    };
+    let _device = device_lock();
+    let dir = common::temp_dir();
+    std::os::unix::fs::symlink(&pocl, dir.path().join("libnvidia-opencl.so.1")).unwrap();
+    let with_fake_nvidia = |args: &[&str]| {
+        gpulab()
+            .args(args)
+            .env("LD_LIBRARY_PATH", dir.path())
+            .env_remove("OCL_ICD_VENDORS")
+            .env_remove("OCL_ICD_FILENAMES")
+            .env_remove("GPULAB_ICD_ADDED")
+            .output()
+            .expect("gpulab runs")
+    };
+    let doctor: Value =
+        serde_json::from_str(&stdout(&with_fake_nvidia(&["doctor", "--json"]))).unwrap();
+    let seen_bare = bare.matches("Platform #").count();
+    assert_eq!(
+        doctor["opencl_devices"].as_array().map(Vec::len),
+        Some(seen_bare + 1),
+        "gpulab registers the stand-in for itself: {doctor:#}"
+    );
+    let report = dir.path().join("report.json");
+    let report_arg = report.display().to_string();
+    let out = with_fake_nvidia(&["watch", "--json", "-o", &report_arg, "--", "clinfo", "-l"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), bare, "the program lists what it lists bare");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("libnvidia-opencl.so.1") && notes.contains("leave NVIDIA's out"),
+        "{notes}"
+    );
+}

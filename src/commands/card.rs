@@ -16,7 +16,7 @@ use gpulab::backend::discover::DoctorReport;
 use gpulab::card::{Card, Matrix};
 use gpulab::lab::{BackendKind, Lab, LabSet, catalog};
 use gpulab::output::{self, Body};
-use gpulab::report::{Provenance, Summary};
+use gpulab::report::{Provenance, Summary, printable};
 use gpulab::run::Run;
 use gpulab::source::{LocalSource, Recorded, Recording, RunRequest};
 use gpulab::trace::{Event, Verdict};
@@ -280,18 +280,31 @@ fn from_recordings(
     only: &[String],
 ) -> anyhow::Result<Vec<Carded>> {
     let mut files = Vec::new();
+    let mut links = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let entries = std::fs::read_dir(&d)
             .map_err(|e| fail(EXIT_USAGE, format!("--from {}: {e}", d.display())))?;
         for entry in entries {
-            let path = entry?.path();
-            if path.is_dir() {
+            let entry = entry?;
+            // The entry's own type, links not followed: a link to a folder
+            // above would walk in circles, one elsewhere would walk out.
+            let kind = entry.file_type()?;
+            let path = entry.path();
+            if kind.is_symlink() {
+                links += 1;
+            } else if kind.is_dir() {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "jsonl") {
                 files.push(path);
             }
         }
+    }
+    if links > 0 {
+        errln!(
+            "gpulab: --from {}: {links} link(s) not followed (only files and folders under it are read)",
+            printable(&dir.display().to_string())
+        );
     }
     files.sort();
     let mut runs = Vec::new();
@@ -301,7 +314,7 @@ fn from_recordings(
         let Some(id) = run.lab_id() else {
             errln!(
                 "gpulab: {} is not a lab run: left out of the card",
-                file.display()
+                printable(&file.display().to_string())
             );
             continue;
         };
@@ -376,15 +389,33 @@ fn merge(paths: &[PathBuf], out: &Path, json: bool) -> anyhow::Result<i32> {
                 // Recordings are named from their card's folder; the
                 // matrix's links start from its own.
                 let dir = file.parent().unwrap_or(Path::new(""));
+                let mut outside = 0;
                 for run in &mut card.runs {
-                    if let Some(r) = &mut run.recording {
-                        *r = relative(&dir.join(r.as_str()), out);
-                    }
+                    // A card is a file others send: only a path from its
+                    // folder becomes a link, never a scheme or an absolute path.
+                    run.recording = run.recording.take().and_then(|r| {
+                        if gpulab::card::link::from_the_card(&r) {
+                            Some(relative(&dir.join(r.as_str()), out))
+                        } else {
+                            outside += 1;
+                            None
+                        }
+                    });
+                }
+                if outside > 0 {
+                    let said = format!(
+                        "{}: {outside} recording path(s) are no path from the card's folder \
+                         (a scheme, an absolute path, characters that act); those runs have \
+                         no link",
+                        file.display()
+                    );
+                    errln!("gpulab: {}", printable(&said));
+                    problems.push(said);
                 }
                 cards.push((file.display().to_string(), card));
             }
             Err(e) => {
-                errln!("gpulab: {e}; merging the rest");
+                errln!("gpulab: {}; merging the rest", printable(&e));
                 problems.push(e);
             }
         }
@@ -395,7 +426,7 @@ fn merge(paths: &[PathBuf], out: &Path, json: bool) -> anyhow::Result<i32> {
     let said = problems.len();
     let matrix = Matrix::merge(Provenance::here(gpulab::hostname()), &cards, problems);
     for p in &matrix.problems[said..] {
-        errln!("gpulab: {p}");
+        errln!("gpulab: {}", printable(p));
     }
     let title = format!("gpulab matrix: {} devices", matrix.columns.len());
     write_all(
@@ -449,7 +480,8 @@ fn write_all(dir: &Path, files: &[(&str, String)]) -> anyhow::Result<()> {
         .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", dir.display())))?;
     for (name, text) in files {
         let path = dir.join(name);
-        std::fs::write(&path, text)
+        // Whole or not at all: a full disk keeps the old file or none.
+        gpulab::dirs::write_atomic(&path, text.as_bytes())
             .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", path.display())))?;
     }
     Ok(())

@@ -23,7 +23,8 @@ pub fn check(files: &[PathBuf], color: gpulab::color::Choice) -> anyhow::Result<
             Err(LabError::Invalid(d)) => {
                 bad += 1;
                 for mistake in std::iter::once(d.as_ref()).chain(&d.more) {
-                    errln!("{}", mistake.render(color));
+                    let drawn = gpulab::color::printable_styled(&mistake.render(color));
+                    super::write_stderr_raw(&format!("{drawn}\n"));
                 }
             }
             Err(e) => {

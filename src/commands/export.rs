@@ -132,10 +132,8 @@ where
             .map_err(super::StdoutError)?;
         return Ok(());
     }
-    let f = File::create(out)
-        .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", out.display())))?;
-    trace
-        .write(f)
+    // Whole or not at all: a full disk leaves no half trace under the name.
+    gpulab::dirs::write_atomic_with(out, |f| trace.write(f))
         .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", out.display())))?;
     errln!("wrote {}", out.display());
     Ok(())
@@ -152,7 +150,7 @@ fn write(out: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         super::write_stdout_bytes(bytes)?;
         return Ok(());
     }
-    std::fs::write(out, bytes)
+    gpulab::dirs::write_atomic_with(out, |f| std::io::Write::write_all(f, bytes))
         .map_err(|e| fail(EXIT_USAGE, format!("cannot write {}: {e}", out.display())))?;
     errln!("wrote {}", out.display());
     Ok(())

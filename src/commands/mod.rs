@@ -2,7 +2,7 @@
 //! terminal. The only code besides `main.rs` that prints, and every print is
 //! handled: stdout through [`out!`]/[`outln!`] (a failure ends the command, a
 //! closed pipe quietly: `gpulab report big.jsonl | head -1`), stderr through
-//! [`err!`]/[`errln!`] (a failure there has nowhere to be said, so it is let
+//! [`errln!`] (a failure there has nowhere to be said, so it is let
 //! go). `print!` and friends panic on either.
 
 /// `print!` that hands a failed write to stdout back to the command (`?`).
@@ -19,13 +19,6 @@ macro_rules! outln {
     };
     ($($t:tt)*) => {
         $crate::commands::write_stdout(&format!("{}\n", format_args!($($t)*)))?
-    };
-}
-
-/// `eprint!` that never panics.
-macro_rules! err {
-    ($($t:tt)*) => {
-        $crate::commands::write_stderr(&format!($($t)*))
     };
 }
 
@@ -103,6 +96,15 @@ pub fn load_labs(dirs: &[std::path::PathBuf]) -> gpulab::lab::LabSet {
 }
 
 pub fn write_stderr(text: &str) {
+    // What gpulab says on stderr quotes files others made (a recording's bad
+    // line, a card's version, a file name): nothing in it may act on the
+    // terminal. gpulab's own progress line goes through `write_stderr_raw`.
+    write_stderr_raw(&gpulab::report::printable(text));
+}
+
+/// [`write_stderr`] of text gpulab made whole, terminal controls and all (the
+/// progress line that rewrites itself).
+pub fn write_stderr_raw(text: &str) {
     use std::io::Write;
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }

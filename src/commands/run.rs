@@ -327,17 +327,19 @@ pub(super) fn run_variant(
                 .and_then(|c| c.line)
                 .map(|l| format!("line {l}"))
                 .unwrap_or_default();
-            err!(
-                "\r\x1b[2K{lab} [{variant}] running · {line} · {:.1} s",
+            super::write_stderr_raw(&format!(
+                "\r\x1b[2K{} [{}] running · {line} · {:.1} s",
+                gpulab::report::printable(&lab),
+                gpulab::report::printable(&variant),
                 started.elapsed().as_secs_f64()
-            );
+            ));
         }
     }
     gpulab::clock::phase("run ended");
     // The lab's claims, judged on this session's fold.
     session.close();
     if progress && started.elapsed() > Duration::from_secs(1) {
-        err!("\r\x1b[2K");
+        super::write_stderr_raw("\r\x1b[2K");
     }
     Ok(session)
 }

@@ -157,17 +157,18 @@ impl Stopper {
     }
 }
 
-/// Makes the program load an OpenCL loader that reads `OPENCL_LAYERS`, and lets
-/// that loader see the NVIDIA ICD: preloads another loader when the default one
-/// has no layers, and points `OCL_ICD_VENDORS` at gpulab's vendors directory for a
-/// loader that reads no `OCL_ICD_FILENAMES`. Returns what it did, for the stream.
+/// Makes the program load an OpenCL loader that reads `OPENCL_LAYERS`
+/// (preloading another loader when the default one has no layers), and nothing
+/// more: the program sees the platforms and devices it sees bare, so the NVIDIA
+/// ICD gpulab registers for its own labs is not passed on. Returns what it did,
+/// for the stream.
 ///
 /// Its notes start with [`OPENCL_SET_UP`]: a report leaves them out for a
 /// program that never made an OpenCL call.
 fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, String)> {
     let mut notes = Vec::new();
-    let used = match plan {
-        LoaderPlan::AsIs(loader) => loader,
+    match plan {
+        LoaderPlan::AsIs(_) => {}
         LoaderPlan::Preload { instead_of, loader } => {
             let mut preload = loader.path.clone();
             if let Ok(old) = std::env::var("LD_PRELOAD")
@@ -185,7 +186,6 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
                     instead_of.path, loader.path
                 ),
             ));
-            loader
         }
         LoaderPlan::NoLayers(loader) => {
             notes.push((
@@ -197,29 +197,33 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
                     loader.path
                 ),
             ));
-            return notes;
         }
-        LoaderPlan::NoLoader => return notes,
-    };
-    if !used.reads_filenames {
-        match icd::vendors_for_ocl_icd() {
-            Some(Ok(v)) => {
-                cmd.env("OCL_ICD_VENDORS", &v.value);
-                notes.push((
-                    NoteLevel::Info,
-                    format!(
-                        "{OPENCL_SET_UP}{} reads no OCL_ICD_FILENAMES and no .icd file in {} \
-                         names {}: gpulab set OCL_ICD_VENDORS={} (the system's ICDs plus \
-                         NVIDIA's) for the program",
-                        used.path, v.system_dir, v.library, v.value
-                    ),
-                ));
-            }
-            Some(Err(why)) => notes.push((NoteLevel::Warning, why)),
-            None => {}
-        }
+        LoaderPlan::NoLoader => {}
     }
     notes
+}
+
+/// Keeps the NVIDIA ICD gpulab registered for its own labs away from the
+/// program, which sees the OpenCL platforms it sees bare, and says what that
+/// leaves out.
+fn same_platforms_as_bare(cmd: &mut Command) -> Vec<(NoteLevel, String)> {
+    for name in icd::set_for_gpulab_only() {
+        cmd.env_remove(name);
+    }
+    icd::unregistered_nvidia()
+        .map(|(library, system_dir)| {
+            (
+                NoteLevel::Info,
+                format!(
+                    "{OPENCL_SET_UP}NVIDIA's OpenCL library is installed here ({library}) but \
+                     no .icd file in {system_dir} names it: the program sees the OpenCL \
+                     platforms it sees without gpulab, which leave NVIDIA's out (gpulab's own \
+                     labs add it for themselves; an .icd file naming it lets programs see it)"
+                ),
+            )
+        })
+        .into_iter()
+        .collect()
 }
 
 /// Makes the CUDA driver load the agent inside the program's first `cuInit`
@@ -395,6 +399,7 @@ fn prepare(
         (gpu, gpus, plan, cuptis)
     });
     notes.extend(reach_the_loader(&mut cmd, &plan));
+    notes.extend(same_platforms_as_bare(&mut cmd));
     notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis, nested));
     if req.device_spans {
         cmd.env("GPULAB_DEVICE_SPANS", "1");

@@ -39,7 +39,10 @@ impl PythonHook {
     /// so its hook would find nothing to report to).
     pub fn python_path(&self, theirs: Option<&OsStr>) -> OsString {
         let mut path = OsString::from(self.path());
+        // Python reads an empty PYTHONPATH as none at all, not as one empty
+        // entry (the current folder, which would shadow the standard library).
         for entry in theirs
+            .filter(|t| !t.is_empty())
             .map(|t| t.as_bytes().split(|b| *b == b':'))
             .into_iter()
             .flatten()
@@ -136,5 +139,8 @@ mod tests {
         let mut want = OsString::from(format!("{own}:"));
         want.push(odd);
         assert_eq!(hook.python_path(Some(odd)), want);
+        // An empty PYTHONPATH is none to Python: it must not become the
+        // current folder ahead of the standard library (a json.py there ran).
+        assert_eq!(hook.python_path(Some(OsStr::new(""))), OsString::from(&own));
     }
 }

@@ -61,7 +61,9 @@ pub fn write_event(out: &mut impl Write, event: &Event) -> std::io::Result<()> {
 pub fn parse_line(line_no: usize, line: &str) -> Result<Event> {
     let event: Event = serde_json::from_str(line).map_err(|e| TraceError::Malformed {
         line: line_no,
-        message: e.to_string(),
+        // serde quotes what it could not read (an unknown kind, a string where a
+        // number goes): the file's own text, which must not act on a terminal.
+        message: crate::printable::printable(&e.to_string()).into_owned(),
     })?;
     if let Event::Meta(m) = &event {
         if m.format_version > FORMAT_VERSION {

@@ -38,8 +38,25 @@ pub fn runtime() -> Option<PathBuf> {
 /// never half of it: into a file of this process's own beside it, then renamed
 /// over it (two gpulabs writing the same cache entry both leave a whole one).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    write_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `write` writes into the file as it goes (a stream
+/// too big to hold), into a folder that must exist (an output path in a
+/// missing folder is the user's to fix): the file appears whole under its name
+/// or not at all, and a full disk leaves the old file, or nothing, never part
+/// of the new one.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -50,7 +67,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .create(true)
         .truncate(true)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|mut f| write(&mut f).and_then(|()| f.sync_all()))
         .and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -98,6 +115,30 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("entry.ptx")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A write that fails halfway (a full disk, a closed stream) leaves the old
+    /// file whole, or no file, and no temporary beside it.
+    #[test]
+    fn a_write_that_fails_halfway_leaves_the_old_file_or_none() {
+        let dir = std::env::temp_dir().join(format!("gpulab-dirs-half-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("trace.json");
+        let full = |f: &mut std::fs::File| {
+            f.write_all(b"{\"traceEvents\":[")?;
+            Err(std::io::Error::from_raw_os_error(28)) // ENOSPC
+        };
+        assert!(write_atomic_with(&file, full).is_err());
+        assert!(!file.exists(), "no half file where there was none");
+        write_atomic(&file, b"old, whole").unwrap();
+        assert!(write_atomic_with(&file, full).is_err());
+        assert_eq!(std::fs::read(&file).unwrap(), b"old, whole");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("trace.json")]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

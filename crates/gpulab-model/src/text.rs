@@ -1,7 +1,11 @@
 //! Text cut to a width, for the panels and the reports alike.
 
-/// Cuts `s` to `w` characters, marking the cut with `…`.
+/// Cuts `s` to `w` characters, marking the cut with `…`. What would act
+/// instead of showing (an escape, U+202E) is written out first: names come
+/// from recordings others made.
 pub fn fit(s: &str, w: usize) -> String {
+    let s = gpulab_events::printable::printable(s);
+    let s = s.as_ref();
     if s.chars().count() <= w {
         return s.to_string();
     }
@@ -17,6 +21,7 @@ pub fn fit(s: &str, w: usize) -> String {
 /// lines; the last one shown is cut with `…` when text is left over. A word longer
 /// than a line is cut.
 pub fn wrap(s: &str, w: usize, max: usize) -> Vec<String> {
+    let s = gpulab_events::printable::printable(s);
     let mut lines: Vec<String> = Vec::new();
     let mut line = String::new();
     for word in s.split_whitespace() {

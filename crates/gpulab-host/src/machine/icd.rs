@@ -239,14 +239,31 @@ pub fn own_vendors() -> Option<Result<OwnVendors, String>> {
 }
 
 /// `OCL_ICD_VENDORS` for a program gpulab starts with ocl-icd as its loader (`watch`):
-/// ocl-icd reads no `OCL_ICD_FILENAMES`, so an NVIDIA ICD named only there would be
-/// invisible to it. `None` when the user set `OCL_ICD_VENDORS` (the program inherits
-/// it) or nothing needs adding.
-pub fn vendors_for_ocl_icd() -> Option<Result<OwnVendors, String>> {
-    if env("OCL_ICD_VENDORS").is_some() {
+/// The variables gpulab set in its own environment to register the NVIDIA ICD
+/// for itself ([`prepare_icd_environment`]), which a program it watches must not
+/// inherit: the program sees exactly the OpenCL platforms it sees without gpulab
+/// (an OpenCL program that takes the first platform ran on PoCL bare and on the
+/// H200 watched). Empty when the user set them.
+pub fn set_for_gpulab_only() -> &'static [&'static str] {
+    if env(ADDED_MARK).is_some() {
+        &["OCL_ICD_VENDORS", ADDED_MARK]
+    } else {
+        &[]
+    }
+}
+
+/// The NVIDIA OpenCL library, when one is installed here that the system's
+/// vendors directory does not register: a program gpulab watches does not see
+/// it, and the report says so.
+pub fn unregistered_nvidia() -> Option<(String, String)> {
+    let src = system_vendors_dir();
+    if icd_files(&src)
+        .iter()
+        .any(|(_, lib)| lib.contains("libnvidia-opencl"))
+    {
         return None;
     }
-    own_vendors()
+    find_nvidia_opencl().map(|lib| (lib, src.display().to_string()))
 }
 
 /// `OCL_ICD_VENDORS` for a directory. ocl-icd 2.3.2 (Ubuntu, the H100 machine) joins

@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use super::link;
 use super::markdown::{groups, said, values_said};
 use super::{DEVICE_HEADS, Matrix, Row, column_label, device_cells};
 use crate::export::esc;
@@ -67,7 +68,8 @@ pub fn html(m: &Matrix, title: &str) -> String {
                     .unwrap_or_default(),
                 cell.recording
                     .as_deref()
-                    .map(|r| format!(" (<a href=\"{0}\">recording</a>)", esc(r)))
+                    .and_then(link::target)
+                    .map(|r| format!(" (<a href=\"{0}\">recording</a>)", esc(&r)))
                     .unwrap_or_default(),
             );
         }

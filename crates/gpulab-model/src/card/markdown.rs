@@ -4,13 +4,14 @@
 
 use std::fmt::Write as _;
 
+use super::link;
 use super::{Cell, DEVICE_HEADS, Matrix, Row, column_label, device_cells};
-use crate::report::{fmt_value, md_code};
+use crate::report::{fmt_value, md_code, md_text};
 
 /// `title` heads it: `gpulab card: host` or `gpulab matrix: 3 devices`.
 pub fn markdown(m: &Matrix, title: &str) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "# {title}\n");
+    let _ = writeln!(o, "# {}\n", md_text(title, false));
     let _ = writeln!(
         o,
         "{} claims of {} lab variants on {} devices; {} differ between devices. \
@@ -19,9 +20,12 @@ pub fn markdown(m: &Matrix, title: &str) -> String {
         variants(m),
         m.columns.len(),
         m.differing(),
-        m.recorded.at.as_deref().unwrap_or("at an unknown time"),
-        m.recorded.host,
-        m.recorded.gpulab_version,
+        md_text(
+            m.recorded.at.as_deref().unwrap_or("at an unknown time"),
+            false
+        ),
+        md_text(&m.recorded.host, false),
+        md_text(&m.recorded.gpulab_version, false),
     );
     let _ = writeln!(o, "| {} |", DEVICE_HEADS.join(" | "));
     let _ = writeln!(o, "|{}", "---|".repeat(DEVICE_HEADS.len()));
@@ -30,7 +34,7 @@ pub fn markdown(m: &Matrix, title: &str) -> String {
         let _ = writeln!(o, "| {} |", cells.join(" | "));
     }
     for p in &m.problems {
-        let _ = writeln!(o, "\n> **not merged:** {}", p.replace('\n', " "));
+        let _ = writeln!(o, "\n> **not merged:** {}", md_text(p, false));
     }
     if m.columns.len() > 1 {
         for (heading, rows) in groups(m) {
@@ -152,26 +156,27 @@ fn numbers(m: &Matrix, row: &Row, cell: &Cell, (i, j): (usize, usize), o: &mut S
     let _ = writeln!(
         o,
         "- <a id=\"n-{i}-{j}\"></a>**{} · {} · {}** on {}: {} — {} with {}{}{}",
-        row.lab,
-        row.variant,
-        row.claim,
-        column_label(&m.columns[j]),
+        md_text(&row.lab, false),
+        md_text(&row.variant, false),
+        md_text(&row.claim, false),
+        md_text(&column_label(&m.columns[j]), false),
         said(cell),
         md_code(&cell.claim.expr, false),
         values_said(cell, |k| md_code(k, false)),
         cell.claim
             .reason
             .as_deref()
-            .map(|r| format!("; why: {r}"))
+            .map(|r| format!("; why: {}", md_text(r, false)))
             .unwrap_or_default(),
         cell.recording
             .as_deref()
+            .and_then(link::target)
             .map(|r| format!(" ([recording]({r}))"))
             .unwrap_or_default(),
     );
 }
 
-/// Text for a table cell: `|` escaped, one line.
+/// Text for a table cell: shown as it is, one line.
 fn cell_text(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
+    md_text(text, true)
 }

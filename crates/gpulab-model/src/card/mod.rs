@@ -8,6 +8,7 @@
 //! expectation travels beside each verdict, as in every report.
 
 mod html;
+pub mod link;
 mod markdown;
 
 use std::collections::BTreeMap;

@@ -26,24 +26,11 @@ pub(crate) fn fmt_value(v: f64) -> String {
     }
 }
 
-/// `text` safe to print on a terminal: control characters other than newline and
-/// tab are written out (`\u{1b}`), so a recording or lab file (shared files) cannot
-/// clear the screen, set the title or hide the cursor through a report.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if unsafe_char(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
+/// `text` safe to print on a terminal or in the dashboard: control characters
+/// and invisible reordering characters are written out (`\u{1b}`), so a
+/// recording or lab file (shared files) cannot clear the screen, set the title
+/// or reorder a name through a report.
+pub use gpulab_events::printable::printable;
 
 /// Counts by kind in words, `3 buffers, 1 context`; empty when there are none.
 pub(crate) fn counts_said(
@@ -90,6 +77,9 @@ pub(crate) fn program_memory_label(source: MemorySource) -> &'static str {
 /// ends with one, and in a table cell with `|` escaped (GFM splits cells on it
 /// even inside code). Command lines and API names come from the program.
 pub(crate) fn md_code(text: &str, in_table: bool) -> String {
+    // One line, nothing that acts: a code span shows text as it is otherwise.
+    let text = printable(text).replace(['\n', '\r'], " ");
+    let text = text.as_str();
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest + 1);
     let pad = if text.starts_with('`') || text.ends_with('`') {
@@ -103,6 +93,31 @@ pub(crate) fn md_code(text: &str, in_table: bool) -> String {
         text.to_string()
     };
     format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// `text` as Markdown shows it, literally: one line, nothing that acts, the
+/// characters HTML reads (`<`, `>`, `&`) as entities and every character
+/// Markdown reads as markup backslash-escaped, so a name from a file others
+/// made (a device called `<script>`, a host called `[x](javascript:…)`) is
+/// shown, never run or linked. `in_table`: `|` too.
+pub(crate) fn md_text(text: &str, in_table: bool) -> String {
+    let text = printable(text);
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\n' | '\r' => out.push(' '),
+            '|' if in_table => out.push_str("\\|"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '!' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A table the text and the Markdown report both write, from the same cells:

@@ -12,7 +12,9 @@ mod text;
 pub mod watch;
 
 pub use format::printable;
-pub(crate) use format::{fmt_delta, fmt_value, md_code, memory_label, program_memory_label};
+pub(crate) use format::{
+    fmt_delta, fmt_value, md_code, md_text, memory_label, program_memory_label,
+};
 pub use markdown::markdown;
 pub use text::{side_by_side, text};
 pub use watch::WatchReport;
