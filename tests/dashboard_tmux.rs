@@ -395,3 +395,51 @@ fn m_turns_mouse_reporting_off_and_on() {
     assert_eq!(mouse(), "1", "mouse reporting did not come back");
     tmux.keys(&["q"]);
 }
+
+/// `watch --dashboard` killed with SIGKILL leaves no file behind (#44): the
+/// program's output goes to a file that has no name, so nothing is left in the
+/// temporary folder however gpulab ends.
+#[test]
+fn watch_dashboard_killed_leaves_no_file() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping watch_dashboard_killed_leaves_no_file: no tmux");
+        return;
+    }
+    let dir = common::temp_dir();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let pid_file = dir.path().join("gpulab.pid");
+    // The shell writes gpulab's pid before it becomes gpulab (exec).
+    let command = format!(
+        "sh -c 'echo $$ > \"{}\"; TMPDIR=\"{}\" exec \"{}\" watch --dashboard -- sh -c \"echo said; exec sleep 600\"'; sleep 60",
+        pid_file.display(),
+        tmp.display(),
+        env!("CARGO_BIN_EXE_gpulab"),
+    );
+    let tmux = Tmux::start("watch-killed", dir.path(), &command);
+    tmux.wait_for("the dashboard", |s| s.contains("Calls"), 60);
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The program, in a process group of its own, is gpulab's child.
+    let children = common::procs::children(pid as u32);
+    let _ = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+    for c in children {
+        let _ = Command::new("kill")
+            .args(["-KILL", &c.to_string()])
+            .status();
+    }
+    assert!(
+        common::procs::gone_within(pid as u32, Duration::from_secs(10)),
+        "gpulab outlived SIGKILL"
+    );
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in the temporary folder: {left:?}");
+}

@@ -238,12 +238,12 @@ fn deliver(report: &str, file: Option<File>, args: &WatchArgs) {
 }
 
 /// Where the program's output goes under `--dashboard`: the `--log` file, kept;
-/// or a private temporary file (0600, created exclusively, never through a
-/// link), whose last lines are shown when the dashboard closes and which is
-/// then removed.
+/// or a private file with no name (`O_TMPFILE`, or unlinked the moment it is
+/// made), whose last lines are shown when the dashboard closes: whatever ends
+/// gpulab, a SIGKILL too, it leaves nothing behind.
 enum ProgramLog {
     Named(File, std::path::PathBuf),
-    Private(tempfile::NamedTempFile),
+    Private(File),
 }
 
 fn program_log(args: &WatchArgs) -> anyhow::Result<Option<ProgramLog>> {
@@ -257,10 +257,7 @@ fn program_log(args: &WatchArgs) -> anyhow::Result<Option<ProgramLog>> {
             path.clone(),
         ),
         None => ProgramLog::Private(
-            tempfile::Builder::new()
-                .prefix("gpulab-watch-")
-                .suffix(".log")
-                .tempfile()
+            tempfile::tempfile()
                 .map_err(|e| fail(EXIT_USAGE, format!("cannot create the program's log: {e}")))?,
         ),
     }))
@@ -270,7 +267,7 @@ impl ProgramLog {
     fn file(&self) -> anyhow::Result<File> {
         let file = match self {
             ProgramLog::Named(f, _) => f.try_clone(),
-            ProgramLog::Private(t) => t.as_file().try_clone(),
+            ProgramLog::Private(f) => f.try_clone(),
         };
         file.map_err(|e| fail(EXIT_USAGE, format!("cannot open the program's log: {e}")))
     }
@@ -283,14 +280,14 @@ impl ProgramLog {
                     path.display()
                 ));
             }
-            ProgramLog::Private(t) => {
-                let tail = tail(t.as_file(), LOG_TAIL_LINES);
+            ProgramLog::Private(f) => {
+                let tail = tail(&f, LOG_TAIL_LINES);
                 if !tail.is_empty() {
                     say(format_args!(
                         "gpulab: the program's last output (--log FILE keeps all of it):\n{tail}"
                     ));
                 }
-                // Dropping it removes it.
+                // It has no name: closing it is its end.
             }
         }
     }
