@@ -443,3 +443,26 @@ fn watch_dashboard_killed_leaves_no_file() {
         .collect();
     assert!(left.is_empty(), "left in the temporary folder: {left:?}");
 }
+
+/// A watched program whose stdin is not the terminal may still read the
+/// terminal (`/dev/tty`: a password prompt), as it can bare (#44): gpulab in
+/// the terminal's foreground keeps it there. In a group of its own it was
+/// stopped (SIGTTIN) at that read, for ever.
+#[test]
+fn a_watched_program_with_piped_stdin_can_read_the_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping a_watched_program_with_piped_stdin_can_read_the_terminal: no tmux");
+        return;
+    }
+    let dir = common::temp_dir();
+    let command = format!(
+        "echo piped | '{}' watch -- sh -c 'read line; echo got-$line; read answer < /dev/tty; echo tty-$answer'; echo watch-exited-$?; sleep 60",
+        env!("CARGO_BIN_EXE_gpulab"),
+    );
+    let tmux = Tmux::start("watch-tty", dir.path(), &command);
+    tmux.wait_for("the piped line", |s| s.contains("got-piped"), 60);
+    tmux.keys(&["yes", "Enter"]);
+    let s = tmux.wait_for("gpulab to end", |s| s.contains("watch-exited-"), 30);
+    assert!(s.contains("tty-yes"), "{s}");
+    assert!(s.contains("watch-exited-0"), "{s}");
+}

@@ -11,14 +11,18 @@ use super::Stdio;
 use crate::trace::NoteLevel;
 
 /// Sets the program's stdin, stdout and stderr; true when it gets a process
-/// group of its own. It does unless its stdin is gpulab's terminal: a program
-/// in a background group would be stopped (SIGTTIN) at its first read from it.
-/// Without a group of its own, Ctrl-C reaches it from the terminal as before,
-/// and a stop signals every process descended from it.
+/// group of its own. It does unless it may read the terminal: its stdin is
+/// gpulab's terminal, or gpulab runs in the foreground of one (a program with
+/// its stdin piped may still open `/dev/tty`, a password prompt, say). A
+/// program in a background group would be stopped (SIGTTIN) at its first read
+/// from it, for ever. Without a group of its own, Ctrl-C reaches it from the
+/// terminal as it would bare, and a stop signals every process descended from it.
 pub(super) fn set_stdio(cmd: &mut Command, stdio: &Stdio) -> std::io::Result<bool> {
     use std::os::unix::process::CommandExt;
     let reads_terminal = match stdio {
-        Stdio::Inherit => std::io::IsTerminal::is_terminal(&std::io::stdin()),
+        Stdio::Inherit => {
+            std::io::IsTerminal::is_terminal(&std::io::stdin()) || in_a_terminals_foreground()
+        }
         Stdio::Log(file) => {
             cmd.stdin(std::process::Stdio::null())
                 .stdout(file.try_clone()?)
@@ -30,6 +34,16 @@ pub(super) fn set_stdio(cmd: &mut Command, stdio: &Stdio) -> std::io::Result<boo
         cmd.process_group(0);
     }
     Ok(!reads_terminal)
+}
+
+/// Whether this process is in the foreground process group of its controlling
+/// terminal: bare, a program started from here could read `/dev/tty`.
+fn in_a_terminals_foreground() -> bool {
+    // `/dev/tty` is the controlling terminal itself: opening it takes none.
+    let Ok(tty) = std::fs::File::open("/dev/tty") else {
+        return false;
+    };
+    rustix::termios::tcgetpgrp(&tty).is_ok_and(|group| group == rustix::process::getpgrp())
 }
 
 /// Whether gpulab itself runs inside a `gpulab watch` (its agent's variables
