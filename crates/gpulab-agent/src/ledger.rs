@@ -118,8 +118,23 @@ pub fn cuda_id_of(kind: ObjKind, handle: usize) -> Option<u64> {
 fn create(key: Key, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
     let id = new_id();
     with(|objects| {
-        // A handle the driver hands out again belongs to a new object; the old
-        // one was released (its destruction, if seen, carries its own id).
+        // A handle the driver hands out again belongs to a new object, and the
+        // driver hands it out only once the old one is gone: whoever released
+        // that one last is still inside the release call on another thread, and
+        // books nothing when it returns (`released_as`). The old object's end
+        // goes out here, before the new one's start.
+        if let Some(old) = objects.remove(&key)
+            && old.refs > 0
+        {
+            transport::object(
+                old.id,
+                old.kind,
+                ObjectAction::Released,
+                old.bytes,
+                0,
+                Vec::new(),
+            );
+        }
         objects.insert(
             key,
             Entry {
@@ -135,10 +150,29 @@ fn create(key: Key, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
     id
 }
 
-/// The program took another reference. None for a handle the agent never saw made.
-pub fn retained(handle: usize) -> Option<u64> {
+/// The id the ledger knows an OpenCL handle by now, whatever its kind: what a
+/// retain or release hook reads *before* the driver's call, so that the
+/// change it books after goes to that object even if the driver has by then
+/// handed the handle to a new one on another thread.
+pub fn opencl_id(handle: usize) -> Option<u64> {
+    with(|objects| objects.get(&(Space::OpenCl, handle)).map(|e| e.id))
+}
+
+/// The program gave a reference back to object `id`, which the handle named
+/// before the call; at zero the handle is no longer its own. When it names another, that one was made after the driver freed
+/// `id`, whose end [`create`] already sent: nothing more to book.
+pub fn released_as(handle: usize, id: Option<u64>) -> Option<u64> {
+    release_of((Space::OpenCl, handle), Some(id?))
+}
+
+/// The program took another reference to object `id`, which the handle named
+/// before the call. None for a handle the agent never saw made.
+pub fn retained_as(handle: usize, id: Option<u64>) -> Option<u64> {
+    let id = id?;
     with(|objects| {
-        let e = objects.get_mut(&(Space::OpenCl, handle))?;
+        let e = objects
+            .get_mut(&(Space::OpenCl, handle))
+            .filter(|e| e.id == id)?;
         e.refs = e.refs.saturating_add(1);
         transport::object(
             e.id,
@@ -152,14 +186,17 @@ pub fn retained(handle: usize) -> Option<u64> {
     })
 }
 
-/// The program gave a reference back; at zero the handle is no longer its own.
-pub fn released(handle: usize) -> Option<u64> {
-    release((Space::OpenCl, handle))
+fn release(key: Key) -> Option<u64> {
+    release_of(key, None)
 }
 
-fn release(key: Key) -> Option<u64> {
+/// A release of the object under `key`; with `expected`, only if it is that
+/// object (checked under the same lock as the change).
+fn release_of(key: Key, expected: Option<u64>) -> Option<u64> {
     with(|objects| {
-        let e = objects.get_mut(&key)?;
+        let e = objects
+            .get_mut(&key)
+            .filter(|e| expected.is_none_or(|id| e.id == id))?;
         e.refs = e.refs.saturating_sub(1);
         let (id, kind, bytes, refs) = (e.id, e.kind, e.bytes, e.refs);
         if refs == 0 {
@@ -216,6 +253,15 @@ pub fn destroyed(id: u64, kind: ObjKind, bytes: u64) {
 mod tests {
     use super::*;
 
+    /// A release as the hook makes it: of the object the handle names now.
+    fn released(handle: usize) -> Option<u64> {
+        released_as(handle, opencl_id(handle))
+    }
+
+    fn retained(handle: usize) -> Option<u64> {
+        retained_as(handle, opencl_id(handle))
+    }
+
     #[test]
     fn a_handle_lives_from_create_to_its_last_release_and_can_be_reused() {
         let a = created(0x10, ObjKind::Buffer, 64, Vec::new());
@@ -233,6 +279,28 @@ mod tests {
         );
         let b = created(0x10, ObjKind::Buffer, 64, Vec::new());
         assert_ne!(a, b);
+    }
+
+    /// Thread A releases a buffer; inside A's call the driver frees it and
+    /// hands its handle to thread B's new buffer, whose create hook books it
+    /// first. A's release, booked after its call, must end A's buffer, never
+    /// B's: B's stays alive, A's is released exactly once.
+    #[test]
+    fn a_handle_given_again_during_a_release_ends_the_old_object_only() {
+        let a = created(0x50, ObjKind::Buffer, 8, Vec::new());
+        let before = opencl_id(0x50);
+        assert_eq!(before, Some(a));
+        // The driver frees 0x50 and gives it to B, whose hook runs first.
+        let b = created(0x50, ObjKind::Buffer, 16, Vec::new());
+        assert_eq!(
+            released_as(0x50, before),
+            None,
+            "A's release books nothing more"
+        );
+        assert_eq!(id_of(0x50, ObjKind::Buffer), Some(b), "B's buffer is alive");
+        assert_eq!(released_as(0x50, Some(b)), Some(b));
+        assert_eq!(id_of(0x50, ObjKind::Buffer), None);
+        assert_eq!(retained_as(0x50, Some(b)), None);
     }
 
     #[test]

@@ -298,14 +298,21 @@ unsafe extern "C" fn context_destroyed(_ctx: Handle, tag: *mut c_void) {
     ledger::destroyed(id, ObjKind::Context, bytes);
 }
 
-/// A retain or release returned.
-fn counted(api: &'static str, begin: u64, status: i32, handle: Handle, retain: bool) -> i32 {
+/// A retain or release returned; `id` is the object the handle named before
+/// the call (another thread may have been given the handle since).
+fn counted(
+    api: &'static str,
+    begin: u64,
+    status: i32,
+    (handle, id): (Handle, Option<u64>),
+    retain: bool,
+) -> i32 {
     let object = if status != CL_SUCCESS {
         None
     } else if retain {
-        ledger::retained(handle as usize)
+        ledger::retained_as(handle as usize, id)
     } else {
-        ledger::released(handle as usize)
+        ledger::released_as(handle as usize, id)
     };
     transport::call(api, begin, Status::OpenCl(status), object);
     status
@@ -407,10 +414,13 @@ macro_rules! refcount_hook {
         unsafe extern "C" fn $name(object: Handle) -> i32 {
             let begin = now_ns();
             let f = target!($index, fn(Handle) -> i32);
+            // Which object the handle names now: once the call returns, the
+            // driver may have given it to another thread's new object.
+            let id = ledger::opencl_id(object as usize);
             // SAFETY: the program's argument, passed through unchanged.
             let status = unsafe { f(object) };
             let retain = matches!($api.effect(), Effect::Retain(_));
-            counted($api.name(), begin, status, object, retain)
+            counted($api.name(), begin, status, (object, id), retain)
         }
     };
 }
