@@ -21,6 +21,20 @@ fn read(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// `card --from` the test fixtures' recordings, into `dir/good`.
+fn card_of_the_fixtures(dir: &Path) -> std::path::PathBuf {
+    let good = dir.join("good");
+    let fixtures = common::repo_file("tests/fixtures/recordings");
+    ok(&[
+        "card",
+        "--from",
+        &fixtures.display().to_string(),
+        "-o",
+        &good.display().to_string(),
+    ]);
+    good
+}
+
 fn ok(args: &[&str]) -> String {
     let out = common::run(args);
     assert!(out.status.success(), "{args:?}: {}", common::stderr(&out));
@@ -178,15 +192,8 @@ fn the_h100_recordings_make_a_card_that_merges_with_another() {
 #[test]
 fn cards_that_cannot_be_merged_are_said_and_the_rest_merged() {
     let dir = common::temp_dir();
-    let good = dir.path().join("good");
+    let good = card_of_the_fixtures(dir.path());
     let path = |p: &Path| p.display().to_string();
-    ok(&[
-        "card",
-        "--from",
-        &path(&common::repo_file("tests/fixtures/recordings")),
-        "-o",
-        &path(&good),
-    ]);
     let text = std::fs::read_to_string(good.join("card.json")).unwrap();
     let newer = dir.path().join("newer.json");
     std::fs::write(
@@ -329,20 +336,13 @@ fn without_code_spans(text: &str) -> String {
 }
 
 /// A card whose every string is hostile injects nothing (#44): the matrix's
-/// Markdown and page show those strings as text, link no recording outside a
-/// card's folder, and what gpulab says on the terminal acts on nothing.
+/// Markdown and page show those strings as text, make no link with a scheme,
+/// and what gpulab says on the terminal acts on nothing.
 #[test]
 fn a_hostile_card_injects_nothing_anywhere() {
     let dir = common::temp_dir();
-    let good = dir.path().join("good");
+    let good = card_of_the_fixtures(dir.path());
     let path = |p: &Path| p.display().to_string();
-    ok(&[
-        "card",
-        "--from",
-        &path(&common::repo_file("tests/fixtures/recordings")),
-        "-o",
-        &path(&good),
-    ]);
     let hostile = poisoned(&read(&good.join("card.json")));
     // Beside the matrix: a recording path made relative to it is the path as
     // the card wrote it (`javascript:alert(5)` would be a link as it is).

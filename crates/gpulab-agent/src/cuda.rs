@@ -374,6 +374,10 @@ thread_local! {
     /// A context the driver made inside the call this thread is in (the primary
     /// context appears inside the program's first runtime call); that call made it.
     static MADE_CONTEXT: Cell<Option<u64>> = const { Cell::new(None) };
+    /// A freeing call this thread is in: its handle, and the object the
+    /// handle named when the call entered (the driver may hand the handle to
+    /// another thread's new allocation before the call returns).
+    static FREEING: Cell<Option<(usize, Option<u64>)>> = const { Cell::new(None) };
 }
 
 /// What the driver exports under `name`, if the agent watches it: the name
@@ -682,6 +686,15 @@ unsafe extern "C" fn on_cupti(_user: *mut c_void, domain: u32, cbid: u32, data: 
 unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
     if data.site == API_ENTER {
         MADE_CONTEXT.set(None);
+        let params = data.params.cast::<usize>();
+        FREEING.set(match hook.role {
+            Free(kind) if !params.is_null() => {
+                // SAFETY: parameter 0 of a freeing call is the handle.
+                let handle = unsafe { *params };
+                Some((handle, ledger::cuda_id_of(kind, handle)))
+            }
+            _ => None,
+        });
         // SAFETY: the caller's contract: this function's parameter block.
         let measure = unsafe { measured(hook.role, data.params.cast::<usize>()) };
         FREE_BEFORE.set(if measure { device_free() } else { None });
@@ -1092,8 +1105,17 @@ unsafe fn apply(role: Role, params: *const usize, context: *mut c_void) -> Optio
                 .collect();
             Some(ledger::cuda_created(kind, handle, bytes, refs))
         }
-        // SAFETY: parameter 0 of a freeing call is the handle.
-        Free(kind) => ledger::cuda_released(kind, unsafe { *params }),
+        Free(kind) => {
+            // SAFETY: parameter 0 of a freeing call is the handle.
+            let handle = unsafe { *params };
+            // The object the handle named when the call entered; without an
+            // enter (a test), the one it names now.
+            let id = match FREEING.take() {
+                Some((h, id)) if h == handle => id,
+                _ => ledger::cuda_id_of(kind, handle),
+            };
+            ledger::cuda_released_as(kind, handle, id)
+        }
         Call | Launch { .. } | Load { .. } => None,
     }
 }

@@ -110,6 +110,13 @@ pub fn cuda_released(kind: ObjKind, handle: usize) -> Option<u64> {
     release((Space::Cuda(kind), handle))
 }
 
+/// [`cuda_released`], of object `id`, which the handle named when the freeing
+/// call entered: when a new allocation got the handle since, that one ended
+/// `id` already ([`create`]), and this books nothing.
+pub fn cuda_released_as(kind: ObjKind, handle: usize, id: Option<u64>) -> Option<u64> {
+    release_of((Space::Cuda(kind), handle), Some(id?))
+}
+
 /// The id of a live CUDA handle of `kind`.
 pub fn cuda_id_of(kind: ObjKind, handle: usize) -> Option<u64> {
     with(|objects| objects.get(&(Space::Cuda(kind), handle)).map(|e| e.id))
@@ -301,6 +308,22 @@ mod tests {
         assert_eq!(released_as(0x50, Some(b)), Some(b));
         assert_eq!(id_of(0x50, ObjKind::Buffer), None);
         assert_eq!(retained_as(0x50, Some(b)), None);
+    }
+
+    /// The same for CUDA: a `cuMemFree` on one thread, the address handed to
+    /// another thread's `cuMemAlloc` before the free returned.
+    #[test]
+    fn a_cuda_address_given_again_during_a_free_ends_the_old_allocation_only() {
+        let a = cuda_created(ObjKind::Buffer, 0x5_0000, 64, Vec::new());
+        let entered = cuda_id_of(ObjKind::Buffer, 0x5_0000);
+        let b = cuda_created(ObjKind::Buffer, 0x5_0000, 128, Vec::new());
+        assert_ne!(a, b);
+        assert_eq!(cuda_released_as(ObjKind::Buffer, 0x5_0000, entered), None);
+        assert_eq!(cuda_id_of(ObjKind::Buffer, 0x5_0000), Some(b));
+        assert_eq!(
+            cuda_released_as(ObjKind::Buffer, 0x5_0000, Some(b)),
+            Some(b)
+        );
     }
 
     #[test]
