@@ -303,6 +303,56 @@ fn sigterm_stops_the_programs_whole_group_and_the_report_says_gpulab_did() {
     );
 }
 
+/// A process of the program that left its group for a session of its own
+/// (setsid, as daemons and job runners do) is stopped with the rest (#44): it
+/// survived SIGTERM to gpulab.
+#[test]
+fn sigterm_stops_a_process_that_left_the_programs_group() {
+    let dir = temp_dir();
+    let (pid_file, out_file) = (dir.path().join("pid"), dir.path().join("report.json"));
+    // `setsid` forks when it leads a group already; the shell waits for it.
+    let script = format!(
+        "setsid sh -c 'echo $$ > \"{}\"; exec sleep 300' & wait",
+        pid_file.display()
+    );
+    let child = gpulab()
+        .args([
+            "watch",
+            "--json",
+            "-o",
+            &out_file.display().to_string(),
+            "--",
+        ])
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpulab starts");
+    let escaped = pid_in(&pid_file);
+    let stopped = Instant::now();
+    signal(&child, "-TERM");
+    let out = wait(child);
+    // Order of magnitude: the escaped process would have held gpulab (and its
+    // output pipes) for its whole 300 s.
+    let took = stopped.elapsed();
+    let survived = alive(escaped);
+    if survived {
+        let _ = Command::new("kill")
+            .args(["-KILL", &escaped.to_string()])
+            .status();
+    }
+    assert!(
+        took < Duration::from_secs(120),
+        "gpulab ended {took:?} after SIGTERM"
+    );
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    assert!(
+        !survived,
+        "the program's process {escaped} in its own session outlived gpulab"
+    );
+}
+
 /// Ctrl-C reached a program in gpulab's own group from the terminal; a program
 /// in a group of its own gets SIGINT from gpulab instead.
 #[test]

@@ -25,7 +25,8 @@ use super::python::PythonHook;
 /// The processes a stop signals.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Group {
-    /// The program leads a process group of its own: the group.
+    /// The program leads a process group of its own: the group, and every
+    /// process descended from the program.
     Own(u32),
     /// The program shares gpulab's group (its stdin is gpulab's terminal, where
     /// a background group would be stopped at its first read): the program
@@ -35,18 +36,21 @@ pub(super) enum Group {
 
 impl Group {
     fn signal(self, signal: Signal) {
-        match self {
+        let root = match self {
             Group::Own(pid) => {
                 if let Some(pid) = Pid::from_raw(pid as i32) {
                     let _ = rustix::process::kill_process_group(pid, signal);
                 }
+                pid
             }
-            Group::Tree(root) => {
-                for pid in crate::telemetry::process_tree(root) {
-                    if let Some(pid) = Pid::from_raw(pid as i32) {
-                        let _ = rustix::process::kill_process(pid, signal);
-                    }
-                }
+            Group::Tree(root) => root,
+        };
+        // Every process descended from the program too: one that left the
+        // group for a session or group of its own (setsid, setpgid) is no less
+        // the program's, and a stop that missed it left it running.
+        for pid in crate::telemetry::process_tree(root) {
+            if let Some(pid) = Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(pid, signal);
             }
         }
     }
