@@ -1027,9 +1027,11 @@ fn notes_and_warnings(run: &Run, processes: &[ProcessReport]) -> (Vec<String>, V
         warnings.push(
             "the agent never reported: the program made no OpenCL call through the ICD \
              loader and initialised no CUDA driver, or its loader ignores OPENCL_LAYERS \
-             (ocl-icd before 2.3, or a vendor libOpenCL linked directly). This report is \
-             empty because nothing was seen, not because nothing leaked; `gpulab doctor` \
-             checks the loader and libcupti"
+             (ocl-icd before 2.3, or a vendor libOpenCL linked directly), or the processes \
+             that made the calls could not reach gpulab (one that changed its user cannot \
+             open gpulab's pipe; a daemon that detached made its calls after the program \
+             ended). This report is empty because nothing was seen, not because nothing \
+             leaked; `gpulab doctor` checks the loader and libcupti"
                 .into(),
         );
     }
