@@ -37,18 +37,20 @@ pub(super) enum Group {
 impl Group {
     fn signal(self, signal: Signal) {
         let root = match self {
-            Group::Own(pid) => {
-                if let Some(pid) = Pid::from_raw(pid as i32) {
-                    let _ = rustix::process::kill_process_group(pid, signal);
-                }
-                pid
-            }
-            Group::Tree(root) => root,
+            Group::Own(pid) | Group::Tree(pid) => pid,
         };
         // Every process descended from the program too: one that left the
         // group for a session or group of its own (setsid, setpgid) is no less
-        // the program's, and a stop that missed it left it running.
-        for pid in crate::telemetry::process_tree(root) {
+        // the program's, and a stop that missed it left it running. The tree
+        // is read before anything is signalled: a parent that dies of the
+        // signal first takes the way to its children with it.
+        let tree = crate::telemetry::process_tree(root);
+        if let Group::Own(pid) = self
+            && let Some(pid) = Pid::from_raw(pid as i32)
+        {
+            let _ = rustix::process::kill_process_group(pid, signal);
+        }
+        for pid in tree {
             if let Some(pid) = Pid::from_raw(pid as i32) {
                 let _ = rustix::process::kill_process(pid, signal);
             }
