@@ -784,37 +784,5 @@ fn threads_that_reuse_handles_get_exactly_their_real_leaks() {
     };
     let exe = exe.to_string_lossy().into_owned();
     let _device = device_lock();
-    let (threads, iterations, leaks) = (16, 1500, 2);
-    for run in 0..3 {
-        let (out, report) = watch_json(&[
-            &exe,
-            &threads.to_string(),
-            &iterations.to_string(),
-            &leaks.to_string(),
-        ]);
-        assert!(out.status.success(), "run {run}: {}", stderr(&out));
-        assert_eq!(
-            stdout(&out).trim(),
-            format!("leaked {}", threads * leaks),
-            "run {run}"
-        );
-        // Call records may be dropped under this churn (counted); object
-        // records never are, so the counts below are whole.
-        let buffers = kind(&report, "buffer");
-        assert_eq!(
-            buffers["created"],
-            threads * (iterations + leaks),
-            "run {run}: {buffers}"
-        );
-        assert_eq!(
-            buffers["alive_at_exit"],
-            threads * leaks,
-            "run {run}: {buffers}"
-        );
-        assert_eq!(
-            buffers["released"],
-            threads * iterations,
-            "run {run}: {buffers}"
-        );
-    }
+    common::watch::churn_reports_exactly_its_leaks(&exe, 16, 1500, 2);
 }

@@ -641,25 +641,5 @@ fn cuda_threads_that_reuse_addresses_get_exactly_their_real_leaks() {
     let dir = temp_dir();
     let exe = build(dir.path(), "tests/watch/cuda_thread_churn.cu");
     let exe = exe.to_string_lossy().into_owned();
-    let (threads, iterations, leaks) = (16, 1000, 2);
-    for run in 0..3 {
-        let (out, report) = watch_json(&[
-            &exe,
-            &threads.to_string(),
-            &iterations.to_string(),
-            &leaks.to_string(),
-        ]);
-        assert!(out.status.success(), "run {run}: {}", stderr(&out));
-        let buffers = kind(&report, "buffer");
-        assert_eq!(
-            buffers["created"],
-            threads * (iterations + leaks),
-            "run {run}: {buffers}"
-        );
-        assert_eq!(
-            buffers["alive_at_exit"],
-            threads * leaks,
-            "run {run}: {buffers}"
-        );
-    }
+    common::watch::churn_reports_exactly_its_leaks(&exe, 16, 1000, 2);
 }

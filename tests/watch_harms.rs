@@ -33,6 +33,19 @@ fn wait(mut child: std::process::Child) -> Output {
     child.wait_with_output().expect("gpulab ends")
 }
 
+/// `gpulab watch --json -o report -- sh -c script` in the background, its
+/// stdin closed and its output piped.
+fn watch_shell(script: &str, report: &Path) -> std::process::Child {
+    gpulab()
+        .args(["watch", "--json", "-o", &report.display().to_string(), "--"])
+        .args(["sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpulab starts")
+}
+
 /// Waits until `path` exists (the program got that far).
 fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -272,20 +285,7 @@ fn sigterm_stops_the_programs_whole_group_and_the_report_says_gpulab_did() {
     let dir = temp_dir();
     let (pid_file, out_file) = (dir.path().join("pid"), dir.path().join("report.json"));
     let script = format!("sleep 300 & echo $! > '{}'; wait", pid_file.display());
-    let child = gpulab()
-        .args([
-            "watch",
-            "--json",
-            "-o",
-            &out_file.display().to_string(),
-            "--",
-        ])
-        .args(["sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("gpulab starts");
+    let child = watch_shell(&script, &out_file);
     let grandchild = pid_in(&pid_file);
     signal(&child, "-TERM");
     let out = wait(child);
@@ -315,20 +315,7 @@ fn sigterm_stops_a_process_that_left_the_programs_group() {
         "setsid sh -c 'echo $$ > \"{}\"; exec sleep 300' & wait",
         pid_file.display()
     );
-    let child = gpulab()
-        .args([
-            "watch",
-            "--json",
-            "-o",
-            &out_file.display().to_string(),
-            "--",
-        ])
-        .args(["sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("gpulab starts");
+    let child = watch_shell(&script, &out_file);
     let escaped = pid_in(&pid_file);
     let stopped = Instant::now();
     signal(&child, "-TERM");

@@ -144,3 +144,40 @@ pub fn compile(test: &str, dir: &Path, name: &str) -> Option<PathBuf> {
     )
     .then_some(exe)
 }
+
+/// A churn program (`thread_churn`, `cuda_thread_churn`: THREADS ITERATIONS
+/// LEAKS) watched three times: each run's report must count exactly the
+/// buffers it made, released and leaked. Call records may be dropped under
+/// such churn (counted); object records never are, so the counts are whole.
+pub fn churn_reports_exactly_its_leaks(exe: &str, threads: u64, iterations: u64, leaks: u64) {
+    for run in 0..3 {
+        let (out, report) = watch_json(&[
+            exe,
+            &threads.to_string(),
+            &iterations.to_string(),
+            &leaks.to_string(),
+        ]);
+        assert!(out.status.success(), "run {run}: {}", stderr(&out));
+        assert_eq!(
+            stdout(&out).trim(),
+            format!("leaked {}", threads * leaks),
+            "run {run}"
+        );
+        let buffers = kind(&report, "buffer");
+        assert_eq!(
+            buffers["created"],
+            threads * (iterations + leaks),
+            "run {run}: {buffers}"
+        );
+        assert_eq!(
+            buffers["alive_at_exit"],
+            threads * leaks,
+            "run {run}: {buffers}"
+        );
+        assert_eq!(
+            buffers["released"],
+            threads * iterations,
+            "run {run}: {buffers}"
+        );
+    }
+}
