@@ -228,19 +228,22 @@ fn the_program_outlives_a_killed_gpulab() {
 }
 
 /// A process of the program that points the agent's variable at a file of
-/// its own, with that file's very device and inode, gets nothing written into
-/// it: the agent writes only into a FIFO.
+/// its own, with that file's very device and inode and the region's size,
+/// gets nothing written into it: the agent writes only into memory that holds
+/// the region's header and the nonce gpulab named.
 #[test]
-fn a_forged_pipe_variable_is_never_written() {
-    let test = "a_forged_pipe_variable_is_never_written";
+fn a_forged_ring_variable_is_never_written() {
+    let test = "a_forged_ring_variable_is_never_written";
     let Some((dir, exe)) = harms(test) else {
         return;
     };
     let _device = device_lock();
-    let file = dir.path().join("victim.txt");
+    let file = dir.path().join("victim.bin");
     std::fs::write(&file, "victim\n").expect("write");
     let script = format!(
-        "GPULAB_AGENT_PIPE=\"$(stat -c %d:%i '{f}'):{f}\" '{exe}' pairs 10",
+        "truncate -s 200M '{f}' && \
+         GPULAB_AGENT_RING=\"$(stat -c %d:%i '{f}'):ff:{f}\" '{exe}' pairs 10 && \
+         truncate -s 7 '{f}'",
         f = file.display()
     );
     let (out, _report) = watch_json(&["sh", "-c", &script]);

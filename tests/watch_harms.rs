@@ -437,25 +437,21 @@ fn a_static_binary_is_named_as_one() {
     assert!(text.contains("is statically linked"), "{text}");
 }
 
-/// The agent's pipe as a shell opens it: the path after `<dev>:<ino>:` in the
-/// variable every process of the program sees (any of them can write to it).
-const PIPE: &str = "$(echo \"$GPULAB_AGENT_PIPE\" | cut -d: -f3-)";
+/// A process of the program writing into the agents' memory itself, as any
+/// of them can (tests/watch/ring_forge.py): `sh -c 'python3 FORGE ARGS; exit N'`.
+fn forge(args: &str, exit: i32) -> String {
+    let forge = common::repo_file("tests/watch/ring_forge.py");
+    format!("python3 '{}' {args}; exit {exit}", forge.display())
+}
 
-/// A call record as an agent writes it.
-const CALL: &str = r#"{"type":"call","data":{"seq":0,"pid":7,"thread":0,"line":null,"iter":[],"tag":null,"api":"clRetainContext","driver":"clRetainContext","begin_ns":1000,"end_ns":1005,"status":{"kind":"ok"},"expect_error":false,"mem_before":null,"mem_after":null,"object":null}}"#;
-
-/// Any process of the program can write to the pipe: a non-UTF-8 line stopped
-/// the reading, and a forged `meta` replaced the report's header.
+/// Any process of the program can write into the agents' memory: a record
+/// that is not UTF-8 must not stop the reading, a forged `meta` must not
+/// replace the report's header.
 #[test]
-fn junk_and_forged_lines_on_the_pipe_are_skipped_and_said_once() {
+fn junk_and_forged_records_in_the_agents_memory_are_skipped_and_said_once() {
     let dir = temp_dir();
     let out_file = dir.path().join("report.json");
-    let forged = r#"{"type":"meta","data":{"forged":true}}"#;
-    let end = r#"{"type":"end","data":{"t_ns":5,"status":{"kind":"finished"},"leaked":[]}}"#;
-    let script = format!(
-        "printf '\\377\\n' > \"{PIPE}\"; for i in 1 2 3; do echo '{forged}'; echo '{end}'; done > \"{PIPE}\"; \
-         echo '{CALL}' > \"{PIPE}\"; exit 6"
-    );
+    let script = forge("junk", 6);
     let out = common::run(&[
         "watch",
         "--json",
@@ -476,6 +472,34 @@ fn junk_and_forged_lines_on_the_pipe_are_skipped_and_said_once() {
     assert!(warnings.contains("3 forged `end` events"), "{warnings}");
 }
 
+/// A process of the program that writes over its agents' memory (a header
+/// that names a record longer than the ring) stops the reading of that
+/// segment only: what came before arrives, the run ends as the program did,
+/// and the report says the segment was written over.
+#[test]
+fn a_segment_written_over_is_said_and_ends_nothing_else() {
+    let dir = temp_dir();
+    let out_file = dir.path().join("report.json");
+    let out = common::run(&[
+        "watch",
+        "--json",
+        "-o",
+        &out_file.display().to_string(),
+        "--",
+        "sh",
+        "-c",
+        &forge("scribble", 3),
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let report = report(&out_file);
+    assert_eq!(report["calls"], 1, "{report:#}");
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("wrote over its agent's memory"),
+        "{warnings}"
+    );
+}
+
 /// `watch` kept every event until the end (337 MiB at 500,000 calls): now it
 /// folds and records as they come. Order of magnitude only: 300,000 calls
 /// cost the old code well over 100 MiB, the new one a few tens whatever the
@@ -484,7 +508,7 @@ fn junk_and_forged_lines_on_the_pipe_are_skipped_and_said_once() {
 fn gpulab_memory_stays_bounded_however_many_calls_arrive() {
     let dir = temp_dir();
     let record = dir.path().join("calls.jsonl");
-    let script = format!("yes '{CALL}' | head -n 300000 > \"{PIPE}\"");
+    let script = forge("flood 300000", 0);
     let child = gpulab()
         .args(["watch", "--record", &record.display().to_string(), "--"])
         .args(["sh", "-c", &script])
@@ -524,8 +548,8 @@ fn gpulab_memory_stays_bounded_however_many_calls_arrive() {
 }
 
 /// NVLink multicast stays off in the program gpulab starts (#33: on shared
-/// hosts a multicast object can take the GPUs out of service), and a setting
-/// of the user's that said otherwise is named in the report.
+/// hosts a multicast object can take the GPUs out of service), the report
+/// says so, and a setting of the user's that said otherwise is named there.
 #[test]
 fn the_watched_program_runs_with_nvlink_multicast_off_and_is_told_what_changed() {
     let dir = temp_dir();
@@ -549,4 +573,20 @@ fn the_watched_program_runs_with_nvlink_multicast_off_and_is_told_what_changed()
     let json: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let said = json.to_string();
     assert!(said.contains("NCCL_NVLS_ENABLE=1 became"), "{json:#}");
+    // Without a setting of the user's, the report still says it.
+    let out = gpulab()
+        .args(["watch", "--json", "-o"])
+        .arg(&file)
+        .args(["--", "true"])
+        .env_remove("NCCL_NVLS_ENABLE")
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert!(
+        json["notes"]
+            .to_string()
+            .contains("keeps NVLink multicast off"),
+        "{json:#}"
+    );
 }

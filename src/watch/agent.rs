@@ -6,25 +6,7 @@
 //! behind, and no other user can swap the library between writing and loading.
 
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-
-/// The variable naming the agents' pipe in the program's environment: the
-/// agent (crates/gpulab-agent/src/pipe.rs) parses it.
-pub const PIPE_ENV: &str = "GPULAB_AGENT_PIPE";
-
-/// `<dev>:<ino>:/proc/<gpulab's pid>/fd/<n>` for the read end of the agents'
-/// pipe: a process of the program opens that path for writing and writes only
-/// while what it holds is this FIFO.
-pub fn pipe_env(reader: &impl AsFd) -> std::io::Result<String> {
-    let st = rustix::fs::fstat(reader)?;
-    Ok(format!(
-        "{}:{}:/proc/{}/fd/{}",
-        st.st_dev,
-        st.st_ino,
-        std::process::id(),
-        reader.as_fd().as_raw_fd()
-    ))
-}
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// An anonymous memory file named `name` (as `/proc/<pid>/fd/<n>` links to
 /// it) holding `bytes`, closed on exec: the program opens it by path.

@@ -3,17 +3,17 @@
 //! stream a lab makes, while the program runs.
 //!
 //! The run source starts it (`source::Origin::Program`): the stream opens with
-//! gpulab's `meta`; the agents' events (read from a pipe every process of the
-//! program writes to) and the sampler's readings go into the run's sink from
+//! gpulab's `meta`; the agents' events (read from the memory gpulab shares
+//! with every process of the program, `ring`) and the sampler's readings go into the run's sink from
 //! the threads that read them; the supervisor ends the stream with the
 //! program's exit status. Consumers fold the stream into [`crate::run::Run`]
 //! as for a lab.
 
 pub mod agent;
 mod gpus;
-mod pipe;
 mod program;
 mod python;
+mod ring;
 mod supervisor;
 pub mod symbols;
 
@@ -35,6 +35,7 @@ use crate::trace::{
 use self::agent::AgentLibrary;
 use self::python::PythonHook;
 use self::supervisor::{Agents, Group, Supervisor};
+use gpulab_host::shared::{RING_ENV, SharedRegion};
 
 /// How long the stream stays open after the program exits, for records its
 /// processes still had in flight (and children that outlive it).
@@ -53,8 +54,8 @@ pub enum WatchError {
     NoCommand,
     #[error("could not prepare the agent library: {0}")]
     Agent(std::io::Error),
-    #[error("could not create the agent's pipe: {0}")]
-    Pipe(std::io::Error),
+    #[error("could not create the memory shared with the agents: {0}")]
+    Shared(std::io::Error),
     #[error("could not open the program's output: {0}")]
     Output(std::io::Error),
     #[error("cannot start {program}: {}", program::why_not(source))]
@@ -263,21 +264,20 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
     let program = req.command.first().ok_or(WatchError::NoCommand)?;
     let library = AgentLibrary::new().map_err(WatchError::Agent)?;
     let hook = PythonHook::new().map_err(WatchError::Agent)?;
-    // Both ends are close-on-exec: the program inherits no descriptor. Each of
-    // its processes opens the pipe by path and checks it by identity
-    // (crates/gpulab-agent/src/pipe.rs); gpulab keeps a write end until the
-    // program's agents are done, so the reader sees no end before the first opens.
-    let (reader, writer) = std::io::pipe().map_err(WatchError::Pipe)?;
-    let pipe_env = agent::pipe_env(&reader).map_err(WatchError::Pipe)?;
+    // Close-on-exec: the program inherits no descriptor. Each of its
+    // processes that records maps the memory by path, on a thread with a
+    // descriptor table of its own (crates/gpulab-agent/src/region.rs).
+    let shared = Arc::new(SharedRegion::new().map_err(WatchError::Shared)?);
+    let ring_env = shared.env_value().map_err(WatchError::Shared)?;
     let Prepared {
         mut cmd,
         own_group,
         notes,
         gpu,
         gpus,
-    } = prepare(&req, &library, &hook, pipe_env)?;
-    let reading = Reading::start(reader, &sink).map_err(|source| WatchError::Spawn {
-        program: "pipe reader".into(),
+    } = prepare(&req, &library, &hook, ring_env)?;
+    let reading = Reading::start(shared, &sink).map_err(|source| WatchError::Spawn {
+        program: "agents' reader".into(),
         source,
     })?;
     let started_ns = now_ns();
@@ -308,8 +308,8 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
         _library: (library, hook),
         escalated: 0,
         signalled: false,
-        writer: Some(writer),
         agents: reading.agents.clone(),
+        program_end: reading.program_end.clone(),
         abandoned: reading.abandoned.clone(),
         sink,
         stop: req.stop,
@@ -318,7 +318,7 @@ pub fn start(req: WatchRequest, sink: Sink) -> Result<u32, WatchError> {
         sample_hz: req.sample_hz,
         pacer: reading.pacer.clone(),
     };
-    let thread = reading.go();
+    let thread = reading.go(pid);
     std::thread::Builder::new()
         .name("gpulab-watch".into())
         .spawn(move || supervisor.run(thread))
@@ -347,7 +347,7 @@ fn prepare(
     req: &WatchRequest,
     library: &AgentLibrary,
     hook: &PythonHook,
-    pipe_env: String,
+    ring_env: String,
 ) -> Result<Prepared, WatchError> {
     let (program, args) = req.command.split_first().ok_or(WatchError::NoCommand)?;
     // Inside another `gpulab watch`, the outer agent is in the inherited
@@ -364,8 +364,9 @@ fn prepare(
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env("OPENCL_LAYERS", layers)
-        .env(agent::PIPE_ENV, pipe_env)
+        .env(RING_ENV, ring_env)
         .env_remove("GPULAB_AGENT_FD")
+        .env_remove("GPULAB_AGENT_PIPE")
         // Python processes of the program read their frameworks' own figures.
         .env(
             "PYTHONPATH",
@@ -373,21 +374,7 @@ fn prepare(
         );
     let own_group = program::set_stdio(&mut cmd, &req.stdio).map_err(WatchError::Output)?;
     let mut notes = program::notes(program, nested);
-    let overridden = crate::multicast::keep_off_here(&mut cmd);
-    if !overridden.is_empty() {
-        notes.push((
-            NoteLevel::Warning,
-            format!(
-                "gpulab keeps NVLink multicast off in the programs it starts (on shared hosts                  it can take the GPUs out of service): {} became {}",
-                overridden.join(", "),
-                crate::multicast::OFF
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
-    }
+    notes.push(multicast_note(&crate::multicast::keep_off_here(&mut cmd)));
     // NVML starts (tens of milliseconds) while the loaders and libcupti are
     // looked for; both before the program starts, so the baseline is the device
     // without it.
@@ -417,44 +404,79 @@ fn prepare(
     })
 }
 
-/// The agents' pipe's reader, started before the program and held until the
+/// What the report says of NVLink multicast, which every watched program runs
+/// without: a warning when the user's own setting said otherwise.
+fn multicast_note(overridden: &[String]) -> (NoteLevel, String) {
+    let off = crate::multicast::OFF
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if overridden.is_empty() {
+        return (
+            NoteLevel::Info,
+            format!(
+                "gpulab keeps NVLink multicast off in the programs it starts ({off}): NCCL's \
+                 NVLS algorithms, PyTorch's symmetric memory and NVSHMEM run without it, as \
+                 on shared hosts they must"
+            ),
+        );
+    }
+    (
+        NoteLevel::Warning,
+        format!(
+            "gpulab keeps NVLink multicast off in the programs it starts (on shared hosts \
+             it can take the GPUs out of service): {} became {off}",
+            overridden.join(", ")
+        ),
+    )
+}
+
+/// The agents' reader, started before the program and held until the
 /// stream's `meta` is out ([`Reading::go`]), so nothing the program's agents
 /// write can come before it.
 struct Reading {
     go: std::sync::mpsc::Sender<()>,
     thread: std::thread::JoinHandle<bool>,
     agents: Arc<Mutex<Agents>>,
+    program_end: Arc<ring::ProgramEnd>,
     abandoned: Arc<AtomicBool>,
     pacer: Pacer,
 }
 
 impl Reading {
-    fn start(reader: std::io::PipeReader, sink: &Sink) -> std::io::Result<Reading> {
+    fn start(shared: Arc<SharedRegion>, sink: &Sink) -> std::io::Result<Reading> {
         let agents = Arc::new(Mutex::new(Agents::default()));
+        let program_end = Arc::new(ring::ProgramEnd::default());
         let abandoned = Arc::new(AtomicBool::new(false));
         let pacer = Pacer::default();
         let (go, wait) = std::sync::mpsc::channel::<()>();
-        let (sink, shared, pacing) = (sink.clone(), agents.clone(), pacer.clone());
-        let reader = pipe::Abandonable {
-            inner: reader,
-            abandoned: abandoned.clone(),
-        };
+        let (sink, shared_agents, pacing) = (sink.clone(), agents.clone(), pacer.clone());
+        let (end, given_up) = (program_end.clone(), abandoned.clone());
         let thread = std::thread::Builder::new()
-            .name("gpulab-watch-pipe".into())
+            .name("gpulab-watch-agents".into())
             .spawn(move || {
-                wait.recv().is_ok() && pipe::read_pipe(reader, &sink, &shared, &pacing)
+                let out = ring::Out {
+                    sink: &sink,
+                    pacer: &pacing,
+                };
+                wait.recv().is_ok()
+                    && ring::read_ring(shared.region(), &out, &shared_agents, &end, &given_up)
             })?;
         Ok(Reading {
             go,
             thread,
             agents,
+            program_end,
             abandoned,
             pacer,
         })
     }
 
-    /// Lets the reader pass events on; its thread, for the supervisor.
-    fn go(self) -> std::thread::JoinHandle<bool> {
+    /// Lets the reader pass events on, of the program started as `pid`; its
+    /// thread, for the supervisor.
+    fn go(self, pid: u32) -> std::thread::JoinHandle<bool> {
+        self.program_end.started(pid);
         let _ = self.go.send(());
         self.thread
     }
@@ -578,12 +600,12 @@ mod tests {
         assert_eq!(env_of(&cmd, "LD_PRELOAD"), None);
     }
 
-    /// A reader that never ends (a process the program left behind keeps the
-    /// agents' pipe open and writes on) must not keep the stream open: the
+    /// A reader that never ends (a process the program left behind goes on
+    /// recording) must not keep the stream open: the
     /// program's exit ends it, with the program's own status, once the reader
     /// has been given up on.
     #[test]
-    fn the_exit_ends_the_stream_while_the_pipe_keeps_talking() {
+    fn the_exit_ends_the_stream_while_a_process_left_behind_keeps_recording() {
         let child = Command::new("sleep").arg("0.1").spawn();
         let (Ok(child), Ok(library), Ok(hook)) = (child, AgentLibrary::new(), PythonHook::new())
         else {
@@ -613,8 +635,8 @@ mod tests {
             _library: (library, hook),
             escalated: 0,
             signalled: false,
-            writer: None,
             agents: Arc::default(),
+            program_end: Arc::default(),
             abandoned,
             sink,
             stop: Arc::new(Stopper::default()),
@@ -631,7 +653,9 @@ mod tests {
                 match e {
                     Event::End(e) => end = Some(e.status),
                     _ if end.is_some() => after_end += 1,
-                    Event::Note(n) => given_up |= n.text.contains("still holds the agent's pipe"),
+                    Event::Note(n) => {
+                        given_up |= n.text.contains("still running after the program exited")
+                    }
                     _ => {}
                 }
             }

@@ -49,7 +49,7 @@ fn in_a_terminals_foreground() -> bool {
 /// Whether gpulab itself runs inside a `gpulab watch` (its agent's variables
 /// are in gpulab's own environment).
 pub(super) fn inside_another_watch() -> bool {
-    ["GPULAB_AGENT_FD", "GPULAB_AGENT_PIPE"]
+    ["GPULAB_AGENT_FD", "GPULAB_AGENT_PIPE", "GPULAB_AGENT_RING"]
         .iter()
         .any(|v| std::env::var_os(v).is_some())
 }

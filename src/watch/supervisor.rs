@@ -1,9 +1,11 @@
 //! The watched program's supervisor: samples its memory, stops the program's
-//! whole process group when asked, closes gpulab's end of the agents' pipe
-//! once every agent is done, and ends the stream with how the program ended.
-//! It passes no event on: the pipe's reader (`pipe`) and the sampler send
-//! theirs into the run's sink themselves, and never folds.
+//! whole process group when asked, tells the agents' reader when the program
+//! has exited (it then ends once no process records), and ends the stream
+//! with how the program ended. It passes no event on: the agents' reader
+//! (`ring`) and the sampler send theirs into the run's sink themselves, and
+//! never folds.
 
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -58,7 +60,7 @@ impl Group {
     }
 }
 
-/// The processes whose agent reported, and those that sent their last record.
+/// The processes whose agent reported, and those whose end was said.
 #[derive(Default)]
 pub(super) struct Agents {
     attached: std::collections::BTreeSet<u32>,
@@ -79,28 +81,6 @@ impl Agents {
     pub(super) fn reported(&self, pid: u32) -> bool {
         self.attached.contains(&pid)
     }
-
-    /// Every process that attached has sent its last record or is gone (a
-    /// zombie is gone: its descriptors are closed, so its pipe is too).
-    fn all_done(&self) -> bool {
-        self.attached
-            .iter()
-            .filter(|pid| !self.detached.contains(pid))
-            .all(|pid| !alive(*pid))
-    }
-}
-
-/// Is `pid` a process that has not exited?
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command name, which is in parentheses and may
-        // hold any character.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
 }
 
 pub(super) struct Supervisor {
@@ -113,12 +93,13 @@ pub(super) struct Supervisor {
     pub(super) escalated: usize,
     /// Whether gpulab signalled the program (it then says it stopped it).
     pub(super) signalled: bool,
-    /// gpulab's own write end of the agents' pipe: held until every agent is
-    /// done, then closed, so the reader's end of file means all is read.
-    pub(super) writer: Option<std::io::PipeWriter>,
-    /// Kept up to date by the pipe's reader.
+    /// Kept up to date by the agents' reader.
     pub(super) agents: Arc<Mutex<Agents>>,
-    /// Set when gpulab gives up on the pipe: the reader then ends.
+    /// Told once the program has exited: the reader ends when no process
+    /// of the program records any more.
+    pub(super) program_end: Arc<super::ring::ProgramEnd>,
+    /// Set when gpulab gives up on processes that outlive the program: the
+    /// reader then ends.
     pub(super) abandoned: Arc<AtomicBool>,
     pub(super) sink: Sink,
     pub(super) stop: Arc<Stopper>,
@@ -129,13 +110,14 @@ pub(super) struct Supervisor {
     /// Every NVIDIA GPU of the host, read for each process of the program.
     pub(super) gpus: Option<Gpus>,
     pub(super) sample_hz: f64,
-    /// Poked by the pipe's reader at every batch.
+    /// Poked by the agents' reader at every batch.
     pub(super) pacer: Pacer,
 }
 
 impl Supervisor {
-    /// Runs until the program has exited and the pipe is read to its end (or
-    /// given up on), then ends the stream. `reading` is the pipe's reader; it
+    /// Runs until the program has exited and the agents' records are read to
+    /// their end (or given up on), then ends the stream. `reading` is the
+    /// agents' reader; it
     /// returns false when nobody listens any more.
     pub(super) fn run(mut self, reading: JoinHandle<bool>) {
         let mut sampler = self.sampler();
@@ -166,6 +148,7 @@ impl Supervisor {
             if exited.is_none() {
                 match self.child.try_wait() {
                     Ok(Some(status)) => {
+                        self.program_end.exited(status.signal());
                         exited = Some((Instant::now(), Ok(status)));
                         if let Some(mut s) = sampler.take() {
                             s.stop();
@@ -181,20 +164,21 @@ impl Supervisor {
                         }
                         self.escalate(&mut stop_asked);
                     }
-                    Err(e) => exited = Some((Instant::now(), Err(e))),
+                    Err(e) => {
+                        exited = Some((Instant::now(), Err(e)));
+                        self.program_end.exited(None);
+                    }
                 }
             } else if reading.is_none() {
                 break;
-            } else if self.writer.is_some() && self.all_done() {
-                self.writer = None;
             } else if exited
                 .as_ref()
                 .is_some_and(|(t, _)| t.elapsed() >= AFTER_EXIT)
             {
                 self.note(
                     NoteLevel::Warning,
-                    "a process the program started still holds the agent's pipe after the \
-                     program exited; what it does from here on is not shown"
+                    "a process the program started is still running after the program exited \
+                     and records on; what it does from here on is not shown"
                         .into(),
                 );
                 break;
@@ -226,14 +210,6 @@ impl Supervisor {
             status,
             leaked: Vec::new(),
         }));
-    }
-
-    /// Every agent that attached is done (see [`Agents::all_done`]).
-    fn all_done(&self) -> bool {
-        match self.agents.lock() {
-            Ok(a) => a.all_done(),
-            Err(p) => p.into_inner().all_done(),
-        }
     }
 
     /// Readings of the memory of the program's processes, each batch whole

@@ -93,7 +93,7 @@ const MODULES_KEPT: usize = 1024;
 const MODULE_MAX_BYTES: u64 = 8 << 30;
 
 /// The loader of `path` when it is a regular file of a sane size. The path comes
-/// from the watched program's pipe: a FIFO or a device there must not block
+/// from the watched program's records: a FIFO or a device there must not block
 /// this thread, so the file is opened without blocking and looked at before
 /// anything reads it.
 fn open(path: &str) -> Option<Loader> {

@@ -741,6 +741,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
             asked: unsafe { asked_bytes(hook.role, params) },
             free: device_free(),
             stack: crate::stack::capture(Buffer),
+            stack_id: None,
         })
     });
     let pool = pool_moved(hook.api, status)

@@ -1,9 +1,9 @@
 //! The door gpulab's Python startup hook reports through
 //! (`src/watch/python/sitecustomize.py`): what PyTorch, CuPy and JAX say of
-//! their own device memory, taken as records like the hooks' and written by
-//! the agent's thread to gpulab's pipe, on the same clock. The hook finds
+//! their own device memory, taken as records like the hooks' and written
+//! into gpulab's memory like theirs, on the same clock. The hook finds
 //! these functions only in a process the driver has already loaded the agent
-//! into; when the agent does not record (no pipe of gpulab's), each says so
+//! into; when the agent does not record (no memory of gpulab's), each says so
 //! and the hook stops sending.
 
 use std::ffi::{CStr, c_char};
@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn nothing_is_taken_where_the_agent_does_not_record() {
-        // No pipe of gpulab's in a test process: the hook is told to stop.
+        // No memory of gpulab's in a test process: the hook is told to stop.
         // SAFETY: a literal C string.
         let r = unsafe { gpulab_framework_memory(c"pytorch".as_ptr(), 0, 1, 2, NO_LIMIT) };
         assert_eq!(r, -1);

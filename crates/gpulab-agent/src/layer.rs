@@ -96,7 +96,7 @@ pub unsafe extern "C" fn clInitLayerWithProperties(
 /// `clDeinitLayer`: the loader is unloading; send what is queued.
 #[unsafe(no_mangle)]
 pub extern "C" fn clDeinitLayer() -> i32 {
-    transport::detach();
+    transport::at_exit();
     CL_SUCCESS
 }
 
@@ -108,5 +108,5 @@ pub extern "C" fn clDeinitLayer() -> i32 {
 static AT_EXIT: extern "C" fn() = at_exit;
 
 extern "C" fn at_exit() {
-    transport::detach();
+    transport::at_exit();
 }

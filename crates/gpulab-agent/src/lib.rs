@@ -4,9 +4,9 @@
 //!
 //! `gpulab watch -- CMD` starts CMD with this library named in `OPENCL_LAYERS`, so
 //! the OpenCL ICD loader puts it between the program and the driver (a loader
-//! layer; ocl-icd >= 2.3.0, Khronos loader >= 2021.04.29), and with the write end
-//! of its pipe in `GPULAB_AGENT_PIPE` (by device, inode and path: [`pipe`]).
-//! Without that variable, or when what it names is not that pipe, the layer
+//! layer; ocl-icd >= 2.3.0, Khronos loader >= 2021.04.29), and with the memory
+//! it shares with its agents named in `GPULAB_AGENT_RING` ([`region`]).
+//! Without that variable, or when what it names is not gpulab's, the layer
 //! passes every call straight through and records nothing.
 //!
 //! The same library is CUDA's injection library: `gpulab watch` also names it in
@@ -14,16 +14,21 @@
 //! the program's first `cuInit`; it then watches the driver API through CUPTI
 //! ([`cuda`]).
 //!
-//! Rules it keeps:
-//! - The program is never blocked: hooks push into a bounded queue and count what
-//!   does not fit ([`transport`]).
+//! Rules it keeps, by construction:
+//! - The program is never blocked by gpulab being slow or stopped for long:
+//!   hooks write each record straight into the process's segment of the shared
+//!   memory ([`transport`], layout in `gpulab_events::ring`); a full segment
+//!   drops a call (counted) and keeps an object record for the next write. Only
+//!   past 65,536 kept records does the thread wait, while gpulab still reads.
+//! - It holds no descriptor of the program's: the memory is mapped on a thread
+//!   with a descriptor table of its own ([`region`]), so nothing it writes can
+//!   reach the program's files, and no descriptor number is ever taken.
+//! - It installs no signal handler and hooks no exit: a record is gpulab's once
+//!   written, so a crash, an `_exit`, an exec or a kill loses nothing recorded,
+//!   and the program's signals stay exactly as it set them.
 //! - It never retains an application object: it learns that the driver deleted a
 //!   buffer or context from a destructor callback, which holds no reference.
-//! - It writes only to gpulab's pipe, checked by identity before every write,
-//!   from a thread of its own that blocks every signal ([`drain`]); a dead pipe
-//!   means it goes quiet, never that the program gets `SIGPIPE`.
-//! - It never drops an object record (calls may be dropped, counted), and sends
-//!   what it holds when the process exits, `_exit`s or dies of a signal ([`crash`]).
+//! - Its own threads (mapping, CUDA's ticker) block every signal ([`quiet`]).
 //! - It exports the four layer entry points and nothing else named `cl*`,
 //!   `InitializeInjection` for CUDA, and the `gpulab_framework_*` door through
 //!   which gpulab's Python startup hook hands over what PyTorch, CuPy and JAX
@@ -35,21 +40,20 @@
 )]
 
 mod clock;
-mod crash;
 mod cuda;
 mod dispatch;
-mod drain;
 mod framework;
 mod got;
 mod layer;
 mod ledger;
 mod loaded;
 mod opencl;
-mod pipe;
 mod queue;
+mod quiet;
 mod rank;
+mod region;
 mod rival;
 mod stack;
 mod staging;
+mod ticker;
 mod transport;
-mod urgent;

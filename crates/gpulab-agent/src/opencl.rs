@@ -237,6 +237,7 @@ fn made(
             asked: Some(bytes),
             free: None,
             stack: crate::stack::capture(kind),
+            stack_id: None,
         })
     });
     transport::call_measured(

@@ -1,18 +1,12 @@
-//! What the hooks hand to the agent's thread: the records, the messages that
-//! carry them, and the process's agent (its two queues and its counts). Plain
-//! data, below both the hooks' side ([`crate::transport`]) and the writer's
-//! ([`crate::drain`]).
-
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::mpsc::{Sender, SyncSender};
-use std::time::Duration;
+//! What the hooks record, in the cheapest form they can make it, and the
+//! event each becomes: plain data below the writer ([`crate::transport`]).
 
 use gpulab_events::{
-    AgentState, CudaMemory, DeviceSpan, Framework, FrameworkSaid, ObjKind, ObjectAction,
+    AgentEvent, AgentState, Call, CallName, CudaMemory, DeviceSpan, Event, Frame, Framework,
+    FrameworkEvent, FrameworkSaid, ObjKind, ObjectAction, ObjectEvent, Refusal, Stack,
 };
 
-/// How long the exiting process waits for its records to reach the pipe.
-pub const EXIT_WAIT: Duration = Duration::from_secs(2);
+use crate::clock::now_ns;
 
 /// What a hook saw, in the cheapest form that can be queued.
 pub enum Record {
@@ -44,7 +38,11 @@ pub enum Record {
         refs: Vec<u64>,
         /// Return addresses of the creating call (`--backtrace`).
         stack: Option<Box<[usize]>>,
+        /// The id they were named with ([`crate::stack`]), once named.
+        stack_id: Option<u64>,
     },
+    /// A creating call's stack, named: sent before anything names its id.
+    Stack { id: u64, frames: Vec<Frame> },
     Agent {
         api: &'static str,
         state: AgentState,
@@ -68,6 +66,7 @@ pub struct Refused {
     pub free: Option<u64>,
     /// Return addresses of the refused call, as deep as an object's are taken.
     pub stack: Option<Box<[usize]>>,
+    pub stack_id: Option<u64>,
 }
 
 impl Record {
@@ -80,17 +79,9 @@ impl Record {
             Record::Call { refused, .. } => refused.is_none(),
             Record::Span(_) => true,
             Record::Framework { said, .. } => matches!(said, FrameworkSaid::Memory { .. }),
-            Record::Object { .. } | Record::Agent { .. } => false,
+            Record::Object { .. } | Record::Agent { .. } | Record::Stack { .. } => false,
         }
     }
-}
-
-/// What travels through the queues.
-pub enum Message {
-    Record(Record),
-    /// The process is exiting: write out everything before this and the
-    /// `detached` record, then answer.
-    Detach(SyncSender<()>),
 }
 
 /// A call's result as the API returned it.
@@ -102,37 +93,6 @@ pub enum Status {
         code: i32,
         name: Option<&'static str>,
     },
-}
-
-/// The process's agent: the queues its hooks push to, and what they counted.
-pub struct Agent {
-    pub tx: SyncSender<Message>,
-    /// Object records the queue had no room for; never dropped.
-    pub overflow: Sender<Message>,
-    /// Object records in `overflow` not yet taken: while any are, every object
-    /// record goes there too, so records of one object never overtake each other.
-    pub overflowing: AtomicU64,
-    pub pid: u32,
-    pub parent_pid: u32,
-    pub seq: AtomicU64,
-    /// Call records the queue had no room for.
-    pub dropped: AtomicU64,
-    /// Set once the last record is queued, or the parent is gone: hooks stop.
-    pub detached: AtomicBool,
-    /// The APIs this process attached to, as [`Api`] bits.
-    pub apis: AtomicU8,
-}
-
-impl Agent {
-    /// The APIs attached, as the `detached` record names them.
-    pub fn apis_name(&self) -> &'static str {
-        match self.apis.load(Ordering::Relaxed) {
-            1 => "opencl",
-            2 => "cuda",
-            3 => "opencl+cuda",
-            _ => "none",
-        }
-    }
 }
 
 /// An API the agent attaches to in a process.
@@ -147,6 +107,103 @@ impl Api {
         match self {
             Api::OpenCl => "opencl",
             Api::Cuda => "cuda",
+        }
+    }
+}
+
+/// The event a record (other than a plain call or object, which go in binary)
+/// becomes, as process `pid` (child of `parent_pid`) sends it.
+pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
+    match record {
+        Record::Call {
+            seq,
+            thread,
+            api,
+            driver,
+            begin_ns,
+            end_ns,
+            status,
+            object,
+            memory_step,
+            refused,
+            pool,
+        } => Event::Call(Call {
+            seq: *seq,
+            pid,
+            thread: *thread,
+            // Sent, not read here: typed by the parent as it reads it.
+            api: CallName::verbatim(api),
+            driver: driver.to_string(),
+            begin_ns: *begin_ns,
+            end_ns: *end_ns,
+            status: gpulab_events::wire::call_status(status.on_wire()),
+            object: *object,
+            cuda: pool.as_deref().copied(),
+            memory_step: *memory_step,
+            refused: refused.as_ref().map(|r| {
+                Box::new(Refusal {
+                    asked_bytes: r.asked,
+                    free_bytes: r.free,
+                    stack: r.stack_id,
+                })
+            }),
+            ..Call::default()
+        }),
+        Record::Object {
+            t_ns,
+            id,
+            kind,
+            action,
+            bytes,
+            refcount,
+            refs,
+            stack_id,
+            ..
+        } => Event::Object(ObjectEvent {
+            t_ns: *t_ns,
+            id: *id,
+            kind: *kind,
+            action: *action,
+            handle: None,
+            bytes: *bytes,
+            refcount: *refcount,
+            refs: refs.clone(),
+            line: None,
+            stack: *stack_id,
+        }),
+        Record::Stack { id, frames } => Event::Stack(Stack {
+            t_ns: now_ns(),
+            id: *id,
+            frames: frames.clone(),
+        }),
+        Record::Span(span) => Event::DeviceSpan(span.clone()),
+        Record::Framework {
+            t_ns,
+            framework,
+            device,
+            said,
+        } => Event::Framework(FrameworkEvent {
+            t_ns: *t_ns,
+            pid,
+            framework: *framework,
+            device: *device,
+            said: said.clone(),
+        }),
+        Record::Agent { api, state } => Event::Agent(AgentEvent {
+            t_ns: now_ns(),
+            pid,
+            parent_pid,
+            api: (*api).into(),
+            state: state.clone(),
+        }),
+    }
+}
+
+impl Status {
+    pub fn on_wire(self) -> gpulab_events::wire::Status<'static> {
+        match self {
+            Status::OpenCl(code) => gpulab_events::wire::Status::OpenCl(code),
+            Status::Cuda { code, name } => gpulab_events::wire::Status::Cuda { code, name },
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The agent thread's staging list: records taken off the hooks' queues,
-//! waiting for room in the pipe. Calls and spans beyond its room are dropped
+//! A process's overflow list: records that found its segment of the ring
+//! full, waiting for room. Calls and spans beyond its room are dropped
 //! (counted); object records never are. A run of reference changes of one
 //! object still waiting merges into its latest, so the list is never longer
 //! than the calls it has room for plus the objects in flux, and an object's
@@ -14,7 +14,7 @@ use crate::queue::Record;
 /// Calls and spans waiting in staging; beyond this they are dropped and counted.
 const STAGED_CALLS: usize = 1 << 14;
 
-/// Records waiting for the pipe, oldest first.
+/// Records waiting for room, oldest first.
 #[derive(Default)]
 pub struct Staging {
     items: VecDeque<Record>,
@@ -75,6 +75,7 @@ impl Staging {
                 self.changes.remove(id);
             }
             Record::Call { .. }
+            | Record::Stack { .. }
             | Record::Span(_)
             | Record::Agent { .. }
             | Record::Framework { .. } => {}
@@ -94,6 +95,11 @@ impl Staging {
         }
     }
 
+    /// The oldest record, left in place.
+    pub fn front(&self) -> Option<&Record> {
+        self.items.front()
+    }
+
     pub fn pop(&mut self) -> Option<Record> {
         let record = self.items.pop_front()?;
         let at = self.base;
@@ -106,6 +112,11 @@ impl Staging {
             _ => {}
         }
         Some(record)
+    }
+
+    /// Records held that are never dropped.
+    pub fn kept(&self) -> usize {
+        self.items.len() - self.calls
     }
 
     #[cfg(test)]
@@ -130,6 +141,7 @@ mod tests {
             refcount,
             refs: Vec::new(),
             stack: None,
+            stack_id: None,
         }
     }
 

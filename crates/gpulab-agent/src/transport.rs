@@ -1,43 +1,75 @@
-//! From the hooks to `gpulab watch`: the program's threads push records into a
-//! bounded queue without ever waiting; the agent's own thread ([`crate::drain`])
-//! turns them into event lines and writes them to gpulab's pipe
-//! ([`crate::pipe`]), which it found by identity.
+//! From the hooks to `gpulab watch`: each record goes straight into this
+//! process's segment of the memory gpulab shares with its agents
+//! ([`gpulab_events::ring`]), written by the program's thread that made the
+//! call, in one reservation and one publishing store. There is no thread to
+//! wake and nothing to flush: a record is gpulab's once written, so a process
+//! that crashes, execs, `_exit`s, `vfork`s or is killed loses nothing it
+//! recorded, and the agent needs no signal handler and no exit hook of its own.
 //!
-//! A call record the queue has no room for is dropped and counted. An object
-//! record never is: it goes into an overflow queue, which the agent's thread
-//! empties into its staging list, where reference changes of one object merge.
-//! Every count goes out in the process's last record (`detached`), so the parent
-//! knows exactly what it lost.
+//! The memory is mapped once per image ([`crate::region`]) without a
+//! descriptor the program could see, so nothing the agent writes can reach the
+//! program's files.
+//!
+//! A full segment (gpulab is behind, or stopped) never makes the program wait:
+//! a call record is dropped and counted; an object record goes into the
+//! process's overflow list ([`crate::staging`]), where reference changes of
+//! one object merge, and out again at the next record once there is room. The
+//! counts live in the segment itself, so gpulab knows exactly what it lost
+//! even of a process that died holding records.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU64, Ordering};
-use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use gpulab_events::{AgentState, DeviceSpan, ObjKind, ObjectAction};
+use gpulab_events::ring::{Region, Segment};
+use gpulab_events::wire::{self, CallRecord, ObjectRecord};
+use gpulab_events::{AgentState, DeviceSpan, ObjKind, ObjectAction, to_line};
 
 use crate::clock::{now_ns, thread_id};
-pub use crate::drain::on_tick;
-use crate::pipe::{Pipe, PipeId};
-use crate::queue::{Agent, EXIT_WAIT, Message};
 pub use crate::queue::{Api, Record, Refused, Status};
+use crate::staging::{Staged, Staging};
 
-/// Records waiting for the agent thread; beyond this calls are dropped (counted)
-/// and objects overflow.
-const QUEUE_LEN: usize = 1 << 16;
 /// The process's agent; null until [`start`]. Agents are leaked: a hook may
 /// hold one while the process forks, and a child replaces the parent's.
 static AGENT: AtomicPtr<Agent> = AtomicPtr::new(std::ptr::null_mut());
 /// Serialises starting, so two threads' first calls start one agent.
 static STARTING: Mutex<()> = Mutex::new(());
-/// Set in a child forked without exec: the parent's agent thread did not
-/// survive the fork, so the child's first record starts one of its own.
+/// Set in a child forked without exec: it writes into a segment of its own,
+/// claimed at its first record.
 static FORKED: AtomicBool = AtomicBool::new(false);
-/// Where gpulab's pipe is, for a forked child's agent.
-static PIPE: OnceLock<PipeId> = OnceLock::new();
 /// Per API (by [`Api`] bit), the kinds whose destruction it watches, as bits of
 /// `ObjKind::ALL`: a forked child says it attached with the same.
 static DESTRUCTION: [AtomicU16; 2] = [AtomicU16::new(0), AtomicU16::new(0)];
+/// Object records the overflow list holds before the thread that adds one
+/// waits for gpulab to make room (calls are dropped instead, counted).
+const OVERFLOW_CAP: usize = 1 << 16;
+/// How long a wait for room goes on while gpulab neither reads nor beats (it
+/// is stopped, or gone): then the thread goes on, and until gpulab moves
+/// again, records that find no room are given up, counted as lost.
+const STALLED: Duration = Duration::from_secs(1);
+/// [`Agent::stalled`] when no wait has stalled.
+const NOT_STALLED: (u64, u64) = (u64::MAX, u64::MAX);
+
+/// One process's agent: its segment, and what it holds while the segment is
+/// full.
+struct Agent {
+    segment: Segment<'static>,
+    pid: u32,
+    parent_pid: u32,
+    seq: AtomicU64,
+    /// The APIs this process attached to, as [`Api`] bits.
+    apis: AtomicU8,
+    /// Records that found no room, oldest first; while any wait, every record
+    /// that must not be lost waits behind them, so one object's changes never
+    /// overtake each other.
+    overflow: Mutex<Staging>,
+    overflowing: AtomicBool,
+    /// gpulab's progress when a wait for room last stalled: while it stays
+    /// there, nothing waits again.
+    stalled: Mutex<(u64, u64)>,
+    /// The stacks of creating calls, named once each.
+    stacks: Mutex<crate::stack::Stacks>,
+}
 
 fn agent() -> Option<&'static Agent> {
     if FORKED.load(Ordering::Relaxed) {
@@ -47,109 +79,78 @@ fn agent() -> Option<&'static Agent> {
     unsafe { AGENT.load(Ordering::Acquire).as_ref() }
 }
 
-/// Starts the agent thread on the pipe `GPULAB_AGENT_PIPE` names. False (and
-/// no recording) when the variable is absent or what it names is not that pipe.
+/// Starts recording into the memory `GPULAB_AGENT_RING` names. False (and no
+/// recording) when the variable is absent or what it names is not gpulab's.
 pub fn start() -> bool {
     let _guard = STARTING.lock().unwrap_or_else(|e| e.into_inner());
     if agent().is_some() {
         return true;
     }
-    let Some(id) = PipeId::from_env() else {
+    let Some(region) = crate::region::map() else {
         return false;
     };
-    let Some(pipe) = Pipe::open(&id) else {
-        return false;
-    };
-    if !launch(pipe, 0) {
+    if !launch(region) {
         return false;
     }
-    let _ = PIPE.set(id);
     // SAFETY: the handler only stores to atomics and this thread's own
     // thread-local.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-    crate::crash::watch(exit_now);
     true
 }
 
-/// The program is leaving by `_exit`: its last record goes out first. A forked
-/// child that never used the API has no agent of its own to detach.
-fn exit_now() {
-    if running() {
-        detach();
-    }
-}
-
-/// Is this process's agent running (and not gone quiet)?
+/// Is this process's agent recording?
 pub fn running() -> bool {
     !FORKED.load(Ordering::Relaxed)
         // SAFETY: as in `agent`.
-        && unsafe { AGENT.load(Ordering::Acquire).as_ref() }
-            .is_some_and(|a| !a.detached.load(Ordering::Acquire))
+        && unsafe { AGENT.load(Ordering::Acquire).as_ref() }.is_some()
 }
 
-/// Starts a drain thread on `pipe` and makes it this process's agent.
-fn launch(pipe: Pipe, apis: u8) -> bool {
-    let (tx, rx) = mpsc::sync_channel(QUEUE_LEN);
-    let (overflow, overflow_rx) = mpsc::channel();
+/// Claims a segment of `region` and makes it this process's agent.
+fn launch(region: Region<'static>) -> bool {
     // SAFETY: getpid and getppid have no preconditions.
     let (pid, parent_pid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    let Some(segment) = region.claim(pid, parent_pid) else {
+        return false;
+    };
     let agent: &'static Agent = Box::leak(Box::new(Agent {
-        tx,
-        overflow,
-        overflowing: AtomicU64::new(0),
+        segment,
         pid,
         parent_pid,
         seq: AtomicU64::new(0),
-        dropped: AtomicU64::new(0),
-        detached: AtomicBool::new(false),
-        apis: AtomicU8::new(apis),
+        apis: AtomicU8::new(0),
+        overflow: Mutex::new(Staging::default()),
+        overflowing: AtomicBool::new(false),
+        stalled: Mutex::new(NOT_STALLED),
+        stacks: Mutex::new(crate::stack::Stacks::default()),
     }));
-    let drain = crate::drain::Drain::new(rx, overflow_rx, agent, pipe);
-    // The new thread starts with every signal blocked (it inherits this mask),
-    // so not one of the program's signals is ever delivered to it.
-    let mask = crate::drain::block_all_signals();
-    let spawned = std::thread::Builder::new()
-        .name("gpulab-agent".into())
-        .spawn(move || drain.run());
-    crate::drain::restore_signals(&mask);
-    if spawned.is_err() {
-        return false;
-    }
     AGENT.store(agent as *const Agent as *mut Agent, Ordering::Release);
     true
 }
 
 extern "C" fn after_fork_in_child() {
     crate::clock::forget_thread_id();
-    crate::urgent::forked();
     FORKED.store(true, Ordering::Relaxed);
 }
 
-/// The first record of a child forked without exec: a drain thread of its own
-/// (the parent's did not survive the fork) and its own `attached` records, so
-/// its objects carry its pid and its report names it. (The ledger starts the
-/// child afresh on its own: [`crate::ledger`].)
+/// The first record of a child forked without exec: a segment of its own and
+/// its own `attached` records, so its objects carry its pid and its report
+/// names it. Its locks are new: a parent's thread may have held one at the
+/// fork. (The ledger starts the child afresh on its own: [`crate::ledger`].)
 fn after_fork() {
     if !FORKED.swap(false, Ordering::AcqRel) {
         return;
     }
+    let Some(region) = crate::region::mapped() else {
+        return;
+    };
     // SAFETY: as in `agent`.
-    let Some(parent) = (unsafe { AGENT.load(Ordering::Acquire).as_ref() }) else {
-        return;
-    };
-    let apis = parent.apis.load(Ordering::Relaxed);
-    if parent.detached.load(Ordering::Relaxed) {
-        return;
-    }
-    // Its own open of the pipe: the parent's descriptor was inherited, but the
-    // child may close descriptors it does not know.
-    let Some(pipe) = PIPE.get().and_then(Pipe::open) else {
-        parent.detached.store(true, Ordering::Release);
-        return;
-    };
-    if !launch(pipe, 0) {
+    let apis = unsafe { AGENT.load(Ordering::Acquire).as_ref() }
+        .map_or(0, |a| a.apis.load(Ordering::Relaxed));
+    if !launch(region) {
+        AGENT.store(std::ptr::null_mut(), Ordering::Release);
         return;
     }
+    crate::ticker::forked();
     for api in [Api::OpenCl, Api::Cuda] {
         if apis & api as u8 != 0 {
             attached(api, destruction_of(api));
@@ -210,60 +211,226 @@ pub fn next_seq() -> u64 {
     agent().map_or(0, |a| a.seq.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Queues a record; never waits. A full queue drops a call (counted) and hands
-/// an object record to the overflow queue.
-pub fn send(record: Record) {
+/// Writes a record into the segment; never waits. A full segment drops a call
+/// (counted) and keeps an object record in the overflow list.
+pub fn send(mut record: Record) {
     let Some(agent) = agent() else { return };
-    if agent.detached.load(Ordering::Acquire) {
+    name_stack(agent, &mut record);
+    if agent.overflowing.load(Ordering::Acquire) {
+        push_overflow(agent, record);
+        move_overflow(agent);
         return;
     }
-    let object = !record.droppable() && !matches!(record, Record::Agent { .. });
-    let record = if object && agent.overflowing.load(Ordering::Acquire) > 0 {
-        record
+    if write(agent, &record) {
+        return;
+    }
+    if record.droppable() {
+        agent.segment.count_dropped(1);
     } else {
-        match agent.tx.try_send(Message::Record(record)) {
-            Ok(()) => return,
-            Err(TrySendError::Full(Message::Record(r))) if object => r,
-            Err(_) => {
-                agent.dropped.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
+        push_overflow(agent, record);
+    }
+}
+
+/// The stack a record carries, as an id: named (and sent) the first time.
+fn name_stack(agent: &Agent, record: &mut Record) {
+    let (addrs, id) = match record {
+        Record::Object {
+            stack, stack_id, ..
+        } => (stack.take(), stack_id),
+        Record::Call {
+            refused: Some(r), ..
+        } => (r.stack.take(), &mut r.stack_id),
+        _ => return,
+    };
+    let Some(addrs) = addrs else { return };
+    let (interned, frames) = match agent.stacks.lock() {
+        Ok(mut s) => s.intern(agent.pid, addrs),
+        Err(p) => p.into_inner().intern(agent.pid, addrs),
+    };
+    *id = Some(interned);
+    if let Some(frames) = frames {
+        send(Record::Stack {
+            id: interned,
+            frames,
+        });
+    }
+}
+
+fn push_overflow(agent: &Agent, record: Record) {
+    let keep = !record.droppable();
+    let mut overflow = agent.overflow.lock().unwrap_or_else(|e| e.into_inner());
+    if keep && overflow.kept() >= OVERFLOW_CAP && stalled(agent) {
+        // gpulab has not moved since a wait for it stalled: the record is
+        // given up rather than held without bound, and said lost.
+        agent.segment.pending(1);
+        return;
+    }
+    let staged = overflow.push(record);
+    agent.overflowing.store(true, Ordering::Release);
+    let full = match staged {
+        Staged::Queued if keep => {
+            agent.segment.pending(1);
+            overflow.kept() > OVERFLOW_CAP
+        }
+        Staged::Queued => false,
+        Staged::Coalesced => {
+            agent.segment.count_coalesced(1);
+            false
+        }
+        Staged::Dropped => {
+            agent.segment.count_dropped(1);
+            false
         }
     };
-    agent.overflowing.fetch_add(1, Ordering::AcqRel);
-    if agent.overflow.send(Message::Record(record)).is_err() {
-        // The agent's thread is gone (the parent went away): nothing is recorded.
-        agent.overflowing.fetch_sub(1, Ordering::AcqRel);
+    drop(overflow);
+    if full {
+        // gpulab is behind by more than the list holds: this thread waits for
+        // it, as long as it runs, so nothing kept is lost and the list's
+        // memory stays bounded.
+        wait_for_room(agent, |o| o.kept() <= OVERFLOW_CAP / 2);
     }
 }
 
-/// The process is exiting: everything queued and the last record, with the
-/// exact counts, go out; waits (a bounded time) until they reached the pipe.
-pub fn detach() {
-    let Some(agent) = agent() else { return };
-    if agent.detached.load(Ordering::Acquire) {
+/// Whether gpulab is where it was when a wait for it last stalled.
+fn stalled(agent: &Agent) -> bool {
+    let mut at = agent.stalled.lock().unwrap_or_else(|e| e.into_inner());
+    if *at == NOT_STALLED {
+        return false;
+    }
+    if *at == agent.segment.progress() {
+        return true;
+    }
+    *at = NOT_STALLED;
+    false
+}
+
+/// Moves the overflow list into the segment until `enough` says so, waiting
+/// as long as gpulab runs (it reads, or its heartbeat moves); true when it got
+/// there. A wait that stalls is remembered, so no thread waits again until
+/// gpulab moves.
+fn wait_for_room(agent: &Agent, enough: impl Fn(&Staging) -> bool) -> bool {
+    if stalled(agent) {
+        return false;
+    }
+    let mut seen = agent.segment.progress();
+    let mut moved_at = Instant::now();
+    loop {
+        move_overflow(agent);
+        if enough(&agent.overflow.lock().unwrap_or_else(|e| e.into_inner())) {
+            return true;
+        }
+        let now = agent.segment.progress();
+        if now != seen {
+            (seen, moved_at) = (now, Instant::now());
+        } else if moved_at.elapsed() >= STALLED {
+            *agent.stalled.lock().unwrap_or_else(|e| e.into_inner()) = now;
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Writes what the overflow list holds while there is room; true when it is
+/// empty. Another thread already at it is left to it.
+fn move_overflow(agent: &Agent) -> bool {
+    let Ok(mut overflow) = agent.overflow.try_lock() else {
+        return false;
+    };
+    while let Some(record) = overflow.front() {
+        if !write(agent, record) {
+            return false;
+        }
+        if let Some(r) = overflow.pop()
+            && !r.droppable()
+        {
+            agent.segment.pending(-1);
+        }
+    }
+    agent.overflowing.store(false, Ordering::Release);
+    true
+}
+
+/// The process is ending (its last library finaliser, or the loader unloading
+/// the layer): what the overflow list holds goes out, waiting for gpulab as
+/// long as it reads. What cannot stays counted as pending, which gpulab
+/// reports as lost.
+pub fn at_exit() {
+    // SAFETY: as in `agent`; a forked child that never recorded has nothing.
+    let Some(agent) = (unsafe { AGENT.load(Ordering::Acquire).as_ref() }) else {
+        return;
+    };
+    if FORKED.load(Ordering::Relaxed) || !agent.overflowing.load(Ordering::Acquire) {
         return;
     }
-    let deadline = Instant::now() + EXIT_WAIT;
-    let (ack_tx, ack_rx) = mpsc::sync_channel(1);
-    if push_until(&agent.tx, Message::Detach(ack_tx), deadline) {
-        let _ = ack_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-    }
-    agent.detached.store(true, Ordering::Release);
+    wait_for_room(agent, |o| o.front().is_none());
 }
 
-fn push_until(tx: &SyncSender<Message>, mut message: Message, deadline: Instant) -> bool {
-    loop {
-        match tx.try_send(message) {
-            Ok(()) => return true,
-            Err(TrySendError::Disconnected(_)) => return false,
-            Err(TrySendError::Full(r)) => {
-                if Instant::now() >= deadline {
-                    return false;
-                }
-                message = r;
-                std::thread::sleep(Duration::from_millis(1));
+/// One record into the segment.
+fn write(agent: &Agent, record: &Record) -> bool {
+    let mut bytes = Vec::with_capacity(128);
+    let kind = encode(agent, record, &mut bytes);
+    agent.segment.write(kind, &bytes)
+}
+
+/// A record's kind in the ring and its payload: calls and objects in their
+/// binary form, everything else as its event's line.
+fn encode(agent: &Agent, record: &Record, out: &mut Vec<u8>) -> u16 {
+    match record {
+        Record::Call {
+            seq,
+            thread,
+            api,
+            driver,
+            begin_ns,
+            end_ns,
+            status,
+            object,
+            memory_step,
+            refused: None,
+            pool: None,
+        } => {
+            CallRecord {
+                seq: *seq,
+                thread: *thread,
+                api,
+                driver,
+                begin_ns: *begin_ns,
+                end_ns: *end_ns,
+                status: status.on_wire(),
+                object: *object,
+                memory_step: *memory_step,
             }
+            .encode(out);
+            wire::CALL
+        }
+        Record::Object {
+            t_ns,
+            id,
+            kind,
+            action,
+            bytes,
+            refcount,
+            refs,
+            stack_id,
+            ..
+        } => {
+            ObjectRecord {
+                t_ns: *t_ns,
+                id: *id,
+                kind: *kind,
+                action: *action,
+                bytes: *bytes,
+                refcount: *refcount,
+                stack: *stack_id,
+                refs: refs.clone(),
+            }
+            .encode(out);
+            wire::OBJECT
+        }
+        other => {
+            let line = to_line(&crate::queue::to_event(other, agent.pid, agent.parent_pid));
+            out.extend_from_slice(line.trim_end().as_bytes());
+            wire::JSON
         }
     }
 }
@@ -291,6 +458,7 @@ pub fn object(
         refcount,
         refs,
         stack,
+        stack_id: None,
     });
 }
 
@@ -318,6 +486,11 @@ pub fn quiet() -> bool {
 /// Records device work the driver timed.
 pub fn span(span: DeviceSpan) {
     send(Record::Span(span));
+}
+
+/// Has the ticker call `tick` regularly (the CUDA side's look for device spans).
+pub fn on_tick(tick: fn()) {
+    crate::ticker::start(tick);
 }
 
 /// Records one call the program made as `api` and the driver exports as `driver`;

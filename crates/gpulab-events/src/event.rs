@@ -194,11 +194,13 @@ pub enum AgentState {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rank: Option<Rank>,
     },
-    /// The process is exiting; `records` records were sent before this, and
-    /// nothing else: `dropped` call and span records had no room, and
-    /// `coalesced` reference changes of an object were merged into its next one
-    /// while the parent was behind (object records are never dropped). `signal`:
-    /// the process is dying of it (a crash, or a signal it left at its default).
+    /// The process (or its image, when it exec'd) ended; `records` records
+    /// arrived from it before this, and nothing else: `dropped` call and span
+    /// records had no room, `coalesced` reference changes of an object were
+    /// merged into its next one while gpulab was behind, and `lost` records
+    /// never arrived (held by the process for want of room when it ended, or
+    /// cut off by its death in the middle of writing one). `signal`: the
+    /// process died of it, where gpulab saw that.
     Detached {
         records: u64,
         dropped: u64,
@@ -206,6 +208,8 @@ pub enum AgentState {
         coalesced: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<i32>,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        lost: u64,
     },
     /// Loaded, but it cannot watch this API in this process (no libcupti, another
     /// CUPTI subscriber): the program's calls of that API go unseen, and `reason`
@@ -272,6 +276,10 @@ pub struct LabMeta {
     /// memory figures are the worker's own bytes on every GPU of the host.
     #[serde(default, skip_serializing_if = "is_false")]
     pub every_gpu: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_false(b: &bool) -> bool {

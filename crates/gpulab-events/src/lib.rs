@@ -12,9 +12,11 @@ pub mod event;
 pub mod jsonl;
 pub mod printable;
 pub mod protocol;
+pub mod ring;
 pub mod units;
 pub mod vocab;
 pub mod wallclock;
+pub mod wire;
 
 pub use api::{Api, ApiInfo, CallName, ClFlag, Effect, KernelSpec};
 pub use device::DeviceInfo;

@@ -92,8 +92,10 @@ pub struct ProcessReport {
     /// Tools inside it that watching made worse off, and how.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
-    /// Records the agent sent and dropped, from its last record; None when the
-    /// process never sent one (killed by SIGKILL, or its parent pipe was gone).
+    /// Records that arrived from the process, counted by gpulab as it read
+    /// them, and those the process dropped, from its segment's counts; None
+    /// while gpulab did not see the process end (still running when gpulab
+    /// stopped reading).
     pub records: Option<u64>,
     /// Call and span records it had no room for (object records are never dropped).
     pub dropped: Option<u64>,
@@ -103,6 +105,10 @@ pub struct ProcessReport {
     /// The signal it died of, when it died of one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// Records that never arrived: held by the process for want of room when
+    /// it ended, or cut off by its death in the middle of writing one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
     pub received: u64,
 }
 
@@ -1028,9 +1034,9 @@ fn notes_and_warnings(run: &Run, processes: &[ProcessReport]) -> (Vec<String>, V
             "the agent never reported: the program made no OpenCL call through the ICD \
              loader and initialised no CUDA driver, or its loader ignores OPENCL_LAYERS \
              (ocl-icd before 2.3, or a vendor libOpenCL linked directly), or the processes \
-             that made the calls could not reach gpulab (one that changed its user cannot \
-             open gpulab's pipe; a daemon that detached made its calls after the program \
-             ended). This report is empty because nothing was seen, not because nothing \
+             that made the calls could not reach gpulab (one that changed its user and then \
+             started another program cannot map gpulab's memory; a daemon that detached \
+             made its calls more than 2 s after the program ended). This report is empty because nothing was seen, not because nothing \
              leaked; `gpulab doctor` checks the loader and libcupti"
                 .into(),
         );
@@ -1061,11 +1067,18 @@ fn notes_and_warnings(run: &Run, processes: &[ProcessReport]) -> (Vec<String>, V
             )),
             (Some(_), _) => {}
             (None, _) => warnings.push(format!(
-                "pid {}: the agent never sent its last record (the process was killed by \
-                 SIGKILL, or gpulab's pipe was gone); what it did last may be missing, so \
-                 what this report says of its objects is uncertain",
+                "pid {}: still running when gpulab stopped reading its records; what it did \
+                 after that is not shown, so what this report says of its objects is uncertain",
                 p.pid
             )),
+        }
+        if let Some(lost) = p.lost {
+            warnings.push(format!(
+                "pid {}: {lost} records never arrived (the process ended holding them while \
+                 gpulab was behind, or died in the middle of writing one); what this report \
+                 says of its objects may miss them",
+                p.pid
+            ));
         }
     }
     (notes, warnings)
@@ -1132,6 +1145,7 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
             dropped: None,
             coalesced: None,
             signal: None,
+            lost: None,
             received: 0,
         });
         match &a.state {
@@ -1139,15 +1153,18 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
                 p.exe = exe.clone();
                 p.apis.push(a.api.clone());
             }
+            // A process that exec'd ends each image: the counts add up.
             AgentState::Detached {
                 records,
                 dropped,
                 coalesced,
                 signal,
+                lost,
             } => {
-                p.records = Some(*records);
-                p.dropped = Some(*dropped);
-                p.coalesced = Some(*coalesced);
+                p.records = Some(p.records.unwrap_or(0) + records);
+                p.dropped = Some(p.dropped.unwrap_or(0) + dropped);
+                p.coalesced = Some(p.coalesced.unwrap_or(0) + coalesced);
+                p.lost = Some(p.lost.unwrap_or(0) + lost).filter(|n| *n > 0);
                 p.signal = *signal;
             }
             AgentState::Unavailable { reason } => {

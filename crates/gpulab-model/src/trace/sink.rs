@@ -1,6 +1,6 @@
 //! Where a run's events go: a consumer's channel, or a message to the
 //! dashboard's loop. Every thread that makes events (a worker's reader, the
-//! agents' pipe reader, a sampler, the supervisor) holds a clone and sends its
+//! agents' reader, a sampler, the supervisor) holds a clone and sends its
 //! batches straight in, so no thread of the source's own stands between them
 //! and the consumer. When the last clone is dropped the sink closes, and the
 //! consumer hears it once.
