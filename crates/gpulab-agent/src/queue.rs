@@ -84,16 +84,9 @@ impl Record {
     }
 }
 
-/// A call's result as the API returned it.
-#[derive(Clone, Copy)]
-pub enum Status {
-    OpenCl(i32),
-    /// A `CUresult`, and for an error the driver's name for it.
-    Cuda {
-        code: i32,
-        name: Option<&'static str>,
-    },
-}
+/// A call's result as the API returned it (the driver's error names live as
+/// long as the process).
+pub type Status = gpulab_events::wire::Status<'static>;
 
 /// An API the agent attaches to in a process.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -136,7 +129,7 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             driver: driver.to_string(),
             begin_ns: *begin_ns,
             end_ns: *end_ns,
-            status: gpulab_events::wire::call_status(status.on_wire()),
+            status: gpulab_events::wire::call_status(*status),
             object: *object,
             cuda: pool.as_deref().copied(),
             memory_step: *memory_step,
@@ -196,14 +189,5 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             api: (*api).into(),
             state: state.clone(),
         }),
-    }
-}
-
-impl Status {
-    pub fn on_wire(self) -> gpulab_events::wire::Status<'static> {
-        match self {
-            Status::OpenCl(code) => gpulab_events::wire::Status::OpenCl(code),
-            Status::Cuda { code, name } => gpulab_events::wire::Status::Cuda { code, name },
-        }
     }
 }

@@ -396,7 +396,7 @@ fn encode(agent: &Agent, record: &Record, out: &mut Vec<u8>) -> u16 {
                 driver,
                 begin_ns: *begin_ns,
                 end_ns: *end_ns,
-                status: status.on_wire(),
+                status: *status,
                 object: *object,
                 memory_step: *memory_step,
             }
