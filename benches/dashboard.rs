@@ -146,6 +146,7 @@ fn heavy_run(app: &mut App, calls: u64, leaked: u64) -> Vec<Event> {
             slot,
             epoch,
             events: vec![event.clone()],
+            ticket: gpulab::tui::in_flight::Ticket::none(),
         });
     }
     events

@@ -301,12 +301,20 @@ fn timed_out_recording(dir: &Path) -> std::path::PathBuf {
 
 /// A watch recording whose first `clCreateBuffer` the driver refused, so the
 /// report has its `ran_out`.
+/// ...whose process also ended holding records it could not write (its
+/// `detached` says 2 `lost`).
 fn watch_ran_out_recording(dir: &Path) -> std::path::PathBuf {
-    refused(
+    let made = refused(
         "assets/watch-recordings/nvidia-h100/forgotten-events--forgotten.jsonl",
         r#""code":-4,"name":"CL_MEM_OBJECT_ALLOCATION_FAILURE""#,
         &dir.join("watch-ran-out.jsonl"),
-    )
+    );
+    let text = std::fs::read_to_string(&made).unwrap();
+    let detached = r#""kind":"detached","#;
+    assert!(text.contains(detached), "the recording's process detached");
+    let lost = text.replacen(detached, r#""kind":"detached","lost":2,"#, 1);
+    std::fs::write(&made, lost).unwrap();
+    made
 }
 
 /// `recording` with its first `clCreateBuffer` failed with `error` (its code

@@ -10,8 +10,8 @@
 //! say exactly the buffers the program says it made and leaked.
 //!
 //! `GPULAB_HOSTILE_RUNS` sets how many seeds (120 by default, a few hundred
-//! runs); `GPULAB_HOSTILE_FROM` where they start. The soak in
-//! docs/reliability.md runs thousands.
+//! runs); `GPULAB_HOSTILE_FROM` where they start; `GPULAB_HOSTILE_JOBS` how
+//! many run at once (2). The soak in docs/reliability.md runs thousands.
 
 #![allow(
     clippy::unwrap_used,
@@ -166,7 +166,7 @@ fn generated_hostile_programs_run_watched_exactly_as_they_run_bare() {
     let next = AtomicU64::new(from);
     let failures = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
-        for _ in 0..2 {
+        for _ in 0..env_u64("GPULAB_HOSTILE_JOBS", 2) {
             s.spawn(|| {
                 loop {
                     let seed = next.fetch_add(1, Ordering::Relaxed);

@@ -18,19 +18,24 @@ use crate::source::{Origin, Recording, RunControl, RunSource, Sink};
 use crate::{history, trace};
 
 use super::app::{App, Effect, Msg};
+use super::in_flight::{self, InFlight};
 use super::screen::Dashboard;
 
-/// Where the events of the run in `slot` go: messages to the loop, and
-/// `Closed` once its stream has ended.
+/// Where the events of the run in `slot` go: messages to the loop, at most
+/// [`in_flight::BATCHES`] batches on the way (a producer waits for the loop
+/// beyond that), and `Closed` once its stream has ended.
 pub fn run_sink(tx: &Sender<Msg>, slot: usize, epoch: u64) -> Sink {
     let (events_tx, closed_tx) = (tx.clone(), tx.clone());
+    let in_flight = InFlight::new(in_flight::BATCHES);
     Sink::new(
         move |events| {
+            let ticket = in_flight.take();
             events_tx
                 .send(Msg::Run {
                     slot,
                     epoch,
                     events,
+                    ticket,
                 })
                 .is_ok()
         },

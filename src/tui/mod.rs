@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod event_loop;
+pub mod in_flight;
 pub mod keys;
 pub mod layout;
 pub mod panels;

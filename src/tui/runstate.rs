@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::collections::BTreeMap;
 
 use crate::lab::api::Api;
+use crate::report::watch::WatchReport;
 use crate::run::{Finding, Run};
 use crate::source::Keeper;
 use crate::trace::{CallStatus, DeviceKind, EndStatus, Event, MemorySource};
@@ -56,6 +57,9 @@ pub struct RunState {
     pub stuck_after: Option<std::time::Duration>,
     /// The call the run is stuck in, as the frame tick last found it.
     pub stuck: Option<Stuck>,
+    /// A watched program's report of the run as it stands, made at the first
+    /// frame that asks after the run changed, not at every frame.
+    watch_report: std::cell::OnceCell<WatchReport>,
 }
 
 /// A live call in flight far longer than its lab asked for.
@@ -81,7 +85,15 @@ impl RunState {
             finding: None,
             stuck_after: None,
             stuck: None,
+            watch_report: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The watched program's report of the run so far (`gpulab watch`'s, as
+    /// it would print it now).
+    pub fn watch_report(&self) -> &WatchReport {
+        self.watch_report
+            .get_or_init(|| WatchReport::from_run(&self.run))
     }
 
     /// Whether the call in flight has been so far longer than the lab asked
@@ -144,6 +156,7 @@ impl RunState {
 
     pub fn apply(&mut self, event: &Event) {
         self.run.apply(event);
+        self.watch_report.take();
         match event {
             Event::Call(c)
                 if c.line.is_some()

@@ -450,6 +450,13 @@ impl Reader<'_> {
             return 0;
         };
         if f.corrupt {
+            // Nothing more is read of it; what its process writes is let go
+            // at once, so its writers never wait for room.
+            let written = seg.written();
+            if written > f.pos && written - f.pos <= SEGMENT_BYTES {
+                f.pos = written;
+                seg.consumed(written);
+            }
             return 0;
         }
         let (pid, mut pos) = (f.pid, f.pos);

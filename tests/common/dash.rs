@@ -106,6 +106,7 @@ pub fn feed(app: &mut App, effects: &[Effect], events: &[Event], close: bool) {
             slot: *slot,
             epoch: *epoch,
             events: vec![e.clone()],
+            ticket: gpulab::tui::in_flight::Ticket::none(),
         });
     }
     if close {

@@ -1,27 +1,20 @@
 //! What the hooks record, in the cheapest form they can make it, and the
 //! event each becomes: plain data below the writer ([`crate::transport`]).
 
+use gpulab_events::wire::{CallRecord, ObjectRecord};
 use gpulab_events::{
-    AgentEvent, AgentState, Call, CallName, CudaMemory, DeviceSpan, Event, Frame, Framework,
-    FrameworkEvent, FrameworkSaid, ObjKind, ObjectAction, ObjectEvent, Refusal, Stack,
+    AgentEvent, AgentState, CudaMemory, DeviceSpan, Event, Frame, Framework, FrameworkEvent,
+    FrameworkSaid, Refusal, Stack,
 };
 
 use crate::clock::now_ns;
 
-/// What a hook saw, in the cheapest form that can be queued.
+/// What a hook saw, in the cheapest form that can be queued: a call or an
+/// object change as the ring carries it ([`gpulab_events::wire`]), with what
+/// only some of them have.
 pub enum Record {
     Call {
-        seq: u64,
-        thread: u64,
-        api: &'static str,
-        /// The entry point the driver exports, when it differs (`cuMemAlloc_v2`).
-        driver: &'static str,
-        begin_ns: u64,
-        end_ns: u64,
-        status: Status,
-        object: Option<u64>,
-        /// The device memory it took (`cuMemGetInfo` on each side), where read.
-        memory_step: Option<i64>,
+        call: CallRecord<'static>,
         /// What the agent read at an allocation the driver refused.
         refused: Option<Box<Refused>>,
         /// The device's stream-ordered pool after a call that may move it,
@@ -29,17 +22,10 @@ pub enum Record {
         pool: Option<Box<CudaMemory>>,
     },
     Object {
-        t_ns: u64,
-        id: u64,
-        kind: ObjKind,
-        action: ObjectAction,
-        bytes: u64,
-        refcount: u32,
-        refs: Vec<u64>,
+        /// Its stack's id (`object.stack`) is set once `stack` is named.
+        object: ObjectRecord,
         /// Return addresses of the creating call (`--backtrace`).
         stack: Option<Box<[usize]>>,
-        /// The id they were named with ([`crate::stack`]), once named.
-        stack_id: Option<u64>,
     },
     /// A creating call's stack, named: sent before anything names its id.
     Stack { id: u64, frames: Vec<Frame> },
@@ -109,61 +95,24 @@ impl Api {
 pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
     match record {
         Record::Call {
-            seq,
-            thread,
-            api,
-            driver,
-            begin_ns,
-            end_ns,
-            status,
-            object,
-            memory_step,
+            call,
             refused,
             pool,
-        } => Event::Call(Call {
-            seq: *seq,
-            pid,
-            thread: *thread,
-            // Sent, not read here: typed by the parent as it reads it.
-            api: CallName::verbatim(api),
-            driver: driver.to_string(),
-            begin_ns: *begin_ns,
-            end_ns: *end_ns,
-            status: gpulab_events::wire::call_status(*status),
-            object: *object,
-            cuda: pool.as_deref().copied(),
-            memory_step: *memory_step,
-            refused: refused.as_ref().map(|r| {
-                Box::new(Refusal {
-                    asked_bytes: r.asked,
-                    free_bytes: r.free,
-                    stack: r.stack_id,
-                })
-            }),
-            ..Call::default()
-        }),
-        Record::Object {
-            t_ns,
-            id,
-            kind,
-            action,
-            bytes,
-            refcount,
-            refs,
-            stack_id,
-            ..
-        } => Event::Object(ObjectEvent {
-            t_ns: *t_ns,
-            id: *id,
-            kind: *kind,
-            action: *action,
-            handle: None,
-            bytes: *bytes,
-            refcount: *refcount,
-            refs: refs.clone(),
-            line: None,
-            stack: *stack_id,
-        }),
+        } => {
+            let mut event = call.clone().into_event(pid);
+            if let Event::Call(c) = &mut event {
+                c.cuda = pool.as_deref().copied();
+                c.refused = refused.as_ref().map(|r| {
+                    Box::new(Refusal {
+                        asked_bytes: r.asked,
+                        free_bytes: r.free,
+                        stack: r.stack_id,
+                    })
+                });
+            }
+            event
+        }
+        Record::Object { object, .. } => object.clone().into_event(),
         Record::Stack { id, frames } => Event::Stack(Stack {
             t_ns: now_ns(),
             id: *id,

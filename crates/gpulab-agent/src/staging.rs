@@ -8,6 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use gpulab_events::ObjectAction;
+use gpulab_events::wire::ObjectRecord;
 
 use crate::queue::Record;
 
@@ -45,34 +46,24 @@ impl Staging {
                 }
                 self.calls += 1;
             }
-            Record::Object {
-                id,
-                action: action @ (ObjectAction::Retained | ObjectAction::Released),
-                refcount,
-                t_ns,
-                bytes,
-                ..
-            } => {
-                if let Some(waiting) = self.waiting_change(*id) {
-                    let Record::Object {
-                        action: a,
-                        refcount: r,
-                        t_ns: t,
-                        bytes: b,
-                        ..
-                    } = waiting
-                    else {
-                        unreachable!("`waiting_change` returns object records only")
-                    };
-                    (*a, *r, *t, *b) = (*action, *refcount, *t_ns, *bytes);
+            Record::Object { object: o, .. }
+                if matches!(o.action, ObjectAction::Retained | ObjectAction::Released) =>
+            {
+                if let Some(waiting) = self.waiting_change(o.id) {
+                    (
+                        waiting.action,
+                        waiting.refcount,
+                        waiting.t_ns,
+                        waiting.bytes,
+                    ) = (o.action, o.refcount, o.t_ns, o.bytes);
                     return Staged::Coalesced;
                 }
                 let at = self.base + self.items.len() as u64;
-                self.changes.insert(*id, at);
+                self.changes.insert(o.id, at);
             }
-            Record::Object { id, .. } => {
+            Record::Object { object: o, .. } => {
                 // Nothing merges across a creation or a deletion.
-                self.changes.remove(id);
+                self.changes.remove(&o.id);
             }
             Record::Call { .. }
             | Record::Stack { .. }
@@ -86,11 +77,11 @@ impl Staging {
 
     /// The object's reference change still waiting, unless it is the
     /// program's last release (a later record must not hide that).
-    fn waiting_change(&mut self, id: u64) -> Option<&mut Record> {
+    fn waiting_change(&mut self, id: u64) -> Option<&mut ObjectRecord> {
         let at = *self.changes.get(&id)?;
         let i = usize::try_from(at.checked_sub(self.base)?).ok()?;
         match self.items.get_mut(i)? {
-            r @ Record::Object { refcount: 1.., .. } => Some(r),
+            Record::Object { object, .. } if object.refcount > 0 => Some(object),
             _ => None,
         }
     }
@@ -106,8 +97,8 @@ impl Staging {
         self.base += 1;
         match &record {
             r if r.droppable() => self.calls -= 1,
-            Record::Object { id, .. } if self.changes.get(id) == Some(&at) => {
-                self.changes.remove(id);
+            Record::Object { object, .. } if self.changes.get(&object.id) == Some(&at) => {
+                self.changes.remove(&object.id);
             }
             _ => {}
         }
@@ -133,29 +124,33 @@ mod tests {
 
     fn object(id: u64, action: ObjectAction, refcount: u32) -> Record {
         Record::Object {
-            t_ns: u64::from(refcount),
-            id,
-            kind: ObjKind::Buffer,
-            action,
-            bytes: 64,
-            refcount,
-            refs: Vec::new(),
+            object: ObjectRecord {
+                t_ns: u64::from(refcount),
+                id,
+                kind: ObjKind::Buffer,
+                action,
+                bytes: 64,
+                refcount,
+                stack: None,
+                refs: Vec::new(),
+            },
             stack: None,
-            stack_id: None,
         }
     }
 
     fn call() -> Record {
         Record::Call {
-            seq: 0,
-            thread: 1,
-            api: "clRetainMemObject",
-            driver: "clRetainMemObject",
-            begin_ns: 0,
-            end_ns: 0,
-            status: Status::OpenCl(0),
-            object: None,
-            memory_step: None,
+            call: gpulab_events::wire::CallRecord {
+                seq: 0,
+                thread: 1,
+                api: "clRetainMemObject",
+                driver: "clRetainMemObject",
+                begin_ns: 0,
+                end_ns: 0,
+                status: Status::OpenCl(0),
+                object: None,
+                memory_step: None,
+            },
             refused: None,
             pool: None,
         }
@@ -163,12 +158,7 @@ mod tests {
 
     fn state(r: &Record) -> (u64, ObjectAction, u32) {
         match r {
-            Record::Object {
-                id,
-                action,
-                refcount,
-                ..
-            } => (*id, *action, *refcount),
+            Record::Object { object: o, .. } => (o.id, o.action, o.refcount),
             _ => panic!("not an object record"),
         }
     }

@@ -47,8 +47,23 @@ const OVERFLOW_CAP: usize = 1 << 16;
 /// is stopped, or gone): then the thread goes on, and until gpulab moves
 /// again, records that find no room are given up, counted as lost.
 const STALLED: Duration = Duration::from_secs(1);
-/// [`Agent::stalled`] when no wait has stalled.
-const NOT_STALLED: (u64, u64) = (u64::MAX, u64::MAX);
+/// How long a wait goes on while gpulab beats but reads nothing of this
+/// process: whatever holds gpulab up, the program is never held longer.
+const UNREAD: Duration = Duration::from_secs(10);
+/// Where gpulab stood when a wait for it stalled: its read position, and its
+/// heartbeat unless the wait gave up on an unmoving read position alone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stall {
+    read: u64,
+    beat: Option<u64>,
+}
+
+impl Stall {
+    /// Is gpulab still where it stalled?
+    fn holds(self, (read, beat): (u64, u64)) -> bool {
+        read == self.read && self.beat.is_none_or(|b| b == beat)
+    }
+}
 
 /// One process's agent: its segment, and what it holds while the segment is
 /// full.
@@ -64,9 +79,9 @@ struct Agent {
     /// overtake each other.
     overflow: Mutex<Staging>,
     overflowing: AtomicBool,
-    /// gpulab's progress when a wait for room last stalled: while it stays
+    /// Where gpulab stood when a wait for room last stalled: while it stays
     /// there, nothing waits again.
-    stalled: Mutex<(u64, u64)>,
+    stalled: Mutex<Option<Stall>>,
     /// The stacks of creating calls, named once each.
     stacks: Mutex<crate::stack::Stacks>,
 }
@@ -120,7 +135,7 @@ fn launch(region: Region<'static>) -> bool {
         apis: AtomicU8::new(0),
         overflow: Mutex::new(Staging::default()),
         overflowing: AtomicBool::new(false),
-        stalled: Mutex::new(NOT_STALLED),
+        stalled: Mutex::new(None),
         stacks: Mutex::new(crate::stack::Stacks::default()),
     }));
     AGENT.store(agent as *const Agent as *mut Agent, Ordering::Release);
@@ -234,9 +249,7 @@ pub fn send(mut record: Record) {
 /// The stack a record carries, as an id: named (and sent) the first time.
 fn name_stack(agent: &Agent, record: &mut Record) {
     let (addrs, id) = match record {
-        Record::Object {
-            stack, stack_id, ..
-        } => (stack.take(), stack_id),
+        Record::Object { object, stack } => (stack.take(), &mut object.stack),
         Record::Call {
             refused: Some(r), ..
         } => (r.stack.take(), &mut r.stack_id),
@@ -294,14 +307,13 @@ fn push_overflow(agent: &Agent, record: Record) {
 /// Whether gpulab is where it was when a wait for it last stalled.
 fn stalled(agent: &Agent) -> bool {
     let mut at = agent.stalled.lock().unwrap_or_else(|e| e.into_inner());
-    if *at == NOT_STALLED {
-        return false;
+    match *at {
+        Some(stall) if stall.holds(agent.segment.progress()) => true,
+        _ => {
+            *at = None;
+            false
+        }
     }
-    if *at == agent.segment.progress() {
-        return true;
-    }
-    *at = NOT_STALLED;
-    false
 }
 
 /// Moves the overflow list into the segment until `enough` says so, waiting
@@ -313,17 +325,31 @@ fn wait_for_room(agent: &Agent, enough: impl Fn(&Staging) -> bool) -> bool {
         return false;
     }
     let mut seen = agent.segment.progress();
-    let mut moved_at = Instant::now();
+    let (mut moved_at, mut read_at) = (Instant::now(), Instant::now());
     loop {
         move_overflow(agent);
         if enough(&agent.overflow.lock().unwrap_or_else(|e| e.into_inner())) {
             return true;
         }
         let now = agent.segment.progress();
+        if now.0 != seen.0 {
+            read_at = Instant::now();
+        }
         if now != seen {
             (seen, moved_at) = (now, Instant::now());
         } else if moved_at.elapsed() >= STALLED {
-            *agent.stalled.lock().unwrap_or_else(|e| e.into_inner()) = now;
+            *agent.stalled.lock().unwrap_or_else(|e| e.into_inner()) = Some(Stall {
+                read: now.0,
+                beat: Some(now.1),
+            });
+            return false;
+        }
+        if read_at.elapsed() >= UNREAD {
+            // Marked by the read position alone: the heartbeat moves on.
+            *agent.stalled.lock().unwrap_or_else(|e| e.into_inner()) = Some(Stall {
+                read: now.0,
+                beat: None,
+            });
             return false;
         }
         std::thread::sleep(Duration::from_micros(200));
@@ -377,54 +403,15 @@ fn write(agent: &Agent, record: &Record) -> bool {
 fn encode(agent: &Agent, record: &Record, out: &mut Vec<u8>) -> u16 {
     match record {
         Record::Call {
-            seq,
-            thread,
-            api,
-            driver,
-            begin_ns,
-            end_ns,
-            status,
-            object,
-            memory_step,
+            call,
             refused: None,
             pool: None,
         } => {
-            CallRecord {
-                seq: *seq,
-                thread: *thread,
-                api,
-                driver,
-                begin_ns: *begin_ns,
-                end_ns: *end_ns,
-                status: *status,
-                object: *object,
-                memory_step: *memory_step,
-            }
-            .encode(out);
+            call.encode(out);
             wire::CALL
         }
-        Record::Object {
-            t_ns,
-            id,
-            kind,
-            action,
-            bytes,
-            refcount,
-            refs,
-            stack_id,
-            ..
-        } => {
-            ObjectRecord {
-                t_ns: *t_ns,
-                id: *id,
-                kind: *kind,
-                action: *action,
-                bytes: *bytes,
-                refcount: *refcount,
-                stack: *stack_id,
-                refs: refs.clone(),
-            }
-            .encode(out);
+        Record::Object { object, .. } => {
+            object.encode(out);
             wire::OBJECT
         }
         other => {
@@ -450,15 +437,17 @@ pub fn object(
         None
     };
     send(Record::Object {
-        t_ns: now_ns(),
-        id,
-        kind,
-        action,
-        bytes,
-        refcount,
-        refs,
+        object: ObjectRecord {
+            t_ns: now_ns(),
+            id,
+            kind,
+            action,
+            bytes,
+            refcount,
+            stack: None,
+            refs,
+        },
         stack,
-        stack_id: None,
     });
 }
 
@@ -529,17 +518,42 @@ pub fn call_measured(
     let end_ns = now_ns();
     let seq = next_seq();
     send(Record::Call {
-        seq,
-        thread: thread_id(),
-        api,
-        driver,
-        begin_ns,
-        end_ns,
-        status,
-        object,
-        memory_step,
+        call: CallRecord {
+            seq,
+            thread: thread_id(),
+            api,
+            driver,
+            begin_ns,
+            end_ns,
+            status,
+            object,
+            memory_step,
+        },
         refused,
         pool,
     });
     seq
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stall;
+
+    #[test]
+    fn a_stall_holds_while_gpulab_stands_where_it_stalled() {
+        let stopped = Stall {
+            read: 10,
+            beat: Some(5),
+        };
+        assert!(stopped.holds((10, 5)));
+        assert!(!stopped.holds((10, 6)), "it beats again");
+        assert!(!stopped.holds((11, 5)), "it reads again");
+        // Given up on an unmoving read position: the heartbeat does not count.
+        let unread = Stall {
+            read: 10,
+            beat: None,
+        };
+        assert!(unread.holds((10, 99)));
+        assert!(!unread.holds((11, 99)));
+    }
 }

@@ -369,7 +369,12 @@ impl<'a> Segment<'a> {
         loop {
             let rem = SEGMENT_BYTES - *pos % SEGMENT_BYTES;
             if rem < RECORD_HEADER {
-                // No header fits before the end: the writer went on at the start.
+                // No header fits before the end: the writer goes on at the
+                // start, once one has reserved past it; never a read position
+                // past what is reserved (the writers would wait for it).
+                if *pos + rem > self.written() {
+                    return Next::Nothing;
+                }
                 *pos += rem;
                 continue;
             }
@@ -476,6 +481,8 @@ mod tests {
         while let Next::Record(kind) = seg.read(pos, &mut buf) {
             out.push((kind, buf.clone()));
         }
+        // Never past what the writers reserved: they would wait for it.
+        assert!(*pos <= seg.written(), "read to {pos}, written {}", seg.written());
         seg.consumed(*pos);
         out
     }
@@ -602,6 +609,31 @@ mod tests {
         let mut from = again.read_position();
         assert_eq!(from, pos, "positions go on");
         assert_eq!(drain(&again, &mut from), vec![(2, b"new".to_vec())]);
+    }
+
+    #[test]
+    fn a_gap_too_small_for_a_header_is_passed_only_once_a_writer_did() {
+        let w = words();
+        let region = Region::format(&w, 3).expect("formats");
+        let seg = region.claim(1, 0).expect("claims");
+        // Records that leave exactly 8 bytes before the ring's end.
+        let payload = vec![7u8; 4096 - 16];
+        let mut pos = 0;
+        while seg.written() + 4096 <= SEGMENT_BYTES - 8 {
+            assert!(seg.write(1, &payload));
+        }
+        let last = (SEGMENT_BYTES - 8 - seg.written() - 16) as usize;
+        assert!(seg.write(1, &vec![1u8; last]));
+        assert_eq!(seg.written(), SEGMENT_BYTES - 8);
+        let read = drain(&seg, &mut pos).len();
+        assert!(read > 500);
+        assert_eq!(pos, SEGMENT_BYTES - 8, "the reader waits at the gap");
+        assert_eq!(seg.read_position(), SEGMENT_BYTES - 8);
+        assert!(
+            seg.write(2, b"after the gap"),
+            "the writers are not held up"
+        );
+        assert_eq!(drain(&seg, &mut pos), vec![(2, b"after the gap".to_vec())]);
     }
 
     #[test]

@@ -35,11 +35,13 @@ pub enum Msg {
     Mouse(MouseEvent),
     Resize(u16, u16),
     /// Events of the live run in `slot`, a batch as the source sent it; `epoch`
-    /// tells a replaced run's stragglers apart.
+    /// tells a replaced run's stragglers apart. The batch's place on the way
+    /// ([`super::in_flight`]) is freed when the message is dropped.
     Run {
         slot: usize,
         epoch: u64,
         events: Vec<Event>,
+        ticket: super::in_flight::Ticket,
     },
     /// A recording was read: its events (damaged lines skipped, and named).
     Loaded {
@@ -381,6 +383,7 @@ impl App {
                 slot,
                 epoch,
                 events,
+                ticket: _,
             } => {
                 if let Some(run) = self.live_slot(slot, epoch) {
                     for event in events {

@@ -107,7 +107,7 @@ impl VerdictPanel<'_> {
     /// A watched program's findings so far, from the same report `watch` prints.
     fn findings(&self, run: &RunState) -> Vec<Line<'static>> {
         let t = self.theme;
-        let r = WatchReport::from_run(&run.run);
+        let r = run.watch_report();
         let mut out = Vec::new();
         // A replay stopped halfway is not the program's exit either.
         let ended = run.run.end.is_some();
@@ -185,7 +185,7 @@ impl VerdictPanel<'_> {
                 t.dim(),
             ));
         }
-        out.extend(held_lines(&r, ended, t));
+        out.extend(held_lines(r, ended, t));
         for o in &r.outlived_release {
             out.push(Line::styled(
                 format!(
