@@ -171,6 +171,7 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
     match plan {
         LoaderPlan::AsIs(_) => {}
         LoaderPlan::Preload { instead_of, loader } => {
+            notes.extend(same_icds_as_the_programs_loader(cmd, instead_of, loader));
             let mut preload = loader.path.clone();
             if let Ok(old) = std::env::var("LD_PRELOAD")
                 && !old.is_empty()
@@ -202,6 +203,54 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
         LoaderPlan::NoLoader => {}
     }
     notes
+}
+
+/// The program's own loader reads `OCL_ICD_FILENAMES` and the one preloaded
+/// instead does not (a Khronos loader without layers, ocl-icd with them): the
+/// preloaded one is given a vendors folder with what the program's own would
+/// read, in its order, or the program would see other platforms watched than
+/// bare (on the H200's host, NVIDIA's named in `OCL_ICD_FILENAMES` vanished).
+fn same_icds_as_the_programs_loader(
+    cmd: &mut Command,
+    own: &crate::machine::Loader,
+    preloaded: &crate::machine::Loader,
+) -> Option<(NoteLevel, String)> {
+    if !own.reads_filenames || preloaded.reads_filenames {
+        return None;
+    }
+    let gpulabs = icd::set_for_gpulab_only();
+    let program_env = |name: &str| {
+        (!gpulabs.contains(&name))
+            .then(|| std::env::var(name).ok())
+            .flatten()
+            .filter(|v| !v.is_empty())
+    };
+    let filenames = program_env("OCL_ICD_FILENAMES")?;
+    let vendors = program_env("OCL_ICD_VENDORS");
+    let entries = icd::as_khronos_reads(&filenames, vendors.as_deref());
+    match icd::vendors_dir_of(&entries) {
+        Ok(value) => {
+            cmd.env("OCL_ICD_VENDORS", &value);
+            Some((
+                NoteLevel::Info,
+                format!(
+                    "{OPENCL_SET_UP}the program's own loader reads OCL_ICD_FILENAMES and the \
+                     preloaded one does not: gpulab gave it {value}, with the {} ICD(s) the \
+                     program's loader would load, in its order",
+                    entries.len()
+                ),
+            ))
+        }
+        Err(why) => Some((
+            NoteLevel::Warning,
+            format!(
+                "{OPENCL_SET_UP}the program's own loader reads OCL_ICD_FILENAMES={filenames}, \
+                 which the preloaded one does not, and gpulab could not write a vendors \
+                 folder for it ({why}): the program may see other OpenCL platforms than \
+                 without gpulab"
+            ),
+        )),
+    }
 }
 
 /// Keeps the NVIDIA ICD gpulab registered for its own labs away from the
@@ -385,8 +434,10 @@ fn prepare(
         let (gpu, gpus) = gpu.join().unwrap_or((None, None));
         (gpu, gpus, plan, cuptis)
     });
-    notes.extend(reach_the_loader(&mut cmd, &plan));
+    // The program's environment first (gpulab's own registration out), then
+    // the loader it reaches, which may add a vendors folder of its own.
     notes.extend(same_platforms_as_bare(&mut cmd));
+    notes.extend(reach_the_loader(&mut cmd, &plan));
     notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis, nested));
     if req.device_spans {
         cmd.env("GPULAB_DEVICE_SPANS", "1");

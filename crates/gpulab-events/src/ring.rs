@@ -482,7 +482,11 @@ mod tests {
             out.push((kind, buf.clone()));
         }
         // Never past what the writers reserved: they would wait for it.
-        assert!(*pos <= seg.written(), "read to {pos}, written {}", seg.written());
+        assert!(
+            *pos <= seg.written(),
+            "read to {pos}, written {}",
+            seg.written()
+        );
         seg.consumed(*pos);
         out
     }
