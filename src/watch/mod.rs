@@ -171,7 +171,11 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
     match plan {
         LoaderPlan::AsIs(_) => {}
         LoaderPlan::Preload { instead_of, loader } => {
-            notes.extend(same_icds_as_the_programs_loader(cmd, instead_of, loader));
+            let gpulabs = icd::set_for_gpulab_only();
+            let filenames = std::env::var("OCL_ICD_FILENAMES")
+                .ok()
+                .filter(|_| !gpulabs.contains(&"OCL_ICD_FILENAMES"));
+            notes.extend(filenames_not_read(instead_of, loader, filenames));
             let mut preload = loader.path.clone();
             if let Ok(old) = std::env::var("LD_PRELOAD")
                 && !old.is_empty()
@@ -205,52 +209,32 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
     notes
 }
 
-/// The program's own loader reads `OCL_ICD_FILENAMES` and the one preloaded
-/// instead does not (a Khronos loader without layers, ocl-icd with them): the
-/// preloaded one is given a vendors folder with what the program's own would
-/// read, in its order, or the program would see other platforms watched than
-/// bare (on the H200's host, NVIDIA's named in `OCL_ICD_FILENAMES` vanished).
-fn same_icds_as_the_programs_loader(
-    cmd: &mut Command,
+/// The program's own loader reads `OCL_ICD_FILENAMES` and the one gpulab
+/// preloads instead does not (a Khronos loader without layers, ocl-icd with
+/// them): the program may see other OpenCL platforms, in another order, than
+/// without gpulab (on the H200's host, whose environment names PoCL and
+/// NVIDIA's ICD there, a program that takes the first platform ran on PoCL
+/// bare and on the H200 under a vendors folder of the same ICDs, since
+/// ocl-icd orders platforms its own way). Said, since it cannot be undone here.
+fn filenames_not_read(
     own: &crate::machine::Loader,
     preloaded: &crate::machine::Loader,
+    filenames: Option<String>,
 ) -> Option<(NoteLevel, String)> {
-    if !own.reads_filenames || preloaded.reads_filenames {
-        return None;
-    }
-    let gpulabs = icd::set_for_gpulab_only();
-    let program_env = |name: &str| {
-        (!gpulabs.contains(&name))
-            .then(|| std::env::var(name).ok())
-            .flatten()
-            .filter(|v| !v.is_empty())
-    };
-    let filenames = program_env("OCL_ICD_FILENAMES")?;
-    let vendors = program_env("OCL_ICD_VENDORS");
-    let entries = icd::as_khronos_reads(&filenames, vendors.as_deref());
-    match icd::vendors_dir_of(&entries) {
-        Ok(value) => {
-            cmd.env("OCL_ICD_VENDORS", &value);
-            Some((
-                NoteLevel::Info,
-                format!(
-                    "{OPENCL_SET_UP}the program's own loader reads OCL_ICD_FILENAMES and the \
-                     preloaded one does not: gpulab gave it {value}, with the {} ICD(s) the \
-                     program's loader would load, in its order",
-                    entries.len()
-                ),
-            ))
-        }
-        Err(why) => Some((
+    let filenames = filenames.filter(|f| !f.is_empty())?;
+    (own.reads_filenames && !preloaded.reads_filenames).then(|| {
+        (
             NoteLevel::Warning,
             format!(
-                "{OPENCL_SET_UP}the program's own loader reads OCL_ICD_FILENAMES={filenames}, \
-                 which the preloaded one does not, and gpulab could not write a vendors \
-                 folder for it ({why}): the program may see other OpenCL platforms than \
-                 without gpulab"
+                "{OPENCL_SET_UP}the program's own loader, {}, reads OCL_ICD_FILENAMES={filenames}; \
+                 {}, which gpulab preloads for its layers, does not: under watch the program \
+                 sees only the ICDs of OCL_ICD_VENDORS or the system's vendors folder, and may \
+                 take another OpenCL platform than without gpulab (register the ICDs in an \
+                 .icd file, or use a loader that loads layers, to see the same)",
+                own.path, preloaded.path
             ),
-        )),
-    }
+        )
+    })
 }
 
 /// Keeps the NVIDIA ICD gpulab registered for its own labs away from the
@@ -434,10 +418,8 @@ fn prepare(
         let (gpu, gpus) = gpu.join().unwrap_or((None, None));
         (gpu, gpus, plan, cuptis)
     });
-    // The program's environment first (gpulab's own registration out), then
-    // the loader it reaches, which may add a vendors folder of its own.
-    notes.extend(same_platforms_as_bare(&mut cmd));
     notes.extend(reach_the_loader(&mut cmd, &plan));
+    notes.extend(same_platforms_as_bare(&mut cmd));
     notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis, nested));
     if req.device_spans {
         cmd.env("GPULAB_DEVICE_SPANS", "1");
@@ -602,6 +584,27 @@ mod tests {
     use crate::machine::Loader;
     use crate::trace::EndStatus;
     use std::time::Instant;
+
+    #[test]
+    fn a_preloaded_loader_that_ignores_the_programs_icd_filenames_is_said() {
+        let khronos = loader("/cuda/libOpenCL.so.1", false);
+        let ocl_icd = Loader {
+            reads_filenames: false,
+            ..loader("/usr/lib/libOpenCL.so.1", true)
+        };
+        let said = filenames_not_read(&khronos, &ocl_icd, Some("libpocl.so.2:libnv.so".into()));
+        let (level, text) = said.expect("a warning");
+        assert_eq!(level, NoteLevel::Warning);
+        assert!(
+            text.contains("OCL_ICD_FILENAMES=libpocl.so.2:libnv.so"),
+            "{text}"
+        );
+        assert!(filenames_not_read(&khronos, &ocl_icd, None).is_none());
+        assert!(filenames_not_read(&khronos, &ocl_icd, Some(String::new())).is_none());
+        // Both read it, or the program's own does not: nothing changes.
+        assert!(filenames_not_read(&khronos, &khronos, Some("x".into())).is_none());
+        assert!(filenames_not_read(&ocl_icd, &ocl_icd, Some("x".into())).is_none());
+    }
 
     fn loader(path: &str, layers: bool) -> Loader {
         Loader {

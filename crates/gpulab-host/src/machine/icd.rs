@@ -137,63 +137,6 @@ pub fn write_vendors_dir(src: &Path, extra_lib: &str, dst: &Path) -> std::io::Re
     Ok(())
 }
 
-/// The `.icd` entries a Khronos loader reads from an environment whose
-/// `OCL_ICD_FILENAMES` is `filenames` and `OCL_ICD_VENDORS` is `vendors`: a file
-/// per library named there, first and in their order, then the `.icd` files of
-/// `vendors` (a directory, or one `.icd` file) or of the system directory.
-/// Named so a loader that sorts them keeps that order. What a loader that
-/// reads no `OCL_ICD_FILENAMES` (ocl-icd) must be given, as a directory, to
-/// see the platforms a program's own Khronos loader would.
-pub fn as_khronos_reads(filenames: &str, vendors: Option<&str>) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = filenames
-        .split(':')
-        .filter(|l| !l.is_empty())
-        .enumerate()
-        .map(|(i, lib)| {
-            let base = lib.rsplit('/').next().unwrap_or(lib);
-            (format!("0-{i:03}-{base}.icd"), lib.to_string())
-        })
-        .collect();
-    let dir = match vendors {
-        Some(v) if v.ends_with(".icd") => {
-            let lib = std::fs::read_to_string(v)
-                .ok()
-                .and_then(|t| t.lines().next().map(|l| l.trim().to_string()));
-            out.extend(lib.map(|lib| ("1-vendors.icd".to_string(), lib)));
-            return out;
-        }
-        Some(v) => PathBuf::from(v),
-        None => system_vendors_dir(),
-    };
-    out.extend(
-        icd_files(&dir)
-            .into_iter()
-            .map(|(name, lib)| (format!("1-{name}"), lib)),
-    );
-    out
-}
-
-/// A vendors directory holding exactly `entries` (`(file name, library)`),
-/// under gpulab's own folder and named by what it holds, so runs that need
-/// the same one share it and none is rewritten under a loader reading it.
-/// What `OCL_ICD_VENDORS` must be set to.
-pub fn vendors_dir_of(entries: &[(String, String)]) -> Result<String, String> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    entries.hash(&mut h);
-    let base = own_vendors_dir()?;
-    let dst = base.with_file_name(format!("icd-vendors-{:016x}", h.finish()));
-    std::fs::create_dir_all(&dst).map_err(|e| format!("{}: {e}", dst.display()))?;
-    for (name, lib) in entries {
-        let file = dst.join(name);
-        if std::fs::read_to_string(&file).ok().as_deref() != Some(&format!("{lib}\n")) {
-            crate::dirs::write_atomic(&file, format!("{lib}\n").as_bytes())
-                .map_err(|e| format!("{}: {e}", file.display()))?;
-        }
-    }
-    Ok(vendors_value(&dst))
-}
-
 pub fn icd_state() -> IcdState {
     let dir = system_vendors_dir();
     let registered: Vec<String> = icd_files(&dir).into_iter().map(|(_, lib)| lib).collect();
@@ -313,13 +256,6 @@ pub fn set_for_gpulab_only() -> &'static [&'static str] {
 /// vendors directory does not register: a program gpulab watches does not see
 /// it, and the report says so.
 pub fn unregistered_nvidia() -> Option<(String, String)> {
-    // The user's own registration, which the program keeps.
-    if set_for_gpulab_only().is_empty() && env("OCL_ICD_VENDORS").is_some() {
-        return None;
-    }
-    if env("OCL_ICD_FILENAMES").is_some_and(|f| f.contains("libnvidia-opencl")) {
-        return None;
-    }
     let src = system_vendors_dir();
     if icd_files(&src)
         .iter()
@@ -372,38 +308,6 @@ mod tests {
         };
         assert!(!run(&empty).contains("Portable Computing Language"));
         assert!(run(&dst).contains("Portable Computing Language"));
-    }
-
-    #[test]
-    fn what_a_khronos_loader_reads_comes_first_from_its_filenames_then_its_vendors() {
-        let Ok(tmp) = tempfile::tempdir() else { return };
-        let dir = tmp.path().join("v");
-        assert!(std::fs::create_dir_all(&dir).is_ok());
-        assert!(std::fs::write(dir.join("nv.icd"), "/x/libnvidia-opencl.so.1\n").is_ok());
-        let entries = as_khronos_reads(
-            "libpocl.so.2:/opt/lib/libother.so",
-            Some(&dir.display().to_string()),
-        );
-        assert_eq!(
-            entries,
-            vec![
-                (
-                    "0-000-libpocl.so.2.icd".to_string(),
-                    "libpocl.so.2".to_string()
-                ),
-                (
-                    "0-001-libother.so.icd".into(),
-                    "/opt/lib/libother.so".into()
-                ),
-                ("1-nv.icd".into(), "/x/libnvidia-opencl.so.1".into()),
-            ]
-        );
-        // One .icd file as the vendors: its library alone after the names.
-        let one = dir.join("nv.icd").display().to_string();
-        assert_eq!(as_khronos_reads("", Some(&one)).len(), 1);
-        let mut sorted = entries.clone();
-        sorted.sort();
-        assert_eq!(sorted, entries, "a loader that sorts keeps the order");
     }
 
     #[test]
