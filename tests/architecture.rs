@@ -460,3 +460,42 @@ fn the_binary_never_links_the_agent() {
     }
     assert!(read > 20, "gpulab's sources were read: {read}");
 }
+
+/// CONTRIBUTING's table of which tests need what names every integration
+/// test binary of the root crate, and ARCHITECTURE.md every crate: a binary
+/// or a crate added without them fails here.
+#[test]
+fn contributing_names_every_test_binary_and_architecture_every_crate() {
+    let text = |f: &str| std::fs::read_to_string(root().join(f)).expect("readable");
+    let contributing = text("CONTRIBUTING.md");
+    let table: String = contributing
+        .lines()
+        .skip_while(|l| !l.starts_with("## Which tests need what"))
+        .take_while(|l| l.is_empty() || l.starts_with('|') || l.starts_with("## Which"))
+        .collect();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root().join("tests"))
+        .expect("tests/")
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".rs")
+            && !table.contains(&format!("`{stem}`"))
+        {
+            missing.push(stem.to_string());
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "CONTRIBUTING.md's test table does not name {missing:?}"
+    );
+    let architecture = text("ARCHITECTURE.md");
+    for dir in crate_dirs() {
+        let (name, _) = dependencies(&dir);
+        assert!(
+            architecture.contains(&name),
+            "ARCHITECTURE.md does not name the crate {name}"
+        );
+    }
+}

@@ -158,11 +158,9 @@ impl VerdictPanel<'_> {
                 ),
                 Span::styled(
                     format!(
-                        " ({:.2} MiB), made by {}{through} (pid {}, thread {}){}",
+                        " ({:.2} MiB), made by {}{}",
                         mib(g.bytes),
-                        g.created_by,
-                        g.pid,
-                        g.thread,
+                        crate::run::maker_text(&g.created_by, &through, g.pid, g.thread),
                         if g.kept_by_allocator {
                             ": its allocator's, not a leak"
                         } else if g.kept_by_runtime {

@@ -589,13 +589,11 @@ impl WatchReport {
                 };
                 let _ = writeln!(
                     s,
-                    "  {:>5} {:<12} {:>10.2} MiB  made by {}{by} (pid {}, thread {})",
+                    "  {:>5} {:<12} {:>10.2} MiB  made by {}",
                     g.count,
                     g.kind.plural(),
                     mib(g.bytes),
-                    g.created_by,
-                    g.pid,
-                    g.thread
+                    crate::run::maker_text(&g.created_by, &by, g.pid, g.thread),
                 );
                 for f in &g.backtrace {
                     let _ = writeln!(s, "          at {}", fit(&f.describe(), FRAME_WIDTH));

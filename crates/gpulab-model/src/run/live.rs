@@ -118,12 +118,30 @@ impl Facts {
 }
 
 /// Who made `o`, as [`Maker`] says.
+/// Without its making call (dropped while gpulab was behind), an agent's
+/// object still names its process: its id's upper half (a lab's ids have
+/// none).
 pub fn maker(o: &ObjState) -> Maker {
     let (api, pid, thread) = o
         .made_by
         .as_ref()
-        .map_or(("?", 0, 0), |m| (m.api.as_str(), m.pid, m.thread));
+        .map_or((UNSEEN_MAKER, (o.id >> 32) as u32, 0), |m| {
+            (m.api.as_str(), m.pid, m.thread)
+        });
     (o.kind, api.to_string(), pid, thread, o.stack)
+}
+
+/// The maker of an object whose making call never arrived.
+pub const UNSEEN_MAKER: &str = "?";
+
+/// How a text names an object's maker (`through` the library that called
+/// for it, when one did): an unseen one says why it is unseen.
+pub fn maker_text(api: &str, through: &str, pid: u32, thread: u64) -> String {
+    if api == UNSEEN_MAKER {
+        format!("a call whose record gpulab dropped while it was behind{through} (pid {pid})")
+    } else {
+        format!("{api}{through} (pid {pid}, thread {thread})")
+    }
 }
 
 impl LiveIndex {
@@ -331,6 +349,37 @@ mod tests {
     use super::super::Run;
     use super::*;
     use crate::trace::{Event, ObjectAction, ObjectEvent};
+
+    #[test]
+    fn an_object_whose_making_call_was_dropped_still_names_its_process() {
+        let mut run = Run::default();
+        run.apply(&Event::Object(ObjectEvent {
+            t_ns: 1,
+            id: (77 << 32) | 5,
+            kind: ObjKind::Buffer,
+            action: ObjectAction::Created,
+            handle: None,
+            bytes: 64,
+            refcount: 1,
+            refs: Vec::new(),
+            line: None,
+            stack: None,
+        }));
+        let (kind, api, pid, thread, _) = maker(&run.ledger[&((77 << 32) | 5)]);
+        assert_eq!(
+            (kind, api.as_str(), pid, thread),
+            (ObjKind::Buffer, UNSEEN_MAKER, 77, 0)
+        );
+        let said = maker_text(&api, "", pid, thread);
+        assert!(
+            said.contains("dropped") && said.contains("pid 77"),
+            "{said}"
+        );
+        assert_eq!(
+            maker_text("clCreateBuffer", ", through PyTorch", 7, 9),
+            "clCreateBuffer, through PyTorch (pid 7, thread 9)"
+        );
+    }
 
     /// The index as a walk of every object would find it.
     fn walked(ledger: &BTreeMap<u64, ObjState>) -> LiveIndex {

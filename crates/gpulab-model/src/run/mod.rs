@@ -54,7 +54,7 @@ const UNLISTED_KEPT: usize = 64;
 pub use finding::Finding;
 pub use fold::{ApiFold, Folds, TagFold};
 pub use lags::Lags;
-pub use live::LiveIndex;
+pub use live::{LiveIndex, UNSEEN_MAKER, maker_text};
 pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
 pub use samples::{SAMPLES_KEPT, SampleStats};
