@@ -261,16 +261,7 @@ fn watch_json_never_enters_the_programs_stdout() {
 
     let dir = temp_dir();
     let file = dir.path().join("r.json");
-    let out = common::run(&[
-        "watch",
-        "--json",
-        "-o",
-        &file.display().to_string(),
-        "--",
-        "sh",
-        "-c",
-        "echo from-the-program",
-    ]);
+    let out = watch_sh("echo from-the-program", &file);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "from-the-program\n");
     let json: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -386,16 +377,7 @@ fn memory_is_read_over_the_programs_whole_process_tree() {
     // itself holds about 1 MiB.
     let hold = "import time; b = b'x' * (32 << 20); time.sleep(2)";
     let script = format!("for i in 1 2 3 4; do python3 -c \"{hold}\" & done; wait");
-    let out = common::run(&[
-        "watch",
-        "--json",
-        "-o",
-        &out_file.display().to_string(),
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let out = watch_sh(&script, &out_file);
     assert!(out.status.success(), "{}", stderr(&out));
     let report = report(&out_file);
     if report["memory_source"] != "rss" {
@@ -437,6 +419,20 @@ fn a_static_binary_is_named_as_one() {
     assert!(text.contains("is statically linked"), "{text}");
 }
 
+/// `gpulab watch --json -o report -- sh -c script`, to its end.
+fn watch_sh(script: &str, report: &Path) -> Output {
+    common::run(&[
+        "watch",
+        "--json",
+        "-o",
+        &report.display().to_string(),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ])
+}
+
 /// A process of the program writing into the agents' memory itself, as any
 /// of them can (tests/watch/ring_forge.py): `sh -c 'python3 FORGE ARGS; exit N'`.
 fn forge(args: &str, exit: i32) -> String {
@@ -452,16 +448,7 @@ fn junk_and_forged_records_in_the_agents_memory_are_skipped_and_said_once() {
     let dir = temp_dir();
     let out_file = dir.path().join("report.json");
     let script = forge("junk", 6);
-    let out = common::run(&[
-        "watch",
-        "--json",
-        "-o",
-        &out_file.display().to_string(),
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let out = watch_sh(&script, &out_file);
     assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
     let report = report(&out_file);
     assert_eq!(report["command"][0], "sh", "{report:#}");
@@ -480,16 +467,7 @@ fn junk_and_forged_records_in_the_agents_memory_are_skipped_and_said_once() {
 fn a_segment_written_over_is_said_and_ends_nothing_else() {
     let dir = temp_dir();
     let out_file = dir.path().join("report.json");
-    let out = common::run(&[
-        "watch",
-        "--json",
-        "-o",
-        &out_file.display().to_string(),
-        "--",
-        "sh",
-        "-c",
-        &forge("scribble", 3),
-    ]);
+    let out = watch_sh(&forge("scribble", 3), &out_file);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let report = report(&out_file);
     assert_eq!(report["calls"], 1, "{report:#}");
