@@ -1350,6 +1350,21 @@ mod tests {
         events.push(made(11, ObjKind::Program, Some(2)));
         events.push(made(12, ObjKind::Stream, Some(3)));
         events.push(made(13, ObjKind::Program, None));
+        // The process ended with all its records in (its `attached` and four
+        // objects): none of its groups is uncertain.
+        events.push(Event::Agent(AgentEvent {
+            t_ns: 5,
+            pid: 7,
+            parent_pid: 1,
+            api: "cuda".into(),
+            state: AgentState::Detached {
+                records: 5,
+                dropped: 0,
+                coalesced: 0,
+                signal: None,
+                lost: 0,
+            },
+        }));
         let report = WatchReport::from_run(&Run::from_events(&events));
         let mut sections: Vec<(ObjKind, String, AliveSection)> = report
             .alive_at_exit
