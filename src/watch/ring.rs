@@ -225,6 +225,10 @@ fn read_until_done(
 ) -> bool {
     let mut reader = Reader {
         region,
+        out,
+        agents,
+        end,
+        listened: true,
         followed: (0..SEGMENTS).map(|_| None).collect(),
         rejected: Rejections::default(),
         buf: Vec::new(),
@@ -238,8 +242,8 @@ fn read_until_done(
         // sees everything its processes published.
         let last = abandoned.load(Ordering::SeqCst);
         let exited = end.has_exited();
-        let got = reader.pass(last, agents, out, end);
-        if !got.listened || !out.send(&mut reader.batch) {
+        let records = reader.pass(last);
+        if !reader.listened || !out.send(&mut reader.batch) {
             break false;
         }
         if last || (exited && reader.followed.iter().all(Option::is_none)) {
@@ -247,7 +251,7 @@ fn read_until_done(
         }
         // Records came: the next pass at once (a busy program fills its
         // segment faster than any nap); none: a nap, longer while quiet.
-        if got.records > 0 {
+        if records > 0 {
             nap = NAP_MIN;
             continue;
         }
@@ -353,6 +357,12 @@ impl Followed {
 
 struct Reader<'r> {
     region: Region<'r>,
+    /// Where records go, who reported, and how the program ended.
+    out: &'r Out<'r>,
+    agents: &'r Mutex<Agents>,
+    end: &'r ProgramEnd,
+    /// False once nobody listens any more.
+    listened: bool,
     followed: Vec<Option<Followed>>,
     rejected: Rejections,
     buf: Vec<u8>,
@@ -361,24 +371,12 @@ struct Reader<'r> {
     record_no: usize,
 }
 
-/// What one pass did.
-struct Pass {
-    records: u64,
-    listened: bool,
-}
-
 impl Reader<'_> {
     /// Looks at every segment once: new claims are followed, each followed
     /// one is read, and one whose process ended is read to its end, said and
     /// freed. In claim order, so an image's records come before those of the
-    /// image it exec'd.
-    fn pass(
-        &mut self,
-        give_up: bool,
-        agents: &Mutex<Agents>,
-        out: &Out<'_>,
-        end: &ProgramEnd,
-    ) -> Pass {
+    /// image it exec'd. Returns the records read.
+    fn pass(&mut self, give_up: bool) -> u64 {
         for i in 0..SEGMENTS {
             let Some(seg) = self.region.segment(i) else {
                 continue;
@@ -414,10 +412,7 @@ impl Reader<'_> {
             .filter_map(|(i, f)| f.as_ref().map(|f| (f.claim, i)))
             .collect();
         order.sort_unstable();
-        let mut pass = Pass {
-            records: 0,
-            listened: true,
-        };
+        let mut records = 0;
         for (_, i) in order {
             let Some(seg) = self.region.segment(i) else {
                 continue;
@@ -425,27 +420,20 @@ impl Reader<'_> {
             // Whether it ended is asked before it is read: what a process
             // published before it ended is all there by then.
             let ended = self.followed[i].as_ref().is_some_and(Followed::ended);
-            pass.records += self.read(i, &seg, agents, out, &mut pass.listened);
+            records += self.read(i, &seg);
             if ended {
-                self.finish(i, &seg, agents, out, &mut pass.listened, end);
+                self.finish(i, &seg);
             } else if give_up {
                 // Still running: what it published is read, nothing is said
                 // of its end (the supervisor says it was left running).
                 self.followed[i] = None;
             }
         }
-        pass
+        records
     }
 
     /// Reads what segment `i` has published since the last look.
-    fn read(
-        &mut self,
-        i: usize,
-        seg: &Segment<'_>,
-        agents: &Mutex<Agents>,
-        out: &Out<'_>,
-        listened: &mut bool,
-    ) -> u64 {
+    fn read(&mut self, i: usize, seg: &Segment<'_>) -> u64 {
         let Some(f) = self.followed[i].as_mut() else {
             return 0;
         };
@@ -479,10 +467,10 @@ impl Reader<'_> {
                                 {
                                     f.apis.push(a.api.clone());
                                 }
-                                lock(agents).saw(&event);
+                                lock(self.agents).saw(&event);
                             }
-                            *listened &=
-                                pass_on(event, &mut self.naming, out.sink, &mut self.batch);
+                            self.listened &=
+                                pass_on(event, &mut self.naming, self.out.sink, &mut self.batch);
                         }
                         Ok(None) => {}
                         Err((why, detail)) => {
@@ -491,7 +479,7 @@ impl Reader<'_> {
                         }
                     }
                     if self.batch.len() >= BATCH_EVENTS {
-                        *listened &= out.send(&mut self.batch);
+                        self.listened &= self.out.send(&mut self.batch);
                     }
                 }
                 Next::Nothing => break,
@@ -519,17 +507,9 @@ impl Reader<'_> {
     /// Segment `i`'s process ended: the rest is read (past any record it died
     /// in the middle of), its end is said with the counts, and the segment is
     /// free for another process.
-    fn finish(
-        &mut self,
-        i: usize,
-        seg: &Segment<'_>,
-        agents: &Mutex<Agents>,
-        out: &Out<'_>,
-        listened: &mut bool,
-        end: &ProgramEnd,
-    ) {
+    fn finish(&mut self, i: usize, seg: &Segment<'_>) {
         loop {
-            self.read(i, seg, agents, out, listened);
+            self.read(i, seg);
             let Some(f) = self.followed[i].as_mut() else {
                 return;
             };
@@ -550,7 +530,7 @@ impl Reader<'_> {
         let signal = if f.replaced {
             None
         } else {
-            end.signal_of(f.pid)
+            self.end.signal_of(f.pid)
         };
         let event = Event::Agent(AgentEvent {
             t_ns: now_ns(),
@@ -569,7 +549,7 @@ impl Reader<'_> {
                 lost: pending + f.unfinished,
             },
         });
-        lock(agents).saw(&event);
+        lock(self.agents).saw(&event);
         self.batch.push(event);
         // Past everything reserved, unless what says so was written over.
         let written = seg.written();
