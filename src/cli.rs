@@ -147,6 +147,10 @@ pub enum Cmd {
     /// the request is the first line of stdin).
     #[command(hide = true)]
     Worker,
+    /// Lists the OpenCL platforms LOADER gives and the library of each, a line
+    /// each (started by `gpulab watch`, in the environment the program will have).
+    #[command(hide = true, name = "opencl-platforms")]
+    OpenclPlatforms { loader: PathBuf },
 }
 
 /// `--labs DIR` on the commands that read labs (not `check`, `doctor`, …).

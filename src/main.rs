@@ -8,11 +8,16 @@ use clap::Parser;
 
 fn main() {
     gpulab::clock::phase("process start");
-    // Before any OpenCL call and before any thread exists: make an installed but
-    // unregistered NVIDIA OpenCL driver visible to the ICD loader.
-    let icd_note = gpulab::backend::discover::prepare_icd_environment();
-    gpulab::clock::phase("icd environment");
     let cli = cli::Cli::parse();
+    // Before any OpenCL call and before any thread exists: make an installed but
+    // unregistered NVIDIA OpenCL driver visible to the ICD loader, except where
+    // gpulab asks a program's own loader what that program will see.
+    let icd_note = if matches!(cli.command, Some(cli::Cmd::OpenclPlatforms { .. })) {
+        None
+    } else {
+        gpulab::backend::discover::prepare_icd_environment()
+    };
+    gpulab::clock::phase("icd environment");
     let code = match commands::dispatch(cli, icd_note) {
         Ok(code) => code,
         Err(e) => match e.downcast_ref::<commands::StdoutError>() {

@@ -253,3 +253,115 @@ fn a_forged_ring_variable_is_never_written() {
         "victim\n"
     );
 }
+
+/// Builds `tests/watch/{name}.c` as a shared library at `out`.
+fn shared_library(name: &str, out: &std::path::Path, extra: &[&str]) {
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(out)
+        .arg(common::repo_file(&format!("tests/watch/{name}.c")))
+        .args(extra)
+        .output()
+        .expect("cc starts");
+    assert!(built.status.success(), "cc {name}: {}", stderr(&built));
+}
+
+/// #44: where the program's own OpenCL loader cannot load layers (CUDA's, on
+/// the H200's host), gpulab preloads one that can, which finds the ICDs its
+/// own way (ocl-icd reads no `OCL_ICD_FILENAMES`): before, a program that
+/// takes the first platform ran on another device watched than bare. A loader
+/// without layers that reads `OCL_ICD_FILENAMES` (`plain_loader.c`) and a
+/// second ICD (`second_icd.c`) make every order a loader can give; in each,
+/// the program prints the same platforms, in the same order, and makes its
+/// buffer on the same device watched as bare, and the buffer is seen.
+#[test]
+fn a_program_sees_its_own_loaders_platforms_in_its_order_when_gpulab_preloads_another() {
+    let test = "a_program_sees_its_own_loaders_platforms_in_its_order_when_gpulab_preloads_another";
+    let Some((dir, exe)) = program(test, "platforms") else {
+        return;
+    };
+    let lib = dir.path().join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    shared_library(
+        "plain_loader",
+        &lib.join("libOpenCL.so.1"),
+        &["-Wl,-soname,libOpenCL.so.1", "-ldl"],
+    );
+    let second = dir.path().join("second.so");
+    shared_library("second_icd", &second, &[]);
+    let only_second = dir.path().join("vendors");
+    std::fs::create_dir_all(&only_second).unwrap();
+    std::fs::write(
+        only_second.join("second.icd"),
+        format!("{}\n", second.display()),
+    )
+    .unwrap();
+    let second = second.display().to_string();
+    let cases: [(&str, Option<String>, Option<&std::path::Path>); 5] = [
+        ("the vendors folder alone", None, None),
+        ("the second ICD first", Some(second.clone()), None),
+        ("PoCL twice", Some(format!("libpocl.so.2:{second}")), None),
+        (
+            "a vendors folder of the user's",
+            Some("libpocl.so.2".into()),
+            Some(&only_second),
+        ),
+        (
+            "the second ICD three times",
+            Some(format!("{second}:{second}:libpocl.so.2")),
+            Some(&only_second),
+        ),
+    ];
+    for (case, filenames, vendors) in cases {
+        let set = |cmd: &mut std::process::Command| {
+            cmd.env("LD_LIBRARY_PATH", &lib)
+                .env_remove("OCL_ICD_FILENAMES")
+                .env_remove("OCL_ICD_VENDORS");
+            if let Some(f) = &filenames {
+                cmd.env("OCL_ICD_FILENAMES", f);
+            }
+            if let Some(v) = vendors {
+                cmd.env("OCL_ICD_VENDORS", v);
+            }
+        };
+        let mut bare = std::process::Command::new(&exe);
+        set(&mut bare);
+        let bare = bare.output().expect("the program starts");
+        let bare_out = String::from_utf8_lossy(&bare.stdout).into_owned();
+        assert!(bare.status.success(), "{case}: bare: {}", stderr(&bare));
+        assert!(
+            bare_out.contains("made a buffer on platform"),
+            "{case}: {bare_out}"
+        );
+
+        let file = dir.path().join("report.json");
+        let mut watched = gpulab();
+        watched
+            .args(["watch", "--json", "--output"])
+            .arg(&file)
+            .arg("--")
+            .arg(&exe);
+        set(&mut watched);
+        let watched = watched.output().expect("gpulab starts");
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{case}: no report ({e}): {}", stderr(&watched)));
+        assert_eq!(
+            String::from_utf8_lossy(&watched.stdout),
+            bare_out,
+            "{case}: the program saw other platforms watched; report: {report:#}"
+        );
+        let said = report.to_string();
+        assert!(
+            said.contains("cannot load layers"),
+            "{case}: not preloaded: {said}"
+        );
+        assert!(said.contains("in its order"), "{case}: {said}");
+        assert!(
+            !said.contains("may have taken another platform"),
+            "{case}: {said}"
+        );
+        assert_eq!(kind(&report, "buffer")["created"], 1, "{case}: {report:#}");
+        assert_complete(&report, Some("opencl"));
+    }
+}

@@ -168,6 +168,7 @@ pub fn dispatch(mut cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
         Some(Cmd::Completions { shell }) => shell::completions(shell),
         Some(Cmd::Man) => shell::man(),
         Some(Cmd::Worker) => worker::worker(),
+        Some(Cmd::OpenclPlatforms { ref loader }) => worker::opencl_platforms(loader),
         None => {
             if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
                 dashboard::dashboard(&cli)

@@ -1,4 +1,6 @@
-//! The hidden `gpulab worker`: runs one variant, events on stdout.
+//! The hidden commands gpulab starts itself: `gpulab worker` runs one variant,
+//! events on stdout; `gpulab opencl-platforms` asks a watched program's own
+//! OpenCL loader what it will give the program.
 
 use gpulab::backend::BackendError;
 use gpulab::engine::{EngineError, worker};
@@ -18,4 +20,21 @@ pub fn worker() -> anyhow::Result<i32> {
         Err(EngineError::Lab(_)) => EXIT_USAGE,
         Err(_) => EXIT_ERROR,
     })
+}
+
+pub fn opencl_platforms(loader: &std::path::Path) -> anyhow::Result<i32> {
+    use gpulab::machine::platforms;
+    match platforms::list_through(loader) {
+        Ok(list) => {
+            std::io::Write::write_all(
+                &mut std::io::stdout(),
+                platforms::to_lines(&list).as_bytes(),
+            )?;
+            Ok(EXIT_OK)
+        }
+        Err(why) => {
+            eprintln!("gpulab opencl-platforms: {why}");
+            Ok(EXIT_UNAVAILABLE)
+        }
+    }
 }

@@ -17,13 +17,15 @@ mod ring;
 mod supervisor;
 pub mod symbols;
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::clock::now_ns;
-use crate::machine::{LoaderPlan, Loaders, cupti, icd};
+use crate::machine::platforms::{self, Bare};
+use crate::machine::{Loader, LoaderPlan, Loaders, cupti, icd};
 use crate::run::OPENCL_SET_UP;
 use crate::telemetry::{Gpu0, Gpus, Pacer, Probe};
 use crate::trace::sink::Sink;
@@ -161,21 +163,22 @@ impl Stopper {
 /// Makes the program load an OpenCL loader that reads `OPENCL_LAYERS`
 /// (preloading another loader when the default one has no layers), and nothing
 /// more: the program sees the platforms and devices it sees bare, so the NVIDIA
-/// ICD gpulab registers for its own labs is not passed on. Returns what it did,
-/// for the stream.
+/// ICD gpulab registers for its own labs is not passed on. `bare` asks the
+/// program's own loader which platforms it gives ([`platforms::ask`]), needed
+/// only when another is preloaded. Returns what it did, for the stream.
 ///
 /// Its notes start with [`OPENCL_SET_UP`]: a report leaves them out for a
 /// program that never made an OpenCL call.
-fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, String)> {
+fn reach_the_loader(
+    cmd: &mut Command,
+    plan: &LoaderPlan,
+    bare: impl FnOnce(&Loader) -> Result<Bare, String>,
+) -> Vec<(NoteLevel, String)> {
     let mut notes = Vec::new();
     match plan {
         LoaderPlan::AsIs(_) => {}
         LoaderPlan::Preload { instead_of, loader } => {
-            let gpulabs = icd::set_for_gpulab_only();
-            let filenames = std::env::var("OCL_ICD_FILENAMES")
-                .ok()
-                .filter(|_| !gpulabs.contains(&"OCL_ICD_FILENAMES"));
-            notes.extend(filenames_not_read(instead_of, loader, filenames));
+            notes.extend(same_platforms_through(cmd, instead_of, loader, bare));
             let mut preload = loader.path.clone();
             if let Ok(old) = std::env::var("LD_PRELOAD")
                 && !old.is_empty()
@@ -183,15 +186,6 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
                 preload = format!("{preload}:{old}");
             }
             cmd.env("LD_PRELOAD", preload);
-            notes.push((
-                NoteLevel::Info,
-                format!(
-                    "{OPENCL_SET_UP}the OpenCL loader programs find first here, {}, cannot \
-                     load layers; gpulab preloaded {}, which can, so the program's OpenCL \
-                     calls go through it",
-                    instead_of.path, loader.path
-                ),
-            ));
         }
         LoaderPlan::NoLayers(loader) => {
             notes.push((
@@ -209,32 +203,68 @@ fn reach_the_loader(cmd: &mut Command, plan: &LoaderPlan) -> Vec<(NoteLevel, Str
     notes
 }
 
-/// The program's own loader reads `OCL_ICD_FILENAMES` and the one gpulab
-/// preloads instead does not (a Khronos loader without layers, ocl-icd with
-/// them): the program may see other OpenCL platforms, in another order, than
-/// without gpulab (on the H200's host, whose environment names PoCL and
-/// NVIDIA's ICD there, a program that takes the first platform ran on PoCL
-/// bare and on the H200 under a vendors folder of the same ICDs, since
-/// ocl-icd orders platforms its own way). Said, since it cannot be undone here.
-fn filenames_not_read(
-    own: &crate::machine::Loader,
-    preloaded: &crate::machine::Loader,
-    filenames: Option<String>,
-) -> Option<(NoteLevel, String)> {
-    let filenames = filenames.filter(|f| !f.is_empty())?;
-    (own.reads_filenames && !preloaded.reads_filenames).then(|| {
-        (
-            NoteLevel::Warning,
-            format!(
-                "{OPENCL_SET_UP}the program's own loader, {}, reads OCL_ICD_FILENAMES={filenames}; \
-                 {}, which gpulab preloads for its layers, does not: under watch the program \
-                 sees only the ICDs of OCL_ICD_VENDORS or the system's vendors folder, and may \
-                 take another OpenCL platform than without gpulab (register the ICDs in an \
-                 .icd file, or use a loader that loads layers, to see the same)",
-                own.path, preloaded.path
-            ),
-        )
-    })
+/// Gives the loader gpulab preloads (`loader`) the ICDs the program's own
+/// (`own`) loads, and the agent the platforms `own` gives in its order, so the
+/// program sees exactly those: ocl-icd reads no `OCL_ICD_FILENAMES` and orders
+/// a vendors folder its own way (on the H200's host, whose environment names
+/// PoCL and NVIDIA's ICD there, a program that takes the first platform ran on
+/// PoCL bare and on the H200 watched before this). When `own` cannot be
+/// asked, says what the program may see instead.
+fn same_platforms_through(
+    cmd: &mut Command,
+    own: &Loader,
+    loader: &Loader,
+    bare: impl FnOnce(&Loader) -> Result<Bare, String>,
+) -> Vec<(NoteLevel, String)> {
+    match bare(own) {
+        Ok(Bare { platforms, vendors }) => {
+            let keys: Vec<_> = platforms.iter().map(|p| p.key.clone()).collect();
+            cmd.env("OCL_ICD_VENDORS", format!("{}/", vendors.display()));
+            cmd.env(
+                gpulab_events::platforms::ENV,
+                gpulab_events::platforms::encode(&keys),
+            );
+            let names: Vec<String> = keys.iter().map(|k| k.name_lossy()).collect();
+            vec![(
+                NoteLevel::Info,
+                format!(
+                    "{OPENCL_SET_UP}the OpenCL loader programs find first here, {}, cannot \
+                     load layers; gpulab preloaded {}, which can, with the ICDs {} loads, and \
+                     the agent gives the program the platforms it gives, in its order: {}",
+                    own.path,
+                    loader.path,
+                    own.path,
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            )]
+        }
+        Err(why) => {
+            let filenames = std::env::var("OCL_ICD_FILENAMES")
+                .ok()
+                .filter(|f| !f.is_empty() && own.reads_filenames && !loader.reads_filenames)
+                .map(|f| {
+                    format!(
+                        " (it reads OCL_ICD_FILENAMES={f}; {} does not)",
+                        loader.path
+                    )
+                })
+                .unwrap_or_default();
+            vec![(
+                NoteLevel::Warning,
+                format!(
+                    "{OPENCL_SET_UP}the OpenCL loader programs find first here, {}, cannot \
+                     load layers, so gpulab preloaded {}, which can; gpulab could not ask {} \
+                     which platforms it gives ({why}), so the program sees those {} finds, \
+                     which may be others, in another order{filenames}",
+                    own.path, loader.path, own.path, loader.path
+                ),
+            )]
+        }
+    }
 }
 
 /// Keeps the NVIDIA ICD gpulab registered for its own labs away from the
@@ -418,8 +448,13 @@ fn prepare(
         let (gpu, gpus) = gpu.join().unwrap_or((None, None));
         (gpu, gpus, plan, cuptis)
     });
-    notes.extend(reach_the_loader(&mut cmd, &plan));
+    // First: what gpulab set for itself alone is not the program's, and the
+    // preloaded loader's vendors folder is set after it.
     notes.extend(same_platforms_as_bare(&mut cmd));
+    let exe = std::env::current_exe().map_err(|e| e.to_string());
+    notes.extend(reach_the_loader(&mut cmd, &plan, |own| {
+        platforms::ask_for_watch(&exe?, Path::new(&own.path), icd::set_for_gpulab_only())
+    }));
     notes.extend(reach_cuda(&mut cmd, &library.path(), &cuptis, nested));
     if req.device_spans {
         cmd.env("GPULAB_DEVICE_SPANS", "1");
@@ -581,30 +616,9 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>, gpus: Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::Loader;
+    use crate::machine::platforms::BarePlatform;
     use crate::trace::EndStatus;
     use std::time::Instant;
-
-    #[test]
-    fn a_preloaded_loader_that_ignores_the_programs_icd_filenames_is_said() {
-        let khronos = loader("/cuda/libOpenCL.so.1", false);
-        let ocl_icd = Loader {
-            reads_filenames: false,
-            ..loader("/usr/lib/libOpenCL.so.1", true)
-        };
-        let said = filenames_not_read(&khronos, &ocl_icd, Some("libpocl.so.2:libnv.so".into()));
-        let (level, text) = said.expect("a warning");
-        assert_eq!(level, NoteLevel::Warning);
-        assert!(
-            text.contains("OCL_ICD_FILENAMES=libpocl.so.2:libnv.so"),
-            "{text}"
-        );
-        assert!(filenames_not_read(&khronos, &ocl_icd, None).is_none());
-        assert!(filenames_not_read(&khronos, &ocl_icd, Some(String::new())).is_none());
-        // Both read it, or the program's own does not: nothing changes.
-        assert!(filenames_not_read(&khronos, &khronos, Some("x".into())).is_none());
-        assert!(filenames_not_read(&ocl_icd, &ocl_icd, Some("x".into())).is_none());
-    }
 
     fn loader(path: &str, layers: bool) -> Loader {
         Loader {
@@ -628,15 +642,61 @@ mod tests {
             instead_of: loader("/usr/local/cuda/lib64/libOpenCL.so.1", false),
             loader: loader("/usr/lib/x86_64-linux-gnu/libOpenCL.so.1", true),
         };
-        let notes = reach_the_loader(&mut cmd, &plan);
+        let key = |name: &str| gpulab_events::platforms::PlatformKey {
+            name: name.into(),
+            ..Default::default()
+        };
+        let bare = Bare {
+            platforms: vec![
+                BarePlatform {
+                    library: "/pocl.so".into(),
+                    key: key("PoCL"),
+                },
+                BarePlatform {
+                    library: "/nv.so".into(),
+                    key: key("NVIDIA CUDA"),
+                },
+            ],
+            vendors: "/run/gpulab/watch-vendors/0f".into(),
+        };
+        let notes = reach_the_loader(&mut cmd, &plan, |own| {
+            assert_eq!(
+                own.path, "/usr/local/cuda/lib64/libOpenCL.so.1",
+                "asks the program's"
+            );
+            Ok(bare.clone())
+        });
         let preload = env_of(&cmd, "LD_PRELOAD").unwrap_or_default();
         assert!(
             preload.starts_with("/usr/lib/x86_64-linux-gnu/libOpenCL.so.1"),
             "{preload}"
         );
+        assert_eq!(
+            env_of(&cmd, "OCL_ICD_VENDORS").as_deref(),
+            Some("/run/gpulab/watch-vendors/0f/")
+        );
+        let keys = gpulab_events::platforms::decode(
+            &env_of(&cmd, gpulab_events::platforms::ENV).unwrap_or_default(),
+        );
+        assert_eq!(keys, Some(vec![key("PoCL"), key("NVIDIA CUDA")]));
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert_eq!(notes[0].0, NoteLevel::Info);
         assert!(notes[0].1.contains("/usr/local/cuda/lib64/libOpenCL.so.1"));
+        assert!(
+            notes[0].1.contains("its order: PoCL, NVIDIA CUDA"),
+            "{}",
+            notes[0].1
+        );
+
+        // Not asked: preloaded all the same, and said as a warning naming why.
+        let mut cmd = Command::new("true");
+        let notes = reach_the_loader(&mut cmd, &plan, |_| Err("it crashed".into()));
+        assert!(env_of(&cmd, "LD_PRELOAD").is_some());
+        assert_eq!(env_of(&cmd, gpulab_events::platforms::ENV), None);
+        assert_eq!(env_of(&cmd, "OCL_ICD_VENDORS"), None);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].0, NoteLevel::Warning);
+        assert!(notes[0].1.contains("(it crashed)"), "{}", notes[0].1);
     }
 
     #[test]
@@ -645,12 +705,14 @@ mod tests {
         let notes = reach_the_loader(
             &mut cmd,
             &LoaderPlan::NoLayers(loader("/x/libOpenCL.so.1", false)),
+            |_| unreachable!("only a preloaded loader asks"),
         );
         assert_eq!(env_of(&cmd, "LD_PRELOAD"), None);
         assert_eq!(notes.len(), 1);
         assert_eq!(notes[0].0, NoteLevel::Warning);
         let mut cmd = Command::new("true");
-        assert!(reach_the_loader(&mut cmd, &LoaderPlan::AsIs(loader("/y", true))).is_empty());
+        let as_is = LoaderPlan::AsIs(loader("/y", true));
+        assert!(reach_the_loader(&mut cmd, &as_is, |_| unreachable!()).is_empty());
         assert_eq!(env_of(&cmd, "LD_PRELOAD"), None);
     }
 

@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use crate::{dispatch, opencl, transport};
+use crate::{dispatch, opencl, platforms, transport};
 
 const CL_SUCCESS: i32 = 0;
 const CL_INVALID_VALUE: i32 = -30;
@@ -59,7 +59,14 @@ pub unsafe extern "C" fn clInitLayer(
     }
     let recording = transport::start();
     let hooks = if recording {
-        opencl::hooks()
+        let mut hooks = opencl::hooks();
+        if platforms::wanted().is_some() {
+            hooks.push((
+                platforms::GET_PLATFORM_IDS,
+                platforms::get_platform_ids as *const c_void,
+            ));
+        }
+        hooks
     } else {
         // Loaded without `gpulab watch`: pass everything through.
         Vec::new()

@@ -48,6 +48,7 @@ mod layer;
 mod ledger;
 mod loaded;
 mod opencl;
+mod platforms;
 mod queue;
 mod quiet;
 mod rank;

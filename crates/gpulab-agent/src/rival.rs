@@ -15,8 +15,6 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use gpulab_events::AgentState;
-
 use crate::got;
 use crate::transport::{self, Api};
 
@@ -191,10 +189,7 @@ fn refused(call: &str, caller: &str, status: i32) {
 }
 
 fn conflict(reason: String) {
-    transport::send(transport::Record::Agent {
-        api: Api::Cuda.as_str(),
-        state: AgentState::Conflict { reason },
-    });
+    transport::conflict(Api::Cuda, reason);
 }
 
 fn result_name(status: i32) -> String {

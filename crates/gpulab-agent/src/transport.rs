@@ -216,6 +216,15 @@ pub fn unavailable(api: Api, reason: String) {
     });
 }
 
+/// Watching `api`, but the program or a tool inside it is worse off for it;
+/// the parent says who and what it loses.
+pub fn conflict(api: Api, reason: String) {
+    send(Record::Agent {
+        api: api.as_str(),
+        state: AgentState::Conflict { reason },
+    });
+}
+
 /// This process's id, once the agent runs.
 pub fn pid() -> Option<u32> {
     agent().map(|a| a.pid)

@@ -10,6 +10,7 @@ pub mod api;
 pub mod device;
 pub mod event;
 pub mod jsonl;
+pub mod platforms;
 pub mod printable;
 pub mod protocol;
 pub mod ring;

@@ -112,11 +112,16 @@ pub fn find_nvidia_opencl() -> Option<String> {
 /// user's cache, else a folder under the shared temporary directory that only this
 /// user may use (`dirs::private_temp`).
 fn own_vendors_dir() -> Result<PathBuf, String> {
-    let base = match crate::dirs::runtime().or_else(crate::dirs::cache) {
-        Some(b) => b,
-        None => crate::dirs::private_temp()?,
-    };
-    Ok(base.join("icd-vendors"))
+    Ok(own_base()?.join("icd-vendors"))
+}
+
+/// Where gpulab keeps the vendors folders it writes: the session's runtime
+/// folder, else the cache, else a private folder in the temporary one.
+pub(crate) fn own_base() -> Result<PathBuf, String> {
+    match crate::dirs::runtime().or_else(crate::dirs::cache) {
+        Some(b) => Ok(b),
+        None => crate::dirs::private_temp(),
+    }
 }
 
 /// Writes `dst` as a vendors directory: every `.icd` file of `src` plus one naming

@@ -7,6 +7,7 @@ pub mod cupti;
 pub mod icd;
 pub mod icd_check;
 pub mod loader;
+pub mod platforms;
 
 pub use icd::{IcdState, icd_state, prepare_icd_environment};
 pub use loader::{Loader, LoaderPlan, Loaders};
