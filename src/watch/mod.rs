@@ -218,7 +218,7 @@ fn same_platforms_through(
 ) -> Vec<(NoteLevel, String)> {
     match bare(own) {
         Ok(Bare { platforms, vendors }) => {
-            let keys: Vec<_> = platforms.iter().map(|p| p.key.clone()).collect();
+            let keys = platforms;
             cmd.env("OCL_ICD_VENDORS", format!("{}/", vendors.display()));
             cmd.env(
                 gpulab_events::platforms::ENV,
@@ -616,7 +616,6 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>, gpus: Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::platforms::BarePlatform;
     use crate::trace::EndStatus;
     use std::time::Instant;
 
@@ -647,16 +646,7 @@ mod tests {
             ..Default::default()
         };
         let bare = Bare {
-            platforms: vec![
-                BarePlatform {
-                    library: "/pocl.so".into(),
-                    key: key("PoCL"),
-                },
-                BarePlatform {
-                    library: "/nv.so".into(),
-                    key: key("NVIDIA CUDA"),
-                },
-            ],
+            platforms: vec![key("PoCL"), key("NVIDIA CUDA")],
             vendors: "/run/gpulab/watch-vendors/0f".into(),
         };
         let notes = reach_the_loader(&mut cmd, &plan, |own| {

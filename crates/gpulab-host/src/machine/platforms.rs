@@ -35,19 +35,24 @@ const CL_PLATFORM_VERSION: u32 = 0x0901;
 const CL_PLATFORM_NAME: u32 = 0x0902;
 const CL_PLATFORM_VENDOR: u32 = 0x0903;
 
-/// One platform as the program's own loader gives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BarePlatform {
-    /// The ICD library its dispatch table lives in (its real path).
-    pub library: String,
-    pub key: PlatformKey,
+/// What the program's own loader gives: its platforms, in its order, and the
+/// ICD libraries it loaded to find them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listed {
+    pub platforms: Vec<PlatformKey>,
+    /// The real path of each library the loader loaded that is an ICD (it
+    /// exports `clGetExtensionFunctionAddress` itself), in load order.
+    pub libraries: Vec<String>,
 }
 
-/// Loads `loader` into this process and lists its platforms, in its order.
-pub fn list_through(loader: &Path) -> Result<Vec<BarePlatform>, String> {
+/// Loads `loader` into this process and lists its platforms, in its order,
+/// and the ICDs it loaded. (A platform's dispatch table does not tell its
+/// library: NVIDIA's lives in memory it allocated.)
+pub fn list_through(loader: &Path) -> Result<Listed, String> {
     type GetIds = unsafe extern "C" fn(u32, *mut *mut c_void, *mut u32) -> i32;
     type GetInfo = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut usize) -> i32;
     let shown = loader.display();
+    let before = loaded_objects();
     // SAFETY: an OpenCL loader's initialisers only set up its own state.
     let lib = unsafe { libloading::Library::new(loader) }
         .map_err(|e| format!("cannot load {shown}: {e}"))?;
@@ -64,18 +69,18 @@ pub fn list_through(loader: &Path) -> Result<Vec<BarePlatform>, String> {
     let mut n = 0u32;
     // SAFETY: a count query.
     match unsafe { ids(0, std::ptr::null_mut(), &mut n) } {
-        CL_SUCCESS => {}
-        CL_PLATFORM_NOT_FOUND_KHR => return Ok(Vec::new()),
+        CL_SUCCESS | CL_PLATFORM_NOT_FOUND_KHR => {}
         status => return Err(format!("{shown}: clGetPlatformIDs returned {status}")),
     }
     let mut handles = vec![std::ptr::null_mut(); n as usize];
-    // SAFETY: room for `n` handles.
-    let status = unsafe { ids(n, handles.as_mut_ptr(), std::ptr::null_mut()) };
-    if status != CL_SUCCESS {
-        return Err(format!("{shown}: clGetPlatformIDs returned {status}"));
+    if n > 0 {
+        // SAFETY: room for `n` handles.
+        let status = unsafe { ids(n, handles.as_mut_ptr(), std::ptr::null_mut()) };
+        if status != CL_SUCCESS {
+            return Err(format!("{shown}: clGetPlatformIDs returned {status}"));
+        }
     }
-    let own = std::fs::canonicalize(loader).unwrap_or_else(|_| loader.to_path_buf());
-    handles
+    let platforms = handles
         .into_iter()
         .map(|h| {
             let field = |param| {
@@ -86,15 +91,8 @@ pub fn list_through(loader: &Path) -> Result<Vec<BarePlatform>, String> {
                 }
                 let mut bytes = vec![0u8; size];
                 // SAFETY: `bytes` has room for `size`.
-                let status = unsafe {
-                    info(
-                        h,
-                        param,
-                        size,
-                        bytes.as_mut_ptr().cast(),
-                        std::ptr::null_mut(),
-                    )
-                };
+                let status =
+                    unsafe { info(h, param, size, bytes.as_mut_ptr().cast(), std::ptr::null_mut()) };
                 if status != CL_SUCCESS {
                     return Vec::new();
                 }
@@ -103,26 +101,69 @@ pub fn list_through(loader: &Path) -> Result<Vec<BarePlatform>, String> {
                 }
                 bytes
             };
-            let key = PlatformKey {
+            PlatformKey {
                 name: field(CL_PLATFORM_NAME),
                 vendor: field(CL_PLATFORM_VENDOR),
                 version: field(CL_PLATFORM_VERSION),
-            };
-            // SAFETY: an ICD object starts with its dispatch table's address
-            // (cl_khr_icd), which lives in the ICD's library.
-            let dispatch = unsafe { *h.cast::<*const c_void>() };
-            let library = library_of(dispatch).filter(|l| *l != own).ok_or_else(|| {
-                format!(
-                    "{shown} gives a platform ({}) whose library gpulab cannot tell",
-                    key.name_lossy()
-                )
-            })?;
-            Ok(BarePlatform {
-                library: library.display().to_string(),
-                key,
-            })
+            }
         })
+        .collect();
+    let own = std::fs::canonicalize(loader).unwrap_or_else(|_| loader.to_path_buf());
+    let libraries = loaded_objects()
+        .into_iter()
+        .filter(|l| !before.contains(l) && *l != own && is_icd(l))
+        .map(|l| l.display().to_string())
+        .collect();
+    Ok(Listed {
+        platforms,
+        libraries,
+    })
+}
+
+/// The real paths of the objects loaded in this process, in load order.
+fn loaded_objects() -> Vec<PathBuf> {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> libc::c_int {
+        // SAFETY: the linker passes a valid entry; `data` is the Vec below.
+        let (info, names) = unsafe { (&*info, &mut *data.cast::<Vec<Vec<u8>>>()) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: a NUL-terminated name owned by the linker.
+            let name = unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) };
+            if !name.is_empty() {
+                names.push(name.to_bytes().to_vec());
+            }
+        }
+        0
+    }
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    // SAFETY: `each` only reads the entries and pushes into `names`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut names).cast()) };
+    names
+        .iter()
+        .filter_map(|n| std::fs::canonicalize(std::ffi::OsStr::from_bytes(n)).ok())
         .collect()
+}
+
+/// Whether the loaded library at `path` exports the entry a loader looks up
+/// in an ICD, itself (not through a library it depends on).
+fn is_icd(path: &Path) -> bool {
+    let Ok(name) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: RTLD_NOLOAD only looks the library up; the handle is closed below.
+    let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return false;
+    }
+    // SAFETY: a symbol lookup in a library this process holds.
+    let entry = unsafe { libc::dlsym(handle, c"clGetExtensionFunctionAddress".as_ptr()) };
+    let own = library_of(entry).is_some_and(|l| l == path);
+    // SAFETY: the handle dlopen gave above.
+    unsafe { libc::dlclose(handle) };
+    own
 }
 
 /// The real path of the library holding `address`.
@@ -141,37 +182,42 @@ fn library_of(address: *const c_void) -> Option<PathBuf> {
     std::fs::canonicalize(std::ffi::OsStr::from_bytes(name.to_bytes())).ok()
 }
 
-/// What the hidden command prints: a line per platform, its library and its
-/// key, each in a form no byte breaks.
-pub fn to_lines(platforms: &[BarePlatform]) -> String {
-    platforms
+/// What the hidden command prints: a line per ICD library (`L` and its path)
+/// and per platform (`P` and its key), each in a form no byte breaks.
+pub fn to_lines(listed: &Listed) -> String {
+    let libraries = listed
+        .libraries
         .iter()
-        .map(|p| {
-            format!(
-                "{} {}\n",
-                hex(p.library.as_bytes()),
-                encode(std::slice::from_ref(&p.key))
-            )
-        })
-        .collect()
+        .map(|l| format!("L {}\n", hex(l.as_bytes())));
+    let platforms = listed
+        .platforms
+        .iter()
+        .map(|p| format!("P {}\n", encode(std::slice::from_ref(p))));
+    libraries.chain(platforms).collect()
 }
 
-/// The platforms [`to_lines`] wrote; `None` for anything else.
-pub fn from_lines(text: &str) -> Option<Vec<BarePlatform>> {
-    text.lines()
-        .map(|line| {
-            let (library, key) = line.split_once(' ')?;
-            let library = String::from_utf8(unhex(library)?).ok()?;
-            let [key] = <[PlatformKey; 1]>::try_from(decode(key)?).ok()?;
-            Some(BarePlatform { library, key })
-        })
-        .collect()
+/// What [`to_lines`] wrote; `None` for anything else.
+pub fn from_lines(text: &str) -> Option<Listed> {
+    let mut listed = Listed::default();
+    for line in text.lines() {
+        match line.split_once(' ')? {
+            ("L", library) => listed
+                .libraries
+                .push(String::from_utf8(unhex(library)?).ok()?),
+            ("P", key) => {
+                let [key] = <[PlatformKey; 1]>::try_from(decode(key)?).ok()?;
+                listed.platforms.push(key);
+            }
+            _ => return None,
+        }
+    }
+    Some(listed)
 }
 
 /// Asks `loader` for its platforms through `exe opencl-platforms LOADER`, in
 /// gpulab's environment less `remove` (what gpulab set for itself alone), as
 /// the program will see it; at most [`LIMIT`].
-pub fn ask(exe: &Path, loader: &Path, remove: &[&str]) -> Result<Vec<BarePlatform>, String> {
+pub fn ask(exe: &Path, loader: &Path, remove: &[&str]) -> Result<Listed, String> {
     let mut cmd = Command::new(exe);
     cmd.arg("opencl-platforms")
         .arg(loader)
@@ -226,16 +272,18 @@ fn reader(from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
 /// the loader gpulab preloads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bare {
-    pub platforms: Vec<BarePlatform>,
+    pub platforms: Vec<PlatformKey>,
     pub vendors: PathBuf,
 }
 
 /// [`ask`], then [`vendors_folder`] in gpulab's own folder.
 pub fn ask_for_watch(exe: &Path, loader: &Path, remove: &[&str]) -> Result<Bare, String> {
-    let platforms = ask(exe, loader, remove)?;
-    let libraries: Vec<String> = platforms.iter().map(|p| p.library.clone()).collect();
-    let vendors = vendors_folder(&super::icd::own_base()?, &libraries)?;
-    Ok(Bare { platforms, vendors })
+    let listed = ask(exe, loader, remove)?;
+    let vendors = vendors_folder(&super::icd::own_base()?, &listed.libraries)?;
+    Ok(Bare {
+        platforms: listed.platforms,
+        vendors,
+    })
 }
 
 /// A vendors folder under `base` naming each of `libraries` once, kept by
@@ -274,24 +322,30 @@ mod tests {
 
     #[test]
     fn the_answer_survives_any_library_path_and_platform_string() {
-        let platforms = vec![
-            BarePlatform {
-                library: "/opt/odd dir/lib pocl.so".into(),
-                key: PlatformKey {
+        let listed = Listed {
+            platforms: vec![
+                PlatformKey {
                     name: b"Portable Computing Language".to_vec(),
                     vendor: b"The pocl project\n".to_vec(),
                     version: b"OpenCL 3.0 PoCL".to_vec(),
                 },
-            },
-            BarePlatform {
-                library: "/usr/lib/libnvidia-opencl.so.1".into(),
-                key: PlatformKey::default(),
-            },
-        ];
-        assert_eq!(from_lines(&to_lines(&platforms)), Some(platforms));
-        assert_eq!(from_lines(""), Some(vec![]));
-        assert_eq!(from_lines("zz 00.00.00"), None);
-        assert_eq!(from_lines("00 00.00.00,00.00.00"), None, "one key a line");
+                PlatformKey::default(),
+            ],
+            libraries: vec!["/opt/odd dir/lib pocl.so".into(), "/usr/lib/libnv.so.1".into()],
+        };
+        assert_eq!(from_lines(&to_lines(&listed)), Some(listed));
+        assert_eq!(from_lines(""), Some(Listed::default()));
+        assert_eq!(from_lines("L zz"), None);
+        assert_eq!(from_lines("P 00.00.00,00.00.00"), None, "one key a line");
+        assert_eq!(from_lines("X 00"), None);
+    }
+
+    #[test]
+    fn the_icds_a_loader_loads_are_told_by_their_own_entry() {
+        // This test binary is no ICD; libc is loaded and exports no such entry.
+        let own = loaded_objects();
+        assert!(!own.is_empty());
+        assert!(own.iter().all(|l| !is_icd(l)), "{own:?}");
     }
 
     #[test]
