@@ -495,22 +495,7 @@ fn gpulab_memory_stays_bounded_however_many_calls_arrive() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("gpulab starts");
-    let status = format!("/proc/{}/status", child.id());
-    let mut peak_kib = 0u64;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while let Ok(text) = std::fs::read_to_string(&status) {
-        let hwm = text
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok());
-        // A zombie has no memory lines left: the last reading stands.
-        let Some(hwm) = hwm else { break };
-        peak_kib = peak_kib.max(hwm);
-        if Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let peak_kib = common::watch::peak_rss_kib(&child, Duration::from_secs(300));
     let out = wait(child);
     assert!(out.status.success(), "{}", stderr(&out));
     let lines = std::fs::read_to_string(&record)

@@ -178,6 +178,12 @@ fn reach_the_loader(
     match plan {
         LoaderPlan::AsIs(_) => {}
         LoaderPlan::Preload { instead_of, loader } => {
+            // ocl-icd sorts platforms by their devices unless told not to:
+            // asking every driver for its devices starts each one, and a
+            // driver may change the program's process as it starts (PoCL
+            // installs signal handlers), where the program's own loader
+            // starts none before the program asks.
+            cmd.env("OCL_ICD_PLATFORM_SORT", "none");
             notes.extend(same_platforms_through(cmd, instead_of, loader, bare));
             let mut preload = loader.path.clone();
             if let Ok(old) = std::env::var("LD_PRELOAD")
@@ -660,6 +666,10 @@ mod tests {
         assert!(
             preload.starts_with("/usr/lib/x86_64-linux-gnu/libOpenCL.so.1"),
             "{preload}"
+        );
+        assert_eq!(
+            env_of(&cmd, "OCL_ICD_PLATFORM_SORT").as_deref(),
+            Some("none")
         );
         assert_eq!(
             env_of(&cmd, "OCL_ICD_VENDORS").as_deref(),

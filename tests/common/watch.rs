@@ -181,3 +181,25 @@ pub fn churn_reports_exactly_its_leaks(exe: &str, threads: u64, iterations: u64,
         );
     }
 }
+
+/// Waits for `child` (at most `limit`), reading its peak resident memory
+/// (`VmHWM`) as it runs: the last reading before it became a zombie.
+pub fn peak_rss_kib(child: &std::process::Child, limit: std::time::Duration) -> u64 {
+    let status = format!("/proc/{}/status", child.id());
+    let deadline = std::time::Instant::now() + limit;
+    let mut peak_kib = 0u64;
+    while let Ok(text) = std::fs::read_to_string(&status) {
+        let hwm = text
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok());
+        // A zombie has no memory lines left: the last reading stands.
+        let Some(hwm) = hwm else { break };
+        peak_kib = peak_kib.max(hwm);
+        if std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    peak_kib
+}

@@ -2,6 +2,8 @@
 //! same `Summary`, so the three never disagree. Renders to strings; never prints.
 //! `Summary` (here) is what a report shows; `text` and `markdown` say it.
 
+#[cfg(test)]
+mod folded_tests;
 mod format;
 pub mod frameworks;
 pub mod holders;
@@ -199,30 +201,18 @@ fn ran_out(run: &Run) -> Option<RanOut> {
         return None;
     };
     let sample = run.sample_stats.at_ran_out.as_ref();
-    // The ledger as it stood when the call returned.
-    let mut live: BTreeMap<ObjKind, usize> = BTreeMap::new();
-    let mut not_yet_destroyed: BTreeMap<ObjKind, usize> = BTreeMap::new();
-    // Only OpenCL tells gpulab when the driver deletes what a lab released.
-    let destructors = run
-        .meta
-        .as_ref()
-        .is_some_and(|m| m.backend == BackendKind::OpenCl);
+    // The ledger as it stood when the call returned, with what the objects
+    // folded out of it since added.
+    let (folded, _) = run.ran_out_folded();
+    let mut counts = folded.clone();
+    let destructors = run.destructors_told();
     for o in run.ledger.values() {
-        if o.created_ns > call.end_ns {
-            continue;
-        }
-        match o.released_ns {
-            Some(t) if t <= call.end_ns => {
-                let pending = destructors
-                    && matches!(o.kind, ObjKind::Buffer | ObjKind::Context)
-                    && o.destroyed_ns.is_none_or(|d| d > call.end_ns);
-                if pending {
-                    *not_yet_destroyed.entry(o.kind).or_default() += 1;
-                }
-            }
-            _ => *live.entry(o.kind).or_default() += 1,
-        }
+        counts.count(o, call.end_ns, destructors);
     }
+    let crate::run::RanOutCounts {
+        live,
+        not_yet_destroyed,
+    } = counts;
     Some(RanOut {
         line: call.line,
         api: call.api.to_string(),
@@ -331,6 +321,11 @@ impl Summary {
                     Some(l) => format!("line {l}: {}", n.text),
                     None => n.text.clone(),
                 })
+                .chain(run.ran_out_folded().1.then(|| {
+                    "objects released after the call that ran out of memory were folded into \
+                     counts before its record arrived: what it saw alive may leave some out"
+                        .to_string()
+                }))
                 .collect(),
             baseline_bytes: baseline,
             peak_above_baseline_bytes: run.peak_above_baseline(),

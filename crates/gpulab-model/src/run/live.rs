@@ -323,6 +323,31 @@ impl LiveIndex {
         }
     }
 
+    /// Whether a held event refers to object `id`.
+    pub fn is_referred(&self, id: u64) -> bool {
+        self.referrers.get(&id).is_some_and(|r| !r.is_empty())
+    }
+
+    /// Forgets object `o`, folded out of the ledger: what it adds to the
+    /// counts, the lags and the groups stays; the sets that list objects by id
+    /// let it go (a folded object is released, so only those of a released
+    /// object can name it).
+    pub(super) fn forget(&mut self, o: &ObjState) {
+        let f = Facts::of(o);
+        if f.pending
+            && let Some(p) = self.pending.get_mut(&f.kind)
+        {
+            p.remove(&o.id);
+        }
+        if f.owed && self.owed.remove(&o.id) {
+            let b = self.owed_bytes.entry(f.kind).or_default();
+            *b = b.saturating_sub(f.bytes);
+        }
+        self.loose_mem_handles.remove(&o.id);
+        self.forgotten.remove(&o.id);
+        self.referrers.remove(&o.id);
+    }
+
     /// The dangling pairs of event `id`, from its refs now.
     fn relink(&mut self, ledger: &BTreeMap<u64, ObjState>, id: u64, refs: &[u64]) {
         let stale: Vec<_> = self

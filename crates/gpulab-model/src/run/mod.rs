@@ -9,6 +9,7 @@ pub mod fold;
 mod fold_tests;
 pub mod frameworks;
 pub mod gap;
+mod gone;
 pub mod holders;
 pub mod iterations;
 mod lags;
@@ -53,6 +54,7 @@ const HOLDERS_KEPT: usize = 64;
 const UNLISTED_KEPT: usize = 64;
 pub use finding::Finding;
 pub use fold::{ApiFold, Folds, TagFold};
+pub use gone::RanOutCounts;
 pub use lags::Lags;
 pub use live::{LiveIndex, UNSEEN_MAKER, maker_text};
 pub use load::{Load, loaded};
@@ -78,7 +80,9 @@ pub const OBJECTS_KEPT: usize = 10_000;
 /// What is kept of every event, however long the run: the per-line, per-tag and
 /// per-API aggregates ([`Folds`], which every report figure, verdict and
 /// summary panel reads), each object's latest state (`ledger`, one entry per
-/// object), the `repeat` blocks, the figures of every sample ([`SampleStats`]),
+/// object; a watched program's objects it is done with are folded out of it
+/// into the live index's counts once the ledger passes 16,384, [`gone`]), the
+/// `repeat` blocks, the figures of every sample ([`SampleStats`]),
 /// the memory readings with each stretch of equal readings kept as its first and
 /// last (16 bytes a change: a steady device costs nothing however long the run),
 /// notes, claims and agents. What is bounded: the calls, device spans, object
@@ -135,7 +139,8 @@ pub struct Run {
     pub peak_live: BTreeMap<ObjKind, i64>,
     /// Bytes of live buffers right now.
     pub live_bytes: i64,
-    /// Each object's latest state, by id.
+    /// Each object's latest state, by id: every one a lab made; of a watched
+    /// program's, those not folded away ([`gone`]).
     pub ledger: BTreeMap<u64, ObjState>,
     /// The ledger indexed by what the live-objects panel and the gap ask of it.
     pub live_index: LiveIndex,
@@ -198,6 +203,8 @@ pub struct Run {
     pub owners: BTreeMap<u64, owners::Owner>,
     /// A watched program per process (its rank) and per GPU.
     pub ranks: ranks::Ranks,
+    /// Objects the program is done with, folded out of the ledger.
+    gone: gone::Gone,
 }
 
 /// One script line with everything its executions did.
@@ -235,11 +242,13 @@ impl Default for Run {
 }
 
 impl Run {
-    /// A run that keeps every call, span and object event whole.
+    /// A run that keeps every call, span and object event whole, and every
+    /// object in its ledger.
     pub fn keeping_all() -> Run {
         Run {
             samples: Recent::new(usize::MAX),
             thin_readings: false,
+            gone: gone::Gone::never(),
             ..Run::bounded(usize::MAX, usize::MAX, usize::MAX)
         }
     }
@@ -294,6 +303,7 @@ impl Run {
             frameworks: frameworks::Frameworks::default(),
             owners: BTreeMap::new(),
             ranks: ranks::Ranks::default(),
+            gone: gone::Gone::default(),
         }
     }
 
@@ -449,6 +459,7 @@ impl Run {
                 self.measure_reserve(o);
                 self.folds.object(o);
                 self.objects.push(o.clone());
+                self.fold_gone(o.t_ns);
             }
             Event::DeviceSpan(s) => {
                 self.folds.span(s);
@@ -659,6 +670,75 @@ impl Run {
             self.process_reading = Some((t_ns, bytes));
             self.pending_reading = Some((t_ns, bytes));
         }
+    }
+
+    /// Folds the objects the program is done with out of the ledger, when it
+    /// has doubled since the last sweep ([`gone`]).
+    fn fold_gone(&mut self, now_ns: u64) {
+        if !self.gone.due(self.ledger.len()) {
+            return;
+        }
+        let ran_out = self
+            .folds
+            .ran_out
+            .as_ref()
+            .map(|c| (c.end_ns, self.destructors_told()));
+        let tentative = self.tentative.as_ref().map(|t| t.object);
+        // What a live object's references reach, however many released
+        // objects lie between: the report names those paths (what pins what).
+        let pinned = gone::reached(&self.ledger, &self.live_index.referring);
+        let foldable: Vec<u64> = self
+            .ledger
+            .values()
+            .filter(|o| {
+                gone::Gone::foldable(o, now_ns, self.deletion_watched.contains(&o.kind))
+                    && Some(o.id) != tentative
+                    && !pinned.contains(&o.id)
+                    && !self.live_index.is_referred(o.id)
+            })
+            .map(|o| o.id)
+            .collect();
+        if foldable.is_empty() {
+            self.gone.swept(self.ledger.len());
+            return;
+        }
+        for id in foldable {
+            if let Some(o) = self.ledger.remove(&id) {
+                self.live_index.forget(&o);
+                self.gone.fold(&o, ran_out);
+            }
+        }
+        // A lab report's table of deletions lists only what the ledger holds.
+        let ledger = &self.ledger;
+        self.folds
+            .created
+            .retain(|(id, ..)| ledger.contains_key(id));
+        self.gone.swept(self.ledger.len());
+    }
+
+    /// Whether the driver tells when it deletes what was released (a lab on
+    /// OpenCL), as the ran-out black box counts "not yet destroyed".
+    pub fn destructors_told(&self) -> bool {
+        self.meta
+            .as_ref()
+            .is_some_and(|m| m.backend == BackendKind::OpenCl)
+    }
+
+    /// Objects folded out of the ledger so far.
+    pub fn objects_folded(&self) -> u64 {
+        self.gone.folded()
+    }
+
+    /// What the objects folded out of the ledger add to what the first call
+    /// that ran out of memory saw, and whether some folded before that call
+    /// was known may be missing from it.
+    pub fn ran_out_folded(&self) -> (&RanOutCounts, bool) {
+        let partial = self
+            .folds
+            .ran_out
+            .as_ref()
+            .is_some_and(|c| self.gone.folded_past(c.end_ns));
+        (&self.gone.at_ran_out, partial)
     }
 
     /// Composes the pending reading once something from after it arrives
