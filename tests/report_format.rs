@@ -301,8 +301,8 @@ fn timed_out_recording(dir: &Path) -> std::path::PathBuf {
 
 /// A watch recording whose first `clCreateBuffer` the driver refused, so the
 /// report has its `ran_out`.
-/// ...whose process also ended holding records it could not write (its
-/// `detached` says 2 `lost`).
+/// ...whose process also ended holding records it could not write, and while
+/// a thread was writing one (its `detached` says 2 `lost`, 1 `cut`).
 fn watch_ran_out_recording(dir: &Path) -> std::path::PathBuf {
     let made = refused(
         "assets/watch-recordings/nvidia-h100/forgotten-events--forgotten.jsonl",
@@ -312,7 +312,7 @@ fn watch_ran_out_recording(dir: &Path) -> std::path::PathBuf {
     let text = std::fs::read_to_string(&made).unwrap();
     let detached = r#""kind":"detached","#;
     assert!(text.contains(detached), "the recording's process detached");
-    let lost = text.replacen(detached, r#""kind":"detached","lost":2,"#, 1);
+    let lost = text.replacen(detached, r#""kind":"detached","lost":2,"cut":1,"#, 1);
     std::fs::write(&made, lost).unwrap();
     made
 }

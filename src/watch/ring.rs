@@ -546,7 +546,8 @@ impl Reader<'_> {
                 dropped,
                 coalesced,
                 signal,
-                lost: pending + f.unfinished,
+                lost: pending,
+                cut: f.unfinished,
             },
         });
         lock(self.agents).saw(&event);
@@ -710,15 +711,19 @@ mod tests {
             .count()
     }
 
-    fn detached(events: &[Event]) -> Vec<(u32, u64, u64)> {
+    /// (pid, records, lost, cut) of each `detached`.
+    fn detached(events: &[Event]) -> Vec<(u32, u64, u64, u64)> {
         events
             .iter()
             .filter_map(|e| match e {
                 Event::Agent(AgentEvent {
                     pid,
-                    state: AgentState::Detached { records, lost, .. },
+                    state:
+                        AgentState::Detached {
+                            records, lost, cut, ..
+                        },
                     ..
-                }) => Some((*pid, *records, *lost)),
+                }) => Some((*pid, *records, *lost, *cut)),
                 _ => None,
             })
             .collect()
@@ -759,7 +764,7 @@ mod tests {
             panic!("{:?}", events.first())
         };
         assert_eq!((c.pid, c.seq), (pid, 0), "the segment names the process");
-        assert_eq!(detached(&events), vec![(pid, 10_001, 0)]);
+        assert_eq!(detached(&events), vec![(pid, 10_001, 0, 0)]);
         assert!(
             matches!(events.last(), Some(Event::Agent(_))),
             "its end comes last"
@@ -796,7 +801,7 @@ mod tests {
     }
 
     #[test]
-    fn a_record_its_process_died_writing_is_counted_lost_and_the_rest_arrives() {
+    fn a_record_its_process_died_writing_is_counted_cut_and_the_rest_arrives() {
         let shared = SharedRegion::new().expect("region");
         let pid = gone_pid();
         let seg = shared.region().claim(pid, 1).expect("claims");
@@ -814,7 +819,7 @@ mod tests {
             })
             .collect();
         assert_eq!(seqs, vec![0, 2]);
-        assert_eq!(detached(&events), vec![(pid, 2, 1)]);
+        assert_eq!(detached(&events), vec![(pid, 2, 0, 1)], "cut, not lost");
         assert_eq!(seg.holder(), Holder::Free);
     }
 

@@ -198,8 +198,8 @@ pub enum AgentState {
     /// arrived from it before this, and nothing else: `dropped` call and span
     /// records had no room, `coalesced` reference changes of an object were
     /// merged into its next one while gpulab was behind, and `lost` records
-    /// never arrived (held by the process for want of room when it ended, or
-    /// cut off by its death in the middle of writing one). `signal`: the
+    /// never arrived (held by the process for want of room when it ended);
+    /// `cut` records were being written when it ended. `signal`: the
     /// process died of it, where gpulab saw that.
     Detached {
         records: u64,
@@ -210,6 +210,12 @@ pub enum AgentState {
         signal: Option<i32>,
         #[serde(default, skip_serializing_if = "is_zero")]
         lost: u64,
+        /// Records a thread of the process was writing when the process
+        /// ended (an `_exit` or a signal while another thread was inside a
+        /// watched call): the calls they record had not returned to the
+        /// program.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        cut: u64,
     },
     /// Loaded, but it cannot watch this API in this process (no libcupti, another
     /// CUPTI subscriber): the program's calls of that API go unseen, and `reason`

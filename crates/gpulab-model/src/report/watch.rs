@@ -106,9 +106,13 @@ pub struct ProcessReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
     /// Records that never arrived: held by the process for want of room when
-    /// it ended, or cut off by its death in the middle of writing one.
+    /// it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost: Option<u64>,
+    /// Records a thread was writing when the process ended: the calls they
+    /// record had not returned to the program.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<u64>,
     pub received: u64,
 }
 
@@ -1025,7 +1029,7 @@ fn outlived(run: &Run, watched: &BTreeSet<ObjKind>) -> Vec<Outlived> {
 fn notes_and_warnings(run: &Run, processes: &[ProcessReport]) -> (Vec<String>, Vec<String>) {
     let (infos, warned): (Vec<_>, Vec<_>) =
         run.notes_said().partition(|n| n.level == NoteLevel::Info);
-    let notes = infos.into_iter().map(|n| n.text.clone()).collect();
+    let mut notes: Vec<String> = infos.into_iter().map(|n| n.text.clone()).collect();
     let mut warnings: Vec<String> = warned.into_iter().map(|n| n.text.clone()).collect();
     if processes.is_empty() {
         warnings.push(
@@ -1073,9 +1077,18 @@ fn notes_and_warnings(run: &Run, processes: &[ProcessReport]) -> (Vec<String>, V
         if let Some(lost) = p.lost {
             warnings.push(format!(
                 "pid {}: {lost} records never arrived (the process ended holding them while \
-                 gpulab was behind, or died in the middle of writing one); what this report \
-                 says of its objects may miss them",
+                 gpulab was behind); what this report says of its objects may miss them",
                 p.pid
+            ));
+        }
+        if let Some(cut) = p.cut {
+            notes.push(format!(
+                "pid {}: {cut} record{} a thread was writing when the process ended (it \
+                 exited or was killed while that thread was inside a watched call, which \
+                 never returned to the program) {} not in this report",
+                p.pid,
+                if cut == 1 { "" } else { "s" },
+                if cut == 1 { "is" } else { "are" },
             ));
         }
     }
@@ -1144,6 +1157,7 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
             coalesced: None,
             signal: None,
             lost: None,
+            cut: None,
             received: 0,
         });
         match &a.state {
@@ -1158,11 +1172,13 @@ fn processes(run: &Run) -> Vec<ProcessReport> {
                 coalesced,
                 signal,
                 lost,
+                cut,
             } => {
                 p.records = Some(p.records.unwrap_or(0) + records);
                 p.dropped = Some(p.dropped.unwrap_or(0) + dropped);
                 p.coalesced = Some(p.coalesced.unwrap_or(0) + coalesced);
                 p.lost = Some(p.lost.unwrap_or(0) + lost).filter(|n| *n > 0);
+                p.cut = Some(p.cut.unwrap_or(0) + cut).filter(|n| *n > 0);
                 p.signal = *signal;
             }
             AgentState::Unavailable { reason } => {
@@ -1363,6 +1379,7 @@ mod tests {
                 coalesced: 0,
                 signal: None,
                 lost: 0,
+                cut: 0,
             },
         }));
         let report = WatchReport::from_run(&Run::from_events(&events));
