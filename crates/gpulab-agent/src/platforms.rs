@@ -22,9 +22,6 @@ type Handle = *mut c_void;
 const CL_SUCCESS: i32 = 0;
 const CL_INVALID_VALUE: i32 = -30;
 const CL_PLATFORM_NOT_FOUND_KHR: i32 = -1001;
-const CL_PLATFORM_VERSION: u32 = 0x0901;
-const CL_PLATFORM_NAME: u32 = 0x0902;
-const CL_PLATFORM_VENDOR: u32 = 0x0903;
 
 pub const GET_PLATFORM_IDS: usize = 0;
 const GET_PLATFORM_INFO: usize = 1;
@@ -133,36 +130,18 @@ fn given() -> Result<Vec<(usize, PlatformKey)>, i32> {
     Ok(handles
         .into_iter()
         .map(|h| {
-            let field = |param| {
+            let key = PlatformKey::asked(|param, buffer| {
                 let mut size = 0usize;
-                // SAFETY: a size query on a handle the loader just gave.
-                if unsafe { info(h, param, 0, std::ptr::null_mut(), &mut size) } != CL_SUCCESS {
-                    return Vec::new();
-                }
-                let mut bytes = vec![0u8; size];
-                // SAFETY: `bytes` has the `size` bytes the driver asked for.
-                let status = unsafe {
-                    info(
-                        h,
-                        param,
-                        size,
-                        bytes.as_mut_ptr().cast(),
-                        std::ptr::null_mut(),
-                    )
+                let value = if buffer.is_empty() {
+                    std::ptr::null_mut()
+                } else {
+                    buffer.as_mut_ptr().cast()
                 };
-                if status != CL_SUCCESS {
-                    return Vec::new();
-                }
-                while bytes.last() == Some(&0) {
-                    bytes.pop();
-                }
-                bytes
-            };
-            let key = PlatformKey {
-                name: field(CL_PLATFORM_NAME),
-                vendor: field(CL_PLATFORM_VENDOR),
-                version: field(CL_PLATFORM_VERSION),
-            };
+                // SAFETY: clGetPlatformInfo on a handle the loader gave, with
+                // a buffer of `buffer.len()` bytes or none.
+                let status = unsafe { info(h, param, buffer.len(), value, &mut size) };
+                (status == CL_SUCCESS).then_some(size)
+            });
             (h as usize, key)
         })
         .collect())

@@ -21,7 +21,37 @@ pub struct PlatformKey {
     pub version: Vec<u8>,
 }
 
+/// `CL_PLATFORM_VERSION`, `_NAME` and `_VENDOR`.
+const VERSION: u32 = 0x0901;
+const NAME: u32 = 0x0902;
+const VENDOR: u32 = 0x0903;
+
 impl PlatformKey {
+    /// What a platform says of itself, through `query(param, buffer)`,
+    /// which calls `clGetPlatformInfo` on it with the buffer (none when
+    /// empty: a size query) and returns the size the driver gave, `None` on
+    /// an error; a field it cannot answer is empty.
+    pub fn asked(mut query: impl FnMut(u32, &mut [u8]) -> Option<usize>) -> PlatformKey {
+        let mut field = |param| {
+            let Some(size) = query(param, &mut []) else {
+                return Vec::new();
+            };
+            let mut bytes = vec![0u8; size];
+            if size > 0 && query(param, &mut bytes).is_none() {
+                return Vec::new();
+            }
+            while bytes.last() == Some(&0) {
+                bytes.pop();
+            }
+            bytes
+        };
+        PlatformKey {
+            name: field(NAME),
+            vendor: field(VENDOR),
+            version: field(VERSION),
+        }
+    }
+
     /// The name, for a person.
     pub fn name_lossy(&self) -> String {
         String::from_utf8_lossy(&self.name).into_owned()
@@ -118,6 +148,29 @@ mod tests {
             vendor: b"v".to_vec(),
             version: b"OpenCL 3.0".to_vec(),
         }
+    }
+
+    #[test]
+    fn a_platform_is_asked_its_size_then_its_bytes_and_an_error_is_an_empty_field() {
+        let said = PlatformKey::asked(|param, buffer| {
+            let text: &[u8] = match param {
+                NAME => b"PoCL\0",
+                VENDOR => return None,
+                _ => b"OpenCL 3.0\0\0",
+            };
+            if !buffer.is_empty() {
+                buffer.copy_from_slice(text);
+            }
+            Some(text.len())
+        });
+        assert_eq!(
+            said,
+            PlatformKey {
+                name: b"PoCL".to_vec(),
+                vendor: Vec::new(),
+                version: b"OpenCL 3.0".to_vec(),
+            }
+        );
     }
 
     #[test]

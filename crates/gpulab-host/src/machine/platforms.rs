@@ -31,9 +31,6 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 const CL_SUCCESS: i32 = 0;
 const CL_PLATFORM_NOT_FOUND_KHR: i32 = -1001;
-const CL_PLATFORM_VERSION: u32 = 0x0901;
-const CL_PLATFORM_NAME: u32 = 0x0902;
-const CL_PLATFORM_VENDOR: u32 = 0x0903;
 
 /// What the program's own loader gives: its platforms, in its order, and the
 /// ICD libraries it loaded to find them.
@@ -83,36 +80,18 @@ pub fn list_through(loader: &Path) -> Result<Listed, String> {
     let platforms = handles
         .into_iter()
         .map(|h| {
-            let field = |param| {
+            PlatformKey::asked(|param, buffer| {
                 let mut size = 0usize;
-                // SAFETY: a size query on a handle the loader gave.
-                if unsafe { info(h, param, 0, std::ptr::null_mut(), &mut size) } != CL_SUCCESS {
-                    return Vec::new();
-                }
-                let mut bytes = vec![0u8; size];
-                // SAFETY: `bytes` has room for `size`.
-                let status = unsafe {
-                    info(
-                        h,
-                        param,
-                        size,
-                        bytes.as_mut_ptr().cast(),
-                        std::ptr::null_mut(),
-                    )
+                let value = if buffer.is_empty() {
+                    std::ptr::null_mut()
+                } else {
+                    buffer.as_mut_ptr().cast()
                 };
-                if status != CL_SUCCESS {
-                    return Vec::new();
-                }
-                while bytes.last() == Some(&0) {
-                    bytes.pop();
-                }
-                bytes
-            };
-            PlatformKey {
-                name: field(CL_PLATFORM_NAME),
-                vendor: field(CL_PLATFORM_VENDOR),
-                version: field(CL_PLATFORM_VERSION),
-            }
+                // SAFETY: clGetPlatformInfo on a handle the loader gave, with
+                // a buffer of `buffer.len()` bytes or none.
+                let status = unsafe { info(h, param, buffer.len(), value, &mut size) };
+                (status == CL_SUCCESS).then_some(size)
+            })
         })
         .collect();
     let own = std::fs::canonicalize(loader).unwrap_or_else(|_| loader.to_path_buf());
