@@ -7,7 +7,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 #[test]
 fn an_unknown_lab_exits_2_with_a_suggestion() {

@@ -10,7 +10,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use gpulab::report::WatchReport;
 use gpulab::report::{self, Summary};

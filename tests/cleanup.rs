@@ -16,7 +16,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
@@ -221,7 +221,7 @@ fn every_opencl_variant_cut_at_a_random_line_leaves_nothing_behind() {
 
 /// On an NVIDIA GPU: CUDA labs, and the OpenCL labs on NVIDIA's OpenCL; after each
 /// cut, device memory is back within ±4 MiB of its level before the run.
-/// `GPULAB_REQUIRE_CUDA=1 cargo test --test cleanup -- --ignored` on the GPU host.
+/// `GPULAB_REQUIRE_CUDA=1 cargo test --test labs cleanup:: -- --ignored` on the GPU host.
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with -- --ignored on one"]
 fn on_a_gpu_every_cut_gives_device_memory_back() {

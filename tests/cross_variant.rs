@@ -9,7 +9,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 

@@ -8,7 +8,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use common::dash::{app, open, text};
 use gpulab::tui::App;

@@ -8,7 +8,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use common::dash::{self, app, events, feed, key, keys, open, screen};
 use gpulab::trace::{Call, CallStatus, End, EndStatus, Event};

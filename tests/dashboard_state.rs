@@ -8,7 +8,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use common::dash::{app, carry_out, feed, key, keys, open, select};
 use gpulab::source::Steer;

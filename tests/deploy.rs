@@ -10,7 +10,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use yaml_rust2::{Yaml, YamlLoader};
 

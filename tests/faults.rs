@@ -10,7 +10,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Output, Stdio};
@@ -412,7 +412,7 @@ fn running_a_lab_whose_file_did_not_load_says_why() {
 /// each forgotten event keeping its context). Each run reports the refusal as its
 /// finding, keeps what it measured before it, exits 0, and the device's memory is
 /// back where it was once the worker is gone.
-/// `GPULAB_REQUIRE_CUDA=1 cargo test --test faults -- --ignored` on the GPU host.
+/// `GPULAB_REQUIRE_CUDA=1 cargo test --test labs faults:: -- --ignored` on the GPU host.
 #[test]
 #[ignore = "needs an NVIDIA GPU: run with -- --ignored on one"]
 fn on_a_gpu_a_refused_allocation_or_context_is_the_runs_finding() {

@@ -12,9 +12,9 @@
 //! recordings); inputs that once crashed a target live in
 //! `tests/fuzz/regressions/<target>/` and are replayed first on every run.
 //!
-//! `cargo test --test fuzz` runs a few hundred inputs per target (seconds in debug).
+//! `cargo test --test outputs fuzz::` runs a few hundred inputs per target (seconds in debug).
 //! A long run: `GPULAB_FUZZ_ITERS=1000000 GPULAB_FUZZ_SEED=7 cargo test --release
-//! --test fuzz lab -- --nocapture`; crashing inputs are saved under
+//! --test outputs fuzz::lab -- --nocapture`; crashing inputs are saved under
 //! `target/tmp/` and named in the failure.
 
 #![allow(

@@ -9,7 +9,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use gpulab::run::Run;
 use gpulab::trace::{Event, Verdict, read_events};

@@ -11,7 +11,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

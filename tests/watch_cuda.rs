@@ -5,7 +5,7 @@
 //! while the program runs, not what a driver decides.
 //!
 //! They need an NVIDIA GPU, nvcc and libcupti: ignored unless run with
-//! `GPULAB_REQUIRE_CUDA=1 cargo test --test watch_cuda -- --ignored`.
+//! `GPULAB_REQUIRE_CUDA=1 cargo test --test watching watch_cuda:: -- --ignored`.
 
 #![allow(
     clippy::unwrap_used,
@@ -14,7 +14,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

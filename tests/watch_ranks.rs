@@ -6,7 +6,7 @@
 //! decides.
 //!
 //! The live tests need an NVIDIA GPU, PyTorch and libcupti: ignored unless
-//! run with `GPULAB_REQUIRE_CUDA=1 cargo test --test watch_ranks -- --ignored`.
+//! run with `GPULAB_REQUIRE_CUDA=1 cargo test --test watching watch_ranks:: -- --ignored`.
 //! The shipped recordings of the same job on two H200s are read on every
 //! machine, each figure of the report checked against the recording's own
 //! events.
@@ -18,7 +18,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Output;
