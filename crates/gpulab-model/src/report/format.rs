@@ -169,3 +169,7 @@ impl Table {
 pub fn short_id(id: u64) -> String {
     format!("#{}", id & 0xffff_ffff)
 }
+
+/// A text report's frame is cut to this many characters (C++ template names
+/// run to thousands); JSON and Markdown keep it whole.
+pub(crate) const FRAME_WIDTH: usize = 160;

@@ -14,10 +14,10 @@ use crate::text::fit;
 use crate::trace::Frame;
 use crate::units::mib;
 
+use super::format::FRAME_WIDTH;
 use super::frameworks::FrameworkRefusal;
 use super::holders::Shares;
 use super::ranks::RankReport;
-use super::watch::{FRAME_WIDTH, WatchReport};
 
 /// The moment a watched program ran out of memory, apart from the rest of its
 /// report (`watch --oom FILE`): the refused driver call and the framework's
@@ -47,32 +47,6 @@ pub struct FirstToRunOut {
     pub pid: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
-}
-
-impl WatchReport {
-    /// What `watch --oom FILE` writes.
-    pub fn out_of_memory(&self) -> OutOfMemory<'_> {
-        OutOfMemory {
-            recorded: &self.recorded,
-            command: &self.command,
-            pid: self.pid,
-            ran_out: self.ran_out.as_ref(),
-            framework_refused: self.framework_refused.as_ref(),
-            first_to_run_out: self
-                .ranks
-                .iter()
-                .find(|r| r.ran_out.as_ref().is_some_and(|o| o.first))
-                .map(|r| FirstToRunOut {
-                    pid: r.pid,
-                    rank: r.rank.as_ref().map(|k| k.rank),
-                }),
-            ranks: if self.ranks.iter().any(|r| r.ran_out.is_some()) {
-                self.ranks.iter().collect()
-            } else {
-                Vec::new()
-            },
-        }
-    }
 }
 
 /// The first call refused for want of memory, and the memory at that moment.

@@ -1,0 +1,419 @@
+//! The exit report of a watched program (`watch`, or `report` of a watch
+//! recording), computed from its event stream alone:
+//! which objects it left alive and who made them, which it released that the
+//! driver still held, how long released objects outlived their release, and
+//! whether every process's agent reported completely.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::run::owners::Owner;
+use crate::run::{ObjState, Run};
+use crate::text::fit;
+use crate::trace::{AgentState, EndStatus, Frame, MemorySource, NoteLevel, ObjKind};
+use crate::units::mib;
+
+pub use super::format::short_id;
+use super::format::{FRAME_WIDTH, Table, md_code};
+use super::frameworks::{AllocatorReport, FrameworkRefusal};
+use super::holders::HoldersReport;
+use super::out_of_memory::FirstToRunOut;
+pub use super::out_of_memory::{KnownShares, OtherProcessReport, OutOfMemory, WatchRanOut};
+use super::ranks::{GpuReport, RankReport};
+
+mod findings;
+mod render;
+#[cfg(test)]
+mod tests;
+
+use findings::{
+    alive_groups, ended, held, held_groups, kinds, notes_and_warnings, outlived, processes,
+};
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct WatchReport {
+    /// Where, when and by which gpulab the program was watched.
+    pub recorded: super::Provenance,
+    pub command: Vec<String>,
+    pub pid: u32,
+    /// How the program ended (`exited with status 3`), and its exit code when it
+    /// exited rather than died.
+    pub ended: String,
+    pub exit_code: Option<i32>,
+    /// How long it ran, ms.
+    pub duration_ms: f64,
+    pub processes: Vec<ProcessReport>,
+    pub calls: usize,
+    pub failed_calls: usize,
+    pub kinds: Vec<KindReport>,
+    /// Objects the program never released, grouped by kind and the call that made them.
+    pub alive_at_exit: Vec<AliveGroup>,
+    /// Objects the program released whose deletion by the driver never came.
+    pub held_by_driver: Vec<HeldObject>,
+    /// `held_by_driver` grouped by kind, what pins them and what made them:
+    /// a loop's worth of pinned contexts in one line, with their bytes.
+    pub held_by_driver_groups: Vec<HeldGroup>,
+    /// Objects the driver deleted some time after the program released them.
+    pub outlived_release: Vec<Outlived>,
+    /// The highest reading of the program's own memory (NVML's figure for its
+    /// process, or its RSS); device-wide when NVML does not list its process.
+    pub peak_memory_bytes: Option<u64>,
+    /// NVML: the most device memory in use above what was in use before the
+    /// program started (every process on the GPU counts).
+    pub peak_device_growth_bytes: Option<u64>,
+    /// NVML: device memory in use before the program started.
+    pub device_baseline_bytes: Option<u64>,
+    pub memory_source: MemorySource,
+    /// Who held the program's own memory at its peak and at exit, share by
+    /// share; None without a reading of its own memory.
+    pub holders: Option<HoldersReport>,
+    /// The first call the driver refused for want of memory, and who held the
+    /// memory then; None when none was refused.
+    pub ran_out: Option<WatchRanOut>,
+    /// The first allocation a framework in the program refused (PyTorch's
+    /// out-of-memory observer), with the allocator's figures before it.
+    pub framework_refused: Option<FrameworkRefusal>,
+    /// What each framework's allocator said of its memory (`gpulab watch`'s
+    /// Python startup hook): at exit and at its highest.
+    pub frameworks: Vec<AllocatorReport>,
+    /// Each process of a program of many (a job's ranks, a fork per GPU):
+    /// its bytes on each GPU and what its objects held, at its peak and when
+    /// memory ran out. Empty for one process on one GPU outside a job.
+    pub ranks: Vec<RankReport>,
+    /// Every NVIDIA GPU of the host, as the watch read it.
+    pub gpus: Vec<GpuReport>,
+    /// What gpulab did to watch the program (a loader preloaded, say).
+    pub notes: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ProcessReport {
+    pub pid: u32,
+    pub parent_pid: u32,
+    pub exe: String,
+    /// The APIs the agent watched in it (`opencl`, `cuda`).
+    pub apis: Vec<String>,
+    /// APIs it could not watch there, and why.
+    pub unwatched: Vec<String>,
+    /// Tools inside it that watching made worse off, and how.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+    /// Records that arrived from the process, counted by gpulab as it read
+    /// them, and those the process dropped, from its segment's counts; None
+    /// while gpulab did not see the process end (still running when gpulab
+    /// stopped reading).
+    pub records: Option<u64>,
+    /// Call and span records it had no room for (object records are never dropped).
+    pub dropped: Option<u64>,
+    /// Reference changes of one object merged into its next while gpulab was behind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesced: Option<u64>,
+    /// The signal it died of, when it died of one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Records that never arrived: held by the process for want of room when
+    /// it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
+    /// Records a thread was writing when the process ended: the calls they
+    /// record had not returned to the program.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<u64>,
+    pub received: u64,
+}
+
+impl ProcessReport {
+    /// Did every record it sent arrive, its last one included? When not, what
+    /// the report says of its objects is uncertain.
+    pub fn complete(&self) -> bool {
+        self.records == Some(self.received)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct KindReport {
+    pub kind: ObjKind,
+    pub created: u64,
+    pub released: u64,
+    pub alive_at_exit: u64,
+    pub alive_bytes: u64,
+    /// The most alive at one time while the program ran.
+    pub peak_alive: u64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AliveGroup {
+    pub kind: ObjKind,
+    pub count: u64,
+    pub bytes: u64,
+    pub created_by: String,
+    /// Who called the driver for them, from the making call's calling frame:
+    /// `program`, `pytorch`, `nccl`, `cublas`, `cudnn`, `cuda_library`, `xla`,
+    /// `cupy`, or `unknown` (no stack taken).
+    pub owner: String,
+    /// Made by a framework's allocator that reported its own figures: its
+    /// cache and the tensors alive at exit, which the exit returns to the
+    /// driver; not the program's leaks.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kept_by_allocator: bool,
+    /// A context, module or stream the CUDA runtime (its calling frame is
+    /// the runtime's, static or shared) or a library that called the driver
+    /// (NCCL, cuBLAS, PyTorch, XLA) made for itself: the primary context it
+    /// retains, the modules of its kernels, a framework's pool of streams,
+    /// held for the process's life and given back at exit; not the
+    /// program's leaks.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kept_by_runtime: bool,
+    pub pid: u32,
+    pub thread: u64,
+    /// Their process's last records never arrived: a release may be missing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub uncertain: bool,
+    /// Where the program made them (`watch --backtrace`): its native stack at
+    /// the creating call, innermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backtrace: Vec<Frame>,
+}
+
+/// Which part of "alive at exit" a group is said in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AliveSection {
+    /// Never released by the program: its leaks.
+    Leaked,
+    Allocator,
+    Runtime,
+    /// Its process's last records never arrived.
+    Uncertain,
+}
+
+impl AliveGroup {
+    pub fn section(&self) -> AliveSection {
+        if self.uncertain {
+            AliveSection::Uncertain
+        } else if self.kept_by_allocator {
+            AliveSection::Allocator
+        } else if self.kept_by_runtime {
+            AliveSection::Runtime
+        } else {
+            AliveSection::Leaked
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeldObject {
+    pub id: u64,
+    pub kind: ObjKind,
+    pub bytes: u64,
+    pub released_ms: f64,
+    /// A context, module, queue or stream: its measured reserve (with the
+    /// objects it shares it with, made with no reading between them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<HeldReserve>,
+    /// Live objects that refer to it, directly or through others (`event 3 -> kernel 2`).
+    pub pinned_by: Vec<String>,
+    /// Its process's last records never arrived: the deletion may be missing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub uncertain: bool,
+}
+
+/// Objects the driver holds after their release that are alike: one kind,
+/// pinned by the same chain of kinds, made by the same call from one place.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeldGroup {
+    pub kind: ObjKind,
+    pub count: u64,
+    /// Their own bytes and their measured reserves, together (a reserve
+    /// shared with a queue and a module counted once, with the object named).
+    pub bytes: u64,
+    /// The smallest and largest measured reserve of one of them; absent when
+    /// none was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve_min_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve_max_bytes: Option<u64>,
+    /// How many of them had no reserve measured.
+    pub unmeasured: u64,
+    /// What pins each, as kinds (`event -> queue`); empty when nothing the
+    /// program holds refers to them.
+    pub pinned_by: String,
+    /// The call that made them, where the stream names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+    /// Its calling frame, where a stack was taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub made_at: Option<Frame>,
+}
+
+impl HeldGroup {
+    /// `6 contexts, 3044.00 MiB with their reserves (440.00 to 532.00 MiB
+    /// each), pinned by event -> queue, made by clCreateContext at ...`.
+    pub fn line(&self) -> String {
+        let each = match (self.reserve_min_bytes, self.reserve_max_bytes) {
+            (Some(lo), Some(hi)) if self.count > 1 && lo != hi => {
+                format!(" ({:.2} to {:.2} MiB each)", mib(lo), mib(hi))
+            }
+            (Some(lo), Some(_)) if self.count > 1 => format!(" ({:.2} MiB each)", mib(lo)),
+            _ => String::new(),
+        };
+        let unmeasured = match self.unmeasured {
+            0 => String::new(),
+            n => format!(", {n} of them with no reserve measured"),
+        };
+        let pins = if self.pinned_by.is_empty() {
+            "nothing the program holds refers to them".to_string()
+        } else {
+            format!("pinned by {}", self.pinned_by)
+        };
+        let made = match (&self.created_by, &self.made_at) {
+            (Some(api), Some(f)) => {
+                format!(", made by {api} at {}", fit(&f.describe(), FRAME_WIDTH))
+            }
+            (Some(api), None) => format!(", made by {api}"),
+            (None, Some(f)) => format!(", made at {}", fit(&f.describe(), FRAME_WIDTH)),
+            (None, None) => String::new(),
+        };
+        format!(
+            "{}, {:.2} MiB with their reserves{each}{unmeasured}, {pins}{made}",
+            self.what(),
+            mib(self.bytes),
+        )
+    }
+
+    /// `6 contexts`.
+    pub fn what(&self) -> String {
+        let kind = if self.count == 1 {
+            self.kind.as_str()
+        } else {
+            self.kind.plural()
+        };
+        format!("{} {kind}", self.count)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeldReserve {
+    pub bytes: u64,
+    /// The other objects of the measurement (`queue #2`), if any.
+    pub with: Vec<String>,
+}
+
+impl HeldObject {
+    /// `buffer #31 (64.00 MiB), released at 12.5 ms`; a context says its
+    /// measured reserve: `context #1 (reserve 532.00 MiB, with queue #2),
+    /// released at 1.2 ms`.
+    pub fn what(&self) -> String {
+        let size = match &self.reserve {
+            Some(r) if r.with.is_empty() => format!("reserve {:.2} MiB", mib(r.bytes)),
+            Some(r) => format!(
+                "reserve {:.2} MiB, with {}",
+                mib(r.bytes),
+                r.with.join(" + ")
+            ),
+            None => format!("{:.2} MiB", mib(self.bytes)),
+        };
+        format!(
+            "{} {} ({size}), released at {:.1} ms",
+            self.kind.as_str(),
+            short_id(self.id),
+            self.released_ms
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Outlived {
+    pub kind: ObjKind,
+    pub count: u64,
+    pub median_ms: f64,
+    pub max_ms: f64,
+}
+
+impl WatchReport {
+    /// The report of `run` as it stands. Reads the run's live index (kept as
+    /// each object event arrives), so it costs what the findings hold, not a
+    /// walk of every object: the dashboard builds it every frame.
+    pub fn from_run(run: &Run) -> WatchReport {
+        let meta = run.meta.as_ref();
+        let start = meta.map_or(0, |m| m.t_ns);
+        let watch = meta.and_then(|m| m.watch.as_ref());
+        let processes = processes(run);
+        let incomplete: BTreeSet<u32> = processes
+            .iter()
+            .filter(|p| !p.complete())
+            .map(|p| p.pid)
+            .collect();
+        let watched = &run.deletion_watched;
+        let (notes, warnings) = notes_and_warnings(run, &processes);
+        let (ended, exit_code) = ended(run);
+        let end_ns = run.end.as_ref().map_or(start, |e| e.t_ns);
+        let held_objects = held(run, watched, &incomplete);
+        // Spread over GPUs, the sampler's figures are GPU 0's alone: they
+        // give way to each GPU's and each process's.
+        let spread = run.ranks.spread();
+        let one_gpu = |v: Option<u64>| v.filter(|_| !spread);
+        WatchReport {
+            recorded: super::Provenance::of(run),
+            command: watch.map(|w| w.command.clone()).unwrap_or_default(),
+            pid: watch.map_or(0, |w| w.pid),
+            ended,
+            exit_code,
+            duration_ms: end_ns.saturating_sub(start) as f64 / 1e6,
+            calls: run.calls.seen() as usize,
+            failed_calls: run.folds.failed_calls as usize,
+            kinds: kinds(run),
+            alive_at_exit: alive_groups(run, &incomplete),
+            held_by_driver_groups: held_groups(run, &held_objects),
+            held_by_driver: held_objects,
+            outlived_release: outlived(run, watched),
+            processes,
+            peak_memory_bytes: one_gpu(run.sample_stats.max_process.or(run.sample_stats.max_used)),
+            peak_device_growth_bytes: one_gpu(run.peak_above_baseline()),
+            device_baseline_bytes: one_gpu(run.baseline()),
+            memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
+            holders: HoldersReport::of(run).filter(|_| !spread),
+            ran_out: WatchRanOut::of(run).map(|r| if spread { r.on_its_gpu(run) } else { r }),
+            framework_refused: super::frameworks::refusal(run),
+            frameworks: super::frameworks::allocators(run),
+            ranks: super::ranks::ranks(run),
+            gpus: super::ranks::gpus(run),
+            notes,
+            warnings,
+        }
+    }
+
+    /// Objects the program never released, and objects the driver still held.
+    pub fn leaked(&self) -> u64 {
+        self.kinds.iter().map(|k| k.alive_at_exit).sum()
+    }
+}
+
+impl WatchReport {
+    /// What `watch --oom FILE` writes.
+    pub fn out_of_memory(&self) -> OutOfMemory<'_> {
+        OutOfMemory {
+            recorded: &self.recorded,
+            command: &self.command,
+            pid: self.pid,
+            ran_out: self.ran_out.as_ref(),
+            framework_refused: self.framework_refused.as_ref(),
+            first_to_run_out: self
+                .ranks
+                .iter()
+                .find(|r| r.ran_out.as_ref().is_some_and(|o| o.first))
+                .map(|r| FirstToRunOut {
+                    pid: r.pid,
+                    rank: r.rank.as_ref().map(|k| k.rank),
+                }),
+            ranks: if self.ranks.iter().any(|r| r.ran_out.is_some()) {
+                self.ranks.iter().collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}

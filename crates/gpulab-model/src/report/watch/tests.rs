@@ -1,0 +1,211 @@
+use super::{WatchReport, md_code};
+use crate::run::{OPENCL_SET_UP, Run};
+use crate::trace::{AgentEvent, AgentState, Event, Note, NoteLevel};
+
+fn note(text: String) -> Event {
+    Event::Note(Note {
+        t_ns: 1,
+        level: NoteLevel::Info,
+        text,
+        line: None,
+    })
+}
+
+fn attached(api: &str) -> Event {
+    Event::Agent(AgentEvent {
+        t_ns: 2,
+        pid: 7,
+        parent_pid: 1,
+        api: api.into(),
+        state: AgentState::Attached {
+            exe: "app".into(),
+            destruction: Vec::new(),
+            rank: None,
+        },
+    })
+}
+
+/// What the agent read inside a refused allocation leads the report: the
+/// size asked, who called the driver and from where, the driver's free
+/// memory then; `--oom FILE` holds the same moment.
+#[test]
+fn a_refused_allocation_says_its_size_its_caller_and_the_free_memory() {
+    use crate::trace::{Call, CallName, CallStatus, Frame, Refusal, Stack};
+    let stack = (7u64 << 32) | 1;
+    let frame = Frame {
+        module: "/venv/torch/lib/libc10_cuda.so".into(),
+        address: 0x1234,
+        build_id: None,
+        function: Some("c10::cuda::alloc_block".into()),
+        location: None,
+    };
+    let refused = Event::Call(Call {
+        seq: 0,
+        pid: 7,
+        thread: 7,
+        line: None,
+        iter: Vec::new(),
+        tag: None,
+        api: CallName::verbatim("cuMemAlloc"),
+        driver: "cuMemAlloc_v2".into(),
+        begin_ns: 10,
+        end_ns: 20,
+        status: CallStatus::Error {
+            code: 2,
+            name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+        },
+        expect_error: false,
+        mem_before: None,
+        mem_after: None,
+        object: None,
+        cuda: None,
+        memory_step: None,
+        refused: Some(Box::new(Refusal {
+            asked_bytes: Some(8 << 30),
+            free_bytes: Some(3 << 30),
+            stack: Some(stack),
+        })),
+    });
+    let named = Event::Stack(Stack {
+        t_ns: 5,
+        id: stack,
+        frames: vec![frame.clone()],
+    });
+    let run = Run::from_events(&[attached("cuda"), named, refused]);
+    let report = WatchReport::from_run(&run);
+    let r = report.ran_out.as_ref().expect("a refusal");
+    assert_eq!(
+        (r.asked_bytes, r.driver_free_bytes, r.owner.as_deref()),
+        (Some(8 << 30), Some(3 << 30), Some("pytorch"))
+    );
+    assert_eq!(r.backtrace, vec![frame]);
+    let text = report.text();
+    let lead: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("ran out of memory"))
+        .take(3)
+        .collect();
+    assert!(
+        lead[0].starts_with("ran out of memory: cuMemAlloc of 8192.0 MiB, through PyTorch"),
+        "{text}"
+    );
+    assert!(lead[1].contains("c10::cuda::alloc_block"), "{text}");
+    assert!(lead[2].contains("3072.0 MiB free right after"), "{text}");
+    let oom = serde_json::to_value(report.out_of_memory()).expect("json");
+    assert_eq!(oom["ran_out"]["asked_bytes"], 8u64 << 30);
+    assert!(oom["framework_refused"].is_null());
+}
+
+/// The modules the CUDA runtime registers for a library's kernels (NCCL
+/// links its own copy) and a framework's streams are theirs for the
+/// process's life; a module the program's own code loaded and never
+/// unloaded, and one with no stack to tell, stay its leaks.
+#[test]
+fn what_the_runtime_or_a_library_made_for_itself_is_not_the_programs_leak() {
+    use super::AliveSection;
+    use crate::trace::{Frame, ObjKind, ObjectAction, ObjectEvent, Stack};
+    let frame = |module: &str, function: &str| Frame {
+        module: module.into(),
+        address: 1,
+        build_id: None,
+        function: Some(function.into()),
+        location: None,
+    };
+    let stacks = [
+        (
+            1,
+            frame("/venv/nccl/lib/libnccl.so.2", "libcudart_static_7585"),
+        ),
+        (2, frame("/usr/bin/app", "load_kernels")),
+        (
+            3,
+            frame("/venv/torch/lib/libc10_cuda.so", "initSingleStream"),
+        ),
+    ];
+    let mut events = vec![attached("cuda")];
+    for (n, f) in &stacks {
+        events.push(Event::Stack(Stack {
+            t_ns: 3,
+            id: (7 << 32) | n,
+            frames: vec![f.clone()],
+        }));
+    }
+    let made = |id: u64, kind: ObjKind, stack: Option<u64>| {
+        Event::Object(ObjectEvent {
+            t_ns: 4,
+            id: (7 << 32) | id,
+            kind,
+            action: ObjectAction::Created,
+            handle: None,
+            bytes: 0,
+            refcount: 1,
+            refs: Vec::new(),
+            line: None,
+            stack: stack.map(|n| (7 << 32) | n),
+        })
+    };
+    events.push(made(10, ObjKind::Program, Some(1)));
+    events.push(made(11, ObjKind::Program, Some(2)));
+    events.push(made(12, ObjKind::Stream, Some(3)));
+    events.push(made(13, ObjKind::Program, None));
+    // The process ended with all its records in (its `attached` and four
+    // objects): none of its groups is uncertain.
+    events.push(Event::Agent(AgentEvent {
+        t_ns: 5,
+        pid: 7,
+        parent_pid: 1,
+        api: "cuda".into(),
+        state: AgentState::Detached {
+            records: 5,
+            dropped: 0,
+            coalesced: 0,
+            signal: None,
+            lost: 0,
+            cut: 0,
+        },
+    }));
+    let report = WatchReport::from_run(&Run::from_events(&events));
+    let mut sections: Vec<(ObjKind, String, AliveSection)> = report
+        .alive_at_exit
+        .iter()
+        .map(|g| (g.kind, g.owner.clone(), g.section()))
+        .collect();
+    sections.sort_by_key(|(k, o, _)| (*k, o.clone()));
+    assert_eq!(
+        sections,
+        [
+            (ObjKind::Program, "nccl".into(), AliveSection::Runtime),
+            (ObjKind::Program, "program".into(), AliveSection::Leaked),
+            (ObjKind::Program, "unknown".into(), AliveSection::Leaked),
+            (ObjKind::Stream, "pytorch".into(), AliveSection::Runtime),
+        ]
+    );
+    assert!(super::findings::runtime_frame(&frame(
+        "/usr/lib/libcudart.so.13",
+        "cudaMalloc"
+    )));
+    assert!(!super::findings::runtime_frame(&frame(
+        "/usr/bin/app",
+        "main"
+    )));
+}
+
+#[test]
+fn opencl_set_up_is_said_only_to_a_program_that_called_opencl() {
+    let set_up = note(format!("{OPENCL_SET_UP}gpulab preloaded a loader"));
+    let other = note("the agent was built for CUDA 13".into());
+    let cuda = Run::from_events(&[set_up.clone(), other.clone(), attached("cuda")]);
+    assert_eq!(
+        WatchReport::from_run(&cuda).notes,
+        vec!["the agent was built for CUDA 13".to_string()]
+    );
+    let opencl = Run::from_events(&[set_up, other, attached("opencl")]);
+    assert_eq!(WatchReport::from_run(&opencl).notes.len(), 2);
+}
+
+#[test]
+fn code_spans_hold_backticks_and_table_bars() {
+    assert_eq!(md_code("./app", false), "`./app`");
+    assert_eq!(md_code("echo `x` | wc", false), "``echo `x` | wc``");
+    assert_eq!(md_code("`a|b", true), "`` `a\\|b ``");
+}
