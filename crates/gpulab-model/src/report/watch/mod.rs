@@ -336,7 +336,8 @@ pub struct Outlived {
 impl WatchReport {
     /// The report of `run` as it stands. Reads the run's live index (kept as
     /// each object event arrives), so it costs what the findings hold, not a
-    /// walk of every object: the dashboard builds it every frame.
+    /// walk of every object: the dashboard builds it once per change of its run
+    /// (`RunState::watch_report`).
     pub fn from_run(run: &Run) -> WatchReport {
         let meta = run.meta.as_ref();
         let start = meta.map_or(0, |m| m.t_ns);
