@@ -192,7 +192,9 @@ fn benches(c: &mut Criterion) {
     c.bench_function("fold, judge and report a 5,300-event run", |b| {
         b.iter(|| {
             let mut run = Run::from_events(&events);
-            run.claims = gpulab::verdict::judge(&lab, &run);
+            for claim in gpulab::verdict::judge(&lab, &run) {
+                run.apply(&trace::Event::Claim(claim));
+            }
             black_box(report::text(&Summary::of(&run)))
         })
     });

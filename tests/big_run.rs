@@ -45,9 +45,9 @@ fn a_report_of_a_lab_longer_than_the_window_is_the_one_of_every_call() {
 
     let bounded = Run::from_events(&events);
     let whole = Run::folding(Run::keeping_all(), &events);
-    assert_eq!(bounded.calls.len(), CALLS_KEPT);
-    assert!(whole.calls.len() > lines, "{} calls", whole.calls.len());
-    assert_eq!(bounded.calls.seen(), whole.calls.len() as u64);
+    assert_eq!(bounded.calls().len(), CALLS_KEPT);
+    assert!(whole.calls().len() > lines, "{} calls", whole.calls().len());
+    assert_eq!(bounded.calls().seen(), whole.calls().len() as u64);
 
     let (a, b) = (Summary::of(&bounded), Summary::of(&whole));
     let json = |s: &Summary| serde_json::to_string_pretty(s).expect("json");

@@ -321,8 +321,8 @@ fn lines_at_odds_with_the_stream_are_named() {
     let run = gpulab::run::Run::from_events(&rec.events);
     let first = gpulab::trace::read_events(good().as_bytes()).unwrap();
     let first = gpulab::run::Run::from_events(&first);
-    assert_eq!(run.meta, first.meta);
-    assert_eq!(run.end, first.end);
+    assert_eq!(run.meta(), first.meta());
+    assert_eq!(run.end(), first.end());
 }
 
 /// The parent samples the device from before the worker exists: a sample a

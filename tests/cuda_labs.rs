@@ -97,7 +97,7 @@ fn every_cuda_lab_runs_and_gives_its_memory_back() {
                     )
                 });
             let run = Run::from_events(&events);
-            let end = run.end.as_ref().expect("an end event");
+            let end = run.end().expect("an end event");
             // A sticky fault in cuda-cross-stream-free ends the script early: that is
             // the lesson, reported as a failed line, not a crash.
             assert!(
@@ -139,7 +139,7 @@ fn every_cuda_lab_runs_and_gives_its_memory_back() {
                 v.name,
                 end.status.label(),
                 claims,
-                run.spans.len()
+                run.spans().len()
             ));
         }
     }
@@ -161,18 +161,15 @@ fn every_kernel_runs_with_its_buffers() {
     let (out, events) = common::run_recorded(&["run", "cuda-kernels", "--labs", &labs]);
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
     let run = Run::from_events(&events);
-    assert_eq!(
-        run.end.as_ref().map(|e| &e.status),
-        Some(&EndStatus::Finished)
-    );
+    assert_eq!(run.end().map(|e| &e.status), Some(&EndStatus::Finished));
     let lines = run.lines();
     assert!(
         lines.iter().all(|l| l.calls == 1 && l.errors == 0),
         "{lines:?}"
     );
     for name in ["pattern", "copy", "spin", "spin2"] {
-        let spans: Vec<_> = run.spans.iter().filter(|s| s.name == name).collect();
-        assert_eq!(spans.len(), 1, "`{name}` spans: {:?}", run.spans);
+        let spans: Vec<_> = run.spans().iter().filter(|s| s.name == name).collect();
+        assert_eq!(spans.len(), 1, "`{name}` spans: {:?}", run.spans());
         eprintln!(
             "{name}: {:.3} ms",
             (spans[0].end_ns - spans[0].begin_ns) as f64 / 1e6
@@ -189,7 +186,7 @@ fn recorded(lab: &str, variant: &str, extra: &[&str]) -> Run {
 
 /// Lines that returned an error without `# expect-error`.
 fn failed_lines(run: &Run) -> Vec<String> {
-    run.calls
+    run.calls()
         .iter()
         .filter(|c| !c.expect_error && matches!(c.status, CallStatus::Error { .. }))
         .map(|c| format!("line {:?} {}: {:?}", c.line, c.api, c.status))
@@ -200,7 +197,7 @@ fn failed_lines(run: &Run) -> Vec<String> {
 /// left nothing in the ledger, and whose every claim was decided: holds or not is
 /// the device's answer, inconclusive would mean the lab could not ask.
 fn assert_clean_and_decided(id: &str, variant: &str, run: &Run) {
-    let end = run.end.as_ref().expect("an end event");
+    let end = run.end().expect("an end event");
     assert!(
         matches!(end.status, EndStatus::Finished),
         "{id} {variant}: {:?}",
@@ -209,7 +206,7 @@ fn assert_clean_and_decided(id: &str, variant: &str, run: &Run) {
     assert_eq!(failed_lines(run), Vec::<String>::new(), "{id} {variant}");
     assert!(end.leaked.is_empty(), "{id} {variant}: {:?}", end.leaked);
     let undecided: Vec<_> = run
-        .claims
+        .claims()
         .iter()
         .filter(|c| c.verdict == Verdict::Inconclusive)
         .map(|c| (&c.name, &c.reason))
@@ -235,7 +232,7 @@ fn pool_vmm_and_legacy_stream_calls_reach_the_driver() {
             let run = recorded(id, &v.name, &[]);
             assert_clean_and_decided(id, &v.name, &run);
             let own_pool_read = run
-                .calls
+                .calls()
                 .iter()
                 .any(|c| c.cuda.is_some_and(|m| m.custom_pool.is_some()));
             let makes_pool = v
@@ -310,13 +307,13 @@ fn managed_and_registered_memory_run_and_oversized_managed_is_refused() {
     for v in ["managed", "registered"] {
         let run = recorded("t-managed-register", v, &["--labs", &dir]);
         assert_eq!(failed_lines(&run), Vec::<String>::new(), "{v}");
-        let end = run.end.as_ref().expect("an end event");
+        let end = run.end().expect("an end event");
         assert!(end.leaked.is_empty(), "{v}: {:?}", end.leaked);
         if v == "managed" {
             assert!(
-                run.spans.iter().any(|s| s.name == "prefetch"),
+                run.spans().iter().any(|s| s.name == "prefetch"),
                 "no prefetch span: {:?}",
-                run.spans
+                run.spans()
             );
         }
     }
@@ -333,7 +330,7 @@ fn managed_and_registered_memory_run_and_oversized_managed_is_refused() {
         ],
     );
     let managed = run
-        .calls
+        .calls()
         .iter()
         .find(|c| c.api == "cudaMallocManaged")
         .expect("the cudaMallocManaged line ran");
@@ -410,19 +407,19 @@ fn graph_calls_reach_the_driver_and_graph_memory_is_read() {
         let run = recorded(id, &v.name, &[]);
         assert_clean_and_decided(id, &v.name, &run);
         let made = run
-            .calls
+            .calls()
             .iter()
             .position(|c| c.api == "cudaGraphCreate")
             .expect("the graph is made");
-        for (i, c) in run.calls.iter().enumerate() {
+        for (i, c) in run.calls().iter().enumerate() {
             let read = c.cuda.is_some_and(|m| m.graph_mem.is_some());
             assert_eq!(read, i >= made, "{id} {} line {:?}", v.name, c.line);
         }
         assert!(
-            run.spans.iter().any(|s| s.name == "graph"),
+            run.spans().iter().any(|s| s.name == "graph"),
             "{id} {}: no graph span: {:?}",
             v.name,
-            run.spans
+            run.spans()
         );
     }
 
@@ -434,7 +431,7 @@ fn graph_calls_reach_the_driver_and_graph_memory_is_read() {
     .unwrap();
     let dir = labs.path().display().to_string();
     let run = recorded("t-graph-relaunch", "relaunch", &["--labs", &dir]);
-    let end = run.end.as_ref().expect("an end event");
+    let end = run.end().expect("an end event");
     assert!(
         matches!(end.status, EndStatus::Finished),
         "{:?}",
@@ -443,7 +440,7 @@ fn graph_calls_reach_the_driver_and_graph_memory_is_read() {
     assert_eq!(failed_lines(&run), Vec::<String>::new());
     assert!(end.leaked.is_empty(), "{:?}", end.leaked);
     let status = |tag: &str| {
-        run.calls
+        run.calls()
             .iter()
             .find(|c| c.tag.as_deref() == Some(tag))
             .map(|c| c.status.clone())
@@ -488,7 +485,7 @@ fn lines_that_move_memory_are_counted_and_checked_against_nvmls_list() {
     assert!(out.status.success(), "{}", common::stderr(&out));
     assert_clean_and_decided("per-line-cost", "alloc-free", &run);
     let contradicted: Vec<_> = run
-        .notes
+        .notes()
         .iter()
         .filter(|n| n.text.contains("outside the worker"))
         .collect();

@@ -433,7 +433,7 @@ fn a_watched_programs_memory_is_stacked_by_who_holds_it() {
     let run = RunState::from_events(Origin::Recording("torch".into()), events.iter());
     let last = run
         .run
-        .composition
+        .composition()
         .points()
         .last()
         .copied()

@@ -152,7 +152,7 @@ fn compare_runs_the_next_variant_after_the_first() {
 fn recordings_open_and_compare_read_only() {
     let mut a = app();
     open(&mut a, "release-then-finish", false);
-    assert!(a.shown().is_some_and(|r| r.closed && r.run.end.is_some()));
+    assert!(a.shown().is_some_and(|r| r.closed && r.run.end().is_some()));
     open(&mut a, "finish-then-release", true);
     assert!(a.compare && a.slots[B].is_some());
     // Stale events of a replaced run are ignored.
@@ -380,11 +380,11 @@ fn shipped(name: &str) -> Vec<gpulab::trace::Event> {
 /// The claim of `slot`'s run named `name`, with its verdict and values.
 fn claim_of(a: &gpulab::tui::App, slot: usize, name: &str) -> gpulab::trace::ClaimVerdict {
     let run = &a.slots[slot].as_ref().expect("a run").run;
-    run.claims
+    run.claims()
         .iter()
         .find(|c| c.name == name)
         .cloned()
-        .unwrap_or_else(|| panic!("no claim {name}: {:?}", run.claims))
+        .unwrap_or_else(|| panic!("no claim {name}: {:?}", run.claims()))
 }
 
 /// Checks the comparison `waiting-costs-the-kernel` (cl-finish's `finish`
@@ -424,7 +424,7 @@ fn comparing_two_recordings_judges_the_claims_that_compare_them() {
     // Recorded before the comparison existed: not in the file.
     assert!(!a.slots[A].as_ref().is_some_and(|r| {
         r.run
-            .claims
+            .claims()
             .iter()
             .any(|c| c.name == "waiting-costs-the-kernel")
     }));

@@ -324,8 +324,8 @@ fn html_pages_load_in_a_browser_and_show_the_run() {
                 line.text
             );
         }
-        assert!(!run.claims.is_empty(), "{fixture} has claims");
-        for c in &run.claims {
+        assert!(!run.claims().is_empty(), "{fixture} has claims");
+        for c in run.claims() {
             let row = dom
                 .split("<tr>")
                 .find(|row| row.contains(&common::browser::as_dom_text(&c.expr)))
@@ -350,7 +350,10 @@ fn html_pages_load_in_a_browser_and_show_the_run() {
         let svgs = dom.matches("<svg").count();
         assert_eq!(svgs, 2, "{fixture}: the memory chart and the timeline");
         let titles = dom.matches("<title>").count();
-        assert!(titles > run.calls.len(), "{fixture}: {titles} hover titles");
+        assert!(
+            titles > run.calls().len(),
+            "{fixture}: {titles} hover titles"
+        );
     }
 }
 
@@ -395,8 +398,8 @@ fn html_pages_of_watched_programs_load_in_a_browser() {
         let f = std::fs::File::open(&recording).unwrap();
         let rec = gpulab::trace::read_recording(std::io::BufReader::new(f)).unwrap();
         let run = gpulab::run::Run::from_events(&rec.events);
-        assert!(!run.calls.is_empty(), "{name} has calls");
-        for c in &run.calls {
+        assert!(!run.calls().is_empty(), "{name} has calls");
+        for c in run.calls() {
             assert!(
                 dom.contains(&format!(
                     "<td><code>{}</code></td>",
@@ -406,7 +409,7 @@ fn html_pages_of_watched_programs_load_in_a_browser() {
                 c.api
             );
         }
-        let command = &run.meta.as_ref().unwrap().watch.as_ref().unwrap().command;
+        let command = &run.meta().unwrap().watch.as_ref().unwrap().command;
         assert!(
             dom.contains(&format!(
                 "gpulab watch -- {}",
@@ -702,7 +705,7 @@ fn a_short_run_draws_every_call_as_its_own_bar() {
     let rec = gpulab::trace::read_recording(std::io::BufReader::new(f)).unwrap();
     let run = gpulab::run::Run::from_events(&rec.events);
     let calls = run
-        .calls
+        .calls()
         .iter()
         .filter(|c| c.status != gpulab::trace::CallStatus::Directive)
         .count();

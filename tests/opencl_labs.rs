@@ -72,7 +72,7 @@ fn every_opencl_lab_runs_to_a_complete_stream() {
 
             // The stream is whole: meta first, an end, every script line ran once.
             assert!(matches!(events.first(), Some(Event::Meta(_))), "{what}");
-            let end = run.end.as_ref().expect("an end event");
+            let end = run.end().expect("an end event");
             assert_eq!(end.status, EndStatus::Finished, "{what}");
             let lines = run.lines();
             assert!(
@@ -83,13 +83,13 @@ fn every_opencl_lab_runs_to_a_complete_stream() {
 
             // Every kernel reported its device span, in order and after its enqueue.
             let enqueues = run
-                .calls
+                .calls()
                 .iter()
                 .filter(|c| c.api == "clEnqueueNDRangeKernel")
                 .count();
-            let spans = run.spans.iter().filter(|s| s.name == "spin").count();
+            let spans = run.spans().iter().filter(|s| s.name == "spin").count();
             assert_eq!(spans, enqueues, "{what}: spans");
-            for s in &run.spans {
+            for s in run.spans() {
                 assert!(s.begin_ns <= s.end_ns, "{what}: {s:?}");
             }
 
@@ -100,9 +100,9 @@ fn every_opencl_lab_runs_to_a_complete_stream() {
                 .filter(|c| c.applies_to(&variant.name))
                 .map(|c| c.name.as_str())
                 .collect();
-            let got: Vec<&str> = run.claims.iter().map(|c| c.name.as_str()).collect();
+            let got: Vec<&str> = run.claims().iter().map(|c| c.name.as_str()).collect();
             assert_eq!(got, expected, "{what}");
-            for c in &run.claims {
+            for c in run.claims() {
                 assert!(c.reason.is_some() || !c.values.is_empty(), "{what}: {c:?}");
             }
 
@@ -110,7 +110,7 @@ fn every_opencl_lab_runs_to_a_complete_stream() {
             for leak in &end.leaked {
                 assert!(leak.forgotten, "{what}: {leak:?} leaked without `forget`");
             }
-            let forgets = run.calls.iter().filter(|c| c.api == "forget").count();
+            let forgets = run.calls().iter().filter(|c| c.api == "forget").count();
             assert_eq!(end.leaked.len(), forgets, "{what}");
             let report = common::stdout(&out);
             if forgets > 0 {
@@ -123,12 +123,12 @@ fn every_opencl_lab_runs_to_a_complete_stream() {
             // Memory measured around every call, and back at the baseline after the
             // worker: on a CPU device the worker's memory is its RSS, gone with it.
             assert!(
-                run.calls
+                run.calls()
                     .iter()
                     .all(|c| c.mem_before.is_some() && c.mem_after.is_some()),
                 "{what}"
             );
-            let meta = run.meta.as_ref().expect("meta");
+            let meta = run.meta().expect("meta");
             if meta.device.memory_source == gpulab::trace::MemorySource::Rss {
                 assert!(
                     !pid_alive(meta.pid),
@@ -157,7 +157,7 @@ fn a_forgotten_event_is_counted_per_iteration_and_named() {
     let (_, events) = record("cl-forgotten-events", "forgotten", dir.path());
     let run = Run::from_events(&events);
     let block = run.tagged_block("loop").expect("the loop block");
-    let end = run.end.as_ref().expect("end");
+    let end = run.end().expect("end");
     let mut leaked: BTreeMap<ObjKind, usize> = BTreeMap::new();
     for l in &end.leaked {
         *leaked.entry(l.kind).or_default() += 1;
@@ -169,7 +169,7 @@ fn a_forgotten_event_is_counted_per_iteration_and_named() {
     assert_eq!(leaked.len(), 1, "only events leak: {leaked:?}");
     // gpulab never released the lab's event behind its back.
     assert!(
-        !run.objects
+        !run.objects()
             .iter()
             .any(|o| o.kind == ObjKind::Event && o.action == ObjectAction::Released)
     );
@@ -263,7 +263,7 @@ fn fail_on_turns_a_verdict_into_the_exit_status() {
     let run = Run::from_events(&events);
     // Whatever this device says, --fail-on for that verdict must exit 1 and the
     // other must not: the user states the expectation, the run decides.
-    let verdicts: Vec<_> = run.claims.iter().map(|c| c.verdict).collect();
+    let verdicts: Vec<_> = run.claims().iter().map(|c| c.verdict).collect();
     let any_not = verdicts.contains(&gpulab::trace::Verdict::DoesNotHold);
     let out = common::run(&[
         "run",
@@ -598,7 +598,7 @@ fn the_new_opencl_calls_run_on_the_device() {
         common::stderr(&out)
     );
     let run = Run::from_events(&events);
-    let end = run.end.as_ref().expect("an end event");
+    let end = run.end().expect("an end event");
     assert_eq!(end.status, EndStatus::Finished);
     let lines = run.lines();
     assert!(
@@ -610,16 +610,16 @@ fn the_new_opencl_calls_run_on_the_device() {
     // H100), so either a span or none is right for them, never one at time 0.
     for name in ["copy", "fill", "map", "unmap", "write"] {
         assert!(
-            run.spans.iter().any(|s| s.name == name),
+            run.spans().iter().any(|s| s.name == name),
             "no `{name}` span: {:?}",
-            run.spans
+            run.spans()
         );
     }
-    let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
+    let start = run.meta().map_or(0, |m| m.t_ns);
     assert!(
-        run.spans.iter().all(|s| s.begin_ns >= start),
+        run.spans().iter().all(|s| s.begin_ns >= start),
         "a span before the run: {:?}",
-        run.spans
+        run.spans()
     );
     // The parent and its sub-buffer were both destroyed by the driver (the ledger
     // heard their destructor callbacks), and nothing is left.
@@ -652,21 +652,18 @@ fn every_kernel_runs_with_its_buffers() {
         common::stderr(&out)
     );
     let run = Run::from_events(&events);
-    assert_eq!(
-        run.end.as_ref().map(|e| &e.status),
-        Some(&EndStatus::Finished)
-    );
+    assert_eq!(run.end().map(|e| &e.status), Some(&EndStatus::Finished));
     let lines = run.lines();
     assert!(
         lines.iter().all(|l| l.calls == 1 && l.errors == 0),
         "{lines:?}"
     );
     for name in ["pattern", "copy", "spin", "spin2"] {
-        let spans = run.spans.iter().filter(|s| s.name == name).count();
-        assert_eq!(spans, 1, "`{name}` spans: {:?}", run.spans);
+        let spans = run.spans().iter().filter(|s| s.name == name).count();
+        assert_eq!(spans, 1, "`{name}` spans: {:?}", run.spans());
     }
     let spin2 = run
-        .spans
+        .spans()
         .iter()
         .find(|s| s.name == "spin2")
         .expect("a spin2 span");
@@ -705,10 +702,7 @@ fn run_fixture(dir: &str, id: &str, variant: &str, params: &[&str]) -> Run {
         common::stderr(&out)
     );
     let run = Run::from_events(&events);
-    assert_eq!(
-        run.end.as_ref().map(|e| &e.status),
-        Some(&EndStatus::Finished)
-    );
+    assert_eq!(run.end().map(|e| &e.status), Some(&EndStatus::Finished));
     let lines = run.lines();
     assert!(
         lines.iter().all(|l| l.calls == 1 && l.errors == 0),
@@ -727,12 +721,12 @@ fn a_user_event_holds_back_the_command_that_waits_for_it() {
     }
     let run = run_fixture("tests/labs/calls", "cl-user-events", "held", &[]);
     let set = run
-        .calls
+        .calls()
         .iter()
         .find(|c| c.api == "clSetUserEventStatus")
         .expect("the set line ran");
     let fill = run
-        .spans
+        .spans()
         .iter()
         .find(|s| s.name == "fill")
         .expect("a fill span");
@@ -754,8 +748,8 @@ fn a_kernel_argument_and_its_released_buffer_are_measured() {
     for variant in ["arg-set", "no-arg"] {
         let params = ["size_mib=16", "hold_ms=20"];
         let run = run_fixture("tests/labs/kernels", "cl-kernel-arg", variant, &params);
-        assert_eq!(run.claims.len(), 2, "{variant}");
-        for c in &run.claims {
+        assert_eq!(run.claims().len(), 2, "{variant}");
+        for c in run.claims() {
             assert!(!c.values.is_empty(), "{variant}: {c:?}");
         }
     }

@@ -32,8 +32,8 @@ fn every_fixture_recording_reads_and_reports() {
         let events = read_events(std::io::BufReader::new(std::fs::File::open(&f).unwrap()))
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         let run = Run::from_events(&events);
-        assert!(run.end.is_some(), "{}", f.display());
-        assert!(!run.claims.is_empty(), "{}", f.display());
+        assert!(run.end().is_some(), "{}", f.display());
+        assert!(!run.claims().is_empty(), "{}", f.display());
         assert!(
             events.iter().any(|e| matches!(e, Event::Sample(_))),
             "{}",
@@ -52,12 +52,12 @@ fn the_h100_recording_keeps_its_device_and_verdicts() {
     );
     let events = read_events(std::io::BufReader::new(std::fs::File::open(f).unwrap())).unwrap();
     let run = Run::from_events(&events);
-    let meta = run.meta.as_ref().unwrap();
+    let meta = run.meta().unwrap();
     assert_eq!(meta.device.name, "NVIDIA H100 80GB HBM3");
     assert_eq!(meta.device.memory_source, gpulab::trace::MemorySource::Nvml);
     // Verdicts are replayed as they were computed on the device, not recomputed.
     let release = run
-        .claims
+        .claims()
         .iter()
         .find(|c| c.name == "release-does-not-wait")
         .unwrap();
@@ -256,7 +256,7 @@ fn claims_across_variants_are_judged_from_the_h100_recordings_own_numbers() {
 fn peak_mib(run: &Run, tag: &str) -> f64 {
     let block = run.tagged_block(tag).expect("a tagged block");
     let peak = run
-        .readings
+        .readings()
         .iter()
         .filter(|(t, _)| (block.begin_ns..=block.end_ns).contains(t))
         .map(|(_, v)| *v)
@@ -367,9 +367,9 @@ fn every_shipped_h100_recording_judges_again_as_recorded() {
         let events = read_events(std::io::BufReader::new(std::fs::File::open(&f).unwrap()))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let run = Run::from_events(&events);
-        assert!(run.end.is_some(), "{name}");
+        assert!(run.end().is_some(), "{name}");
         let id = run
-            .meta
+            .meta()
             .as_ref()
             .and_then(|m| m.lab.as_ref())
             .map(|l| l.id.clone())
@@ -380,14 +380,14 @@ fn every_shipped_h100_recording_judges_again_as_recorded() {
         // inconclusive) are judged by the tests that read several recordings.
         let alone = |c: &gpulab::trace::ClaimVerdict| !c.expr.contains(" in variant ");
         let recorded: Vec<_> = run
-            .claims
+            .claims()
             .iter()
             .filter(|c| alone(c))
             .map(|c| (c.name.clone(), c.verdict))
             .collect();
         let again: Vec<_> = gpulab::verdict::judge(lab, &run)
             .into_iter()
-            .filter(|c| alone(c) && run.claims.iter().any(|r| r.name == c.name))
+            .filter(|c| alone(c) && run.claims().iter().any(|r| r.name == c.name))
             .map(|c| (c.name, c.verdict))
             .collect();
         assert_eq!(again, recorded, "{name}");

@@ -31,7 +31,7 @@ fn cursor(a: &App) -> usize {
 }
 
 fn calls(a: &App) -> usize {
-    a.slots[A].as_ref().map_or(0, |r| r.run.calls.len())
+    a.slots[A].as_ref().map_or(0, |r| r.run.calls().len())
 }
 
 #[test]
@@ -41,7 +41,7 @@ fn a_recording_opens_at_its_end_paused_in_replay_mode() {
     assert!(pb.at_end() && pb.paused);
     assert_eq!(a.mode(), Mode::Replay);
     // The recorded verdicts are shown as recorded.
-    assert!(!a.slots[A].as_ref().expect("run").run.claims.is_empty());
+    assert!(!a.slots[A].as_ref().expect("run").run.claims().is_empty());
 }
 
 #[test]
@@ -134,14 +134,14 @@ fn stepping_moves_one_call_at_a_time_and_back() {
 #[test]
 fn scrubbing_back_refolds_the_same_run() {
     let mut a = replaying();
-    let end = a.slots[A].as_ref().expect("run").run.calls.clone();
+    let end = a.slots[A].as_ref().expect("run").run.calls().clone();
     key(&mut a, KeyCode::Home);
     key(&mut a, KeyCode::Right);
     let after_a_second = cursor(&a);
     key(&mut a, KeyCode::Left);
     assert!(cursor(&a) <= after_a_second);
     key(&mut a, KeyCode::End);
-    assert_eq!(a.slots[A].as_ref().expect("run").run.calls, end);
+    assert_eq!(a.slots[A].as_ref().expect("run").run.calls(), &end);
 }
 
 #[test]

@@ -100,8 +100,8 @@ fn run_once(source: &LocalSource, req: RunRequest, key: &str) -> Judged {
     }
     let (run, _) = session.finish();
     assert_eq!(ends, 1, "{key}: the stream holds {ends} `end` events");
-    assert!(run.meta.is_some(), "{key}: no meta: {:?}", run.end);
-    let worker = run.meta.as_ref().map(|m| m.pid).unwrap_or_default();
+    assert!(run.meta().is_some(), "{key}: no meta: {:?}", run.end());
+    let worker = run.meta().map(|m| m.pid).unwrap_or_default();
     assert!(
         procs::gone_within(worker, Duration::from_secs(10)),
         "{key}: worker {worker} is left after its stream closed"
@@ -113,10 +113,10 @@ fn run_once(source: &LocalSource, req: RunRequest, key: &str) -> Judged {
     );
     Judged {
         key: key.to_string(),
-        claims: run.claims.clone(),
-        load: run.load.as_ref().map(Load::of),
+        claims: run.claims().to_vec(),
+        load: run.load().map(Load::of),
         rss: run
-            .meta
+            .meta()
             .as_ref()
             .is_some_and(|m| m.device.memory_source == MemorySource::Rss),
         destroyed,

@@ -398,7 +398,7 @@ fn the_shipped_h100_watch_recordings_report_what_their_events_say() {
         let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
         let run = gpulab::run::Run::from_events(&events);
         let held_contexts = run
-            .ledger
+            .ledger()
             .values()
             .filter(|o| {
                 o.kind == gpulab::trace::ObjKind::Context

@@ -390,13 +390,13 @@ fn pytorch_gives_memory_back_only_on_empty_cache() {
     let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
     let run = gpulab::run::Run::from_events(&events);
     let big: Vec<_> = run
-        .ledger
+        .ledger()
         .values()
         .filter(|o| o.kind == ObjKind::Buffer && o.bytes >= 1 << 30)
         .collect();
     assert_eq!(big.len(), 1, "one allocation of at least 1 GiB");
     let freed_by = run
-        .calls
+        .calls()
         .iter()
         .find(|c| c.object == Some(big[0].id) && c.api.starts_with("cuMemFree"))
         .expect("the GiB was freed");
@@ -446,10 +446,10 @@ fn device_spans_belong_to_their_launches() {
     let text = std::fs::read_to_string(&record).expect("the recording");
     let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
     let run = gpulab::run::Run::from_events(&events);
-    assert_eq!(run.spans.len(), 2, "two spin kernels: {:?}", run.spans);
-    for span in &run.spans {
+    assert_eq!(run.spans().len(), 2, "two spin kernels: {:?}", run.spans());
+    for span in run.spans() {
         let launch = run
-            .calls
+            .calls()
             .iter()
             .find(|c| c.seq == span.call_seq && c.api.starts_with("cuLaunch"))
             .unwrap_or_else(|| panic!("no launch call {} for {span:?}", span.call_seq));
@@ -568,7 +568,7 @@ fn kept_at_step(
     let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
     let run = gpulab::run::Run::from_events(&events);
     let kept = run
-        .composition
+        .composition()
         .points()
         .iter()
         .filter(|p| !only_without_objects || p.held == 0)

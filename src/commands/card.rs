@@ -198,9 +198,9 @@ fn chosen(only: &[String], id: &str) -> bool {
 
 /// A run's verdicts counted: `3 hold, 1 does not hold` (or how it ended).
 fn tally(run: &Run) -> String {
-    let count = |v: Verdict| run.claims.iter().filter(|c| c.verdict == v).count();
+    let count = |v: Verdict| run.claims().iter().filter(|c| c.verdict == v).count();
     let status = run
-        .end
+        .end()
         .as_ref()
         .map(|e| e.status.label())
         .unwrap_or_else(|| "no end".into());

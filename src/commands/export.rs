@@ -62,7 +62,7 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
     } else if let Some(out) = &args.html {
         let page = html::Page::read(&recordings[0]).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
         let run = page.run();
-        let watched = run.meta.as_ref().is_some_and(|m| m.watch.is_some());
+        let watched = run.meta().is_some_and(|m| m.watch.is_some());
         let watch_report = if watched {
             Some(super::report::watch_report(run, &Format::default())?)
         } else {

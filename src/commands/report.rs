@@ -29,7 +29,7 @@ pub fn report(dirs: &[PathBuf], files: &[PathBuf], format: Format) -> anyhow::Re
     let set = super::load_labs(dirs);
     if let [file] = files {
         let run = load(file, set.labs())?;
-        if run.meta.as_ref().is_some_and(|m| m.watch.is_some()) {
+        if run.meta().is_some_and(|m| m.watch.is_some()) {
             // A watched program, not a lab: the same report `gpulab watch` printed.
             out!("{}", watch_report(&run, &format)?);
         } else {
@@ -105,7 +105,7 @@ fn groups(files: &[PathBuf], runs: &[Run]) -> anyhow::Result<Vec<Vec<usize>>> {
                 ),
             ));
         };
-        let device = run.meta.as_ref().map_or("", |m| m.device.name.as_str());
+        let device = run.meta().map_or("", |m| m.device.name.as_str());
         let key = (id.to_string(), device.to_string());
         match keys.iter().position(|k| *k == key) {
             Some(g) => out[g].push(i),

@@ -247,7 +247,7 @@ fn check_backend(lab: &Lab) -> anyhow::Result<()> {
 /// A worker that failed before its first event found no device to run on (the
 /// parent validated the lab and its parameters already).
 fn never_started(run: &Run) -> Option<String> {
-    match (&run.meta, run.end.as_ref().map(|e| &e.status)) {
+    match (&run.meta(), run.end().map(|e| &e.status)) {
         (None, Some(EndStatus::Failed { error, .. })) => Some(error.clone()),
         (None, Some(EndStatus::Crashed { detail, .. })) => Some(detail.clone()),
         _ => None,
@@ -322,7 +322,7 @@ pub(super) fn run_variant(
             last_progress = Instant::now();
             let line = session
                 .run
-                .calls
+                .calls()
                 .last()
                 .and_then(|c| c.line)
                 .map(|l| format!("line {l}"))
@@ -412,7 +412,7 @@ fn spawn_stepper() -> std::sync::mpsc::Receiver<StepKey> {
 fn show_step(run: &Run, event: &Event) {
     let show = |t: &str| report::printable(t).into_owned();
     let script = run
-        .meta
+        .meta()
         .as_ref()
         .and_then(|m| m.lab.as_ref())
         .map(|l| l.script.clone())
@@ -462,7 +462,7 @@ fn show_step(run: &Run, event: &Event) {
 fn exit_code(runs: &[Run], fail_on: &[FailOn]) -> i32 {
     let mut code = EXIT_OK;
     for run in runs {
-        match run.end.as_ref().map(|e| &e.status) {
+        match run.end().map(|e| &e.status) {
             Some(EndStatus::Cancelled) => return gpulab::signals::cancelled_status(),
             Some(EndStatus::TimedOut { .. }) => code = EXIT_TIMED_OUT,
             // The failure the lab (or --until-failure) went looking for: a
@@ -478,7 +478,7 @@ fn exit_code(runs: &[Run], fail_on: &[FailOn]) -> i32 {
     if code != EXIT_OK {
         return code;
     }
-    let hit = runs.iter().flat_map(|r| r.claims.iter()).any(|c| {
+    let hit = runs.iter().flat_map(|r| r.claims().iter()).any(|c| {
         fail_on.iter().any(|f| {
             matches!(
                 (f, c.verdict),

@@ -344,7 +344,7 @@ fn live(
 
 /// The program's own exit status; 128 + n for a signal, as a shell reports it.
 fn exit_code(run: &Run) -> i32 {
-    match run.end.as_ref().map(|e| &e.status) {
+    match run.end().map(|e| &e.status) {
         Some(EndStatus::Finished) => 0,
         Some(EndStatus::Exited { code }) => *code,
         Some(EndStatus::Cancelled) => gpulab::signals::cancelled_status(),

@@ -211,7 +211,7 @@ impl Keeper {
     /// on it, once, as events to fold (they are recorded already). A run that
     /// never started has nothing to judge.
     pub fn close(&mut self, run: &Run) -> Vec<Event> {
-        if std::mem::replace(&mut self.closed, true) || run.meta.is_none() {
+        if std::mem::replace(&mut self.closed, true) || run.meta().is_none() {
             return Vec::new();
         }
         let Some(lab) = &self.judge else {

@@ -100,7 +100,7 @@ impl RunState {
     /// for that the run looks stuck, at `now_ns`; true when that changed what
     /// the screen says. Whole seconds, so a stuck run redraws once a second.
     pub fn check_stuck(&mut self, now_ns: u64) -> bool {
-        let stuck = match (&self.run.in_flight, self.stuck_after, &self.run.end) {
+        let stuck = match (&self.run.in_flight(), self.stuck_after, &self.run.end()) {
             (Some(c), Some(after), None) => {
                 let for_ns = now_ns.saturating_sub(c.t_ns);
                 (u128::from(for_ns) >= after.as_nanos()).then(|| Stuck {
@@ -189,7 +189,7 @@ impl RunState {
         self.step_mode()
             || self
                 .run
-                .meta
+                .meta()
                 .as_ref()
                 .and_then(|m| m.lab.as_ref())
                 .is_some_and(|l| l.stepped)
@@ -220,21 +220,21 @@ impl RunState {
     /// clock, so a frame depends on the events alone.
     pub fn t_last(&self) -> u64 {
         let mut t = self.t0();
-        if let Some((rt, _)) = self.run.readings.last() {
+        if let Some((rt, _)) = self.run.readings().last() {
             t = t.max(*rt);
         }
-        if let Some(c) = self.run.calls.last() {
+        if let Some(c) = self.run.calls().last() {
             t = t.max(c.end_ns);
         }
-        for lane in &self.run.ranks.gpus {
+        for lane in &self.run.ranks().gpus {
             if let Some(p) = lane.points.last() {
                 t = t.max(p.t_ns);
             }
         }
-        for s in self.run.spans.iter().rev().take(8) {
+        for s in self.run.spans().iter().rev().take(8) {
             t = t.max(s.end_ns);
         }
-        if let Some(e) = &self.run.end {
+        if let Some(e) = &self.run.end() {
             t = t.max(e.t_ns);
         }
         t
@@ -245,22 +245,22 @@ impl RunState {
     }
 
     pub fn cpu_device(&self) -> bool {
-        self.run.meta.as_ref().is_some_and(|m| {
+        self.run.meta().is_some_and(|m| {
             m.device.memory_source == MemorySource::Rss || m.device.kind == DeviceKind::Cpu
         })
     }
 
     /// Script line the worker will run next (what step mode pauses before).
     pub fn next_line(&self) -> Option<u32> {
-        if self.run.end.is_some() {
+        if self.run.end().is_some() {
             return None;
         }
         // The call the worker is in now, when it said so.
-        if let Some(line) = self.run.in_flight.as_ref().and_then(|c| c.line) {
+        if let Some(line) = self.run.in_flight().and_then(|c| c.line) {
             return Some(line);
         }
-        let script = &self.run.meta.as_ref()?.lab.as_ref()?.script;
-        match self.run.calls.last().and_then(|c| c.line) {
+        let script = &self.run.meta()?.lab.as_ref()?.script;
+        match self.run.calls().last().and_then(|c| c.line) {
             None => script.first().map(|(l, _)| *l),
             Some(last) => {
                 let pos = script.iter().position(|(l, _)| *l == last)?;
@@ -279,7 +279,7 @@ impl RunState {
         if let Some(e) = &self.error {
             return format!("unreadable: {e}");
         }
-        match self.run.end.as_ref().map(|e| &e.status) {
+        match self.run.end().map(|e| &e.status) {
             Some(s @ EndStatus::Failed { .. }) | Some(s @ EndStatus::Crashed { .. }) => s.label(),
             Some(s) => s.label(),
             None if self.closed => "ended without an end event (partial)".into(),
@@ -289,7 +289,7 @@ impl RunState {
                 format!("stuck {} s in {} · Esc ends it", st.secs, st.api)
             }
             None if self.step_mode() => "paused (step mode)".into(),
-            None if self.run.meta.is_none() => "starting".into(),
+            None if self.run.meta().is_none() => "starting".into(),
             None => "running".into(),
         }
     }

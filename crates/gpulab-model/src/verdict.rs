@@ -85,7 +85,7 @@ impl<'l> LessonFill<'l> {
 
 /// The parameters the run used, as its `meta` recorded them.
 fn params_of(lab: &Lab, run: &Run) -> Params {
-    run.meta
+    run.meta()
         .as_ref()
         .and_then(|m| m.lab.as_ref())
         .map(|l| l.params.clone())
@@ -124,7 +124,7 @@ fn judge_one(claim: &Claim, run: &Run, params: &Params, others: &Others) -> Clai
 /// on the time between lines, which the user's pauses changed.
 fn stepped_out(claim: &Claim, run: &Run) -> Option<Why> {
     let stepped = run
-        .meta
+        .meta()
         .as_ref()
         .and_then(|m| m.lab.as_ref())
         .is_some_and(|l| l.stepped);
@@ -201,7 +201,7 @@ fn decide(claim: &Claim, env: &mut Env) -> Result<Verdict, Why> {
 }
 
 fn run_reached_end(run: &Run) -> bool {
-    run.end.is_some()
+    run.end().is_some()
 }
 
 fn uses_end_state(e: &Expr) -> bool {
@@ -355,7 +355,7 @@ impl Env<'_> {
             "graph_mem_reserved_mib" => cuda::graph_mem_mib(run, arg, true),
             "graph_mem_used_mib" => cuda::graph_mem_mib(run, arg, false),
             "bytes_live_mib" => {
-                let end = run.end.as_ref().ok_or("the run did not finish")?;
+                let end = run.end().ok_or("the run did not finish")?;
                 Ok(end.leaked.iter().map(|l| l.bytes).sum::<u64>() as f64 / MIB)
             }
             other => Err(match expr::metric(other) {
@@ -393,7 +393,7 @@ impl Env<'_> {
         let Some(watch) = t.release else {
             let bytes = c
                 .object
-                .and_then(|id| self.run.ledger.get(&id))
+                .and_then(|id| self.run.ledger().get(&id))
                 .map_or(0, |o| o.bytes);
             if bytes == 0 {
                 return Err(format!("`{tag}` released an object that holds no memory"));
@@ -404,7 +404,7 @@ impl Env<'_> {
             return Err(format!("`{tag}` released an object that holds no memory"));
         }
         // Readings taken after the run's end are the device's, not the run's.
-        let end = self.run.end.as_ref().map(|e| e.t_ns);
+        let end = self.run.end().map(|e| e.t_ns);
         let gone = watch.gone_ns.filter(|t| end.is_none_or(|end| *t <= end));
         Ok(match gone {
             Some(t) => ms(t - c.end_ns),
@@ -415,12 +415,12 @@ impl Env<'_> {
     fn destroy_lag(&self, tag: &str) -> Result<f64, Why> {
         let (t, id) = self.release_call(tag)?;
         let c = &t.first;
-        let object = self.run.ledger.get(&id);
+        let object = self.run.ledger().get(&id);
         // The worker says which kinds it asked the driver about; a stream from
         // before it said so asked about every kind that has a callback.
-        let watched = match self.run.meta.as_ref().and_then(|m| m.destruction.as_ref()) {
+        let watched = match self.run.meta().and_then(|m| m.destruction.as_ref()) {
             Some(kinds) => object.is_some_and(|o| kinds.contains(&o.kind)),
-            None => !self.run.folds.destroyed_kinds.is_empty(),
+            None => !self.run.folds().destroyed_kinds.is_empty(),
         };
         match object.and_then(|o| o.destroyed_ns) {
             Some(t_ns) => Ok(ms(t_ns.saturating_sub(c.end_ns))),
@@ -429,7 +429,7 @@ impl Env<'_> {
                 Some(o)
                     if self
                         .run
-                        .meta
+                        .meta()
                         .as_ref()
                         .is_some_and(|m| m.destruction.is_some()) =>
                 {

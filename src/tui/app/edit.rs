@@ -123,7 +123,7 @@ impl App {
         let Some(run) = self.slots[A].as_ref() else {
             return;
         };
-        let ranks = &run.run.ranks;
+        let ranks = &run.run.ranks();
         let order = crate::tui::panels::gpus::order(ranks);
         if order.len() < 2 {
             self.rank = None;

@@ -62,7 +62,7 @@ pub struct Lanes<'a> {
 
 impl Lanes<'_> {
     pub fn render(&self, inner: Rect, buf: &mut Buffer) {
-        let ranks = &self.run.run.ranks;
+        let ranks = &self.run.run.ranks();
         let used = ranks.gpus_used();
         let lanes: Vec<(u32, &GpuLane)> = used
             .iter()
@@ -128,7 +128,7 @@ impl Lanes<'_> {
         area: Rect,
         buf: &mut Buffer,
     ) {
-        let (t, ranks) = (self.theme, &self.run.run.ranks);
+        let (t, ranks) = (self.theme, &self.run.run.ranks());
         let mut label = vec![Span::styled(
             format!(
                 "GPU {} {} · {:.0} MiB at most in use ",
@@ -151,7 +151,7 @@ impl Lanes<'_> {
     /// One GPU: its label row, then its processes stacked under its curve.
     fn lane(&self, gpu: u32, lane: &GpuLane, order: &[u32], hi: f64, area: Rect, buf: &mut Buffer) {
         let t = self.theme;
-        let ranks = &self.run.run.ranks;
+        let ranks = &self.run.run.ranks();
         let colors = t.ranks();
         let color_of = |pid: u32| {
             order

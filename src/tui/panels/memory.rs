@@ -43,10 +43,10 @@ impl MemoryPanel<'_> {
         let Some(run) = self.run else {
             return "Device memory".into();
         };
-        let Some(meta) = run.run.meta.as_ref() else {
+        let Some(meta) = run.run.meta() else {
             return "Device memory (MiB)".into();
         };
-        if super::gpus::wanted(&run.run.ranks) {
+        if super::gpus::wanted(run.run.ranks()) {
             return "Device memory per GPU, MiB · each process's own (NVML) stacked by rank, \
                     the line: in use by every process"
                 .into();
@@ -74,7 +74,7 @@ impl Widget for &MemoryPanel<'_> {
         let inner = b.inner(area);
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
-        if let Some(run) = self.run.filter(|r| super::gpus::wanted(&r.run.ranks)) {
+        if let Some(run) = self.run.filter(|r| super::gpus::wanted(r.run.ranks())) {
             super::gpus::Lanes {
                 run,
                 axes: self.axes.unwrap_or_else(|| Axes::of(&[run])),
@@ -84,7 +84,7 @@ impl Widget for &MemoryPanel<'_> {
             .render(inner, buf);
             return;
         }
-        let Some(run) = self.run.filter(|r| !r.run.readings.is_empty()) else {
+        let Some(run) = self.run.filter(|r| !r.run.readings().is_empty()) else {
             self.no_readings(inner, buf);
             return;
         };
@@ -126,7 +126,7 @@ impl MemoryPanel<'_> {
     /// Why there is no curve to draw: no run, no worker yet, or no readings.
     fn no_readings(&self, inner: Rect, buf: &mut Buffer) {
         let text = match self.run {
-            Some(r) if r.run.meta.is_none() => "waiting for the worker…",
+            Some(r) if r.run.meta().is_none() => "waiting for the worker…",
             Some(_) => "no memory readings in this run",
             None => "no run yet: Enter runs the lab, s steps through it",
         };
@@ -160,7 +160,7 @@ impl MemoryPanel<'_> {
     fn call_markers(&self, chart: &Chart, run: &RunState, buf: &mut Buffer) {
         let w = chart.plot.width as usize;
         let mut marks = vec![0u8; w];
-        for c in &run.run.calls {
+        for c in run.run.calls() {
             if c.status == CallStatus::Directive {
                 continue;
             }
@@ -279,7 +279,7 @@ impl Chart {
         let base_mib = base as f64 / MIB;
         let y = self.y_of(base_mib);
         self.grid.hline(y, BASELINE);
-        if let Some(budget) = run.run.meta.as_ref().and_then(|m| m.budget_bytes) {
+        if let Some(budget) = run.run.meta().and_then(|m| m.budget_bytes) {
             let top = base_mib + budget as f64 / MIB;
             if top <= self.axes.hi {
                 let y = self.y_of(top);
@@ -294,7 +294,7 @@ impl Chart {
     /// curve over them stays legible; what no share explains is the gap up
     /// to the curve. False when the run has no composition.
     fn draw_shares(&mut self, run: &RunState) -> bool {
-        let points = run.run.composition.points();
+        let points = run.run.composition().points();
         let (Some(first), Some(last)) = (points.first(), points.last()) else {
             return false;
         };
@@ -306,7 +306,7 @@ impl Chart {
         for x in x0..=x1.min(gw - 1) {
             // The column's right edge: a composition taken inside it counts.
             let t = self.t0 + ((x as u128 + 1) * u128::from(self.axes.dur_ns) / gw as u128) as u64;
-            let Some(p) = run.run.composition.at(t) else {
+            let Some(p) = run.run.composition().at(t) else {
                 continue;
             };
             let mut below = 0u64;
@@ -342,11 +342,11 @@ impl Chart {
         // start, is drawn, at the left edge.
         let first = run
             .run
-            .readings
+            .readings()
             .iter()
             .rposition(|(t, _)| *t < self.t0)
             .unwrap_or(0);
-        for (t, v) in &run.run.readings[first..] {
+        for (t, v) in &run.run.readings()[first..] {
             let x = self.axes.col(self.t0, *t, gw);
             let y = self.y_of(*v as f64 / MIB);
             lo[x] = lo[x].min(y);
@@ -355,7 +355,7 @@ impl Chart {
         }
         let end_x = run
             .run
-            .readings
+            .readings()
             .last()
             .map(|(t, _)| self.axes.col(self.t0, *t, gw))
             .unwrap_or(0);

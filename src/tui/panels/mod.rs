@@ -64,7 +64,7 @@ impl Axes {
         let mut hi = f64::NEG_INFINITY;
         for r in runs {
             dur = dur.max(r.duration_ns());
-            for (_, v) in &r.run.readings {
+            for (_, v) in r.run.readings() {
                 let v = *v as f64 / MIB;
                 lo = lo.min(v);
                 hi = hi.max(v);
@@ -75,7 +75,7 @@ impl Axes {
                 hi = hi.max(b);
                 // The budget line only when it is near the data: a 64 GiB budget
                 // would flatten a 256 MiB curve into the floor.
-                if let Some(budget) = r.run.meta.as_ref().and_then(|m| m.budget_bytes) {
+                if let Some(budget) = r.run.meta().and_then(|m| m.budget_bytes) {
                     let top = b + budget as f64 / MIB;
                     if top <= hi + (hi - b).max(1.0) {
                         hi = hi.max(top);

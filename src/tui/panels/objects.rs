@@ -51,7 +51,7 @@ impl ObjectsPanel<'_> {
         let (lw, bw) = Self::widths(w);
         let t = self.theme;
         let mut out = vec![self.header(w)];
-        let index = &run.run.live_index;
+        let index = &run.run.live_index();
         let of_pid = index.held_by_pid.iter().filter(|((p, _), _)| *p == pid);
         for (&(_, kind), &(n, b)) in of_pid {
             let b = if b > 0 && bw >= 8 {
@@ -69,7 +69,7 @@ impl ObjectsPanel<'_> {
             Span::styled("device  ", t.dim()),
             Span::raw(format!("{} in its objects", fmt_mib(held as f64))),
         ]));
-        if let Some(m) = run.run.ranks.members.get(&pid) {
+        if let Some(m) = run.run.ranks().members.get(&pid) {
             let own: u64 = m.on_gpu.values().sum();
             if !m.on_gpu.is_empty() {
                 out.push(Line::from(vec![
@@ -97,7 +97,7 @@ impl ObjectsPanel<'_> {
         let t = self.theme;
         let live = run.run.live_counts();
         // Folded as objects come and go: a frame never walks the ledger.
-        let index = &run.run.live_index;
+        let index = &run.run.live_index();
         let bytes = &index.held_bytes;
         let mut out = vec![self.header(w)];
         // Only the kinds the run's APIs have; before any is known, all.
@@ -136,8 +136,8 @@ impl ObjectsPanel<'_> {
         ]));
         // A watched program: its own memory, as the holders compose it (the
         // device's figure counts every process, and after the exit it is back).
-        let watched = run.run.meta.as_ref().is_some_and(|m| m.watch.is_some());
-        if run.run.ranks.spread() {
+        let watched = run.run.meta().is_some_and(|m| m.watch.is_some());
+        if run.run.ranks().spread() {
             // One GPU's reading against objects on all of them would say
             // nothing: one rank at a time does (`n`).
             out.push(Line::styled("on several GPUs: n shows one rank", t.dim()));
@@ -198,16 +198,21 @@ fn plural(kind: ObjKind, width: usize) -> String {
 
 /// After the worker is gone: did the memory come back?
 fn came_back(run: &RunState) -> Option<String> {
-    let end = run.run.end.as_ref()?;
-    let watched = run.run.meta.as_ref().is_some_and(|m| m.watch.is_some());
+    let end = run.run.end()?;
+    let watched = run.run.meta().is_some_and(|m| m.watch.is_some());
     if watched && run.cpu_device() {
         return Some("the program exited: its host memory went back to the OS".into());
     }
     if run.cpu_device() {
         return Some("worker exited: its host memory went back to the OS".into());
     }
-    let (_, after) = run.run.after_exit.last()?;
-    let start = run.run.sample_stats.first.as_ref().map(|s| s.used_bytes)?;
+    let (_, after) = run.run.readings_after_exit().last()?;
+    let start = run
+        .run
+        .sample_stats()
+        .first
+        .as_ref()
+        .map(|s| s.used_bytes)?;
     let diff = *after as i64 - start as i64;
     let cancelled = matches!(end.status, EndStatus::Cancelled);
     // Below the start counts as back: other processes may have freed memory too.
@@ -230,7 +235,7 @@ impl Widget for &ObjectsPanel<'_> {
         let title = match (self.rank, self.run) {
             (Some(pid), Some(run)) => format!(
                 "Live objects (ledger) · {} (pid {pid})",
-                super::gpus::short_name(&run.run.ranks, pid)
+                super::gpus::short_name(run.run.ranks(), pid)
             ),
             _ => "Live objects (ledger)".into(),
         };
@@ -239,7 +244,7 @@ impl Widget for &ObjectsPanel<'_> {
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
         let lines = match self.run {
-            Some(run) if run.run.meta.is_some() => {
+            Some(run) if run.run.meta().is_some() => {
                 self.lines(run, inner.width as usize, inner.height as usize)
             }
             _ => vec![Line::styled("no run yet", self.theme.dim())],

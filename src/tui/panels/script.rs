@@ -49,7 +49,7 @@ fn flatten(stmts: &[Stmt], out: &mut Vec<(u32, String, bool)>) {
 /// mean host time.
 fn calls_by_api(run: &RunState) -> Vec<Row> {
     run.run
-        .folds
+        .folds()
         .apis
         .iter()
         .enumerate()
@@ -71,14 +71,14 @@ fn calls_by_api(run: &RunState) -> Vec<Row> {
 
 impl ScriptPanel<'_> {
     fn watched(&self) -> Option<&crate::trace::WatchMeta> {
-        self.run?.run.meta.as_ref()?.watch.as_ref()
+        self.run?.run.meta()?.watch.as_ref()
     }
 
     fn rows(&self) -> Vec<Row> {
         if let Some(run) = self.run.filter(|_| self.watched().is_some()) {
             return calls_by_api(run);
         }
-        if let Some(run) = self.run.filter(|r| r.run.meta.is_some()) {
+        if let Some(run) = self.run.filter(|r| r.run.meta().is_some()) {
             let stuck = run.stuck.as_ref();
             return run
                 .run
@@ -155,7 +155,7 @@ impl ScriptPanel<'_> {
         }
         let lab = self.lab?;
         let v = lab.variants.get(self.variant)?;
-        let params = match self.run.and_then(|r| r.run.meta.as_ref()?.lab.as_ref()) {
+        let params = match self.run.and_then(|r| r.run.meta()?.lab.as_ref()) {
             Some(l) => l.params.clone(),
             None => self.params.cloned().unwrap_or_else(|| lab.default_params()),
         };
@@ -216,7 +216,7 @@ impl Widget for &ScriptPanel<'_> {
         let t = self.theme;
         let rows = self.rows();
         let current = self.run.and_then(RunState::next_line);
-        let failed = match self.run.and_then(|r| r.run.end.as_ref()).map(|e| &e.status) {
+        let failed = match self.run.and_then(|r| r.run.end()).map(|e| &e.status) {
             Some(EndStatus::Failed { line, .. }) => *line,
             _ => None,
         };

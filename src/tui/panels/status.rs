@@ -23,7 +23,7 @@ pub struct StatusBar<'a> {
 
 impl StatusBar<'_> {
     fn device(&self) -> String {
-        if let Some(m) = self.run.and_then(|r| r.run.meta.as_ref()) {
+        if let Some(m) = self.run.and_then(|r| r.run.meta()) {
             let rate = self.run.map(measured_rate).unwrap_or_default();
             // A watched program names no driver until it picks a device.
             let driver = if m.device.driver_version.is_empty() {
@@ -57,8 +57,8 @@ impl StatusBar<'_> {
 
 /// Samples per second the run really got (not the rate asked for).
 fn measured_rate(run: &RunState) -> String {
-    let stats = &run.run.sample_stats;
-    let (Some(a), Some(b)) = (stats.first.as_ref(), run.run.samples.last()) else {
+    let stats = &run.run.sample_stats();
+    let (Some(a), Some(b)) = (stats.first.as_ref(), run.run.samples().last()) else {
         return String::new();
     };
     let dt = b.t_ns.saturating_sub(a.t_ns) as f64 / 1e9;

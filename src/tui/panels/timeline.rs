@@ -50,7 +50,7 @@ impl Widget for &TimelinePanel<'_> {
         let inner = b.inner(area);
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
-        let Some(run) = self.run.filter(|r| !r.run.calls.is_empty()) else {
+        let Some(run) = self.run.filter(|r| !r.run.calls().is_empty()) else {
             Paragraph::new(Span::styled("no calls yet", self.theme.dim())).render(inner, buf);
             return;
         };
@@ -84,7 +84,7 @@ impl Widget for &TimelinePanel<'_> {
 /// When each device job a running lab queued began, for those whose span has not
 /// come yet. None once the run ended: what never came then is not in flight.
 fn in_flight(run: &RunState) -> Vec<u64> {
-    if run.run.end.is_some() {
+    if run.run.end().is_some() {
         return Vec::new();
     }
     run.in_flight.values().copied().collect()
@@ -95,19 +95,19 @@ fn in_flight(run: &RunState) -> Vec<u64> {
 /// the last returns). Not in step mode, where the worker may be waiting for
 /// the user rather than for a call.
 fn blocked_since(run: &RunState) -> Option<u64> {
-    if !run.running() || run.step_mode() || run.run.end.is_some() {
+    if !run.running() || run.step_mode() || run.run.end().is_some() {
         return None;
     }
     run.next_line()?;
-    let since = run.run.calls.last()?.end_ns;
+    let since = run.run.calls().last()?.end_ns;
     (latest(run).saturating_sub(since) >= WAIT_NS).then_some(since)
 }
 
 /// The latest time the run has seen: its last call's end or last reading.
 fn latest(run: &RunState) -> u64 {
     let r = &run.run;
-    let call = r.calls.last().map_or(0, |c| c.end_ns);
-    let reading = r.readings.last().map_or(0, |(t, _)| *t);
+    let call = r.calls().last().map_or(0, |c| c.end_ns);
+    let reading = r.readings().last().map_or(0, |(t, _)| *t);
     call.max(reading)
 }
 
@@ -125,7 +125,7 @@ fn host_marks(run: &RunState, axes: &Axes, w: usize) -> HostMarks {
         starts: Vec::new(),
         tags: Vec::new(),
     };
-    for c in &run.run.calls {
+    for c in run.run.calls() {
         if matches!(c.status, CallStatus::Directive) {
             continue;
         }
@@ -145,7 +145,7 @@ fn host_marks(run: &RunState, axes: &Axes, w: usize) -> HostMarks {
 /// terminal's timeline room for them (two streams taking turns is a lesson).
 pub fn lane_count(run: &RunState) -> usize {
     let mut names: Vec<&str> = Vec::new();
-    for s in &run.run.spans {
+    for s in run.run.spans() {
         let n = s.queue_name.as_deref().unwrap_or("");
         if !names.contains(&n) {
             names.push(n);
@@ -160,7 +160,7 @@ fn lanes(run: &RunState, axes: &Axes, w: usize) -> Vec<(String, Vec<Cell>)> {
     let t0 = run.t0();
     // Queues with the same script name (a loop re-creating `q`) share a lane.
     let mut names: Vec<String> = Vec::new();
-    for s in &run.run.spans {
+    for s in run.run.spans() {
         let n = s
             .queue_name
             .clone()
@@ -184,7 +184,7 @@ fn lanes(run: &RunState, axes: &Axes, w: usize) -> Vec<(String, Vec<Cell>)> {
             *cell = (*cell).max(c);
         }
     };
-    for c in &run.run.calls {
+    for c in run.run.calls() {
         let kind = match &c.status {
             CallStatus::Directive => continue,
             CallStatus::Error { .. } => Cell::Error,
@@ -204,7 +204,7 @@ fn lanes(run: &RunState, axes: &Axes, w: usize) -> Vec<(String, Vec<Cell>)> {
             Cell::Running,
         );
     }
-    for s in &run.run.spans {
+    for s in run.run.spans() {
         let n = s
             .queue_name
             .clone()

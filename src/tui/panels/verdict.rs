@@ -101,7 +101,7 @@ fn number(v: f64) -> String {
 impl VerdictPanel<'_> {
     fn watched(&self) -> bool {
         self.run
-            .is_some_and(|r| r.run.meta.as_ref().is_some_and(|m| m.watch.is_some()))
+            .is_some_and(|r| r.run.meta().is_some_and(|m| m.watch.is_some()))
     }
 
     /// A watched program's findings so far, from the same report `watch` prints.
@@ -110,7 +110,7 @@ impl VerdictPanel<'_> {
         let r = run.watch_report();
         let mut out = Vec::new();
         // A replay stopped halfway is not the program's exit either.
-        let ended = run.run.end.is_some();
+        let ended = run.run.end().is_some();
         let now = if ended { "alive at exit" } else { "alive now" };
         let shown = |pid: u32| self.rank.is_none_or(|r| r == pid);
         if let Some(f) = r.framework_refused.as_ref().filter(|f| shown(f.pid)) {
@@ -203,7 +203,7 @@ impl VerdictPanel<'_> {
         if let Some(run) = self.run.filter(|_| self.watched()) {
             out.extend(self.findings(run));
         }
-        let claims = self.run.map(|r| r.run.claims.as_slice()).unwrap_or(&[]);
+        let claims = self.run.map(|r| r.run.claims()).unwrap_or(&[]);
         if claims.is_empty() {
             self.pending(&mut out);
         } else {
@@ -250,7 +250,7 @@ impl VerdictPanel<'_> {
         }
         if let Some(w) = self
             .run
-            .and_then(|r| r.run.load.as_ref())
+            .and_then(|r| r.run.load())
             .and_then(|l| Load::of(l).warning())
         {
             out.push(Line::styled(format!("! {w}"), t.warn()));
@@ -262,12 +262,12 @@ impl VerdictPanel<'_> {
         let t = self.theme;
         if let Some(lab) = self.lab {
             let why = match self.run {
-                Some(r) if r.running() && r.run.end.is_some() => {
+                Some(r) if r.running() && r.run.end().is_some() => {
                     "the worker has ended; verdicts come once its memory is back"
                 }
                 Some(r) if r.running() => "verdicts come when the run ends",
                 // A replay before its end: the recorded verdicts are still to come.
-                Some(r) if matches!(r.origin, Origin::Recording(_)) && r.run.end.is_none() => {
+                Some(r) if matches!(r.origin, Origin::Recording(_)) && r.run.end().is_none() => {
                     "the recorded verdicts come at the end of the recording"
                 }
                 Some(_) => "no verdicts: the run ended before they could be judged",
@@ -316,7 +316,7 @@ impl VerdictPanel<'_> {
             if let Some(f) = &run.finding {
                 out.push(Line::styled(format!("finding: {}", f.said), t.title()));
             }
-            if let Some(end) = &run.run.end
+            if let Some(end) = &run.run.end()
                 && !matches!(end.status, EndStatus::Finished)
             {
                 // A failure that is the lab's finding is stated above; the

@@ -87,7 +87,7 @@ impl Outline {
             index += 1;
         })?;
         if let Some(run) = run {
-            o.composition = run.composition.points().to_vec();
+            o.composition = run.composition().points().to_vec();
         }
         Ok(o)
     }

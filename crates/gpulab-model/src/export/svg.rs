@@ -13,7 +13,7 @@ use crate::trace::BackendKind;
 /// names itself ("the default stream") keeps its name.
 pub(crate) fn lane_label(run: &Run, name: &str) -> String {
     let cuda = run
-        .meta
+        .meta()
         .as_ref()
         .is_some_and(|m| m.backend == BackendKind::Cuda);
     if name.contains("stream") {

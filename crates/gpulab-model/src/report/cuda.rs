@@ -50,14 +50,14 @@ impl ReservedUsed {
 /// device was current, one pool of several).
 pub fn rows(run: &Run) -> Vec<PoolRow> {
     let every_gpu = run
-        .meta
+        .meta()
         .as_ref()
         .and_then(|m| m.lab.as_ref())
         .is_some_and(|l| l.every_gpu);
     if every_gpu {
         return Vec::new();
     }
-    run.folds
+    run.folds()
         .pools
         .iter()
         .map(|(line, m)| PoolRow {

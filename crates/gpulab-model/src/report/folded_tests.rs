@@ -174,8 +174,8 @@ fn folding_gone_objects_changes_no_figure_of_the_report() {
             folded.objects_folded()
         );
         assert_eq!(
-            folded.ledger.len() as u64 + folded.objects_folded(),
-            whole.ledger.len() as u64,
+            folded.ledger().len() as u64 + folded.objects_folded(),
+            whole.ledger().len() as u64,
             "each object kept or folded, once"
         );
         assert_eq!(whole.objects_folded(), 0);

@@ -71,8 +71,8 @@ pub struct FrameworkRefusal {
 pub fn allocators(run: &Run) -> Vec<AllocatorReport> {
     let start = start(run);
     let highest: std::collections::BTreeMap<&Allocator, &Figures> =
-        run.frameworks.highest().collect();
-    run.frameworks
+        run.frameworks().highest().collect();
+    run.frameworks()
         .latest()
         .map(|(a, f)| AllocatorReport {
             framework: a.framework.as_str().into(),
@@ -85,7 +85,7 @@ pub fn allocators(run: &Run) -> Vec<AllocatorReport> {
 }
 
 pub fn refusal(run: &Run) -> Option<FrameworkRefusal> {
-    let r = run.frameworks.first_refusal()?;
+    let r = run.frameworks().first_refusal()?;
     let start = start(run);
     Some(FrameworkRefusal {
         framework: r.allocator.framework.as_str().into(),
@@ -100,7 +100,7 @@ pub fn refusal(run: &Run) -> Option<FrameworkRefusal> {
 }
 
 fn start(run: &Run) -> u64 {
-    run.meta.as_ref().map_or(0, |m| m.t_ns)
+    run.meta().map_or(0, |m| m.t_ns)
 }
 
 fn label(framework: &str) -> &str {

@@ -113,16 +113,16 @@ impl HoldersReport {
     /// None for a run with no reading of the program's own memory.
     pub fn of(run: &Run) -> Option<HoldersReport> {
         let at_exit = run.holders()?;
-        let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
+        let start = run.meta().map_or(0, |m| m.t_ns);
         let reserves = run
-            .reserves
+            .reserves()
             .measured()
             .map(|r| ReserveReport {
                 objects: r
                     .ids
                     .iter()
                     .map(|id| {
-                        let kind = run.ledger.get(id).map_or("object", |o| o.kind.as_str());
+                        let kind = run.ledger().get(id).map_or("object", |o| o.kind.as_str());
                         format!("{kind} {}", short_id(*id))
                     })
                     .collect(),
@@ -139,7 +139,7 @@ impl HoldersReport {
             })
             .collect();
         Some(HoldersReport {
-            at_peak: run.holders_at_peak.as_ref().map(|h| Shares::of(h, start)),
+            at_peak: run.holders_at_peak().map(|h| Shares::of(h, start)),
             at_exit: Some(Shares::of(&at_exit, start)),
             reserves,
         })
@@ -284,7 +284,7 @@ fn state(run: &Run, ids: &[u64]) -> &'static str {
         Alive::Gone
             if ids
                 .iter()
-                .all(|id| run.ledger.get(id).is_some_and(|o| o.destroyed())) =>
+                .all(|id| run.ledger().get(id).is_some_and(|o| o.destroyed())) =>
         {
             "deleted"
         }

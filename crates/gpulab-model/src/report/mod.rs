@@ -165,8 +165,8 @@ pub struct Readings {
 
 impl Readings {
     fn of(run: &Run) -> Option<Readings> {
-        run.end.as_ref()?;
-        let stats = &run.sample_stats;
+        run.end()?;
+        let stats = &run.sample_stats();
         let (first, last) = (stats.during_first?, stats.during_last?);
         let span = last.saturating_sub(first) as f64 / 1e9;
         let count = usize::try_from(stats.during).unwrap_or(usize::MAX);
@@ -196,17 +196,17 @@ pub struct RanOut {
 }
 
 fn ran_out(run: &Run) -> Option<RanOut> {
-    let call = run.folds.ran_out.as_ref()?;
+    let call = run.folds().ran_out.as_ref()?;
     let CallStatus::Error { name, .. } = &call.status else {
         return None;
     };
-    let sample = run.sample_stats.at_ran_out.as_ref();
+    let sample = run.sample_stats().at_ran_out.as_ref();
     // The ledger as it stood when the call returned, with what the objects
     // folded out of it since added.
     let (folded, _) = run.ran_out_folded();
     let mut counts = folded.clone();
     let destructors = run.destructors_told();
-    for o in run.ledger.values() {
+    for o in run.ledger().values() {
         counts.count(o, call.end_ns, destructors);
     }
     let crate::run::RanOutCounts {
@@ -220,7 +220,7 @@ fn ran_out(run: &Run) -> Option<RanOut> {
         device_used_bytes: sample.map(|s| s.used_bytes),
         device_total_bytes: sample
             .and_then(|s| s.total_bytes)
-            .or_else(|| run.meta.as_ref().and_then(|m| m.device.total_bytes)),
+            .or_else(|| run.meta().and_then(|m| m.device.total_bytes)),
         live,
         not_yet_destroyed,
     })
@@ -273,7 +273,7 @@ pub struct DestroyRow {
 
 impl Summary {
     pub fn of(run: &Run) -> Summary {
-        let meta = run.meta.as_ref();
+        let meta = run.meta();
         let lab = meta.and_then(|m| m.lab.as_ref());
         let t0 = run.t0();
         let rel = |t: u64| (t as f64 - t0 as f64) / 1e6;
@@ -282,7 +282,7 @@ impl Summary {
         let leaked = leak_rows(run);
         let baseline = run.baseline();
         // The kinds this run's backend has: a CUDA run lists no OpenCL programs.
-        let made = |k: ObjKind| run.live_index.made_count.get(&k).is_some_and(|n| *n > 0);
+        let made = |k: ObjKind| run.live_index().made_count.get(&k).is_some_and(|n| *n > 0);
         let kinds: Vec<ObjKind> = match meta {
             Some(m) => Api::kinds_of(m.backend),
             None => ObjKind::ALL.to_vec(),
@@ -305,7 +305,7 @@ impl Summary {
             lines,
             pool: cuda::rows(run),
             spans,
-            spans_not_listed: run.spans.seen() - run.folds.spans_listed.len() as u64,
+            spans_not_listed: run.spans().seen() - run.folds().spans_listed.len() as u64,
             live_at_end: run
                 .live_counts()
                 .into_iter()
@@ -313,9 +313,9 @@ impl Summary {
                 .collect(),
             leaked,
             destroyed: destroyed_rows(run),
-            claims: run.claims.clone(),
+            claims: run.claims().to_vec(),
             notes: run
-                .notes
+                .notes()
                 .iter()
                 .map(|n| match n.line {
                     Some(l) => format!("line {l}: {}", n.text),
@@ -332,17 +332,17 @@ impl Summary {
             after_exit_bytes: after_exit(run).map(|(bytes, _)| bytes),
             after_exit_against: after_exit(run).map(|(_, against)| against.to_string()),
             status: run
-                .end
+                .end()
                 .as_ref()
                 .map(|e| e.status.label())
                 .unwrap_or_else(|| "no end (partial run)".into()),
-            outcome: Outcome::of(run.end.as_ref().map(|e| &e.status)),
-            in_flight: InFlightRow::of(run.end.as_ref().map(|e| &e.status)),
+            outcome: Outcome::of(run.end().map(|e| &e.status)),
+            in_flight: InFlightRow::of(run.end().map(|e| &e.status)),
             duration_ms: run.duration_ns().map(|d| d as f64 / 1e6),
             host_ms_by_tag: host_ms_by_tag(run),
             ran_out: ran_out(run),
             finding: run.finding(),
-            load: run.load.as_ref().map(Load::of),
+            load: run.load().map(Load::of),
             readings: Readings::of(run),
         }
     }
@@ -351,7 +351,7 @@ impl Summary {
 /// Each script line with what its calls did.
 fn line_rows(run: &Run) -> Vec<LineRow> {
     // The line a run that timed out was stuck in: its last call never returned.
-    let stuck = match run.end.as_ref().map(|e| &e.status) {
+    let stuck = match run.end().map(|e| &e.status) {
         Some(EndStatus::TimedOut {
             in_flight: Some(c), ..
         }) => c.line,
@@ -389,7 +389,7 @@ fn line_rows(run: &Run) -> Vec<LineRow> {
 
 /// The device spans the run lists, in ms from its start (`rel`).
 fn span_rows(run: &Run, rel: impl Fn(u64) -> f64) -> Vec<SpanRow> {
-    run.folds
+    run.folds()
         .spans_listed
         .iter()
         .map(|s| SpanRow {
@@ -408,11 +408,11 @@ fn span_rows(run: &Run, rel: impl Fn(u64) -> f64) -> Vec<SpanRow> {
 
 /// What the worker listed as left alive at its end.
 fn leak_rows(run: &Run) -> Vec<LeakRow> {
-    run.end
+    run.end()
         .iter()
         .flat_map(|e| e.leaked.iter())
         .map(|l| {
-            let state = run.ledger.get(&l.id);
+            let state = run.ledger().get(&l.id);
             LeakRow {
                 handle: l.handle.clone().unwrap_or_else(|| format!("#{}", l.id)),
                 kind: l.kind,
@@ -449,7 +449,7 @@ impl Provenance {
     }
 
     pub fn of(run: &Run) -> Provenance {
-        run.meta
+        run.meta()
             .as_ref()
             .map_or_else(Provenance::default, |m| Provenance {
                 gpulab_version: m.gpulab_version.clone(),
@@ -462,10 +462,10 @@ impl Provenance {
 /// `host_ms(tag)` of every tag in the run, by the claims' own definition.
 fn host_ms_by_tag(run: &Run) -> BTreeMap<String, f64> {
     let tags: std::collections::BTreeSet<&str> = run
-        .blocks
+        .blocks()
         .iter()
         .filter_map(|b| b.tag.as_deref())
-        .chain(run.folds.tags.keys().map(String::as_str))
+        .chain(run.folds().tags.keys().map(String::as_str))
         .collect();
     tags.into_iter()
         .filter_map(|tag| Some((tag.to_string(), crate::verdict::host_ms(run, tag).ok()?)))
@@ -475,13 +475,13 @@ fn host_ms_by_tag(run: &Run) -> BTreeMap<String, f64> {
 /// Device memory after the worker exited, against the level at the start (both
 /// device-wide). On a CPU device the worker's memory is its RSS, gone with it.
 fn after_exit(run: &Run) -> Option<(i64, &'static str)> {
-    let meta = run.meta.as_ref()?;
-    let end = run.end.as_ref()?;
+    let meta = run.meta()?;
+    let end = run.end()?;
     if meta.device.memory_source == MemorySource::Rss {
         return Some((0, "before the worker started"));
     }
     let start = run
-        .sample_stats
+        .sample_stats()
         .first
         .as_ref()
         .filter(|s| s.t_ns <= end.t_ns)?;
@@ -498,14 +498,14 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
     let mut rows = Vec::new();
     // CUDA has no destructor callbacks: "never destroyed" would be a false finding.
     if run
-        .meta
+        .meta()
         .as_ref()
         .is_some_and(|m| m.backend == BackendKind::Cuda)
     {
         return rows;
     }
-    for (id, kind, handle) in &run.folds.created {
-        let Some(state) = run.ledger.get(id) else {
+    for (id, kind, handle) in &run.folds().created {
+        let Some(state) = run.ledger().get(id) else {
             continue;
         };
         let Some(released) = state.last_release_ns else {

@@ -127,17 +127,17 @@ pub struct OtherProcessReport {
 
 impl WatchRanOut {
     pub(crate) fn of(run: &Run) -> Option<WatchRanOut> {
-        let call = run.folds.ran_out.as_ref()?;
+        let call = run.folds().ran_out.as_ref()?;
         let status = match &call.status {
             crate::trace::CallStatus::Error { name, .. } => name.clone(),
             _ => return None,
         };
-        let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
-        let sample = run.sample_stats.at_ran_out.as_ref();
+        let start = run.meta().map_or(0, |m| m.t_ns);
+        let sample = run.sample_stats().at_ran_out.as_ref();
         let refused = call.refused.as_ref();
         let backtrace = refused
             .and_then(|r| r.stack)
-            .and_then(|id| run.stacks.get(&id))
+            .and_then(|id| run.stacks().get(&id))
             .cloned()
             .unwrap_or_default();
         Some(WatchRanOut {
@@ -154,15 +154,15 @@ impl WatchRanOut {
             device_total_bytes: sample.and_then(|s| s.total_bytes),
             device_t_ms: sample.map(|s| s.t_ns.saturating_sub(start) as f64 / 1e6),
             holders: run
-                .holders_at_ran_out
+                .holders_at_ran_out()
                 .as_ref()
                 .map(|h| Shares::of(h, start)),
             known: run
-                .known_at_ran_out
+                .known_at_ran_out()
                 .as_ref()
-                .filter(|_| run.holders_at_ran_out.is_none())
+                .filter(|_| run.holders_at_ran_out().is_none())
                 .map(|h| {
-                    let (reserves, unmeasured) = run.reserves_of(&run.unsized_at_ran_out);
+                    let (reserves, unmeasured) = run.reserves_of(run.unsized_at_ran_out());
                     KnownShares {
                         objects_held_bytes: h.held,
                         objects_held_by: super::holders::held_by_names(h),
@@ -172,7 +172,7 @@ impl WatchRanOut {
                     }
                 }),
             spread: false,
-            other_processes: run.sample_stats.others_at(call.end_ns).map(|others| {
+            other_processes: run.sample_stats().others_at(call.end_ns).map(|others| {
                 others
                     .iter()
                     .map(|o| OtherProcessReport {
@@ -189,18 +189,18 @@ impl WatchRanOut {
     /// GPU the refused process was on (when it was on one), and no share of
     /// one GPU's reading is set against objects on all of them.
     pub(crate) fn on_its_gpu(mut self, run: &Run) -> WatchRanOut {
-        let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
+        let start = run.meta().map_or(0, |m| m.t_ns);
         let end_ns = start + (self.t_ms * 1e6) as u64;
         let gpu = run
-            .ranks
+            .ranks()
             .members
             .get(&self.pid)
             .filter(|m| m.gpus_used.len() == 1)
             .and_then(|m| m.gpus_used.first().copied());
-        let reading = gpu.and_then(|g| Some((g, run.ranks.reading_at(g, end_ns)?)));
+        let reading = gpu.and_then(|g| Some((g, run.ranks().reading_at(g, end_ns)?)));
         self.device_used_bytes = reading.map(|(_, p)| p.used);
         self.device_total_bytes = gpu
-            .and_then(|g| run.ranks.gpus.get(g as usize))
+            .and_then(|g| run.ranks().gpus.get(g as usize))
             .map(|l| l.meta.total_bytes);
         self.device_t_ms = reading.map(|(_, p)| p.t_ns.saturating_sub(start) as f64 / 1e6);
         self.holders = None;

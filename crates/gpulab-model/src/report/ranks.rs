@@ -109,20 +109,20 @@ pub struct GpuReport {
 /// The program's processes worth a line each, by rank then pid; empty for a
 /// program of one process on one GPU outside a job.
 pub fn ranks(run: &Run) -> Vec<RankReport> {
-    if !run.ranks.worth_showing() {
+    if !run.ranks().worth_showing() {
         return Vec::new();
     }
-    let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
-    let first = run.ranks.first_ran_out.map(|(pid, _)| pid);
+    let start = run.meta().map_or(0, |m| m.t_ns);
+    let first = run.ranks().first_ran_out.map(|(pid, _)| pid);
     let index = |pos: u32| {
-        run.ranks
+        run.ranks()
             .gpus
             .get(pos as usize)
             .map_or(pos, |g| g.meta.index)
     };
     let moment = |m: &Moment| moment_report(m, start, &index);
     let mut out: Vec<RankReport> = run
-        .ranks
+        .ranks()
         .members
         .values()
         .filter(|m| !m.gpus_used.is_empty() || m.rank.is_some() || m.ran_out.is_some())
@@ -189,7 +189,7 @@ fn owners_line(by: &BTreeMap<String, u64>) -> String {
 
 /// Every GPU the stream read.
 pub fn gpus(run: &Run) -> Vec<GpuReport> {
-    run.ranks
+    run.ranks()
         .gpus
         .iter()
         .enumerate()
@@ -202,7 +202,7 @@ pub fn gpus(run: &Run) -> Vec<GpuReport> {
             peak_used_bytes: lane.peak_used,
             program_peak_bytes: lane.program_peak,
             pids: run
-                .ranks
+                .ranks()
                 .members
                 .values()
                 .filter(|m| m.gpus_used.contains(&(pos as u32)))

@@ -35,6 +35,9 @@ pub struct Folds {
     pub pools: Vec<(u32, CudaMemory)>,
     /// The latest CUDA pool reading of the run.
     pub last_pool: Option<CudaMemory>,
+    /// Changes so far of what the stream-ordered pool keeps beyond its use,
+    /// or of the graphs' memory: shares of a composition.
+    pool_changes: u64,
     /// Per tag: what every execution of the tagged line(s) did.
     pub tags: BTreeMap<String, TagFold>,
     /// Per API name, in the order the APIs were first called.
@@ -165,6 +168,11 @@ fn error_of(c: &Call) -> Option<&str> {
 }
 
 impl Folds {
+    /// Changes so far of what the pool keeps (see `pool_changes`).
+    pub(super) fn pool_changes(&self) -> u64 {
+        self.pool_changes
+    }
+
     /// Folds one call in. What only a tag's first execution needs is asked
     /// of the run then: `busy_before` (the latest end of the device spans
     /// enqueued before it), `bytes_of` (a ledger object's bytes) and the
@@ -185,6 +193,17 @@ impl Folds {
             self.failed_calls += 1;
         }
         if let Some(m) = c.cuda {
+            let kept = |m: Option<CudaMemory>| {
+                m.map(|m| {
+                    (
+                        m.pool_reserved.saturating_sub(m.pool_used),
+                        m.graph_mem.map(|g| g.reserved),
+                    )
+                })
+            };
+            if kept(Some(m)) != kept(self.last_pool) {
+                self.pool_changes += 1;
+            }
             self.last_pool = Some(m);
             if let Some(line) = c.line {
                 match self.pools.iter_mut().find(|(l, _)| *l == line) {

@@ -284,11 +284,11 @@ fn folds_equal_a_computation_over_every_call() {
         let events = generated(seed, 3_000);
         // A window far smaller than the run: nearly every call is forgotten.
         let run = Run::folding(Run::bounded(16, 16, 16), &events);
-        assert_eq!(run.calls.len(), 16);
-        assert_eq!(run.calls.seen(), 3_000);
-        assert_eq!(run.calls.last().map(|c| c.seq), Some(2_999));
-        assert!(run.spans.seen() > 16 && run.objects.seen() > 16);
-        assert_eq!((run.spans.len(), run.objects.len()), (16, 16));
+        assert_eq!(run.calls().len(), 16);
+        assert_eq!(run.calls().seen(), 3_000);
+        assert_eq!(run.calls().last().map(|c| c.seq), Some(2_999));
+        assert!(run.spans().seen() > 16 && run.objects().seen() > 16);
+        assert_eq!((run.spans().len(), run.objects().len()), (16, 16));
         assert_eq!(run.lines(), lines_from_scratch(&events), "seed {seed}");
 
         let all: Vec<&Call> = calls(&events).collect();
@@ -408,13 +408,13 @@ fn a_call_is_in_flight_from_its_calling_to_its_call() {
         })
     };
     run.apply(&calling(4));
-    assert_eq!(run.in_flight.as_ref().map(|c| c.seq), Some(4));
+    assert_eq!(run.in_flight().map(|c| c.seq), Some(4));
     run.apply(&answered(3));
-    assert!(run.in_flight.is_some(), "an earlier call answers nothing");
+    assert!(run.in_flight().is_some(), "an earlier call answers nothing");
     run.apply(&answered(4));
-    assert!(run.in_flight.is_none());
+    assert!(run.in_flight().is_none());
     for seq in 0..100 {
         run.apply(&answered(10 + seq));
-        assert!(run.in_flight.is_none());
+        assert!(run.in_flight().is_none());
     }
 }

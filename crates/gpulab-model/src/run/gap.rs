@@ -41,10 +41,10 @@ pub fn of(run: &Run) -> Gap {
 /// many; a panel shows a screenful). Read from the ledger's index
 /// ([`super::LiveIndex`]), never a walk of every object.
 pub fn within(run: &Run, refers: usize) -> Gap {
-    let ledger = run.live_bytes;
+    let ledger = run.live_bytes();
     let device = run.device_above_baseline();
     let mut causes = objects(run, refers);
-    let index = &run.live_index;
+    let index = &run.live_index();
     let contexts = index.held.get(&ObjKind::Context).copied().unwrap_or(0);
     if contexts > 0 && device.is_some_and(|d| d - ledger > 4 << 20) {
         causes.push(format!(
@@ -78,8 +78,8 @@ pub fn within(run: &Run, refers: usize) -> Gap {
 /// out yet.
 fn objects(run: &Run, refers: usize) -> Vec<String> {
     let mut causes = Vec::new();
-    let objs = &run.ledger;
-    let index = &run.live_index;
+    let objs = &run.ledger();
+    let index = &run.live_index();
     // The driver's deletions are seen for this kind (an agent that watches
     // them and saw none is a finding too).
     let destroys = |kind: ObjKind| run.deletion_seen(kind);
@@ -153,7 +153,7 @@ fn caches(run: &Run, causes: &mut Vec<String>) {
     }
     // The lab's own pool, read the same way.
     if let Some(own) = run
-        .calls
+        .calls()
         .iter()
         .rev()
         .find_map(|c| c.cuda.as_ref())
@@ -171,7 +171,7 @@ fn caches(run: &Run, causes: &mut Vec<String>) {
     // graph allocations still use is theirs until freed; the rest is kept for
     // the graphs' next launches until cudaDeviceGraphMemTrim.
     if let Some(g) = run
-        .calls
+        .calls()
         .iter()
         .rev()
         .find_map(|c| c.cuda.as_ref())
@@ -195,11 +195,11 @@ fn caches(run: &Run, causes: &mut Vec<String>) {
 
 /// CUDA's virtual memory API: a handle released while still mapped.
 fn mapped(run: &Run, causes: &mut Vec<String>) {
-    let (objs, index) = (&run.ledger, &run.live_index);
+    let (objs, index) = (&run.ledger(), &run.live_index());
     // CUDA's virtual memory API: a mapping keeps its physical allocation, so a
     // handle released while still mapped holds its memory until cuMemUnmap.
     let ok_calls = |api: Api| {
-        run.calls
+        run.calls()
             .iter()
             .filter(|c| {
                 c.api.api() == Some(api) && matches!(c.status, crate::trace::CallStatus::Ok)

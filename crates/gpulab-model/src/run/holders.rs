@@ -93,7 +93,7 @@ impl Run {
     /// Whether the run sees the driver delete objects of `kind`: one was, or an
     /// agent in a watched program said it watches their deletion.
     pub fn deletion_seen(&self, kind: ObjKind) -> bool {
-        self.folds.destroyed_kinds.contains(&kind) || self.deletion_watched.contains(&kind)
+        self.folds.destroyed_kinds.contains(&kind) || self.deletion_watched().contains(&kind)
     }
 
     fn alive(&self, id: u64) -> Alive {
@@ -106,7 +106,7 @@ impl Run {
         if gone.contains(&((id >> 32) as u32)) {
             return Alive::Gone;
         }
-        match self.ledger.get(&id) {
+        match self.ledger().get(&id) {
             Some(o) if o.held() => Alive::Held,
             Some(o) if !o.destroyed() && self.deletion_seen(o.kind) => Alive::Released,
             _ => Alive::Gone,
@@ -124,10 +124,10 @@ impl Run {
     /// The shares of the process's memory at `(t_ns, total)`, as the run
     /// stands now.
     pub fn holders_at(&self, t_ns: u64, total: u64) -> Holders {
-        let index = &self.live_index;
+        let index = &self.live_index();
         // A program of many processes: one that has exited by then holds
         // nothing (its objects stay alive in the ledger, for the report).
-        let gone = self.ranks.gone_by(t_ns);
+        let gone = self.ranks().gone_by(t_ns);
         let of_gone: u64 = index
             .held_by_pid
             .iter()
@@ -167,7 +167,7 @@ impl Run {
                 .map_or(0, |g| g.reserved),
             ..Holders::default()
         };
-        for (ids, reserve) in self.reserves.each() {
+        for (ids, reserve) in self.reserves().each() {
             match reserve {
                 Some(r) => match ids
                     .iter()
@@ -195,7 +195,7 @@ impl Run {
     pub fn reserves_of(&self, ids: &[u64]) -> (u64, usize) {
         let mut bytes = 0;
         let mut measured = std::collections::BTreeSet::new();
-        for (of, reserve) in self.reserves.each() {
+        for (of, reserve) in self.reserves().each() {
             if let Some(r) = reserve
                 && of.iter().any(|id| ids.contains(id))
             {
@@ -215,13 +215,13 @@ impl Run {
         let mut by: BTreeMap<Owner, u64> = BTreeMap::new();
         let owner_of = |stack: &Option<u64>| {
             stack
-                .and_then(|id| self.owners.get(&id).copied())
+                .and_then(|id| self.owners().get(&id).copied())
                 .unwrap_or(Owner::Unknown)
         };
-        for (stack, bytes) in &self.live_index.held_bytes_by_stack {
+        for (stack, bytes) in &self.live_index().held_bytes_by_stack {
             *by.entry(owner_of(stack)).or_default() += bytes;
         }
-        for ((pid, stack), bytes) in &self.live_index.held_bytes_by_pid_stack {
+        for ((pid, stack), bytes) in &self.live_index().held_bytes_by_pid_stack {
             if gone.contains(pid)
                 && let Some(b) = by.get_mut(&owner_of(stack))
             {
@@ -230,9 +230,9 @@ impl Run {
         }
         by.retain(|_, b| *b > 0);
         let mut cached_taken = 0;
-        for framework in self.frameworks.names() {
+        for framework in self.frameworks().names() {
             let mut cached: u64 = self
-                .frameworks
+                .frameworks()
                 .latest()
                 .filter(|(a, _)| a.framework == framework)
                 .map(|(_, f)| f.cached())
@@ -263,7 +263,7 @@ impl Run {
     /// composition was taken, if any; for a watched program, the latest
     /// taken while it ran.
     pub fn holders(&self) -> Option<Holders> {
-        self.holders_recent.back().cloned()
+        self.holders_recent().back().cloned()
     }
 }
 
@@ -454,7 +454,7 @@ mod tests {
         }
         events.push(sample(100, 530 * MIB));
         let run = Run::from_events(&ended(events));
-        let measured: Vec<u64> = run.reserves.measured().map(|r| r.bytes).collect();
+        let measured: Vec<u64> = run.reserves().measured().map(|r| r.bytes).collect();
         assert_eq!(measured, [530 * MIB]);
         assert_eq!(run.holders().map(|h| h.unexplained()), Some(0));
     }
@@ -528,7 +528,7 @@ mod tests {
     #[test]
     fn the_peak_keeps_its_composition() {
         let run = Run::from_events(&ended(seed_001()));
-        let peak = run.holders_at_peak.as_ref().expect("a peak");
+        let peak = run.holders_at_peak().expect("a peak");
         assert_eq!(peak.total, 518 * MIB + 518 * MIB + 64 * MIB);
         assert_eq!(peak.held, 64 * MIB);
         assert_eq!(peak.reserves_held, 518 * MIB);
@@ -590,7 +590,7 @@ mod tests {
         let run = Run::from_events(&ended(events));
         let h = run.holders().expect("a reading");
         assert_eq!((h.at_ns, h.total, h.held), (50 * MS, 0, 0));
-        let kept: Vec<u64> = run.holders_recent.iter().map(|h| h.at_ns / MS).collect();
+        let kept: Vec<u64> = run.holders_recent().iter().map(|h| h.at_ns / MS).collect();
         assert_eq!(kept, vec![10, 30, 50], "the reading at 40 is not composed");
     }
 

@@ -390,7 +390,7 @@ mod tests {
             line: None,
             stack: None,
         }));
-        let (kind, api, pid, thread, _) = maker(&run.ledger[&((77 << 32) | 5)]);
+        let (kind, api, pid, thread, _) = maker(&run.ledger()[&((77 << 32) | 5)]);
         assert_eq!(
             (kind, api.as_str(), pid, thread),
             (ObjKind::Buffer, UNSEEN_MAKER, 77, 0)
@@ -560,11 +560,11 @@ mod tests {
                 stack: None,
             };
             run.apply(&Event::Object(o.clone()));
-            let want = walked(&run.ledger);
+            let want = walked(run.ledger());
             assert!(
-                same(&run.live_index, &want),
+                same(run.live_index(), &want),
                 "step {step}, after {o:?}:\n{:?}\n{want:?}",
-                run.live_index
+                run.live_index()
             );
             dangled += usize::from(!want.dangling.is_empty());
         }

@@ -5,6 +5,82 @@
 
 use std::collections::VecDeque;
 
+use crate::trace::{Block, Call, Calling, DeviceSpan, ObjectEvent, Sample};
+
+/// The run's part that keeps the latest events whole: the most recent calls,
+/// object events, device spans and samples, every `repeat` block (a lab's
+/// few), and the call the worker is in now.
+#[derive(Debug, Clone)]
+pub(super) struct Window {
+    pub(super) calls: Recent<Call>,
+    pub(super) objects: Recent<ObjectEvent>,
+    pub(super) spans: Recent<DeviceSpan>,
+    pub(super) samples: Recent<Sample>,
+    pub(super) blocks: Vec<Block>,
+    /// The call the worker went into and has not come back from yet: what a
+    /// run that hangs is stuck in.
+    pub(super) in_flight: Option<Calling>,
+    /// The latest end, and the highest call seq, of the device spans no
+    /// longer in `spans`.
+    spans_forgotten: Option<(u64, u64)>,
+}
+
+impl Window {
+    pub(super) fn new(calls: usize, spans: usize, objects: usize, samples: usize) -> Window {
+        Window {
+            calls: Recent::new(calls),
+            objects: Recent::new(objects),
+            spans: Recent::new(spans),
+            samples: Recent::new(samples),
+            blocks: Vec::new(),
+            in_flight: None,
+            spans_forgotten: None,
+        }
+    }
+
+    /// `c` returned: the worker is no longer in it (nor in an earlier call).
+    pub(super) fn returned(&mut self, c: &Call) {
+        if self.in_flight.as_ref().is_some_and(|f| f.seq <= c.seq) {
+            self.in_flight = None;
+        }
+    }
+
+    pub(super) fn span(&mut self, s: &DeviceSpan) {
+        if let Some(old) = self.spans.push(s.clone()) {
+            let (end, seq) = self.spans_forgotten.unwrap_or((0, 0));
+            self.spans_forgotten = Some((end.max(old.end_ns), seq.max(old.call_seq)));
+        }
+    }
+
+    /// The latest end of the device spans of calls before `seq`, forgotten
+    /// ones included.
+    pub(super) fn busy_before(&self, seq: u64) -> Option<u64> {
+        self.spans
+            .iter()
+            .filter(|s| s.call_seq < seq)
+            .map(|s| s.end_ns)
+            .chain(self.spans_forgotten.map(|(end, _)| end))
+            .max()
+    }
+
+    /// The latest call, when it is the one that made or let go of `id`: a
+    /// lab's worker sends the call first, then the object.
+    pub(super) fn call_of(&self, id: u64) -> Option<&Call> {
+        self.calls.last().filter(|c| c.object == Some(id))
+    }
+
+    /// See [`super::Run::window_holds`].
+    pub(super) fn holds(&self, lo: u64, calls: &[u64]) -> bool {
+        let calls_whole =
+            self.calls.forgotten() == 0 || self.calls.first().is_some_and(|c| c.begin_ns < lo);
+        let spans_whole = match (self.spans_forgotten, calls.iter().min()) {
+            (Some((_, gone)), Some(first)) => gone < *first,
+            _ => true,
+        };
+        calls_whole && spans_whole
+    }
+}
+
 /// The last `cap` items pushed, in arrival order, and how many were pushed in all.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recent<T> {

@@ -37,7 +37,7 @@ impl<'a> Others<'a> {
                 "variant `{variant}` {why}, so the two do not compare"
             ));
         }
-        let why = match run.end.as_ref().map(|e| &e.status) {
+        let why = match run.end().map(|e| &e.status) {
             Some(EndStatus::Finished) => return Ok(run),
             Some(EndStatus::Failed { .. }) if run.finding().is_some_and(|f| f.explains_end()) => {
                 return Ok(run);
@@ -55,7 +55,7 @@ impl<'a> Others<'a> {
 /// How `other` ran differently from `home`, where it matters to a comparison:
 /// another device (recordings of two machines side by side) or other parameters.
 fn unlike(other: &Run, home: &Run) -> Option<String> {
-    let (a, b) = (other.meta.as_ref()?, home.meta.as_ref()?);
+    let (a, b) = (other.meta()?, home.meta()?);
     if a.device.name != b.device.name {
         return Some(format!(
             "ran on {}, this run on {}",

@@ -21,7 +21,7 @@ pub fn overlap(run: &Run, tag: &str) -> Result<f64, String> {
         }
     };
     let seqs: Vec<u64> = run
-        .calls
+        .calls()
         .iter()
         .filter(|c| c.begin_ns >= lo && c.end_ns <= hi)
         .map(|c| c.seq)
@@ -37,7 +37,7 @@ pub fn overlap(run: &Run, tag: &str) -> Result<f64, String> {
         ));
     }
     let spans: Vec<(u64, u64, u64)> = run
-        .spans
+        .spans()
         .iter()
         .filter(|s| seqs.contains(&s.call_seq))
         .map(|s| (s.queue, s.begin_ns, s.end_ns))

@@ -14,7 +14,7 @@ pub(super) fn per_iter_mib(run: &Run, tag: &str) -> Result<f64, Why> {
     // Memory after each iteration is the last reading of its last call; the
     // Run folds the first and the last iteration's as the calls arrive, so a
     // block longer than the Run's window of calls is measured whole.
-    let span = run.folds.iterations.by_tag.get(tag);
+    let span = run.folds().iterations.by_tag.get(tag);
     let (Some((first_i, first)), Some((last_i, last))) =
         (span.and_then(|s| s.first), span.and_then(|s| s.last))
     else {
@@ -39,7 +39,7 @@ pub(super) fn peak_mib(run: &Run, tag: &str) -> Result<f64, Why> {
         None => {
             let ran = run.tagged(tag).map_or(0, |t| t.calls);
             let kept: Vec<(u64, u64)> = run
-                .calls
+                .calls()
                 .iter()
                 .filter(|c| c.tag.as_deref() == Some(tag))
                 .map(|c| (c.begin_ns, c.end_ns))
@@ -60,15 +60,15 @@ pub(super) fn peak_mib(run: &Run, tag: &str) -> Result<f64, Why> {
     let peak = windows
         .iter()
         .filter_map(|&(from, to)| {
-            let start = run.readings.partition_point(|(t, _)| *t < from);
-            let inside = run.readings[start..]
+            let start = run.readings().partition_point(|(t, _)| *t < from);
+            let inside = run.readings()[start..]
                 .iter()
                 .take_while(move |(t, _)| *t <= to)
                 .map(|(_, v)| *v)
                 .max();
             // A window inside a stretch of equal readings (kept as its first and
             // last only) holds none: the level in force when it began is its peak.
-            inside.or_else(|| start.checked_sub(1).map(|i| run.readings[i].1))
+            inside.or_else(|| start.checked_sub(1).map(|i| run.readings()[i].1))
         })
         .max()
         .ok_or_else(no_memory)?;

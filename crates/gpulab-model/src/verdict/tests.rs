@@ -136,7 +136,7 @@ fn judge_events(c: &Claim, events: &[Event]) -> ClaimVerdict {
     judge_one(
         c,
         &run,
-        &run.meta.as_ref().unwrap().lab.as_ref().unwrap().params,
+        &run.meta().unwrap().lab.as_ref().unwrap().params,
         &Others::new(),
     )
 }

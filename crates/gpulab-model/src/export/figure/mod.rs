@@ -114,11 +114,11 @@ fn peak_mib(d: &Decimated) -> f64 {
 
 fn title(run: &Run) -> String {
     let device = run
-        .meta
+        .meta()
         .as_ref()
         .map(|m| m.device.name.as_str())
         .unwrap_or("?");
-    let meta = run.meta.as_ref();
+    let meta = run.meta();
     if let Some(w) = meta.and_then(|m| m.watch.as_ref()) {
         // A watched program, not a lab: said so, named by its command line.
         let on = match meta.map(|m| m.device.memory_source) {
@@ -191,7 +191,7 @@ fn draw(runs: &[Decimated], axis: Axis) -> String {
             .map(|r| {
                 let text = Sizes::for_runs(n).text;
                 r.run
-                    .claims
+                    .claims()
                     .iter()
                     .map(|c| claim_lines(c, text).len())
                     .sum()
@@ -228,11 +228,11 @@ impl Drawn {
         Drawn {
             watched: runs
                 .iter()
-                .all(|d| d.run.meta.as_ref().is_some_and(|m| m.watch.is_some())),
+                .all(|d| d.run.meta().is_some_and(|m| m.watch.is_some())),
             markers: runs.iter().any(|d| !d.tagged().is_empty()),
             host: runs
                 .iter()
-                .any(|d| d.host.iter().next().is_some() || !d.run.calls.is_empty()),
+                .any(|d| d.host.iter().next().is_some() || !d.run.calls().is_empty()),
             device: runs.iter().any(|d| !d.lanes.is_empty()),
         }
     }
@@ -382,8 +382,8 @@ fn draw_grid(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) {
             &tick_label(v),
         );
     }
-    let watched = run.meta.as_ref().is_some_and(|m| m.watch.is_some());
-    let source = match (run.meta.as_ref().map(|m| m.device.memory_source), watched) {
+    let watched = run.meta().is_some_and(|m| m.watch.is_some());
+    let source = match (run.meta().map(|m| m.device.memory_source), watched) {
         (Some(MemorySource::Rss), false) => "worker RSS, MiB",
         (Some(MemorySource::Rss), true) => "program RSS, MiB",
         (_, true) => "device memory, MiB above pre-start",
@@ -585,7 +585,7 @@ fn draw_claims(out: &mut String, d: &Decimated, shared: &Shared, ticks_y: f64) {
     let (s, run) = (&shared.sizes, &d.run);
     let row = s.row();
     let mut y = ticks_y + row * 2.0;
-    for c in &run.claims {
+    for c in run.claims() {
         for (colour, x, line) in claim_lines(c, s.text) {
             text(out, x, y, s.text, "start", colour, &line);
             y += row;

@@ -124,7 +124,7 @@ fn call_title(run: &Run, axis: &TimeAxis, c: &Call) -> String {
     if let CallStatus::Error { name, .. } = &c.status {
         let _ = write!(t, "\nreturned {name}");
     }
-    if run.meta.as_ref().is_some_and(|m| m.watch.is_some()) {
+    if run.meta().is_some_and(|m| m.watch.is_some()) {
         let _ = write!(t, "\nprocess {}", c.pid);
     }
     t

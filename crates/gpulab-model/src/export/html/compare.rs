@@ -46,7 +46,7 @@ pub fn compare(a: &Page, b: &Page, extras: Extras) -> String {
 /// What a run is called on the page: its variant, and its device where the
 /// two differ the reader sees that in the facts.
 fn name(run: &crate::run::Run, s: &Summary) -> String {
-    match run.meta.as_ref().and_then(|m| m.watch.as_ref()) {
+    match run.meta().and_then(|m| m.watch.as_ref()) {
         Some(w) => w.command.join(" "),
         None if s.variant.is_empty() => s.device.clone(),
         None => s.variant.clone(),
@@ -55,7 +55,7 @@ fn name(run: &crate::run::Run, s: &Summary) -> String {
 
 fn facts(out: &mut String, s: [&Summary; 2], names: [&str; 2], runs: [&crate::run::Run; 2]) {
     let memory = |i: usize| {
-        let watched = runs[i].meta.as_ref().is_some_and(|m| m.watch.is_some());
+        let watched = runs[i].meta().is_some_and(|m| m.watch.is_some());
         if watched {
             program_memory_label(s[i].memory_source)
         } else {

@@ -155,7 +155,7 @@ impl Page {
 fn page(drawn: &Decimated, axis: &TimeAxis, extras: Extras) -> String {
     let run = &drawn.run;
     let summary = Summary::of(run);
-    let watch = run.meta.as_ref().and_then(|m| m.watch.as_ref());
+    let watch = run.meta().and_then(|m| m.watch.as_ref());
     let heading = match watch {
         Some(w) => format!("gpulab watch -- {}", w.command.join(" ")),
         None if summary.lab.is_empty() => "gpulab run".to_string(),
@@ -216,7 +216,7 @@ pub(crate) fn head(heading: &str) -> String {
 fn foot(out: &mut String, runs: &[&Run]) {
     let versions: Vec<&str> = runs
         .iter()
-        .map(|r| r.meta.as_ref().map_or("?", |m| m.gpulab_version.as_str()))
+        .map(|r| r.meta().map_or("?", |m| m.gpulab_version.as_str()))
         .collect();
     let _ = write!(
         out,
@@ -266,7 +266,7 @@ fn charts(out: &mut String, runs: &[(&Decimated, &TimeAxis, &str)]) {
 
 /// Device, driver, how the run ended and what memory did.
 fn facts(out: &mut String, run: &Run, s: &Summary) {
-    let watched = run.meta.as_ref().is_some_and(|m| m.watch.is_some());
+    let watched = run.meta().is_some_and(|m| m.watch.is_some());
     let mut rows: Vec<(&str, String)> = vec![
         ("device", s.device.clone()),
         ("platform", s.platform.clone()),
@@ -297,14 +297,14 @@ fn facts(out: &mut String, run: &Run, s: &Summary) {
         rows.push(("peak above baseline", format!("{:.1} MiB", mib(p))));
     }
     // A watched program has no worker; its report says what it left.
-    let worker = run.meta.as_ref().is_some_and(|m| m.watch.is_none());
+    let worker = run.meta().is_some_and(|m| m.watch.is_none());
     if let (true, Some(a), Some(against)) = (worker, s.after_exit_bytes, &s.after_exit_against) {
         rows.push((
             "after the worker exited",
             format!("{:+.1} MiB against {against}", signed_mib(a)),
         ));
     }
-    if let Some(at) = run.meta.as_ref().and_then(|m| m.recorded_at.as_deref()) {
+    if let Some(at) = run.meta().and_then(|m| m.recorded_at.as_deref()) {
         rows.push(("recorded", at.to_string()));
     }
     out.push_str("<table class=\"facts\">\n");
@@ -347,7 +347,7 @@ fn calls_by_api(out: &mut String, run: &Run) {
     out.push_str(
         "<h2>Calls</h2>\n<table class=\"script\"><thead><tr><th>call</th><th class=\"n\">count</th><th class=\"n\">failed</th><th class=\"n\">host ms (total)</th><th class=\"n\">memory Δ MiB</th></tr></thead><tbody>\n",
     );
-    for r in &run.folds.apis {
+    for r in &run.folds().apis {
         let _ = writeln!(
             out,
             "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{}</td></tr>",
@@ -480,7 +480,7 @@ mod tests {
     #[test]
     fn strings_from_a_recording_cannot_add_markup() {
         let run = Run::from_events(&events_of(RECORDING));
-        let title = &run.meta.as_ref().unwrap().lab.as_ref().unwrap().title;
+        let title = &run.meta().unwrap().lab.as_ref().unwrap().title;
         let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>\" '";
         let as_json = |s: &str| serde_json::to_string(s).unwrap();
         let events = events_of(&RECORDING.replace(&as_json(title), &as_json(hostile)));
@@ -500,13 +500,13 @@ mod tests {
         for l in run.lines() {
             assert!(page.contains(&esc(&l.text)), "line {} missing", l.line);
         }
-        assert!(!run.claims.is_empty());
-        for c in &run.claims {
+        assert!(!run.claims().is_empty());
+        for c in run.claims() {
             assert!(page.contains(&esc(&c.expr)), "claim {} missing", c.name);
         }
         // Every call outside directives has a bar with its numbers on hover.
         let calls = run
-            .calls
+            .calls()
             .iter()
             .filter(|c| c.status != CallStatus::Directive)
             .count();

@@ -10,17 +10,17 @@ pub(super) fn held_groups(run: &Run, held: &[HeldObject]) -> Vec<HeldGroup> {
     type Key = (ObjKind, String, Option<String>, Option<u64>);
     let mut groups: BTreeMap<Key, HeldGroup> = BTreeMap::new();
     for h in held {
-        let life = run.ledger.get(&h.id);
+        let life = run.ledger().get(&h.id);
         // The first chain that pins it, by kind: read from the ledger, not
         // from the words `pinned_by` says it in.
         let pins = run
-            .live_index
+            .live_index()
             .referring
             .iter()
-            .find_map(|&from| path_to(from, h.id, &run.ledger, 0))
+            .find_map(|&from| path_to(from, h.id, run.ledger(), 0))
             .map(|path| {
                 path.iter()
-                    .filter_map(|i| run.ledger.get(i).map(|o| o.kind.as_str()))
+                    .filter_map(|i| run.ledger().get(i).map(|o| o.kind.as_str()))
                     .collect::<Vec<_>>()
                     .join(" -> ")
             })
@@ -39,7 +39,7 @@ pub(super) fn held_groups(run: &Run, held: &[HeldObject]) -> Vec<HeldGroup> {
                 pinned_by: pins,
                 created_by,
                 made_at: stack
-                    .and_then(|id| run.stacks.get(&id))
+                    .and_then(|id| run.stacks().get(&id))
                     .and_then(|frames| frames.first().cloned()),
             });
         g.count += 1;
@@ -59,11 +59,11 @@ pub(super) fn held_groups(run: &Run, held: &[HeldObject]) -> Vec<HeldGroup> {
 
 /// Per kind: made, released, alive and its bytes, the peak alive at once.
 pub(super) fn kinds(run: &Run) -> Vec<KindReport> {
-    let index = &run.live_index;
+    let index = &run.live_index();
     let mut kinds: BTreeMap<ObjKind, KindReport> = BTreeMap::new();
     for (&kind, &created) in index.made_count.iter().filter(|(_, n)| **n > 0) {
         let released = index.released_count.get(&kind).copied().unwrap_or(0);
-        let peak = run.peak_live.get(&kind).copied().unwrap_or(0);
+        let peak = run.peak_live().get(&kind).copied().unwrap_or(0);
         kinds.insert(
             kind,
             KindReport {
@@ -86,13 +86,13 @@ pub(super) fn kinds(run: &Run) -> Vec<KindReport> {
 
 /// What the program never released, grouped by who made it.
 pub(super) fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGroup> {
-    let reporting = run.frameworks.names();
-    run.live_index
+    let reporting = run.frameworks().names();
+    run.live_index()
         .unreleased
         .iter()
         .map(|((kind, created_by, pid, thread, stack), (count, bytes))| {
             let owner = stack
-                .and_then(|id| run.owners.get(&id).copied())
+                .and_then(|id| run.owners().get(&id).copied())
                 .unwrap_or(Owner::Unknown);
             AliveGroup {
                 kind: *kind,
@@ -109,14 +109,14 @@ pub(super) fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGr
                     ObjKind::Context | ObjKind::Program | ObjKind::Stream
                 ) && (!matches!(owner, Owner::Program | Owner::Unknown)
                     || stack
-                        .and_then(|id| run.stacks.get(&id))
+                        .and_then(|id| run.stacks().get(&id))
                         .and_then(|frames| frames.first())
                         .is_some_and(runtime_frame)),
                 pid: *pid,
                 thread: *thread,
                 uncertain: incomplete.contains(pid),
                 backtrace: stack
-                    .and_then(|id| run.stacks.get(&id))
+                    .and_then(|id| run.stacks().get(&id))
                     .cloned()
                     .unwrap_or_default(),
             }
@@ -141,10 +141,10 @@ pub(super) fn held(
     watched: &BTreeSet<ObjKind>,
     incomplete: &BTreeSet<u32>,
 ) -> Vec<HeldObject> {
-    let start = run.meta.as_ref().map_or(0, |m| m.t_ns);
-    let (lives, index) = (&run.ledger, &run.live_index);
+    let start = run.meta().map_or(0, |m| m.t_ns);
+    let (lives, index) = (&run.ledger(), &run.live_index());
     let reserves: BTreeMap<u64, crate::run::reserves::Reserve> = run
-        .reserves
+        .reserves()
         .measured()
         .flat_map(|r| r.ids.clone().into_iter().map(move |id| (id, r.clone())))
         .collect();
@@ -183,7 +183,7 @@ pub(super) fn held(
 /// Per kind, how long destroyed objects outlived their release: the count,
 /// median and longest the live index keeps, no list sorted.
 pub(super) fn outlived(run: &Run, watched: &BTreeSet<ObjKind>) -> Vec<Outlived> {
-    run.live_index
+    run.live_index()
         .outlived_ns
         .iter()
         .filter(|(kind, _)| watched.contains(kind))
@@ -219,7 +219,7 @@ pub(super) fn notes_and_warnings(
                 .into(),
         );
     }
-    for (framework, why) in run.frameworks.unreadable() {
+    for (framework, why) in run.frameworks().unreadable() {
         warnings.push(format!(
             "{}: gpulab's Python hook cannot read all of its figures, {why}; the driver's view \
              stands without them",
@@ -273,7 +273,7 @@ pub(super) fn notes_and_warnings(
 
 /// How the program ended, and its exit code when it exited.
 pub(super) fn ended(run: &Run) -> (String, Option<i32>) {
-    match run.end.as_ref().map(|e| &e.status) {
+    match run.end().map(|e| &e.status) {
         Some(EndStatus::Finished) => ("exited with status 0".to_string(), Some(0)),
         Some(EndStatus::Exited { code }) => (format!("exited with status {code}"), Some(*code)),
         Some(EndStatus::Cancelled) => ("stopped by gpulab".to_string(), None),
@@ -329,7 +329,7 @@ pub(super) fn path_to(
 
 pub(super) fn processes(run: &Run) -> Vec<ProcessReport> {
     let mut by_pid: BTreeMap<u32, ProcessReport> = BTreeMap::new();
-    for a in &run.agents {
+    for a in run.agents() {
         let p = by_pid.entry(a.pid).or_insert(ProcessReport {
             pid: a.pid,
             parent_pid: a.parent_pid,
@@ -378,13 +378,13 @@ pub(super) fn processes(run: &Run) -> Vec<ProcessReport> {
     // records (`detached` counts none of itself).
     // (A device span's queue is a stream id of its process, or its default
     // stream, id 0 there: the fold counts it for the pid in its upper half.)
-    for (pid, n) in &run.folds.received {
+    for (pid, n) in &run.folds().received {
         if let Some(p) = by_pid.get_mut(pid) {
             p.received += n;
         }
     }
     let agents = run
-        .agents
+        .agents()
         .iter()
         .filter(|a| !matches!(a.state, AgentState::Detached { .. }));
     for a in agents {

@@ -339,7 +339,7 @@ impl WatchReport {
     /// walk of every object: the dashboard builds it once per change of its run
     /// (`RunState::watch_report`).
     pub fn from_run(run: &Run) -> WatchReport {
-        let meta = run.meta.as_ref();
+        let meta = run.meta();
         let start = meta.map_or(0, |m| m.t_ns);
         let watch = meta.and_then(|m| m.watch.as_ref());
         let processes = processes(run);
@@ -348,14 +348,14 @@ impl WatchReport {
             .filter(|p| !p.complete())
             .map(|p| p.pid)
             .collect();
-        let watched = &run.deletion_watched;
+        let watched = &run.deletion_watched();
         let (notes, warnings) = notes_and_warnings(run, &processes);
         let (ended, exit_code) = ended(run);
-        let end_ns = run.end.as_ref().map_or(start, |e| e.t_ns);
+        let end_ns = run.end().map_or(start, |e| e.t_ns);
         let held_objects = held(run, watched, &incomplete);
         // Spread over GPUs, the sampler's figures are GPU 0's alone: they
         // give way to each GPU's and each process's.
-        let spread = run.ranks.spread();
+        let spread = run.ranks().spread();
         let one_gpu = |v: Option<u64>| v.filter(|_| !spread);
         WatchReport {
             recorded: super::Provenance::of(run),
@@ -364,15 +364,19 @@ impl WatchReport {
             ended,
             exit_code,
             duration_ms: end_ns.saturating_sub(start) as f64 / 1e6,
-            calls: run.calls.seen() as usize,
-            failed_calls: run.folds.failed_calls as usize,
+            calls: run.calls().seen() as usize,
+            failed_calls: run.folds().failed_calls as usize,
             kinds: kinds(run),
             alive_at_exit: alive_groups(run, &incomplete),
             held_by_driver_groups: held_groups(run, &held_objects),
             held_by_driver: held_objects,
             outlived_release: outlived(run, watched),
             processes,
-            peak_memory_bytes: one_gpu(run.sample_stats.max_process.or(run.sample_stats.max_used)),
+            peak_memory_bytes: one_gpu(
+                run.sample_stats()
+                    .max_process
+                    .or(run.sample_stats().max_used),
+            ),
             peak_device_growth_bytes: one_gpu(run.peak_above_baseline()),
             device_baseline_bytes: one_gpu(run.baseline()),
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),

@@ -51,10 +51,23 @@ fn lab() -> Lab {
 
 /// The premature-release run as variant `variant`, its release taking `ms`.
 fn run_of(variant: &str, release_ms: u64, status: EndStatus) -> Run {
+    run_of_meta(variant, release_ms, status, |_| {})
+}
+
+/// As [`run_of`], with `edit` applied to the run's meta event.
+fn run_of_meta(
+    variant: &str,
+    release_ms: u64,
+    status: EndStatus,
+    edit: impl Fn(&mut gpulab_events::Meta),
+) -> Run {
     let mut events = premature_release(true);
     for e in &mut events {
         match e {
-            Event::Meta(m) => m.lab.as_mut().unwrap().variant = variant.into(),
+            Event::Meta(m) => {
+                m.lab.as_mut().unwrap().variant = variant.into();
+                edit(m);
+            }
             Event::Call(c) if c.tag.as_deref() == Some("release") => {
                 c.end_ns = c.begin_ns + release_ms * MS;
             }
@@ -137,14 +150,14 @@ fn without_the_other_variant_the_comparison_is_inconclusive_and_says_why() {
 fn runs_on_another_device_or_with_other_parameters_do_not_compare() {
     let lab = lab();
     let slow = run_of("slow", 30, EndStatus::Finished);
-    let mut elsewhere = run_of("quick", 2, EndStatus::Finished);
-    if let Some(m) = elsewhere.meta.as_mut() {
+    let elsewhere = run_of_meta("quick", 2, EndStatus::Finished, |m| {
         m.device.name = "other".into();
-    }
-    let mut bigger = run_of("quick", 2, EndStatus::Finished);
-    if let Some(l) = bigger.meta.as_mut().and_then(|m| m.lab.as_mut()) {
-        l.params.insert("kernel_ms".into(), 500.0);
-    }
+    });
+    let bigger = run_of_meta("quick", 2, EndStatus::Finished, |m| {
+        if let Some(l) = m.lab.as_mut() {
+            l.params.insert("kernel_ms".into(), 500.0);
+        }
+    });
     for (quick, words) in [
         (elsewhere, "variant `quick` ran on other, this run on d"),
         (bigger, "variant `quick` ran with other parameters"),
@@ -169,7 +182,7 @@ fn a_later_verdict_of_the_same_claim_replaces_the_earlier_in_the_run() {
     for (_, v) in judge_across(&lab, &[&quick, &slow]) {
         slow.apply(&Event::Claim(v));
     }
-    let names: Vec<&str> = slow.claims.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = slow.claims().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["slower", "own"]);
-    assert_eq!(slow.claims[0].verdict, Verdict::Holds);
+    assert_eq!(slow.claims()[0].verdict, Verdict::Holds);
 }

@@ -1,0 +1,304 @@
+//! The run's part that says who held the process's memory: the reserves
+//! measured of contexts, modules, queues and streams, and the compositions
+//! of the process's readings (at the peak, the latest, over time, when the
+//! first call ran out of memory).
+//!
+//! A composition is taken again only when something it reads changed: each
+//! part it reads counts its own changes ([`Versions`]), and the composer
+//! keeps the counts it last composed from, so no part has to remember to
+//! tell it.
+
+use std::collections::VecDeque;
+
+use crate::trace::{Call, ObjectAction, ObjectEvent};
+
+use super::Run;
+use super::composition::Composition;
+use super::holders::Holders;
+use super::reserves::{self, Reserves};
+
+/// How often at most the composition of the process's memory is taken again
+/// while its objects keep changing, once it has more than `HOLDERS_ALWAYS`
+/// reserves to weigh (below that, at every reading).
+const HOLDERS_EVERY_NS: u64 = 10_000_000;
+const HOLDERS_ALWAYS: usize = 256;
+/// Compositions kept, newest last: enough to take back the readings that
+/// arrive before the news that the program's last process has gone.
+const HOLDERS_KEPT: usize = 64;
+
+/// What a composition reads, as the counts of each part's changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Versions {
+    objects: u64,
+    reserves: u64,
+    program: u64,
+    pool: u64,
+}
+
+/// A composition settled by an object event before its call arrived.
+#[derive(Debug, Clone)]
+struct Tentative {
+    object: u64,
+    reading_ns: u64,
+    /// The peak's composition before this one.
+    peak_before: Option<Holders>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct Composer {
+    /// What contexts, modules, queues and streams hold, measured from the
+    /// process's memory across their making calls.
+    pub(super) reserves: Reserves,
+    /// Changes of the reserves' measurements so far.
+    reserves_changes: u64,
+    /// Who held the process's memory at its highest reading: the latest of
+    /// the readings at that value whose composition was taken (else, in a
+    /// run with hundreds of reserves, one within 1 MiB or 1% of it).
+    pub(super) at_peak: Option<Holders>,
+    /// Who held it at the latest readings whose composition was taken (each
+    /// reading; in a run with hundreds of reserves, not when objects changed
+    /// less than 10 ms before it: then the one before stands, with its own
+    /// time and total), newest last. Readings taken after a watched
+    /// program's last process detached are not its own: they leave.
+    pub(super) recent: VecDeque<Holders>,
+    /// Every composition taken, as a series: who held the memory over time.
+    pub(super) series: Composition,
+    /// The latest composition, while the call of the object event that
+    /// settled it has not arrived.
+    tentative: Option<Tentative>,
+    /// When the first call that ran out of memory returned.
+    ran_out_end: Option<u64>,
+    /// Who held it when the first call that ran out of memory returned.
+    pub(super) at_ran_out: Option<Holders>,
+    /// The objects and measured reserves as they stood when that call
+    /// returned, with no reading (`total` 0): what the run knows of that
+    /// moment even when no reading of the process's memory can be set beside
+    /// it (the program let go of memory right after).
+    pub(super) known_at_ran_out: Option<Holders>,
+    /// The contexts, modules, queues and streams held then: their reserves,
+    /// measured then or later, are what they held then.
+    pub(super) unsized_at_ran_out: Vec<u64>,
+    /// What the latest composition taken read; None before the first, and
+    /// once one was taken back.
+    composed: Option<Versions>,
+}
+
+impl Composer {
+    /// A reading of the process's memory, as the reserves measure.
+    pub(super) fn reading(&mut self, t_ns: u64, bytes: u64) {
+        if self.reserves.reading(t_ns, bytes) {
+            self.reserves_changes += 1;
+        }
+    }
+
+    /// The object being composed against while its call has not arrived.
+    pub(super) fn tentative_object(&self) -> Option<u64> {
+        self.tentative.as_ref().map(|t| t.object)
+    }
+
+    /// Compositions taken after the program's last process detached at
+    /// `gone` are not its own.
+    pub(super) fn cut_after(&mut self, gone: u64) {
+        while self.recent.back().is_some_and(|h| h.at_ns > gone) {
+            self.recent.pop_back();
+        }
+        self.series.cut_after(gone);
+    }
+
+    /// An object event, as the reserves measure: an unsized object's making
+    /// call opens a measurement; a sized object made or deleted meanwhile is
+    /// taken out of it. `call`: the span of the call that made or let go of
+    /// it, when it came first; `watched`: some agent watches the deletion of
+    /// its kind.
+    pub(super) fn object(&mut self, o: &ObjectEvent, call: Option<(u64, u64)>, watched: bool) {
+        match o.action {
+            ObjectAction::Created if o.bytes == 0 && reserves::unsized_kind(o.kind) => {
+                let (begin, end) = call.unwrap_or((o.t_ns, o.t_ns));
+                self.reserves.made_unsized(o.id, begin, end);
+            }
+            ObjectAction::Created => {
+                self.reserves.sized(o.t_ns, o.bytes as i64);
+                if let Some((begin, end)) = call {
+                    self.reserves.sized_call(begin, end);
+                }
+            }
+            ObjectAction::Destroyed => self.reserves.sized(o.t_ns, -(o.bytes as i64)),
+            // A kind whose deletion no agent reports is gone at its last
+            // release (a cuMemFree): its bytes leave the measurement then, as
+            // a destroyed one's do (a program that frees right after it ran
+            // out left the context's reserve unmeasured on the H100).
+            _ if o.ends_life() && !watched => {
+                self.reserves.sized(o.t_ns, -(o.bytes as i64));
+                if let Some((begin, end)) = call {
+                    self.reserves.sized_call(begin, end);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The agent read the device's memory across a call: `step` is held by
+    /// `holder` (see [`Run::measured_by_the_agent`]).
+    fn direct(&mut self, holder: u64, step: i64, c: &Call, more: bool) {
+        self.reserves
+            .direct(&[holder], step, c.begin_ns, c.end_ns, more);
+        self.reserves_changes += 1;
+    }
+}
+
+impl Run {
+    /// What a composition taken now would read.
+    fn versions(&self) -> Versions {
+        Versions {
+            objects: self.objects.changes(),
+            reserves: self.composer.reserves_changes,
+            program: self.program.changes(),
+            pool: self.folds.pool_changes(),
+        }
+    }
+
+    /// Composes the pending reading once something from after it arrives
+    /// (`now_ns` past it: every source sends in time order, so every object
+    /// event up to the reading is in), or at the end: the readings run ahead
+    /// of the agents' records, and a composition taken at once would set a
+    /// reading after a free beside a ledger that still holds the object.
+    ///
+    /// Settled by an object event whose call has not arrived (an agent sends
+    /// the object first), the composition stays tentative: if that call turns
+    /// out to have begun before the reading, and moved memory of a size, the
+    /// reading was taken while the call ran and says nothing sure of it, and
+    /// the composition is taken back ([`Run::take_back_a_reading_within`]).
+    pub(super) fn settle(&mut self, now_ns: u64, by_object: Option<u64>) {
+        let Some((t_ns, bytes)) = self.readings.pending.filter(|(t, _)| now_ns > *t) else {
+            return;
+        };
+        self.readings.pending = None;
+        self.composer.tentative = by_object.map(|object| Tentative {
+            object,
+            reading_ns: t_ns,
+            peak_before: self.composer.at_peak.clone(),
+        });
+        let versions = self.versions();
+        let next = match self.composer.recent.back() {
+            Some(h) if self.composer.composed == Some(versions) => Some(Holders {
+                at_ns: t_ns,
+                total: bytes,
+                ..h.clone()
+            }),
+            Some(h)
+                if self.composer.reserves.measurements() > HOLDERS_ALWAYS
+                    && t_ns < h.at_ns + HOLDERS_EVERY_NS =>
+            {
+                None
+            }
+            _ => {
+                self.composer.composed = Some(versions);
+                Some(self.holders_at(t_ns, bytes))
+            }
+        };
+        let Some(h) = next else {
+            let grown = self
+                .composer
+                .at_peak
+                .as_ref()
+                .is_none_or(|p| bytes > p.total + (1 << 20).max(p.total / 100));
+            if grown {
+                self.composer.at_peak = Some(self.holders_at(t_ns, bytes));
+            }
+            return;
+        };
+        let composer = &mut self.composer;
+        // The first reading after the refused call, before any change since.
+        if let Some(end) = composer.ran_out_end
+            && composer.at_ran_out.is_none()
+            && t_ns >= end
+            && self.objects.changed_ns.is_none_or(|o| o <= end)
+        {
+            composer.at_ran_out = Some(h.clone());
+        }
+        // The latest reading at the highest value: a call in flight at the
+        // first of them may have returned by a later one.
+        if composer.at_peak.as_ref().is_none_or(|p| h.total >= p.total) {
+            composer.at_peak = Some(h.clone());
+        }
+        if composer.recent.len() == HOLDERS_KEPT {
+            composer.recent.pop_front();
+        }
+        composer.series.push(&h);
+        composer.recent.push_back(h);
+    }
+
+    /// The call of the object that settled the latest composition arrived: if
+    /// it began before that reading and moved memory of a size, the reading
+    /// was taken while it ran, and its composition is taken back.
+    pub(super) fn take_back_a_reading_within(&mut self, c: &Call) {
+        let Some(t) = self.composer.tentative.take() else {
+            return;
+        };
+        let sized = self.objects.bytes(t.object).is_some_and(|b| b > 0);
+        if c.object != Some(t.object) || !sized || c.begin_ns > t.reading_ns {
+            return;
+        }
+        let composer = &mut self.composer;
+        if composer
+            .recent
+            .back()
+            .is_some_and(|h| h.at_ns == t.reading_ns)
+        {
+            composer.recent.pop_back();
+            composer.series.take_back(t.reading_ns);
+        }
+        composer.at_peak = t.peak_before;
+        composer.composed = None;
+    }
+
+    /// The agent read the device's memory on each side of `c`: the object it
+    /// made holds the step; a launch's step (its function's code, loaded at
+    /// its first launch) is held by the newest context the process holds.
+    pub(super) fn measured_by_the_agent(&mut self, c: &Call, step: i64) {
+        let pid = c.pid;
+        let ledger = &self.objects.ledger;
+        let made = c.object.filter(|id| {
+            ledger
+                .get(id)
+                .is_some_and(|o| reserves::unsized_kind(o.kind))
+        });
+        let holder = made.or_else(|| {
+            ledger
+                .iter()
+                .rev()
+                .find(|(id, o)| {
+                    o.kind == crate::trace::ObjKind::Context
+                        && (*id >> 32) as u32 == pid
+                        && o.held()
+                })
+                .map(|(id, _)| *id)
+        });
+        if let Some(id) = holder {
+            self.composer.direct(id, step, c, made.is_none());
+        }
+    }
+
+    /// The first call that ran out of memory returned: who held the
+    /// process's memory then, the objects as they stood when the call
+    /// returned, against a reading that is not behind them (this one, or the
+    /// next before any change).
+    pub(super) fn compose_ran_out(&mut self, c: &Call) {
+        self.composer.ran_out_end = Some(c.end_ns);
+        self.composer.known_at_ran_out = Some(self.holders_at(c.end_ns, 0));
+        // Once, at the first refusal: a walk of the ledger.
+        self.composer.unsized_at_ran_out = self
+            .objects
+            .ledger
+            .iter()
+            .filter(|(_, o)| reserves::unsized_kind(o.kind) && o.held())
+            .map(|(id, _)| *id)
+            .collect();
+        match self.readings.process {
+            Some((t, bytes)) if self.objects.changed_ns.is_none_or(|o| t >= o) => {
+                self.composer.at_ran_out = Some(self.holders_at(t, bytes));
+            }
+            _ => {}
+        }
+    }
+}
