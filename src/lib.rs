@@ -16,14 +16,12 @@
 //!
 //! `unsafe` is denied by the workspace's lints (`Cargo.toml`).
 
-pub mod child;
-pub mod color;
-pub mod history;
 pub mod output;
-pub mod signals;
-pub mod source;
-pub mod tui;
-pub mod watch;
+
+pub use gpulab_source as source;
+pub use gpulab_source::{child, history, signals, watch};
+pub use gpulab_tui as tui;
+pub use gpulab_tui::color;
 
 pub use gpulab_backend as backend;
 pub use gpulab_engine as engine;

@@ -65,7 +65,7 @@ const LAYERS: &[(&str, &[&str], &str)] = &[
         "the worker knows nothing of the parent: no Run, no source, no UI",
     ),
     (
-        "gpulab",
+        "gpulab-source",
         &[
             // For its source alone: build.rs builds the agent the binary embeds
             // (`the_binary_never_links_the_agent` holds the code to that).
@@ -78,7 +78,33 @@ const LAYERS: &[(&str, &[&str], &str)] = &[
             "gpulab-model",
             "gpulab-telemetry",
         ],
-        "the binary starts and shows runs, over every layer, and embeds the agent",
+        "the run source starts a lab's worker or a watched program and hands on its events; it draws nothing",
+    ),
+    (
+        "gpulab-tui",
+        &[
+            "gpulab-events",
+            "gpulab-host",
+            "gpulab-lab",
+            "gpulab-model",
+            "gpulab-source",
+        ],
+        "the dashboard draws runs from the source: no GPU API, no worker, no telemetry of its own",
+    ),
+    (
+        "gpulab",
+        &[
+            "gpulab-backend",
+            "gpulab-engine",
+            "gpulab-events",
+            "gpulab-host",
+            "gpulab-lab",
+            "gpulab-model",
+            "gpulab-source",
+            "gpulab-telemetry",
+            "gpulab-tui",
+        ],
+        "the binary's commands start and show runs, over every layer",
     ),
 ];
 
@@ -149,23 +175,18 @@ const RULES: &[Rule] = &[
         names: &["std::process"],
     },
     Rule {
-        says: "the UI never calls a GPU API and never speaks the worker protocol",
-        krate: ".",
-        parts: &["tui"],
-        modules: Modules::Except(&["backend", "engine", "telemetry"]),
-        names: &[
-            "protocol",
-            "gpulab_backend",
-            "gpulab_engine",
-            "gpulab_telemetry",
-            "std::process",
-        ],
+        // Its manifest keeps out the backends, the worker and telemetry.
+        says: "the UI never speaks the worker protocol and starts no process",
+        krate: "crates/gpulab-tui",
+        parts: &[""],
+        modules: Modules::Except(&[]),
+        names: &["protocol", "std::process"],
     },
     Rule {
         says: "watch runs the user's program; it knows no lab, worker or UI",
-        krate: ".",
+        krate: "crates/gpulab-source",
         parts: &["watch"],
-        modules: Modules::Except(&["backend", "engine", "lab", "tui"]),
+        modules: Modules::Except(&["backend", "engine", "lab"]),
         names: &["gpulab_backend", "gpulab_engine", "gpulab_lab"],
     },
 ];
@@ -251,7 +272,8 @@ fn every_crate_depends_only_on_the_layers_below_it() {
 }
 
 /// The modules a crate's `lib.rs` declares (`pub mod x;`) or re-exports under a
-/// name (`pub use gpulab_lab as lab;`, `pub use gpulab_model::{run, trace};`).
+/// name (`pub use gpulab_lab as lab;`, `pub use gpulab_model::{run, trace};`),
+/// or names for its own code (`use gpulab_lab as lab;`).
 fn modules_of(krate: &str) -> BTreeSet<String> {
     let lib = std::fs::read_to_string(root().join(krate).join("src/lib.rs")).expect("lib.rs");
     let mut out = BTreeSet::new();
@@ -261,7 +283,10 @@ fn modules_of(krate: &str) -> BTreeSet<String> {
             .or_else(|| line.strip_prefix("mod "))
         {
             out.insert(ident(m));
-        } else if let Some(rest) = line.strip_prefix("pub use ") {
+        } else if let Some(rest) = line.strip_prefix("pub use ").or_else(|| {
+            line.strip_prefix("use ")
+                .filter(|r| r.starts_with("gpulab_"))
+        }) {
             if let Some((_, alias)) = rest.split_once(" as ") {
                 out.insert(ident(alias));
             } else if let Some((_, group)) = rest.split_once("::{") {
@@ -405,7 +430,8 @@ fn the_rules_name_real_modules_and_the_checker_sees_imports() {
                 rule.krate
             );
         }
-        for part in rule.parts {
+        // `""`: the whole crate.
+        for part in rule.parts.iter().filter(|p| !p.is_empty()) {
             let module = part.trim_end_matches(".rs");
             assert!(
                 known.contains(module),
@@ -428,12 +454,17 @@ fn the_rules_name_real_modules_and_the_checker_sees_imports() {
     assert_eq!(code("// use crate::backend"), "");
 }
 
-/// gpulab depends on the agent's package only so that its build script can build
-/// the agent from it: no code of gpulab names the crate, so none of the agent's
-/// exported symbols (which wrap OpenCL and CUDA calls) is linked into gpulab.
+/// The source crate depends on the agent's package only so that its build
+/// script can build the agent from it: no code of gpulab names the crate, so
+/// none of the agent's exported symbols (which wrap OpenCL and CUDA calls) is
+/// linked into gpulab.
 #[test]
 fn the_binary_never_links_the_agent() {
-    let mut stack = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut stack: Vec<PathBuf> = crate_dirs()
+        .into_iter()
+        .filter(|d| !d.ends_with("gpulab-agent"))
+        .map(|d| d.join("src"))
+        .collect();
     let mut read = 0;
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {

@@ -656,8 +656,8 @@ fn embedded(text: &str) -> Vec<&str> {
 }
 
 /// `cargo package --list` (no build, no network): every crate packages, and
-/// holds what it embeds, through the symlinks, and gpulab holds its build
-/// script, labs and recordings but not the tests.
+/// holds what it embeds, through the symlinks, gpulab-source its build script,
+/// and gpulab its labs and recordings but not the tests.
 #[test]
 fn every_crate_packages_with_what_it_embeds() {
     let out = std::process::Command::new(env!("CARGO"))

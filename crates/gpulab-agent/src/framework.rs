@@ -1,5 +1,5 @@
 //! The door gpulab's Python startup hook reports through
-//! (`src/watch/python/sitecustomize.py`): what PyTorch, CuPy and JAX say of
+//! (`crates/gpulab-source/src/watch/python/sitecustomize.py`): what PyTorch, CuPy and JAX say of
 //! their own device memory, taken as records like the hooks' and written
 //! into gpulab's memory like theirs, on the same clock. The hook finds
 //! these functions only in a process the driver has already loaded the agent

@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
+use crate::keys::Action;
+use crate::playback::Playback;
+use crate::runstate::{Origin, RunState};
+use crate::terminal::FRAME;
 use crate::trace::Event;
-use crate::tui::keys::Action;
-use crate::tui::playback::Playback;
-use crate::tui::runstate::{Origin, RunState};
-use crate::tui::terminal::FRAME;
 use crate::verdict::LessonFill;
 
 use super::{A, App, B, Entry};

@@ -1,11 +1,11 @@
 //! Builds the watch agent (`crates/gpulab-agent`, a shared library) and tells the
 //! compiler where it is, so the gpulab binary carries it (`include_bytes!` in
-//! `src/watch/agent.rs`) and `gpulab watch` works from `cargo run`, `cargo
+//! `crates/gpulab-source/src/watch/agent.rs`) and `gpulab watch` works from `cargo run`, `cargo
 //! install` or a copied binary alike, with nothing to install beside it.
 //!
 //! The agent is built in release mode into its own target directory next to
 //! gpulab's, so the outer build's lock is never needed twice. In the workspace it
-//! is built as the member it is. From gpulab's published package (`cargo install
+//! is built as the member it is. From this crate's published package (`cargo install
 //! gpulab`, or `cargo package`'s check of it) there is no workspace: the agent and
 //! the events crate are dependencies of gpulab whose build scripts say where their
 //! sources were unpacked (`DEP_GPULAB_AGENT_DIR`, `DEP_GPULAB_EVENTS_DIR`), and
@@ -20,8 +20,10 @@ use std::process::Command;
 
 fn main() {
     let root = PathBuf::from(env("CARGO_MANIFEST_DIR"));
+    // The workspace this crate is a member of: two folders up.
+    let workspace = root.join("../..");
     let out = PathBuf::from(env("OUT_DIR"));
-    // OUT_DIR is <target>/<profile>/build/gpulab-<hash>/out.
+    // OUT_DIR is <target>/<profile>/build/gpulab-source-<hash>/out.
     let target_dir = out
         .ancestors()
         .nth(4)
@@ -42,11 +44,11 @@ fn main() {
             "crates/gpulab-events/Cargo.toml",
             "Cargo.lock",
         ] {
-            println!("cargo:rerun-if-changed={}", root.join(path).display());
+            println!("cargo:rerun-if-changed={}", workspace.join(path).display());
         }
         cargo
             .args(["--locked", "-p", "gpulab-agent", "--manifest-path"])
-            .arg(root.join("Cargo.toml"));
+            .arg(workspace.join("Cargo.toml"));
     }
     cargo
         .arg("--target-dir")

@@ -6,9 +6,9 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use crate::playback::Playback;
+use crate::theme::Theme;
 use crate::trace::wallclock::Utc;
-use crate::tui::playback::Playback;
-use crate::tui::theme::Theme;
 
 pub struct ReplayBanner<'a> {
     pub playback: &'a Playback,

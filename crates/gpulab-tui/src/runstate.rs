@@ -57,9 +57,13 @@ pub struct RunState {
     pub stuck_after: Option<std::time::Duration>,
     /// The call the run is stuck in, as the frame tick last found it.
     pub stuck: Option<Stuck>,
-    /// A watched program's report of the run as it stands, made at the first
-    /// frame that asks after the run changed, not at every frame.
-    watch_report: std::cell::OnceCell<WatchReport>,
+    /// A watched program's findings (its report, as `watch` would print it)
+    /// as the run stood when the loop last prepared a frame
+    /// ([`RunState::refresh_findings`]): the verdict panel reads them and
+    /// builds nothing.
+    findings: Option<WatchReport>,
+    /// Events were folded since the findings were taken.
+    findings_stale: bool,
 }
 
 /// A live call in flight far longer than its lab asked for.
@@ -85,15 +89,26 @@ impl RunState {
             finding: None,
             stuck_after: None,
             stuck: None,
-            watch_report: std::cell::OnceCell::new(),
+            findings: None,
+            findings_stale: false,
         }
     }
 
-    /// The watched program's report of the run so far (`gpulab watch`'s, as
-    /// it would print it now).
-    pub fn watch_report(&self) -> &WatchReport {
-        self.watch_report
-            .get_or_init(|| WatchReport::from_run(&self.run))
+    /// The watched program's findings so far (`gpulab watch`'s report, as it
+    /// would print it at the last frame); None before the first frame, and
+    /// for a lab.
+    pub fn findings(&self) -> Option<&WatchReport> {
+        self.findings.as_ref()
+    }
+
+    /// Takes a watched program's findings again when events came since: once
+    /// a frame at most, by the loop before it draws, not by a panel.
+    pub fn refresh_findings(&mut self) {
+        let watched = self.run.meta().is_some_and(|m| m.watch.is_some());
+        if self.findings_stale && watched {
+            self.findings = Some(WatchReport::from_run(&self.run));
+        }
+        self.findings_stale = false;
     }
 
     /// Whether the call in flight has been so far longer than the lab asked
@@ -122,6 +137,7 @@ impl RunState {
             s.apply(e);
         }
         s.closed = true;
+        s.refresh_findings();
         s
     }
 
@@ -156,7 +172,7 @@ impl RunState {
 
     pub fn apply(&mut self, event: &Event) {
         self.run.apply(event);
-        self.watch_report.take();
+        self.findings_stale = true;
         match event {
             Event::Call(c)
                 if c.line.is_some()

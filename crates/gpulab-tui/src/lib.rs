@@ -4,6 +4,7 @@
 //! source, and what this machine can run is asked of a `gpulab doctor` child.
 
 pub mod app;
+pub mod color;
 pub mod event_loop;
 pub mod in_flight;
 pub mod keys;
@@ -15,6 +16,14 @@ pub mod runstate;
 pub mod screen;
 pub mod terminal;
 pub mod theme;
+
+// The names the code has always used for the crates below this one.
+use gpulab_events::units;
+use gpulab_host::clock;
+use gpulab_lab as lab;
+use gpulab_model::{report, run, teaching, text, trace, verdict};
+use gpulab_source as source;
+use gpulab_source::{history, signals};
 
 pub use app::{App, Effect, Msg};
 pub use screen::Dashboard;

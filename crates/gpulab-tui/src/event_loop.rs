@@ -125,6 +125,8 @@ pub fn draw<B: Backend>(terminal: &mut Terminal<B>, app: &mut App) -> Result<(),
     if let Ok(size) = terminal.size() {
         app.size = (size.width, size.height);
     }
+    // What the panels read is made here, once a frame; they draw with `&self`.
+    app.refresh_findings();
     terminal.draw(|f| f.render_widget(&Dashboard { app }, f.area()))?;
     app.dirty = false;
     app.streamed = false;

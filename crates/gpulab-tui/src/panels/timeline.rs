@@ -9,9 +9,9 @@ use ratatui::text::Span;
 use ratatui::widgets::{Paragraph, Widget};
 
 use super::{Axes, GUTTER, axis_labels, block, fit, usable};
+use crate::runstate::RunState;
+use crate::theme::Theme;
 use crate::trace::CallStatus;
-use crate::tui::runstate::RunState;
-use crate::tui::theme::Theme;
 
 pub struct TimelinePanel<'a> {
     pub run: Option<&'a RunState>,

@@ -7,6 +7,25 @@
 //! The source never folds what it sends: each consumer drives one
 //! [`Session`], which folds the one `Run`, records with one policy and judges
 //! a lab's claims once the stream has ended.
+//!
+//! Also here, what starting a run needs: `watch` (a program run with the
+//! agent inside it, its supervisor and the ring it writes into), `child` (how
+//! a child ended), `signals` (gpulab's own), `history` (the recordings on
+//! disk). The crate's manifest is its layer: it knows the model, the lab
+//! language, the worker and the host, and no screen.
+
+pub mod child;
+pub mod history;
+pub mod signals;
+pub mod watch;
+
+// The names the code has always used for the crates below this one.
+use gpulab_backend as backend;
+use gpulab_engine as engine;
+use gpulab_host::{clock, dirs, hostname, machine, multicast};
+use gpulab_lab as lab;
+use gpulab_model::{run, trace, verdict};
+use gpulab_telemetry as telemetry;
 
 mod availability;
 mod local;

@@ -6,8 +6,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Widget, Wrap};
 
 use super::block;
-use crate::tui::keys::{self, KEYS, Mode};
-use crate::tui::theme::Theme;
+use crate::keys::{self, KEYS, Mode};
+use crate::theme::Theme;
 
 pub struct HelpOverlay {
     pub theme: Theme,

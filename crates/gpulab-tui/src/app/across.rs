@@ -4,8 +4,8 @@
 //! recorded verdicts do). Each side gets the verdicts of its own claims.
 
 use crate::run::Run;
+use crate::runstate::Origin;
 use crate::trace::Event;
-use crate::tui::runstate::Origin;
 
 use super::{A, App, B};
 

@@ -12,9 +12,9 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::{MIB, block, fmt_mib, fmt_signed_mib, usable};
 use crate::lab::{Api, ObjKind};
 use crate::run::gap;
+use crate::runstate::RunState;
+use crate::theme::Theme;
 use crate::trace::EndStatus;
-use crate::tui::runstate::RunState;
-use crate::tui::theme::Theme;
 
 pub struct ObjectsPanel<'a> {
     pub run: Option<&'a RunState>,

@@ -6,10 +6,10 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use crate::keys::{self, Mode};
+use crate::runstate::RunState;
 use crate::source::Availability;
-use crate::tui::keys::{self, Mode};
-use crate::tui::runstate::RunState;
-use crate::tui::theme::Theme;
+use crate::theme::Theme;
 
 pub struct StatusBar<'a> {
     pub run: Option<&'a RunState>,

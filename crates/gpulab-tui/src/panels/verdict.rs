@@ -14,10 +14,10 @@ use crate::report::holders::Shares;
 use crate::report::watch::{WatchReport, short_id};
 use crate::run::Load;
 use crate::run::owners::Owner;
+use crate::runstate::{Origin, RunState};
 use crate::teaching::{self, Inline};
+use crate::theme::Theme;
 use crate::trace::{ClaimVerdict, EndStatus, Lesson, NoteLevel, ObjKind, Tone};
-use crate::tui::runstate::{Origin, RunState};
-use crate::tui::theme::Theme;
 use crate::units::mib;
 
 pub struct VerdictPanel<'a> {
@@ -107,7 +107,12 @@ impl VerdictPanel<'_> {
     /// A watched program's findings so far, from the same report `watch` prints.
     fn findings(&self, run: &RunState) -> Vec<Line<'static>> {
         let t = self.theme;
-        let r = run.watch_report();
+        let Some(r) = run.findings() else {
+            return vec![Line::styled(
+                "(the findings come with the next frame)",
+                t.dim(),
+            )];
+        };
         let mut out = Vec::new();
         // A replay stopped halfway is not the program's exit either.
         let ended = run.run.end().is_some();

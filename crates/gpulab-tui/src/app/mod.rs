@@ -321,7 +321,7 @@ impl App {
                 .slots
                 .iter()
                 .flatten()
-                .map(|r| crate::tui::panels::timeline::lane_count(r) as u16)
+                .map(|r| crate::panels::timeline::lane_count(r) as u16)
                 .max()
                 .unwrap_or(1),
         }
@@ -349,6 +349,14 @@ impl App {
     }
 
     /// Folds one message in; what the loop must do about it comes back.
+    /// Each run's findings as it stands, for the next frame
+    /// ([`RunState::refresh_findings`]).
+    pub fn refresh_findings(&mut self) {
+        for run in self.slots.iter_mut().flatten() {
+            run.refresh_findings();
+        }
+    }
+
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
         match msg {
             Msg::Tick => {

@@ -11,9 +11,9 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::braille::Grid;
 use super::{Axes, GUTTER, MIB, axis_labels, block, usable};
+use crate::runstate::RunState;
+use crate::theme::Theme;
 use crate::trace::{CallStatus, MemorySource};
-use crate::tui::runstate::RunState;
-use crate::tui::theme::Theme;
 
 pub struct MemoryPanel<'a> {
     pub run: Option<&'a RunState>,

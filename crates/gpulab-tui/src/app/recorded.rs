@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{A, App, B, Effect, Entry};
-use crate::tui::recordings;
+use crate::recordings;
 
 impl App {
     /// Works out `recorded` again; called whenever `recordings` changes.
@@ -165,7 +165,7 @@ impl App {
         };
         let mut fx = Vec::new();
         let a_is_i = self.slots[A].as_ref().is_some_and(|r| {
-            matches!(&r.origin, crate::tui::runstate::Origin::Recording(p)
+            matches!(&r.origin, crate::runstate::Origin::Recording(p)
                 if Some(p) == self.recordings.get(i))
         }) && self.playback.is_some();
         if !a_is_i {

@@ -1,8 +1,8 @@
 //! Choosing a variant and editing parameters within their ranges.
 
 use super::{A, App, Entry, Overlay};
-use crate::tui::keys::Action;
-use crate::tui::runstate::Origin;
+use crate::keys::Action;
+use crate::runstate::Origin;
 
 impl App {
     pub(super) fn cycle_variant(&mut self, forward: bool) {
@@ -85,8 +85,8 @@ impl App {
                 typed.clear();
                 None
             }
-            Action::Less => Some(crate::tui::panels::params::nudge(cur, p.min, p.max, false)),
-            Action::More => Some(crate::tui::panels::params::nudge(cur, p.min, p.max, true)),
+            Action::Less => Some(crate::panels::params::nudge(cur, p.min, p.max, false)),
+            Action::More => Some(crate::panels::params::nudge(cur, p.min, p.max, true)),
             Action::Reset => Some(p.default),
             Action::Run => match typed.parse::<f64>() {
                 Ok(v) if (p.min..=p.max).contains(&v) => {
@@ -124,7 +124,7 @@ impl App {
             return;
         };
         let ranks = &run.run.ranks();
-        let order = crate::tui::panels::gpus::order(ranks);
+        let order = crate::panels::gpus::order(ranks);
         if order.len() < 2 {
             self.rank = None;
             self.message = Some(
@@ -144,7 +144,7 @@ impl App {
         self.message = Some(match self.rank {
             Some(pid) => format!(
                 "showing {} (pid {pid}) alone in the objects and findings panels; n: the next",
-                crate::tui::panels::gpus::short_name(ranks, pid)
+                crate::panels::gpus::short_name(ranks, pid)
             ),
             None => "showing every process again".into(),
         });

@@ -13,8 +13,8 @@ use ratatui::widgets::Widget;
 use super::braille::Grid;
 use super::{Axes, GUTTER, MIB, axis_labels};
 use crate::run::ranks::{GpuLane, Ranks};
-use crate::tui::runstate::RunState;
-use crate::tui::theme::Theme;
+use crate::runstate::RunState;
+use crate::theme::Theme;
 
 /// Rows a lane needs: its label and a row of plot.
 const LANE_ROWS: u16 = 2;

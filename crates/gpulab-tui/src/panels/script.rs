@@ -11,9 +11,9 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::{MIB, block, fit, usable};
 use crate::lab::{Lab, Params, Stmt, StmtKind};
+use crate::runstate::RunState;
+use crate::theme::Theme;
 use crate::trace::EndStatus;
-use crate::tui::runstate::RunState;
-use crate::tui::theme::Theme;
 
 pub struct ScriptPanel<'a> {
     pub lab: Option<&'a Lab>,

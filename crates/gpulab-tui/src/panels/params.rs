@@ -9,7 +9,7 @@ use ratatui::widgets::{Clear, Paragraph, Widget, Wrap};
 use super::block;
 use super::help::centered;
 use crate::lab::{Lab, Params};
-use crate::tui::theme::Theme;
+use crate::theme::Theme;
 
 pub struct ParamsOverlay<'a> {
     pub lab: &'a Lab,

@@ -5,7 +5,7 @@ use crate::lab::Lab;
 use crate::source::{Keeper, Recording, RunRequest, Steer};
 
 use super::{A, App, B, Effect, Entry};
-use crate::tui::runstate::{Origin, RunState};
+use crate::runstate::{Origin, RunState};
 
 impl App {
     pub(super) fn cancel_all(&mut self) -> Vec<Effect> {

@@ -8,11 +8,11 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::{block, fit, usable};
+use crate::app::Entry;
 use crate::lab::Lab;
+use crate::recordings;
 use crate::source::Availability;
-use crate::tui::app::Entry;
-use crate::tui::recordings;
-use crate::tui::theme::Theme;
+use crate::theme::Theme;
 
 pub struct LabsPanel<'a> {
     pub labs: &'a [Lab],
