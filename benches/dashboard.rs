@@ -20,9 +20,9 @@ use ratatui::widgets::Widget;
 use gpulab::lab::{LabSet, ObjKind};
 use gpulab::source::Availability;
 use gpulab::trace::{self, BackendKind, DeviceKind, Event, MemorySource};
-use gpulab::tui::app::{App, Effect, Msg};
+use gpulab::tui::app::{App, Cmd, Msg};
 use gpulab::tui::playback::Playback;
-use gpulab::tui::runstate::{Origin, RunState};
+use gpulab::tui::runstate::{Feed, RunState};
 use gpulab::tui::{Dashboard, Theme};
 
 const SECOND: u64 = 1_000_000_000;
@@ -45,7 +45,7 @@ fn heavy_run(app: &mut App, calls: u64, leaked: u64) -> Vec<Event> {
     let fx = app.update(Msg::Key(ratatui::crossterm::event::KeyEvent::from(
         ratatui::crossterm::event::KeyCode::Char('r'),
     )));
-    let Some(Effect::Start {
+    let Some(Cmd::Start {
         slot, epoch, req, ..
     }) = fx.into_iter().next()
     else {
@@ -74,7 +74,7 @@ fn heavy_run(app: &mut App, calls: u64, leaked: u64) -> Vec<Event> {
         lab: Some(trace::LabMeta {
             id: lab.id.clone(),
             title: lab.title.clone(),
-            variant: req.variant.clone(),
+            variant: req.variant_name().to_string(),
             params: lab.default_params(),
             script,
             stepped: false,
@@ -295,7 +295,7 @@ fn benches(c: &mut Criterion) {
 
 /// A backward scrub re-folds the run from its start: the bar is a frame (40 ms).
 fn scrub(c: &mut Criterion, events: Vec<Event>) {
-    let (mut pb, mut run) = Playback::new(Origin::Recording("bench".into()), events);
+    let (mut pb, mut run) = Playback::new(Feed::Recording("bench".into()), events);
     c.bench_function(
         "scrub a second back from the end of that run (re-fold 63k events)",
         |b| {

@@ -194,7 +194,7 @@ fn panel_snapshots_from_the_h100_recording() {
 #[test]
 fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
     use gpulab::trace::{Event, ObjKind, ObjectAction};
-    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::runstate::{Feed, RunState};
     use gpulab::tui::theme::Theme;
 
     let path = common::repo_file("assets/watch-recordings/nvidia-h100/torch-cache.jsonl");
@@ -213,7 +213,7 @@ fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
         .iter()
         .filter(|e| e.t_ns().is_none_or(|t| t < freed_at))
         .collect();
-    let mut run = RunState::from_events(Origin::Recording("torch".into()), before);
+    let mut run = RunState::from_events(Feed::Recording("torch".into()), before);
     run.closed = false;
     let area = Rect::new(0, 0, 120, 12);
     let mut buf = Buffer::empty(area);
@@ -255,7 +255,7 @@ fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
 #[test]
 fn a_kernel_still_running_is_drawn_in_flight_until_its_span_comes() {
     use gpulab::trace::Event;
-    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::runstate::{Feed, RunState};
     use gpulab::tui::theme::Theme;
 
     let events = common::dash::events("h100-opencl--cl-premature-release--release-then-finish");
@@ -274,7 +274,7 @@ fn a_kernel_still_running_is_drawn_in_flight_until_its_span_comes() {
         })
         .expect("its span");
     let draw = |events: Vec<&Event>| {
-        let mut run = RunState::from_events(Origin::Recording("cut".into()), events);
+        let mut run = RunState::from_events(Feed::Recording("cut".into()), events);
         run.closed = false;
         let area = Rect::new(0, 0, 100, 8);
         let mut buf = Buffer::empty(area);
@@ -306,7 +306,7 @@ fn a_kernel_still_running_is_drawn_in_flight_until_its_span_comes() {
 #[test]
 fn a_blocking_call_is_drawn_on_the_host_lane_while_it_runs() {
     use gpulab::trace::Event;
-    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::runstate::{Feed, RunState};
     use gpulab::tui::theme::Theme;
 
     let path = common::repo_file("assets/recordings/nvidia-h100/cuda-free-sync--free-used.jsonl");
@@ -323,7 +323,7 @@ fn a_blocking_call_is_drawn_on_the_host_lane_while_it_runs() {
     // edges (idle stretches are thinned), as a live run has them all.
     let cut = free.end_ns - 1;
     let draw = |events: Vec<&Event>| {
-        let origin = Origin::Live {
+        let origin = Feed::Live {
             lab: "cuda-free-sync".into(),
             variant: "free-used".into(),
             step: false,
@@ -367,7 +367,7 @@ fn a_blocking_call_is_drawn_on_the_host_lane_while_it_runs() {
 #[test]
 fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
     use gpulab::trace::{Event, HostLoad, read_events};
-    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::runstate::{Feed, RunState};
     use gpulab::tui::theme::Theme;
 
     let path =
@@ -382,7 +382,7 @@ fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
         }
     }
     let draw = |events: &[Event]| {
-        let run = RunState::from_events(Origin::Recording("h100".into()), events);
+        let run = RunState::from_events(Feed::Recording("h100".into()), events);
         let area = Rect::new(0, 0, 80, 24);
         let mut buf = Buffer::empty(area);
         VerdictPanel {
@@ -423,14 +423,14 @@ fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
 /// legend. Without colour the shares are not drawn (the findings say them).
 #[test]
 fn a_watched_programs_memory_is_stacked_by_who_holds_it() {
-    use gpulab::tui::runstate::{Origin, RunState};
+    use gpulab::tui::runstate::{Feed, RunState};
     use gpulab::tui::theme::Theme;
     use ratatui::style::Color;
 
     let path = common::repo_file("assets/watch-recordings/nvidia-h200/torch-losses.jsonl");
     let text_in = std::fs::read_to_string(path).expect("the shipped recording");
     let events = gpulab::trace::read_events(text_in.as_bytes()).expect("it reads");
-    let run = RunState::from_events(Origin::Recording("torch".into()), events.iter());
+    let run = RunState::from_events(Feed::Recording("torch".into()), events.iter());
     let last = run
         .run
         .composition()

@@ -12,7 +12,7 @@ use crate::common;
 
 use common::dash::{app, carry_out, feed, key, keys, open, select};
 use gpulab::source::Steer;
-use gpulab::tui::app::{A, B, Effect, Msg, Overlay};
+use gpulab::tui::app::{A, B, Cmd, Msg, Overlay};
 use gpulab::tui::layout::{Panel, Screen, View};
 use ratatui::crossterm::event::{KeyCode, KeyModifiers, MouseEvent, MouseEventKind};
 
@@ -48,31 +48,31 @@ fn run_step_and_cancel_ask_the_worker() {
     select(&mut a, "cl-finish");
     let fx = keys(&mut a, "s");
     match fx.as_slice() {
-        [Effect::Start { slot: A, req, .. }] => {
+        [Cmd::Start { slot: A, req, .. }] => {
             assert!(req.step);
             assert_eq!(req.lab.id, "cl-finish");
-            assert_eq!(req.variant, "finish");
+            assert_eq!(req.variant_name(), "finish");
         }
         other => panic!("{other:?}"),
     }
     feed(&mut a, &fx, &[], false);
     assert!(matches!(
         keys(&mut a, "s").as_slice(),
-        [Effect::Control {
+        [Cmd::Control {
             slot: A,
             cmd: Steer::Step
         }]
     ));
     assert!(matches!(
         key(&mut a, KeyCode::Enter).as_slice(),
-        [Effect::Control {
+        [Cmd::Control {
             slot: A,
             cmd: Steer::Run
         }]
     ));
     assert!(matches!(
         key(&mut a, KeyCode::Esc).as_slice(),
-        [Effect::Cancel { slot: A }]
+        [Cmd::Cancel { slot: A }]
     ));
     assert!(a.message.as_deref().unwrap_or("").contains("cancelled"));
 }
@@ -116,7 +116,7 @@ fn variants_cycle_and_parameters_stay_in_range() {
     key(&mut a, KeyCode::Esc);
     assert_eq!(a.overlay, Overlay::None);
     match keys(&mut a, "r").as_slice() {
-        [Effect::Start { req, .. }] => assert_eq!(req.params.get("kernel_ms"), Some(&10.0)),
+        [Cmd::Start { req, .. }] => assert_eq!(req.params.get("kernel_ms"), Some(&10.0)),
         other => panic!("{other:?}"),
     }
 }
@@ -127,7 +127,7 @@ fn compare_runs_the_next_variant_after_the_first() {
     select(&mut a, "cl-event-wait");
     let fx = keys(&mut a, "c");
     assert!(a.compare);
-    let Some(Effect::Start {
+    let Some(Cmd::Start {
         slot: A,
         epoch,
         req,
@@ -136,14 +136,14 @@ fn compare_runs_the_next_variant_after_the_first() {
     else {
         panic!("{fx:?}");
     };
-    assert_eq!(req.variant, "wait-for-event");
+    assert_eq!(req.variant_name(), "wait-for-event");
     let next = a.update(Msg::Closed {
         slot: A,
         epoch,
         error: None,
     });
     match next.as_slice() {
-        [Effect::Start { slot: B, req, .. }] => assert_eq!(req.variant, "finish"),
+        [Cmd::Start { slot: B, req, .. }] => assert_eq!(req.variant_name(), "finish"),
         other => panic!("{other:?}"),
     }
 }
@@ -220,7 +220,7 @@ fn quit_with_q_or_ctrl_c_cancels_running_workers() {
         KeyModifiers::CONTROL,
     )));
     assert!(a.quit);
-    assert!(matches!(out.as_slice(), [Effect::Cancel { slot: A }]));
+    assert!(matches!(out.as_slice(), [Cmd::Cancel { slot: A }]));
     let mut b = app();
     keys(&mut b, "q");
     assert!(b.quit);
@@ -263,7 +263,7 @@ fn without_cuda_a_cuda_labs_row_offers_its_h100_recording_on_o() {
     assert!(a.message.as_deref().unwrap_or("").contains("o replays"));
     let fx = keys(&mut a, "o");
     match fx.as_slice() {
-        [Effect::Open { slot: A, path, .. }] => assert!(
+        [Cmd::Open { slot: A, path, .. }] => assert!(
             path.ends_with("nvidia-h100/cuda-free-async--same-stream.jsonl"),
             "{}",
             path.display()
@@ -286,7 +286,7 @@ fn c_on_a_recording_compares_it_with_the_other_variants_and_plays_both() {
     let opened: Vec<_> = fx
         .iter()
         .filter_map(|e| match e {
-            Effect::Open { slot, path, .. } => Some((*slot, path.clone())),
+            Cmd::Open { slot, path, .. } => Some((*slot, path.clone())),
             _ => None,
         })
         .collect();
@@ -405,7 +405,7 @@ fn a_live_compare_judges_the_claims_that_compare_its_two_variants() {
     select(&mut a, "cl-finish");
     let first = keys(&mut a, "c");
     feed(&mut a, &first, &shipped("cl-finish--finish"), false);
-    let Some(Effect::Start { epoch, .. }) = first.first().cloned() else {
+    let Some(Cmd::Start { epoch, .. }) = first.first().cloned() else {
         panic!("{first:?}");
     };
     let second = a.update(Msg::Closed {

@@ -228,23 +228,17 @@ fn replay_of_a_damaged_file_names_the_skipped_lines_and_plays_the_rest() {
 
 #[test]
 fn capital_r_records_the_next_run_only() {
-    use gpulab::tui::app::Effect;
+    use gpulab::tui::app::Cmd;
     let mut a = app();
     common::dash::select(&mut a, "cl-finish");
     key(&mut a, KeyCode::Char('R'));
     assert!(a.message.as_deref().is_some_and(|m| m.contains("recorded")));
     let fx = key(&mut a, KeyCode::Enter);
-    assert!(matches!(
-        fx.first(),
-        Some(Effect::Start { record: true, .. })
-    ));
+    assert!(matches!(fx.first(), Some(Cmd::Start { record: true, .. })));
     // That run is over (as if its worker had ended); the next one is not recorded.
     a.slots[A] = None;
     let fx = key(&mut a, KeyCode::Enter);
-    assert!(matches!(
-        fx.first(),
-        Some(Effect::Start { record: false, .. })
-    ));
+    assert!(matches!(fx.first(), Some(Cmd::Start { record: false, .. })));
 }
 
 /// The banner's date is the one the stream states, whatever the file's mtime: a

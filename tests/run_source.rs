@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use gpulab::lab::{Lab, LabSet};
-use gpulab::source::{LocalSource, Origin, RunHandle, RunRequest};
+use gpulab::source::{LocalSource, RunHandle, RunRequest, Workload};
 use gpulab::trace::{EndStatus, Event};
 
 fn lab(id: &str) -> Lab {
@@ -23,26 +23,20 @@ fn lab(id: &str) -> Lab {
 }
 
 fn request(id: &str, params: &[&str], step: bool) -> RunRequest {
-    RunRequest {
-        lab: lab(id),
-        variant: lab(id).variants[0].name.clone(),
-        params: gpulab::lab::catalog::resolve_params(
-            &lab(id),
-            &params.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
-        )
-        .expect("valid test parameters"),
-        device: None,
-        budget_bytes: None,
-        unbounded: false,
-        step,
-        sample_hz: 200.0,
-        time_limit: None,
-    }
+    let params = gpulab::lab::catalog::resolve_params(
+        &lab(id),
+        &params.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+    )
+    .expect("valid test parameters");
+    let mut req = RunRequest::new(lab(id), &lab(id).variants[0].name, params, 200.0)
+        .expect("the lab's first variant");
+    req.step = step;
+    req
 }
 
 /// Starts a lab run on `source`, its events on a channel.
 fn start(source: &LocalSource, req: RunRequest) -> RunHandle {
-    RunHandle::start(source, Origin::Lab(Box::new(req))).expect("the run starts")
+    RunHandle::start(source, Workload::Lab(Box::new(req))).expect("the run starts")
 }
 
 fn source() -> LocalSource {

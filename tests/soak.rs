@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use common::procs;
 use gpulab::lab::{BackendKind, LabSet, catalog};
 use gpulab::run::Load;
-use gpulab::source::{Keeper, LocalSource, Origin, RunHandle, RunRequest, Session};
+use gpulab::source::{Keeper, LocalSource, RunHandle, RunRequest, Session, Workload};
 use gpulab::trace::{ClaimVerdict, Event, MemorySource, ObjectAction, Verdict};
 
 /// Runs before the figures are taken as the baseline: the first runs fill the
@@ -68,7 +68,7 @@ struct Judged {
 /// its worker is gone.
 fn run_once(source: &LocalSource, req: RunRequest, key: &str) -> Judged {
     let lab = req.lab.clone();
-    let handle = RunHandle::start(source, Origin::Lab(Box::new(req))).expect("the run starts");
+    let handle = RunHandle::start(source, Workload::Lab(Box::new(req))).expect("the run starts");
     // The claims are judged by the session, on its own fold, at the end.
     let mut session = Session::new(Keeper::new(Some(lab)));
     let (mut ends, mut bytes) = (0, 0u64);
@@ -304,18 +304,8 @@ fn soak(mix: &[(gpulab::lab::Lab, String)], wanted: usize) {
         let params =
             catalog::resolve_params(lab, &common::short_params(lab)).expect("valid params");
         let key = format!("{} [{variant}]", lab.id);
-        let req = RunRequest {
-            lab: lab.clone(),
-            variant: variant.clone(),
-            params,
-            device: None,
-            budget_bytes: None,
-            unbounded: false,
-            step: false,
-            // The headless run's rate: the most events a run sends.
-            sample_hz: 1000.0,
-            time_limit: None,
-        };
+        // The headless run's rate: the most events a run sends.
+        let req = RunRequest::new(lab.clone(), variant, params, 1000.0).expect("a lab's variant");
         let judged = run_once(&source, req, &key);
         streamed += judged.bytes;
         flips.add(judged);

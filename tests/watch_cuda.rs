@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use common::watch::{assert_complete, kind, watch_json, watch_json_with};
 use common::{gpulab, repo_file, stderr, temp_dir};
-use gpulab::source::{LocalSource, Origin, RunHandle};
+use gpulab::source::{LocalSource, RunHandle, Workload};
 use gpulab::trace::{Event, ObjKind, ObjectAction};
 use gpulab::watch::{self, WatchRequest};
 use serde_json::Value;
@@ -233,7 +233,7 @@ fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
         stop: Default::default(),
     };
     let source = LocalSource::with_exe(PathBuf::from(env!("CARGO_BIN_EXE_gpulab")));
-    let handle = RunHandle::start(&source, Origin::Program(req)).expect("watch starts");
+    let handle = RunHandle::start(&source, Workload::Program(req)).expect("watch starts");
     let mut kept = Vec::new();
     let mut end = None;
     for event in handle.events.iter().flatten() {

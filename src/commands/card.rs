@@ -18,7 +18,7 @@ use gpulab::lab::{BackendKind, Lab, LabSet, catalog};
 use gpulab::output::{self, Body};
 use gpulab::report::{Provenance, Summary, printable};
 use gpulab::run::Run;
-use gpulab::source::{LocalSource, Recorded, Recording, RunRequest};
+use gpulab::source::{LocalSource, Recorded, Recorder, RunRequest};
 use gpulab::trace::{Event, Verdict};
 
 use super::{EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, fail};
@@ -144,21 +144,15 @@ fn run_everything(set: &LabSet, args: &CardArgs) -> anyhow::Result<(Vec<Carded>,
                     fail(EXIT_USAGE, format!("cannot create {}: {e}", dir.display()))
                 })?;
             }
-            let recording = Recording::create(&path)
+            let recording = Recorder::create(&path)
                 .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display())))?;
             let params =
                 catalog::resolve_params(lab, &[]).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
-            let req = RunRequest {
-                lab: lab.clone(),
-                variant: variant.clone(),
-                time_limit: args.time_limit.for_run(lab, variant, &params),
-                params,
-                device: Some(device.arg.clone()),
-                budget_bytes: None,
-                unbounded: false,
-                step: false,
-                sample_hz: super::run::SAMPLE_HZ,
-            };
+            let time_limit = args.time_limit.for_run(lab, variant, &params);
+            let mut req = RunRequest::new(lab.clone(), variant, params, super::run::SAMPLE_HZ)
+                .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+            req.time_limit = time_limit;
+            req.device = Some(device.arg.clone());
             let session = super::run::run_variant(&source, req, false, Some(recording), &cancel)?;
             errln!(
                 "[{done}/{total}] {} [{variant}] on {}: {} in {:.1} s",

@@ -13,7 +13,7 @@ use gpulab::output::{Body, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
 use gpulab::source::{
-    Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunRequest, Session, is_stdout,
+    Keeper, LocalSource, Recorded, Recorder, RunHandle, RunRequest, Session, Workload, is_stdout,
 };
 use gpulab::trace::{CallStatus, EndStatus, Event, Verdict};
 
@@ -49,23 +49,19 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
         let record = match &args.record {
             Some(r) => {
                 let path = record_path(r, variant, variants.len() > 1);
-                Some(Recording::create(&path).map_err(|e| {
+                Some(Recorder::create(&path).map_err(|e| {
                     fail(EXIT_USAGE, format!("cannot create {}: {e}", path.display()))
                 })?)
             }
             None => None,
         };
-        let req = RunRequest {
-            lab: lab.clone(),
-            variant: variant.clone(),
-            params: params.clone(),
-            device: device.map(str::to_string),
-            budget_bytes: args.budget.map(gpulab::units::bytes_from_mib),
-            unbounded: args.until_failure,
-            step: args.step,
-            sample_hz: SAMPLE_HZ,
-            time_limit: args.time_limit.for_run(lab, variant, &params),
-        };
+        let mut req = RunRequest::new(lab.clone(), variant, params.clone(), SAMPLE_HZ)
+            .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+        req.device = device.map(str::to_string);
+        req.budget_bytes = args.budget.map(gpulab::units::bytes_from_mib);
+        req.unbounded = args.until_failure;
+        req.step = args.step;
+        req.time_limit = args.time_limit.for_run(lab, variant, &params);
         if args.step {
             errln!(
                 "{}",
@@ -275,16 +271,16 @@ pub(super) fn run_variant(
     source: &LocalSource,
     req: RunRequest,
     step: bool,
-    record: Option<Recording>,
+    record: Option<Recorder>,
     cancel: &AtomicBool,
 ) -> anyhow::Result<Session> {
-    let (lab, variant) = (req.lab.id.clone(), req.variant.clone());
+    let (lab, variant) = (req.lab.id.clone(), req.variant_name().to_string());
     let mut keeper = Keeper::new(Some(req.lab.clone()));
     if let Some(r) = record {
         keeper.record_to(r);
     }
     gpulab::clock::phase("worker start");
-    let mut handle = RunHandle::start(source, Origin::Lab(Box::new(req)))?;
+    let mut handle = RunHandle::start(source, Workload::Lab(Box::new(req)))?;
     let stepper = step.then(spawn_stepper);
     let progress = std::io::stderr().is_terminal() && !step;
     let started = Instant::now();

@@ -12,7 +12,7 @@ use gpulab::output::{Body, json};
 use gpulab::report::WatchReport;
 use gpulab::run::Run;
 use gpulab::source::{
-    Keeper, LocalSource, Origin, Recorded, Recording, RunHandle, RunSource, Session, SourceError,
+    Keeper, LocalSource, Recorded, Recorder, RunHandle, RunSource, Session, SourceError, Workload,
     is_stdout,
 };
 use gpulab::trace::EndStatus;
@@ -34,7 +34,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
     let _ = gpulab::signals::survive_file_size_limit();
     let recording = match &args.record {
         Some(p) => Some(
-            Recording::create(p)
+            Recorder::create(p)
                 .map_err(|e| fail(EXIT_USAGE, format!("cannot create {}: {e}", p.display())))?,
         ),
         None => None,
@@ -80,7 +80,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
     let (run, recorded) = if args.dashboard {
         live(cli, args, &source, req, keeper)?
     } else {
-        let handle = RunHandle::start(&source, Origin::Program(req)).map_err(start_failure)?;
+        let handle = RunHandle::start(&source, Workload::Program(req)).map_err(start_failure)?;
         let mut session = Session::new(keeper);
         for batch in handle.events.iter() {
             for event in batch {
@@ -329,7 +329,7 @@ fn live(
     // plainly, with its exit status.
     let control = source
         .start(
-            Origin::Program(req),
+            Workload::Program(req),
             tui::event_loop::run_sink(&tx, slot, epoch),
         )
         .map_err(start_failure)?;

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use gpulab::lab::{Lab, Origin, catalog};
 use gpulab::source::Availability;
 use gpulab::trace::{Event, read_events};
-use gpulab::tui::app::{App, Effect, Entry, Msg};
+use gpulab::tui::app::{App, Cmd, Entry, Msg};
 use gpulab::tui::event_loop;
 use gpulab::tui::{Theme, recordings};
 use ratatui::Terminal;
@@ -35,12 +35,12 @@ pub fn app() -> App {
     app
 }
 
-pub fn key(app: &mut App, code: KeyCode) -> Vec<Effect> {
+pub fn key(app: &mut App, code: KeyCode) -> Vec<Cmd> {
     app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
 }
 
 /// Types each character as a key press; effects of all of them.
-pub fn keys(app: &mut App, text: &str) -> Vec<Effect> {
+pub fn keys(app: &mut App, text: &str) -> Vec<Cmd> {
     text.chars()
         .flat_map(|c| key(app, KeyCode::Char(c)))
         .collect()
@@ -64,9 +64,9 @@ pub fn select(app: &mut App, part: &str) {
 }
 
 /// Carries out `Open` effects the way the loop does (synchronously here).
-pub fn carry_out(app: &mut App, effects: Vec<Effect>) {
+pub fn carry_out(app: &mut App, effects: Vec<Cmd>) {
     for e in effects {
-        if let Effect::Open { slot, epoch, path } = e {
+        if let Cmd::Open { slot, epoch, path } = e {
             let (tx, rx) = mpsc::channel();
             event_loop::replay(
                 &super::repo_file(&path.display().to_string()),
@@ -97,8 +97,8 @@ pub fn open(app: &mut App, part: &str, compare: bool) {
 }
 
 /// Feeds events into the run an effect started, as its worker would.
-pub fn feed(app: &mut App, effects: &[Effect], events: &[Event], close: bool) {
-    let Some(Effect::Start { slot, epoch, .. }) = effects.first() else {
+pub fn feed(app: &mut App, effects: &[Cmd], events: &[Event], close: bool) {
+    let Some(Cmd::Start { slot, epoch, .. }) = effects.first() else {
         panic!("expected a started run, got {effects:?}");
     };
     for e in events {

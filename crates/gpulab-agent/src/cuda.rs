@@ -21,7 +21,7 @@ use gpulab_events::{CudaMemory, DeviceSpan, ObjKind, PoolMemory};
 
 use crate::clock::now_ns;
 use crate::ledger;
-use crate::transport::{self, Api, Refused, Status};
+use crate::transport::{self, Family, Refused, Status};
 
 /// The environment variable naming the libcupti to load.
 pub const CUPTI_ENV: &str = "GPULAB_CUPTI";
@@ -436,8 +436,8 @@ pub extern "C" fn InitializeInjection() -> i32 {
             return; // loaded without `gpulab watch`: do nothing
         }
         match subscribe() {
-            Ok(()) => transport::attached(Api::Cuda, vec![ObjKind::Context]),
-            Err(reason) => transport::unavailable(Api::Cuda, reason),
+            Ok(()) => transport::attached(Family::Cuda, vec![ObjKind::Context]),
+            Err(reason) => transport::unavailable(Family::Cuda, reason),
         }
     });
     1

@@ -74,7 +74,7 @@ pub unsafe extern "C" fn clInitLayer(
     // SAFETY: the loader's table has `entries` entries.
     let table = unsafe { dispatch::install(target, entries as usize, &hooks) };
     if recording {
-        transport::attached(transport::Api::OpenCl, opencl::destruction_watched());
+        transport::attached(transport::Family::OpenCl, opencl::destruction_watched());
     }
     // SAFETY: the loader's out-parameters.
     unsafe {

@@ -83,7 +83,7 @@ fn arranged() -> Result<Vec<usize>, i32> {
                     .join(", ")
             };
             crate::transport::conflict(
-                crate::transport::Api::OpenCl,
+                crate::transport::Family::OpenCl,
                 format!(
                     "the program's own OpenCL loader gives the platforms [{}]; the loader \
                      gpulab preloaded for its layer gives [{}], and the program saw those: \

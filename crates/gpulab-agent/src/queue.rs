@@ -74,18 +74,19 @@ impl Record {
 /// long as the process).
 pub type Status = gpulab_events::wire::Status<'static>;
 
-/// An API the agent attaches to in a process.
+/// The family of API the agent attaches to in a process (not one call of it:
+/// that is `gpulab_events::api::Api`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Api {
+pub enum Family {
     OpenCl = 1,
     Cuda = 2,
 }
 
-impl Api {
+impl Family {
     pub fn as_str(self) -> &'static str {
         match self {
-            Api::OpenCl => "opencl",
-            Api::Cuda => "cuda",
+            Family::OpenCl => "opencl",
+            Family::Cuda => "cuda",
         }
     }
 }

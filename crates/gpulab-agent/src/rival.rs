@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::got;
-use crate::transport::{self, Api};
+use crate::transport::{self, Family};
 
 const CUPTI_SUCCESS: i32 = 0;
 const CUPTI_ERROR_UNKNOWN: i32 = 999;
@@ -189,7 +189,7 @@ fn refused(call: &str, caller: &str, status: i32) {
 }
 
 fn conflict(reason: String) {
-    transport::conflict(Api::Cuda, reason);
+    transport::conflict(Family::Cuda, reason);
 }
 
 fn result_name(status: i32) -> String {

@@ -26,7 +26,7 @@ use gpulab_events::wire::{self, CallRecord, ObjectRecord};
 use gpulab_events::{AgentState, DeviceSpan, ObjKind, ObjectAction, to_line};
 
 use crate::clock::{now_ns, thread_id};
-pub use crate::queue::{Api, Record, Refused, Status};
+pub use crate::queue::{Family, Record, Refused, Status};
 use crate::staging::{Staged, Staging};
 
 /// The process's agent; null until [`start`]. Agents are leaked: a hook may
@@ -37,7 +37,7 @@ static STARTING: Mutex<()> = Mutex::new(());
 /// Set in a child forked without exec: it writes into a segment of its own,
 /// claimed at its first record.
 static FORKED: AtomicBool = AtomicBool::new(false);
-/// Per API (by [`Api`] bit), the kinds whose destruction it watches, as bits of
+/// Per API (by [`Family`] bit), the kinds whose destruction it watches, as bits of
 /// `ObjKind::ALL`: a forked child says it attached with the same.
 static DESTRUCTION: [AtomicU16; 2] = [AtomicU16::new(0), AtomicU16::new(0)];
 /// Object records the overflow list holds before the thread that adds one
@@ -72,7 +72,7 @@ struct Agent {
     pid: u32,
     parent_pid: u32,
     seq: AtomicU64,
-    /// The APIs this process attached to, as [`Api`] bits.
+    /// The APIs this process attached to, as [`Family`] bits.
     apis: AtomicU8,
     /// Records that found no room, oldest first; while any wait, every record
     /// that must not be lost waits behind them, so one object's changes never
@@ -166,14 +166,14 @@ fn after_fork() {
         return;
     }
     crate::ticker::forked();
-    for api in [Api::OpenCl, Api::Cuda] {
+    for api in [Family::OpenCl, Family::Cuda] {
         if apis & api as u8 != 0 {
             attached(api, destruction_of(api));
         }
     }
 }
 
-fn destruction_of(api: Api) -> Vec<ObjKind> {
+fn destruction_of(api: Family) -> Vec<ObjKind> {
     let bits = DESTRUCTION[api as usize - 1].load(Ordering::Relaxed);
     ObjKind::ALL
         .into_iter()
@@ -185,7 +185,7 @@ fn destruction_of(api: Api) -> Vec<ObjKind> {
 
 /// The first record of an API: who this process is and which destructions it
 /// can see.
-pub fn attached(api: Api, destruction: Vec<ObjKind>) {
+pub fn attached(api: Family, destruction: Vec<ObjKind>) {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
@@ -209,7 +209,7 @@ pub fn attached(api: Api, destruction: Vec<ObjKind>) {
 }
 
 /// The agent is loaded but cannot watch `api` here; the parent says so loudly.
-pub fn unavailable(api: Api, reason: String) {
+pub fn unavailable(api: Family, reason: String) {
     send(Record::Agent {
         api: api.as_str(),
         state: AgentState::Unavailable { reason },
@@ -218,7 +218,7 @@ pub fn unavailable(api: Api, reason: String) {
 
 /// Watching `api`, but the program or a tool inside it is worse off for it;
 /// the parent says who and what it loses.
-pub fn conflict(api: Api, reason: String) {
+pub fn conflict(api: Family, reason: String) {
     send(Record::Agent {
         api: api.as_str(),
         state: AgentState::Conflict { reason },

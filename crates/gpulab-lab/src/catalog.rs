@@ -325,11 +325,7 @@ pub fn resolve_params(lab: &Lab, overrides: &[String]) -> Result<Params> {
             _ => return Err(bad(format!("`{value}` is not a number"))),
         };
         if !(p.min..=p.max).contains(&v) {
-            let unit = if p.unit.is_empty() {
-                String::new()
-            } else {
-                format!(" {}", p.unit)
-            };
+            let unit = p.unit.suffix();
             return Err(bad(format!(
                 "{v} is outside the range of `{name}`: {}..={}{unit}",
                 p.min, p.max

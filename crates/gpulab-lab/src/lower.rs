@@ -206,13 +206,13 @@ impl<'a> Lower<'a> {
         }
         if let Number::Param(p) = &value
             && let Some(pu) = self.param_unit(p)
-            && Unit::parse(pu) != Some(unit)
+            && pu != unit
         {
             return Err(Problem::new(
                 u.span.clone(),
                 Mistake::ParamUnit {
                     name: p.clone(),
-                    unit: pu.to_owned(),
+                    unit: pu.as_str().to_owned(),
                 },
             ));
         }
@@ -245,7 +245,7 @@ impl<'a> Lower<'a> {
             (Number::Param(p), _) => {
                 let unit = self
                     .param_unit(p)
-                    .unwrap_or(if want_size { "MiB" } else { "ms" });
+                    .map_or(if want_size { "MiB" } else { "ms" }, Unit::as_str);
                 format!("{{{p}}} {unit}")
             }
             (Number::Lit(n), true) => format!("{n} MiB"),
@@ -254,17 +254,16 @@ impl<'a> Lower<'a> {
     }
 
     /// The parameter's unit when it is one scripts can write (`MiB`, `ms`, …).
-    fn param_unit(&self, name: &str) -> Option<&'a str> {
+    fn param_unit(&self, name: &str) -> Option<Unit> {
         self.params
             .iter()
             .find(|p| p.name == name)
-            .map(|p| p.unit.as_str())
-            .filter(|u| Unit::parse(u).is_some())
+            .and_then(|p| p.unit.script())
     }
 }
 
 /// `MB` and friends mean the binary units here; otherwise the nearest spelling.
-fn unit_suggestion(unit: &str) -> Option<&'static str> {
+pub(crate) fn unit_suggestion(unit: &str) -> Option<&'static str> {
     match unit {
         "KB" | "kB" | "kb" | "K" | "k" => Some("KiB"),
         "MB" | "mb" | "M" => Some("MiB"),

@@ -55,7 +55,8 @@ pub struct Param {
     pub default: f64,
     pub min: f64,
     pub max: f64,
-    pub unit: String,
+    /// What its values are in.
+    pub unit: ParamUnit,
     pub help: String,
 }
 
@@ -144,7 +145,69 @@ pub enum Unit {
     S,
 }
 
+/// What a parameter's values are in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ParamUnit {
+    /// A plain number (no `unit`, or `unit = ""`).
+    None,
+    /// A unit scripts write (`MiB`, `ms`, …): a quantity made of the
+    /// parameter (`{size_mib} MiB`) must say the same one.
+    Script(Unit),
+    /// What it counts (`lines`, `times`): a plain number in scripts, the
+    /// word shown beside its value.
+    Count(String),
+}
+
+impl ParamUnit {
+    /// The unit a script writes with it, if it is one.
+    pub fn script(&self) -> Option<Unit> {
+        match self {
+            ParamUnit::Script(u) => Some(*u),
+            _ => None,
+        }
+    }
+
+    /// How the lab wrote it (`""` for a plain number).
+    pub fn as_str(&self) -> &str {
+        match self {
+            ParamUnit::None => "",
+            ParamUnit::Script(u) => u.as_str(),
+            ParamUnit::Count(c) => c,
+        }
+    }
+
+    /// ` MiB` after a value, or nothing for a plain number.
+    pub fn suffix(&self) -> String {
+        match self.as_str() {
+            "" => String::new(),
+            u => format!(" {u}"),
+        }
+    }
+}
+
 impl Unit {
+    /// How a lab writes it (`""` for a plain number).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::None => "",
+            Unit::Bytes => "B",
+            Unit::KiB => "KiB",
+            Unit::MiB => "MiB",
+            Unit::GiB => "GiB",
+            Unit::Us => "us",
+            Unit::Ms => "ms",
+            Unit::S => "s",
+        }
+    }
+
+    /// ` MiB` after a number, or nothing for a plain number.
+    pub fn suffix(self) -> String {
+        match self {
+            Unit::None => String::new(),
+            u => format!(" {}", u.as_str()),
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Unit> {
         Some(match s {
             "B" | "bytes" => Unit::Bytes,

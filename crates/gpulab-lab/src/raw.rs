@@ -86,7 +86,7 @@ pub struct RawParam {
     pub default: Sp<f64>,
     pub min: Sp<f64>,
     pub max: Sp<f64>,
-    pub unit: String,
+    pub unit: Option<Sp<String>>,
     pub help: String,
 }
 
@@ -147,7 +147,7 @@ pub fn read(text: &str) -> Res<RawLab> {
             default: p.number("default")?,
             min: p.number("min")?,
             max: p.number("max")?,
-            unit: p.opt_string("unit")?.map(|s| s.value).unwrap_or_default(),
+            unit: p.opt_string("unit")?,
             help: p.opt_string("help")?.map(|s| s.value).unwrap_or_default(),
         });
     }

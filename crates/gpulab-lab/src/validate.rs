@@ -9,7 +9,7 @@ use super::claim_parse::{NameRef, ParsedExpr, parse_expr};
 use super::diagnostic::line_col;
 use super::expr::{self, METRICS, MetricArg};
 use super::mistake::{Mistake, Problem, Span};
-use super::model::{BackendKind, Claim, Lab, Origin, Param, Teaching, Variant};
+use super::model::{BackendKind, Claim, Lab, Origin, Param, ParamUnit, Teaching, Unit, Variant};
 use super::raw::{RawClaim, RawExpect, RawLab, RawParam, RawText, RawVariant, Sp};
 use super::script::parse_script;
 use super::simulate::Simulator;
@@ -192,12 +192,33 @@ fn param(p: RawParam, seen: &mut BTreeMap<String, u32>, text: &str) -> Res<Param
             },
         ));
     }
+    // A unit scripts write (then a script's quantity and the parameter's
+    // are compared), or what the parameter counts; a misspelt unit (`MB`,
+    // `msec`) is a mistake, not a count.
+    let unit = match &p.unit {
+        Some(u) if !u.value.is_empty() => match Unit::parse(&u.value) {
+            Some(unit) => ParamUnit::Script(unit),
+            None => match crate::lower::unit_suggestion(&u.value) {
+                Some(suggestion) => {
+                    return Err(Problem::new(
+                        u.span.clone(),
+                        Mistake::UnknownUnit {
+                            unit: u.value.clone(),
+                            suggestion: Some(suggestion),
+                        },
+                    ));
+                }
+                None => ParamUnit::Count(u.value.clone()),
+            },
+        },
+        _ => ParamUnit::None,
+    };
     Ok(Param {
         name: p.name.value,
         default: p.default.value,
         min: p.min.value,
         max: p.max.value,
-        unit: p.unit,
+        unit,
         help: p.help,
     })
 }
@@ -309,7 +330,7 @@ fn claim(
         params
             .iter()
             .find(|p| p.name == name)
-            .map(|p| p.unit.clone())
+            .map(|p| p.unit.as_str().to_string())
     };
     for (parsed, raw) in std::iter::once((&expr, &c.expr)).chain(requires.iter().zip(&c.requires)) {
         if let Some(m) = expr::mixed_units(&parsed.expr, &unit) {
@@ -622,6 +643,35 @@ mod tests {
             format!("{HEAD}[[variants]]\nname = \"v\"\nscript = '''\n{script}\n'''\n{claims}");
         let raw = raw::read(&text)?;
         first(lab(raw, &text, Origin::Builtin))
+    }
+
+    /// A parameter's unit is one scripts write, what it counts, or none; a
+    /// misspelt unit is a mistake at its place.
+    #[test]
+    fn a_parameters_unit_is_a_script_unit_a_count_or_a_mistake() {
+        let unit = |unit: &str| -> Result<ParamUnit, String> {
+            let text = format!(
+                "{HEAD}unit = \"{unit}\"\n[[variants]]\nname = \"v\"\n\
+                 script = '''\nctx = clCreateContext()\nclReleaseContext(ctx)\n'''\n"
+            );
+            let raw = raw::read(&text).map_err(|p| p.mistake.words().0)?;
+            match first(lab(raw, &text, Origin::Builtin)) {
+                Ok(l) => Ok(l.params[0].unit.clone()),
+                Err(p) => Err(format!("{} at {:?}", p.mistake.words().0, &text[p.span])),
+            }
+        };
+        assert_eq!(unit("MiB"), Ok(ParamUnit::Script(Unit::MiB)));
+        assert_eq!(unit("ms"), Ok(ParamUnit::Script(Unit::Ms)));
+        assert_eq!(unit(""), Ok(ParamUnit::None));
+        assert_eq!(unit("lines"), Ok(ParamUnit::Count("lines".into())));
+        for wrong in ["MB", "msec"] {
+            let e = unit(wrong).unwrap_err();
+            assert!(
+                e.starts_with(&format!("unknown unit `{wrong}`")),
+                "{wrong}: {e}"
+            );
+            assert!(e.ends_with(&format!("at \"\\\"{wrong}\\\"\"")), "{e}");
+        }
     }
 
     /// The first mistake, as the tests written before all were reported read it.

@@ -37,14 +37,14 @@ use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use crate::lab::{Lab, LabError, Params};
+use crate::lab::{Lab, LabError, Params, Variant};
 use crate::trace::Event;
 use crate::watch::{WatchError, WatchRequest};
 
 pub use crate::trace::sink::Sink;
 pub use availability::Availability;
 pub use local::LocalSource;
-pub use session::{Keeper, Recorded, Recording, Session, is_stdout};
+pub use session::{Keeper, Recorded, Recorder, Session, is_stdout};
 
 pub type Result<T, E = SourceError> = std::result::Result<T, E>;
 
@@ -63,16 +63,18 @@ pub enum SourceError {
 /// What a run runs: a lab's variant in a worker, or a program gpulab did not
 /// write, with the agent inside it.
 #[derive(Debug)]
-pub enum Origin {
+pub enum Workload {
     Lab(Box<RunRequest>),
     Program(WatchRequest),
 }
 
-/// One run to start.
+/// One run to start. Its variant is looked up once, when it is made
+/// ([`RunRequest::new`]): a request always names one its lab has.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
     pub lab: Lab,
-    pub variant: String,
+    /// The variant of `lab` it runs, found when the request was made.
+    variant: Variant,
     /// Every parameter of the lab, resolved (`catalog::resolve_params`).
     pub params: Params,
     pub device: Option<String>,
@@ -88,13 +90,49 @@ pub struct RunRequest {
     pub time_limit: Option<Duration>,
 }
 
+impl RunRequest {
+    /// A run of `lab`'s variant `variant` with `params` (every parameter,
+    /// resolved) at `sample_hz`: no device asked for, no budget, no time
+    /// limit, not stepped. An unknown variant is the lab's error, naming the
+    /// nearest one.
+    pub fn new(
+        lab: Lab,
+        variant: &str,
+        params: Params,
+        sample_hz: f64,
+    ) -> Result<RunRequest, LabError> {
+        let variant = lab.find_variant(variant)?.clone();
+        Ok(RunRequest {
+            lab,
+            variant,
+            params,
+            device: None,
+            budget_bytes: None,
+            unbounded: false,
+            step: false,
+            sample_hz,
+            time_limit: None,
+        })
+    }
+
+    /// The variant it runs.
+    pub fn variant(&self) -> &Variant {
+        &self.variant
+    }
+
+    /// The variant's name.
+    pub fn variant_name(&self) -> &str {
+        &self.variant().name
+    }
+}
+
 /// Something that can run labs and programs: local child processes, later a
 /// remote host.
 pub trait RunSource {
     /// Starts `origin`; its events go into `sink` in batches, in arrival order,
     /// from the threads that make them (no thread of the source's own between),
     /// and `sink` closes after the last.
-    fn start(&self, origin: Origin, sink: Sink) -> Result<Box<dyn RunControl>>;
+    fn start(&self, origin: Workload, sink: Sink) -> Result<Box<dyn RunControl>>;
     /// Asks the worker side which devices it can run on, and which one a run with
     /// `device` (`--device`) would use. The answer comes on the channel once, when
     /// known (it takes a child process a moment).
@@ -141,7 +179,7 @@ pub struct RunHandle {
 
 impl RunHandle {
     /// Starts `origin` on `source`, its events into a channel of its own.
-    pub fn start(source: &dyn RunSource, origin: Origin) -> Result<RunHandle> {
+    pub fn start(source: &dyn RunSource, origin: Workload) -> Result<RunHandle> {
         let (sink, events) = Sink::channel(CHANNEL_BATCHES);
         let control = source.start(origin, sink)?;
         Ok(RunHandle {

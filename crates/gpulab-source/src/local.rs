@@ -23,7 +23,7 @@ use crate::trace::{
 };
 
 use super::movement::Movement;
-use super::{Origin, Result, RunControl, RunRequest, RunSource, Sink, SourceError, Steer};
+use super::{Result, RunControl, RunRequest, RunSource, Sink, SourceError, Steer, Workload};
 
 /// The most events one batch of the worker's stdout carries.
 const BATCH_EVENTS: usize = 256;
@@ -59,17 +59,17 @@ impl RunSource for LocalSource {
         rx
     }
 
-    fn start(&self, origin: Origin, sink: Sink) -> Result<Box<dyn RunControl>> {
+    fn start(&self, origin: Workload, sink: Sink) -> Result<Box<dyn RunControl>> {
         match origin {
-            Origin::Lab(req) => self.start_lab(*req, sink),
-            Origin::Program(req) => super::program::start(req, sink),
+            Workload::Lab(req) => self.start_lab(*req, sink),
+            Workload::Program(req) => super::program::start(req, sink),
         }
     }
 }
 
 impl LocalSource {
     fn start_lab(&self, req: RunRequest, sink: Sink) -> Result<Box<dyn RunControl>> {
-        let variant = req.lab.find_variant(&req.variant)?;
+        let variant = req.variant();
         let request = WorkerRequest {
             device: req.device.clone(),
             budget_bytes: req.budget_bytes,

@@ -17,7 +17,7 @@ use crate::trace::{self, Event};
 /// A `--record` file, created before its run starts (a path that cannot be
 /// written costs no run), written as the events come, with idle samples thinned
 /// by the policy every recording shares ([`trace::decimate`]).
-pub struct Recording {
+pub struct Recorder {
     path: PathBuf,
     file: BufWriter<Box<dyn Write + Send>>,
     /// `-`: the stream goes to stdout, and there is no file to remove.
@@ -69,17 +69,17 @@ impl Recorded {
     }
 }
 
-impl Recording {
+impl Recorder {
     /// `-` writes the stream to stdout (`gpulab run … --record - | gpulab
     /// report -`).
-    pub fn create(path: &Path) -> std::io::Result<Recording> {
+    pub fn create(path: &Path) -> std::io::Result<Recorder> {
         let to_stdout = is_stdout(path);
         let out: Box<dyn Write + Send> = if to_stdout {
             Box::new(std::io::stdout())
         } else {
             Box::new(File::create(path)?)
         };
-        Ok(Recording {
+        Ok(Recorder {
             path: path.to_path_buf(),
             file: BufWriter::with_capacity(64 * 1024, out),
             to_stdout,
@@ -158,7 +158,7 @@ fn write(
 /// two together for everyone else.
 #[derive(Default)]
 pub struct Keeper {
-    recordings: Vec<Recording>,
+    recordings: Vec<Recorder>,
     /// The lab a worker ran: its claims are judged when the stream ends.
     judge: Option<Lab>,
     /// The claims were judged.
@@ -189,11 +189,11 @@ impl Keeper {
     }
 
     /// Also writes the run into `recording`.
-    pub fn record_to(&mut self, recording: Recording) {
+    pub fn record_to(&mut self, recording: Recorder) {
         self.recordings.push(recording);
     }
 
-    pub fn recordings(&self) -> impl Iterator<Item = &Recording> {
+    pub fn recordings(&self) -> impl Iterator<Item = &Recorder> {
         self.recordings.iter()
     }
 
@@ -230,7 +230,7 @@ impl Keeper {
 
     /// Finishes every recording.
     pub fn finish(self) -> Vec<Recorded> {
-        self.recordings.into_iter().map(Recording::finish).collect()
+        self.recordings.into_iter().map(Recorder::finish).collect()
     }
 }
 

@@ -14,10 +14,10 @@ use std::time::SystemTime;
 use ratatui::Terminal;
 use ratatui::backend::Backend;
 
-use crate::source::{Origin, Recording, RunControl, RunSource, Sink};
+use crate::source::{Recorder, RunControl, RunSource, Sink, Workload};
 use crate::{history, trace};
 
-use super::app::{App, Effect, Msg};
+use super::app::{App, Cmd, Msg};
 use super::in_flight::{self, InFlight};
 use super::screen::Dashboard;
 
@@ -161,21 +161,21 @@ impl Pace {
 }
 
 fn carry_out(
-    effect: Effect,
+    effect: Cmd,
     app: &mut App,
     controls: &mut Controls,
     tx: &Sender<Msg>,
     source: &dyn RunSource,
 ) {
     match effect {
-        Effect::Start {
+        Cmd::Start {
             slot,
             epoch,
             req,
             record,
         } => {
-            let name = history::file_name(SystemTime::now(), &req.lab.id, &req.variant);
-            match source.start(Origin::Lab(req), run_sink(tx, slot, epoch)) {
+            let name = history::file_name(SystemTime::now(), &req.lab.id, req.variant_name());
+            match source.start(Workload::Lab(req), run_sink(tx, slot, epoch)) {
                 Ok(control) => {
                     controls[slot] = Some(control);
                     // Before any of its events is folded: they wait on `tx`.
@@ -193,17 +193,17 @@ fn carry_out(
                 }
             }
         }
-        Effect::Open { slot, epoch, path } => {
+        Cmd::Open { slot, epoch, path } => {
             controls[slot] = None;
             let tx = tx.clone();
             thread::spawn(move || replay(&path, slot, epoch, &tx));
         }
-        Effect::Control { slot, cmd } => {
+        Cmd::Control { slot, cmd } => {
             if let Some(c) = &mut controls[slot] {
                 c.send(cmd);
             }
         }
-        Effect::Cancel { slot } => {
+        Cmd::Cancel { slot } => {
             if let Some(c) = &mut controls[slot] {
                 c.cancel();
             }
@@ -214,11 +214,11 @@ fn carry_out(
 /// Files a live run is recorded to, with the thinning every recording
 /// shares: the history always (when there is a data folder), and the file
 /// `R` asked for. The status bar says where.
-fn recordings(name: &str, record: bool, app: &mut App) -> Vec<Recording> {
+fn recordings(name: &str, record: bool, app: &mut App) -> Vec<Recorder> {
     let mut out = Vec::new();
     if let Some(dir) = history::dir()
         && std::fs::create_dir_all(&dir).is_ok()
-        && let Ok(r) = Recording::create(&dir.join(name))
+        && let Ok(r) = Recorder::create(&dir.join(name))
     {
         out.push(r);
     }
@@ -236,12 +236,12 @@ fn recordings(name: &str, record: bool, app: &mut App) -> Vec<Recording> {
 }
 
 /// The file `R` asked for, in the data folder's `recordings`.
-fn record_to(name: &str) -> Result<Recording, String> {
+fn record_to(name: &str) -> Result<Recorder, String> {
     let dir = history::recordings_dir()
         .ok_or_else(|| format!("no data folder (set {} or HOME)", history::ENV_DIR))?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(name);
-    Recording::create(&path).map_err(|e| format!("{}: {e}", path.display()))
+    Recorder::create(&path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// A recording, read leniently (damaged lines skipped and named) and handed to

@@ -25,6 +25,6 @@ use gpulab_model::{report, run, teaching, text, trace, verdict};
 use gpulab_source as source;
 use gpulab_source::{history, signals};
 
-pub use app::{App, Effect, Msg};
+pub use app::{App, Cmd, Msg};
 pub use screen::Dashboard;
 pub use theme::Theme;

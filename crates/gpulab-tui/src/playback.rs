@@ -7,7 +7,7 @@
 
 use crate::trace::{Event, Meta};
 
-use super::runstate::{Origin, RunState};
+use super::runstate::{Feed, RunState};
 
 /// Speeds `-`/`+` step through.
 pub const SPEEDS: [f64; 9] = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 4.0, 6.0, 10.0];
@@ -65,7 +65,7 @@ fn event_time(e: &Event) -> Option<u64> {
 impl Playback {
     /// A playback of `events`, paused at the end (the whole run, as a recording
     /// opened from the list shows it), and the run it shows there.
-    pub fn new(origin: Origin, events: Vec<Event>) -> (Playback, RunState) {
+    pub fn new(origin: Feed, events: Vec<Event>) -> (Playback, RunState) {
         let mut run = RunState::new(origin);
         let t0 = RunState::from_events(run.origin.clone(), events.iter().take(1)).t0();
         let mut times = Vec::with_capacity(events.len());

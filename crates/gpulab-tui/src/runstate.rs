@@ -14,7 +14,7 @@ use crate::trace::{CallStatus, DeviceKind, EndStatus, Event, MemorySource};
 
 /// Where the events come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
+pub enum Feed {
     /// A worker started from the dashboard.
     Live {
         lab: String,
@@ -32,7 +32,7 @@ pub enum Origin {
 /// half of a [`crate::source::Session`].
 #[derive(Debug)]
 pub struct RunState {
-    pub origin: Origin,
+    pub origin: Feed,
     pub run: Run,
     pub keeper: Keeper,
     /// What went wrong with the run's recordings, once they are finished.
@@ -76,7 +76,7 @@ pub struct Stuck {
 }
 
 impl RunState {
-    pub fn new(origin: Origin) -> RunState {
+    pub fn new(origin: Feed) -> RunState {
         RunState {
             origin,
             run: Run::default(),
@@ -131,7 +131,7 @@ impl RunState {
         changed
     }
 
-    pub fn from_events<'a>(origin: Origin, events: impl IntoIterator<Item = &'a Event>) -> Self {
+    pub fn from_events<'a>(origin: Feed, events: impl IntoIterator<Item = &'a Event>) -> Self {
         let mut s = RunState::new(origin);
         for e in events {
             s.apply(e);
@@ -193,11 +193,11 @@ impl RunState {
     }
 
     pub fn running(&self) -> bool {
-        !self.closed && matches!(self.origin, Origin::Live { .. } | Origin::Watched { .. })
+        !self.closed && matches!(self.origin, Feed::Live { .. } | Feed::Watched { .. })
     }
 
     pub fn step_mode(&self) -> bool {
-        matches!(self.origin, Origin::Live { step: true, .. })
+        matches!(self.origin, Feed::Live { step: true, .. })
     }
 
     /// The run was stepped: started so here, or recorded so.
@@ -214,16 +214,16 @@ impl RunState {
     pub fn variant(&self) -> String {
         match (&self.origin, self.run.variant()) {
             (_, Some(v)) => v.to_string(),
-            (Origin::Live { variant, .. }, None) => variant.clone(),
-            (Origin::Recording(_) | Origin::Watched { .. }, None) => String::new(),
+            (Feed::Live { variant, .. }, None) => variant.clone(),
+            (Feed::Recording(_) | Feed::Watched { .. }, None) => String::new(),
         }
     }
 
     pub fn lab_id(&self) -> Option<String> {
         match (&self.origin, self.run.lab_id()) {
             (_, Some(id)) => Some(id.to_string()),
-            (Origin::Live { lab, .. }, None) => Some(lab.clone()),
-            (Origin::Recording(_) | Origin::Watched { .. }, None) => None,
+            (Feed::Live { lab, .. }, None) => Some(lab.clone()),
+            (Feed::Recording(_) | Feed::Watched { .. }, None) => None,
         }
     }
 
@@ -300,7 +300,7 @@ impl RunState {
             Some(s) => s.label(),
             None if self.closed => "ended without an end event (partial)".into(),
             // A recording played back, before its end.
-            None if matches!(self.origin, Origin::Recording(_)) => "replaying".into(),
+            None if matches!(self.origin, Feed::Recording(_)) => "replaying".into(),
             None if let Some(st) = &self.stuck => {
                 format!("stuck {} s in {} · Esc ends it", st.secs, st.api)
             }
@@ -323,7 +323,7 @@ mod tests {
     /// and a run without a plan (a recording) is never stuck.
     #[test]
     fn a_call_in_flight_too_long_is_stuck_until_it_returns() {
-        let mut state = RunState::new(Origin::Live {
+        let mut state = RunState::new(Feed::Live {
             lab: "cl-forgotten-events".into(),
             variant: "released".into(),
             step: false,

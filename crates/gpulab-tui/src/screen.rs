@@ -20,7 +20,7 @@ use super::panels::status::StatusBar;
 use super::panels::timeline::TimelinePanel;
 use super::panels::verdict::VerdictPanel;
 use super::playback::Playback;
-use super::runstate::{Origin, RunState};
+use super::runstate::{Feed, RunState};
 use super::theme::Theme;
 use crate::lab::Lab;
 
@@ -130,7 +130,7 @@ impl<'a> FrameState<'a> {
         let lab = match run {
             // A watched program has no lab: the selected one's script and claims
             // are not about it.
-            Some(r) if matches!(r.origin, Origin::Watched { .. }) => None,
+            Some(r) if matches!(r.origin, Feed::Watched { .. }) => None,
             Some(r) => app.lab_for(r).or(self.selected_lab),
             None => self.selected_lab,
         };

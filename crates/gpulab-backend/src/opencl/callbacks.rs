@@ -43,11 +43,11 @@ pub enum Arrival {
 
 /// Where callbacks leave what they saw; the backend drains it on its own thread.
 #[derive(Debug, Default)]
-pub struct Sink {
+pub struct Arrivals {
     arrivals: Mutex<Vec<Arrival>>,
 }
 
-impl Sink {
+impl Arrivals {
     fn lock(&self) -> MutexGuard<'_, Vec<Arrival>> {
         // A poisoned lock only means another callback panicked mid-push; the Vec
         // itself is still sound.
@@ -66,13 +66,13 @@ impl Sink {
 /// `user_data` of an event callback: owned by the callback, which fires exactly
 /// once per registration (on CL_COMPLETE or an error status).
 pub struct EventCtx {
-    pub sink: Arc<Sink>,
+    pub sink: Arc<Arrivals>,
     pub token: u64,
 }
 
 /// `user_data` of a destructor callback (fires once, when the object is destroyed).
 pub struct ObjCtx {
-    pub sink: Arc<Sink>,
+    pub sink: Arc<Arrivals>,
     pub obj: ObjId,
 }
 

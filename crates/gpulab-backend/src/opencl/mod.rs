@@ -32,7 +32,7 @@ use cl3::types::{
 pub use spin::{Calibration, Shape};
 pub use timing::ClockMap;
 
-use self::callbacks::{Arrival, Sink};
+use self::callbacks::{Arrival, Arrivals};
 use self::calls::HostBuf;
 use super::discover::{self, parse_cl_version};
 use super::{Backend, BackendError, DeviceInfo, DriverError, Notice, ObjId, Operand, Outcome};
@@ -71,7 +71,7 @@ pub struct OpenClBackend {
     shape: Shape,
     /// The kernel each lab kernel object runs (`clCreateKernel`'s name).
     kernels: HashMap<ObjId, &'static KernelSpec>,
-    sink: Arc<Sink>,
+    sink: Arc<Arrivals>,
     objects: HashMap<ObjId, Entry>,
     next_id: ObjId,
     next_token: u64,
@@ -229,7 +229,7 @@ impl OpenClBackend {
             cals,
             shape,
             kernels: HashMap::new(),
-            sink: Arc::new(Sink::default()),
+            sink: Arc::new(Arrivals::default()),
             objects: HashMap::new(),
             next_id: 1,
             next_token: 1,

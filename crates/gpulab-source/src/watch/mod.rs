@@ -2,7 +2,7 @@
 //! library loaded into it, and turn what the agent reports into the same event
 //! stream a lab makes, while the program runs.
 //!
-//! The run source starts it (`source::Origin::Program`): the stream opens with
+//! The run source starts it (`source::Workload::Program`): the stream opens with
 //! gpulab's `meta`; the agents' events (read from the memory gpulab shares
 //! with every process of the program, `ring`) and the sampler's readings go into the run's sink from
 //! the threads that read them; the supervisor ends the stream with the

@@ -4,7 +4,7 @@
 //! recorded verdicts do). Each side gets the verdicts of its own claims.
 
 use crate::run::Run;
-use crate::runstate::Origin;
+use crate::runstate::Feed;
 use crate::trace::Event;
 
 use super::{A, App, B};
@@ -51,8 +51,8 @@ impl App {
                 _ => self.playback_b.as_ref(),
             };
             match (&state.origin, playback) {
-                (Origin::Recording(_), Some(pb)) => Some(Run::from_events(pb.events())),
-                (Origin::Live { .. }, _) if state.closed => Some(state.run.clone()),
+                (Feed::Recording(_), Some(pb)) => Some(Run::from_events(pb.events())),
+                (Feed::Live { .. }, _) if state.closed => Some(state.run.clone()),
                 _ => None,
             }
         };

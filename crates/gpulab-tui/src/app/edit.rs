@@ -2,7 +2,7 @@
 
 use super::{A, App, Entry, Overlay};
 use crate::keys::Action;
-use crate::runstate::Origin;
+use crate::runstate::Feed;
 
 impl App {
     pub(super) fn cycle_variant(&mut self, forward: bool) {
@@ -20,10 +20,10 @@ impl App {
         let id = lab.id.clone();
         let kept = self.slots[A]
             .as_ref()
-            .filter(|r| matches!(r.origin, Origin::Live { .. }) && !r.running())
+            .filter(|r| matches!(r.origin, Feed::Live { .. }) && !r.running())
             .filter(|r| r.lab_id().as_deref() == Some(id.as_str()))
             .and_then(|r| match &r.origin {
-                Origin::Live { variant, .. } => Some(variant.clone()),
+                Feed::Live { variant, .. } => Some(variant.clone()),
                 _ => None,
             });
         let name = lab.variants.get(next).map(|v| v.name.clone());
@@ -96,7 +96,10 @@ impl App {
                 _ => {
                     self.message = Some(format!(
                         "`{typed}` is not a value of {} ({}..={} {})",
-                        p.name, p.min, p.max, p.unit
+                        p.name,
+                        p.min,
+                        p.max,
+                        p.unit.as_str()
                     ));
                     typed.clear();
                     None

@@ -1,6 +1,6 @@
 //! The dashboard's state machine: messages in (keys, mouse, run events, the doctor's
-//! answer), state changed, effects out (start a worker, step it, cancel it, open a
-//! recording). Never touches a terminal, a worker or a clock, so tests drive it
+//! answer), state changed, commands out ([`Cmd`]: start a worker, step it, cancel
+//! it, open a recording). Never touches a terminal, a worker or a clock, so tests drive it
 //! with key sequences alone.
 
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ mod runs;
 use super::keys::{self, Action, Mode};
 use super::layout::{Panel, Screen};
 use super::playback::Playback;
-use super::runstate::{Origin, RunState};
+use super::runstate::{Feed, RunState};
 use super::theme::Theme;
 use crate::source::Availability;
 
@@ -63,8 +63,11 @@ pub enum Msg {
     Terminate,
 }
 
+/// What the app asks its loop to do, which the app itself cannot: start, steer
+/// or cancel a run, open a recording (an Elm command; not an API call's
+/// `Effect` on the ledger).
 #[derive(Debug, Clone)]
-pub enum Effect {
+pub enum Cmd {
     Start {
         slot: usize,
         epoch: u64,
@@ -297,15 +300,12 @@ impl App {
         let belongs = match (self.selected_entry()?, &run.origin) {
             // After `v` the panels show the chosen variant, not the results of
             // the one that ran before (`V` brings those back).
-            (Entry::Lab(i), Origin::Live { lab, variant, .. }) => {
-                self.labs.get(i).is_some_and(|l| {
-                    &l.id == lab
-                        && l.variants.get(self.variant_of(l)).map(|v| &v.name) == Some(variant)
-                })
-            }
-            (Entry::Recording(i), Origin::Recording(p)) => self.recordings.get(i) == Some(p),
+            (Entry::Lab(i), Feed::Live { lab, variant, .. }) => self.labs.get(i).is_some_and(|l| {
+                &l.id == lab && l.variants.get(self.variant_of(l)).map(|v| &v.name) == Some(variant)
+            }),
+            (Entry::Recording(i), Feed::Recording(p)) => self.recordings.get(i) == Some(p),
             // The program `watch --dashboard` started stays in view whatever is selected.
-            (_, Origin::Watched { .. }) => true,
+            (_, Feed::Watched { .. }) => true,
             _ => false,
         };
         belongs.then_some(run)
@@ -332,7 +332,7 @@ impl App {
         self.slots
             .iter()
             .flatten()
-            .any(|r| matches!(r.origin, super::runstate::Origin::Watched { .. }) && r.running())
+            .any(|r| matches!(r.origin, super::runstate::Feed::Watched { .. }) && r.running())
     }
 
     pub fn running(&self) -> bool {
@@ -357,7 +357,7 @@ impl App {
         }
     }
 
-    pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
+    pub fn update(&mut self, msg: Msg) -> Vec<Cmd> {
         match msg {
             Msg::Tick => {
                 self.tick();
@@ -415,7 +415,7 @@ impl App {
 
     /// A run's stream has ended: its claims judged, its files finished, and
     /// what they became said and listed.
-    fn closed(&mut self, slot: usize, epoch: u64, error: Option<String>) -> Vec<Effect> {
+    fn closed(&mut self, slot: usize, epoch: u64, error: Option<String>) -> Vec<Cmd> {
         let mut out = Vec::new();
         let Some(run) = self.live_slot(slot, epoch) else {
             return out;
@@ -455,7 +455,7 @@ impl App {
         self.slots.get_mut(slot)?.as_mut()
     }
 
-    fn key(&mut self, k: KeyEvent) -> Vec<Effect> {
+    fn key(&mut self, k: KeyEvent) -> Vec<Cmd> {
         if self.overlay == Overlay::Help {
             // Scroll keys scroll a help taller than the screen; any other key
             // closes it, and never acts behind it.
@@ -512,7 +512,7 @@ impl App {
         }
     }
 
-    fn act(&mut self, a: Action, mode: Mode) -> Vec<Effect> {
+    fn act(&mut self, a: Action, mode: Mode) -> Vec<Cmd> {
         match mode {
             Mode::Filter => {
                 match a {

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{A, App, B, Effect, Entry};
+use super::{A, App, B, Cmd, Entry};
 use crate::recordings;
 
 impl App {
@@ -94,7 +94,7 @@ impl App {
     }
 
     /// `o` on a lab: its recording, selected and opened in replay.
-    pub(super) fn open_lab_recording(&mut self) -> Vec<Effect> {
+    pub(super) fn open_lab_recording(&mut self) -> Vec<Cmd> {
         let Some(Entry::Lab(li)) = self.selected_entry() else {
             self.message = Some("o opens a lab's recording: select a lab first".into());
             return Vec::new();
@@ -137,7 +137,7 @@ impl App {
 
     /// `c` on recording `i`: beside it, the recording of its lab's next variant
     /// (never itself), both played back on the same axes.
-    pub(super) fn compare_recordings(&mut self, i: usize) -> Vec<Effect> {
+    pub(super) fn compare_recordings(&mut self, i: usize) -> Vec<Cmd> {
         let Some((lab_id, variant)) = self.recorded.get(i).cloned().flatten() else {
             self.message =
                 Some("this recording names no lab variant: nothing to compare it with".into());
@@ -165,7 +165,7 @@ impl App {
         };
         let mut fx = Vec::new();
         let a_is_i = self.slots[A].as_ref().is_some_and(|r| {
-            matches!(&r.origin, crate::runstate::Origin::Recording(p)
+            matches!(&r.origin, crate::runstate::Feed::Recording(p)
                 if Some(p) == self.recordings.get(i))
         }) && self.playback.is_some();
         if !a_is_i {

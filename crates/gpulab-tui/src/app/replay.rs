@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::keys::Action;
 use crate::playback::Playback;
-use crate::runstate::{Origin, RunState};
+use crate::runstate::{Feed, RunState};
 use crate::terminal::FRAME;
 use crate::trace::Event;
 use crate::verdict::LessonFill;
@@ -19,7 +19,7 @@ impl App {
         let recording = |slot: usize| {
             self.slots[slot]
                 .as_ref()
-                .is_some_and(|r| matches!(r.origin, Origin::Recording(_)))
+                .is_some_and(|r| matches!(r.origin, Feed::Recording(_)))
         };
         if self.compare {
             return self.playback.is_some() && recording(A) && recording(B);
@@ -28,7 +28,7 @@ impl App {
             && matches!(self.selected_entry(), Some(Entry::Recording(_)))
             && self
                 .shown()
-                .is_some_and(|r| matches!(r.origin, Origin::Recording(_)))
+                .is_some_and(|r| matches!(r.origin, Feed::Recording(_)))
     }
 
     /// The playbacks that replay keys and the tick move, with their runs: A's,
@@ -118,7 +118,7 @@ impl App {
         self.leave_compare();
         self.make_room(A);
         self.epochs[A] += 1;
-        self.slots[A] = Some(RunState::new(Origin::Recording(path)));
+        self.slots[A] = Some(RunState::new(Feed::Recording(path)));
         let epoch = self.epochs[A];
         self.loaded(A, epoch, events, problems);
         if let (Some(pb), Some(run)) = (self.playback.as_mut(), self.slots[A].as_mut()) {

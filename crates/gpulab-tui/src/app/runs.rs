@@ -2,16 +2,16 @@
 //! the app's side of it, as effects the loop carries out.
 
 use crate::lab::Lab;
-use crate::source::{Keeper, Recording, RunRequest, Steer};
+use crate::source::{Keeper, Recorder, RunRequest, Steer};
 
-use super::{A, App, B, Effect, Entry};
-use crate::runstate::{Origin, RunState};
+use super::{A, App, B, Cmd, Entry};
+use crate::runstate::{Feed, RunState};
 
 impl App {
-    pub(super) fn cancel_all(&mut self) -> Vec<Effect> {
+    pub(super) fn cancel_all(&mut self) -> Vec<Cmd> {
         (0..2)
             .filter(|s| self.slots[*s].as_ref().is_some_and(RunState::running))
-            .map(|slot| Effect::Cancel { slot })
+            .map(|slot| Cmd::Cancel { slot })
             .collect()
     }
 
@@ -33,10 +33,10 @@ impl App {
         why.is_some()
     }
 
-    pub(super) fn run_or_continue(&mut self) -> Vec<Effect> {
+    pub(super) fn run_or_continue(&mut self) -> Vec<Cmd> {
         if let Some(run) = self.slots[A].as_ref().filter(|r| r.running()) {
             if run.step_mode() {
-                return vec![Effect::Control {
+                return vec![Cmd::Control {
                     slot: A,
                     cmd: Steer::Run,
                 }];
@@ -62,10 +62,10 @@ impl App {
         }
     }
 
-    pub(super) fn step(&mut self) -> Vec<Effect> {
+    pub(super) fn step(&mut self) -> Vec<Cmd> {
         if let Some(run) = self.slots[A].as_ref().filter(|r| r.running()) {
             if run.step_mode() {
-                return vec![Effect::Control {
+                return vec![Cmd::Control {
                     slot: A,
                     cmd: Steer::Step,
                 }];
@@ -81,7 +81,7 @@ impl App {
         }
     }
 
-    pub(super) fn start_lab(&mut self, i: usize, step: bool) -> Vec<Effect> {
+    pub(super) fn start_lab(&mut self, i: usize, step: bool) -> Vec<Cmd> {
         let Some(lab) = self.labs.get(i).cloned() else {
             return Vec::new();
         };
@@ -90,54 +90,41 @@ impl App {
         }
         self.leave_compare();
         let v = self.variant_of(&lab);
-        let req = self.request(&lab, v, step);
+        let Some(req) = self.request(&lab, v, step) else {
+            return Vec::new();
+        };
         vec![self.start_in(A, req)]
     }
 
-    pub(super) fn request(&self, lab: &Lab, variant: usize, step: bool) -> RunRequest {
+    /// A run of the lab's `variant`th variant (None where it has none).
+    pub(super) fn request(&self, lab: &Lab, variant: usize, step: bool) -> Option<RunRequest> {
         let params = self.params_of(lab);
-        RunRequest {
-            variant: lab
-                .variants
-                .get(variant)
-                .map(|v| v.name.clone())
-                .unwrap_or_default(),
-            // The default limit of `gpulab run` (a stepped run has none).
-            time_limit: lab
-                .variants
-                .get(variant)
-                .map(|v| v.plan(&params).time_limit()),
-            params,
-            lab: lab.clone(),
-            device: self.device.clone(),
-            budget_bytes: None,
-            unbounded: false,
-            step,
-            sample_hz: self.sample_hz,
-        }
+        let name = &lab.variants.get(variant)?.name;
+        let mut req = RunRequest::new(lab.clone(), name, params, self.sample_hz).ok()?;
+        // The default limit of `gpulab run` (a stepped run has none).
+        req.time_limit = Some(req.variant().plan(&req.params).time_limit());
+        req.device = self.device.clone();
+        req.step = step;
+        Some(req)
     }
 
-    pub(super) fn start_in(&mut self, slot: usize, req: RunRequest) -> Effect {
+    pub(super) fn start_in(&mut self, slot: usize, req: RunRequest) -> Cmd {
         self.make_room(slot);
         self.epochs[slot] += 1;
         self.forget_playback(slot);
         let record = std::mem::take(&mut self.record_next);
-        let mut state = RunState::new(Origin::Live {
+        let mut state = RunState::new(Feed::Live {
             lab: req.lab.id.clone(),
-            variant: req.variant.clone(),
+            variant: req.variant_name().to_string(),
             step: req.step,
         });
         // The run's claims are judged here, on the dashboard's own fold, once
         // its stream has ended.
         state.keeper = Keeper::new(Some(req.lab.clone()));
-        state.stuck_after = req
-            .lab
-            .find_variant(&req.variant)
-            .ok()
-            .map(|v| v.plan(&req.params).stuck_after());
+        state.stuck_after = Some(req.variant().plan(&req.params).stuck_after());
         self.slots[slot] = Some(state);
         self.script_scroll = 0;
-        Effect::Start {
+        Cmd::Start {
             slot,
             epoch: self.epochs[slot],
             req: Box::new(req),
@@ -147,7 +134,7 @@ impl App {
 
     /// The live run in `slot` (if it is still the one of `epoch`) is also
     /// written into `recording`.
-    pub fn record_to(&mut self, slot: usize, epoch: u64, recording: Recording) {
+    pub fn record_to(&mut self, slot: usize, epoch: u64, recording: Recorder) {
         if let Some(run) = self.live_slot(slot, epoch) {
             run.keeper.record_to(recording);
         }
@@ -157,7 +144,7 @@ impl App {
     /// followed there is kept for its report.
     pub(super) fn make_room(&mut self, slot: usize) {
         if let Some(watched) =
-            self.slots[slot].take_if(|r| matches!(r.origin, Origin::Watched { .. }))
+            self.slots[slot].take_if(|r| matches!(r.origin, Feed::Watched { .. }))
         {
             self.watched_program = Some(watched);
         }
@@ -165,7 +152,7 @@ impl App {
 
     /// The run of the program `watch --dashboard` followed, wherever it is now.
     pub fn take_watched(&mut self) -> Option<RunState> {
-        let in_a = self.slots[A].take_if(|r| matches!(r.origin, Origin::Watched { .. }));
+        let in_a = self.slots[A].take_if(|r| matches!(r.origin, Feed::Watched { .. }));
         self.watched_program.take().or(in_a)
     }
 
@@ -182,7 +169,7 @@ impl App {
     pub fn watch(&mut self, command: &str, keeper: Keeper) -> (usize, u64) {
         self.epochs[A] += 1;
         self.playback = None;
-        let mut state = RunState::new(Origin::Watched {
+        let mut state = RunState::new(Feed::Watched {
             command: command.to_string(),
         });
         state.keeper = keeper;
@@ -190,22 +177,22 @@ impl App {
         (A, self.epochs[A])
     }
 
-    pub(super) fn open(&mut self, slot: usize, i: usize) -> Vec<Effect> {
+    pub(super) fn open(&mut self, slot: usize, i: usize) -> Vec<Cmd> {
         let Some(path) = self.recordings.get(i).cloned() else {
             return Vec::new();
         };
         self.make_room(slot);
         self.epochs[slot] += 1;
         self.forget_playback(slot);
-        self.slots[slot] = Some(RunState::new(Origin::Recording(path.clone())));
-        vec![Effect::Open {
+        self.slots[slot] = Some(RunState::new(Feed::Recording(path.clone())));
+        vec![Cmd::Open {
             slot,
             epoch: self.epochs[slot],
             path,
         }]
     }
 
-    pub(super) fn compare(&mut self) -> Vec<Effect> {
+    pub(super) fn compare(&mut self) -> Vec<Cmd> {
         if self.running() {
             self.message = Some("a run is in progress: Esc cancels it".into());
             return Vec::new();
@@ -223,12 +210,13 @@ impl App {
                     return Vec::new();
                 }
                 let v = self.variant_of(&lab);
-                let first = self.request(&lab, v, false);
-                self.queued = Some(Box::new(self.request(
-                    &lab,
-                    (v + 1) % lab.variants.len(),
-                    false,
-                )));
+                let (Some(first), Some(second)) = (
+                    self.request(&lab, v, false),
+                    self.request(&lab, (v + 1) % lab.variants.len(), false),
+                ) else {
+                    return Vec::new();
+                };
+                self.queued = Some(Box::new(second));
                 self.slots[B] = None;
                 self.compare = true;
                 vec![self.start_in(A, first)]

@@ -61,7 +61,7 @@ impl Widget for &ParamsOverlay<'_> {
                         if sel { "▶" } else { " " },
                         p.name,
                         shown,
-                        p.unit
+                        p.unit.as_str()
                     ),
                     if sel {
                         t.selected()

@@ -164,15 +164,7 @@ impl ScriptPanel<'_> {
             .iter()
             .map(|p| {
                 let v = params.get(&p.name).copied().unwrap_or(p.default);
-                format!(
-                    "{}={v}{}",
-                    p.name,
-                    if p.unit.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" {}", p.unit)
-                    }
-                )
+                format!("{}={v}{}", p.name, p.unit.suffix())
             })
             .collect();
         let desc = if self.run.is_some() {

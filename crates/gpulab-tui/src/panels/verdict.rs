@@ -14,7 +14,7 @@ use crate::report::holders::Shares;
 use crate::report::watch::{WatchReport, short_id};
 use crate::run::Load;
 use crate::run::owners::Owner;
-use crate::runstate::{Origin, RunState};
+use crate::runstate::{Feed, RunState};
 use crate::teaching::{self, Inline};
 use crate::theme::Theme;
 use crate::trace::{ClaimVerdict, EndStatus, Lesson, NoteLevel, ObjKind, Tone};
@@ -272,7 +272,7 @@ impl VerdictPanel<'_> {
                 }
                 Some(r) if r.running() => "verdicts come when the run ends",
                 // A replay before its end: the recorded verdicts are still to come.
-                Some(r) if matches!(r.origin, Origin::Recording(_)) && r.run.end().is_none() => {
+                Some(r) if matches!(r.origin, Feed::Recording(_)) && r.run.end().is_none() => {
                     "the recorded verdicts come at the end of the recording"
                 }
                 Some(_) => "no verdicts: the run ended before they could be judged",
