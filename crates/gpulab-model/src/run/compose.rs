@@ -81,6 +81,12 @@ pub(super) struct Composer {
     /// What the latest composition taken read; None before the first, and
     /// once one was taken back.
     composed: Option<Versions>,
+    /// The first reading of none of the process's memory while what it made
+    /// still held some, and what they held then: (t_ns, bytes). The driver
+    /// gave the memory back without a free the agent saw (the runtime's
+    /// teardown at exit, a reset): from then on the readings are not
+    /// composed against objects that are gone.
+    pub(super) given_back: Option<(u64, u64)>,
 }
 
 impl Composer {
@@ -94,6 +100,34 @@ impl Composer {
     /// The object being composed against while its call has not arrived.
     pub(super) fn tentative_object(&self) -> Option<u64> {
         self.tentative.as_ref().map(|t| t.object)
+    }
+
+    /// Compositions of the readings taken while a call that ended a
+    /// context's (or a module's, a queue's, a stream's) life ran, strictly
+    /// inside `begin..end`: the memory was going back as they were taken, so
+    /// they say nothing sure of what it held (`cuDevicePrimaryCtxReset`
+    /// takes 80 ms on the H200; a reading inside it read 548 MiB against a
+    /// ledger whose context was already gone). They are taken back, and a
+    /// pending one is dropped.
+    pub(super) fn take_back_within(
+        &mut self,
+        begin: u64,
+        end: u64,
+        pending: &mut Option<(u64, u64)>,
+    ) {
+        let inside = |t: u64| t > begin && t < end;
+        if pending.is_some_and(|(t, _)| inside(t)) {
+            *pending = None;
+        }
+        let mut took = false;
+        while let Some(t) = self.recent.back().map(|h| h.at_ns).filter(|t| inside(*t)) {
+            self.recent.pop_back();
+            self.series.take_back(t);
+            took = true;
+        }
+        if took {
+            self.composed = None;
+        }
     }
 
     /// Compositions taken after the program's last process detached at
@@ -196,6 +230,18 @@ impl Run {
                 Some(self.holders_at(t_ns, bytes))
             }
         };
+        // A reading of nothing beside shares that name something: the memory
+        // went back without a free the agent saw. Not a moment of the
+        // program's objects: the compositions before it stand.
+        if let Some(h) = &next
+            && h.total == 0
+            && h.explained() > 0
+        {
+            self.composer
+                .given_back
+                .get_or_insert((h.at_ns, h.explained()));
+            return;
+        }
         let Some(h) = next else {
             let grown = self
                 .composer

@@ -546,6 +546,39 @@ mod tests {
         assert_eq!(h.unexplained(), (100 * MIB) as i64);
     }
 
+    /// The CUDA runtime's teardown at exit gives a buffer (and its context)
+    /// back with no free the agent sees: the reading of 0 after it is not a
+    /// moment of objects that are gone (it used to leave "at exit" 64 MiB
+    /// named against nothing, unexplained -64 MiB), and the run says so.
+    #[test]
+    fn memory_given_back_without_a_free_is_said_not_composed() {
+        let events = vec![
+            cuda_attached("vectorAdd"),
+            sample(10, 0),
+            call(0, 20, "cuMemAlloc", 1),
+            object(25, 1, ObjKind::Buffer, ObjectAction::Created, 64 * MIB),
+            sample(30, 64 * MIB),
+            sample(40, 64 * MIB),
+            // The process's memory as NVML reads it after the teardown.
+            sample(50, 0),
+            sample(60, 0),
+        ];
+        let run = Run::from_events(&ended(events));
+        let at_exit = run.holders().expect("a reading");
+        assert_eq!((at_exit.at_ns, at_exit.total), (40 * MS, 64 * MIB));
+        assert_eq!(at_exit.held, 64 * MIB);
+        assert_eq!(at_exit.unexplained(), 0);
+        assert_eq!(run.memory_given_back(), Some((50 * MS, 64 * MIB)));
+        // Every composition taken adds up, none below zero.
+        for h in run.holders_recent() {
+            assert!(h.unexplained() >= 0 && h.explained() <= h.total, "{h:?}");
+        }
+        // Nothing held, a reading of 0 is a moment like any other.
+        let empty = Run::from_events(&ended(vec![sample(10, 0), sample(20, 0)]));
+        assert_eq!(empty.memory_given_back(), None);
+        assert_eq!(empty.holders().map(|h| h.total), Some(0));
+    }
+
     #[test]
     fn a_reading_that_runs_ahead_of_a_free_waits_for_it() {
         // The sampler sees a buffer's memory go before the agent's record of

@@ -270,6 +270,17 @@ impl Run {
     fn call(&mut self, c: &Call) {
         self.window.returned(c);
         self.take_back_a_reading_within(c);
+        // A call that ended the life of a context (or another holder of a
+        // reserve; `cuDevicePrimaryCtxReset` names none, its context's
+        // destruction comes while it runs): readings taken while it ran are
+        // no moment of the program.
+        if self
+            .objects
+            .reserve_ended_within(c.pid, c.begin_ns, c.end_ns)
+        {
+            self.composer
+                .take_back_within(c.begin_ns, c.end_ns, &mut self.readings.pending);
+        }
         self.settle(c.end_ns, None);
         if let Some(m) = c.mem_before {
             self.reading(c.begin_ns, m);
@@ -844,6 +855,13 @@ impl Run {
     /// The contexts, modules, queues and streams held then.
     pub fn unsized_at_ran_out(&self) -> &[u64] {
         &self.composer.unsized_at_ran_out
+    }
+
+    /// The first reading of none of the process's memory while what it
+    /// made still held some, and what they held: (t_ns, bytes). The
+    /// compositions stop before it ([`compose`]).
+    pub fn memory_given_back(&self) -> Option<(u64, u64)> {
+        self.composer.given_back
     }
 }
 

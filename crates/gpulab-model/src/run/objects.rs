@@ -28,6 +28,9 @@ pub(super) struct Objects {
     /// The time of the latest object event.
     pub(super) changed_ns: Option<u64>,
     pub(super) gone: Gone,
+    /// Per process, the latest time the life of a holder of a reserve (a
+    /// context, module, queue or stream) ended: released or destroyed.
+    reserve_ended: BTreeMap<u32, u64>,
     /// Counts every change of what a composition reads of the objects.
     changes: u64,
 }
@@ -62,6 +65,13 @@ impl Objects {
         let peak = self.peak_live.entry(o.kind).or_default();
         *peak = (*peak).max(*live);
         self.live_bytes += bytes;
+        if super::reserves::unsized_kind(o.kind)
+            && (o.ends_life() || o.action == ObjectAction::Destroyed)
+        {
+            let pid = (o.id >> 32) as u32;
+            let t = self.reserve_ended.entry(pid).or_default();
+            *t = (*t).max(o.t_ns);
+        }
         let before = LiveIndex::before(&self.ledger, o.id);
         apply(&mut self.ledger, o);
         if o.action == ObjectAction::Created
@@ -87,6 +97,14 @@ impl Objects {
             st.made_by = Some(MadeBy::of(c));
         }
         self.index.update(&self.ledger, id, before);
+    }
+
+    /// Whether process `pid` ended the life of a holder of a reserve between
+    /// `begin_ns` and `end_ns` (a call that spans that moment ended it).
+    pub(super) fn reserve_ended_within(&self, pid: u32, begin_ns: u64, end_ns: u64) -> bool {
+        self.reserve_ended
+            .get(&pid)
+            .is_some_and(|t| (begin_ns..=end_ns).contains(t))
     }
 
     /// Bytes of `id`, when the ledger has it.

@@ -219,6 +219,15 @@ pub(super) fn notes_and_warnings(
                 .into(),
         );
     }
+    if let Some((t_ns, bytes)) = run.memory_given_back() {
+        notes.push(format!(
+            "at {:.1} ms the process's memory read 0 while what it made still held {:.1} MiB: \
+             the driver gave it back without a free the agent saw (the runtime's teardown at \
+             exit, a device reset); who held it is composed up to the reading before",
+            t_ns.saturating_sub(run.t0()) as f64 / 1e6,
+            bytes as f64 / (1u64 << 20) as f64,
+        ));
+    }
     for (framework, why) in run.frameworks().unreadable() {
         warnings.push(format!(
             "{}: gpulab's Python hook cannot read all of its figures, {why}; the driver's view \
