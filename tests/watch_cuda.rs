@@ -21,7 +21,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use common::watch::{assert_complete, kind, watch_json, watch_json_with};
-use common::{gpulab, repo_file, stderr, temp_dir};
+use common::{gpulab, repo_file, stderr, stdout, temp_dir};
 use gpulab::source::{LocalSource, RunHandle, Workload};
 use gpulab::trace::{Event, ObjKind, ObjectAction};
 use gpulab::watch::{self, WatchRequest};
@@ -642,4 +642,43 @@ fn cuda_threads_that_reuse_addresses_get_exactly_their_real_leaks() {
     let exe = build(dir.path(), "tests/watch/cuda_thread_churn.cu");
     let exe = exe.to_string_lossy().into_owned();
     common::watch::churn_reports_exactly_its_leaks(&exe, 16, 1000, 2);
+}
+
+/// A CUDA program's children forked without exec leave through `exit()` as
+/// they do bare, with device spans or without: the agent they inherit calls
+/// no CUDA of the parent's in them. (On the H200, Open MPI's `orted`, forked
+/// after hwloc had started NVIDIA's OpenCL and with it CUDA, failed to start
+/// in 12 of 12 watched runs of `from mpi4py import MPI`, and 0 of 6 with no
+/// CUDA device visible: the class this test stands for.)
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn children_forked_by_a_cuda_program_exit_as_they_do_bare() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/cuda_fork_exit.cu");
+    let bare = Command::new(&exe)
+        .arg("8")
+        .output()
+        .expect("the program starts");
+    assert!(bare.status.success(), "bare: {}", stdout(&bare));
+    for flags in [&[][..], &["--device-spans"][..]] {
+        let out = gpulab()
+            .arg("watch")
+            .args(flags)
+            .arg("-o")
+            .arg(dir.path().join("r.txt"))
+            .arg("--")
+            .arg(&exe)
+            .arg("8")
+            .output()
+            .expect("gpulab starts");
+        assert_eq!(
+            out.status.code(),
+            bare.status.code(),
+            "{flags:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        assert_eq!(stdout(&out), stdout(&bare), "{flags:?}");
+    }
 }

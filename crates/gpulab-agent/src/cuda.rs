@@ -1145,9 +1145,22 @@ struct Activity {
     /// Added to CUPTI's timestamps to get CLOCK_MONOTONIC: 0 when CUPTI takes
     /// the agent's clock.
     offset: i64,
+    /// The process that set CUPTI up. A child it forks without exec inherits
+    /// the agent's `atexit` handler (and its span flushes) but not a CUDA of
+    /// its own: the agent flushes nothing there (the program's children
+    /// leave as they would bare; `children_forked_by_a_cuda_program_exit_as_
+    /// they_do_bare` on the device).
+    pid: libc::pid_t,
 }
 
 static ACTIVITY: OnceLock<Activity> = OnceLock::new();
+
+/// CUPTI's activity API, in the process that set it up only.
+fn activity() -> Option<&'static Activity> {
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    ACTIVITY.get().filter(|a| a.pid == pid)
+}
 
 /// A launch waiting for its kernel's activity record.
 struct PendingLaunch {
@@ -1210,6 +1223,8 @@ fn enable_spans(lib: &Library) -> Result<(), String> {
         next,
         flush,
         offset,
+        // SAFETY: getpid has no preconditions.
+        pid: unsafe { libc::getpid() },
     });
     // SAFETY: callbacks of CUPTI's types.
     if unsafe { register(buffer_requested, buffer_completed) } != CUPTI_SUCCESS {
@@ -1329,14 +1344,14 @@ unsafe fn kernel_span(record: *const u8, offset: i64) -> Option<DeviceSpan> {
 /// Asks CUPTI for the activity records it holds (the agent thread does, every
 /// `SPAN_FLUSH_EVERY`, so spans appear while the program runs).
 pub fn flush_spans() {
-    if let Some(a) = ACTIVITY.get() {
+    if let Some(a) = activity() {
         // SAFETY: a plain flag argument.
         unsafe { (a.flush)(0) };
     }
 }
 
 extern "C" fn flush_at_exit() {
-    if let Some(a) = ACTIVITY.get() {
+    if let Some(a) = activity() {
         // SAFETY: a plain flag argument; CUDA is still up in an atexit handler.
         unsafe { (a.flush)(ACTIVITY_FLAG_FLUSH_FORCED) };
     }
