@@ -262,9 +262,15 @@ impl Run {
         {
             composer.at_ran_out = Some(h.clone());
         }
-        // The latest reading at the highest value: a call in flight at the
-        // first of them may have returned by a later one.
-        if composer.at_peak.as_ref().is_none_or(|p| h.total >= p.total) {
+        // Of the readings at the highest value, the latest one the shares
+        // explain at least as well: a call in flight at the first of them may
+        // have returned by a later one, and a later one may read memory the
+        // driver kept after what held it was deleted (NVIDIA's OpenCL keeps a
+        // deleted context's 518 MiB until the process exits).
+        if composer.at_peak.as_ref().is_none_or(|p| {
+            h.total > p.total
+                || (h.total == p.total && h.unexplained().abs() <= p.unexplained().abs())
+        }) {
             composer.at_peak = Some(h.clone());
         }
         if composer.recent.len() == HOLDERS_KEPT {

@@ -579,6 +579,46 @@ mod tests {
         assert_eq!(empty.holders().map(|h| h.total), Some(0));
     }
 
+    /// NVIDIA's OpenCL deletes a released context at once and keeps its
+    /// memory until the process exits: a later reading at the peak's value is
+    /// one the shares explain worse. The peak keeps the reading they explain
+    /// (Hands On OpenCL's vadd_abc on the H200 showed 0% named at its peak).
+    #[test]
+    fn of_equal_peak_readings_the_one_the_shares_explain_stands() {
+        let events = vec![
+            Event::Agent(AgentEvent {
+                t_ns: 0,
+                pid: 7,
+                parent_pid: 1,
+                api: "opencl".into(),
+                state: AgentState::Attached {
+                    exe: "vadd_abc".into(),
+                    destruction: vec![ObjKind::Context, ObjKind::Buffer],
+                    rank: None,
+                },
+            }),
+            sample(10, 0),
+            object(24, 1, ObjKind::Context, ObjectAction::Created, 0),
+            call(0, 20, "clCreateContext", 1),
+            sample(30, 518 * MIB),
+            object(40, 1, ObjKind::Context, ObjectAction::Released, 0),
+            object(40, 1, ObjKind::Context, ObjectAction::Destroyed, 0),
+            call(1, 40, "clReleaseContext", 1),
+            sample(50, 518 * MIB),
+        ];
+        let run = Run::from_events(&ended(events));
+        let peak = run.holders_at_peak().expect("a peak");
+        assert_eq!((peak.at_ns, peak.total), (30 * MS, 518 * MIB));
+        assert_eq!(peak.reserves_held, 518 * MIB, "{peak:?}");
+        assert_eq!(peak.unexplained(), 0);
+        // The last reading is what it is: the driver kept what no object holds.
+        let exit = run.holders().expect("a reading");
+        assert_eq!(
+            (exit.at_ns, exit.unexplained()),
+            (50 * MS, (518 * MIB) as i64)
+        );
+    }
+
     #[test]
     fn a_reading_that_runs_ahead_of_a_free_waits_for_it() {
         // The sampler sees a buffer's memory go before the agent's record of
