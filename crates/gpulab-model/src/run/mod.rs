@@ -6,7 +6,7 @@
 //! - [`window::Window`]: the latest events whole (calls, object events, device
 //!   spans, samples), for the timeline and the live panels;
 //! - [`Folds`]: the aggregates of every call, span and object event;
-//! - [`objects::Objects`]: each object's latest state, the live index and the
+//! - [`ledger::Ledger`]: each object's latest state, the live index and the
 //!   counts per kind, and what was folded away ([`gone`]);
 //! - [`readings::Readings`]: the memory readings and the samples' figures;
 //! - [`compose::Composer`]: the reserves and who held the process's memory;
@@ -29,6 +29,7 @@ mod gone;
 pub mod holders;
 pub mod iterations;
 mod lags;
+mod ledger;
 mod live;
 mod load;
 pub(crate) mod objects;
@@ -105,7 +106,7 @@ pub struct Run {
     load: Option<HostLoad>,
     window: window::Window,
     folds: Folds,
-    objects: objects::Objects,
+    objects: ledger::Ledger,
     readings: readings::Readings,
     composer: compose::Composer,
     program: program::Program,
@@ -152,7 +153,7 @@ impl Run {
         Run {
             window: window::Window::new(usize::MAX, usize::MAX, usize::MAX, usize::MAX),
             readings: readings::Readings::new(false),
-            objects: objects::Objects::never_folding(),
+            objects: ledger::Ledger::never_folding(),
             ..Run::default()
         }
     }
@@ -167,7 +168,7 @@ impl Run {
             load: None,
             window: window::Window::new(calls, spans, objects, SAMPLES_KEPT),
             folds: Folds::default(),
-            objects: objects::Objects::default(),
+            objects: ledger::Ledger::default(),
             readings: readings::Readings::new(true),
             composer: compose::Composer::default(),
             program: program::Program::default(),

@@ -36,8 +36,9 @@ use crate::trace::{
 
 use self::agent::AgentLibrary;
 use self::python::PythonHook;
+use self::ring::Agents;
 use self::setup::{multicast_note, reach_cuda, reach_the_loader, same_platforms_as_bare};
-use self::supervisor::{Agents, Group, Supervisor};
+use self::supervisor::{Group, Supervisor};
 use gpulab_host::shared::{RING_ENV, SharedRegion};
 
 /// How long the stream stays open after the program exits, for records its

@@ -26,7 +26,6 @@ use crate::telemetry::{Pacer, SETTLE};
 use crate::trace::sink::Sink;
 use crate::trace::{self, AgentEvent, AgentState, Event, Note, NoteLevel};
 
-use super::supervisor::Agents;
 use super::symbols;
 
 /// Why a line was not passed on; each is warned about once, with its count at
@@ -132,6 +131,30 @@ pub const BATCH_EVENTS: usize = 256;
 /// The reader's nap while records flow, and longest while the program is quiet.
 const NAP_MIN: Duration = Duration::from_millis(1);
 const NAP_MAX: Duration = Duration::from_millis(8);
+
+/// The processes whose agent reported, and those whose end was said: kept
+/// by the reader, asked by the supervisor.
+#[derive(Default)]
+pub(super) struct Agents {
+    attached: std::collections::BTreeSet<u32>,
+    detached: std::collections::BTreeSet<u32>,
+}
+
+impl Agents {
+    pub(super) fn saw(&mut self, event: &Event) {
+        if let Event::Agent(a) = event {
+            match a.state {
+                trace::AgentState::Detached { .. } => self.detached.insert(a.pid),
+                _ => self.attached.insert(a.pid),
+            };
+        }
+    }
+
+    /// Whether `pid`'s agent reported.
+    pub(super) fn reported(&self, pid: u32) -> bool {
+        self.attached.contains(&pid)
+    }
+}
 
 /// How the program gpulab started ended, as the supervisor reaped it: the
 /// signal of the one process whose end gpulab reaps itself.

@@ -19,7 +19,7 @@ use crate::child::Exit;
 use crate::clock::now_ns;
 use crate::telemetry::{Gpu0, Gpus, Pacer, Probe, SamplerHandle};
 use crate::trace::sink::Sink;
-use crate::trace::{self, End, EndStatus, Event, NoteLevel};
+use crate::trace::{End, EndStatus, Event, NoteLevel};
 
 use super::agent::AgentLibrary;
 use super::python::PythonHook;
@@ -60,29 +60,6 @@ impl Group {
     }
 }
 
-/// The processes whose agent reported, and those whose end was said.
-#[derive(Default)]
-pub(super) struct Agents {
-    attached: std::collections::BTreeSet<u32>,
-    detached: std::collections::BTreeSet<u32>,
-}
-
-impl Agents {
-    pub(super) fn saw(&mut self, event: &Event) {
-        if let Event::Agent(a) = event {
-            match a.state {
-                trace::AgentState::Detached { .. } => self.detached.insert(a.pid),
-                _ => self.attached.insert(a.pid),
-            };
-        }
-    }
-
-    /// Whether `pid`'s agent reported.
-    pub(super) fn reported(&self, pid: u32) -> bool {
-        self.attached.contains(&pid)
-    }
-}
-
 pub(super) struct Supervisor {
     pub(super) child: Child,
     pub(super) group: Group,
@@ -94,7 +71,7 @@ pub(super) struct Supervisor {
     /// Whether gpulab signalled the program (it then says it stopped it).
     pub(super) signalled: bool,
     /// Kept up to date by the agents' reader.
-    pub(super) agents: Arc<Mutex<Agents>>,
+    pub(super) agents: Arc<Mutex<super::ring::Agents>>,
     /// Told once the program has exited: the reader ends when no process
     /// of the program records any more.
     pub(super) program_end: Arc<super::ring::ProgramEnd>,
