@@ -20,6 +20,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,6 +39,26 @@ static unsigned pick(unsigned n) {
   state ^= state >> 7;
   state ^= state << 17;
   return (unsigned)(state % n);
+}
+
+/* Loads and unloads the first of a few common libraries until told to stop. */
+static volatile int libraries_on;
+static void *libraries(void *arg) {
+  (void)arg;
+  static const char *names[] = {"libz.so.1", "libexpat.so.1", "libsqlite3.so.0", "libm.so.6"};
+  const char *name = NULL;
+  for (unsigned i = 0; i < sizeof names / sizeof *names && !name; i++) {
+    void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+      dlclose(h);
+      name = names[i];
+    }
+  }
+  while (name && libraries_on) {
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h);
+  }
+  return NULL;
 }
 
 static cl_device_id dev;
@@ -180,10 +201,10 @@ int main(int argc, char **argv) {
   int threads = 1 + pick(4), leaks = pick(3), close0 = pick(4) == 0;
   long iters = pick(300);
   int chaos_files = pick(2), signals = pick(5), children = pick(4), session = pick(4) == 0;
-  int ending = pick(4);
+  int ending = pick(4), libs = pick(3) == 0;
   printf("plan: threads=%d iters=%ld leaks=%d close0=%d chaos=%d signals=%d children=%d "
-         "session=%d ending=%d\n",
-         threads, iters, leaks, close0, chaos_files, signals, children, session, ending);
+         "session=%d ending=%d libraries=%d\n",
+         threads, iters, leaks, close0, chaos_files, signals, children, session, ending, libs);
   fflush(stdout);
   long made = 0, leaked = 0;
 
@@ -234,6 +255,12 @@ int main(int argc, char **argv) {
     pthread_create(&chaos_thread, NULL, chaos, NULL);
   }
 
+  pthread_t libraries_thread;
+  if (libs) {
+    libraries_on = 1;
+    pthread_create(&libraries_thread, NULL, libraries, NULL);
+  }
+
   pthread_t t[4];
   struct job job = {iters, leaks};
   for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker, &job);
@@ -241,6 +268,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   made += threads * (iters + leaks);
   leaked += threads * leaks;
+  if (libs) {
+    libraries_on = 0;
+    pthread_join(libraries_thread, NULL);
+  }
   if (chaos_files) {
     chaos_on = 0;
     pthread_join(chaos_thread, NULL);

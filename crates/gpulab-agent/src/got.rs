@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::ffi::{CStr, CString, c_void};
 
-use crate::loaded::{Loaded, loaded};
+use crate::loaded::{Loaded, each, loaded};
 
 const DT_NULL: i64 = 0;
 const DT_PLTRELSZ: i64 = 2;
@@ -55,10 +55,22 @@ pub struct Redirected {
     pub real: usize,
 }
 
+/// A slot not yet bound (lazy binding) when it was first seen: it holds its
+/// file's PLT stub, and its real function is asked of the file's scope.
+struct Unbound {
+    path: String,
+    bias: usize,
+    slot: usize,
+    stub: usize,
+}
+
 /// Points every import of `name` in the loaded files `skip` does not exclude at
 /// `to`, unless the slot was seen in `done`. Only slots whose real function is
 /// known are changed: the one the slot holds when it is bound, else the one the
 /// file's own scope resolves `name` to. Returns what it changed.
+///
+/// A file's tables are read and its slots written only while the loader holds
+/// it loaded ([`each`]): another thread may unload any library at any moment.
 pub fn redirect(
     name: &str,
     to: usize,
@@ -69,37 +81,64 @@ pub fn redirect(
         return Vec::new();
     };
     let mut out = Vec::new();
-    for file in loaded() {
+    let mut unbound = Vec::new();
+    each(|file| {
         if skip(&file.path) || file.dynamic == 0 {
-            continue;
+            return;
         }
-        for slot in slots(&file, &wanted) {
+        for slot in slots(file, &wanted) {
             if !done.insert(slot) {
                 continue;
             }
-            // SAFETY: `slot` is a relocated pointer slot of a loaded file.
+            // SAFETY: `slot` is a relocated pointer slot of a file kept loaded.
             let was = unsafe { std::ptr::read_volatile(slot as *const usize) };
             if was == to {
                 continue;
             }
-            // A slot not yet bound (lazy binding) holds the file's PLT stub.
-            let bound = !file.holds(was);
-            let real = if bound {
-                Some(was)
-            } else {
-                resolve(&file.path, name)
-            };
-            let Some(real) = real else { continue };
-            if !write_slot(slot, to, &file) {
+            if file.holds(was) {
+                unbound.push(Unbound {
+                    path: file.path.clone(),
+                    bias: file.bias,
+                    slot,
+                    stub: was,
+                });
+            } else if write_slot(slot, to, file) {
+                out.push(Redirected {
+                    path: file.path.clone(),
+                    slot,
+                    real: was,
+                });
+            }
+        }
+    });
+    // The file's scope is asked through dlopen, which may not run while the
+    // loader's lock is held; the slot is then written only if the same file
+    // is still loaded where it was.
+    let resolved: Vec<(Unbound, usize)> = unbound
+        .into_iter()
+        .filter_map(|u| resolve(&u.path, name).map(|real| (u, real)))
+        .collect();
+    if resolved.is_empty() {
+        return out;
+    }
+    each(|file| {
+        for (u, real) in &resolved {
+            if file.path != u.path || file.bias != u.bias {
                 continue;
             }
-            out.push(Redirected {
-                path: file.path.clone(),
-                slot,
-                real,
-            });
+            // SAFETY: as above: the same file, loaded where it was.
+            let now = unsafe { std::ptr::read_volatile(u.slot as *const usize) };
+            // Bound since: the slot now holds its real function.
+            let real = if now == u.stub { *real } else { now };
+            if now != to && write_slot(u.slot, to, file) {
+                out.push(Redirected {
+                    path: file.path.clone(),
+                    slot: u.slot,
+                    real,
+                });
+            }
         }
-    }
+    });
     out
 }
 
@@ -199,7 +238,8 @@ fn slots(file: &Loaded, wanted: &CStr) -> Vec<usize> {
 }
 
 /// Writes `to` into `slot`, making its page writable for the moment if it is
-/// read-only after relocation (RELRO).
+/// read-only after relocation (RELRO). Only inside [`each`]: the page is the
+/// file's for as long as the loader holds it.
 fn write_slot(slot: usize, to: usize, file: &Loaded) -> bool {
     // SAFETY: sysconf has no preconditions.
     let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
@@ -272,5 +312,57 @@ mod tests {
         redirect("getpgrp", original, only_exe, &mut back);
         // SAFETY: as above.
         assert_eq!(unsafe { libc::getpgrp() }, real);
+    }
+
+    /// Imports are looked for while another thread loads and unloads a
+    /// library: a file's tables are read only while the loader keeps it
+    /// loaded (read outside its lock, a library another thread had just
+    /// unmapped killed the process).
+    #[test]
+    fn imports_are_looked_for_while_another_thread_unloads_libraries() {
+        let open = |name: &CStr| {
+            // SAFETY: a C string; RTLD_NOW binds everything at once.
+            unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) }
+        };
+        // One that dlclose really unmaps (not one marked to stay, as libcrypto is).
+        let mapped = |name: &CStr| {
+            let name = name.to_string_lossy();
+            loaded().iter().any(|f| f.path.ends_with(name.as_ref()))
+        };
+        let lib = [
+            c"libz.so.1",
+            c"libexpat.so.1",
+            c"libsqlite3.so.0",
+            c"libOpenCL.so.1",
+        ]
+        .into_iter()
+        .find(|name| {
+            let h = open(name);
+            // SAFETY: a handle dlopen gave.
+            !h.is_null() && unsafe { libc::dlclose(h) } == 0 && !mapped(name)
+        })
+        .expect("a library dlclose unmaps: libz, libexpat, libsqlite3 or libOpenCL");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                let mut loads = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let h = open(lib);
+                    assert!(!h.is_null());
+                    // SAFETY: the handle just opened.
+                    unsafe { libc::dlclose(h) };
+                    loads += 1;
+                }
+                loads
+            }
+        });
+        for _ in 0..3000 {
+            let changed = redirect("gpulab_imported_nowhere", 1, |_| false, &mut HashSet::new());
+            assert!(changed.is_empty());
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let loads = churn.join().expect("the loading thread ends");
+        assert!(loads > 0);
     }
 }

@@ -10,6 +10,7 @@ const PT_DYNAMIC: u32 = 2;
 const PT_GNU_RELRO: u32 = 0x6474_e552;
 
 /// One mapped file.
+#[derive(Clone)]
 pub struct Loaded {
     /// Its path as the loader has it; the executable's from `/proc/self/exe`.
     pub path: String,
@@ -36,79 +37,120 @@ impl Loaded {
 /// The loader's count of loads and unloads so far: it changes whenever a
 /// library was loaded or unloaded.
 pub fn generation() -> u64 {
+    let (adds, subs) = counts();
+    adds + subs
+}
+
+/// How many libraries the loader has unloaded so far.
+pub fn unloads() -> u64 {
+    counts().1
+}
+
+fn counts() -> (u64, u64) {
     unsafe extern "C" fn count(
         info: *mut libc::dl_phdr_info,
         _: usize,
         data: *mut c_void,
     ) -> c_int {
-        // SAFETY: the loader passes a valid info; `data` is the u64 below.
+        // SAFETY: the loader passes a valid info; `data` is the pair below.
         unsafe {
-            *(data as *mut u64) = (*info).dlpi_adds + (*info).dlpi_subs;
+            *(data as *mut (u64, u64)) = ((*info).dlpi_adds, (*info).dlpi_subs);
         }
         1
     }
-    let mut n = 0u64;
+    let mut n = (0u64, 0u64);
     // SAFETY: the callback matches dl_iterate_phdr's contract and stops at once.
-    unsafe { libc::dl_iterate_phdr(Some(count), &mut n as *mut u64 as *mut c_void) };
+    unsafe { libc::dl_iterate_phdr(Some(count), &mut n as *mut (u64, u64) as *mut c_void) };
     n
 }
 
-/// Every file the process has mapped, the executable first.
+/// Every file the process has mapped, the executable first. What it says of
+/// a file's memory (its dynamic section, its slots) may be read only while the
+/// file stays loaded: for that, see [`each`].
 pub fn loaded() -> Vec<Loaded> {
-    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
-        // SAFETY: the loader passes a valid info; `data` is the Vec below.
-        let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<Loaded>)) };
-        // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
-        let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
-        let bias = info.dlpi_addr as usize;
-        let span = |h: &libc::Elf64_Phdr| {
-            let lo = bias + h.p_vaddr as usize;
-            (lo, lo + h.p_memsz as usize)
-        };
-        let first = |kind: u32| headers.iter().find(|h| h.p_type == kind).map(span);
-        let name = if info.dlpi_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: a NUL-terminated path owned by the loader.
-            unsafe { CStr::from_ptr(info.dlpi_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        // The executable comes first, unnamed.
-        let path = if name.is_empty() && out.is_empty() {
-            std::fs::read_link("/proc/self/exe")
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        } else {
-            name
-        };
-        let build_id = headers
-            .iter()
-            .filter(|h| h.p_type == libc::PT_NOTE)
-            .find_map(|h| {
-                let (lo, hi) = span(h);
-                // SAFETY: a PT_NOTE segment is mapped at bias + p_vaddr.
-                let notes = unsafe { std::slice::from_raw_parts(lo as *const u8, hi - lo) };
-                build_id(notes)
-            });
-        out.push(Loaded {
-            path,
-            bias,
-            ranges: headers
-                .iter()
-                .filter(|h| h.p_type == libc::PT_LOAD)
-                .map(span)
-                .collect(),
-            dynamic: first(PT_DYNAMIC).map_or(0, |(lo, _)| lo),
-            relro: first(PT_GNU_RELRO),
-            build_id,
-        });
-        0
-    }
-    let mut out: Vec<Loaded> = Vec::new();
-    // SAFETY: the callback matches dl_iterate_phdr's contract.
-    unsafe { libc::dl_iterate_phdr(Some(each), &mut out as *mut Vec<Loaded> as *mut c_void) };
+    let mut out = Vec::new();
+    each(|file| out.push(file.clone()));
     out
+}
+
+/// Calls `f` with each file the process has mapped, the executable first,
+/// while the loader holds the lock it takes to unload one: no file is unmapped
+/// during `f`, so `f` may read and write the file's memory. Outside `f` another
+/// thread's `dlclose` may unmap it at any moment (hwloc unloading PoCL and its
+/// LLVM in mpi4py's `MPI_Init` did, while the agent's thread read LLVM's
+/// relocations, and the program died of a SIGSEGV that no handler saw).
+///
+/// `f` may not call `dlopen`, `dlclose` or anything that loads a library:
+/// the loader takes its own lock before this one.
+pub fn each(mut f: impl FnMut(&Loaded)) {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+        // SAFETY: the loader passes a valid info; `data` is the state below.
+        let (info, state) = unsafe { (&*info, &mut *(data as *mut Walk<'_>)) };
+        let file = describe(info, state.first);
+        state.first = false;
+        // A panic may not unwind through the loader's frames: the walk stops.
+        let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (state.f)(&file)));
+        c_int::from(called.is_err())
+    }
+    struct Walk<'a> {
+        f: &'a mut dyn FnMut(&Loaded),
+        first: bool,
+    }
+    let mut state = Walk {
+        f: &mut f,
+        first: true,
+    };
+    // SAFETY: the callback matches dl_iterate_phdr's contract.
+    unsafe { libc::dl_iterate_phdr(Some(each), &mut state as *mut Walk<'_> as *mut c_void) };
+}
+
+/// What the loader says of one file; `first` is the executable's turn.
+fn describe(info: &libc::dl_phdr_info, first: bool) -> Loaded {
+    // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
+    let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum.into()) };
+    let bias = info.dlpi_addr as usize;
+    let span = |h: &libc::Elf64_Phdr| {
+        let lo = bias + h.p_vaddr as usize;
+        (lo, lo + h.p_memsz as usize)
+    };
+    let first_of = |kind: u32| headers.iter().find(|h| h.p_type == kind).map(span);
+    let name = if info.dlpi_name.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a NUL-terminated path owned by the loader.
+        unsafe { CStr::from_ptr(info.dlpi_name) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    // The executable comes first, unnamed.
+    let path = if name.is_empty() && first {
+        std::fs::read_link("/proc/self/exe")
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    } else {
+        name
+    };
+    let build_id = headers
+        .iter()
+        .filter(|h| h.p_type == libc::PT_NOTE)
+        .find_map(|h| {
+            let (lo, hi) = span(h);
+            // SAFETY: a PT_NOTE segment is mapped at bias + p_vaddr.
+            let notes = unsafe { std::slice::from_raw_parts(lo as *const u8, hi - lo) };
+            build_id(notes)
+        });
+    Loaded {
+        path,
+        bias,
+        ranges: headers
+            .iter()
+            .filter(|h| h.p_type == libc::PT_LOAD)
+            .map(span)
+            .collect(),
+        dynamic: first_of(PT_DYNAMIC).map_or(0, |(lo, _)| lo),
+        relro: first_of(PT_GNU_RELRO),
+        build_id,
+    }
 }
 
 /// The `NT_GNU_BUILD_ID` note among `notes` (ELF note records), as hex.

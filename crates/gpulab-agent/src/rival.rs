@@ -67,8 +67,9 @@ static RESULT_STRING: OnceLock<ResultString> = OnceLock::new();
 static SPANS: AtomicBool = AtomicBool::new(false);
 /// The loader's count of loads and unloads at the last look.
 static GENERATION: AtomicU64 = AtomicU64::new(u64::MAX);
-/// Slots already pointed at the agent.
-static DONE: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+/// Slots already pointed at the agent, and the loader's count of unloads when
+/// they were: an address of an unloaded file may be another file's slot now.
+static DONE: Mutex<Option<(u64, HashSet<usize>)>> = Mutex::new(None);
 
 /// Starts watching for other CUPTI clients: now, and on later looks.
 /// `result_string` names CUPTI's answers; `spans` says whether the agent
@@ -87,7 +88,12 @@ pub fn look() {
         return;
     }
     let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
-    let done = done.get_or_insert_with(HashSet::new);
+    let unloads = crate::loaded::unloads();
+    let (seen_at, done) = done.get_or_insert_with(|| (unloads, HashSet::new()));
+    if *seen_at != unloads {
+        *seen_at = unloads;
+        done.clear();
+    }
     let ours = crate::loaded::agent_path();
     let skip = |path: &str| {
         let file = path.rsplit('/').next().unwrap_or(path);
