@@ -2,22 +2,22 @@
 //! what it left alive and who made it, what the driver still holds and what
 //! pins it, how each process ended and what arrived of it.
 
+use std::collections::HashMap;
+
 use super::*;
 
 /// The held objects grouped: the chain's kinds without the objects' numbers,
 /// the making call and its calling frame make the key.
-pub(super) fn held_groups(run: &Run, held: &[HeldObject]) -> Vec<HeldGroup> {
+pub(super) fn held_groups(run: &Run, held: &[HeldObject], pins: &Pins) -> Vec<HeldGroup> {
     type Key = (ObjKind, String, Option<String>, Option<u64>);
     let mut groups: BTreeMap<Key, HeldGroup> = BTreeMap::new();
     for h in held {
         let life = run.ledger().get(&h.id);
         // The first chain that pins it, by kind: read from the ledger, not
         // from the words `pinned_by` says it in.
-        let pins = run
-            .live_index()
-            .referring
-            .iter()
-            .find_map(|&from| path_to(from, h.id, run.ledger(), 0))
+        let pins = pins
+            .to(h.id)
+            .first()
             .map(|path| {
                 path.iter()
                     .filter_map(|i| run.ledger().get(i).map(|o| o.kind.as_str()))
@@ -140,6 +140,7 @@ pub(super) fn held(
     run: &Run,
     watched: &BTreeSet<ObjKind>,
     incomplete: &BTreeSet<u32>,
+    pins: &Pins,
 ) -> Vec<HeldObject> {
     let start = run.meta().map_or(0, |m| m.t_ns);
     let (lives, index) = (&run.ledger(), &run.live_index());
@@ -173,7 +174,7 @@ pub(super) fn held(
             bytes: life.bytes,
             released_ms: life.released_ns.unwrap_or(start).saturating_sub(start) as f64 / 1e6,
             reserve: reserve_of(id),
-            pinned_by: pinned_by(id, lives, &index.referring),
+            pinned_by: pinned_by(id, lives, pins),
             // Ids carry their process's pid in the upper half.
             uncertain: incomplete.contains(&((id >> 32) as u32)),
         })
@@ -292,48 +293,83 @@ pub(super) fn ended(run: &Run) -> (String, Option<i32>) {
 }
 
 /// Live objects whose references reach `target`, as `event #3 -> kernel #2`.
-pub(super) fn pinned_by(
-    target: u64,
-    lives: &BTreeMap<u64, ObjState>,
-    live: &BTreeSet<u64>,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for &id in live {
-        if let Some(path) = path_to(id, target, lives, 0) {
-            out.push(
-                path.iter()
-                    .filter_map(|i| {
-                        let kind = lives.get(i)?.kind;
-                        Some(format!("{} {}", kind.as_str(), short_id(*i)))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" -> "),
-            );
-        }
-    }
-    out
+pub(super) fn pinned_by(target: u64, lives: &BTreeMap<u64, ObjState>, pins: &Pins) -> Vec<String> {
+    pins.to(target)
+        .iter()
+        .map(|path| {
+            path.iter()
+                .filter_map(|i| {
+                    let kind = lives.get(i)?.kind;
+                    Some(format!("{} {}", kind.as_str(), short_id(*i)))
+                })
+                .collect::<Vec<_>>()
+                .join(" -> ")
+        })
+        .collect()
 }
 
-/// References form short chains (event -> kernel -> buffer -> context); the depth
-/// limit keeps a malformed stream from recursing deep.
-pub(super) fn path_to(
-    from: u64,
-    to: u64,
+/// Every chain of references from a live object that refers to others (an
+/// event, a kernel) to what it reaches, found in one walk from each such
+/// object: asking each held object of every referring one made a report of a
+/// program with thousands of both take seconds.
+///
+/// References form short chains (event -> kernel -> buffer -> context); the
+/// depth limit keeps a malformed stream from recursing deep. Of the chains
+/// from one object to a target, the one kept is the first a depth-first walk
+/// of the references, in their order, meets: the object that refers to the
+/// target directly, else the first of its references that reaches it.
+pub(super) struct Pins {
+    /// For each target, a chain from each referring object that reaches it,
+    /// in the referring objects' order; a chain ends at the object that
+    /// refers to the target.
+    chains: HashMap<u64, Vec<Vec<u64>>>,
+}
+
+impl Pins {
+    pub(super) fn of(lives: &BTreeMap<u64, ObjState>, referring: &BTreeSet<u64>) -> Pins {
+        let mut chains: HashMap<u64, Vec<Vec<u64>>> = HashMap::new();
+        for &from in referring {
+            let mut found: HashMap<u64, Vec<u64>> = HashMap::new();
+            let mut path = Vec::new();
+            walk(from, lives, 0, &mut path, &mut found);
+            for (target, chain) in found {
+                chains.entry(target).or_default().push(chain);
+            }
+        }
+        // Each target's chains in the order of the objects they start from.
+        for list in chains.values_mut() {
+            list.sort_by_key(|chain| chain.first().copied());
+        }
+        Pins { chains }
+    }
+
+    /// The chains that reach `target`, one per live referring object.
+    pub(super) fn to(&self, target: u64) -> &[Vec<u64>] {
+        self.chains.get(&target).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Depth-first from `at`: each target referred to by an object on the way is
+/// kept with the first chain that meets it.
+fn walk(
+    at: u64,
     lives: &BTreeMap<u64, ObjState>,
     depth: usize,
-) -> Option<Vec<u64>> {
+    path: &mut Vec<u64>,
+    found: &mut HashMap<u64, Vec<u64>>,
+) {
     if depth > 6 {
-        return None;
+        return;
     }
-    let life = lives.get(&from)?;
-    if life.refs.contains(&to) {
-        return Some(vec![from]);
+    let Some(life) = lives.get(&at) else { return };
+    path.push(at);
+    for r in &life.refs {
+        found.entry(*r).or_insert_with(|| path.clone());
     }
-    life.refs.iter().find_map(|r| {
-        let mut rest = path_to(*r, to, lives, depth + 1)?;
-        rest.insert(0, from);
-        Some(rest)
-    })
+    for r in &life.refs {
+        walk(*r, lives, depth + 1, path, found);
+    }
+    path.pop();
 }
 
 pub(super) fn processes(run: &Run) -> Vec<ProcessReport> {

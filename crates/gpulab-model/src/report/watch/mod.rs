@@ -352,7 +352,8 @@ impl WatchReport {
         let (notes, warnings) = notes_and_warnings(run, &processes);
         let (ended, exit_code) = ended(run);
         let end_ns = run.end().map_or(start, |e| e.t_ns);
-        let held_objects = held(run, watched, &incomplete);
+        let pins = findings::Pins::of(run.ledger(), &run.live_index().referring);
+        let held_objects = held(run, watched, &incomplete, &pins);
         // Spread over GPUs, the sampler's figures are GPU 0's alone: they
         // give way to each GPU's and each process's.
         let spread = run.ranks().spread();
@@ -368,7 +369,7 @@ impl WatchReport {
             failed_calls: run.folds().failed_calls as usize,
             kinds: kinds(run),
             alive_at_exit: alive_groups(run, &incomplete),
-            held_by_driver_groups: held_groups(run, &held_objects),
+            held_by_driver_groups: held_groups(run, &held_objects, &pins),
             held_by_driver: held_objects,
             outlived_release: outlived(run, watched),
             processes,
