@@ -3,8 +3,16 @@
 //! `crates/gpulab-source/src/watch/agent.rs`) and `gpulab watch` works from `cargo run`, `cargo
 //! install` or a copied binary alike, with nothing to install beside it.
 //!
-//! The agent is built in release mode into its own target directory next to
-//! gpulab's, so the outer build's lock is never needed twice. In the workspace it
+//! A release build (`cargo build --release`, `cargo install`, the release
+//! archives) builds the agent in release mode into its own target directory
+//! next to gpulab's, so the outer build's lock is never needed twice.
+//!
+//! A debug build in the workspace (`cargo build`, `cargo test`, `cargo
+//! clippy`) builds no second agent: cargo already builds the agent's shared
+//! library as the dependency it is (`<target>/debug/deps/libgpulab_agent.so`),
+//! and gpulab reads it from there when a watch starts (`cfg(agent_beside)`).
+//! That saves every debug and CI build a release build of the agent and its
+//! dependencies; a debug binary copied elsewhere says where its agent should be. In the workspace it
 //! is built as the member it is. From this crate's published package (`cargo install
 //! gpulab`, or `cargo package`'s check of it) there is no workspace: the agent and
 //! the events crate are dependencies of gpulab whose build scripts say where their
@@ -19,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
+    println!("cargo::rustc-check-cfg=cfg(agent_beside)");
     let root = PathBuf::from(env("CARGO_MANIFEST_DIR"));
     // The workspace this crate is a member of: two folders up.
     let workspace = root.join("../..");
@@ -31,6 +40,16 @@ fn main() {
         .unwrap_or_else(|| out.join("gpulab-agent"));
     // `cargo package` keeps the manifest as written beside the one it rewrote.
     let packaged = root.join("Cargo.toml.orig").exists();
+    if !packaged && env("PROFILE") == "debug" {
+        // OUT_DIR is <target>/[<triple>/]debug/build/gpulab-source-<hash>/out;
+        // the dependency's library is in that debug folder's deps/.
+        let debug = out.ancestors().nth(3).unwrap_or(&out);
+        let lib = debug.join("deps").join("libgpulab_agent.so");
+        println!("cargo:rerun-if-changed=build.rs");
+        println!("cargo:rustc-cfg=agent_beside");
+        println!("cargo:rustc-env=GPULAB_AGENT_LIB={}", lib.display());
+        return;
+    }
     let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cargo.arg("build").arg("--release");
     if packaged {

@@ -1,5 +1,7 @@
 //! The agent library gpulab carries inside its own binary (built by `build.rs`
 //! from `crates/gpulab-agent`), and the path a watched program loads it from.
+//! A debug build in the workspace carries none: it reads the one cargo built
+//! beside it when a watch starts (see `build.rs`).
 //!
 //! The bytes go into an anonymous memory file, loaded as
 //! `/proc/<gpulab's pid>/fd/<n>`: nothing is written to disk, nothing is left
@@ -32,18 +34,47 @@ pub fn memory_file(name: &str, bytes: &[u8]) -> std::io::Result<OwnedFd> {
 }
 
 /// The built agent, an OpenCL loader layer.
+#[cfg(not(agent_beside))]
 static LIBRARY: &[u8] = include_bytes!(env!("GPULAB_AGENT_LIB"));
+
+/// The agent's bytes: those carried inside gpulab, or, in a debug build, those
+/// cargo built beside it.
+fn library() -> std::io::Result<std::borrow::Cow<'static, [u8]>> {
+    #[cfg(not(agent_beside))]
+    return Ok(std::borrow::Cow::Borrowed(LIBRARY));
+    #[cfg(agent_beside)]
+    {
+        let path = env!("GPULAB_AGENT_LIB");
+        std::fs::read(path)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "this debug build of gpulab reads its watch agent from {path}, where \
+                     cargo built it ({e}): run it from its build, or use a release build, \
+                     which carries the agent inside"
+                    ),
+                )
+            })
+    }
+}
 
 /// The agent, ready to be named in `OPENCL_LAYERS`. Keep it alive as long as a
 /// watched process may still load it.
 pub struct AgentLibrary {
     file: OwnedFd,
+    size: usize,
 }
 
 impl AgentLibrary {
     pub fn new() -> std::io::Result<AgentLibrary> {
-        let file = memory_file("gpulab-agent.so", LIBRARY)?;
-        Ok(AgentLibrary { file })
+        let bytes = library()?;
+        let file = memory_file("gpulab-agent.so", &bytes)?;
+        Ok(AgentLibrary {
+            file,
+            size: bytes.len(),
+        })
     }
 
     /// A path any process of this user can open while gpulab runs.
@@ -52,7 +83,7 @@ impl AgentLibrary {
     }
 
     pub fn size_bytes(&self) -> usize {
-        LIBRARY.len()
+        self.size
     }
 }
 
@@ -62,10 +93,11 @@ mod tests {
 
     #[test]
     fn the_embedded_agent_is_a_shared_library_that_can_be_read_back_by_path() {
-        assert_eq!(&LIBRARY[..4], b"\x7fELF");
+        let bytes = library().expect("the agent's bytes");
+        assert_eq!(&bytes[..4], b"\x7fELF");
         let lib = AgentLibrary::new().expect("memfd");
         let back = std::fs::read(lib.path()).expect("read the agent back by its path");
         assert_eq!(back.len(), lib.size_bytes());
-        assert_eq!(&back[..], LIBRARY);
+        assert_eq!(&back[..], &bytes[..]);
     }
 }
