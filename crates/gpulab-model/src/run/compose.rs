@@ -156,7 +156,15 @@ impl Composer {
                     self.reserves.sized_call(begin, end);
                 }
             }
+            ObjectAction::Destroyed if reserves::unsized_kind(o.kind) => {
+                self.reserves.gone(o.id, o.kind, o.t_ns);
+                self.reserves_changes += 1;
+            }
             ObjectAction::Destroyed => self.reserves.sized(o.t_ns, -(o.bytes as i64)),
+            _ if o.ends_life() && !watched && reserves::unsized_kind(o.kind) => {
+                self.reserves.gone(o.id, o.kind, o.t_ns);
+                self.reserves_changes += 1;
+            }
             // A kind whose deletion no agent reports is gone at its last
             // release (a cuMemFree): its bytes leave the measurement then, as
             // a destroyed one's do (a program that frees right after it ran
