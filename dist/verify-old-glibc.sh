@@ -7,16 +7,37 @@
 # shell would, from the unpacked archive on PATH.
 #
 #   sudo dist/verify-old-glibc.sh target/dist/gpulab-*-x86_64-linux-gnu.tar.gz
+#   sudo ROOTFS=DIR dist/verify-old-glibc.sh --prepare   # the root alone, first
 #
 # Needs root (debootstrap, chroot, mount), debootstrap and Debian's mirror;
 # SUITE (default bullseye) and MIRROR choose the root. ROOTFS (default a fresh
-# temporary folder) is removed at the end unless KEEP=1.
+# temporary folder) is removed at the end unless KEEP=1. `--prepare` only makes
+# the root in ROOTFS (an empty folder) and keeps it: a later run with the same
+# ROOTFS uses it, so CI makes it while it builds (the download and unpacking
+# wait on the network and the disk, the build on the CPU).
 set -euo pipefail
 
-ARCHIVE=${1:?usage: dist/verify-old-glibc.sh ARCHIVE.tar.gz}
 SUITE=${SUITE:-bullseye}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 [ "$(id -u)" -eq 0 ] || { echo "run as root (debootstrap, chroot, mount)" >&2; exit 2; }
+READY=.gpulab-root-ready
+
+debootstrap_root() {
+  echo "== debootstrap $SUITE (minbase, the OpenCL loader, PoCL, clinfo) into $ROOTFS"
+  debootstrap --variant=minbase --include=ocl-icd-libopencl1,pocl-opencl-icd,clinfo \
+    "$SUITE" "$ROOTFS" "$MIRROR" >"$ROOTFS.debootstrap.log" 2>&1 \
+    || { tail -n 30 "$ROOTFS.debootstrap.log"; rm -f "$ROOTFS.debootstrap.log"; exit 1; }
+  rm -f "$ROOTFS.debootstrap.log"
+  touch "$ROOTFS/$READY"
+}
+
+if [ "${1:-}" = --prepare ]; then
+  : "${ROOTFS:?--prepare needs ROOTFS, an empty folder}"
+  debootstrap_root
+  exit 0
+fi
+
+ARCHIVE=${1:?usage: dist/verify-old-glibc.sh ARCHIVE.tar.gz | --prepare}
 [ -f "$ARCHIVE" ] || { echo "$ARCHIVE: no such archive" >&2; exit 2; }
 ROOTFS=${ROOTFS:-$(mktemp -d "${TMPDIR:-/tmp}/gpulab-$SUITE.XXXXXX")}
 
@@ -26,11 +47,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== debootstrap $SUITE (minbase, the OpenCL loader, PoCL, clinfo) into $ROOTFS"
-debootstrap --variant=minbase --include=ocl-icd-libopencl1,pocl-opencl-icd,clinfo \
-  "$SUITE" "$ROOTFS" "$MIRROR" >"$ROOTFS.debootstrap.log" 2>&1 \
-  || { tail -n 30 "$ROOTFS.debootstrap.log"; rm -f "$ROOTFS.debootstrap.log"; exit 1; }
-rm -f "$ROOTFS.debootstrap.log"
+if [ -f "$ROOTFS/$READY" ]; then
+  echo "== the $SUITE root made beforehand (--prepare) in $ROOTFS"
+else
+  debootstrap_root
+fi
 mount -t proc proc "$ROOTFS/proc"
 mount -t sysfs sys "$ROOTFS/sys"
 mount --bind /dev "$ROOTFS/dev"
