@@ -644,30 +644,31 @@ fn cuda_threads_that_reuse_addresses_get_exactly_their_real_leaks() {
     common::watch::churn_reports_exactly_its_leaks(&exe, 16, 1000, 2);
 }
 
-/// A CUDA program's children forked without exec leave through `exit()` as
-/// they do bare, with device spans or without: the agent they inherit calls
-/// no CUDA of the parent's in them (a child forked without exec inherited the
-/// agent's `atexit` flush of CUPTI's activity buffers).
-#[test]
-#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
-fn children_forked_by_a_cuda_program_exit_as_they_do_bare() {
-    require_cuda();
+/// Runs the program `source` builds with `arg` bare, then under `gpulab watch`
+/// with each set of `flags`: each watched run exits as the bare one did and
+/// prints what it printed.
+fn runs_as_bare(source: &str, arg: &str, flags: &[&[&str]]) {
     let dir = temp_dir();
-    let exe = build(dir.path(), "tests/watch/cuda_fork_exit.cu");
+    let exe = build(dir.path(), source);
     let bare = Command::new(&exe)
-        .arg("8")
+        .arg(arg)
         .output()
         .expect("the program starts");
-    assert!(bare.status.success(), "bare: {}", stdout(&bare));
-    for flags in [&[][..], &["--device-spans"][..]] {
+    assert!(
+        bare.status.success(),
+        "bare: {}{}",
+        stdout(&bare),
+        stderr(&bare)
+    );
+    for flags in flags {
         let out = gpulab()
             .arg("watch")
-            .args(flags)
+            .args(*flags)
             .arg("-o")
             .arg(dir.path().join("r.txt"))
             .arg("--")
             .arg(&exe)
-            .arg("8")
+            .arg(arg)
             .output()
             .expect("gpulab starts");
         assert_eq!(
@@ -681,37 +682,29 @@ fn children_forked_by_a_cuda_program_exit_as_they_do_bare() {
     }
 }
 
+/// A CUDA program's children forked without exec leave through `exit()` as
+/// they do bare, with device spans or without: the agent they inherit calls
+/// no CUDA of the parent's in them (a child forked without exec inherited the
+/// agent's `atexit` flush of CUPTI's activity buffers).
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn children_forked_by_a_cuda_program_exit_as_they_do_bare() {
+    require_cuda();
+    runs_as_bare(
+        "tests/watch/cuda_fork_exit.cu",
+        "8",
+        &[&[], &["--device-spans"]],
+    );
+}
+
 /// A CUDA program one of whose threads loads and unloads a library while the
 /// agent's thread looks at the loaded libraries' imports: watched, it runs as
-/// it runs bare. (mpi4py's `MPI_Init` on the H200 died of a SIGSEGV in 12 of 12
-/// watched runs: hwloc unloaded PoCL's LLVM while the agent read it.)
+/// it runs bare, three times over. (mpi4py's `MPI_Init` on the H200 died of a
+/// SIGSEGV in 12 of 12 watched runs: hwloc unloaded PoCL's LLVM while the
+/// agent read it.)
 #[test]
 #[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
 fn a_program_that_unloads_libraries_while_cuda_is_watched_runs_as_bare() {
     require_cuda();
-    let dir = temp_dir();
-    let exe = build(dir.path(), "tests/watch/cuda_dlclose.cu");
-    let bare = Command::new(&exe)
-        .arg("20000")
-        .output()
-        .expect("the program starts");
-    assert!(bare.status.success(), "bare: {}", stderr(&bare));
-    for _ in 0..3 {
-        let out = gpulab()
-            .args(["watch", "-o"])
-            .arg(dir.path().join("r.txt"))
-            .arg("--")
-            .arg(&exe)
-            .arg("20000")
-            .output()
-            .expect("gpulab starts");
-        assert_eq!(
-            out.status.code(),
-            bare.status.code(),
-            "{}{}",
-            stdout(&out),
-            stderr(&out)
-        );
-        assert_eq!(stdout(&out), stdout(&bare));
-    }
+    runs_as_bare("tests/watch/cuda_dlclose.cu", "20000", &[&[], &[], &[]]);
 }
