@@ -42,18 +42,22 @@ static LIBRARY: &[u8] = include_bytes!(env!("GPULAB_AGENT_LIB"));
 fn library() -> std::io::Result<std::borrow::Cow<'static, [u8]>> {
     #[cfg(not(agent_beside))]
     return Ok(std::borrow::Cow::Borrowed(LIBRARY));
+    // A debug build (or a test binary) carried to another machine, a GPU
+    // host, reads the agent carried beside it from where this names.
     #[cfg(agent_beside)]
     {
-        let path = env!("GPULAB_AGENT_LIB");
-        std::fs::read(path)
+        let path = std::env::var_os("GPULAB_AGENT_LIB")
+            .map_or_else(|| env!("GPULAB_AGENT_LIB").into(), std::path::PathBuf::from);
+        std::fs::read(&path)
             .map(std::borrow::Cow::Owned)
             .map_err(|e| {
                 std::io::Error::new(
                     e.kind(),
                     format!(
-                        "this debug build of gpulab reads its watch agent from {path}, where \
-                     cargo built it ({e}): run it from its build, or use a release build, \
-                     which carries the agent inside"
+                        "this debug build of gpulab reads its watch agent from {}, where cargo \
+                     built it ({e}): run it from its build, name the agent's library in \
+                     GPULAB_AGENT_LIB, or use a release build, which carries the agent inside",
+                        path.display()
                     ),
                 )
             })
