@@ -518,3 +518,46 @@ fn no_composition_names_memory_against_a_reading_of_none() {
     assert!(composed > 100, "{composed} compositions");
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
+
+/// No reserve of a context is measured against a reading taken after the
+/// context was destroyed: the memory was going back then (`vectorAddDrv`'s
+/// context was said to hold 442 MiB from a reading inside its `cuCtxDestroy`).
+/// Over every shipped watch recording and the corpus's.
+#[test]
+fn no_contexts_reserve_is_measured_past_its_destruction() {
+    let files = watched_recordings();
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for f in &files {
+        let events = read_events(std::io::BufReader::new(std::fs::File::open(f).unwrap()))
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        // Every object kept, the destroyed ones too.
+        let mut run = Run::keeping_all();
+        for e in &events {
+            run.apply(e);
+        }
+        for r in run.reserves().measured().filter(|r| !r.by_agent) {
+            for id in &r.ids {
+                let Some(o) = run.ledger().get(id) else {
+                    continue;
+                };
+                if o.kind != gpulab::trace::ObjKind::Context {
+                    continue;
+                }
+                let Some(destroyed) = o.destroyed_ns else {
+                    continue;
+                };
+                checked += 1;
+                if r.to_ns > destroyed {
+                    broken.push(format!(
+                        "{}: context {id} measured up to {} ns, destroyed at {destroyed}",
+                        f.display(),
+                        r.to_ns,
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked >= 5, "{checked} destroyed contexts' reserves");
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}

@@ -54,6 +54,8 @@ struct Window {
     gone_ns: Option<u64>,
     /// Its objects gone so far.
     gone: Vec<u64>,
+    /// Each object's making call: (id, begin, end).
+    calls: Vec<(u64, u64, u64)>,
 }
 
 /// A measured reserve.
@@ -124,6 +126,9 @@ impl Reserves {
         };
         w.begin_ns = w.begin_ns.min(begin_ns);
         w.end_ns = w.end_ns.max(end_ns);
+        for c in w.calls.iter_mut().filter(|c| c.0 == id) {
+            (c.1, c.2) = (c.1.min(begin_ns), c.2.max(end_ns));
+        }
         w.before = None;
         w.after = None;
         w.retake(&self.readings, &self.sized_log, &self.sized_calls);
@@ -138,6 +143,7 @@ impl Reserves {
         {
             // No reading between the two calls: one step, theirs together.
             last.ids.push(id);
+            last.calls.push((id, begin_ns, end_ns));
             last.end_ns = last.end_ns.max(end_ns);
             last.after = None;
             last.retake(&self.readings, &self.sized_log, &self.sized_calls);
@@ -145,6 +151,7 @@ impl Reserves {
         }
         let mut w = Window {
             ids: vec![id],
+            calls: vec![(id, begin_ns, end_ns)],
             begin_ns,
             end_ns,
             before: None,
@@ -276,6 +283,18 @@ impl Reserves {
                 w.after = None;
             }
         }
+    }
+
+    /// The objects whose making call was running at `t_ns` (a context being
+    /// made): a reading then holds part of what they will hold, and they are
+    /// not in the ledger yet.
+    pub fn being_made_at(&self, t_ns: u64) -> Vec<u64> {
+        self.windows
+            .iter()
+            .flat_map(|w| &w.calls)
+            .filter(|(_, begin, end)| t_ns > *begin && t_ns < *end)
+            .map(|(id, ..)| *id)
+            .collect()
     }
 
     /// Measurements opened so far, measured or not.
@@ -547,6 +566,25 @@ mod tests {
             .map(|m| (m.bytes, m.from_ns, m.to_ns))
             .collect();
         assert_eq!(m, vec![(522 * MIB, 10, 32)]);
+    }
+
+    /// A reading taken while a context's making call ran falls inside its
+    /// measurement's span; one before or after does not.
+    #[test]
+    fn what_was_being_made_at_a_reading_is_known() {
+        let mut r = Reserves::default();
+        r.made_unsized(1, 20, 30);
+        assert_eq!(r.being_made_at(25), vec![1]);
+        assert!(r.being_made_at(20).is_empty());
+        assert!(r.being_made_at(31).is_empty());
+        // Made with no reading between: one measurement, but a reading
+        // between the two calls was inside neither.
+        r.made_unsized(2, 40, 50);
+        assert!(r.being_made_at(35).is_empty());
+        assert_eq!(r.being_made_at(45), vec![2]);
+        // The call arrives after the object and widens its span.
+        r.made_by(2, 33, 50);
+        assert_eq!(r.being_made_at(35), vec![2]);
     }
 
     #[test]

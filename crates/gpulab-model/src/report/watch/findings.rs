@@ -199,6 +199,40 @@ pub(super) fn outlived(run: &Run, watched: &BTreeSet<ObjKind>) -> Vec<Outlived> 
         .collect()
 }
 
+/// A note when the peak reading was taken while a call that made a context
+/// (or a module, a queue, a stream) ran: what it made is in the ledger only
+/// once it returned, so what the reading holds of it is unexplained there.
+fn peak_in_the_making(run: &Run) -> Option<String> {
+    let peak = run.holders_at_peak()?;
+    if peak.unexplained() <= 0 {
+        return None;
+    }
+    let making = run.reserves().being_made_at(peak.at_ns);
+    if making.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = making
+        .iter()
+        .map(|id| {
+            let kind = run.ledger().get(id).map_or("object", |o| o.kind.as_str());
+            format!("{kind} {}", short_id(*id))
+        })
+        .collect();
+    let (calls, they, were) = if names.len() == 1 {
+        ("call", "it", "was")
+    } else {
+        ("calls", "they", "were")
+    };
+    Some(format!(
+        "the peak reading, at {:.1} ms, was taken while the {calls} that made {} ran: what \
+         {they} made is named only once {they} returned, so the {:.1} MiB unexplained there \
+         may be what {they} {were} making",
+        peak.at_ns.saturating_sub(run.t0()) as f64 / 1e6,
+        names.join(" + "),
+        peak.unexplained() as f64 / (1u64 << 20) as f64,
+    ))
+}
+
 /// The stream's notes, and the warnings about what the report cannot vouch for.
 pub(super) fn notes_and_warnings(
     run: &Run,
@@ -229,6 +263,7 @@ pub(super) fn notes_and_warnings(
             bytes as f64 / (1u64 << 20) as f64,
         ));
     }
+    notes.extend(peak_in_the_making(run));
     for (framework, why) in run.frameworks().unreadable() {
         warnings.push(format!(
             "{}: gpulab's Python hook cannot read all of its figures, {why}; the driver's view \
