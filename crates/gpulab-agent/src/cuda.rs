@@ -846,13 +846,14 @@ fn read_due(always: bool, now_ns: u64, last_ns: u64) -> bool {
 /// The calls after which the pool holds what it will hold: synchronisations
 /// (where it gives memory above its threshold back) and trims.
 fn pool_settles(api: &str) -> bool {
+    synchronises(api) || matches!(api, "cuMemPoolTrimTo" | "cuDeviceGraphMemTrim")
+}
+
+/// The synchronisations at which a pool gives memory above its threshold back.
+fn synchronises(api: &str) -> bool {
     matches!(
         api,
-        "cuStreamSynchronize"
-            | "cuCtxSynchronize"
-            | "cuEventSynchronize"
-            | "cuMemPoolTrimTo"
-            | "cuDeviceGraphMemTrim"
+        "cuStreamSynchronize" | "cuCtxSynchronize" | "cuEventSynchronize"
     )
 }
 
@@ -874,10 +875,7 @@ fn pool_moved(api: &str, status: i32) -> bool {
             _ => {}
         }
     }
-    let syncs = matches!(
-        api,
-        "cuStreamSynchronize" | "cuCtxSynchronize" | "cuEventSynchronize"
-    );
+    let syncs = synchronises(api);
     (POOLED.load(Ordering::Relaxed)
         && (syncs
             || matches!(

@@ -86,7 +86,7 @@ pub fn redirect(
         if skip(&file.path) || file.dynamic == 0 {
             return;
         }
-        for slot in slots(file, &wanted) {
+        for slot in slots(&file, &wanted) {
             if !done.insert(slot) {
                 continue;
             }
@@ -102,7 +102,7 @@ pub fn redirect(
                     slot,
                     stub: was,
                 });
-            } else if write_slot(slot, to, file) {
+            } else if write_slot(slot, to, &file) {
                 out.push(Redirected {
                     path: file.path.clone(),
                     slot,
@@ -130,7 +130,7 @@ pub fn redirect(
             let now = unsafe { std::ptr::read_volatile(u.slot as *const usize) };
             // Bound since: the slot now holds its real function.
             let real = if now == u.stub { *real } else { now };
-            if now != to && write_slot(u.slot, to, file) {
+            if now != to && write_slot(u.slot, to, &file) {
                 out.push(Redirected {
                     path: file.path.clone(),
                     slot: u.slot,

@@ -10,7 +10,6 @@ const PT_DYNAMIC: u32 = 2;
 const PT_GNU_RELRO: u32 = 0x6474_e552;
 
 /// One mapped file.
-#[derive(Clone)]
 pub struct Loaded {
     /// Its path as the loader has it; the executable's from `/proc/self/exe`.
     pub path: String,
@@ -69,11 +68,11 @@ fn counts() -> (u64, u64) {
 /// file stays loaded: for that, see [`each`].
 pub fn loaded() -> Vec<Loaded> {
     let mut out = Vec::new();
-    each(|file| out.push(file.clone()));
+    each(|file| out.push(file));
     out
 }
 
-/// Calls `f` with each file the process has mapped, the executable first,
+/// Hands `f` each file the process has mapped, the executable first,
 /// while the loader holds the lock it takes to unload one: no file is unmapped
 /// during `f`, so `f` may read and write the file's memory. Outside `f` another
 /// thread's `dlclose` may unmap it at any moment (hwloc unloading PoCL and its
@@ -82,18 +81,18 @@ pub fn loaded() -> Vec<Loaded> {
 ///
 /// `f` may not call `dlopen`, `dlclose` or anything that loads a library:
 /// the loader takes its own lock before this one.
-pub fn each(mut f: impl FnMut(&Loaded)) {
+pub fn each(mut f: impl FnMut(Loaded)) {
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
         // SAFETY: the loader passes a valid info; `data` is the state below.
         let (info, state) = unsafe { (&*info, &mut *(data as *mut Walk<'_>)) };
         let file = describe(info, state.first);
         state.first = false;
         // A panic may not unwind through the loader's frames: the walk stops.
-        let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (state.f)(&file)));
+        let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (state.f)(file)));
         c_int::from(called.is_err())
     }
     struct Walk<'a> {
-        f: &'a mut dyn FnMut(&Loaded),
+        f: &'a mut dyn FnMut(Loaded),
         first: bool,
     }
     let mut state = Walk {
