@@ -561,3 +561,67 @@ fn no_contexts_reserve_is_measured_past_its_destruction() {
     assert!(checked >= 5, "{checked} destroyed contexts' reserves");
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
+
+/// The shares of the latest compositions, the peak's and the ran-out one
+/// name no more than the reading held (a negative "unexplained"), over every
+/// shipped watch recording and the corpus's: 14 of 60 did through 4350ce5
+/// (107 GiB of XLA's preallocation named against a reading that lagged it).
+/// Those that still do are named with why, as far as it is known; one that
+/// no longer does must leave the list, which only shrinks. A job spread
+/// over GPUs is composed per GPU, not by the sampler's GPU 0.
+#[test]
+fn no_composition_names_more_than_its_reading_held() {
+    let known: [(&str, &str); 11] = [
+        (
+            "UnifiedMemoryStreams.jsonl",
+            "managed memory counted as held while its pages were not on the device",
+        ),
+        (
+            "graphMemoryFootprint.jsonl",
+            "graph memory read by the agent before NVML's figure counted it",
+        ),
+        (
+            "graph-keep.jsonl",
+            "graph memory read by the agent before NVML's figure counted it",
+        ),
+        (
+            "simpleCUFFT.jsonl",
+            "cuFFT's code loaded and unloaded inside the context's measurement",
+        ),
+        (
+            "simpleDrvRuntime.jsonl",
+            "a context made and destroyed with no reading between its calls",
+        ),
+        ("cuda-free-wait--spans.jsonl", "not analysed yet"),
+        ("torch-cache--expandable.jsonl", "not analysed yet"),
+        ("nccl-group.jsonl", "not analysed yet"),
+        ("torchrun-gloo-one-gpu.jsonl", "not analysed yet"),
+        ("hoocl_matmul.jsonl", "not analysed yet"),
+        ("cl_copybufferkernel.jsonl", "not analysed yet"),
+    ];
+    let mut over = std::collections::BTreeSet::new();
+    let mut composed = 0;
+    for f in &watched_recordings() {
+        let events = read_events(std::io::BufReader::new(std::fs::File::open(f).unwrap()))
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let run = Run::from_events(&events);
+        if run.ranks().spread() {
+            continue;
+        }
+        let kept = run
+            .holders_recent()
+            .iter()
+            .chain(run.holders_at_peak())
+            .chain(run.holders_at_ran_out());
+        for h in kept {
+            composed += 1;
+            if h.unexplained() < 0 {
+                over.insert(f.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    assert!(composed > 100, "{composed} compositions");
+    let known: std::collections::BTreeSet<String> =
+        known.iter().map(|(n, _)| n.to_string()).collect();
+    assert_eq!(over, known, "recordings with a share above their reading");
+}

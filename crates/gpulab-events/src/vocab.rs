@@ -136,7 +136,7 @@ impl ObjKind {
 }
 
 /// Which GPU API a stream's calls belong to. On the wire: `opencl`, `cuda`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum BackendKind {
     #[serde(rename = "opencl")]
     OpenCl,

@@ -107,6 +107,15 @@ pub struct ReserveReport {
     /// the call), or `agent_at_launch` (the same around a function's first
     /// launch: its code, loaded into the context then).
     pub measured_by: String,
+    /// Its objects went and the memory did not: the first reading after
+    /// them fell by less than half of it (NVIDIA's OpenCL keeps a deleted
+    /// context's memory until the process exits). From that reading, in ms
+    /// from the program's start, counted as "reserves released, kept".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_from_ms: Option<f64>,
+    /// The reading at which it fell after all; absent while it has not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_until_ms: Option<f64>,
 }
 
 impl HoldersReport {
@@ -114,6 +123,12 @@ impl HoldersReport {
     pub fn of(run: &Run) -> Option<HoldersReport> {
         let at_exit = run.holders()?;
         let start = run.meta().map_or(0, |m| m.t_ns);
+        let ms = |t: u64| t.saturating_sub(start) as f64 / 1e6;
+        // Said only of a reserve whose objects all went: while one is held,
+        // the memory is its.
+        let kept = |r: &crate::run::reserves::Reserve| {
+            r.kept.filter(|_| run.most_alive(&r.ids) == Alive::Gone)
+        };
         let reserves = run
             .reserves()
             .measured()
@@ -128,14 +143,16 @@ impl HoldersReport {
                     .collect(),
                 bytes: r.bytes,
                 state: state(run, &r.ids).into(),
-                from_ms: r.from_ns.saturating_sub(start) as f64 / 1e6,
-                to_ms: r.to_ns.saturating_sub(start) as f64 / 1e6,
+                from_ms: ms(r.from_ns),
+                to_ms: ms(r.to_ns),
                 measured_by: match (r.by_agent, r.at_launch) {
                     (true, true) => "agent_at_launch",
                     (true, false) => "agent",
                     (false, _) => "readings",
                 }
                 .into(),
+                kept_from_ms: kept(&r).map(|k| ms(k.from_ns)),
+                kept_until_ms: kept(&r).and_then(|k| k.until_ns).map(ms),
             })
             .collect();
         Some(HoldersReport {
@@ -257,8 +274,19 @@ impl HoldersReport {
                 "agent" => "measured by the agent across the call",
                 _ => "measured between the readings",
             };
+            let kept = match (r.kept_from_ms, r.kept_until_ms) {
+                (Some(from), None) => {
+                    format!(
+                        "; the memory stayed after: kept by the driver from the reading at {from:.1} ms"
+                    )
+                }
+                (Some(from), Some(until)) => format!(
+                    "; the memory stayed after: kept by the driver from the reading at {from:.1} ms until the one at {until:.1} ms"
+                ),
+                _ => String::new(),
+            };
             out.push(format!(
-                "reserve of {}: {:.2} MiB ({}), {how} at {:.1} and {:.1} ms",
+                "reserve of {}: {:.2} MiB ({}), {how} at {:.1} and {:.1} ms{kept}",
                 r.objects.join(" + "),
                 mib(r.bytes),
                 r.state,

@@ -87,6 +87,10 @@ pub(super) struct Composer {
     /// teardown at exit, a reset): from then on the readings are not
     /// composed against objects that are gone.
     pub(super) given_back: Option<(u64, u64)>,
+    /// Readings that held less than the objects of a size the records said
+    /// were held then (the reading lagged the driver, or ran ahead of a
+    /// record): not composed. (count, the first one's time).
+    pub(super) behind: (u64, Option<u64>),
 }
 
 impl Composer {
@@ -143,8 +147,14 @@ impl Composer {
     /// call opens a measurement; a sized object made or deleted meanwhile is
     /// taken out of it. `call`: the span of the call that made or let go of
     /// it, when it came first; `watched`: some agent watches the deletion of
-    /// its kind.
+    /// its kind (in its process and API family).
     pub(super) fn object(&mut self, o: &ObjectEvent, call: Option<(u64, u64)>, watched: bool) {
+        // Pinned host memory is no device memory: its bytes are in no reading
+        // a reserve is measured against (asyncAPI's 64 MiB of cuMemHostAlloc
+        // made its context's reserve 466 MiB where it held 530).
+        if !reserves::unsized_kind(o.kind) && !reserves::device_sized_kind(o.kind) {
+            return;
+        }
         match o.action {
             ObjectAction::Created if o.bytes == 0 && reserves::unsized_kind(o.kind) => {
                 let (begin, end) = call.unwrap_or((o.t_ns, o.t_ns));
@@ -256,9 +266,12 @@ impl Run {
                 .at_peak
                 .as_ref()
                 .is_none_or(|p| bytes > p.total + (1 << 20).max(p.total / 100));
-            if grown {
-                self.composer.at_peak = Some(self.holders_at(t_ns, bytes));
+            if grown && let Some(h) = self.bound_by_reading(self.holders_at(t_ns, bytes)) {
+                self.composer.at_peak = Some(h);
             }
+            return;
+        };
+        let Some(h) = self.bound_by_reading(h) else {
             return;
         };
         let composer = &mut self.composer;
@@ -286,6 +299,33 @@ impl Run {
         }
         composer.series.push(&h);
         composer.recent.push_back(h);
+    }
+
+    /// A composition whose objects of a size alone name more than its
+    /// reading held (their bytes are what their calls said; the pool's and
+    /// the graphs' what the agent read): the reading is behind the records
+    /// (NVML had not counted an allocation yet, or ran ahead of a free's
+    /// record). Not a moment both can be true: not composed (None).
+    ///
+    /// Where only the reserves make the shares more than the reading, it is
+    /// composed and its excess stays said (a negative "unexplained"): lowering
+    /// a reserve to fit would be a guess between a reading that lags a
+    /// graph's or a managed allocation's pages and a step that counted code
+    /// loaded and unloaded meanwhile; tried, it took 346 MiB off
+    /// `graphMemoryFootprint`'s context for a reading that lagged its graph.
+    fn bound_by_reading(&mut self, h: Holders) -> Option<Holders> {
+        let sized = h.held + h.cached + h.released + h.pool_kept + h.graphs;
+        // Spread over GPUs, the sampler reads GPU 0 alone against every
+        // rank's objects: those compositions are no one process's moment,
+        // and the report composes per GPU instead.
+        if sized <= h.total || self.ranks().spread() {
+            return Some(h);
+        }
+        self.composer.behind.0 += 1;
+        self.composer.behind.1.get_or_insert(h.at_ns);
+        // The next reading composes afresh, not from this one's shares.
+        self.composer.composed = None;
+        None
     }
 
     /// The call of the object that settled the latest composition arrived: if

@@ -82,7 +82,7 @@ fn objects(run: &Run, refers: usize) -> Vec<String> {
     let index = &run.live_index();
     // The driver's deletions are seen for this kind (an agent that watches
     // them and saw none is a finding too).
-    let destroys = |kind: ObjKind| run.deletion_seen(kind);
+    let destroys = |whose| run.deletions().seen(whose);
 
     let forgotten = index.forgotten.len();
     if let Some(first) = index.forgotten.first().and_then(|id| objs.get(id)) {
@@ -107,14 +107,19 @@ fn objects(run: &Run, refers: usize) -> Vec<String> {
         }
     }
     for kind in [ObjKind::Buffer, ObjKind::Context] {
-        if !destroys(kind) {
-            continue;
-        }
-        let pending = index.pending.get(&kind).map_or(0, |p| p.len());
-        if let Some(first) = index
+        // Released objects of this kind whose deletion the run sees: of
+        // another family's or process's, a release may be the deletion.
+        let seen: Vec<&std::collections::BTreeSet<u64>> = index
             .pending
-            .get(&kind)
-            .and_then(|p| p.first())
+            .iter()
+            .filter(|(w, _)| w.2 == kind && destroys(**w))
+            .map(|(_, ids)| ids)
+            .collect();
+        let pending: usize = seen.iter().map(|p| p.len()).sum();
+        if let Some(first) = seen
+            .iter()
+            .filter_map(|p| p.first())
+            .min()
             .and_then(|id| objs.get(id))
         {
             let what = if kind == ObjKind::Buffer {

@@ -2,10 +2,11 @@
 //! state ([`super::objects`]), its live index, the counts per kind, and what
 //! was folded away ([`gone`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::trace::{Call, ObjKind, ObjectAction, ObjectEvent};
 
+use super::deletions::{Deletions, whose};
 use super::gone::{self, Gone};
 use super::live::LiveIndex;
 use super::objects::{MadeBy, ObjState, apply};
@@ -30,6 +31,8 @@ pub(super) struct Ledger {
     /// The time of the latest object event.
     pub(super) changed_ns: Option<u64>,
     pub(super) gone: Gone,
+    /// Whose deletions the run sees, per process, API family and kind.
+    pub(super) deletions: Deletions,
     /// Per process, the latest time the life of a holder of a reserve (a
     /// context, module, queue or stream) ended: released or destroyed.
     reserve_ended: BTreeMap<u32, u64>,
@@ -82,6 +85,11 @@ impl Ledger {
         {
             st.made_by = Some(MadeBy::of(c));
         }
+        if o.action == ObjectAction::Destroyed
+            && let Some(st) = self.ledger.get(&o.id)
+        {
+            self.deletions.destroyed(whose(st));
+        }
         self.index.update(&self.ledger, o.id, before);
     }
 
@@ -114,6 +122,18 @@ impl Ledger {
         self.ledger.get(&id).map(|o| o.bytes)
     }
 
+    /// The device memory of object `id`: its bytes, or 0 for pinned host
+    /// memory.
+    pub(super) fn device_bytes(&self, id: u64) -> Option<u64> {
+        self.ledger.get(&id).map(|o| {
+            if super::reserves::device_sized_kind(o.kind) {
+                o.bytes
+            } else {
+                0
+            }
+        })
+    }
+
     /// What the worker listed as left at its end.
     pub(super) fn left(&mut self, leaked: impl IntoIterator<Item = ObjKind>) {
         self.leaked.clear();
@@ -131,7 +151,6 @@ impl Ledger {
     pub(super) fn fold_gone(
         &mut self,
         now_ns: u64,
-        watched: &BTreeSet<ObjKind>,
         ran_out: Option<(u64, bool)>,
         keep: Option<u64>,
         created: &mut Vec<(u64, ObjKind, Option<String>)>,
@@ -146,7 +165,7 @@ impl Ledger {
             .ledger
             .values()
             .filter(|o| {
-                Gone::foldable(o, now_ns, watched.contains(&o.kind))
+                Gone::foldable(o, now_ns, self.deletions.watched(whose(o)))
                     && Some(o.id) != keep
                     && !pinned.contains(&o.id)
                     && !self.index.is_referred(o.id)

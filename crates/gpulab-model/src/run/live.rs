@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::trace::ObjKind;
 
 use super::ObjState;
+use super::deletions::{Whose, whose};
 use super::lags::Lags;
 
 /// The ledger's objects, indexed by what the panels ask of them.
@@ -31,8 +32,8 @@ pub struct LiveIndex {
     /// Forgotten objects the driver has not destroyed, by id.
     pub forgotten: BTreeSet<u64>,
     /// Objects the program released (no references left) and the driver has not
-    /// destroyed, per kind, by id.
-    pub pending: BTreeMap<ObjKind, BTreeSet<u64>>,
+    /// destroyed, per process, API family and kind ([`Whose`]), by id.
+    pub pending: BTreeMap<Whose, BTreeSet<u64>>,
     /// Mem handles of some bytes the program no longer holds, by id.
     pub loose_mem_handles: BTreeSet<u64>,
     /// Objects held or forgotten (destroyed or not).
@@ -49,8 +50,9 @@ pub struct LiveIndex {
     pub unreleased: BTreeMap<Maker, (u64, u64)>,
     /// Objects the program released whose destruction has not come, by id.
     pub owed: BTreeSet<u64>,
-    /// Their bytes, per kind.
-    pub owed_bytes: BTreeMap<ObjKind, u64>,
+    /// Their bytes, per process, API family and kind ([`Whose`]): only where
+    /// the run sees their deletion are they held by the driver.
+    pub owed_bytes: BTreeMap<Whose, u64>,
     /// Objects the program never released that refer to others (what can pin
     /// a released object), by id.
     pub referring: BTreeSet<u64>,
@@ -66,6 +68,7 @@ pub type Maker = (ObjKind, String, u32, u64, Option<u64>);
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Facts {
     kind: ObjKind,
+    whose: Whose,
     held: bool,
     bytes: u64,
     stack: Option<u64>,
@@ -93,6 +96,7 @@ impl Facts {
         let held = o.held();
         Facts {
             kind: o.kind,
+            whose: whose(o),
             held,
             bytes: o.bytes,
             stack: o.stack,
@@ -275,14 +279,14 @@ impl LiveIndex {
             set(&mut self.forgotten);
         }
         if f.pending {
-            set(self.pending.entry(f.kind).or_default());
+            set(self.pending.entry(f.whose).or_default());
         }
         if f.kind == ObjKind::MemHandle && !f.held && f.bytes > 0 {
             set(&mut self.loose_mem_handles);
         }
         if f.owed {
             set(&mut self.owed);
-            let b = self.owed_bytes.entry(f.kind).or_default();
+            let b = self.owed_bytes.entry(f.whose).or_default();
             *b = if add {
                 *b + f.bytes
             } else {
@@ -335,12 +339,12 @@ impl LiveIndex {
     pub(super) fn forget(&mut self, o: &ObjState) {
         let f = Facts::of(o);
         if f.pending
-            && let Some(p) = self.pending.get_mut(&f.kind)
+            && let Some(p) = self.pending.get_mut(&f.whose)
         {
             p.remove(&o.id);
         }
         if f.owed && self.owed.remove(&o.id) {
-            let b = self.owed_bytes.entry(f.kind).or_default();
+            let b = self.owed_bytes.entry(f.whose).or_default();
             *b = b.saturating_sub(f.bytes);
         }
         self.loose_mem_handles.remove(&o.id);
@@ -422,7 +426,7 @@ mod tests {
                 x.forgotten.insert(o.id);
             }
             if o.refcount == 0 && !o.destroyed() {
-                x.pending.entry(o.kind).or_default().insert(o.id);
+                x.pending.entry(whose(o)).or_default().insert(o.id);
             }
             if o.kind == ObjKind::MemHandle && !o.held() && o.bytes > 0 {
                 x.loose_mem_handles.insert(o.id);
@@ -442,6 +446,7 @@ mod tests {
                     match d {
                         None => {
                             x.owed.insert(o.id);
+                            *x.owed_bytes.entry(whose(o)).or_default() += o.bytes;
                         }
                         Some(d) => x
                             .outlived_ns
@@ -478,10 +483,16 @@ mod tests {
                 .map(|(k, n)| (*k, *n))
                 .collect::<Vec<_>>()
         };
-        let nonempty = |m: &BTreeMap<ObjKind, BTreeSet<u64>>| {
+        let nonempty = |m: &BTreeMap<Whose, BTreeSet<u64>>| {
             m.iter()
                 .filter(|(_, s)| !s.is_empty())
                 .map(|(k, s)| (*k, s.clone()))
+                .collect::<Vec<_>>()
+        };
+        let owed = |m: &BTreeMap<Whose, u64>| {
+            m.iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, n)| (*k, *n))
                 .collect::<Vec<_>>()
         };
         let counts = nonzero_bytes;
@@ -496,6 +507,7 @@ mod tests {
             && counts(&a.released_count) == counts(&b.released_count)
             && a.unreleased == b.unreleased
             && a.owed == b.owed
+            && owed(&a.owed_bytes) == owed(&b.owed_bytes)
             && a.referring == b.referring
             && lags(&a.outlived_ns) == lags(&b.outlived_ns)
             && nonzero_bytes(&a.held_bytes) == nonzero_bytes(&b.held_bytes)
@@ -560,6 +572,19 @@ mod tests {
                 stack: None,
             };
             run.apply(&Event::Object(o.clone()));
+            // An agent's making call comes after the object, of either family
+            // (the index keeps owed bytes per process, family and kind). By
+            // the step, so the objects' own draws stay as they were.
+            if o.action == ObjectAction::Created && step % 3 > 0 {
+                run.apply(&Event::Call(crate::trace::Call {
+                    seq: step,
+                    begin_ns: step,
+                    end_ns: step,
+                    api: ["clCreateBuffer", "cuMemAlloc_v2"][(step % 3 - 1) as usize].into(),
+                    object: Some(id),
+                    ..crate::trace::Call::default()
+                }));
+            }
             let want = walked(run.ledger());
             assert!(
                 same(run.live_index(), &want),

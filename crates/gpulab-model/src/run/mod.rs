@@ -19,6 +19,7 @@
 
 mod compose;
 pub mod composition;
+pub mod deletions;
 mod finding;
 pub mod fold;
 #[cfg(test)]
@@ -41,7 +42,7 @@ pub mod reserves;
 mod samples;
 mod window;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::trace::ObjKind;
 
@@ -219,6 +220,11 @@ impl Run {
             Event::End(e) => self.ended(e),
             Event::Agent(a) => {
                 self.settle(a.t_ns, None);
+                if let AgentState::Attached { destruction, .. } = &a.state
+                    && let Some(family) = BackendKind::from_api(&a.api)
+                {
+                    self.objects.deletions.watch(a.pid, family, destruction);
+                }
                 self.program.agent(a);
                 if let Some(gone) = self.program.gone() {
                     self.composer.cut_after(gone);
@@ -297,7 +303,7 @@ impl Run {
             && self.objects.unmade(id)
         {
             self.composer.reserves.made_by(id, c.begin_ns, c.end_ns);
-            if self.objects.bytes(id).is_some_and(|b| b > 0) {
+            if self.objects.device_bytes(id).is_some_and(|b| b > 0) {
                 self.composer.reserves.sized_call(c.begin_ns, c.end_ns);
             }
             self.objects.made_by(id, c);
@@ -306,7 +312,7 @@ impl Run {
                 .objects
                 .ledger
                 .get(&id)
-                .is_some_and(|o| o.bytes > 0 && !o.held())
+                .is_some_and(|o| o.bytes > 0 && !o.held() && reserves::device_sized_kind(o.kind))
         {
             // The call that let a sized object go, after its release:
             // a reading taken while it ran may hold its bytes or not.
@@ -340,7 +346,7 @@ impl Run {
         // A lab's worker sends the call first, then the object it made.
         let call = self.window.call_of(o.id);
         self.objects.event(o, call);
-        let watched = self.program.deletion_watched.contains(&o.kind);
+        let watched = self.deletion_watched(o.id, o.kind);
         self.composer
             .object(o, call.map(|c| (c.begin_ns, c.end_ns)), watched);
         self.folds.object(o);
@@ -352,7 +358,6 @@ impl Run {
             .map(|c| (c.end_ns, self.destructors_told()));
         self.objects.fold_gone(
             o.t_ns,
-            &self.program.deletion_watched,
             ran_out,
             self.composer.tentative_object(),
             &mut self.folds.created,
@@ -749,10 +754,22 @@ impl Run {
         &self.program.agents
     }
 
-    /// The kinds whose deletion by the driver some process's agent watches:
-    /// only of those can a released object be said to be held by the driver.
-    pub fn deletion_watched(&self) -> &BTreeSet<ObjKind> {
-        &self.program.deletion_watched
+    /// Whose deletions the run sees: per process, API family and kind, what
+    /// the agents watch and what the driver was seen to delete. Only of those
+    /// can a released object be said to be held by the driver.
+    pub fn deletions(&self) -> &deletions::Deletions {
+        &self.objects.deletions
+    }
+
+    /// Whether the agent of the process and API family that made object `id`
+    /// (of `kind`) watches its deletion.
+    pub fn deletion_watched(&self, id: u64, kind: ObjKind) -> bool {
+        let whose = self
+            .objects
+            .ledger
+            .get(&id)
+            .map_or(((id >> 32) as u32, None, kind), deletions::whose);
+        self.objects.deletions.watched(whose)
     }
 
     /// Native call stacks in a watched program, by id (`watch --backtrace`).
@@ -861,6 +878,12 @@ impl Run {
     /// The first reading of none of the process's memory while what it
     /// made still held some, and what they held: (t_ns, bytes). The
     /// compositions stop before it ([`compose`]).
+    /// Readings that held less than the objects of a size the records said
+    /// were held then, not composed: (how many, the first one's time).
+    pub fn readings_behind(&self) -> (u64, Option<u64>) {
+        self.composer.behind
+    }
+
     pub fn memory_given_back(&self) -> Option<(u64, u64)> {
         self.composer.given_back
     }

@@ -110,6 +110,13 @@ impl Owner {
 
     /// The framework whose allocator this library is, when it reports its
     /// own figures.
+    /// A CUDA library whose handles keep what they made (cuBLAS's and
+    /// cuDNN's workspaces, cuFFT's plans) until they are destroyed, which
+    /// frameworks leave to the exit.
+    pub fn keeps_for_its_handles(self) -> bool {
+        matches!(self, Owner::Cublas | Owner::Cudnn | Owner::CudaLibrary)
+    }
+
     pub fn framework(self) -> Option<Framework> {
         match self {
             Owner::Pytorch => Some(Framework::Pytorch),

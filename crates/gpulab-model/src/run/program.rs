@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::trace::{AgentEvent, AgentState, Frame, FrameworkEvent, GpuReading, ObjKind, Stack};
+use crate::trace::{AgentEvent, AgentState, Frame, FrameworkEvent, GpuReading, Stack};
 
 use super::frameworks::Frameworks;
 use super::owners::Owner;
@@ -14,9 +14,6 @@ use super::ranks::Ranks;
 pub(super) struct Program {
     /// Agents in the program's processes, as they attached and detached.
     pub(super) agents: Vec<AgentEvent>,
-    /// The kinds whose deletion by the driver some process's agent watches:
-    /// only of those can a released object be said to be held by the driver.
-    pub(super) deletion_watched: BTreeSet<ObjKind>,
     /// Processes whose agent attached and has not detached yet.
     running: BTreeSet<u32>,
     /// When the latest agent detached.
@@ -50,13 +47,7 @@ impl Program {
             }
             other => {
                 self.running.insert(a.pid);
-                if let AgentState::Attached {
-                    destruction,
-                    exe,
-                    rank,
-                } = other
-                {
-                    self.deletion_watched.extend(destruction.iter().copied());
+                if let AgentState::Attached { exe, rank, .. } = other {
                     self.ranks.attached(a.pid, a.parent_pid, exe, rank.as_ref());
                 }
             }

@@ -104,14 +104,13 @@ pub(super) fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGr
                     kind,
                     ObjKind::Buffer | ObjKind::MemHandle | ObjKind::HostBuffer
                 ) && owner.framework().is_some_and(|f| reporting.contains(&f)),
-                kept_by_runtime: matches!(
-                    kind,
-                    ObjKind::Context | ObjKind::Program | ObjKind::Stream
-                ) && (!matches!(owner, Owner::Program | Owner::Unknown)
-                    || stack
-                        .and_then(|id| run.stacks().get(&id))
-                        .and_then(|frames| frames.first())
-                        .is_some_and(runtime_frame)),
+                kept_by_runtime: owner.keeps_for_its_handles()
+                    || matches!(kind, ObjKind::Context | ObjKind::Program | ObjKind::Stream)
+                        && (!matches!(owner, Owner::Program | Owner::Unknown)
+                            || stack
+                                .and_then(|id| run.stacks().get(&id))
+                                .and_then(|frames| frames.first())
+                                .is_some_and(runtime_frame)),
                 pid: *pid,
                 thread: *thread,
                 uncertain: incomplete.contains(pid),
@@ -136,12 +135,7 @@ pub(super) fn runtime_frame(f: &Frame) -> bool {
 
 /// Objects the program released that the driver has not destroyed yet, and
 /// what the program still holds that pins each.
-pub(super) fn held(
-    run: &Run,
-    watched: &BTreeSet<ObjKind>,
-    incomplete: &BTreeSet<u32>,
-    pins: &Pins,
-) -> Vec<HeldObject> {
+pub(super) fn held(run: &Run, incomplete: &BTreeSet<u32>, pins: &Pins) -> Vec<HeldObject> {
     let start = run.meta().map_or(0, |m| m.t_ns);
     let (lives, index) = (&run.ledger(), &run.live_index());
     let reserves: BTreeMap<u64, crate::run::reserves::Reserve> = run
@@ -167,7 +161,7 @@ pub(super) fn held(
         .owed
         .iter()
         .filter_map(|id| Some((*id, lives.get(id)?)))
-        .filter(|(_, life)| watched.contains(&life.kind))
+        .filter(|(_, life)| run.deletions().watched(crate::run::deletions::whose(life)))
         .map(|(id, life)| HeldObject {
             id,
             kind: life.kind,
@@ -183,11 +177,11 @@ pub(super) fn held(
 
 /// Per kind, how long destroyed objects outlived their release: the count,
 /// median and longest the live index keeps, no list sorted.
-pub(super) fn outlived(run: &Run, watched: &BTreeSet<ObjKind>) -> Vec<Outlived> {
+pub(super) fn outlived(run: &Run) -> Vec<Outlived> {
     run.live_index()
         .outlived_ns
         .iter()
-        .filter(|(kind, _)| watched.contains(kind))
+        .filter(|(kind, _)| run.deletions().watched_kind(**kind))
         .filter_map(|(kind, lags)| {
             Some(Outlived {
                 kind: *kind,
@@ -261,6 +255,14 @@ pub(super) fn notes_and_warnings(
              exit, a device reset); who held it is composed up to the reading before",
             t_ns.saturating_sub(run.t0()) as f64 / 1e6,
             bytes as f64 / (1u64 << 20) as f64,
+        ));
+    }
+    if let (n @ 1.., Some(first)) = run.readings_behind() {
+        notes.push(format!(
+            "{n} reading(s) of the process's memory, the first at {:.1} ms, held less than the \
+             buffers the agent had seen made by then: the reading lagged the driver (or ran \
+             ahead of a free's record); who held it is not composed at them",
+            first.saturating_sub(run.t0()) as f64 / 1e6,
         ));
     }
     notes.extend(peak_in_the_making(run));

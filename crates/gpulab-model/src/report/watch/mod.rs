@@ -163,9 +163,10 @@ pub struct AliveGroup {
     /// A context, module or stream the CUDA runtime (its calling frame is
     /// the runtime's, static or shared) or a library that called the driver
     /// (NCCL, cuBLAS, PyTorch, XLA) made for itself: the primary context it
-    /// retains, the modules of its kernels, a framework's pool of streams,
-    /// held for the process's life and given back at exit; not the
-    /// program's leaks.
+    /// retains, the modules of its kernels, a framework's pool of streams;
+    /// or anything a CUDA library (cuBLAS, cuDNN, cuFFT, ...) made, which
+    /// its handles keep (their workspaces): held for the process's life and
+    /// given back at exit; not the program's leaks.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kept_by_runtime: bool,
     pub pid: u32,
@@ -348,12 +349,11 @@ impl WatchReport {
             .filter(|p| !p.complete())
             .map(|p| p.pid)
             .collect();
-        let watched = &run.deletion_watched();
         let (notes, warnings) = notes_and_warnings(run, &processes);
         let (ended, exit_code) = ended(run);
         let end_ns = run.end().map_or(start, |e| e.t_ns);
         let pins = findings::Pins::of(run.ledger(), &run.live_index().referring);
-        let held_objects = held(run, watched, &incomplete, &pins);
+        let held_objects = held(run, &incomplete, &pins);
         // Spread over GPUs, the sampler's figures are GPU 0's alone: they
         // give way to each GPU's and each process's.
         let spread = run.ranks().spread();
@@ -371,7 +371,7 @@ impl WatchReport {
             alive_at_exit: alive_groups(run, &incomplete),
             held_by_driver_groups: held_groups(run, &held_objects, &pins),
             held_by_driver: held_objects,
-            outlived_release: outlived(run, watched),
+            outlived_release: outlived(run),
             processes,
             peak_memory_bytes: one_gpu(
                 run.sample_stats()

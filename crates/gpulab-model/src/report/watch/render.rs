@@ -157,8 +157,10 @@ impl WatchReport {
                     AliveSection::Runtime =>
                         "alive at exit, held for the process's life by the CUDA runtime or \
                          a library that called the driver (the primary context it retained, \
-                         the modules of its kernels, its pool of streams; the exit gives them \
-                         back, not the program's leaks):",
+                         the modules of its kernels, its pool of streams, a CUDA library's \
+                         workspaces kept for its handles; the exit gives them back, not the \
+                         program's leaks; compute-sanitizer's leak check counts the \
+                         allocations among them as leaks, for nothing freed them):",
                     AliveSection::Uncertain =>
                         "alive at exit as far as seen (uncertain: the process's last records \
                          never arrived, a release may be missing):",

@@ -121,6 +121,18 @@ fn what_the_runtime_or_a_library_made_for_itself_is_not_the_programs_leak() {
             3,
             frame("/venv/torch/lib/libc10_cuda.so", "initSingleStream"),
         ),
+        // cuBLAS's and cuDNN's workspaces, kept by their handles.
+        (
+            4,
+            frame(
+                "/venv/nvidia/cublas/lib/libcublasLt.so.13",
+                "cublasLtCtxInit",
+            ),
+        ),
+        (5, frame("/venv/nvidia/cudnn/lib/libcudnn_graph.so.9", "")),
+        // NCCL's buffers live as long as its communicator, which the
+        // program should destroy.
+        (6, frame("/venv/nccl/lib/libnccl.so.2", "ncclCommInitRank")),
     ];
     let mut events = vec![attached("cuda")];
     for (n, f) in &stacks {
@@ -137,7 +149,7 @@ fn what_the_runtime_or_a_library_made_for_itself_is_not_the_programs_leak() {
             kind,
             action: ObjectAction::Created,
             handle: None,
-            bytes: 0,
+            bytes: u64::from(kind == ObjKind::Buffer) << 20,
             refcount: 1,
             refs: Vec::new(),
             line: None,
@@ -148,7 +160,11 @@ fn what_the_runtime_or_a_library_made_for_itself_is_not_the_programs_leak() {
     events.push(made(11, ObjKind::Program, Some(2)));
     events.push(made(12, ObjKind::Stream, Some(3)));
     events.push(made(13, ObjKind::Program, None));
-    // The process ended with all its records in (its `attached` and four
+    events.push(made(14, ObjKind::Buffer, Some(4)));
+    events.push(made(15, ObjKind::Buffer, Some(5)));
+    events.push(made(16, ObjKind::Buffer, Some(6)));
+    events.push(made(17, ObjKind::Buffer, Some(2)));
+    // The process ended with all its records in (its `attached` and eight
     // objects): none of its groups is uncertain.
     events.push(Event::Agent(AgentEvent {
         t_ns: 5,
@@ -156,7 +172,7 @@ fn what_the_runtime_or_a_library_made_for_itself_is_not_the_programs_leak() {
         parent_pid: 1,
         api: "cuda".into(),
         state: AgentState::Detached {
-            records: 5,
+            records: 9,
             dropped: 0,
             coalesced: 0,
             signal: None,
@@ -174,15 +190,34 @@ fn what_the_runtime_or_a_library_made_for_itself_is_not_the_programs_leak() {
     assert_eq!(
         sections,
         [
+            (ObjKind::Buffer, "cublas".into(), AliveSection::Runtime),
+            (ObjKind::Buffer, "cudnn".into(), AliveSection::Runtime),
+            (ObjKind::Buffer, "nccl".into(), AliveSection::Leaked),
+            (ObjKind::Buffer, "program".into(), AliveSection::Leaked),
             (ObjKind::Program, "nccl".into(), AliveSection::Runtime),
             (ObjKind::Program, "program".into(), AliveSection::Leaked),
             (ObjKind::Program, "unknown".into(), AliveSection::Leaked),
             (ObjKind::Stream, "pytorch".into(), AliveSection::Runtime),
         ]
     );
+}
+
+#[test]
+fn the_runtimes_frames_are_its_shared_library_or_its_static_copy() {
+    let frame = |module: &str, function: &str| crate::trace::Frame {
+        module: module.into(),
+        address: 1,
+        build_id: None,
+        function: Some(function.into()),
+        location: None,
+    };
     assert!(super::findings::runtime_frame(&frame(
         "/usr/lib/libcudart.so.13",
         "cudaMalloc"
+    )));
+    assert!(super::findings::runtime_frame(&frame(
+        "/usr/bin/app",
+        "libcudart_static_7585"
     )));
     assert!(!super::findings::runtime_frame(&frame(
         "/usr/bin/app",
