@@ -95,6 +95,47 @@ fn clinfo_under_watch_releases_everything_it_creates() {
     );
 }
 
+/// Every report says what observing cost, from the agent's own timing of
+/// one call in 16: the calls it saw, those it timed, its time inside them
+/// beside the program's, and whether anything was dropped.
+#[test]
+fn the_report_says_what_observing_cost_the_program() {
+    let test = "the_report_says_what_observing_cost_the_program";
+    let Some((_dir, exe)) = program(test, "forgotten_events") else {
+        return;
+    };
+    let exe = exe.to_string_lossy().into_owned();
+    let _device = device_lock();
+    let (out, report) = watch_json(&[exe.as_str(), "40", "1", "release"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_complete(&report, None);
+    let cost = &report["observer"];
+    let calls = cost["calls"].as_u64().expect("calls");
+    assert_eq!(cost["calls"], report["calls"], "{cost:#}");
+    assert_eq!(cost["every"], 16);
+    // One thread: every 16th of the calls that go through a hook's record.
+    let timed = cost["calls_timed"].as_u64().expect("timed");
+    assert!(timed >= 1 && timed <= calls / 16 + 1, "{cost:#}");
+    assert_eq!(cost["launches"], 0);
+    assert!(
+        cost["call_ns"].as_f64().is_some_and(|ns| ns > 0.0),
+        "{cost:#}"
+    );
+    let (agent, api) = (
+        cost["agent_ms"].as_f64().expect("agent"),
+        cost["api_ms"].as_f64().expect("api"),
+    );
+    assert!(agent > 0.0 && agent < api, "{cost:#}");
+    assert_eq!(cost["dropped"], 0);
+    let verdict = cost["verdict"].as_str().expect("verdict");
+    assert!(verdict.starts_with("observing added about "), "{verdict}");
+    assert!(
+        verdict.contains("an OpenCL hook's work after the driver returned"),
+        "{verdict}"
+    );
+    assert!(verdict.ends_with("nothing dropped: every call and object above was recorded"));
+}
+
 #[test]
 fn a_c_program_that_forgets_its_kernel_events_is_counted_exactly() {
     let test = "a_c_program_that_forgets_its_kernel_events_is_counted_exactly";

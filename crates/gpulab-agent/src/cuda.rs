@@ -669,7 +669,12 @@ unsafe extern "C" fn on_cupti(_user: *mut c_void, domain: u32, cbid: u32, data: 
                 .and_then(Option::as_ref);
             if let Some(hook) = hook {
                 // SAFETY: CUPTI passes a CUpti_CallbackData for this domain.
-                unsafe { driver_call(hook, &*data.cast::<CallbackData>()) }
+                let data = unsafe { &*data.cast::<CallbackData>() };
+                let entry = data.site == API_ENTER;
+                let t0 = crate::cost::callback_begins(entry);
+                // SAFETY: as above; the hook is this cbid's.
+                unsafe { driver_call(hook, data) };
+                crate::cost::callback_ends(t0, entry, matches!(hook.role, Launch { .. }));
             }
         }
         // SAFETY: CUPTI passes a CUpti_ResourceData for this domain.

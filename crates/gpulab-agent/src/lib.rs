@@ -40,6 +40,7 @@
 )]
 
 mod clock;
+mod cost;
 mod cuda;
 mod dispatch;
 mod framework;

@@ -229,6 +229,7 @@ fn made(
     bytes: u64,
     refs: Vec<u64>,
 ) {
+    let t0 = crate::cost::after_target();
     let object = (status == CL_SUCCESS && !handle.is_null())
         .then(|| ledger::created(handle as usize, kind, bytes, refs));
     // The driver's free memory is no OpenCL query: the size and stack alone.
@@ -253,6 +254,7 @@ fn made(
     if let Some(id) = object {
         watch_destruction(handle, kind, id, bytes);
     }
+    crate::cost::hook_done(t0);
 }
 
 /// The kinds whose deletion the driver will report to [`watch_destruction`].
@@ -308,6 +310,7 @@ fn counted(
     (handle, id): (Handle, Option<u64>),
     retain: bool,
 ) -> i32 {
+    let t0 = crate::cost::after_target();
     let object = if status != CL_SUCCESS {
         None
     } else if retain {
@@ -316,6 +319,7 @@ fn counted(
         ledger::released_as(handle as usize, id)
     };
     transport::call(api, begin, Status::OpenCl(status), object);
+    crate::cost::hook_done(t0);
     status
 }
 
@@ -339,8 +343,7 @@ unsafe fn enqueued(
         std::ptr::null_mut()
     };
     if handle.is_null() {
-        transport::call(api, begin, Status::OpenCl(status), None);
-        return status;
+        return plain(api, begin, status);
     }
     let refs = ledger::id_of(queue as usize, ObjKind::Queue)
         .into_iter()
@@ -352,7 +355,9 @@ unsafe fn enqueued(
 
 /// A call that creates nothing and releases nothing.
 fn plain(api: &'static str, begin: u64, status: i32) -> i32 {
+    let t0 = crate::cost::after_target();
     transport::call(api, begin, Status::OpenCl(status), None);
+    crate::cost::hook_done(t0);
     status
 }
 

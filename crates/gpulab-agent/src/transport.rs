@@ -481,6 +481,14 @@ pub fn quiet() -> bool {
     QUIET.with(std::cell::Cell::get)
 }
 
+/// The agent spent `ns` inside a call of the program's it timed
+/// ([`crate::cost`]).
+pub fn observed(launch: bool, ns: u64) {
+    if let Some(agent) = agent() {
+        agent.segment.observed(launch, ns);
+    }
+}
+
 /// Records device work the driver timed.
 pub fn span(span: DeviceSpan) {
     send(Record::Span(span));

@@ -216,6 +216,10 @@ pub enum AgentState {
         /// program.
         #[serde(default, skip_serializing_if = "is_zero")]
         cut: u64,
+        /// What observing cost it: the agent's own time inside the calls it
+        /// timed. Absent in streams written before gpulab measured it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observed: Option<Observed>,
     },
     /// Loaded, but it cannot watch this API in this process (no libcupti, another
     /// CUPTI subscriber): the program's calls of that API go unseen, and `reason`
@@ -282,6 +286,23 @@ pub struct LabMeta {
     /// memory figures are the worker's own bytes on every GPU of the host.
     #[serde(default, skip_serializing_if = "is_false")]
     pub every_gpu: bool,
+}
+
+/// The agent's own time inside a process's calls, on the calls it timed:
+/// one in [`crate::ring::OBSERVED_EVERY`] of each thread, the time in
+/// CUPTI's two callbacks of a CUDA call (not what CUPTI spends calling
+/// them) or in an OpenCL hook after the driver returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observed {
+    /// Kernel launches timed, and the agent's ns inside them.
+    pub launches: u64,
+    pub launch_ns: u64,
+    /// Other calls timed, and the agent's ns inside them.
+    pub calls: u64,
+    pub call_ns: u64,
+    /// One call in this many was timed.
+    pub every: u32,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -70,6 +70,12 @@ const S_WRITE: usize = 8;
 const S_DROPPED: usize = 9;
 const S_COALESCED: usize = 10;
 const S_PENDING: usize = 11;
+/// One call in this many of each thread of an agent's is timed for what
+/// observing costs ([`Segment::observed`]).
+pub const OBSERVED_EVERY: u32 = 16;
+/// What observing cost the process ([`Segment::observed`]): the agent's ns
+/// inside timed launches and their count, then the same of other calls.
+const S_OBSERVED: usize = 12;
 const S_READ: usize = 16;
 
 /// A segment's state word.
@@ -352,6 +358,21 @@ impl<'a> Segment<'a> {
         } else {
             self.header[S_PENDING].fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
         }
+    }
+
+    /// The agent spent `ns` inside one of the program's calls it timed (a
+    /// launch, or another).
+    pub fn observed(&self, launch: bool, ns: u64) {
+        let at = S_OBSERVED + if launch { 0 } else { 2 };
+        self.header[at].fetch_add(ns, Ordering::Relaxed);
+        self.header[at + 1].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What observing cost the process, as [`Segment::observed`] counted:
+    /// (launches' ns, launches timed, other calls' ns, other calls timed).
+    pub fn observer(&self) -> (u64, u64, u64, u64) {
+        let w = |i: usize| self.header[S_OBSERVED + i].load(Ordering::Relaxed);
+        (w(0), w(1), w(2), w(3))
     }
 
     /// The process's own counts: dropped, coalesced, pending.

@@ -550,6 +550,14 @@ impl Reader<'_> {
             return;
         };
         let (dropped, coalesced, pending) = seg.counts();
+        let (launch_ns, launches, call_ns, calls) = seg.observer();
+        let observed = (launches + calls > 0).then_some(trace::Observed {
+            launches,
+            launch_ns,
+            calls,
+            call_ns,
+            every: gpulab_events::ring::OBSERVED_EVERY,
+        });
         let signal = if f.replaced {
             None
         } else {
@@ -571,6 +579,7 @@ impl Reader<'_> {
                 signal,
                 lost: pending,
                 cut: f.unfinished,
+                observed,
             },
         });
         lock(self.agents).saw(&event);

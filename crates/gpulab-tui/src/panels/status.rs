@@ -40,8 +40,16 @@ impl StatusBar<'_> {
                     .collect::<Vec<_>>()
                     .join("+")
             };
+            // Known once a process's agent said what it cost (at its end).
+            let cost = self
+                .run
+                .and_then(|r| r.findings())
+                .and_then(|f| f.observer.as_ref())
+                .and_then(|c| c.added)
+                .map(|added| format!(" (observing +{:.1}%)", added * 100.0))
+                .unwrap_or_default();
             return format!(
-                "{}{driver} · {apis} · {}{rate}",
+                "{}{driver} · {apis}{cost} · {}{rate}",
                 m.device.name, m.device.memory_source
             );
         }

@@ -129,6 +129,10 @@ impl VerdictPanel<'_> {
         if let Some(h) = r.holders.as_ref().and_then(|h| h.at_exit.as_ref()) {
             out.push(holders_line(h, ended, t));
         }
+        // Said once a process's agent ended and counted what it cost.
+        if let Some(cost) = &r.observer {
+            out.push(Line::styled(cost.verdict.clone(), t.dim()));
+        }
         for k in r.ranks.iter().filter(|k| shown(k.pid)) {
             for (i, line) in k.lines(!r.gpus.is_empty()).into_iter().enumerate() {
                 let style = match i {

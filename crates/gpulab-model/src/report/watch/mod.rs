@@ -16,6 +16,7 @@ use crate::text::fit;
 use crate::trace::{AgentState, EndStatus, Frame, MemorySource, NoteLevel, ObjKind};
 use crate::units::mib;
 
+pub use self::observer::ObserverCost;
 pub use super::format::short_id;
 use super::format::{FRAME_WIDTH, Table, md_code};
 use super::frameworks::{AllocatorReport, FrameworkRefusal};
@@ -25,6 +26,7 @@ pub use super::out_of_memory::{KnownShares, OtherProcessReport, OutOfMemory, Wat
 use super::ranks::{GpuReport, RankReport};
 
 mod findings;
+mod observer;
 mod render;
 #[cfg(test)]
 mod tests;
@@ -46,6 +48,10 @@ pub struct WatchReport {
     /// How long it ran, ms.
     pub duration_ms: f64,
     pub processes: Vec<ProcessReport>,
+    /// What observing cost the program, as its agents timed themselves;
+    /// absent in streams written before they did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observer: Option<ObserverCost>,
     pub calls: usize,
     pub failed_calls: usize,
     pub kinds: Vec<KindReport>,
@@ -124,6 +130,10 @@ pub struct ProcessReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cut: Option<u64>,
     pub received: u64,
+    /// The agent's own time inside the calls it timed, as the process's
+    /// segment counted it (summed over its images).
+    #[serde(skip)]
+    pub observed: Option<crate::trace::Observed>,
 }
 
 impl ProcessReport {
@@ -372,6 +382,7 @@ impl WatchReport {
             held_by_driver_groups: held_groups(run, &held_objects, &pins),
             held_by_driver: held_objects,
             outlived_release: outlived(run),
+            observer: ObserverCost::of(run, &processes),
             processes,
             peak_memory_bytes: one_gpu(
                 run.sample_stats()

@@ -76,6 +76,9 @@ impl WatchReport {
             self.calls,
             self.failed_calls
         );
+        if let Some(cost) = &self.observer {
+            let _ = writeln!(s, "{}", cost.verdict);
+        }
         for line in self.ran_out_lines() {
             let _ = writeln!(s, "{line}");
         }
@@ -268,6 +271,9 @@ impl WatchReport {
             self.processes.len(),
             self.apis()
         );
+        if let Some(cost) = &self.observer {
+            let _ = writeln!(s, "- {}", cost.verdict);
+        }
         for line in self.ran_out_lines() {
             let _ = writeln!(s, "- {}", line.trim_start());
         }

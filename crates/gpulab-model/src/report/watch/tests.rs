@@ -178,6 +178,7 @@ fn what_the_runtime_or_a_library_made_for_itself_is_not_the_programs_leak() {
             signal: None,
             lost: 0,
             cut: 0,
+            observed: None,
         },
     }));
     let report = WatchReport::from_run(&Run::from_events(&events));

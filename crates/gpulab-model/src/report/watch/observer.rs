@@ -1,0 +1,264 @@
+//! What observing cost the program, as its agents timed themselves: the
+//! agent's own time inside the calls it timed (one in 16 of each thread),
+//! scaled to the calls it saw, beside the program's time inside those calls,
+//! and whether every record arrived. Every figure is the run's own.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::run::Run;
+use crate::trace::Observed;
+
+use super::ProcessReport;
+
+/// What observing cost the program.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct ObserverCost {
+    /// Calls the agents recorded, and the kernel launches among them.
+    pub calls: u64,
+    pub launches: u64,
+    /// Calls the agents timed: one in `every` of each thread's.
+    pub launches_timed: u64,
+    pub calls_timed: u64,
+    pub every: u32,
+    /// The agent's mean time inside a timed launch and inside another timed
+    /// call, ns; absent when none was timed. For a CUDA call, the time in
+    /// CUPTI's two callbacks (not what CUPTI spends calling them); for an
+    /// OpenCL call, the hook's work after the driver returned.
+    pub launch_ns: Option<f64>,
+    pub call_ns: Option<f64>,
+    /// Those means times the calls recorded: the agent's time inside the
+    /// program's calls, ms (estimated from the timed ones).
+    pub agent_ms: f64,
+    /// The program's time inside the calls recorded, from each call's entry
+    /// to the end of its record (the agent's time is part of it), ms.
+    pub api_ms: f64,
+    /// `agent_ms` over what the calls took without it (`api_ms - agent_ms`):
+    /// what observing added to the program's time inside its API calls.
+    pub added: Option<f64>,
+    /// Records that had no room and were dropped, never arrived (held by a
+    /// process when it ended), or were cut by its end, over every process.
+    pub dropped: u64,
+    pub lost: u64,
+    pub cut: u64,
+    /// The plain verdict, as the text says it.
+    pub verdict: String,
+    /// Whether the agents watched CUDA and OpenCL: what the timing holds.
+    #[serde(skip)]
+    families: (bool, bool),
+}
+
+/// The calls whose agent time counts as a launch's (the agent's hooks of
+/// that role).
+fn is_launch(api: &str) -> bool {
+    api.starts_with("cuLaunch")
+}
+
+impl ObserverCost {
+    /// None when no process said what it cost (a stream written before
+    /// gpulab measured it, or nothing was timed).
+    pub fn of(run: &Run, processes: &[ProcessReport]) -> Option<ObserverCost> {
+        let observed: Vec<&Observed> = processes
+            .iter()
+            .filter_map(|p| p.observed.as_ref())
+            .collect();
+        if observed.is_empty() {
+            return None;
+        }
+        let sum = |f: fn(&Observed) -> u64| {
+            observed
+                .iter()
+                .map(|o| f(o))
+                .fold(0u64, u64::saturating_add)
+        };
+        let (launches_timed, launch_ns) = (sum(|o| o.launches), sum(|o| o.launch_ns));
+        let (calls_timed, call_ns) = (sum(|o| o.calls), sum(|o| o.call_ns));
+        let every = observed.iter().map(|o| o.every).max().unwrap_or(1);
+        let folds = &run.folds().apis;
+        let launches: u64 = folds
+            .iter()
+            .filter(|a| is_launch(&a.api))
+            .map(|a| u64::from(a.calls))
+            .sum();
+        let calls: u64 = folds.iter().map(|a| u64::from(a.calls)).sum();
+        let api_ns: u64 = folds.iter().map(|a| a.host_ns).fold(0, u64::saturating_add);
+        let mean = |ns: u64, n: u64| (n > 0).then(|| ns as f64 / n as f64);
+        let (launch_mean, call_mean) =
+            (mean(launch_ns, launches_timed), mean(call_ns, calls_timed));
+        let agent_ns = launch_mean.unwrap_or(0.0) * launches as f64
+            + call_mean.unwrap_or(0.0) * calls.saturating_sub(launches) as f64;
+        let api_ms = api_ns as f64 / 1e6;
+        let agent_ms = agent_ns / 1e6;
+        let without = api_ms - agent_ms;
+        let added = (without > 0.0).then(|| agent_ms / without);
+        let of = |f: fn(&ProcessReport) -> Option<u64>| processes.iter().filter_map(f).sum::<u64>();
+        let (dropped, lost, cut) = (of(|p| p.dropped), of(|p| p.lost), of(|p| p.cut));
+        let mut cost = ObserverCost {
+            calls,
+            launches,
+            launches_timed,
+            calls_timed,
+            every,
+            launch_ns: launch_mean,
+            call_ns: call_mean,
+            agent_ms,
+            api_ms,
+            added,
+            dropped,
+            lost,
+            cut,
+            verdict: String::new(),
+            families: (
+                processes.iter().any(|p| p.apis.iter().any(|a| a == "cuda")),
+                processes
+                    .iter()
+                    .any(|p| p.apis.iter().any(|a| a == "opencl")),
+            ),
+        };
+        cost.verdict = cost.said();
+        Some(cost)
+    }
+
+    /// "observing added about 0.4% to ..., nothing dropped: ...".
+    fn said(&self) -> String {
+        let added = match self.added {
+            Some(f) => format!(
+                "observing added about {:.1}% to the program's time inside its {} API calls \
+                 ({:.1} ms of {:.1} ms",
+                f * 100.0,
+                self.calls,
+                self.agent_ms,
+                self.api_ms
+            ),
+            None => format!(
+                "the agent's time inside the program's {} API calls was about {:.1} ms ({:.1} ms \
+                 recorded in them",
+                self.calls, self.agent_ms, self.api_ms
+            ),
+        };
+        let per = match (self.launch_ns, self.call_ns) {
+            (Some(l), Some(c)) => format!("; {:.0} ns a launch, {:.0} ns another call", l, c),
+            (Some(l), None) => format!("; {l:.0} ns a launch"),
+            (None, Some(c)) => format!("; {c:.0} ns a call"),
+            (None, None) => String::new(),
+        };
+        let what = match self.families {
+            (true, true) => {
+                "; CUPTI's own dispatch of its callbacks is not in it, nor an OpenCL hook's \
+                 work before the driver's call"
+            }
+            (true, false) => "; CUPTI's own dispatch of its callbacks is not in it",
+            (false, _) => "; an OpenCL hook's work after the driver returned",
+        };
+        let timed = format!(
+            "{per}, timed on 1 call in {} of each thread{what})",
+            self.every
+        );
+        let lost = self.dropped + self.lost + self.cut;
+        let records = if lost == 0 {
+            "nothing dropped: every call and object above was recorded".to_string()
+        } else {
+            format!(
+                "{} records dropped, {} lost at a process's end, {} cut: the counts above are \
+                 short by them",
+                self.dropped, self.lost, self.cut
+            )
+        };
+        format!("{added}{timed}; {records}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{AgentEvent, AgentState, Call, CallStatus, Event};
+
+    fn call(seq: u64, api: &str, ns: u64) -> Event {
+        Event::Call(Call {
+            seq,
+            pid: 7,
+            begin_ns: seq * 10_000,
+            end_ns: seq * 10_000 + ns,
+            api: api.into(),
+            status: CallStatus::Ok,
+            ..Call::default()
+        })
+    }
+
+    fn agent(state: AgentState) -> Event {
+        Event::Agent(AgentEvent {
+            t_ns: 0,
+            pid: 7,
+            parent_pid: 1,
+            api: "cuda".into(),
+            state,
+        })
+    }
+
+    #[test]
+    fn the_agents_time_is_scaled_to_the_calls_it_saw_and_set_beside_theirs() {
+        let mut events = vec![agent(AgentState::Attached {
+            exe: "loop".into(),
+            destruction: Vec::new(),
+            rank: None,
+        })];
+        // 32 launches of 5 µs and 16 other calls of 2 µs.
+        for seq in 0..32 {
+            events.push(call(seq, "cuLaunchKernel", 5_000));
+        }
+        for seq in 32..48 {
+            events.push(call(seq, "cuMemAlloc_v2", 2_000));
+        }
+        events.push(agent(AgentState::Detached {
+            records: 48,
+            dropped: 0,
+            coalesced: 0,
+            signal: None,
+            lost: 0,
+            cut: 0,
+            // Two launches timed at 1 µs each, one other call at 400 ns.
+            observed: Some(Observed {
+                launches: 2,
+                launch_ns: 2_000,
+                calls: 1,
+                call_ns: 400,
+                every: 16,
+            }),
+        }));
+        let run = Run::from_events(&events);
+        let report = super::super::WatchReport::from_run(&run);
+        let cost = report.observer.clone().expect("a cost");
+        assert_eq!((cost.calls, cost.launches), (48, 32));
+        assert_eq!((cost.launch_ns, cost.call_ns), (Some(1000.0), Some(400.0)));
+        // 32 x 1 µs + 16 x 0.4 µs = 38.4 µs of 192 µs.
+        assert!((cost.agent_ms - 0.0384).abs() < 1e-9, "{cost:?}");
+        assert!((cost.api_ms - 0.192).abs() < 1e-9);
+        let added = cost.added.expect("added");
+        assert!((added - 0.0384 / (0.192 - 0.0384)).abs() < 1e-9);
+        assert!(
+            cost.verdict.starts_with("observing added about 25.0%"),
+            "{}",
+            cost.verdict
+        );
+        assert!(
+            cost.verdict
+                .ends_with("nothing dropped: every call and object above was recorded")
+        );
+        assert!(report.text().contains(&cost.verdict));
+    }
+
+    #[test]
+    fn a_stream_from_before_the_agents_timed_themselves_says_nothing_of_it() {
+        let events = vec![agent(AgentState::Detached {
+            records: 0,
+            dropped: 3,
+            coalesced: 0,
+            signal: None,
+            lost: 0,
+            cut: 0,
+            observed: None,
+        })];
+        let report = super::super::WatchReport::from_run(&Run::from_events(&events));
+        assert_eq!(report.observer, None);
+    }
+}
