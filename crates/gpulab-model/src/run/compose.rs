@@ -91,7 +91,15 @@ pub(super) struct Composer {
     /// were held then (the reading lagged the driver, or ran ahead of a
     /// record): not composed. (count, the first one's time).
     pub(super) behind: (u64, Option<u64>),
+    /// The latest moment the records said device memory moved: an object
+    /// made or let go, a step the agent read, the pool or graphs read.
+    pub(super) moved_ns: Option<u64>,
 }
+
+/// How long after the records say device memory moved a reading that names
+/// less than they do is taken as NVML not having counted it yet: two of the
+/// sampler's default periods.
+const NVML_LAG_NS: u64 = 20_000_000;
 
 impl Composer {
     /// A reading of the process's memory, as the reserves measure.
@@ -315,10 +323,20 @@ impl Run {
     /// `graphMemoryFootprint`'s context for a reading that lagged its graph.
     fn bound_by_reading(&mut self, h: Holders) -> Option<Holders> {
         let sized = h.held + h.cached + h.released + h.pool_kept + h.graphs;
+        // NVML counts a change some milliseconds after the driver made it
+        // (on the H200 the agent read 32 MiB given back at a synchronisation
+        // that NVML still counted 3.6 ms later): a reading that close after
+        // the records said memory moved, and that holds less than the shares
+        // name, is behind them too.
+        let lagging = h.unexplained() < 0
+            && self
+                .composer
+                .moved_ns
+                .is_some_and(|m| h.at_ns.abs_diff(m) < NVML_LAG_NS);
         // Spread over GPUs, the sampler reads GPU 0 alone against every
         // rank's objects: those compositions are no one process's moment,
         // and the report composes per GPU instead.
-        if sized <= h.total || self.ranks().spread() {
+        if (sized <= h.total && !lagging) || self.ranks().spread() {
             return Some(h);
         }
         self.composer.behind.0 += 1;

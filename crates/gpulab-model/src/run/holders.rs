@@ -620,6 +620,48 @@ mod tests {
         assert_eq!((peak.at_ns, peak.unexplained()), (60 * MS, 0));
     }
 
+    /// NVML counts a change milliseconds after the driver made it: a reading
+    /// taken within 20 ms of a step the agent read, that holds less than the
+    /// shares name, is behind the records and not composed; one that still
+    /// does later is composed, and its excess said.
+    #[test]
+    fn a_reading_that_lags_a_step_the_agent_read_is_not_composed() {
+        let module = |t: u64, step: u64| {
+            Event::Call(Call {
+                seq: 1,
+                pid: 7,
+                begin_ns: t * MS,
+                end_ns: (t + 5) * MS,
+                api: "cuModuleLoadData".into(),
+                status: CallStatus::Ok,
+                object: Some(OF_PID | 2),
+                memory_step: Some((step * MIB) as i64),
+                ..Call::default()
+            })
+        };
+        let events = |late: u64| {
+            vec![
+                cuda_attached("lagging"),
+                sample(10, 0),
+                object(24, 1, ObjKind::Context, ObjectAction::Created, 0),
+                call(0, 20, "cuDevicePrimaryCtxRetain", 1),
+                sample(30, 530 * MIB),
+                object(44, 2, ObjKind::Program, ObjectAction::Created, 0),
+                module(40, 64),
+                sample(50, 530 * MIB),
+                sample(45 + late, 530 * MIB),
+            ]
+        };
+        let run = Run::from_events(&ended(events(40)));
+        assert_eq!(run.readings_behind(), (1, Some(50 * MS)));
+        let at: Vec<u64> = run.holders_recent().iter().map(|h| h.at_ns / MS).collect();
+        assert_eq!(at, [10, 30, 85]);
+        // 40 ms after the step the reading is the driver's: composed, and
+        // what it cannot hold is said.
+        let h = run.holders().expect("a reading");
+        assert_eq!(h.unexplained(), -((64 * MIB) as i64));
+    }
+
     /// A process where both agents attached (hwloc inside MPI_Init listed
     /// OpenCL devices, then the program used CUDA): the OpenCL agent watches
     /// buffers' deletion, CUDA's `cuMemFree` deletes at once. A CUDA buffer

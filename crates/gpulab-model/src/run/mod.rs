@@ -298,6 +298,9 @@ impl Run {
         if let Some(step) = c.memory_step {
             self.measured_by_the_agent(c, step);
         }
+        if c.memory_step.is_some() || c.cuda.is_some() {
+            self.composer.moved_ns = self.composer.moved_ns.max(Some(c.end_ns));
+        }
         // An agent sends an object's creation before the call that made it.
         if let Some(id) = c.object
             && self.objects.unmade(id)
@@ -345,6 +348,9 @@ impl Run {
         self.settle(o.t_ns, Some(o.id));
         // A lab's worker sends the call first, then the object it made.
         let call = self.window.call_of(o.id);
+        if o.bytes > 0 && reserves::device_sized_kind(o.kind) {
+            self.composer.moved_ns = self.composer.moved_ns.max(Some(o.t_ns));
+        }
         self.objects.event(o, call);
         let watched = self.deletion_watched(o.id, o.kind);
         self.composer

@@ -259,9 +259,10 @@ pub(super) fn notes_and_warnings(
     }
     if let (n @ 1.., Some(first)) = run.readings_behind() {
         notes.push(format!(
-            "{n} reading(s) of the process's memory, the first at {:.1} ms, held less than the \
-             buffers the agent had seen made by then: the reading lagged the driver (or ran \
-             ahead of a free's record); who held it is not composed at them",
+            "{n} reading(s) of the process's memory, the first at {:.1} ms, held less than what \
+             the agent had seen made by then (the buffers alone, or within 20 ms of a change): \
+             NVML had not counted it yet (or the reading ran ahead of a free's record); who \
+             held it is not composed at them",
             first.saturating_sub(run.t0()) as f64 / 1e6,
         ));
     }
