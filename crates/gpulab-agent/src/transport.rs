@@ -69,6 +69,9 @@ impl Stall {
 /// full.
 struct Agent {
     segment: Segment<'static>,
+    /// How far the reader's position last seen lets this process write
+    /// ([`Segment::write_within`]).
+    room: AtomicU64,
     pid: u32,
     parent_pid: u32,
     seq: AtomicU64,
@@ -129,6 +132,7 @@ fn launch(region: Region<'static>) -> bool {
     };
     let agent: &'static Agent = Box::leak(Box::new(Agent {
         segment,
+        room: AtomicU64::new(0),
         pid,
         parent_pid,
         seq: AtomicU64::new(0),
@@ -404,7 +408,7 @@ pub fn at_exit() {
 fn write(agent: &Agent, record: &Record) -> bool {
     let mut bytes = Vec::with_capacity(128);
     let kind = encode(agent, record, &mut bytes);
-    agent.segment.write(kind, &bytes)
+    agent.segment.write_within(kind, &bytes, &agent.room)
 }
 
 /// A record's kind in the ring and its payload: calls and objects in their

@@ -287,10 +287,32 @@ impl<'a> Segment<'a> {
         }
     }
 
+    /// [`Segment::write`], where `limit` (the writers' own, in their
+    /// process's memory; 0 at first) keeps how far the reader's last seen
+    /// position lets them write: the reader's word, which it stores as it
+    /// reads, is loaded only when a record would pass that. Read at every
+    /// record, it cost each a cache line taken back from gpulab's reader.
+    pub fn write_within(&self, kind: u16, payload: &[u8], limit: &AtomicU64) -> bool {
+        if kind == PAD {
+            return false;
+        }
+        match self.reserve_within(payload.len(), Some(limit)) {
+            Some(room) => {
+                room.publish(kind, payload);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Reserves room for a record of `len` bytes; None when there is none.
     /// Room reserved and never published (its writer died) is what the
     /// reader skips once the process is gone ([`Segment::skip_unfinished`]).
     pub fn reserve(&self, len: usize) -> Option<Reserved<'a>> {
+        self.reserve_within(len, None)
+    }
+
+    fn reserve_within(&self, len: usize, limit: Option<&AtomicU64>) -> Option<Reserved<'a>> {
         if len > MAX_PAYLOAD {
             return None;
         }
@@ -298,7 +320,6 @@ impl<'a> Segment<'a> {
         let write = &self.header[S_WRITE];
         let (at, skip) = loop {
             let w = write.load(Ordering::Relaxed);
-            let r = self.header[S_READ].load(Ordering::Acquire);
             let rem = SEGMENT_BYTES - w % SEGMENT_BYTES;
             let skip = if rem < RECORD_HEADER || total > rem {
                 rem
@@ -306,9 +327,23 @@ impl<'a> Segment<'a> {
                 0
             };
             let end = w + skip + total;
+            // Within what the reader was last seen to allow (it only moves
+            // on): no need to look at where it is now.
+            let known = limit.is_some_and(|l| end <= l.load(Ordering::Relaxed));
+            let r = if known {
+                0
+            } else {
+                let r = self.header[S_READ].load(Ordering::Acquire);
+                if let Some(l) = limit
+                    && r <= w
+                {
+                    l.fetch_max(r + SEGMENT_BYTES, Ordering::Relaxed);
+                }
+                r
+            };
             // A read position ahead of the writes is not the reader's: nothing
             // is written until it makes sense again.
-            if r > w || end - r > SEGMENT_BYTES {
+            if !known && (r > w || end - r > SEGMENT_BYTES) {
                 return None;
             }
             if write
@@ -582,14 +617,23 @@ mod tests {
         let region = Region::format(&w, 7).expect("formats");
         let seg = region.claim(1, 0).expect("claims");
         let done = std::sync::atomic::AtomicUsize::new(0);
+        // Half the writers keep the reader's limit as an agent's threads do.
+        let limit = AtomicU64::new(0);
         let mut got = std::collections::HashMap::<u8, u64>::new();
         std::thread::scope(|s| {
             for t in 0..4u8 {
-                let (seg, done) = (seg, &done);
+                let (seg, done, limit) = (seg, &done, &limit);
                 s.spawn(move || {
                     for i in 0..50_000u64 {
                         let payload = [[t; 8], i.to_le_bytes()].concat();
-                        while !seg.write(3, &payload) {
+                        let write = |p: &[u8]| {
+                            if t % 2 == 0 {
+                                seg.write(3, p)
+                            } else {
+                                seg.write_within(3, p, limit)
+                            }
+                        };
+                        while !write(&payload) {
                             std::thread::yield_now();
                         }
                     }
@@ -615,6 +659,34 @@ mod tests {
             }
         });
         assert_eq!(got.values().sum::<u64>(), 200_000);
+    }
+
+    /// Writers that keep the reader's last seen limit fill the ring exactly
+    /// as far as those that look at the reader every time, and never past
+    /// what it has read.
+    #[test]
+    fn a_writers_kept_limit_never_passes_the_reader() {
+        let w = words();
+        let region = Region::format(&w, 5).expect("formats");
+        let seg = region.claim(1, 0).expect("claims");
+        let limit = AtomicU64::new(0);
+        let mut n = 0;
+        while seg.write_within(2, &[7; 100], &limit) {
+            n += 1;
+        }
+        assert_eq!(n, SEGMENT_BYTES / (RECORD_HEADER + 104));
+        // The reader takes ten; ten more fit, then none.
+        let (mut pos, mut buf) = (0, Vec::new());
+        for _ in 0..10 {
+            assert_eq!(seg.read(&mut pos, &mut buf), Next::Record(2));
+        }
+        seg.consumed(pos);
+        let mut more = 0;
+        while seg.write_within(2, &[8; 100], &limit) {
+            more += 1;
+        }
+        assert_eq!(more, 10);
+        assert!(!seg.write(2, &[9; 100]));
     }
 
     #[test]

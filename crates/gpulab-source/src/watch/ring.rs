@@ -471,6 +471,7 @@ impl Reader<'_> {
             return 0;
         }
         let (pid, mut pos) = (f.pid, f.pos);
+        let f_pos = pos;
         let mut read = 0;
         // Stacks travel as records of their own; the count is of the
         // records the report counts as received (as an agent counted them).
@@ -519,7 +520,11 @@ impl Reader<'_> {
                 }
             }
         }
-        seg.consumed(pos);
+        // Stored only when it moved: the writers' line is left alone by a
+        // look that found nothing.
+        if read > 0 || pos != f_pos {
+            seg.consumed(pos);
+        }
         if let Some(f) = self.followed[i].as_mut() {
             f.pos = pos;
             f.records += counted;
