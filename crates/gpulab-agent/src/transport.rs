@@ -404,11 +404,34 @@ pub fn at_exit() {
     wait_for_room(agent, |o| o.front().is_none());
 }
 
+thread_local! {
+    /// The thread's buffer for encoding its records: a record no longer
+    /// costs an allocation and a free.
+    static BYTES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// What a thread's buffer may keep between records (a long stack's line
+/// is let go after).
+const BYTES_KEPT: usize = 4096;
+
 /// One record into the segment.
 fn write(agent: &Agent, record: &Record) -> bool {
-    let mut bytes = Vec::with_capacity(128);
-    let kind = encode(agent, record, &mut bytes);
-    agent.segment.write_within(kind, &bytes, &agent.room)
+    let into = |bytes: &mut Vec<u8>| {
+        bytes.clear();
+        let kind = encode(agent, record, bytes);
+        let written = agent.segment.write_within(kind, bytes, &agent.room);
+        if bytes.capacity() > BYTES_KEPT {
+            *bytes = Vec::new();
+        }
+        written
+    };
+    // A thread whose buffer is in use below (or gone, as it exits) takes a
+    // fresh one.
+    BYTES
+        .try_with(|b| b.try_borrow_mut().ok().map(|mut b| into(&mut b)))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| into(&mut Vec::with_capacity(128)))
 }
 
 /// A record's kind in the ring and its payload: calls and objects in their
