@@ -572,13 +572,7 @@ fn no_contexts_reserve_is_measured_past_its_destruction() {
 /// over GPUs is composed per GPU, not by the sampler's GPU 0.
 #[test]
 fn no_composition_names_more_than_its_reading_held() {
-    let known: [(&str, &str); 5] = [
-        (
-            "cuda-free-wait--spans.jsonl",
-            "a stream-ordered free's 64 MiB, which the pool keeps until the next \
-             synchronisation, taken out of a module's measurement as if given back \
-             (the H100 recording has no reads of the pool)",
-        ),
+    let known: [(&str, &str); 4] = [
         (
             "graph-keep.jsonl",
             "graph memory read by the agent before NVML's figure counted it",

@@ -662,6 +662,58 @@ mod tests {
         assert_eq!(h.unexplained(), -((64 * MIB) as i64));
     }
 
+    /// A stream-ordered pool's block is no device memory of its own: its
+    /// free gives nothing back (the pool keeps it until a synchronisation),
+    /// and its allocation may reuse what the pool kept. A module's step
+    /// across such a call with no read of the pool measures nothing (on the
+    /// H100, `cuda-free-wait` had its module hold the 64 MiB block the pool
+    /// kept: 594 MiB named against 530 at exit); with the pool read at the
+    /// call, its reserve's move is taken out of the step.
+    #[test]
+    fn a_pools_blocks_move_no_reserve() {
+        let pooled = |seq: u64, t: u64, api: &str, id: u64, read: Option<u64>| {
+            Event::Call(Call {
+                seq,
+                pid: 7,
+                begin_ns: t * MS,
+                end_ns: (t + 1) * MS,
+                api: api.into(),
+                status: CallStatus::Ok,
+                object: Some(OF_PID | id),
+                cuda: read.map(|reserved| crate::trace::CudaMemory {
+                    pool_reserved: reserved,
+                    pool_used: 0,
+                    free: 0,
+                    total: 0,
+                    custom_pool: None,
+                    graph_mem: None,
+                }),
+                ..Call::default()
+            })
+        };
+        let events = |read: bool| {
+            vec![
+                cuda_attached("free_wait"),
+                sample(10, 0),
+                object(24, 1, ObjKind::Program, ObjectAction::Created, 0),
+                call(0, 20, "cuLibraryLoadData", 1),
+                object(30, 2, ObjKind::Buffer, ObjectAction::Created, 64 * MIB),
+                pooled(1, 30, "cuMemAllocAsync", 2, read.then_some(64 * MIB)),
+                object(35, 2, ObjKind::Buffer, ObjectAction::Released, 64 * MIB),
+                pooled(2, 35, "cuMemFreeAsync", 2, read.then_some(64 * MIB)),
+                // The pool keeps the block: the memory did not fall.
+                sample(60, 64 * MIB),
+            ]
+        };
+        let unread = Run::from_events(&ended(events(false)));
+        assert_eq!(unread.reserves().measured().count(), 0, "nothing measured");
+        let read = Run::from_events(&ended(events(true)));
+        let r: Vec<u64> = read.reserves().measured().map(|r| r.bytes).collect();
+        assert_eq!(r, [0]);
+        let h = read.holders().expect("a reading");
+        assert_eq!((h.pool_kept, h.unexplained()), (64 * MIB, 0), "{h:?}");
+    }
+
     /// A process where both agents attached (hwloc inside MPI_Init listed
     /// OpenCL devices, then the program used CUDA): the OpenCL agent watches
     /// buffers' deletion, CUDA's `cuMemFree` deletes at once. A CUDA buffer

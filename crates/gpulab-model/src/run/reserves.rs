@@ -130,6 +130,9 @@ pub struct Reserves {
     /// reading that arrives after such a call and was taken while it ran is
     /// no side of any measurement ([`Reserves::sized_call`]).
     sized_calls: VecDeque<(u64, u64)>,
+    /// When the device memory moved by an amount the run cannot know: no
+    /// step across such a moment measures anything ([`Reserves::unsure`]).
+    unsure: VecDeque<u64>,
 }
 
 /// Sized calls' spans kept, to tell readings taken while one ran.
@@ -190,7 +193,7 @@ impl Reserves {
             }
             (_, Some((at, ab))) if t_ns > at && went.fell_later.is_none() => {
                 let floor = self.floor_of(i);
-                let Some(r) = self.windows[i].reserve(floor) else {
+                let Some(r) = self.windows[i].reserve(floor, &self.unsure) else {
                     return false;
                 };
                 let fell = ab as i64 + sized_between(at, t_ns) - bytes as i64;
@@ -402,6 +405,18 @@ impl Reserves {
             .collect()
     }
 
+    /// The device memory may have moved at `t_ns` by an amount the run
+    /// cannot know (a stream-ordered pool handed out or took back a block
+    /// with no read of the pool then: it grows or reuses, and keeps what is
+    /// freed until a synchronisation): a step across that moment measures
+    /// nothing.
+    pub fn unsure(&mut self, t_ns: u64) {
+        if self.unsure.len() == READINGS_KEPT {
+            self.unsure.pop_front();
+        }
+        self.unsure.push_back(t_ns);
+    }
+
     /// Measurements opened so far, measured or not.
     pub fn measurements(&self) -> usize {
         self.windows.len() + self.direct.len()
@@ -427,7 +442,7 @@ impl Reserves {
     /// pass for a reader that wants both.
     pub fn each(&self) -> impl Iterator<Item = (&[u64], Option<Reserve>)> + '_ {
         self.chained()
-            .map(|(w, floor)| (w.ids.as_slice(), w.reserve(floor)))
+            .map(|(w, floor)| (w.ids.as_slice(), w.reserve(floor, &self.unsure)))
             .chain(
                 self.direct
                     .iter()
@@ -503,13 +518,13 @@ impl Window {
     /// The reserve, measured from the later of its own "before" reading and
     /// `floor` (the reading the window before it ended at) when that one lies
     /// before its own end.
-    fn reserve(&self, floor: Option<(u64, u64)>) -> Option<Reserve> {
+    fn reserve(&self, floor: Option<(u64, u64)>, unsure: &VecDeque<u64>) -> Option<Reserve> {
         let (mut before, (to, b1)) = (self.before?, self.after?);
         if let Some(f) = floor.filter(|(t, _)| *t > before.0 && *t < to) {
             before = f;
         }
         let (from, b0) = before;
-        if self.crowded {
+        if self.crowded || unsure.iter().any(|t| *t > from && *t <= to) {
             return None;
         }
         let others: i64 = self
