@@ -481,6 +481,21 @@ fn watched_recordings() -> Vec<std::path::PathBuf> {
     v
 }
 
+/// The run a watch recording folds into.
+fn watched_run(f: &std::path::Path) -> Run {
+    let events = read_events(std::io::BufReader::new(std::fs::File::open(f).unwrap()))
+        .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+    Run::from_events(&events)
+}
+
+/// Every composition a run keeps: the latest ones, the peak's, the ran-out one.
+fn kept_compositions(run: &Run) -> impl Iterator<Item = &gpulab::run::holders::Holders> {
+    run.holders_recent()
+        .iter()
+        .chain(run.holders_at_peak())
+        .chain(run.holders_at_ran_out())
+}
+
 /// Who holds it is never composed against a reading of none of the
 /// process's memory while it names something (the runtime's teardown at
 /// exit, a reset, a context's destruction in progress): 26 of 45 public
@@ -495,15 +510,8 @@ fn no_composition_names_memory_against_a_reading_of_none() {
     let mut broken = Vec::new();
     let mut composed = 0;
     for f in &files {
-        let events = read_events(std::io::BufReader::new(std::fs::File::open(f).unwrap()))
-            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        let run = Run::from_events(&events);
-        let kept = run
-            .holders_recent()
-            .iter()
-            .chain(run.holders_at_peak())
-            .chain(run.holders_at_ran_out());
-        for h in kept {
+        let run = watched_run(f);
+        for h in kept_compositions(&run) {
             composed += 1;
             if h.total == 0 && h.explained() > 0 {
                 broken.push(format!(
@@ -590,18 +598,11 @@ fn no_composition_names_more_than_its_reading_held() {
     let mut over = std::collections::BTreeSet::new();
     let mut composed = 0;
     for f in &watched_recordings() {
-        let events = read_events(std::io::BufReader::new(std::fs::File::open(f).unwrap()))
-            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        let run = Run::from_events(&events);
+        let run = watched_run(f);
         if run.ranks().spread() {
             continue;
         }
-        let kept = run
-            .holders_recent()
-            .iter()
-            .chain(run.holders_at_peak())
-            .chain(run.holders_at_ran_out());
-        for h in kept {
+        for h in kept_compositions(&run) {
             composed += 1;
             if h.unexplained() < 0 {
                 over.insert(f.file_name().unwrap().to_string_lossy().into_owned());
