@@ -305,6 +305,20 @@ pub struct Observed {
     pub every: u32,
 }
 
+impl Observed {
+    /// `self` and `other` together (a process's images, a program's
+    /// processes): counts add, saturating (the program can write them).
+    pub fn and(self, other: &Observed) -> Observed {
+        Observed {
+            launches: self.launches.saturating_add(other.launches),
+            launch_ns: self.launch_ns.saturating_add(other.launch_ns),
+            calls: self.calls.saturating_add(other.calls),
+            call_ns: self.call_ns.saturating_add(other.call_ns),
+            every: self.every.max(other.every),
+        }
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use crate::trace::{Call, ObjectAction, ObjectEvent};
+use crate::trace::{Call, CudaMemory, ObjectAction, ObjectEvent};
 
 use super::Run;
 use super::composition::Composition;
@@ -94,6 +94,16 @@ pub(super) struct Composer {
     /// The latest moment the records said device memory moved: an object
     /// made or let go, a step the agent read, the pool or graphs read.
     pub(super) moved_ns: Option<u64>,
+}
+
+/// A call that hands out or takes back a block of a stream-ordered pool, as
+/// an agent names it (a lab's worker names the runtime's calls, and reads
+/// its own memory).
+pub(super) fn pool_block_call(api: &str) -> bool {
+    matches!(
+        api,
+        "cuMemAllocAsync" | "cuMemAllocFromPoolAsync" | "cuMemFreeAsync"
+    )
 }
 
 /// How long after the records say device memory moved a reading that names
@@ -344,6 +354,41 @@ impl Run {
         // The next reading composes afresh, not from this one's shares.
         self.composer.composed = None;
         None
+    }
+
+    /// What a call says moved on the device beside its objects: a step the
+    /// agent read or the pool read with it marks a change the readings may
+    /// lag; the stream-ordered pool's blocks are none of the device's memory
+    /// of their own, so the pool's (and graph memory's) reserve, read with
+    /// the call, is what moved, and a pool call with no read of it leaves
+    /// that moment unknown to any measurement across it.
+    pub(super) fn pools_moved(&mut self, c: &Call) {
+        if c.memory_step.is_some() || c.cuda.is_some() {
+            self.composer.moved_ns = self.composer.moved_ns.max(Some(c.end_ns));
+        }
+        if pool_block_call(&c.api) {
+            if let Some(id) = c.object
+                && self.objects.unmade(id)
+                && let Some(o) = self.objects.ledger.get(&id)
+                && reserves::device_sized_kind(o.kind)
+            {
+                // Its creation counted its bytes, before its call said whose.
+                self.composer
+                    .reserves
+                    .sized(o.created_ns, -(o.bytes as i64));
+            }
+            if c.cuda.is_none() {
+                self.composer.reserves.unsure(c.end_ns);
+            }
+        }
+        if let Some(m) = c.cuda {
+            let held = |m: &CudaMemory| m.pool_reserved + m.graph_mem.map_or(0, |g| g.reserved);
+            let before = self.folds.last_pool.as_ref().map_or(0, held);
+            let moved = held(&m) as i64 - before as i64;
+            if moved != 0 {
+                self.composer.reserves.sized(c.end_ns, moved);
+            }
+        }
     }
 
     /// The call of the object that settled the latest composition arrived: if

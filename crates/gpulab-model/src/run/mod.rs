@@ -68,15 +68,6 @@ use crate::trace::{
     DeviceSpan, End, EndStatus, Event, Frame, HostLoad, Meta, Note, ObjectEvent, Sample,
 };
 
-/// A call that hands out a block of a stream-ordered pool, as an agent names
-/// it (a lab's worker names the runtime's calls, and reads its own memory).
-fn pool_block_call(api: &str) -> bool {
-    matches!(
-        api,
-        "cuMemAllocAsync" | "cuMemAllocFromPoolAsync" | "cuMemFreeAsync"
-    )
-}
-
 /// Calls a run keeps whole: the most recent ones.
 pub const CALLS_KEPT: usize = 10_000;
 /// Device spans a run keeps whole: the most recent ones.
@@ -307,37 +298,7 @@ impl Run {
         if let Some(step) = c.memory_step {
             self.measured_by_the_agent(c, step);
         }
-        if c.memory_step.is_some() || c.cuda.is_some() {
-            self.composer.moved_ns = self.composer.moved_ns.max(Some(c.end_ns));
-        }
-        // The stream-ordered pool's blocks are none of the device's memory
-        // of their own: the pool's reserve, read with the call, says what
-        // moved; a call with no read of it leaves the moment unknown.
-        if pool_block_call(&c.api) {
-            if let Some(id) = c.object
-                && self.objects.unmade(id)
-                && let Some(o) = self.objects.ledger.get(&id)
-                && reserves::device_sized_kind(o.kind)
-            {
-                // Its creation counted its bytes, before its call said whose.
-                self.composer
-                    .reserves
-                    .sized(o.created_ns, -(o.bytes as i64));
-            }
-            if c.cuda.is_none() {
-                self.composer.reserves.unsure(c.end_ns);
-            }
-        }
-        if let Some(m) = c.cuda {
-            let held = |m: &crate::trace::CudaMemory| {
-                m.pool_reserved + m.graph_mem.map_or(0, |g| g.reserved)
-            };
-            let before = self.folds.last_pool.as_ref().map_or(0, held);
-            let moved = held(&m) as i64 - before as i64;
-            if moved != 0 {
-                self.composer.reserves.sized(c.end_ns, moved);
-            }
-        }
+        self.pools_moved(c);
         // An agent sends an object's creation before the call that made it.
         if let Some(id) = c.object
             && self.objects.unmade(id)
@@ -399,7 +360,7 @@ impl Run {
                 .ledger
                 .get(&o.id)
                 .and_then(|s| s.made_by.as_ref())
-                .is_some_and(|m| pool_block_call(&m.api));
+                .is_some_and(|m| compose::pool_block_call(&m.api));
         if !pooled {
             self.composer
                 .object(o, call.map(|c| (c.begin_ns, c.end_ns)), watched);

@@ -445,14 +445,7 @@ pub(super) fn processes(run: &Run) -> Vec<ProcessReport> {
                 observed,
             } => {
                 if let Some(o) = observed {
-                    let sum = p.observed.get_or_insert(crate::trace::Observed {
-                        every: o.every,
-                        ..Default::default()
-                    });
-                    sum.launches = sum.launches.saturating_add(o.launches);
-                    sum.launch_ns = sum.launch_ns.saturating_add(o.launch_ns);
-                    sum.calls = sum.calls.saturating_add(o.calls);
-                    sum.call_ns = sum.call_ns.saturating_add(o.call_ns);
+                    p.observed = Some(p.observed.unwrap_or_default().and(o));
                 }
                 p.records = Some(p.records.unwrap_or(0) + records);
                 p.dropped = Some(p.dropped.unwrap_or(0) + dropped);

@@ -58,22 +58,19 @@ impl ObserverCost {
     /// None when no process said what it cost (a stream written before
     /// gpulab measured it, or nothing was timed).
     pub fn of(run: &Run, processes: &[ProcessReport]) -> Option<ObserverCost> {
-        let observed: Vec<&Observed> = processes
+        let all = processes
             .iter()
             .filter_map(|p| p.observed.as_ref())
-            .collect();
-        if observed.is_empty() {
-            return None;
-        }
-        let sum = |f: fn(&Observed) -> u64| {
-            observed
-                .iter()
-                .map(|o| f(o))
-                .fold(0u64, u64::saturating_add)
-        };
-        let (launches_timed, launch_ns) = (sum(|o| o.launches), sum(|o| o.launch_ns));
-        let (calls_timed, call_ns) = (sum(|o| o.calls), sum(|o| o.call_ns));
-        let every = observed.iter().map(|o| o.every).max().unwrap_or(1);
+            .fold(None, |sum: Option<Observed>, o| {
+                Some(sum.unwrap_or_default().and(o))
+            })?;
+        let Observed {
+            launches: launches_timed,
+            launch_ns,
+            calls: calls_timed,
+            call_ns,
+            every,
+        } = all;
         let folds = &run.folds().apis;
         let launches: u64 = folds
             .iter()
