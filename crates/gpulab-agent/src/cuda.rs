@@ -17,7 +17,7 @@ use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
-use gpulab_events::{CudaMemory, DeviceSpan, ObjKind, PoolMemory};
+use gpulab_events::{CudaMemory, DeviceSpan, ObjKind, PoolMemory, ReadSide};
 
 use crate::clock::now_ns;
 use crate::ledger;
@@ -701,6 +701,10 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
             _ => None,
         });
         // SAFETY: the caller's contract: this function's parameter block.
+        if let Some(read) = unsafe { read_before(hook.api, params) } {
+            transport::read(hook.api, ReadSide::Before, read);
+        }
+        // SAFETY: the caller's contract: this function's parameter block.
         let measure = unsafe { measured(hook.role, data.params.cast::<usize>()) };
         FREE_BEFORE.set(if measure { device_free() } else { None });
         if !data.correlation_data.is_null() {
@@ -715,7 +719,10 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         // Not this handle's first load: nothing to say of it.
         return;
     }
-    let step = before.and_then(|before| Some(before as i64 - device_free()? as i64));
+    let after = before.and_then(|_| relaxed(device_memory_now));
+    let step = before
+        .zip(after)
+        .map(|(before, (free, _))| before as i64 - free as i64);
     let begin = if data.correlation_data.is_null() {
         now_ns()
     } else {
@@ -762,6 +769,13 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         refused,
         pool.map(Box::new),
     );
+    // SAFETY: the caller's contract: this function's parameter block.
+    let made = (status == 0)
+        .then(|| unsafe { read_after(hook.api, params) })
+        .flatten();
+    if let Some(read) = after.or(made) {
+        transport::read(hook.api, ReadSide::After, read);
+    }
     if let (Launch { stream_at }, Some(_), 0) = (hook.role, ACTIVITY.get(), status) {
         // SAFETY: the caller's contract: a launch's parameter block.
         let stream = unsafe { launch_stream(params, stream_at) };
@@ -1039,10 +1053,11 @@ fn relaxed<T>(read: impl FnOnce() -> T) -> T {
 /// None without a context or where the driver has no such call. Read with
 /// the thread's capture mode relaxed ([`relaxed`]).
 fn device_free() -> Option<u64> {
-    relaxed(device_free_now)
+    relaxed(device_memory_now).map(|(free, _)| free)
 }
 
-fn device_free_now() -> Option<u64> {
+/// The device's free and total memory in the calling thread's context.
+fn device_memory_now() -> Option<(u64, u64)> {
     type MemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> i32;
     static GET: OnceLock<Option<MemGetInfo>> = OnceLock::new();
     let get = GET.get_or_init(|| {
@@ -1053,7 +1068,108 @@ fn device_free_now() -> Option<u64> {
     });
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: two writable out-pointers.
-    (unsafe { (*get)?(&mut free, &mut total) } == 0).then_some(free as u64)
+    (unsafe { (*get)?(&mut free, &mut total) } == 0).then_some((free as u64, total as u64))
+}
+
+/// [`device_memory_now`] in context `ctx`, made current for the read and
+/// the thread's own current context put back after it.
+fn device_memory_in(ctx: usize) -> Option<(u64, u64)> {
+    type Push = unsafe extern "C" fn(usize) -> i32;
+    type Pop = unsafe extern "C" fn(*mut usize) -> i32;
+    static CALLS: OnceLock<Option<(Push, Pop)>> = OnceLock::new();
+    let (push, pop) = (*CALLS.get_or_init(|| {
+        let (push, pop) = (
+            driver_symbol(c"cuCtxPushCurrent_v2"),
+            driver_symbol(c"cuCtxPopCurrent_v2"),
+        );
+        // SAFETY: the two functions' C types (cuda.h).
+        (!push.is_null() && !pop.is_null()).then(|| unsafe {
+            (
+                std::mem::transmute_copy::<*mut c_void, Push>(&push),
+                std::mem::transmute_copy::<*mut c_void, Pop>(&pop),
+            )
+        })
+    }))?;
+    if ctx == 0 {
+        return None;
+    }
+    // SAFETY: a context the driver just named for this call; pushed, it is
+    // popped again before the program runs on.
+    if unsafe { push(ctx) } != 0 {
+        return None;
+    }
+    let read = relaxed(device_memory_now);
+    let mut popped = 0usize;
+    // SAFETY: a writable out-pointer; pops the context pushed above.
+    unsafe { pop(&mut popped) };
+    read
+}
+
+/// The device's memory right before a call that ends a context's life
+/// (or may: a release of the primary context), read in that context: the
+/// last moment the program's memory holds it, which no sample may fall on
+/// before the call gives it back.
+///
+/// # Safety
+/// `params` is null or the parameter block of the function named `api`.
+unsafe fn read_before(api: &str, params: *const usize) -> Option<(u64, u64)> {
+    if params.is_null() {
+        return None;
+    }
+    match api {
+        // SAFETY: cuCtxDestroy(ctx).
+        "cuCtxDestroy" => device_memory_in(unsafe { *params }),
+        "cuDevicePrimaryCtxReset" | "cuDevicePrimaryCtxRelease" => {
+            // SAFETY: parameter 0 is the CUdevice, an int.
+            let device = unsafe { *params.cast::<i32>() };
+            (current_device() == Some(device))
+                .then(|| relaxed(device_memory_now))
+                .flatten()
+        }
+        _ => None,
+    }
+}
+
+/// The device's memory right after a call made a context: what the context
+/// took, read before the program's next call (a short program destroys it
+/// milliseconds later, between two samples).
+///
+/// # Safety
+/// `params` is null or the parameter block of the function named `api`,
+/// which succeeded.
+unsafe fn read_after(api: &str, params: *const usize) -> Option<(u64, u64)> {
+    if params.is_null() {
+        return None;
+    }
+    match api {
+        // The new context is the thread's current one.
+        "cuCtxCreate" => relaxed(device_memory_now),
+        "cuDevicePrimaryCtxRetain" => {
+            // SAFETY: cuDevicePrimaryCtxRetain(CUcontext *pctx, dev): the
+            // context the call wrote through parameter 0, when not null.
+            let out = unsafe { *params } as *const usize;
+            // SAFETY: as above.
+            (!out.is_null())
+                .then(|| device_memory_in(unsafe { *out }))
+                .flatten()
+        }
+        _ => None,
+    }
+}
+
+/// The device of the calling thread's current context.
+fn current_device() -> Option<i32> {
+    type CtxGetDevice = unsafe extern "C" fn(*mut i32) -> i32;
+    static GET: OnceLock<Option<CtxGetDevice>> = OnceLock::new();
+    let get = GET.get_or_init(|| {
+        let sym = driver_symbol(c"cuCtxGetDevice");
+        // SAFETY: cuCtxGetDevice's C type (cuda.h).
+        (!sym.is_null())
+            .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, CtxGetDevice>(&sym) })
+    });
+    let mut device = 0i32;
+    // SAFETY: a writable out-pointer.
+    (unsafe { (*get)?(&mut device) } == 0).then_some(device)
 }
 
 /// A function of the loaded CUDA driver, or null. The driver is loaded (it

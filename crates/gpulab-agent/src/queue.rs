@@ -3,8 +3,8 @@
 
 use gpulab_events::wire::{CallRecord, ObjectRecord};
 use gpulab_events::{
-    AgentEvent, AgentState, CudaMemory, DeviceSpan, Event, Frame, Framework, FrameworkEvent,
-    FrameworkSaid, Refusal, Stack,
+    AgentEvent, AgentState, CudaMemory, DeviceRead, DeviceSpan, Event, Frame, Framework,
+    FrameworkEvent, FrameworkSaid, ReadSide, Refusal, Stack,
 };
 
 use crate::clock::now_ns;
@@ -35,6 +35,14 @@ pub enum Record {
     },
     /// Device work one of the program's calls enqueued, as the driver timed it.
     Span(DeviceSpan),
+    /// The device's memory, read around a call that moves much of it.
+    Read {
+        t_ns: u64,
+        api: &'static str,
+        side: ReadSide,
+        free: u64,
+        total: u64,
+    },
     /// What a framework said through the startup hook ([`crate::framework`]).
     Framework {
         t_ns: u64,
@@ -65,7 +73,10 @@ impl Record {
             Record::Call { refused, .. } => refused.is_none(),
             Record::Span(_) => true,
             Record::Framework { said, .. } => matches!(said, FrameworkSaid::Memory { .. }),
-            Record::Object { .. } | Record::Agent { .. } | Record::Stack { .. } => false,
+            Record::Object { .. }
+            | Record::Agent { .. }
+            | Record::Stack { .. }
+            | Record::Read { .. } => false,
         }
     }
 }
@@ -120,6 +131,20 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             frames: frames.clone(),
         }),
         Record::Span(span) => Event::DeviceSpan(span.clone()),
+        Record::Read {
+            t_ns,
+            api,
+            side,
+            free,
+            total,
+        } => Event::DeviceRead(DeviceRead {
+            t_ns: *t_ns,
+            pid,
+            api: (*api).into(),
+            side: *side,
+            free_bytes: *free,
+            total_bytes: *total,
+        }),
         Record::Framework {
             t_ns,
             framework,

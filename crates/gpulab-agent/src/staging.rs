@@ -68,6 +68,7 @@ impl Staging {
             Record::Call { .. }
             | Record::Stack { .. }
             | Record::Span(_)
+            | Record::Read { .. }
             | Record::Agent { .. }
             | Record::Framework { .. } => {}
         }

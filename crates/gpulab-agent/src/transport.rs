@@ -521,6 +521,21 @@ pub fn span(span: DeviceSpan) {
     send(Record::Span(span));
 }
 
+/// Records the device's memory, `(free, total)` as read now around `api`
+/// (none on the startup hook's own thread).
+pub fn read(api: &'static str, side: gpulab_events::ReadSide, (free, total): (u64, u64)) {
+    if quiet() {
+        return;
+    }
+    send(Record::Read {
+        t_ns: now_ns(),
+        api,
+        side,
+        free,
+        total,
+    });
+}
+
 /// Has the ticker call `tick` regularly (the CUDA side's look for device spans).
 pub fn on_tick(tick: fn()) {
     crate::ticker::start(tick);

@@ -51,6 +51,9 @@ pub enum Event {
     /// `gpulab watch`: one GPU of the host as NVML read it, with the watched
     /// program's processes on it; sent the first time and when either changes.
     GpuReading(GpuReading),
+    /// `gpulab watch`, CUDA: the device's memory as an agent read it around a
+    /// call that moves much of it (a context made or destroyed, code loaded).
+    DeviceRead(DeviceRead),
 }
 
 impl Event {
@@ -73,6 +76,7 @@ impl Event {
             Event::Load(l) => l.t_ns,
             Event::Framework(f) => f.t_ns,
             Event::GpuReading(g) => g.t_ns,
+            Event::DeviceRead(r) => r.t_ns,
         })
     }
 }
@@ -143,6 +147,50 @@ pub struct GpuReading {
     /// processes (some vGPU and MIG setups).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<Vec<ProcessBytes>>,
+}
+
+/// The device's memory as an agent read it (`cuMemGetInfo` in the calling
+/// thread's context) right after a call made a context or loaded code, or
+/// right before one destroys or resets a context: the moments a program's
+/// memory moves by hundreds of MiB with no sample near (a context takes
+/// 500 MiB in a call of 100 ms, and a short program destroys it 3 ms later).
+/// The device's figure, every process's: the reader sets it beside NVML's
+/// readings of the program's share.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceRead {
+    /// When it was read: after the call returned, or before it was entered.
+    pub t_ns: u64,
+    pub pid: u32,
+    /// The call it was read around (`cuCtxCreate`), and on which side of it.
+    pub api: String,
+    pub side: ReadSide,
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// Which side of its call a [`DeviceRead`] was taken on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadSide {
+    Before,
+    After,
+}
+
+impl ReadSide {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadSide::Before => "before",
+            ReadSide::After => "after",
+        }
+    }
+}
+
+impl DeviceRead {
+    /// What every process held on the device then.
+    pub fn used_bytes(&self) -> u64 {
+        self.total_bytes.saturating_sub(self.free_bytes)
+    }
 }
 
 /// A process and its bytes on one GPU.

@@ -275,8 +275,8 @@ impl Run {
 mod tests {
     use super::Run;
     use crate::trace::{
-        AgentEvent, AgentState, Call, CallStatus, End, EndStatus, Event, MemorySource, ObjKind,
-        ObjectAction, ObjectEvent, Sample,
+        AgentEvent, AgentState, Call, CallStatus, DeviceRead, End, EndStatus, Event, MemorySource,
+        ObjKind, ObjectAction, ObjectEvent, ReadSide, Sample,
     };
 
     const MIB: u64 = 1 << 20;
@@ -921,5 +921,101 @@ mod tests {
         let by: Vec<(&str, u64)> = h.held_by.iter().map(|(o, b)| (o.as_str(), *b)).collect();
         assert_eq!(by, [("program", 10 * MIB), ("pytorch", 60 * MIB)]);
         assert_eq!(h.unexplained(), 0);
+    }
+
+    fn nvml(t: u64, used: u64, own: Option<u64>) -> Event {
+        Event::Sample(Sample {
+            t_ns: t * MS,
+            source: MemorySource::Nvml,
+            used_bytes: used,
+            total_bytes: None,
+            process_bytes: own,
+            others: None,
+        })
+    }
+
+    fn read(t: u64, api: &str, side: ReadSide, used: u64) -> Event {
+        let total = 140 << 30;
+        Event::DeviceRead(DeviceRead {
+            t_ns: t * MS,
+            pid: 7,
+            api: api.into(),
+            side,
+            free_bytes: total - used,
+            total_bytes: total,
+        })
+    }
+
+    /// vectorAddDrv on the H200, as its recording had it: `cuCtxCreate`
+    /// takes 112 ms while NVML's figure climbs, the program destroys the
+    /// context 3 ms after, and the destruction takes 57 ms; no sample falls
+    /// between. NVML counts 9 MiB of the device beside the process's.
+    fn short_driver_program(reads: bool) -> Run {
+        let ctx_call = |seq, api: &str, begin: u64, end: u64, object| {
+            Event::Call(Call {
+                seq,
+                pid: 7,
+                begin_ns: begin * MS,
+                end_ns: end * MS,
+                api: api.into(),
+                status: CallStatus::Ok,
+                object,
+                ..Call::default()
+            })
+        };
+        let mut events = vec![
+            cuda_attached("vectorAddDrv"),
+            nvml(60, 0, None),
+            nvml(140, 22 * MIB, None),
+            // Inside cuCtxCreate (100..212 ms).
+            nvml(207, 531 * MIB, Some(522 * MIB)),
+            object(211, 1, ObjKind::Context, ObjectAction::Created, 0),
+            ctx_call(0, "cuCtxCreate", 100, 212, Some(OF_PID | 1)),
+        ];
+        if reads {
+            events.push(read(213, "cuCtxCreate", ReadSide::After, 540 * MIB));
+        }
+        events.push(object(
+            214,
+            2,
+            ObjKind::Buffer,
+            ObjectAction::Created,
+            2 * MIB,
+        ));
+        events.push(call(1, 213, "cuMemAlloc", 2).clone());
+        if reads {
+            events.push(read(215, "cuCtxDestroy", ReadSide::Before, 542 * MIB));
+        }
+        events.extend([
+            object(216, 1, ObjKind::Context, ObjectAction::Released, 0),
+            object(216, 1, ObjKind::Context, ObjectAction::Destroyed, 0),
+            // Inside cuCtxDestroy (216..272 ms).
+            nvml(218, 453 * MIB, Some(442 * MIB)),
+            nvml(270, 433 * MIB, Some(0)),
+            ctx_call(2, "cuCtxDestroy", 216, 272, None),
+            nvml(275, 3 * MIB, Some(0)),
+        ]);
+        Run::from_events(&ended(events))
+    }
+
+    #[test]
+    fn a_context_made_and_destroyed_between_two_samples_is_named_from_the_agents_reads() {
+        // NVML alone: its highest reading fell inside the making call.
+        let alone = short_driver_program(false);
+        let peak = alone.holders_at_peak().expect("composed");
+        assert_eq!(peak.total, 522 * MIB);
+        assert_eq!(peak.unexplained(), 522 * MIB as i64, "{peak:?}");
+        // With the agent's reads: the device's figure less the 9 MiB NVML
+        // counted beside the program.
+        let read = short_driver_program(true);
+        let peak = read.holders_at_peak().expect("composed");
+        assert_eq!(peak.total, 533 * MIB, "{peak:?}");
+        assert_eq!(peak.at_ns, 215 * MS, "the last moment before it went");
+        assert_eq!(peak.unexplained(), 0, "{peak:?}");
+        let agent = read.agent_peak().expect("read");
+        assert_eq!(
+            (agent.bytes, agent.api.as_str()),
+            (533 * MIB, "cuCtxDestroy")
+        );
     }
 }

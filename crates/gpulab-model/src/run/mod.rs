@@ -60,12 +60,14 @@ pub use lags::Lags;
 pub use live::{LiveIndex, UNSEEN_MAKER, maker_text};
 pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
+pub use readings::AgentPeak;
 pub use samples::{SAMPLES_KEPT, SampleStats};
 pub use window::Recent;
 
 use crate::trace::{
     AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, Calling, ClaimVerdict,
-    DeviceSpan, End, EndStatus, Event, Frame, HostLoad, Meta, Note, ObjectEvent, Sample,
+    DeviceRead, DeviceSpan, End, EndStatus, Event, Frame, HostLoad, MemorySource, Meta, Note,
+    ObjectEvent, Sample,
 };
 
 /// Calls a run keeps whole: the most recent ones.
@@ -241,7 +243,49 @@ impl Run {
                 self.program.framework(f);
             }
             Event::GpuReading(g) => self.gpu_reading(g),
+            Event::DeviceRead(r) => self.device_read(r),
         }
+    }
+
+    /// An agent's read of the device, around a call that moves much of its
+    /// memory: a reading of the program's memory once an NVML sample has
+    /// said what the rest of the device held (the device's figure less
+    /// that), kept until one has. Not where the program holds memory on
+    /// more than GPU 0: a read of one device is set against nothing else.
+    fn device_read(&mut self, r: &DeviceRead) {
+        if self.ranks().spread() {
+            return;
+        }
+        match self.readings.others {
+            Some(others) => self.agent_reading(r, others),
+            None if self.readings.unconverted.len() < readings::UNLISTED_KEPT => {
+                self.readings.unconverted.push(r.clone());
+            }
+            None => {}
+        }
+    }
+
+    /// An agent's read of the device as a reading of the program's memory:
+    /// the device's figure less `others`, what the rest of the device held.
+    /// It measures the reserves and is composed as NVML's readings are,
+    /// but is no point of NVML's series (the chart and the folds draw what
+    /// the sampler read).
+    fn agent_reading(&mut self, r: &DeviceRead, others: u64) {
+        let bytes = r.used_bytes().saturating_sub(others);
+        if self
+            .readings
+            .agent_peak
+            .as_ref()
+            .is_none_or(|p| bytes > p.bytes)
+        {
+            self.readings.agent_peak = Some(AgentPeak {
+                t_ns: r.t_ns,
+                bytes,
+                api: r.api.clone(),
+                side: r.side,
+            });
+        }
+        self.process_memory(r.t_ns, bytes);
     }
 
     /// The run ended: the last reading is composed, the worker's list of
@@ -392,6 +436,13 @@ impl Run {
                     Some(own) => {
                         for t in self.readings.listed() {
                             self.composer.reading(t, 0);
+                        }
+                        if own > 0 && s.source == MemorySource::Nvml {
+                            let others = s.used_bytes.saturating_sub(own);
+                            self.readings.others = Some(others);
+                            for r in std::mem::take(&mut self.readings.unconverted) {
+                                self.agent_reading(&r, others);
+                            }
                         }
                         self.process_memory(s.t_ns, own);
                     }
@@ -850,6 +901,13 @@ impl Run {
     /// The latest reading of the process's own memory during the run: (t_ns, bytes).
     pub fn process_reading(&self) -> Option<(u64, u64)> {
         self.readings.process
+    }
+
+    /// The highest of the agents' reads of the program's memory (each the
+    /// device's figure less what the rest of the device held at NVML's
+    /// latest sample), when one was set against NVML's.
+    pub fn agent_peak(&self) -> Option<&AgentPeak> {
+        self.readings.agent_peak.as_ref()
     }
 
     /// What contexts, modules, queues and streams hold, measured from the

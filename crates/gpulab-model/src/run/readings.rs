@@ -8,7 +8,17 @@ use crate::trace::{MemorySource, Sample};
 use super::SampleStats;
 
 /// Readings of a process not yet listed that are kept until it is.
-const UNLISTED_KEPT: usize = 64;
+pub(super) const UNLISTED_KEPT: usize = 64;
+
+/// The highest reading of the program's memory an agent took, and around
+/// which call: the header's peak when NVML's samples missed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentPeak {
+    pub t_ns: u64,
+    pub bytes: u64,
+    pub api: String,
+    pub side: crate::trace::ReadSide,
+}
 
 #[derive(Debug, Clone)]
 pub(super) struct Readings {
@@ -31,6 +41,15 @@ pub(super) struct Readings {
     listed: bool,
     /// The latest NVML readings before the process was first listed.
     unlisted: Vec<u64>,
+    /// What the device held beyond the program's own memory at the latest
+    /// NVML sample that listed the program with some: what an agent's read
+    /// of the whole device is set against.
+    pub(super) others: Option<u64>,
+    /// Agents' reads of the device taken before any such sample (the first
+    /// `UNLISTED_KEPT`).
+    pub(super) unconverted: Vec<crate::trace::DeviceRead>,
+    /// The highest of the agents' reads of the program's memory.
+    pub(super) agent_peak: Option<AgentPeak>,
 }
 
 impl Readings {
@@ -44,6 +63,9 @@ impl Readings {
             pending: None,
             listed: false,
             unlisted: Vec::new(),
+            others: None,
+            unconverted: Vec::new(),
+            agent_peak: None,
         }
     }
 

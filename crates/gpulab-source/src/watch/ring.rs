@@ -80,7 +80,8 @@ fn not_agents(event: &Event) -> Option<&'static str> {
         | Event::DeviceSpan(_)
         | Event::Agent(_)
         | Event::Stack(_)
-        | Event::Framework(_) => None,
+        | Event::Framework(_)
+        | Event::DeviceRead(_) => None,
         Event::Meta(_) => Some("meta"),
         Event::Calling(_) => Some("calling"),
         Event::Block(_) => Some("block"),

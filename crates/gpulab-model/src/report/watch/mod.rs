@@ -65,8 +65,15 @@ pub struct WatchReport {
     /// Objects the driver deleted some time after the program released them.
     pub outlived_release: Vec<Outlived>,
     /// The highest reading of the program's own memory (NVML's figure for its
-    /// process, or its RSS); device-wide when NVML does not list its process.
+    /// process, or its RSS; device-wide when NVML does not list its process),
+    /// or an agent's read that was higher (`peak_read`).
     pub peak_memory_bytes: Option<u64>,
+    /// Where the peak is an agent's read of the device around a call NVML's
+    /// samples fell beside (a context made and destroyed between two of
+    /// them): the call, the side of it, and when. Absent where NVML's
+    /// highest reading is the peak.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_read: Option<PeakRead>,
     /// NVML: the most device memory in use above what was in use before the
     /// program started (every process on the GPU counts).
     pub peak_device_growth_bytes: Option<u64>,
@@ -336,6 +343,34 @@ impl HeldObject {
     }
 }
 
+/// An agent's read of the device taken as the program's memory: the device's
+/// free memory (`cuMemGetInfo`) around `api`, less what the rest of the
+/// device held at NVML's latest sample that listed the program.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PeakRead {
+    pub api: String,
+    /// `before` or `after` the call.
+    pub side: String,
+    pub at_ms: f64,
+}
+
+impl PeakRead {
+    /// The agent's peak, when it is above NVML's highest reading.
+    fn of(run: &Run, nvml_peak: Option<u64>, start_ns: u64) -> Option<(u64, PeakRead)> {
+        let p = run
+            .agent_peak()
+            .filter(|p| nvml_peak.is_none_or(|n| p.bytes > n))?;
+        Some((
+            p.bytes,
+            PeakRead {
+                api: p.api.clone(),
+                side: p.side.as_str().into(),
+                at_ms: p.t_ns.saturating_sub(start_ns) as f64 / 1e6,
+            },
+        ))
+    }
+}
+
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Outlived {
     pub kind: ObjKind,
@@ -368,6 +403,11 @@ impl WatchReport {
         // give way to each GPU's and each process's.
         let spread = run.ranks().spread();
         let one_gpu = |v: Option<u64>| v.filter(|_| !spread);
+        let nvml_peak = run
+            .sample_stats()
+            .max_process
+            .or(run.sample_stats().max_used);
+        let peak_read = PeakRead::of(run, nvml_peak, start);
         WatchReport {
             recorded: super::Provenance::of(run),
             command: watch.map(|w| w.command.clone()).unwrap_or_default(),
@@ -384,11 +424,8 @@ impl WatchReport {
             outlived_release: outlived(run),
             observer: ObserverCost::of(run, &processes),
             processes,
-            peak_memory_bytes: one_gpu(
-                run.sample_stats()
-                    .max_process
-                    .or(run.sample_stats().max_used),
-            ),
+            peak_memory_bytes: one_gpu(peak_read.as_ref().map(|(b, _)| *b).or(nvml_peak)),
+            peak_read: peak_read.filter(|_| !spread).map(|(_, r)| r),
             peak_device_growth_bytes: one_gpu(run.peak_above_baseline()),
             device_baseline_bytes: one_gpu(run.baseline()),
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),

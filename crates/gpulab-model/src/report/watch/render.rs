@@ -411,12 +411,21 @@ impl WatchReport {
             ));
             out.push(g.line());
         }
-        if let Some(peak) = self.peak_memory_bytes {
-            out.push(format!(
+        match (self.peak_memory_bytes, &self.peak_read) {
+            (Some(peak), Some(read)) => out.push(format!(
+                "peak memory (the device's memory as the agent read it {} {} at {:.1} ms, \
+                 less the rest of the device's at NVML's latest sample): {:.1} MiB",
+                read.side,
+                read.api,
+                read.at_ms,
+                mib(peak)
+            )),
+            (Some(peak), None) => out.push(format!(
                 "peak memory ({}): {:.1} MiB",
                 self.memory_source_label(),
                 mib(peak)
-            ));
+            )),
+            (None, _) => {}
         }
         if let (Some(growth), Some(base)) =
             (self.peak_device_growth_bytes, self.device_baseline_bytes)
