@@ -243,7 +243,10 @@ impl Run {
                 self.program.framework(f);
             }
             Event::GpuReading(g) => self.gpu_reading(g),
-            Event::DeviceRead(r) => self.device_read(r),
+            Event::DeviceRead(r) => {
+                *self.folds.received.entry(r.pid).or_default() += 1;
+                self.device_read(r);
+            }
         }
     }
 
