@@ -163,7 +163,7 @@ const WATCHED: &[(&str, Role)] = &[
     (
         "cuMemAllocManaged",
         Make {
-            kind: Buffer,
+            kind: ObjKind::Managed,
             size: Size::At(1),
         },
     ),

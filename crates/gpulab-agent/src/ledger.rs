@@ -101,7 +101,16 @@ pub fn created(handle: usize, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 
 
 /// The driver gave the program a new CUDA object. Returns its id.
 pub fn cuda_created(kind: ObjKind, handle: usize, bytes: u64, refs: Vec<u64>) -> u64 {
-    create((Space::Cuda(kind), handle), kind, bytes, refs)
+    create((Space::Cuda(handles_of(kind)), handle), kind, bytes, refs)
+}
+
+/// The kind whose handles `kind`'s share: managed memory's pointers are
+/// device pointers, freed by `cuMemFree` as a buffer's are.
+fn handles_of(kind: ObjKind) -> ObjKind {
+    match kind {
+        ObjKind::Managed => ObjKind::Buffer,
+        kind => kind,
+    }
 }
 
 /// The program freed or destroyed a CUDA object; CUDA counts no references, so

@@ -72,10 +72,15 @@ pub enum ObjKind {
     /// An executable graph (`cudaGraphInstantiate`): a snapshot of its graph's
     /// nodes, independent of the graph once made.
     GraphExec,
+    /// Managed memory (`cuMemAllocManaged`, as `gpulab watch`'s agent sees
+    /// it): pages the driver moves between the host and the device as they
+    /// are used or prefetched. NVML's figure for a process counts none of
+    /// them; the device's free memory counts those on the device.
+    Managed,
 }
 
 impl ObjKind {
-    pub const ALL: [ObjKind; 13] = [
+    pub const ALL: [ObjKind; 14] = [
         ObjKind::Context,
         ObjKind::Queue,
         ObjKind::Buffer,
@@ -89,6 +94,7 @@ impl ObjKind {
         ObjKind::VaRange,
         ObjKind::Graph,
         ObjKind::GraphExec,
+        ObjKind::Managed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -106,13 +112,18 @@ impl ObjKind {
             ObjKind::VaRange => "va_range",
             ObjKind::Graph => "graph",
             ObjKind::GraphExec => "graph_exec",
+            ObjKind::Managed => "managed",
         }
     }
 
-    /// Plural names as claims write them: `live(buffers)`.
+    /// Plural names as claims write them: `live(buffers)`. Not managed
+    /// memory: a lab's `cudaMallocManaged` makes a buffer (only `gpulab
+    /// watch`'s agent tells the two apart), so a claim on it could only
+    /// ever count none.
     pub fn from_plural(s: &str) -> Option<ObjKind> {
         ObjKind::ALL
             .into_iter()
+            .filter(|k| *k != ObjKind::Managed)
             .find(|k| s == k.plural() || s == k.as_str())
     }
 
@@ -131,6 +142,7 @@ impl ObjKind {
             ObjKind::VaRange => "va_ranges",
             ObjKind::Graph => "graphs",
             ObjKind::GraphExec => "graph_execs",
+            ObjKind::Managed => "managed",
         }
     }
 }

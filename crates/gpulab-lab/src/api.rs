@@ -377,5 +377,10 @@ mod tests {
         assert_eq!(ObjKind::from_plural("events"), Some(ObjKind::Event));
         assert_eq!(ObjKind::from_plural("buffer"), Some(ObjKind::Buffer));
         assert_eq!(ObjKind::from_plural("widgets"), None);
+        assert_eq!(
+            ObjKind::from_plural("managed"),
+            None,
+            "a lab has no such kind"
+        );
     }
 }

@@ -90,7 +90,8 @@ fn invalid_code(kind: ObjKind) -> cl_int {
         | ObjKind::MemHandle
         | ObjKind::VaRange
         | ObjKind::Graph
-        | ObjKind::GraphExec => cl3::error_codes::CL_INVALID_VALUE,
+        | ObjKind::GraphExec
+        | ObjKind::Managed => cl3::error_codes::CL_INVALID_VALUE,
     }
 }
 

@@ -59,8 +59,16 @@ pub struct Shares {
     pub held_by_graphs_bytes: u64,
     /// The reading less all of the above (negative when they add up to more).
     pub unexplained_bytes: i64,
+    /// Managed memory the program held (`cudaMallocManaged`), beside the
+    /// shares: NVML's figure for a process counts none of it. Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub managed_bytes: u64,
     /// Contexts, modules, queues or streams alive whose reserve was not measured.
     pub unmeasured: usize,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The bytes of the objects held, by their owner's JSON name.
@@ -85,6 +93,7 @@ impl Shares {
             kept_by_pool_bytes: h.pool_kept,
             held_by_graphs_bytes: h.graphs,
             unexplained_bytes: h.unexplained(),
+            managed_bytes: h.managed,
             unmeasured: h.unmeasured,
         }
     }
@@ -256,6 +265,16 @@ impl HoldersReport {
                     by.join("; ")
                 ));
             }
+        }
+        let managed = |s: &Option<Shares>| s.as_ref().map_or(0, |s| s.managed_bytes);
+        if managed(&self.at_peak) > 0 || managed(&self.at_exit) > 0 {
+            out.push(format!(
+                "besides: managed memory the program held (cudaMallocManaged), {:.2} MiB at the \
+                 peak and {:.2} MiB at exit: NVML's figure for a process counts none of it, so it \
+                 is in no share above; how much of it was on the device then is not measured",
+                mib(managed(&self.at_peak)),
+                mib(managed(&self.at_exit))
+            ));
         }
         let unmeasured = self.at_exit.as_ref().map_or(0, |s| s.unmeasured);
         if unmeasured > 0 {

@@ -328,7 +328,11 @@ impl Folds {
         if o.action == ObjectAction::Destroyed {
             self.destroyed_kinds.insert(o.kind);
         }
-        if o.action == ObjectAction::Created && matches!(o.kind, ObjKind::Buffer | ObjKind::Context)
+        if o.action == ObjectAction::Created
+            && matches!(
+                o.kind,
+                ObjKind::Buffer | ObjKind::Managed | ObjKind::Context
+            )
         {
             self.created.push((o.id, o.kind, o.handle.clone()));
         }

@@ -47,6 +47,10 @@ pub struct Holders {
     /// (no ledger object stands for it). 0 for a lab, whose ledger holds its
     /// graphs' allocations.
     pub graphs: u64,
+    /// Managed memory the program held (`cuMemAllocManaged`): no share of
+    /// `total`, which NVML's figure for a process is, and which counts none
+    /// of it; said beside the shares.
+    pub managed: u64,
 }
 
 impl Holders {
@@ -143,6 +147,15 @@ impl Run {
             .map(|(_, b)| *b)
             .sum();
         let held = sized(&index.held_bytes).saturating_sub(of_gone);
+        let managed_of_gone: u64 = gone
+            .iter()
+            .filter_map(|pid| index.held_by_pid.get(&(*pid, ObjKind::Managed)))
+            .map(|(_, bytes)| *bytes)
+            .sum();
+        let managed = index
+            .held_bytes
+            .get(&ObjKind::Managed)
+            .map_or(0, |b| b.saturating_sub(managed_of_gone));
         let (held_by, cached) = self.held_by_owner(&gone);
         let mut h = Holders {
             at_ns: t_ns,
@@ -151,6 +164,7 @@ impl Run {
             cached,
             held_by,
             released,
+            managed,
             pool_kept: self
                 .folds
                 .last_pool
@@ -275,8 +289,9 @@ impl Run {
 mod tests {
     use super::Run;
     use crate::trace::{
-        AgentEvent, AgentState, Call, CallStatus, DeviceRead, End, EndStatus, Event, MemorySource,
-        ObjKind, ObjectAction, ObjectEvent, ReadSide, Sample,
+        AgentEvent, AgentState, Call, CallStatus, DeviceRead, End, EndStatus, Event, GpuReading,
+        MemorySource, ObjKind, ObjectAction, ObjectEvent, OtherProcess, ProcessBytes, ReadSide,
+        Sample,
     };
 
     const MIB: u64 = 1 << 20;
@@ -552,6 +567,30 @@ mod tests {
         let run = Run::from_events(&ended(events));
         let h = run.holders().expect("a reading");
         assert_eq!(h.unexplained(), (100 * MIB) as i64);
+    }
+
+    /// UnifiedMemoryPerf on the H200: a context, then 64 MiB of managed
+    /// memory, which NVML's figure for the process never counts. Counted as
+    /// an object, it made the context's reserve 64 MiB less and the
+    /// composition name more than the reading (8% named at the peak).
+    #[test]
+    fn managed_memory_is_said_beside_the_shares_not_in_them() {
+        let events = vec![
+            cuda_attached("UnifiedMemoryPerf"),
+            sample(10, 0),
+            call(0, 20, "cuDevicePrimaryCtxRetain", 1),
+            object(22, 1, ObjKind::Context, ObjectAction::Created, 0),
+            sample(30, 530 * MIB),
+            call(1, 40, "cuMemAllocManaged", 2),
+            object(42, 2, ObjKind::Managed, ObjectAction::Created, 64 * MIB),
+            sample(50, 530 * MIB),
+            sample(60, 530 * MIB),
+        ];
+        let run = Run::from_events(&ended(events));
+        let h = run.holders().expect("a reading");
+        assert_eq!((h.held, h.managed), (0, 64 * MIB), "{h:?}");
+        assert_eq!(h.reserves_held, 530 * MIB, "{h:?}");
+        assert_eq!(h.unexplained(), 0, "{h:?}");
     }
 
     /// The CUDA runtime's teardown at exit gives a buffer (and its context)
@@ -949,8 +988,10 @@ mod tests {
     /// vectorAddDrv on the H200, as its recording had it: `cuCtxCreate`
     /// takes 112 ms while NVML's figure climbs, the program destroys the
     /// context 3 ms after, and the destruction takes 57 ms; no sample falls
-    /// between. NVML counts 9 MiB of the device beside the process's.
-    fn short_driver_program(reads: bool) -> Run {
+    /// between. NVML counts 9 MiB of the device beside the process's; with
+    /// `neighbour`, another process on the device takes 512 MiB between the
+    /// sample inside the making call and the agent's reads.
+    fn short_driver_program(reads: bool, neighbour: bool) -> Run {
         let ctx_call = |seq, api: &str, begin: u64, end: u64, object| {
             Event::Call(Call {
                 seq,
@@ -963,17 +1004,45 @@ mod tests {
                 ..Call::default()
             })
         };
+        let other = if neighbour { 512 * MIB } else { 0 };
+        let alone = Event::Sample(Sample {
+            t_ns: 10 * MS,
+            source: MemorySource::Nvml,
+            used_bytes: 0,
+            total_bytes: None,
+            process_bytes: None,
+            others: Some(if neighbour {
+                vec![OtherProcess {
+                    pid: 99,
+                    name: None,
+                    bytes: Some(0),
+                }]
+            } else {
+                Vec::new()
+            }),
+        });
         let mut events = vec![
+            alone,
             cuda_attached("vectorAddDrv"),
             nvml(60, 0, None),
             nvml(140, 22 * MIB, None),
             // Inside cuCtxCreate (100..212 ms).
             nvml(207, 531 * MIB, Some(522 * MIB)),
+            // NVML's reading of the GPU 3 ms later: the same 9 MiB beside.
+            Event::GpuReading(GpuReading {
+                t_ns: 210 * MS,
+                gpu: 0,
+                used_bytes: 539 * MIB,
+                processes: Some(vec![ProcessBytes {
+                    pid: 7,
+                    bytes: Some(530 * MIB),
+                }]),
+            }),
             object(211, 1, ObjKind::Context, ObjectAction::Created, 0),
             ctx_call(0, "cuCtxCreate", 100, 212, Some(OF_PID | 1)),
         ];
         if reads {
-            events.push(read(213, "cuCtxCreate", ReadSide::After, 540 * MIB));
+            events.push(read(213, "cuCtxCreate", ReadSide::After, 540 * MIB + other));
         }
         events.push(object(
             214,
@@ -984,16 +1053,21 @@ mod tests {
         ));
         events.push(call(1, 213, "cuMemAlloc", 2).clone());
         if reads {
-            events.push(read(215, "cuCtxDestroy", ReadSide::Before, 542 * MIB));
+            events.push(read(
+                215,
+                "cuCtxDestroy",
+                ReadSide::Before,
+                542 * MIB + other,
+            ));
         }
         events.extend([
             object(216, 1, ObjKind::Context, ObjectAction::Released, 0),
             object(216, 1, ObjKind::Context, ObjectAction::Destroyed, 0),
             // Inside cuCtxDestroy (216..272 ms).
-            nvml(218, 453 * MIB, Some(442 * MIB)),
-            nvml(270, 433 * MIB, Some(0)),
+            nvml(218, 453 * MIB + other, Some(442 * MIB)),
+            nvml(270, 433 * MIB + other, Some(0)),
             ctx_call(2, "cuCtxDestroy", 216, 272, None),
-            nvml(275, 3 * MIB, Some(0)),
+            nvml(275, 3 * MIB + other, Some(0)),
         ]);
         Run::from_events(&ended(events))
     }
@@ -1001,13 +1075,13 @@ mod tests {
     #[test]
     fn a_context_made_and_destroyed_between_two_samples_is_named_from_the_agents_reads() {
         // NVML alone: its highest reading fell inside the making call.
-        let alone = short_driver_program(false);
+        let alone = short_driver_program(false, false);
         let peak = alone.holders_at_peak().expect("composed");
         assert_eq!(peak.total, 522 * MIB);
         assert_eq!(peak.unexplained(), 522 * MIB as i64, "{peak:?}");
         // With the agent's reads: the device's figure less the 9 MiB NVML
         // counted beside the program.
-        let read = short_driver_program(true);
+        let read = short_driver_program(true, false);
         let peak = read.holders_at_peak().expect("composed");
         assert_eq!(peak.total, 533 * MIB, "{peak:?}");
         assert_eq!(peak.at_ns, 215 * MS, "the last moment before it went");
@@ -1017,5 +1091,15 @@ mod tests {
             (agent.bytes, agent.api.as_str()),
             (533 * MIB, "cuCtxDestroy")
         );
+    }
+
+    #[test]
+    fn a_read_is_not_set_against_a_device_whose_other_processes_moved() {
+        // Another process took 512 MiB after NVML's sample: the agent's
+        // reads hold it, and the next sample's rest of the device says so.
+        let run = short_driver_program(true, true);
+        assert!(run.agent_peak().is_none(), "{:?}", run.agent_peak());
+        let peak = run.holders_at_peak().expect("composed");
+        assert!(peak.total < 540 * MIB, "{peak:?}");
     }
 }

@@ -217,7 +217,7 @@ impl LiveIndex {
         if *n == 0 {
             self.held_by_pid.remove(&(pid, f.kind));
         }
-        if !super::reserves::unsized_kind(f.kind) && f.kind != ObjKind::HostBuffer {
+        if super::reserves::device_sized_kind(f.kind) {
             let b = self
                 .held_bytes_by_pid_stack
                 .entry((pid, f.stack))

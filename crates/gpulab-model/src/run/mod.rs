@@ -253,18 +253,70 @@ impl Run {
     /// An agent's read of the device, around a call that moves much of its
     /// memory: a reading of the program's memory once an NVML sample has
     /// said what the rest of the device held (the device's figure less
-    /// that), kept until one has. Not where the program holds memory on
+    /// that), kept until one has. With other processes on the device, what
+    /// they held may have moved between that sample and the read: the read
+    /// waits for the next sample, and counts only if the rest of the device
+    /// held the same then (two tests on one GPU once made a reserve of
+    /// another program's 512 MiB). Not where the program holds memory on
     /// more than GPU 0: a read of one device is set against nothing else.
     fn device_read(&mut self, r: &DeviceRead) {
-        if self.ranks().spread() {
+        // Managed pages on the device are in its figure and in no process's
+        // NVML figure: while the program holds managed memory, the two
+        // cannot be set side by side.
+        let managed = self
+            .live_index()
+            .held_bytes
+            .get(&ObjKind::Managed)
+            .is_some_and(|b| *b > 0);
+        if self.ranks().spread() || managed {
             return;
         }
         match self.readings.others {
-            Some(others) => self.agent_reading(r, others),
+            Some(others) if self.readings.alone => self.agent_reading(r, others),
+            Some(others) if self.readings.unconfirmed.len() < readings::UNLISTED_KEPT => {
+                self.readings.unconfirmed.push((r.clone(), others));
+            }
             None if self.readings.unconverted.len() < readings::UNLISTED_KEPT => {
                 self.readings.unconverted.push(r.clone());
             }
-            None => {}
+            _ => {}
+        }
+    }
+
+    /// An NVML reading of the device (`used`) that listed the program's
+    /// memory (`own`): what the rest of the device held, taken once two
+    /// readings in a row say the same. NVML reads the two figures apart,
+    /// and while a context is being made they disagree (a sample read 118
+    /// MiB in use on the device and 543 MiB of it the program's); settled,
+    /// the rest is the driver's own and moves only with other processes.
+    fn others_seen(&mut self, used: u64, own: u64) {
+        if own == 0 || used < own {
+            return;
+        }
+        let rest = used - own;
+        let before = self.readings.others_seen.replace(rest);
+        if before.is_some_and(|b| b.abs_diff(rest) <= reserves::PAGE / 32) {
+            self.others_measured(rest);
+        }
+    }
+
+    /// What the rest of the device held is known: `others`. The agents'
+    /// reads waiting for it are set
+    /// against it: those taken before any such sample, and (with other
+    /// processes on the device) those whose sample before said the same.
+    fn others_measured(&mut self, others: u64) {
+        self.readings.others = Some(others);
+        for (r, before) in std::mem::take(&mut self.readings.unconfirmed) {
+            if before.abs_diff(others) <= reserves::PAGE {
+                self.agent_reading(&r, before);
+            }
+        }
+        for r in std::mem::take(&mut self.readings.unconverted) {
+            if self.readings.alone {
+                self.agent_reading(&r, others);
+            } else {
+                self.readings.unconfirmed.push((r, others));
+            }
         }
     }
 
@@ -308,6 +360,13 @@ impl Run {
     /// A reading of the GPUs: each process whose memory peaked at it keeps
     /// who held it then.
     fn gpu_reading(&mut self, g: &crate::trace::GpuReading) {
+        // GPU 0's, where the sampler reads: a reading of the rest of it.
+        if g.gpu == 0
+            && let Some(processes) = &g.processes
+        {
+            let own = processes.iter().filter_map(|p| p.bytes).sum();
+            self.others_seen(g.used_bytes, own);
+        }
         for pid in self.program.gpu_reading(g) {
             let held = self.held_by_process(pid);
             let ranks = &mut self.program.ranks;
@@ -434,18 +493,17 @@ impl Run {
             // samples past the end describe the device, not the run.
             Some(e) if s.t_ns > e.t_ns => self.readings.after_exit.push((s.t_ns, s.used_bytes)),
             _ => {
+                if let Some(others) = &s.others {
+                    self.readings.alone = others.is_empty();
+                }
                 self.reading(s.t_ns, s.process_bytes.unwrap_or(s.used_bytes));
                 match s.process_bytes {
                     Some(own) => {
                         for t in self.readings.listed() {
                             self.composer.reading(t, 0);
                         }
-                        if own > 0 && s.source == MemorySource::Nvml {
-                            let others = s.used_bytes.saturating_sub(own);
-                            self.readings.others = Some(others);
-                            for r in std::mem::take(&mut self.readings.unconverted) {
-                                self.agent_reading(&r, others);
-                            }
+                        if s.source == MemorySource::Nvml {
+                            self.others_seen(s.used_bytes, own);
                         }
                         self.process_memory(s.t_ns, own);
                     }

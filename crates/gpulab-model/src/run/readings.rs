@@ -45,9 +45,19 @@ pub(super) struct Readings {
     /// NVML sample that listed the program with some: what an agent's read
     /// of the whole device is set against.
     pub(super) others: Option<u64>,
+    /// What the rest of the device held at NVML's latest reading that
+    /// listed the program: taken as `others` once the next says the same.
+    pub(super) others_seen: Option<u64>,
+    /// NVML's latest list of the device's other processes was empty: what
+    /// the rest of the device holds moves only with the driver's own.
+    pub(super) alone: bool,
     /// Agents' reads of the device taken before any such sample (the first
     /// `UNLISTED_KEPT`).
     pub(super) unconverted: Vec<crate::trace::DeviceRead>,
+    /// Agents' reads taken while other processes were on the device, with
+    /// what the rest of the device held at the sample before: set against
+    /// it once the next sample says the rest held the same.
+    pub(super) unconfirmed: Vec<(crate::trace::DeviceRead, u64)>,
     /// The highest of the agents' reads of the program's memory.
     pub(super) agent_peak: Option<AgentPeak>,
 }
@@ -64,7 +74,10 @@ impl Readings {
             listed: false,
             unlisted: Vec::new(),
             others: None,
+            others_seen: None,
+            alone: false,
             unconverted: Vec::new(),
+            unconfirmed: Vec::new(),
             agent_peak: None,
         }
     }

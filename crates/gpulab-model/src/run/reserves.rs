@@ -19,7 +19,7 @@ const SIZED_KEPT: usize = 64;
 const OPEN_WINDOWS: usize = 64;
 /// The unit NVML counts a process's device memory in, and the driver maps
 /// it in: 2 MiB.
-const PAGE: u64 = 2 << 20;
+pub(super) const PAGE: u64 = 2 << 20;
 /// How long past a window's end reading a sized object still counts for it.
 const SIZED_SLACK_NS: u64 = 50_000_000;
 
@@ -31,10 +31,12 @@ pub fn unsized_kind(kind: ObjKind) -> bool {
     )
 }
 
-/// The kinds whose making call's size is device memory: not the unsized
-/// ones, and not pinned host memory (`cuMemHostAlloc`), which is the host's.
+/// The kinds whose making call's size is device memory, as NVML counts a
+/// process's: not the unsized ones, not pinned host memory
+/// (`cuMemHostAlloc`), which is the host's, and not managed memory, which
+/// the driver moves between the two and NVML counts in no process's figure.
 pub fn device_sized_kind(kind: ObjKind) -> bool {
-    !unsized_kind(kind) && kind != ObjKind::HostBuffer
+    !unsized_kind(kind) && !matches!(kind, ObjKind::HostBuffer | ObjKind::Managed)
 }
 
 /// One measurement: the objects made in it, their making calls' span, and the

@@ -102,7 +102,7 @@ pub(super) fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGr
                 owner: owner.as_str().into(),
                 kept_by_allocator: matches!(
                     kind,
-                    ObjKind::Buffer | ObjKind::MemHandle | ObjKind::HostBuffer
+                    ObjKind::Buffer | ObjKind::MemHandle | ObjKind::HostBuffer | ObjKind::Managed
                 ) && owner.framework().is_some_and(|f| reporting.contains(&f)),
                 kept_by_runtime: owner.keeps_for_its_handles()
                     || matches!(kind, ObjKind::Context | ObjKind::Program | ObjKind::Stream)
