@@ -427,9 +427,17 @@ fn the_document_and_the_json_outputs_agree() {
         outputs.push(json_of(&["report", "--json", &made.display().to_string()]));
     }
     outputs.extend(cards(dir.path()));
+    // And the public corpus recorded on the H200: programs nobody here
+    // wrote, whose reports say what ours do not (an agent's read as the
+    // peak, managed memory beside the shares).
+    let corpus = std::fs::read_dir(common::repo_file("tests/fixtures/corpus-h200"))
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"));
     for file in recordings("assets/recordings")
         .into_iter()
         .chain(recordings("assets/watch-recordings"))
+        .chain(corpus)
     {
         outputs.push(json_of(&["report", "--json", &file.display().to_string()]));
     }

@@ -419,6 +419,12 @@ impl Run {
     /// made holds the step; a launch's step (its function's code, loaded at
     /// its first launch) is held by the newest context the process holds.
     pub(super) fn measured_by_the_agent(&mut self, c: &Call, step: i64) {
+        // Managed pages another stream's kernel drew onto the device while
+        // the call ran are in the step (UnifiedMemoryStreams: a module said
+        // to hold 128 MiB): the readings measure it instead.
+        if self.holds_managed() {
+            return;
+        }
         let pid = c.pid;
         let ledger = &self.objects.ledger;
         let made = c.object.filter(|id| {

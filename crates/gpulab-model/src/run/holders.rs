@@ -105,12 +105,27 @@ impl Run {
             return Alive::Gone;
         }
         match self.ledger().get(&id) {
+            // A stream or module of a context the driver destroyed went
+            // with it (simpleDrvRuntime's stream, -2 MiB at exit).
+            Some(o) if self.context_destroyed(o) => Alive::Gone,
             Some(o) if o.held() => Alive::Held,
             Some(o) if !o.destroyed() && self.deletions().seen(super::deletions::whose(o)) => {
                 Alive::Released
             }
             _ => Alive::Gone,
         }
+    }
+
+    /// Whether `o` belongs to a context the driver destroyed: with it went
+    /// everything made in it (`cuCtxDestroy`, `cudaDeviceReset`; an
+    /// OpenCL context is destroyed only once nothing made in it is held).
+    fn context_destroyed(&self, o: &super::ObjState) -> bool {
+        o.kind != ObjKind::Context
+            && o.refs.iter().any(|r| {
+                self.ledger()
+                    .get(r)
+                    .is_some_and(|c| c.kind == ObjKind::Context && c.destroyed())
+            })
     }
 
     /// The most alive of `ids`.

@@ -260,15 +260,7 @@ impl Run {
     /// another program's 512 MiB). Not where the program holds memory on
     /// more than GPU 0: a read of one device is set against nothing else.
     fn device_read(&mut self, r: &DeviceRead) {
-        // Managed pages on the device are in its figure and in no process's
-        // NVML figure: while the program holds managed memory, the two
-        // cannot be set side by side.
-        let managed = self
-            .live_index()
-            .held_bytes
-            .get(&ObjKind::Managed)
-            .is_some_and(|b| *b > 0);
-        if self.ranks().spread() || managed {
+        if self.ranks().spread() || self.holds_managed() {
             return;
         }
         match self.readings.others {
@@ -281,6 +273,17 @@ impl Run {
             }
             _ => {}
         }
+    }
+
+    /// Whether the program holds managed memory: its pages move onto the
+    /// device as kernels touch them, into the device's free memory and no
+    /// process's NVML figure, so an agent's read of the device (or a step
+    /// across a call) cannot be set against NVML's then.
+    pub(super) fn holds_managed(&self) -> bool {
+        self.live_index()
+            .held_bytes
+            .get(&ObjKind::Managed)
+            .is_some_and(|b| *b > 0)
     }
 
     /// An NVML reading of the device (`used`) that listed the program's
