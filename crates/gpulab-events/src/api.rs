@@ -900,16 +900,19 @@ impl Api {
     }
 
     /// Object kinds the calls of one backend can create, in `ObjKind::ALL` order:
-    /// what a live-objects view lists for a run of that backend.
+    /// what a live-objects view lists for a run of that backend. CUDA's
+    /// include managed memory, which only a watched program's agent tells
+    /// apart from a buffer.
     pub fn kinds_of(backend: BackendKind) -> Vec<ObjKind> {
         ObjKind::ALL
             .into_iter()
             .filter(|k| {
-                APIS.iter().any(|s| {
-                    s.backend == backend
-                        && (s.effect == Effect::Create(*k)
-                            || (*k == ObjKind::Event && s.may_return_event))
-                })
+                (*k == ObjKind::Managed && backend == BackendKind::Cuda)
+                    || APIS.iter().any(|s| {
+                        s.backend == backend
+                            && (s.effect == Effect::Create(*k)
+                                || (*k == ObjKind::Event && s.may_return_event))
+                    })
             })
             .collect()
     }
@@ -925,6 +928,7 @@ impl Api {
                 | ObjKind::VaRange
                 | ObjKind::Graph
                 | ObjKind::GraphExec
+                | ObjKind::Managed
         )
     }
 }

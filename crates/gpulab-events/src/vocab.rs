@@ -121,10 +121,12 @@ impl ObjKind {
     /// watch`'s agent tells the two apart), so a claim on it could only
     /// ever count none.
     pub fn from_plural(s: &str) -> Option<ObjKind> {
-        ObjKind::ALL
-            .into_iter()
-            .filter(|k| *k != ObjKind::Managed)
-            .find(|k| s == k.plural() || s == k.as_str())
+        ObjKind::of_labs().find(|k| s == k.plural() || s == k.as_str())
+    }
+
+    /// The kinds a lab's ledger has: all but managed memory.
+    pub fn of_labs() -> impl Iterator<Item = ObjKind> {
+        ObjKind::ALL.into_iter().filter(|k| *k != ObjKind::Managed)
     }
 
     pub fn plural(self) -> &'static str {

@@ -403,7 +403,10 @@ fn did_you_mean(s: Option<&str>) -> Option<String> {
 }
 
 fn kinds_list() -> String {
-    ObjKind::ALL.map(|k| k.plural()).join(", ")
+    ObjKind::of_labs()
+        .map(|k| k.plural())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn earlier(flag: bool) -> &'static str {
