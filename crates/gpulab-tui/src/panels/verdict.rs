@@ -85,6 +85,17 @@ fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
                 t.dim()
             },
         ),
+        Span::styled(
+            if h.managed_bytes > 0 {
+                format!(
+                    "; besides, {:.2} MiB of managed memory, which NVML counts in no process",
+                    mib(h.managed_bytes)
+                )
+            } else {
+                String::new()
+            },
+            t.dim(),
+        ),
     ])
 }
 
