@@ -1108,6 +1108,59 @@ mod tests {
         );
     }
 
+    /// simpleDrvRuntime: a stream made in a second context, which the
+    /// program destroys without destroying the stream; the stream's 2 MiB
+    /// went with the context (it was -2 MiB unexplained at exit).
+    #[test]
+    fn what_a_destroyed_context_held_went_with_it() {
+        let in_context = |t: u64, id: u64, ctx: u64| {
+            let Event::Object(mut o) = object(t, id, ObjKind::Stream, ObjectAction::Created, 0)
+            else {
+                unreachable!()
+            };
+            o.refs = vec![OF_PID | ctx];
+            Event::Object(o)
+        };
+        let events = vec![
+            cuda_attached("simpleDrvRuntime"),
+            sample(10, 0),
+            call(0, 20, "cuCtxCreate", 1),
+            object(24, 1, ObjKind::Context, ObjectAction::Created, 0),
+            sample(30, 530 * MIB),
+            call(1, 40, "cuCtxCreate", 2),
+            object(44, 2, ObjKind::Context, ObjectAction::Created, 0),
+            sample(50, 1060 * MIB),
+            call(2, 60, "cuStreamCreate", 3),
+            in_context(64, 3, 2),
+            sample(70, 1062 * MIB),
+            object(80, 2, ObjKind::Context, ObjectAction::Released, 0),
+            object(81, 2, ObjKind::Context, ObjectAction::Destroyed, 0),
+            call(3, 80, "cuCtxDestroy", 2),
+            sample(90, 530 * MIB),
+            sample(100, 530 * MIB),
+        ];
+        let run = Run::from_events(&ended(events));
+        let peak = run.holders_at_peak().expect("composed");
+        assert_eq!((peak.total, peak.reserves_held), (1062 * MIB, 1062 * MIB));
+        let at_exit = run.holders().expect("composed");
+        assert_eq!(at_exit.reserves_held, 530 * MIB, "{at_exit:?}");
+        assert_eq!(at_exit.unexplained(), 0, "{at_exit:?}");
+    }
+
+    /// NVML reads the device's figure and the processes' apart: while a
+    /// context is being made they disagree (118 MiB in use on the device,
+    /// 543 MiB of it the program's), and one such reading says nothing of
+    /// the rest of the device. Two in a row that agree do.
+    #[test]
+    fn the_rest_of_the_device_is_taken_from_two_readings_that_agree() {
+        let mut run = Run::default();
+        run.apply(&nvml(10, 118 * MIB, Some(543 * MIB)));
+        run.apply(&nvml(20, 560 * MIB, Some(551 * MIB)));
+        assert_eq!(run.readings.others, None, "one sane reading is not enough");
+        run.apply(&nvml(30, 561 * MIB, Some(552 * MIB)));
+        assert_eq!(run.readings.others, Some(9 * MIB));
+    }
+
     #[test]
     fn a_read_is_not_set_against_a_device_whose_other_processes_moved() {
         // Another process took 512 MiB after NVML's sample: the agent's
