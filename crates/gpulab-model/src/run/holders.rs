@@ -584,23 +584,31 @@ mod tests {
         assert_eq!(h.unexplained(), (100 * MIB) as i64);
     }
 
+    /// A CUDA program's first moments: nothing, then a context (object 1)
+    /// `api` made by 25 ms, and a reading of its 530 MiB at 30 ms.
+    fn a_context(exe: &str, api: &str) -> Vec<Event> {
+        vec![
+            cuda_attached(exe),
+            sample(10, 0),
+            call(0, 20, api, 1),
+            object(22, 1, ObjKind::Context, ObjectAction::Created, 0),
+            sample(30, 530 * MIB),
+        ]
+    }
+
     /// UnifiedMemoryPerf on the H200: a context, then 64 MiB of managed
     /// memory, which NVML's figure for the process never counts. Counted as
     /// an object, it made the context's reserve 64 MiB less and the
     /// composition name more than the reading (8% named at the peak).
     #[test]
     fn managed_memory_is_said_beside_the_shares_not_in_them() {
-        let events = vec![
-            cuda_attached("UnifiedMemoryPerf"),
-            sample(10, 0),
-            call(0, 20, "cuDevicePrimaryCtxRetain", 1),
-            object(22, 1, ObjKind::Context, ObjectAction::Created, 0),
-            sample(30, 530 * MIB),
+        let mut events = a_context("UnifiedMemoryPerf", "cuDevicePrimaryCtxRetain");
+        events.extend([
             call(1, 40, "cuMemAllocManaged", 2),
             object(42, 2, ObjKind::Managed, ObjectAction::Created, 64 * MIB),
             sample(50, 530 * MIB),
             sample(60, 530 * MIB),
-        ];
+        ]);
         let run = Run::from_events(&ended(events));
         let h = run.holders().expect("a reading");
         assert_eq!((h.held, h.managed), (0, 64 * MIB), "{h:?}");
@@ -1121,12 +1129,8 @@ mod tests {
             o.refs = vec![OF_PID | ctx];
             Event::Object(o)
         };
-        let events = vec![
-            cuda_attached("simpleDrvRuntime"),
-            sample(10, 0),
-            call(0, 20, "cuCtxCreate", 1),
-            object(24, 1, ObjKind::Context, ObjectAction::Created, 0),
-            sample(30, 530 * MIB),
+        let mut events = a_context("simpleDrvRuntime", "cuCtxCreate");
+        events.extend([
             call(1, 40, "cuCtxCreate", 2),
             object(44, 2, ObjKind::Context, ObjectAction::Created, 0),
             sample(50, 1060 * MIB),
@@ -1138,7 +1142,7 @@ mod tests {
             call(3, 80, "cuCtxDestroy", 2),
             sample(90, 530 * MIB),
             sample(100, 530 * MIB),
-        ];
+        ]);
         let run = Run::from_events(&ended(events));
         let peak = run.holders_at_peak().expect("composed");
         assert_eq!((peak.total, peak.reserves_held), (1062 * MIB, 1062 * MIB));
