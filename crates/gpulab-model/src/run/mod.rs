@@ -251,27 +251,17 @@ impl Run {
     }
 
     /// An agent's read of the device, around a call that moves much of its
-    /// memory: a reading of the program's memory once an NVML sample has
-    /// said what the rest of the device held (the device's figure less
-    /// that), kept until one has. With other processes on the device, what
-    /// they held may have moved between that sample and the read: the read
-    /// waits for the next sample, and counts only if the rest of the device
-    /// held the same then (two tests on one GPU once made a reserve of
-    /// another program's 512 MiB). Not where the program holds memory on
-    /// more than GPU 0: a read of one device is set against nothing else.
+    /// memory: a reading of the program's memory once NVML's readings have
+    /// said what the rest of the device held ([`readings::Readings::device_read`]).
+    /// Not where the program holds memory on more than GPU 0 (a read of one
+    /// device is set against nothing else), nor while it holds managed
+    /// memory.
     fn device_read(&mut self, r: &DeviceRead) {
         if self.ranks().spread() || self.holds_managed() {
             return;
         }
-        match self.readings.others {
-            Some(others) if self.readings.alone => self.agent_reading(r, others),
-            Some(others) if self.readings.unconfirmed.len() < readings::UNLISTED_KEPT => {
-                self.readings.unconfirmed.push((r.clone(), others));
-            }
-            None if self.readings.unconverted.len() < readings::UNLISTED_KEPT => {
-                self.readings.unconverted.push(r.clone());
-            }
-            _ => {}
+        if let Some(others) = self.readings.device_read(r) {
+            self.agent_reading(r, others);
         }
     }
 
@@ -287,39 +277,10 @@ impl Run {
     }
 
     /// An NVML reading of the device (`used`) that listed the program's
-    /// memory (`own`): what the rest of the device held, taken once two
-    /// readings in a row say the same. NVML reads the two figures apart,
-    /// and while a context is being made they disagree (a sample read 118
-    /// MiB in use on the device and 543 MiB of it the program's); settled,
-    /// the rest is the driver's own and moves only with other processes.
+    /// memory (`own`): the agents' reads it makes ready are readings.
     fn others_seen(&mut self, used: u64, own: u64) {
-        if own == 0 || used < own {
-            return;
-        }
-        let rest = used - own;
-        let before = self.readings.others_seen.replace(rest);
-        if before.is_some_and(|b| b.abs_diff(rest) <= reserves::PAGE / 32) {
-            self.others_measured(rest);
-        }
-    }
-
-    /// What the rest of the device held is known: `others`. The agents'
-    /// reads waiting for it are set
-    /// against it: those taken before any such sample, and (with other
-    /// processes on the device) those whose sample before said the same.
-    fn others_measured(&mut self, others: u64) {
-        self.readings.others = Some(others);
-        for (r, before) in std::mem::take(&mut self.readings.unconfirmed) {
-            if before.abs_diff(others) <= reserves::PAGE {
-                self.agent_reading(&r, before);
-            }
-        }
-        for r in std::mem::take(&mut self.readings.unconverted) {
-            if self.readings.alone {
-                self.agent_reading(&r, others);
-            } else {
-                self.readings.unconfirmed.push((r, others));
-            }
+        for (r, others) in self.readings.others_seen(used, own) {
+            self.agent_reading(&r, others);
         }
     }
 
@@ -329,20 +290,7 @@ impl Run {
     /// but is no point of NVML's series (the chart and the folds draw what
     /// the sampler read).
     fn agent_reading(&mut self, r: &DeviceRead, others: u64) {
-        let bytes = r.used_bytes().saturating_sub(others);
-        if self
-            .readings
-            .agent_peak
-            .as_ref()
-            .is_none_or(|p| bytes > p.bytes)
-        {
-            self.readings.agent_peak = Some(AgentPeak {
-                t_ns: r.t_ns,
-                bytes,
-                api: r.api.clone(),
-                side: r.side,
-            });
-        }
+        let bytes = self.readings.agent_read(r, others);
         self.process_memory(r.t_ns, bytes);
     }
 

@@ -3,12 +3,14 @@
 //! latest reading of the process's own memory, until it is composed
 //! ([`super::Run::settle`]).
 
-use crate::trace::{MemorySource, Sample};
+use crate::trace::{DeviceRead, MemorySource, Sample};
+
+use super::reserves::PAGE;
 
 use super::SampleStats;
 
 /// Readings of a process not yet listed that are kept until it is.
-pub(super) const UNLISTED_KEPT: usize = 64;
+const UNLISTED_KEPT: usize = 64;
 
 /// The highest reading of the program's memory an agent took, and around
 /// which call: the header's peak when NVML's samples missed it.
@@ -53,11 +55,11 @@ pub(super) struct Readings {
     pub(super) alone: bool,
     /// Agents' reads of the device taken before any such sample (the first
     /// `UNLISTED_KEPT`).
-    pub(super) unconverted: Vec<crate::trace::DeviceRead>,
+    pub(super) unconverted: Vec<DeviceRead>,
     /// Agents' reads taken while other processes were on the device, with
     /// what the rest of the device held at the sample before: set against
     /// it once the next sample says the rest held the same.
-    pub(super) unconfirmed: Vec<(crate::trace::DeviceRead, u64)>,
+    pub(super) unconfirmed: Vec<(DeviceRead, u64)>,
     /// The highest of the agents' reads of the program's memory.
     pub(super) agent_peak: Option<AgentPeak>,
 }
@@ -120,6 +122,72 @@ impl Readings {
     pub(super) fn listed(&mut self) -> Vec<u64> {
         self.listed = true;
         std::mem::take(&mut self.unlisted)
+    }
+
+    /// An agent's read of the device: the rest of the device to set it
+    /// against now, or None while that waits on NVML's readings. Before any
+    /// says what the rest held, the read waits for one; with other
+    /// processes on the device, what they held may have moved between that
+    /// reading and the read, so it waits for the next, and counts only if
+    /// the rest held the same then (two tests on one GPU once made a
+    /// reserve of another program's 512 MiB).
+    pub(super) fn device_read(&mut self, r: &DeviceRead) -> Option<u64> {
+        match self.others {
+            Some(others) if self.alone => return Some(others),
+            Some(others) if self.unconfirmed.len() < UNLISTED_KEPT => {
+                self.unconfirmed.push((r.clone(), others));
+            }
+            None if self.unconverted.len() < UNLISTED_KEPT => self.unconverted.push(r.clone()),
+            _ => {}
+        }
+        None
+    }
+
+    /// An NVML reading of the device (`used`) that listed the program's
+    /// memory (`own`): what the rest of the device held is known once two
+    /// readings in a row say the same. NVML reads the two figures apart,
+    /// and while a context is being made they disagree (a sample read 118
+    /// MiB in use on the device and 543 MiB of it the program's); settled,
+    /// the rest is the driver's own and moves only with other processes.
+    /// Returns the agents' reads that were waiting for it, each with the
+    /// rest it is set against.
+    pub(super) fn others_seen(&mut self, used: u64, own: u64) -> Vec<(DeviceRead, u64)> {
+        if own == 0 || used < own {
+            return Vec::new();
+        }
+        let rest = used - own;
+        let before = self.others_seen.replace(rest);
+        if before.is_none_or(|b| b.abs_diff(rest) > PAGE / 32) {
+            return Vec::new();
+        }
+        self.others = Some(rest);
+        let mut ready: Vec<(DeviceRead, u64)> = std::mem::take(&mut self.unconfirmed)
+            .into_iter()
+            .filter(|(_, before)| before.abs_diff(rest) <= PAGE)
+            .collect();
+        for r in std::mem::take(&mut self.unconverted) {
+            if self.alone {
+                ready.push((r, rest));
+            } else {
+                self.unconfirmed.push((r, rest));
+            }
+        }
+        ready
+    }
+
+    /// The program's memory an agent's read says, the rest of the device
+    /// (`others`) taken out; kept as the agents' peak when highest.
+    pub(super) fn agent_read(&mut self, r: &DeviceRead, others: u64) -> u64 {
+        let bytes = r.used_bytes().saturating_sub(others);
+        if self.agent_peak.as_ref().is_none_or(|p| bytes > p.bytes) {
+            self.agent_peak = Some(AgentPeak {
+                t_ns: r.t_ns,
+                bytes,
+                api: r.api.clone(),
+                side: r.side,
+            });
+        }
+        bytes
     }
 
     /// Samples that arrived before the `end` event but were taken after it
