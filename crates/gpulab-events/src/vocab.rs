@@ -144,7 +144,7 @@ impl ObjKind {
             ObjKind::VaRange => "va_ranges",
             ObjKind::Graph => "graphs",
             ObjKind::GraphExec => "graph_execs",
-            ObjKind::Managed => "managed",
+            ObjKind::Managed => "managed_allocations",
         }
     }
 }

@@ -189,8 +189,10 @@ fn plural(kind: ObjKind, width: usize) -> String {
     if name.chars().count() <= width {
         return name;
     }
-    // "host buffers" in a narrow panel: "host bufs" keeps the words.
+    // "host buffers" in a narrow panel: "host bufs" keeps the words;
+    // "managed allocations": "managed".
     name.replace("buffers", "bufs")
+        .replace(" allocations", "")
         .chars()
         .take(width)
         .collect()

@@ -169,7 +169,7 @@ impl VerdictPanel<'_> {
             };
             out.push(Line::from(vec![
                 Span::styled(
-                    format!("{} {} {now}", g.count, g.kind.plural()),
+                    format!("{} {} {now}", g.count, g.kind.plural().replace('_', " ")),
                     if g.kept_by_allocator || g.kept_by_runtime {
                         t.dim()
                     } else {
@@ -209,7 +209,7 @@ impl VerdictPanel<'_> {
                 format!(
                     "{} {} deleted {:.2} ms (median) after their release",
                     o.count,
-                    o.kind.plural(),
+                    o.kind.plural().replace('_', " "),
                     o.median_ms
                 ),
                 t.dim(),
