@@ -463,6 +463,7 @@ fn watched_recordings() -> Vec<std::path::PathBuf> {
     let mut dirs = vec![
         common::repo_file("assets/watch-recordings"),
         common::repo_file("tests/fixtures/corpus-h200"),
+        common::repo_file("tests/fixtures/corpus-pocl"),
     ];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir)

@@ -430,8 +430,9 @@ fn the_document_and_the_json_outputs_agree() {
     // And the public corpus recorded on the H200: programs nobody here
     // wrote, whose reports say what ours do not (an agent's read as the
     // peak, managed memory beside the shares).
-    let corpus = std::fs::read_dir(common::repo_file("tests/fixtures/corpus-h200"))
-        .unwrap()
+    let corpus = ["tests/fixtures/corpus-h200", "tests/fixtures/corpus-pocl"]
+        .into_iter()
+        .flat_map(|d| std::fs::read_dir(common::repo_file(d)).unwrap())
         .map(|f| f.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"));
     for file in recordings("assets/recordings")

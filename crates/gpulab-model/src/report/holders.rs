@@ -35,6 +35,17 @@ pub struct Shares {
     pub t_ms: f64,
     /// The program's own memory then (the report's `memory_source`).
     pub total_bytes: u64,
+    /// A watched program's resident host memory before its first call of
+    /// the API (its latest reading before the agent attached), where its
+    /// memory is its RSS (a CPU device). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub before_api_bytes: u64,
+    /// What its resident memory grew by from then to its latest reading
+    /// before its first object: the API's runtime its first calls loaded
+    /// (PoCL and its LLVM), with whatever the program took meanwhile.
+    /// Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub runtime_loaded_bytes: u64,
     /// Objects it holds whose size their making call said, less what its
     /// frameworks' allocators keep cached in them.
     pub objects_held_bytes: u64,
@@ -84,6 +95,8 @@ impl Shares {
         Shares {
             t_ms: h.at_ns.saturating_sub(start_ns) as f64 / 1e6,
             total_bytes: h.total,
+            before_api_bytes: h.before_api,
+            runtime_loaded_bytes: h.runtime,
             objects_held_bytes: h.held,
             objects_held_by: held_by_names(h),
             cached_by_allocators_bytes: h.cached,
@@ -173,8 +186,10 @@ impl HoldersReport {
 
     /// The shares at the peak and at exit side by side.
     pub(crate) fn table(&self) -> Table {
-        const NAMES: [&str; 9] = [
+        const NAMES: [&str; 11] = [
             "the program's memory",
+            "before its API's use",
+            "its API's runtime",
             "objects it holds",
             "cached by allocators",
             "released, not deleted",
@@ -184,21 +199,28 @@ impl HoldersReport {
             "held by CUDA graphs",
             "unexplained",
         ];
-        // The pool's and the graphs' rows only for a program that used them.
+        // The rows of what the program before its API's use, the pool and
+        // the graphs held only for a program where they held something.
         let any = |f: fn(&Shares) -> u64| {
             [&self.at_peak, &self.at_exit]
                 .iter()
                 .any(|s| s.as_ref().is_some_and(|s| f(s) > 0))
         };
-        let (pooled, graphed) = (
+        let (before, runtime, pooled, graphed) = (
+            any(|s| s.before_api_bytes),
+            any(|s| s.runtime_loaded_bytes),
             any(|s| s.kept_by_pool_bytes),
             any(|s| s.held_by_graphs_bytes),
         );
-        let shown = |i: usize| (pooled || i != 6) && (graphed || i != 7);
+        let shown = |i: usize| {
+            (before || i != 1) && (runtime || i != 2) && (pooled || i != 8) && (graphed || i != 9)
+        };
         let column = |s: &Option<Shares>| -> Vec<String> {
             match s {
                 Some(s) => [
                     s.total_bytes as f64,
+                    s.before_api_bytes as f64,
+                    s.runtime_loaded_bytes as f64,
                     s.objects_held_bytes as f64,
                     s.cached_by_allocators_bytes as f64,
                     s.released_not_deleted_bytes as f64,
@@ -265,6 +287,19 @@ impl HoldersReport {
                     by.join("; ")
                 ));
             }
+        }
+        if [&self.at_peak, &self.at_exit]
+            .iter()
+            .any(|s| s.as_ref().is_some_and(|s| s.before_api_bytes > 0))
+        {
+            out.push(
+                "before its API's use: the process's resident memory at its last reading before \
+                 its first call of the API (its own and the libraries it had loaded), a share of \
+                 every reading after; its API's runtime: what that memory grew by until its last \
+                 reading before its first object (the runtime its first calls loaded, and what \
+                 the program took meanwhile)"
+                    .into(),
+            );
         }
         let managed = |s: &Option<Shares>| s.as_ref().map_or(0, |s| s.managed_bytes);
         if managed(&self.at_peak) > 0 || managed(&self.at_exit) > 0 {

@@ -62,6 +62,16 @@ pub(super) struct Readings {
     pub(super) unconfirmed: Vec<(DeviceRead, u64)>,
     /// The highest of the agents' reads of the program's memory.
     pub(super) agent_peak: Option<AgentPeak>,
+    /// A watched program's resident memory (RSS) at the latest reading
+    /// before any agent attached, that is before its first call of the API
+    /// (an agent attaches when the program first loads the API's library):
+    /// (t_ns, bytes). What the process held of its own before the API.
+    pub(super) before_api: Option<(u64, u64)>,
+    /// The same at the latest reading after an agent attached and before
+    /// the program made its first object: what its memory grew by between
+    /// the two is the API's runtime, loaded by its first calls (PoCL and
+    /// its LLVM: 67 MiB).
+    pub(super) before_objects: Option<(u64, u64)>,
 }
 
 impl Readings {
@@ -81,6 +91,8 @@ impl Readings {
             unconverted: Vec::new(),
             unconfirmed: Vec::new(),
             agent_peak: None,
+            before_api: None,
+            before_objects: None,
         }
     }
 

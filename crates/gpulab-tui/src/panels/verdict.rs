@@ -51,6 +51,18 @@ fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
             format!(" ({})", by.join(", "))
         }
     )];
+    if h.before_api_bytes > 0 {
+        parts.push(format!(
+            "{:.2} MiB by the process before its API's use",
+            mib(h.before_api_bytes)
+        ));
+    }
+    if h.runtime_loaded_bytes > 0 {
+        parts.push(format!(
+            "{:.2} MiB by its API's runtime, loaded before its first object",
+            mib(h.runtime_loaded_bytes)
+        ));
+    }
     if h.cached_by_allocators_bytes > 0 {
         parts.push(format!(
             "{:.2} MiB cached by allocators",
