@@ -127,6 +127,23 @@ impl Run {
         }
     }
 
+    /// What a watched program's resident memory grew by between its last
+    /// reading before its first call of the API and the reading its first
+    /// reserve was measured from: the API's runtime its first calls loaded.
+    /// The reserve's own step starts at that reading, so nothing is counted
+    /// twice; 0 where it starts at the first (the reserve holds the load).
+    fn runtime_loaded(&self, t_ns: u64) -> u64 {
+        let Some((before_t, before)) = self.readings.before_api else {
+            return 0;
+        };
+        self.reserves()
+            .measured()
+            .filter(|r| !r.by_agent)
+            .min_by_key(|r| r.from_ns)
+            .filter(|r| r.from_ns > before_t && r.from_ns <= t_ns)
+            .map_or(0, |r| r.from_bytes.saturating_sub(before))
+    }
+
     /// Whether `o` belongs to a context the driver destroyed: with it went
     /// everything made in it (`cuCtxDestroy`, `cudaDeviceReset`; an
     /// OpenCL context is destroyed only once nothing made in it is held).
@@ -196,13 +213,7 @@ impl Run {
                 .before_api
                 .filter(|(t, _)| *t <= t_ns)
                 .map_or(0, |(_, b)| b),
-            runtime: self
-                .readings
-                .before_objects
-                .filter(|(t, _)| *t <= t_ns)
-                .map_or(0, |(_, b)| {
-                    b.saturating_sub(self.readings.before_api.map_or(0, |(_, a)| a))
-                }),
+            runtime: self.runtime_loaded(t_ns),
             pool_kept: self
                 .folds
                 .last_pool

@@ -450,15 +450,11 @@ impl Run {
                 // A watched program's host memory before its first call of
                 // the API: the process's own, a share of every reading after.
                 if s.source == MemorySource::Rss
-                    && self.objects.changed_ns.is_none()
+                    && self.program.agents.is_empty()
                     && self.meta.as_ref().is_some_and(|m| m.watch.is_some())
                     && let Some(own) = s.process_bytes
                 {
-                    if self.program.agents.is_empty() {
-                        self.readings.before_api = Some((s.t_ns, own));
-                    } else {
-                        self.readings.before_objects = Some((s.t_ns, own));
-                    }
+                    self.readings.before_api = Some((s.t_ns, own));
                 }
                 self.reading(s.t_ns, s.process_bytes.unwrap_or(s.used_bytes));
                 match s.process_bytes {

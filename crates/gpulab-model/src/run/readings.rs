@@ -67,11 +67,6 @@ pub(super) struct Readings {
     /// (an agent attaches when the program first loads the API's library):
     /// (t_ns, bytes). What the process held of its own before the API.
     pub(super) before_api: Option<(u64, u64)>,
-    /// The same at the latest reading after an agent attached and before
-    /// the program made its first object: what its memory grew by between
-    /// the two is the API's runtime, loaded by its first calls (PoCL and
-    /// its LLVM: 67 MiB).
-    pub(super) before_objects: Option<(u64, u64)>,
 }
 
 impl Readings {
@@ -92,7 +87,6 @@ impl Readings {
             unconfirmed: Vec::new(),
             agent_peak: None,
             before_api: None,
-            before_objects: None,
         }
     }
 

@@ -108,6 +108,8 @@ pub struct Reserve {
     /// agent measured it).
     pub from_ns: u64,
     pub to_ns: u64,
+    /// The reading it was measured from (0 for the agent's).
+    pub from_bytes: u64,
     /// Measured by the agent across the call, not from the sampler's readings.
     pub by_agent: bool,
     /// Code loaded into the object (a context) at a function's first launch.
@@ -298,6 +300,7 @@ impl Reserves {
             bytes,
             from_ns: begin_ns,
             to_ns: end_ns,
+            from_bytes: 0,
             by_agent: true,
             at_launch: more,
             kept: None,
@@ -560,6 +563,7 @@ impl Window {
             bytes,
             from_ns: from,
             to_ns: to,
+            from_bytes: b0,
             by_agent: false,
             at_launch: false,
             kept: self.kept(bytes),
@@ -601,6 +605,7 @@ mod tests {
                 bytes: 518 * MIB,
                 from_ns: 10,
                 to_ns: 40,
+                from_bytes: 100 * MIB,
                 by_agent: false,
                 at_launch: false,
                 kept: None,
