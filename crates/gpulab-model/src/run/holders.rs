@@ -132,10 +132,16 @@ impl Run {
     /// reserve was measured from: the API's runtime its first calls loaded.
     /// The reserve's own step starts at that reading, so nothing is counted
     /// twice; 0 where it starts at the first (the reserve holds the load).
-    fn runtime_loaded(&self, t_ns: u64) -> u64 {
+    /// Before the program made any object (a program that only asks which
+    /// platforms and devices there are), all its reading holds beyond the
+    /// first share is that.
+    fn runtime_loaded(&self, t_ns: u64, total: u64) -> u64 {
         let Some((before_t, before)) = self.readings.before_api else {
             return 0;
         };
+        if self.objects.changed_ns.is_none() && t_ns > before_t {
+            return total.saturating_sub(before);
+        }
         self.reserves()
             .measured()
             .filter(|r| !r.by_agent)
@@ -213,7 +219,7 @@ impl Run {
                 .before_api
                 .filter(|(t, _)| *t <= t_ns)
                 .map_or(0, |(_, b)| b),
-            runtime: self.runtime_loaded(t_ns),
+            runtime: self.runtime_loaded(t_ns, total),
             pool_kept: self
                 .folds
                 .last_pool
