@@ -250,9 +250,13 @@ impl Run {
         });
         let versions = self.versions();
         let next = match self.composer.recent.back() {
+            // Nothing it reads changed but the reading: the shares that
+            // are readings' own are taken at this one.
             Some(h) if self.composer.composed == Some(versions) => Some(Holders {
                 at_ns: t_ns,
                 total: bytes,
+                before_api: self.before_api_at(t_ns),
+                runtime: self.runtime_loaded(t_ns, bytes),
                 ..h.clone()
             }),
             Some(h)

@@ -127,6 +127,15 @@ impl Run {
         }
     }
 
+    /// What a watched program's resident memory held at its last reading
+    /// before its first call of the API, at a reading at `t_ns` (0 before).
+    pub(super) fn before_api_at(&self, t_ns: u64) -> u64 {
+        self.readings
+            .before_api
+            .filter(|(t, _)| *t <= t_ns)
+            .map_or(0, |(_, b)| b)
+    }
+
     /// What a watched program's resident memory grew by between its last
     /// reading before its first call of the API and the reading its first
     /// reserve was measured from: the API's runtime its first calls loaded.
@@ -135,7 +144,7 @@ impl Run {
     /// Before the program made any object (a program that only asks which
     /// platforms and devices there are), all its reading holds beyond the
     /// first share is that.
-    fn runtime_loaded(&self, t_ns: u64, total: u64) -> u64 {
+    pub(super) fn runtime_loaded(&self, t_ns: u64, total: u64) -> u64 {
         let Some((before_t, before)) = self.readings.before_api else {
             return 0;
         };
@@ -214,11 +223,7 @@ impl Run {
             held_by,
             released,
             managed,
-            before_api: self
-                .readings
-                .before_api
-                .filter(|(t, _)| *t <= t_ns)
-                .map_or(0, |(_, b)| b),
+            before_api: self.before_api_at(t_ns),
             runtime: self.runtime_loaded(t_ns, total),
             pool_kept: self
                 .folds
