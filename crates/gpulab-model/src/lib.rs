@@ -13,5 +13,8 @@ pub mod text;
 pub mod trace;
 pub mod verdict;
 
+#[cfg(test)]
+mod testing;
+
 /// Units (bytes, MiB, ns, ms) from the events crate: one definition for everyone.
 pub use gpulab_events::units;

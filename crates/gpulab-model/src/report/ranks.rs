@@ -349,10 +349,10 @@ impl MomentReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing;
     use crate::trace::{
-        AgentEvent, AgentState, BackendKind, Call, CallStatus, DeviceKind, DeviceMeta, Event,
-        FORMAT_VERSION, Frame, GpuMeta, GpuReading, MemorySource, Meta, ObjKind, ObjectAction,
-        ObjectEvent, ProcessBytes, Refusal, Stack, WatchMeta,
+        AgentEvent, AgentState, BackendKind, Call, CallStatus, Event, Frame, GpuMeta, GpuReading,
+        Meta, ObjKind, ObjectAction, ObjectEvent, ProcessBytes, Refusal, Stack,
     };
 
     const MIB: u64 = 1 << 20;
@@ -426,36 +426,17 @@ mod tests {
     /// Two ranks of a job, one GPU each: NCCL's buffers and PyTorch's apart
     /// per rank, rank 1 refused first, rank 0's place at that moment kept.
     fn job() -> Run {
-        let meta = Meta {
-            format_version: FORMAT_VERSION,
-            gpulab_version: "test".into(),
-            t_ns: 0,
-            pid: 1,
-            hostname: "h".into(),
+        let mut meta = Meta {
             backend: BackendKind::OpenCl,
             platform: String::new(),
-            device: DeviceMeta {
-                name: "NVIDIA H200".into(),
-                vendor: "NVIDIA Corporation".into(),
-                driver_version: "580".into(),
-                kind: DeviceKind::Gpu,
-                total_bytes: Some(140 << 30),
-                memory_source: MemorySource::Nvml,
-                pci_bus_id: None,
-                clock_error_ns: None,
-            },
-            lab: None,
             baseline_bytes: Some(0),
-            budget_bytes: None,
-            recorded_at: None,
-            watch: Some(WatchMeta {
-                command: vec!["torchrun".into()],
-                pid: 1,
-            }),
-            destruction: None,
-            gpus: Vec::new(),
+            watch: Some(testing::watched("torchrun", 1)),
+            ..testing::meta()
         };
-        let mut meta = meta;
+        meta.device.name = "NVIDIA H200".into();
+        meta.device.vendor = "NVIDIA Corporation".into();
+        meta.device.driver_version = "580".into();
+        meta.device.total_bytes = Some(140 << 30);
         meta.gpus = (0..2)
             .map(|index| GpuMeta {
                 index,

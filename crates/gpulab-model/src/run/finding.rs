@@ -166,10 +166,8 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{
-        BackendKind, DeviceKind, DeviceMeta, End, Event, FORMAT_VERSION, LabMeta, MemorySource,
-        Meta,
-    };
+    use crate::testing;
+    use crate::trace::{End, Event, LabMeta, Meta};
 
     fn call(seq: u64, line: u32, status: CallStatus, expect_error: bool) -> Event {
         Event::Call(Call {
@@ -217,47 +215,18 @@ mod tests {
     }
 
     fn meta(until_failure: bool) -> Event {
-        let mut m = Meta {
-            format_version: FORMAT_VERSION,
-            gpulab_version: "test".into(),
-            t_ns: 0,
-            pid: 1,
-            hostname: "h".into(),
-            backend: BackendKind::Cuda,
-            platform: "p".into(),
-            device: DeviceMeta {
-                name: "d".into(),
-                vendor: "v".into(),
-                driver_version: "1".into(),
-                kind: DeviceKind::Gpu,
-                total_bytes: None,
-                memory_source: MemorySource::Nvml,
-                pci_bus_id: None,
-                clock_error_ns: None,
-            },
-            lab: None,
-            baseline_bytes: None,
-            budget_bytes: None,
-            recorded_at: None,
-            watch: None,
-            destruction: None,
-            gpus: Vec::new(),
-        };
-        m.lab = Some(LabMeta {
-            id: "lab".into(),
-            title: "t".into(),
-            variant: "v".into(),
-            params: Default::default(),
-            script: vec![
-                (4, "cudaFree(buf)".into()),
-                (5, "cudaStreamSynchronize(s)".into()),
-                (6, "cudaStreamDestroy(s)".into()),
-            ],
-            stepped: false,
-            until_failure,
-            every_gpu: false,
-        });
-        Event::Meta(Box::new(m))
+        let script = vec![
+            (4, "cudaFree(buf)".into()),
+            (5, "cudaStreamSynchronize(s)".into()),
+            (6, "cudaStreamDestroy(s)".into()),
+        ];
+        Event::Meta(Box::new(Meta {
+            lab: Some(LabMeta {
+                until_failure,
+                ..testing::lab("lab", script)
+            }),
+            ..testing::meta()
+        }))
     }
 
     const ILLEGAL: &str = "CUDA_ERROR_ILLEGAL_ADDRESS";

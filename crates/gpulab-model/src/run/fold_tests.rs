@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{LineSummary, Run};
+use crate::testing;
 use crate::trace::*;
 
 /// xorshift64*: a fixed seed gives the same run on every machine.
@@ -41,41 +42,17 @@ const ERRORS: [&str; 3] = [
 ];
 
 fn meta() -> Event {
-    Event::Meta(Box::new(Meta {
-        format_version: FORMAT_VERSION,
-        gpulab_version: "test".into(),
-        t_ns: 0,
-        pid: 1,
-        hostname: "h".into(),
+    let mut m = Meta {
         backend: BackendKind::OpenCl,
-        platform: "p".into(),
-        device: DeviceMeta {
-            name: "d".into(),
-            vendor: "v".into(),
-            driver_version: "1".into(),
-            kind: DeviceKind::Gpu,
-            total_bytes: Some(1 << 34),
-            memory_source: MemorySource::Nvml,
-            pci_bus_id: None,
-            clock_error_ns: None,
-        },
-        lab: Some(LabMeta {
-            id: "generated".into(),
-            title: "t".into(),
-            variant: "v".into(),
-            params: Default::default(),
-            script: (1..=6).map(|l| (l, format!("line {l}"))).collect(),
-            stepped: false,
-            until_failure: false,
-            every_gpu: false,
-        }),
+        lab: Some(testing::lab(
+            "generated",
+            (1..=6).map(|l| (l, format!("line {l}"))).collect(),
+        )),
         baseline_bytes: Some(1 << 20),
-        budget_bytes: None,
-        recorded_at: None,
-        watch: None,
-        destruction: None,
-        gpus: Vec::new(),
-    }))
+        ..testing::meta()
+    };
+    m.device.total_bytes = Some(1 << 34);
+    Event::Meta(Box::new(m))
 }
 
 /// A lab-like stream of `n` calls: tagged and untagged lines, errors, calls

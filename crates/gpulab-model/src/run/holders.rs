@@ -348,6 +348,7 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::Run;
+    use crate::testing;
     use crate::trace::{
         AgentEvent, AgentState, Call, CallStatus, DeviceRead, End, EndStatus, Event, GpuReading,
         MemorySource, ObjKind, ObjectAction, ObjectEvent, OtherProcess, ProcessBytes, ReadSide,
@@ -908,19 +909,26 @@ mod tests {
         assert_eq!(kept.map(|k| (k.from_ns, k.until_ns)), Some((50 * MS, None)));
     }
 
-    #[test]
-    fn a_reading_that_runs_ahead_of_a_free_waits_for_it() {
-        // The sampler sees a buffer's memory go before the agent's record of
-        // its release arrives.
-        let events = vec![
+    /// 64 MiB made at 25 and read at 30; the reading at 40 sees it gone.
+    fn a_buffer_gone_by_40() -> Vec<Event> {
+        vec![
             sample(10, 0),
             call(0, 20, "cuMemAlloc", 1),
             object(25, 1, ObjKind::Buffer, ObjectAction::Created, 64 * MIB),
             sample(30, 64 * MIB),
             sample(40, 0),
+        ]
+    }
+
+    #[test]
+    fn a_reading_that_runs_ahead_of_a_free_waits_for_it() {
+        // The sampler sees a buffer's memory go before the agent's record of
+        // its release arrives.
+        let mut events = a_buffer_gone_by_40();
+        events.extend([
             object(35, 1, ObjKind::Buffer, ObjectAction::Released, 64 * MIB),
             object(35, 1, ObjKind::Buffer, ObjectAction::Destroyed, 64 * MIB),
-        ];
+        ]);
         let run = Run::from_events(&ended(events));
         let h = run.holders().expect("a reading");
         assert_eq!((h.at_ns, h.total, h.held), (40 * MS, 0, 0));
@@ -931,12 +939,8 @@ mod tests {
     fn a_reading_taken_while_a_free_ran_is_not_composed() {
         // An agent sends the release, then the free's call: the reading at 40
         // was taken while the free (35 to 45) ran.
-        let events = vec![
-            sample(10, 0),
-            call(0, 20, "cuMemAlloc", 1),
-            object(25, 1, ObjKind::Buffer, ObjectAction::Created, 64 * MIB),
-            sample(30, 64 * MIB),
-            sample(40, 0),
+        let mut events = a_buffer_gone_by_40();
+        events.extend([
             object(45, 1, ObjKind::Buffer, ObjectAction::Released, 64 * MIB),
             Event::Call(Call {
                 seq: 1,
@@ -948,7 +952,7 @@ mod tests {
                 ..Call::default()
             }),
             sample(50, 0),
-        ];
+        ]);
         let run = Run::from_events(&ended(events));
         let h = run.holders().expect("a reading");
         assert_eq!((h.at_ns, h.total, h.held), (50 * MS, 0, 0));
@@ -1212,35 +1216,11 @@ mod tests {
                 others: None,
             })
         };
-        use crate::trace::{DeviceKind, DeviceMeta, Meta, WatchMeta};
-        let meta = Event::Meta(Box::new(Meta {
-            format_version: 1,
-            gpulab_version: "test".into(),
-            t_ns: 0,
+        let meta = Event::Meta(Box::new(crate::trace::Meta {
             pid: 7,
-            hostname: "h".into(),
-            backend: crate::trace::BackendKind::OpenCl,
             platform: "Portable Computing Language".into(),
-            device: DeviceMeta {
-                name: "cpu".into(),
-                vendor: String::new(),
-                driver_version: String::new(),
-                kind: DeviceKind::Cpu,
-                total_bytes: None,
-                memory_source: MemorySource::Rss,
-                pci_bus_id: None,
-                clock_error_ns: None,
-            },
-            lab: None,
-            baseline_bytes: None,
-            budget_bytes: None,
-            recorded_at: None,
-            watch: Some(WatchMeta {
-                command: vec!["./vadd".into()],
-                pid: 7,
-            }),
-            destruction: None,
-            gpus: Vec::new(),
+            watch: Some(testing::watched("./vadd", 7)),
+            ..testing::cpu_meta()
         }));
         let mut attached = seed_001().remove(0);
         if let Event::Agent(a) = &mut attached {

@@ -1,45 +1,21 @@
 //! Verdicts from hand-made runs: the numbers decide, nothing else.
 
 use super::*;
+use crate::testing;
 use crate::trace::*;
 
 const MS: u64 = 1_000_000;
 
 fn meta(baseline: Option<u64>) -> Event {
     Event::Meta(Box::new(Meta {
-        format_version: FORMAT_VERSION,
-        gpulab_version: "test".into(),
-        t_ns: 0,
-        pid: 1,
-        hostname: "h".into(),
-        backend: BackendKind::OpenCl,
-        platform: "p".into(),
-        device: DeviceMeta {
-            name: "d".into(),
-            vendor: "v".into(),
-            driver_version: "1".into(),
-            kind: DeviceKind::Cpu,
-            total_bytes: None,
-            memory_source: MemorySource::Rss,
-            pci_bus_id: None,
-            clock_error_ns: None,
-        },
         lab: Some(LabMeta {
-            id: "x".into(),
             title: "x".into(),
             variant: "v1".into(),
             params: [("kernel_ms".to_string(), 100.0)].into_iter().collect(),
-            script: vec![],
-            stepped: false,
-            until_failure: false,
-            every_gpu: false,
+            ..testing::lab("x", vec![])
         }),
         baseline_bytes: baseline,
-        budget_bytes: None,
-        recorded_at: None,
-        watch: None,
-        destruction: None,
-        gpus: Vec::new(),
+        ..testing::cpu_meta()
     }))
 }
 

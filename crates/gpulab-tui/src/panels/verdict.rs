@@ -42,7 +42,7 @@ fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
         .filter(|(o, _)| h.objects_held_by.len() > 1 || o.as_str() != "program")
         .map(|(o, b)| format!("{} {:.2}", Owner::label_of(o), mib(*b)))
         .collect();
-    let mut parts = vec![format!(
+    let objects = format!(
         "{:.2} MiB held by objects{}",
         mib(h.objects_held_bytes),
         if by.is_empty() {
@@ -50,38 +50,33 @@ fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
         } else {
             format!(" ({})", by.join(", "))
         }
-    )];
-    if h.before_api_bytes > 0 {
-        parts.push(format!(
-            "{:.2} MiB by the process before its API's use",
-            mib(h.before_api_bytes)
-        ));
-    }
-    if h.runtime_loaded_bytes > 0 {
-        parts.push(format!(
-            "{:.2} MiB by its API's runtime, loaded before its first object",
-            mib(h.runtime_loaded_bytes)
-        ));
-    }
-    if h.cached_by_allocators_bytes > 0 {
-        parts.push(format!(
-            "{:.2} MiB cached by allocators",
-            mib(h.cached_by_allocators_bytes)
-        ));
-    }
-    if h.reserves_held_bytes > 0 {
-        parts.push(format!(
-            "{:.2} MiB by the reserves of its contexts and modules",
-            mib(h.reserves_held_bytes)
-        ));
-    }
+    );
     let kept = h.released_not_deleted_bytes
         + h.reserves_released_bytes
         + h.kept_by_pool_bytes
         + h.held_by_graphs_bytes;
-    if kept > 0 {
-        parts.push(format!("{:.2} MiB released, kept by the driver", mib(kept)));
-    }
+    // The shares past the objects, said only where they hold something.
+    let shares = [
+        (h.before_api_bytes, "by the process before its API's use"),
+        (
+            h.runtime_loaded_bytes,
+            "by its API's runtime, loaded before its first object",
+        ),
+        (h.cached_by_allocators_bytes, "cached by allocators"),
+        (
+            h.reserves_held_bytes,
+            "by the reserves of its contexts and modules",
+        ),
+        (kept, "released, kept by the driver"),
+    ];
+    let parts: Vec<String> = std::iter::once(objects)
+        .chain(
+            shares
+                .iter()
+                .filter(|(bytes, _)| *bytes > 0)
+                .map(|(bytes, words)| format!("{:.2} MiB {words}", mib(*bytes))),
+        )
+        .collect();
     let unexplained = h.unexplained_bytes as f64 / f64::from(1 << 20);
     Line::from(vec![
         Span::styled(

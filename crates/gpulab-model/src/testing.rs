@@ -1,0 +1,68 @@
+//! What the model's unit tests build their runs from: one `Meta` and one
+//! `LabMeta` with every field the tests do not care about filled in once,
+//! so a test names only what it is about (`Meta { backend, ..meta() }`).
+
+use crate::trace::{
+    BackendKind, DeviceKind, DeviceMeta, FORMAT_VERSION, LabMeta, MemorySource, Meta, WatchMeta,
+};
+
+/// A CUDA run on a GPU read by NVML, no lab, no watched program.
+pub(crate) fn meta() -> Meta {
+    Meta {
+        format_version: FORMAT_VERSION,
+        gpulab_version: "test".into(),
+        t_ns: 0,
+        pid: 1,
+        hostname: "h".into(),
+        backend: BackendKind::Cuda,
+        platform: "p".into(),
+        device: DeviceMeta {
+            name: "d".into(),
+            vendor: "v".into(),
+            driver_version: "1".into(),
+            kind: DeviceKind::Gpu,
+            total_bytes: None,
+            memory_source: MemorySource::Nvml,
+            pci_bus_id: None,
+            clock_error_ns: None,
+        },
+        lab: None,
+        baseline_bytes: None,
+        budget_bytes: None,
+        recorded_at: None,
+        watch: None,
+        destruction: None,
+        gpus: Vec::new(),
+    }
+}
+
+/// A CPU device whose memory is the process's RSS (PoCL).
+pub(crate) fn cpu_meta() -> Meta {
+    let mut m = meta();
+    m.backend = BackendKind::OpenCl;
+    m.device.kind = DeviceKind::Cpu;
+    m.device.memory_source = MemorySource::Rss;
+    m
+}
+
+/// A lab's variant with these script lines.
+pub(crate) fn lab(id: &str, script: Vec<(u32, String)>) -> LabMeta {
+    LabMeta {
+        id: id.into(),
+        title: "t".into(),
+        variant: "v".into(),
+        params: Default::default(),
+        script,
+        stepped: false,
+        until_failure: false,
+        every_gpu: false,
+    }
+}
+
+/// `gpulab watch -- command`, the program's pid `pid`.
+pub(crate) fn watched(command: &str, pid: u32) -> WatchMeta {
+    WatchMeta {
+        command: vec![command.into()],
+        pid,
+    }
+}
