@@ -157,7 +157,8 @@ const RULES: &[Rule] = &[
         says: "the Run model is pure: events in, data out",
         krate: "crates/gpulab-model",
         parts: &["run"],
-        modules: Modules::Only(&["trace", "units"]),
+        // `testing`: the unit tests' event builders (`#[cfg(test)]` only).
+        modules: Modules::Only(&["trace", "units", "testing"]),
         names: &[
             "std::fs",
             "std::process",
