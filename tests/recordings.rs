@@ -528,10 +528,13 @@ fn no_composition_names_memory_against_a_reading_of_none() {
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
-/// No reserve of a context is measured against a reading taken after the
-/// context was destroyed: the memory was going back then (`vectorAddDrv`'s
-/// context was said to hold 442 MiB from a reading inside its `cuCtxDestroy`).
-/// Over every shipped watch recording and the corpus's.
+/// No reserve of a context is measured against a reading taken while the
+/// memory was going back (`vectorAddDrv`'s context was said to hold 442 MiB
+/// from a reading inside its `cuCtxDestroy`): one measured past the
+/// context's destruction ends at a reading the next one held to a page
+/// (NVIDIA's OpenCL keeps a released context's memory until the process
+/// exits: `hoocl_vadd_abc`). Over every shipped watch recording and the
+/// corpus's.
 #[test]
 fn no_contexts_reserve_is_measured_past_its_destruction() {
     let files = watched_recordings();
@@ -557,9 +560,17 @@ fn no_contexts_reserve_is_measured_past_its_destruction() {
                     continue;
                 };
                 checked += 1;
-                if r.to_ns > destroyed {
+                let readings = run.readings();
+                let at = readings.iter().position(|(t, _)| *t == r.to_ns);
+                let stood_still = at.is_some_and(|i| {
+                    readings
+                        .get(i + 1)
+                        .is_some_and(|(_, next)| next.abs_diff(readings[i].1) <= 2 << 20)
+                });
+                if r.to_ns > destroyed && !stood_still {
                     broken.push(format!(
-                        "{}: context {id} measured up to {} ns, destroyed at {destroyed}",
+                        "{}: context {id} measured up to {} ns, destroyed at {destroyed}, \
+                         and the memory moved after",
                         f.display(),
                         r.to_ns,
                     ));

@@ -22,6 +22,17 @@ use serde_json::Value;
 /// keys below it too.
 const UNSEEN: &[(&str, &str, &str)] = &[
     (
+        "watch",
+        "holders.at_peak.managed_on_device_untold",
+        "only a program that made managed memory on a GPU another process used \
+         (run/holders.rs's unit test builds one)",
+    ),
+    (
+        "watch",
+        "holders.at_exit.managed_on_device_untold",
+        "as at the peak",
+    ),
+    (
         "out_of_memory",
         "first_to_run_out",
         "only a program of many processes that ran out (tests/watch_ranks.rs reads the \

@@ -378,6 +378,9 @@ thread_local! {
     /// handle named when the call entered (the driver may hand the handle to
     /// another thread's new allocation before the call returns).
     static FREEING: Cell<Option<(usize, Option<u64>)>> = const { Cell::new(None) };
+    /// The thread's last free of device memory named a pointer (not null)
+    /// that no allocation the agent saw made: said with its call.
+    static FREED_UNSEEN: Cell<bool> = const { Cell::new(false) };
 }
 
 /// What the driver exports under `name`, if the agent watches it: the name
@@ -746,6 +749,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         unsafe { apply(hook.role, params, data.context) }
     };
     let object = object.or_else(|| MADE_CONTEXT.take());
+    let freed_unseen = FREED_UNSEEN.take();
     let name = (status != 0).then(|| error_name(status)).flatten();
     let refused = (status == CUDA_ERROR_OUT_OF_MEMORY).then(|| {
         Box::new(Refused {
@@ -766,6 +770,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         Status::Cuda { code: status, name },
         object,
         step,
+        freed_unseen,
         refused,
         pool.map(Box::new),
     );
@@ -1284,7 +1289,11 @@ unsafe fn apply(role: Role, params: *const usize, context: *mut c_void) -> Optio
                 Some((h, id)) if h == handle => id,
                 _ => ledger::cuda_id_of(kind, handle),
             };
-            ledger::cuda_released_as(kind, handle, id)
+            let released = ledger::cuda_released_as(kind, handle, id);
+            if released.is_none() && kind == Buffer && handle != 0 {
+                FREED_UNSEEN.set(true);
+            }
+            released
         }
         Call | Launch { .. } | Load { .. } => None,
     }
@@ -1790,10 +1799,17 @@ mod tests {
         // SAFETY: cuMemFree_v2's block: the device pointer.
         let freed = unsafe { apply(Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
         assert_eq!(freed, Some(id));
+        assert!(!FREED_UNSEEN.take(), "the agent saw it made");
         assert_eq!(ledger::cuda_id_of(Buffer, 0x7f00_0000_1000), None);
         // SAFETY: as above; the pointer is no longer the program's.
         let again = unsafe { apply(Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
         assert_eq!(again, None, "a second free is not a second release");
+        assert!(FREED_UNSEEN.take(), "a pointer no allocation it saw made");
+        // The runtime's `cudaFree(0)` frees a null pointer, which is nothing.
+        let null: [usize; 1] = [0];
+        // SAFETY: cuMemFree_v2's block.
+        let nothing = unsafe { apply(Free(Buffer), null.as_ptr(), std::ptr::null_mut()) };
+        assert_eq!((nothing, FREED_UNSEEN.take()), (None, false));
     }
 
     #[test]

@@ -248,6 +248,7 @@ fn made(
         Status::OpenCl(status),
         object,
         None,
+        false,
         refused,
         None,
     );

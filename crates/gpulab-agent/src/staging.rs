@@ -151,6 +151,7 @@ mod tests {
                 status: Status::OpenCl(0),
                 object: None,
                 memory_step: None,
+                freed_unseen: false,
             },
             refused: None,
             pool: None,

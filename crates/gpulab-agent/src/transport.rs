@@ -551,12 +551,15 @@ pub fn call_as(
     status: Status,
     object: Option<u64>,
 ) -> u64 {
-    call_measured(api, driver, begin_ns, status, object, None, None, None)
+    call_measured(
+        api, driver, begin_ns, status, object, None, false, None, None,
+    )
 }
 
 /// [`call_as`], with the device memory the call took when it was read on each
-/// side of it, what was read at a refused allocation, and the device's pool
-/// after the call.
+/// side of it, whether it freed memory no allocation the agent saw made,
+/// what was read at a refused allocation, and the device's pool after the
+/// call.
 #[expect(
     clippy::too_many_arguments,
     reason = "one record's fields, each read by the hook that made the call"
@@ -568,6 +571,7 @@ pub fn call_measured(
     status: Status,
     object: Option<u64>,
     memory_step: Option<i64>,
+    freed_unseen: bool,
     refused: Option<Box<Refused>>,
     pool: Option<Box<gpulab_events::CudaMemory>>,
 ) -> u64 {
@@ -587,6 +591,7 @@ pub fn call_measured(
             status,
             object,
             memory_step,
+            freed_unseen,
         },
         refused,
         pool,

@@ -483,6 +483,7 @@ impl<'a> Engine<'a> {
             cuda: readings.cuda,
             memory_step: None,
             refused: None,
+            freed_unseen: false,
         }
     }
 
@@ -649,6 +650,7 @@ impl<'a> Engine<'a> {
             cuda: self.backend.cuda_memory(self.last.map(|m| m.device)),
             memory_step: None,
             refused: None,
+            freed_unseen: false,
         }))?;
         self.drain()?;
         Ok(())

@@ -84,18 +84,7 @@ fn prepare_and_run(
     };
     gpulab_host::clock::phase("worker: backend open");
     let pid = std::process::id();
-    let (mut probe, mut notes) = Probe::for_device(backend.device(), pid);
-    notes.extend(backend.notes());
-    let every_gpu = variant.calls(gpulab_events::Api::CudaSetDevice);
-    if every_gpu {
-        probe.every_gpu();
-        notes.push(
-            "this lab makes more than one device current: its memory figures are the \
-             worker's own bytes on every GPU of the host (NVML), each device's context and \
-             buffers together"
-                .into(),
-        );
-    }
+    let (mut probe, notes, every_gpu) = probe_for(variant, backend.as_ref());
     gpulab_host::clock::phase("worker: probe open");
     let baseline = probe
         .read()
@@ -163,6 +152,37 @@ fn prepare_and_run(
         .with_budget(baseline, budget)
         .until_failure(req.unbounded);
     Ok(engine.run(&variant.script))
+}
+
+/// The probe of the worker's memory as the variant needs it (its bytes on
+/// every GPU, or the device's figure less the rest where managed memory is
+/// made), the notes that say so, and whether it reads every GPU.
+fn probe_for(variant: &gpulab_lab::Variant, backend: &dyn Backend) -> (Probe, Vec<String>, bool) {
+    let pid = std::process::id();
+    let (mut probe, mut notes) = Probe::for_device(backend.device(), pid);
+    notes.extend(backend.notes());
+    let every_gpu = variant.calls(gpulab_events::Api::CudaSetDevice);
+    if every_gpu {
+        probe.every_gpu();
+        notes.push(
+            "this lab makes more than one device current: its memory figures are the \
+             worker's own bytes on every GPU of the host (NVML), each device's context and \
+             buffers together"
+                .into(),
+        );
+    }
+    if variant.calls(gpulab_events::Api::CudaMallocManaged)
+        && let Some(rest) = probe.managed()
+    {
+        notes.push(format!(
+            "this lab makes managed memory, whose pages on the device NVML counts in no \
+             process's figure: the worker's memory figures are the device's (NVML) less what \
+             the rest of it held, {:.1} MiB that no process held when the run began and the \
+             other processes' own at each reading",
+            gpulab_events::units::mib(rest)
+        ));
+    }
+    (probe, notes, every_gpu)
 }
 
 /// The worker's readings around its lines, and the probe's notes for the run.

@@ -482,6 +482,12 @@ pub struct Call {
     /// the calling stack). Absent for every other call and in older streams.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<Box<Refusal>>,
+    /// `gpulab watch`, CUDA: a free of device memory that succeeded on a
+    /// pointer (not null) no allocation the agent saw made: memory made by
+    /// no call it watches (a CUDA graph's memory nodes allocate at the
+    /// graph's launch). Absent when not.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub freed_unseen: bool,
 }
 
 /// An allocation the driver refused, as the agent saw it inside the call.

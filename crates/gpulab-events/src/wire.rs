@@ -43,6 +43,9 @@ pub struct CallRecord<'a> {
     pub status: Status<'a>,
     pub object: Option<u64>,
     pub memory_step: Option<i64>,
+    /// A free of device memory no allocation the agent saw made
+    /// ([`crate::Call::freed_unseen`]).
+    pub freed_unseen: bool,
 }
 
 /// One change of an object's life.
@@ -80,7 +83,9 @@ impl CallRecord<'_> {
             Status::OpenCl(code) => (1u8, code, ""),
             Status::Cuda { code, name } => (2u8, code, name.unwrap_or("")),
         };
-        let flags = u8::from(self.object.is_some()) | (u8::from(self.memory_step.is_some()) << 1);
+        let flags = u8::from(self.object.is_some())
+            | (u8::from(self.memory_step.is_some()) << 1)
+            | (u8::from(self.freed_unseen) << 2);
         out.extend_from_slice(&[api_kind, flags]);
         out.extend_from_slice(&code.to_le_bytes());
         out.extend_from_slice(&self.object.unwrap_or(0).to_le_bytes());
@@ -102,7 +107,7 @@ impl<'a> CallRecord<'a> {
         let object = r.u64()?;
         let memory_step = r.u64()? as i64;
         let (api, driver, name) = (r.str()?, r.str()?, r.str()?);
-        if !r.0.is_empty() || flags > 3 {
+        if !r.0.is_empty() || flags > 7 {
             return None;
         }
         let status = match api_kind {
@@ -123,6 +128,7 @@ impl<'a> CallRecord<'a> {
             status,
             object: (flags & 1 != 0).then_some(object),
             memory_step: (flags & 2 != 0).then_some(memory_step),
+            freed_unseen: flags & 4 != 0,
         })
     }
 
@@ -139,6 +145,7 @@ impl<'a> CallRecord<'a> {
             status: call_status(self.status),
             object: self.object,
             memory_step: self.memory_step,
+            freed_unseen: self.freed_unseen,
             ..Call::default()
         })
     }
@@ -274,6 +281,7 @@ mod tests {
             },
             object: Some(1 << 40),
             memory_step: Some(-4096),
+            freed_unseen: false,
         }
     }
 
@@ -282,6 +290,14 @@ mod tests {
         let mut out = Vec::new();
         call().encode(&mut out);
         assert_eq!(CallRecord::decode(&out), Some(call()));
+        let unseen = CallRecord {
+            object: None,
+            freed_unseen: true,
+            ..call()
+        };
+        out.clear();
+        unseen.encode(&mut out);
+        assert_eq!(CallRecord::decode(&out), Some(unseen));
         let plain = CallRecord {
             status: Status::OpenCl(-5),
             object: None,

@@ -61,6 +61,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../labs/cuda-pool-retention.toml"),
     ),
     (
+        "cuda-managed-residency.toml",
+        include_str!("../labs/cuda-managed-residency.toml"),
+    ),
+    (
         "cuda-mixed-free.toml",
         include_str!("../labs/cuda-mixed-free.toml"),
     ),

@@ -184,6 +184,43 @@ pub(crate) struct NvmlProbe {
     /// A lab on more than one device: every other GPU, whose bytes of the
     /// worker are added to its own (see [`NvmlProbe::every_gpu`]).
     other_gpus: Vec<OtherGpu>,
+    /// A lab that makes managed memory (see [`NvmlProbe::managed`]).
+    managed: Option<DeviceLess>,
+}
+
+/// The worker's figure as the device's less the rest of it: what the device
+/// held beyond every process NVML lists (`unlisted`), taken when the worker
+/// held no managed memory yet, and what the other listed processes hold now.
+/// Managed pages on the device are in NVML's device figure and in no
+/// process's (an H200, driver 580: a 256 MiB prefetch moved the device's
+/// figure and `cudaMemGetInfo` by 256 MiB, the process's by nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeviceLess {
+    pub(crate) unlisted: u64,
+}
+
+impl DeviceLess {
+    /// From one reading of the device (`used`) and its list: what no listed
+    /// process holds. None without a list.
+    pub(crate) fn taken(used: u64, listed: Option<&[(u32, Option<u64>)]>) -> Option<DeviceLess> {
+        let listed_bytes: u64 = listed?.iter().filter_map(|(_, b)| *b).sum();
+        Some(DeviceLess {
+            unlisted: used.saturating_sub(listed_bytes),
+        })
+    }
+
+    /// The worker's memory at a reading: the device's figure less what no
+    /// process held then and what the processes other than `pid` hold now;
+    /// None where another process is listed without a figure (MIG, no
+    /// permission), whose memory cannot be taken out.
+    pub(crate) fn worker(&self, pid: u32, used: u64, listed: &[(u32, Option<u64>)]) -> Option<u64> {
+        let others: Option<u64> = listed
+            .iter()
+            .filter(|(p, _)| *p != pid)
+            .map(|(_, b)| *b)
+            .sum();
+        Some(used.saturating_sub(self.unlisted + others?))
+    }
 }
 
 /// Another GPU the worker may hold memory on, and what it last held there.
@@ -334,6 +371,7 @@ impl NvmlProbe {
             contradiction: None,
             others_said: None,
             other_gpus: Vec::new(),
+            managed: None,
         })
     }
 
@@ -351,6 +389,7 @@ impl NvmlProbe {
             contradiction: None,
             others_said: None,
             other_gpus: Vec::new(),
+            managed: None,
         }
     }
 
@@ -366,7 +405,21 @@ impl NvmlProbe {
     /// Let moves of device memory count as the worker's until the next list
     /// (see `ListCache`): for the worker's own readings around its lines.
     pub(crate) fn attribute_moves(&mut self) {
-        self.attribute = !self.tree && self.other_gpus.is_empty();
+        self.attribute = !self.tree && self.other_gpus.is_empty() && self.managed.is_none();
+    }
+
+    /// From now on the worker's figure is the device's less the rest of it
+    /// ([`DeviceLess`]), the rest taken now: a lab that makes managed memory,
+    /// whose pages on the device NVML counts in no process. Returns what no
+    /// listed process held, or None (and no change) without a list. Moves
+    /// are no longer attributed between lists.
+    pub(crate) fn managed(&mut self) -> Option<u64> {
+        let used = self.device.memory_info().ok()?.used;
+        let rest = DeviceLess::taken(used, compute_processes(&self.device).as_deref())?;
+        self.managed = Some(rest);
+        self.attribute = false;
+        self.listed = ListCache::default();
+        Some(rest.unlisted)
     }
 
     /// Why attributing moves stopped, once: a list contradicted them.
@@ -454,7 +507,7 @@ impl NvmlProbe {
             .as_deref()
             .is_some_and(|l| l.iter().any(|(p, _)| *p != self.tracker.pid));
         let mut others_now = None;
-        let (process_bytes, note) = if self.tree && others {
+        let (mut process_bytes, note) = if self.tree && others {
             let tree = super::procfs::process_tree(self.tracker.pid);
             others_now = listed.as_deref().map(|l| other_processes(l, &tree));
             self.tracker
@@ -483,6 +536,13 @@ impl NvmlProbe {
                     .collect()
             })
         });
+        if let Some(rest) = self.managed
+            && let Some(worker) = listed
+                .as_deref()
+                .and_then(|l| rest.worker(self.tracker.pid, mem.used, l))
+        {
+            process_bytes = Some(worker);
+        }
         if let Some(off) = self.listed.contradicted(mem.used, process_bytes) {
             self.attribute = false;
             self.contradiction = Some(format!(
@@ -810,6 +870,35 @@ mod tests {
             Some(151)
         );
         assert_eq!(t.observe(2, Some(&listed), 2000).0, Some(100));
+    }
+
+    /// The H200's figures around a lab's managed memory (the probe in
+    /// `.dev`, no gpulab): 1,141.9 MiB used on the device with the worker's
+    /// context, 518 MiB of it listed as the worker's; a prefetch of 256 MiB
+    /// moved the device's figure and not the worker's. Another process
+    /// making 1 GiB meanwhile is its own.
+    #[test]
+    fn a_workers_managed_pages_are_the_device_less_the_rest() {
+        const MIB: u64 = 1 << 20;
+        let (worker, other) = (10, 11);
+        let at_start = [(worker, Some(518 * MIB))];
+        let rest = DeviceLess::taken(1_142 * MIB, Some(&at_start)).expect("a list");
+        assert_eq!(rest.unlisted, 624 * MIB);
+        let prefetched = [(worker, Some(518 * MIB))];
+        assert_eq!(
+            rest.worker(worker, 1_398 * MIB, &prefetched),
+            Some(774 * MIB)
+        );
+        let neighbour = [(worker, Some(518 * MIB)), (other, Some(1_024 * MIB))];
+        assert_eq!(
+            rest.worker(worker, 2_422 * MIB, &neighbour),
+            Some(774 * MIB)
+        );
+        // A list with no figure for a process (MIG, no permission) cannot
+        // take what it holds out: the reading keeps the worker's listed figure.
+        let unknown = [(worker, Some(518 * MIB)), (other, None)];
+        assert_eq!(rest.worker(worker, 2_422 * MIB, &unknown), None);
+        assert_eq!(DeviceLess::taken(1_142 * MIB, None), None);
     }
 
     #[test]

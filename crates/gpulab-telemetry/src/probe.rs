@@ -201,6 +201,19 @@ impl Probe {
         }
     }
 
+    /// A lab that makes managed memory: the worker's figure becomes NVML's
+    /// device figure less what the rest of the device holds (what no process
+    /// held when this was called, and the other processes' listed memory at
+    /// each reading), since the pages NVML counts in no process's figure.
+    /// Returns the bytes no process held, for the run's note; None (no
+    /// change) where the probe does not read NVML or NVML lists nothing.
+    pub fn managed(&mut self) -> Option<u64> {
+        match &mut self.inner {
+            Inner::Nvml(n) => n.managed(),
+            _ => None,
+        }
+    }
+
     pub fn read(&mut self) -> Option<Reading> {
         self.try_read().ok()
     }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::run::Run;
 use crate::run::holders::{Alive, Holders};
 use crate::run::owners::Owner;
-use crate::units::mib;
+use crate::units::{MIB_F64 as MIB, mib};
 
 use super::format::{Table, short_id};
 
@@ -68,10 +68,23 @@ pub struct Shares {
     /// What the device reserved for the program's graphs' memory nodes, in
     /// use or kept after their frees until a trim.
     pub held_by_graphs_bytes: u64,
+    /// What the device held for its managed memory, once it made some: its
+    /// pages there and the driver's own memory for them. A share of
+    /// `total_bytes` (NVML counts them in the device's figure and in no
+    /// process's: the reading is the process's figure and these). Absent
+    /// when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub managed_on_device_bytes: u64,
+    /// It made managed memory and what the device held for it could not be
+    /// told at this reading (other processes on the device, no reading of
+    /// the rest of the device before): in no share, nor in `total_bytes`.
+    /// Absent when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub managed_on_device_untold: bool,
     /// The reading less all of the above (negative when they add up to more).
     pub unexplained_bytes: i64,
-    /// Managed memory the program held (`cudaMallocManaged`), beside the
-    /// shares: NVML's figure for a process counts none of it. Absent when 0.
+    /// Managed memory the program held (`cudaMallocManaged`), on the device
+    /// or not. Absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub managed_bytes: u64,
     /// Contexts, modules, queues or streams alive whose reserve was not measured.
@@ -80,6 +93,10 @@ pub struct Shares {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The bytes of the objects held, by their owner's JSON name.
@@ -105,6 +122,8 @@ impl Shares {
             reserves_released_bytes: h.reserves_released,
             kept_by_pool_bytes: h.pool_kept,
             held_by_graphs_bytes: h.graphs,
+            managed_on_device_bytes: h.managed_on_device.unwrap_or(0),
+            managed_on_device_untold: h.managed_on_device.is_none(),
             unexplained_bytes: h.unexplained(),
             managed_bytes: h.managed,
             unmeasured: h.unmeasured,
@@ -186,81 +205,104 @@ impl HoldersReport {
 
     /// The shares at the peak and at exit side by side.
     pub(crate) fn table(&self) -> Table {
-        const NAMES: [&str; 11] = [
-            "the program's memory",
-            "before its API's use",
-            "its API's runtime",
-            "objects it holds",
-            "cached by allocators",
-            "released, not deleted",
-            "reserves it holds",
-            "reserves released, kept",
-            "kept by CUDA's pool",
-            "held by CUDA graphs",
-            "unexplained",
+        // Each row: its name, its figure, and whether it is shown only
+        // where it held something at the peak or at exit (what the program
+        // held before its API, the runtime, the pool, the graphs, managed
+        // pages: most programs have none).
+        type Row = (&'static str, fn(&Shares) -> f64, bool);
+        const ROWS: [Row; 12] = [
+            ("the program's memory", |s| s.total_bytes as f64, false),
+            ("before its API's use", |s| s.before_api_bytes as f64, true),
+            ("its API's runtime", |s| s.runtime_loaded_bytes as f64, true),
+            ("objects it holds", |s| s.objects_held_bytes as f64, false),
+            (
+                "cached by allocators",
+                |s| s.cached_by_allocators_bytes as f64,
+                false,
+            ),
+            (
+                "released, not deleted",
+                |s| s.released_not_deleted_bytes as f64,
+                false,
+            ),
+            ("reserves it holds", |s| s.reserves_held_bytes as f64, false),
+            (
+                "reserves released, kept",
+                |s| s.reserves_released_bytes as f64,
+                false,
+            ),
+            ("kept by CUDA's pool", |s| s.kept_by_pool_bytes as f64, true),
+            (
+                "held by CUDA graphs",
+                |s| s.held_by_graphs_bytes as f64,
+                true,
+            ),
+            (
+                "managed memory on device",
+                |s| s.managed_on_device_bytes as f64,
+                true,
+            ),
+            ("unexplained", |s| s.unexplained_bytes as f64, false),
         ];
-        // The rows of what the program before its API's use, the pool and
-        // the graphs held only for a program where they held something.
-        let any = |f: fn(&Shares) -> u64| {
-            [&self.at_peak, &self.at_exit]
-                .iter()
-                .any(|s| s.as_ref().is_some_and(|s| f(s) > 0))
-        };
-        let (before, runtime, pooled, graphed) = (
-            any(|s| s.before_api_bytes),
-            any(|s| s.runtime_loaded_bytes),
-            any(|s| s.kept_by_pool_bytes),
-            any(|s| s.held_by_graphs_bytes),
-        );
-        let shown = |i: usize| {
-            (before || i != 1) && (runtime || i != 2) && (pooled || i != 8) && (graphed || i != 9)
-        };
-        let column = |s: &Option<Shares>| -> Vec<String> {
-            match s {
-                Some(s) => [
-                    s.total_bytes as f64,
-                    s.before_api_bytes as f64,
-                    s.runtime_loaded_bytes as f64,
-                    s.objects_held_bytes as f64,
-                    s.cached_by_allocators_bytes as f64,
-                    s.released_not_deleted_bytes as f64,
-                    s.reserves_held_bytes as f64,
-                    s.reserves_released_bytes as f64,
-                    s.kept_by_pool_bytes as f64,
-                    s.held_by_graphs_bytes as f64,
-                    s.unexplained_bytes as f64,
-                ]
-                .iter()
-                .map(|b| format!("{:.2}", b / f64::from(1 << 20)))
-                .collect(),
-                None => vec!["-".to_string(); NAMES.len()],
-            }
-        };
-        let (peak, exit) = (column(&self.at_peak), column(&self.at_exit));
-        let names = NAMES
+        let columns = [&self.at_peak, &self.at_exit];
+        let rows = ROWS
             .iter()
-            .enumerate()
-            .filter(|(i, _)| shown(*i))
-            .map(|(_, n)| *n);
-        let keep = |col: Vec<String>| -> Vec<String> {
-            col.into_iter()
-                .enumerate()
-                .filter(|(i, _)| shown(*i))
-                .map(|(_, v)| v)
-                .collect()
-        };
-        let (peak, exit) = (keep(peak), keep(exit));
+            .filter(|(_, figure, optional)| {
+                !optional
+                    || columns
+                        .iter()
+                        .any(|s| s.as_ref().is_some_and(|s| figure(s) != 0.0))
+            })
+            .map(|(name, figure, _)| {
+                let cell = |s: &Option<Shares>| {
+                    s.as_ref()
+                        .map_or("-".to_string(), |s| format!("{:.2}", figure(s) / MIB))
+                };
+                vec![name.to_string(), cell(&self.at_peak), cell(&self.at_exit)]
+            })
+            .collect();
         Table {
             columns: &[
                 ("MiB", 24, false),
                 ("at the peak", 12, true),
                 ("at exit", 12, true),
             ],
-            rows: names
-                .zip(peak.into_iter().zip(exit))
-                .map(|(name, (p, e))| vec![name.to_string(), p, e])
-                .collect(),
+            rows,
         }
+    }
+
+    /// What the program's managed memory was, and where what the device held
+    /// for it is said (or why it is not).
+    fn managed_line(&self) -> Option<String> {
+        let managed = |s: &Option<Shares>| s.as_ref().map_or(0, |s| s.managed_bytes);
+        let untold = [&self.at_peak, &self.at_exit]
+            .iter()
+            .any(|s| s.as_ref().is_some_and(|s| s.managed_on_device_untold));
+        let on_device = [&self.at_peak, &self.at_exit]
+            .iter()
+            .any(|s| s.as_ref().is_some_and(|s| s.managed_on_device_bytes > 0));
+        if managed(&self.at_peak) == 0 && managed(&self.at_exit) == 0 && !on_device && !untold {
+            return None;
+        }
+        Some(format!(
+            "managed memory the program held (cudaMallocManaged): {:.2} MiB at the peak and \
+                 {:.2} MiB at exit. {}",
+            mib(managed(&self.at_peak)),
+            mib(managed(&self.at_exit)),
+            if untold {
+                "What the device held for it is not told at every moment (other processes \
+                     on the device, or no reading of the rest of it before the program made \
+                     managed memory): NVML counts managed pages in no process's figure, so \
+                     where it is not told they are in no share above, nor in the program's \
+                     memory"
+            } else {
+                "What the device held for it, its pages there and the driver's own memory \
+                     for them (kept after a free), is the row \"managed memory on device\": \
+                     NVML counts it in the device's figure and in no process's, so the \
+                     program's memory is its NVML figure and this, the device's figure less \
+                     what the rest of the device held before the program made managed memory"
+            }
+        ))
     }
 
     /// What the table does not say: when, unmeasured reserves, and the
@@ -301,16 +343,7 @@ impl HoldersReport {
                     .into(),
             );
         }
-        let managed = |s: &Option<Shares>| s.as_ref().map_or(0, |s| s.managed_bytes);
-        if managed(&self.at_peak) > 0 || managed(&self.at_exit) > 0 {
-            out.push(format!(
-                "besides: managed memory the program held (cudaMallocManaged), {:.2} MiB at the \
-                 peak and {:.2} MiB at exit: NVML's figure for a process counts none of it, so it \
-                 is in no share above; how much of it was on the device then is not measured",
-                mib(managed(&self.at_peak)),
-                mib(managed(&self.at_exit))
-            ));
-        }
+        out.extend(self.managed_line());
         let unmeasured = self.at_exit.as_ref().map_or(0, |s| s.unmeasured);
         if unmeasured > 0 {
             out.push(format!(

@@ -255,6 +255,7 @@ impl Run {
             Some(h) if self.composer.composed == Some(versions) => Some(Holders {
                 at_ns: t_ns,
                 total: bytes,
+                managed_on_device: self.managed_on_device_at(t_ns),
                 before_api: self.before_api_at(t_ns),
                 runtime: self.runtime_loaded(t_ns, bytes),
                 ..h.clone()
@@ -386,6 +387,9 @@ impl Run {
             }
         }
         if let Some(m) = c.cuda {
+            if m.graph_mem.is_some_and(|g| g.reserved > 0) {
+                self.folds.graph_memory_seen = true;
+            }
             let held = |m: &CudaMemory| m.pool_reserved + m.graph_mem.map_or(0, |g| g.reserved);
             let before = self.folds.last_pool.as_ref().map_or(0, held);
             let moved = held(&m) as i64 - before as i64;
@@ -426,7 +430,7 @@ impl Run {
         // Managed pages another stream's kernel drew onto the device while
         // the call ran are in the step (UnifiedMemoryStreams: a module said
         // to hold 128 MiB): the readings measure it instead.
-        if self.holds_managed() {
+        if self.made_managed() {
             return;
         }
         let pid = c.pid;

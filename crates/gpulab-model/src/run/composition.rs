@@ -31,7 +31,8 @@ impl SharePoint {
         SharePoint {
             t_ns: h.at_ns,
             total: h.total,
-            held: h.held,
+            // Managed pages on the device are the objects' own memory.
+            held: h.held + h.managed_on_device.unwrap_or(0),
             cached: h.cached,
             reserves: h.reserves_held,
             kept: h.released + h.reserves_released + h.pool_kept + h.graphs,

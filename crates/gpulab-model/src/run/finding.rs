@@ -189,6 +189,7 @@ mod tests {
             cuda: None,
             memory_step: None,
             refused: None,
+            freed_unseen: false,
         })
     }
 

@@ -64,6 +64,13 @@ pub struct Folds {
     early_spans: BTreeMap<u64, Vec<u64>>,
     /// The highest call seq seen.
     last_seq: Option<u64>,
+    /// A watched program's frees of device memory that succeeded on a
+    /// pointer no allocation its agent saw made ([`Call::freed_unseen`]):
+    /// memory made by no call an agent watches (a CUDA graph's memory
+    /// nodes allocate it at the graph's launch).
+    pub freed_unseen: u64,
+    /// The device held memory for the program's graphs at some reading.
+    pub graph_memory_seen: bool,
 }
 
 /// Tagged calls whose spans may still arrive, and spans waiting for their call:

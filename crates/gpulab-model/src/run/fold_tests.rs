@@ -125,6 +125,7 @@ fn generated(seed: u64, n: u64) -> Vec<Event> {
             }),
             memory_step: None,
             refused: None,
+            freed_unseen: false,
         }));
         if !span_first && r.chance(40) {
             events.push(Event::DeviceSpan(span));

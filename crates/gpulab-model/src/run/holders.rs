@@ -47,10 +47,16 @@ pub struct Holders {
     /// (no ledger object stands for it). 0 for a lab, whose ledger holds its
     /// graphs' allocations.
     pub graphs: u64,
-    /// Managed memory the program held (`cuMemAllocManaged`): no share of
-    /// `total`, which NVML's figure for a process is, and which counts none
-    /// of it; said beside the shares.
+    /// Managed memory the program held (`cuMemAllocManaged`), on the device
+    /// or not.
     pub managed: u64,
+    /// What the device held for its managed memory at the reading, once it
+    /// made some: its pages there and the driver's own memory for them. A
+    /// share of `total`, which is NVML's figure for the process and these
+    /// (NVML counts them in the device's figure, in no process's). None
+    /// where it could not be told (other processes on the device, no
+    /// reading of the rest of it before the program made managed memory).
+    pub managed_on_device: Option<u64>,
     /// A watched program's resident host memory before its first call of
     /// the API (its latest reading before the agent attached): its own, and
     /// the libraries it had loaded. Only where its memory is its RSS (a CPU
@@ -74,6 +80,7 @@ impl Holders {
             + self.reserves_released
             + self.pool_kept
             + self.graphs
+            + self.managed_on_device.unwrap_or(0)
     }
 
     /// The reading less what the shares explain: negative when they explain
@@ -134,6 +141,15 @@ impl Run {
             .before_api
             .filter(|(t, _)| *t <= t_ns)
             .map_or(0, |(_, b)| b)
+    }
+
+    /// The program's managed pages on the device at its reading at `t_ns`
+    /// (0 at any other moment: the reading composed is the latest).
+    pub(super) fn managed_on_device_at(&self, t_ns: u64) -> Option<u64> {
+        match self.readings.managed {
+            (t, managed) if t == t_ns => managed,
+            _ => Some(0),
+        }
     }
 
     /// What a watched program's resident memory grew by between its last
@@ -223,6 +239,7 @@ impl Run {
             held_by,
             released,
             managed,
+            managed_on_device: self.managed_on_device_at(t_ns),
             before_api: self.before_api_at(t_ns),
             runtime: self.runtime_loaded(t_ns, total),
             pool_kept: self
@@ -660,6 +677,65 @@ mod tests {
         assert_eq!((h.held, h.managed), (0, 64 * MIB), "{h:?}");
         assert_eq!(h.reserves_held, 530 * MIB, "{h:?}");
         assert_eq!(h.unexplained(), 0, "{h:?}");
+    }
+
+    /// The H200 around 256 MiB of managed memory (`.dev`'s probe, no
+    /// gpulab): NVML's device figure moved by 256 MiB after a prefetch and
+    /// again after a free, the process's by nothing. The pages on the device
+    /// are the device's figure less what the rest of it held before (612
+    /// MiB beside a 530 MiB context); with another process on the device
+    /// they are not told, and said so.
+    #[test]
+    fn managed_pages_on_the_device_are_the_device_less_its_rest() {
+        let h200 = |t: u64, used: u64| nvml(t, used * MIB, Some(530 * MIB));
+        let run_of = |neighbour: bool| {
+            let mut events = a_context("UnifiedMemoryPerf", "cuDevicePrimaryCtxRetain");
+            events.extend([
+                Event::Sample(Sample {
+                    others: Some(if neighbour {
+                        vec![OtherProcess {
+                            pid: 99,
+                            name: None,
+                            bytes: Some(0),
+                        }]
+                    } else {
+                        Vec::new()
+                    }),
+                    t_ns: 30 * MS,
+                    source: MemorySource::Nvml,
+                    used_bytes: 1_142 * MIB,
+                    total_bytes: None,
+                    process_bytes: Some(530 * MIB),
+                }),
+                h200(31, 1_142),
+                h200(32, 1_142),
+                call(1, 40, "cuMemAllocManaged", 2),
+                object(42, 2, ObjKind::Managed, ObjectAction::Created, 256 * MIB),
+                h200(50, 1_142),
+                // Prefetched: NVML's figure for the process the same.
+                h200(60, 1_398),
+                h200(70, 1_398),
+            ]);
+            Run::from_events(&ended(events))
+        };
+        let run = run_of(false);
+        let h = run.holders().expect("a reading");
+        assert_eq!((h.total, h.managed), (786 * MIB, 256 * MIB), "{h:?}");
+        assert_eq!(h.managed_on_device, Some(256 * MIB), "{h:?}");
+        assert_eq!(h.unexplained(), 0, "{h:?}");
+        let peak = run.holders_at_peak().expect("a peak");
+        assert_eq!(peak.total, 786 * MIB, "the peak counts the pages");
+        // Before the prefetch none was on the device.
+        let before: Vec<_> = run
+            .holders_recent()
+            .iter()
+            .filter(|h| h.at_ns == 50 * MS)
+            .map(|h| h.managed_on_device)
+            .collect();
+        assert_eq!(before, vec![Some(0)]);
+        let crowded = run_of(true);
+        let h = crowded.holders().expect("a reading");
+        assert_eq!((h.total, h.managed_on_device), (530 * MIB, None), "{h:?}");
     }
 
     /// The CUDA runtime's teardown at exit gives a buffer (and its context)

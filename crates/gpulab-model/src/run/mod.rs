@@ -254,10 +254,11 @@ impl Run {
     /// memory: a reading of the program's memory once NVML's readings have
     /// said what the rest of the device held ([`readings::Readings::device_read`]).
     /// Not where the program holds memory on more than GPU 0 (a read of one
-    /// device is set against nothing else), nor while it holds managed
-    /// memory.
+    /// device is set against nothing else), nor once it made managed memory
+    /// (what the device holds for it is no share a read can be composed
+    /// with: [`Run::managed_on_device`]).
     fn device_read(&mut self, r: &DeviceRead) {
-        if self.ranks().spread() || self.holds_managed() {
+        if self.ranks().spread() || self.readings.made_managed {
             return;
         }
         if let Some(others) = self.readings.device_read(r) {
@@ -265,15 +266,13 @@ impl Run {
         }
     }
 
-    /// Whether the program holds managed memory: its pages move onto the
+    /// Whether the program made managed memory: its pages move onto the
     /// device as kernels touch them, into the device's free memory and no
-    /// process's NVML figure, so an agent's read of the device (or a step
-    /// across a call) cannot be set against NVML's then.
-    pub(super) fn holds_managed(&self) -> bool {
-        self.live_index()
-            .held_bytes
-            .get(&ObjKind::Managed)
-            .is_some_and(|b| *b > 0)
+    /// process's NVML figure, and the driver keeps device memory for them
+    /// after they are freed, so an agent's read of the device (or a step
+    /// across a call) cannot be set against NVML's from then on.
+    pub(super) fn made_managed(&self) -> bool {
+        self.readings.made_managed
     }
 
     /// An NVML reading of the device (`used`) that listed the program's
@@ -291,7 +290,29 @@ impl Run {
     /// the sampler read).
     fn agent_reading(&mut self, r: &DeviceRead, others: u64) {
         let bytes = self.readings.agent_read(r, others);
-        self.process_memory(r.t_ns, bytes);
+        // No read is set against NVML's while managed memory is held.
+        self.process_memory(r.t_ns, bytes, Some(0));
+    }
+
+    /// The device memory held for the program's managed memory at an NVML
+    /// sample that listed `own` bytes as its: the device's figure less what
+    /// the rest of the device held before the program made managed memory,
+    /// less `own`. NVML counts managed pages in the device's figure and in
+    /// no process's (on the H200 a 256 MiB prefetch moved the device's
+    /// figure by 256 MiB and the process's by nothing), and the driver's
+    /// own memory for them too (UnifiedMemoryPerf's allocations of 4-64
+    /// KiB: 128 MiB more on the device, kept after they were freed). 0 where
+    /// it made none; None where it cannot be told: other processes on the
+    /// device, the rest not measured before, a program spread over GPUs.
+    fn managed_on_device(&self, s: &Sample, own: u64) -> Option<u64> {
+        if !self.made_managed() {
+            return Some(0);
+        }
+        if s.source != MemorySource::Nvml || self.ranks().spread() {
+            return None;
+        }
+        let others = self.readings.others.filter(|_| self.readings.alone)?;
+        Some(s.used_bytes.saturating_sub(others + own))
     }
 
     /// The run ended: the last reading is composed, the worker's list of
@@ -356,6 +377,9 @@ impl Run {
             self.measured_by_the_agent(c, step);
         }
         self.pools_moved(c);
+        if c.freed_unseen {
+            self.folds.freed_unseen += 1;
+        }
         // An agent sends an object's creation before the call that made it.
         if let Some(id) = c.object
             && self.objects.unmade(id)
@@ -407,6 +431,9 @@ impl Run {
             self.composer.moved_ns = self.composer.moved_ns.max(Some(o.t_ns));
         }
         self.objects.event(o, call);
+        if o.kind == ObjKind::Managed {
+            self.readings.made_managed = true;
+        }
         let watched = self.deletion_watched(o.id, o.kind);
         // A block of the stream-ordered pool: its free gives nothing back to
         // the device (the pool keeps it until a synchronisation); what the
@@ -456,16 +483,22 @@ impl Run {
                 {
                     self.readings.before_api = Some((s.t_ns, own));
                 }
-                self.reading(s.t_ns, s.process_bytes.unwrap_or(s.used_bytes));
+                let managed = s
+                    .process_bytes
+                    .and_then(|own| self.managed_on_device(s, own));
+                let own = s.process_bytes.map(|own| own + managed.unwrap_or(0));
+                self.reading(s.t_ns, own.unwrap_or(s.used_bytes));
                 match s.process_bytes {
-                    Some(own) => {
+                    Some(listed) => {
                         for t in self.readings.listed() {
                             self.composer.reading(t, 0);
                         }
-                        if s.source == MemorySource::Nvml {
-                            self.others_seen(s.used_bytes, own);
+                        // The rest of the device is taken while no managed
+                        // page can be in it.
+                        if s.source == MemorySource::Nvml && !self.made_managed() {
+                            self.others_seen(s.used_bytes, listed);
                         }
-                        self.process_memory(s.t_ns, own);
+                        self.process_memory(s.t_ns, listed, managed);
                     }
                     None => self.readings.not_listed(s),
                 }
@@ -489,8 +522,14 @@ impl Run {
     /// A reading of the process's own memory: the reserves it measures, and
     /// who held it then, composed once the events up to it have arrived
     /// ([`Run::settle`]).
-    fn process_memory(&mut self, t_ns: u64, bytes: u64) {
-        self.composer.reading(t_ns, bytes);
+    ///
+    /// `managed`: the program's managed pages on the device then, beside
+    /// `listed` (NVML's figure, which counts none of them): in the reading
+    /// composed, not in what measures the reserves. None where the program
+    /// holds managed memory and how much of it is on the device is not known.
+    fn process_memory(&mut self, t_ns: u64, listed: u64, managed: Option<u64>) {
+        self.composer.reading(t_ns, listed);
+        let bytes = listed + managed.unwrap_or(0);
         // A reading older than an object change already folded would be set
         // beside a ledger that is ahead of it: it measures, it is not composed.
         let behind = self.objects.changed_ns.is_some_and(|t| t_ns < t);
@@ -501,6 +540,7 @@ impl Run {
             self.settle(t_ns, None);
             self.readings.process = Some((t_ns, bytes));
             self.readings.pending = Some((t_ns, bytes));
+            self.readings.managed = (t_ns, managed);
         }
     }
 

@@ -67,6 +67,13 @@ pub(super) struct Readings {
     /// (an agent attaches when the program first loads the API's library):
     /// (t_ns, bytes). What the process held of its own before the API.
     pub(super) before_api: Option<(u64, u64)>,
+    /// The program's managed pages on the device at its latest reading
+    /// (t_ns, bytes), None where it held managed memory and they could not
+    /// be told ([`super::Run::managed_on_device`]).
+    pub(super) managed: (u64, Option<u64>),
+    /// The program made managed memory (from then on the rest of the device
+    /// is no longer taken from NVML's readings, nor agents' reads used).
+    pub(super) made_managed: bool,
 }
 
 impl Readings {
@@ -87,6 +94,8 @@ impl Readings {
             unconfirmed: Vec::new(),
             agent_peak: None,
             before_api: None,
+            managed: (0, Some(0)),
+            made_managed: false,
         }
     }
 

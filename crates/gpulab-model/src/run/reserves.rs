@@ -80,6 +80,11 @@ struct Went {
     /// The first later reading at which the memory fell by half the reserve
     /// or more below the one after the end (sized objects counted out).
     fell_later: Option<u64>,
+    /// Whether the next reading after `after` held what it held, to a page
+    /// (sized objects counted out): the memory stood still after the
+    /// objects went, so `after` was taken after no teardown. None until
+    /// that reading.
+    steady: Option<bool>,
 }
 
 /// Kept by the driver after its objects went: the memory did not fall when
@@ -193,6 +198,11 @@ impl Reserves {
                 let went = &mut self.windows[i].went;
                 went.after = Some((t_ns, bytes));
                 went.fell = Some(fell);
+                true
+            }
+            (_, Some((at, ab))) if t_ns > at && went.steady.is_none() => {
+                let moved = ab as i64 + sized_between(at, t_ns) - bytes as i64;
+                self.windows[i].went.steady = Some(moved.unsigned_abs() <= PAGE);
                 true
             }
             (_, Some((at, ab))) if t_ns > at && went.fell_later.is_none() => {
@@ -457,12 +467,26 @@ impl Reserves {
 
     /// Each window with the reading the one before it ended at.
     fn chained(&self) -> impl Iterator<Item = (&Window, Option<(u64, u64)>)> + '_ {
-        let floors = std::iter::once(None).chain(self.windows.iter().map(|w| w.after));
+        let floors = std::iter::once(None).chain(self.windows.iter().map(Window::after_side));
         self.windows.iter().zip(floors)
     }
 }
 
 impl Window {
+    /// The reading its step ends at: the first at or after its making calls
+    /// ended, before its objects went; with none between, the first after
+    /// they went, if the memory stood still from it to the next reading
+    /// (NVIDIA's OpenCL keeps a released context's memory until the process
+    /// exits: Hands On OpenCL's `vadd_abc` released its context 6 ms after
+    /// `clCreateContext` returned, and two readings after held its 518 MiB).
+    /// One taken while a teardown gave memory back is no side: the next
+    /// reading fell (a CUDA context destroyed 3 ms after it was made: 442
+    /// MiB, then nothing).
+    fn after_side(&self) -> Option<(u64, u64)> {
+        self.after
+            .or_else(|| self.went.after.filter(|_| self.went.steady == Some(true)))
+    }
+
     /// Where sized objects start to count: from its "before" reading (or its
     /// call's begin, before it has one).
     fn start(&self) -> u64 {
@@ -531,7 +555,7 @@ impl Window {
     /// `floor` (the reading the window before it ended at) when that one lies
     /// before its own end.
     fn reserve(&self, floor: Option<(u64, u64)>, unsure: &VecDeque<u64>) -> Option<Reserve> {
-        let (mut before, (to, b1)) = (self.before?, self.after?);
+        let (mut before, (to, b1)) = (self.before?, self.after_side()?);
         if let Some(f) = floor.filter(|(t, _)| *t > before.0 && *t < to) {
             before = f;
         }
@@ -798,6 +822,33 @@ mod tests {
             .map(|m| (m.bytes, m.from_ns, m.to_ns))
             .collect();
         assert_eq!(m, vec![(522 * MIB, 10, 32)]);
+    }
+
+    /// Hands On OpenCL's `vadd_abc` on the H200: `clCreateContext` returned
+    /// and the program released the context 6 ms later, with no reading
+    /// between; NVIDIA's OpenCL kept its 518 MiB, and two readings after
+    /// held it. The first of them measures the context, kept by the driver
+    /// from then on. Had the next fallen, the first was taken during a
+    /// teardown and measures nothing.
+    #[test]
+    fn a_reading_after_an_objects_end_measures_it_when_the_memory_stood_still() {
+        for (next, measured) in [(518 * MIB, Some(518 * MIB)), (0, None)] {
+            let mut r = Reserves::default();
+            r.reading(10, 0);
+            r.made_unsized(1, 20, 30);
+            r.sized(31, 4096);
+            r.sized(34, -4096);
+            r.gone(1, ObjKind::Context, 36);
+            r.reading(40, 518 * MIB);
+            assert_eq!(r.measured().count(), 0, "not before the next reading");
+            r.reading(60, next);
+            let m: Vec<_> = r.measured().collect();
+            assert_eq!(m.first().map(|m| m.bytes), measured, "{m:?}");
+            if let Some(m) = m.first() {
+                assert_eq!((m.from_ns, m.to_ns), (10, 40));
+                assert_eq!(m.kept.map(|k| k.from_ns), Some(40));
+            }
+        }
     }
 
     /// A reading taken while a context's making call ran falls inside its

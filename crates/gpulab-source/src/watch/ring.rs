@@ -779,6 +779,7 @@ mod tests {
             status: wire::Status::OpenCl(0),
             object: None,
             memory_step: None,
+            freed_unseen: false,
         }
         .encode(&mut out);
         out

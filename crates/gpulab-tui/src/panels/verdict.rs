@@ -68,6 +68,10 @@ fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
             "by the reserves of its contexts and modules",
         ),
         (kept, "released, kept by the driver"),
+        (
+            h.managed_on_device_bytes,
+            "for its managed memory on the device",
+        ),
     ];
     let parts: Vec<String> = std::iter::once(objects)
         .chain(
@@ -93,13 +97,14 @@ fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
             },
         ),
         Span::styled(
-            if h.managed_bytes > 0 {
-                format!(
-                    "; besides, {:.2} MiB of managed memory, which NVML counts in no process",
-                    mib(h.managed_bytes)
-                )
-            } else {
-                String::new()
+            match (h.managed_bytes, h.managed_on_device_untold) {
+                (0, false) => String::new(),
+                (held, false) => format!("; {:.2} MiB of managed memory held", mib(held)),
+                (held, true) => format!(
+                    "; besides, {:.2} MiB of managed memory, which NVML counts in no process \
+                     (how much is on the device not told)",
+                    mib(held)
+                ),
             },
             t.dim(),
         ),

@@ -64,6 +64,12 @@ pub struct WatchReport {
     pub held_by_driver_groups: Vec<HeldGroup>,
     /// Objects the driver deleted some time after the program released them.
     pub outlived_release: Vec<Outlived>,
+    /// Frees of device memory that succeeded and named no allocation an
+    /// agent saw made: memory made by no call gpulab watches (a CUDA
+    /// graph's memory nodes allocate at the graph's launch), and freed, so
+    /// in no list here. Absent when none.
+    #[serde(default, skip_serializing_if = "FreedUnseen::none")]
+    pub freed_unseen: FreedUnseen,
     /// The highest reading of the program's own memory (NVML's figure for its
     /// process, or its RSS; device-wide when NVML does not list its process),
     /// or an agent's read that was higher (`peak_read`).
@@ -101,6 +107,41 @@ pub struct WatchReport {
     /// What gpulab did to watch the program (a loader preloaded, say).
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+/// Frees of memory no agent saw made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct FreedUnseen {
+    /// How many (`cuMemFree`, `cuMemFreeAsync`).
+    pub count: u64,
+    /// The program used graph memory (the device held some for its graphs at
+    /// a reading): the likely maker.
+    pub graph_memory: bool,
+}
+
+impl FreedUnseen {
+    fn none(&self) -> bool {
+        self.count == 0
+    }
+
+    /// What the text report says of them, if anything.
+    pub fn line(&self) -> Option<String> {
+        if self.none() {
+            return None;
+        }
+        let maker = if self.graph_memory {
+            "its CUDA graphs' memory nodes, which allocate at the graph's launch (the program \
+             used graph memory); compute-sanitizer's leak check counts graph memory freed with \
+             cudaFree as leaked, where it was freed"
+        } else {
+            "a call gpulab does not watch"
+        };
+        Some(format!(
+            "freed, never seen made: {} allocation(s) the program freed (cuMemFree succeeded) \
+             that no call an agent watches made, so they are in no list here; made by {maker}",
+            self.count
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -422,6 +463,10 @@ impl WatchReport {
             held_by_driver_groups: held_groups(run, &held_objects, &pins),
             held_by_driver: held_objects,
             outlived_release: outlived(run),
+            freed_unseen: FreedUnseen {
+                count: run.folds().freed_unseen,
+                graph_memory: run.folds().graph_memory_seen,
+            },
             observer: ObserverCost::of(run, &processes),
             processes,
             peak_memory_bytes: one_gpu(peak_read.as_ref().map(|(b, _)| *b).or(nvml_peak)),

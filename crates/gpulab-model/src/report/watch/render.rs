@@ -111,6 +111,9 @@ impl WatchReport {
             let _ = write!(s, "\n{}", self.kinds_table().text());
         }
         self.alive_text(&mut s);
+        if let Some(line) = self.freed_unseen.line() {
+            let _ = writeln!(s, "\n{line}");
+        }
         self.held_text(&mut s);
         for o in &self.outlived_release {
             let _ = writeln!(

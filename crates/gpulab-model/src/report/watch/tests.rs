@@ -65,6 +65,7 @@ fn a_refused_allocation_says_its_size_its_caller_and_the_free_memory() {
             free_bytes: Some(3 << 30),
             stack: Some(stack),
         })),
+        freed_unseen: false,
     });
     let named = Event::Stack(Stack {
         t_ns: 5,
@@ -244,4 +245,51 @@ fn code_spans_hold_backticks_and_table_bars() {
     assert_eq!(md_code("./app", false), "`./app`");
     assert_eq!(md_code("echo `x` | wc", false), "``echo `x` | wc``");
     assert_eq!(md_code("`a|b", true), "`` `a\\|b ``");
+}
+
+/// graphMemoryFootprint frees its graphs' 8 allocations with `cudaFree`:
+/// the agent never saw them made (a graph's memory nodes allocate at its
+/// launch), so they are in no list, and the report says why a leak check
+/// that counts them (compute-sanitizer's) differs.
+#[test]
+fn frees_of_memory_no_agent_saw_made_are_said_with_their_likely_maker() {
+    use crate::trace::{Call, CallName, CallStatus, CudaMemory, PoolMemory};
+    let free = |seq: u64, freed_unseen: bool, cuda: Option<CudaMemory>| {
+        Event::Call(Call {
+            seq,
+            pid: 7,
+            api: CallName::verbatim("cuMemFree"),
+            driver: "cuMemFree_v2".into(),
+            status: CallStatus::Ok,
+            cuda,
+            freed_unseen,
+            ..Call::default()
+        })
+    };
+    let graphs = CudaMemory {
+        pool_reserved: 0,
+        pool_used: 0,
+        free: 1 << 30,
+        total: 2 << 30,
+        custom_pool: None,
+        graph_mem: Some(PoolMemory {
+            reserved: 512 << 20,
+            used: 0,
+        }),
+    };
+    let plain = Run::from_events(&[attached("cuda"), free(0, false, None)]);
+    assert_eq!(WatchReport::from_run(&plain).freed_unseen.line(), None);
+    let mut events = vec![attached("cuda"), free(0, false, Some(graphs))];
+    events.extend((1..=8).map(|seq| free(seq, true, None)));
+    let report = WatchReport::from_run(&Run::from_events(&events));
+    assert_eq!(report.freed_unseen.count, 8);
+    let text = report.text();
+    assert!(
+        text.contains("freed, never seen made: 8 allocation(s)")
+            && text.contains("CUDA graphs' memory nodes")
+            && text.contains("compute-sanitizer"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&report).expect("json");
+    assert_eq!(json["freed_unseen"]["count"], 8);
 }
