@@ -692,15 +692,7 @@ mod tests {
             let mut events = a_context("UnifiedMemoryPerf", "cuDevicePrimaryCtxRetain");
             events.extend([
                 Event::Sample(Sample {
-                    others: Some(if neighbour {
-                        vec![OtherProcess {
-                            pid: 99,
-                            name: None,
-                            bytes: Some(0),
-                        }]
-                    } else {
-                        Vec::new()
-                    }),
+                    others: Some(other_processes(neighbour)),
                     t_ns: 30 * MS,
                     source: MemorySource::Nvml,
                     used_bytes: 1_142 * MIB,
@@ -1110,6 +1102,19 @@ mod tests {
         assert_eq!(h.unexplained(), 0);
     }
 
+    /// NVML's list of the device's other processes: another one (holding
+    /// nothing yet) with `neighbour`, else none.
+    fn other_processes(neighbour: bool) -> Vec<OtherProcess> {
+        if !neighbour {
+            return Vec::new();
+        }
+        vec![OtherProcess {
+            pid: 99,
+            name: None,
+            bytes: Some(0),
+        }]
+    }
+
     fn nvml(t: u64, used: u64, own: Option<u64>) -> Event {
         Event::Sample(Sample {
             t_ns: t * MS,
@@ -1159,15 +1164,7 @@ mod tests {
             used_bytes: 0,
             total_bytes: None,
             process_bytes: None,
-            others: Some(if neighbour {
-                vec![OtherProcess {
-                    pid: 99,
-                    name: None,
-                    bytes: Some(0),
-                }]
-            } else {
-                Vec::new()
-            }),
+            others: Some(other_processes(neighbour)),
         });
         let mut events = vec![
             alone,
