@@ -618,3 +618,41 @@ fn no_composition_names_more_than_its_reading_held() {
         known.iter().map(|(n, _)| n.to_string()).collect();
     assert_eq!(over, known, "recordings with a share above their reading");
 }
+
+/// `UnifiedMemoryStreams` (cuBLAS on managed memory, recorded on the H200):
+/// what the device held for its managed memory, which NVML counts in no
+/// process's figure, is a row of the table and in the headline's figure,
+/// and the frees of graph memory `graphMemoryFootprint` made with
+/// `cudaFree` are said with why compute-sanitizer counts them as leaks.
+#[test]
+fn managed_memory_and_graph_frees_are_said_where_the_recordings_show_them() {
+    let report = |name: &str| {
+        let f = common::repo_file(&format!("tests/fixtures/corpus-h200/{name}.jsonl"));
+        let events = read_events(std::io::BufReader::new(std::fs::File::open(&f).unwrap()))
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        gpulab::report::WatchReport::from_run(&Run::from_events(&events))
+    };
+    let managed = report("UnifiedMemoryStreams");
+    let peak = managed
+        .holders
+        .as_ref()
+        .and_then(|h| h.at_peak.clone())
+        .expect("a peak");
+    assert!(peak.managed_on_device_bytes > 64 << 20, "{peak:?}");
+    assert!(
+        peak.unexplained_bytes.unsigned_abs() < peak.total_bytes / 50,
+        "{peak:?}"
+    );
+    let text = managed.text();
+    assert!(text.contains("managed memory on device"), "{text}");
+    assert!(
+        text.contains("peak memory (the program's own device memory: NVML's figure for it and what the device held for its managed memory)"),
+        "{text}"
+    );
+    let graphs = report("graphMemoryFootprint");
+    assert_eq!(
+        (graphs.freed_unseen.count, graphs.freed_unseen.graph_memory),
+        (8, true)
+    );
+    assert!(graphs.text().contains("compute-sanitizer"));
+}

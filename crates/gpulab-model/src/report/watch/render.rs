@@ -469,8 +469,19 @@ impl WatchReport {
     }
 
     fn memory_source_label(&self) -> &str {
+        // Managed pages on the device are in the figures once the program
+        // made managed memory: NVML's figure for it counts none of them.
+        let managed = self.holders.as_ref().is_some_and(|h| {
+            [&h.at_peak, &h.at_exit]
+                .iter()
+                .any(|s| s.as_ref().is_some_and(|s| s.managed_on_device_bytes > 0))
+        });
         match self.memory_source {
             MemorySource::Rss => "the program's resident host memory",
+            MemorySource::Nvml if managed => {
+                "the program's own device memory: NVML's figure for it and what the device \
+                 held for its managed memory"
+            }
             MemorySource::Nvml => "the program's own device memory, NVML",
             MemorySource::Unavailable => "not measured",
         }
