@@ -258,6 +258,8 @@ impl Run {
     /// (what the device holds for it is no share a read can be composed
     /// with: [`Run::managed_on_device`]).
     fn device_read(&mut self, r: &DeviceRead) {
+        self.readings.read_total = Some(r.total_bytes);
+        self.readings.max_read_used = self.readings.max_read_used.max(Some(r.used_bytes()));
         if self.ranks().spread() || self.readings.made_managed {
             return;
         }
@@ -418,6 +420,18 @@ impl Run {
             self.compose_ran_out(c);
         }
         self.ran_out_in_process(c);
+        // The device's free memory inside a refused allocation: how much
+        // every process on it held then.
+        // The device's total as the driver says it, else NVML's (which
+        // counts what the driver reserves: an upper bound then).
+        let total = self
+            .readings
+            .read_total
+            .or_else(|| self.meta.as_ref().and_then(|m| m.device.total_bytes));
+        if let (Some(free), Some(total)) = (c.refused.as_ref().and_then(|r| r.free_bytes), total) {
+            let used = total.saturating_sub(free);
+            self.readings.max_read_used = self.readings.max_read_used.max(Some(used));
+        }
         self.window.calls.push(c.clone());
     }
 
@@ -433,6 +447,21 @@ impl Run {
         self.objects.event(o, call);
         if o.kind == ObjKind::Managed {
             self.readings.made_managed = true;
+        }
+        if o.action == crate::trace::ObjectAction::Created
+            && o.bytes > 0
+            && reserves::device_sized_kind(o.kind)
+        {
+            let held: u64 = self
+                .live_index()
+                .held_bytes
+                .iter()
+                .filter(|(k, _)| reserves::device_sized_kind(**k))
+                .map(|(_, b)| *b)
+                .sum();
+            if self.readings.max_objects.is_none_or(|(_, b)| held > b) {
+                self.readings.max_objects = Some((o.t_ns, held));
+            }
         }
         let watched = self.deletion_watched(o.id, o.kind);
         // A block of the stream-ordered pool: its free gives nothing back to
@@ -466,6 +495,7 @@ impl Run {
 
     /// A sample of the parent's sampler.
     fn sample(&mut self, s: &Sample) {
+        let mut own_with_managed = None;
         match &self.end {
             // After the worker ended its own reading of "its memory" is gone;
             // samples past the end describe the device, not the run.
@@ -487,6 +517,7 @@ impl Run {
                     .process_bytes
                     .and_then(|own| self.managed_on_device(s, own));
                 let own = s.process_bytes.map(|own| own + managed.unwrap_or(0));
+                own_with_managed = own;
                 self.reading(s.t_ns, own.unwrap_or(s.used_bytes));
                 match s.process_bytes {
                     Some(listed) => {
@@ -507,6 +538,9 @@ impl Run {
         let start = self.meta.as_ref().map(|m| m.t_ns);
         let end = self.end.as_ref().map(|e| e.t_ns);
         self.readings.stats.add(s, start, end);
+        // The program's own figure holds its managed pages on the device,
+        // which NVML's figure for its process does not.
+        self.readings.stats.max_process = self.readings.stats.max_process.max(own_with_managed);
         if let Some(failed) = &self.folds.ran_out {
             self.readings.stats.note_ran_out(s, failed.end_ns);
         }
@@ -720,6 +754,26 @@ impl Run {
             .iter()
             .map(|(_, v)| v.saturating_sub(base))
             .max()
+    }
+
+    /// `watch`: the most device memory in use while the program ran above
+    /// what was in use before it started, every process's: NVML's device
+    /// figure at its samples, and the agents' reads of the device (around
+    /// the calls that move much memory, and inside a refused allocation,
+    /// where a program that ran out held far more than any sample caught).
+    pub fn device_growth(&self) -> Option<u64> {
+        let base = self.baseline()?;
+        let stats = &self.readings.stats;
+        stats
+            .max_used_during
+            .max(self.readings.max_read_used)
+            .map(|used| used.saturating_sub(base))
+    }
+
+    /// The most the program's objects of a size held at once (their making
+    /// calls' sizes), and when: (t_ns, bytes).
+    pub fn objects_peak(&self) -> Option<(u64, u64)> {
+        self.readings.max_objects
     }
 
     /// Samples the parent took after the worker was gone.

@@ -74,6 +74,17 @@ pub(super) struct Readings {
     /// The program made managed memory (from then on the rest of the device
     /// is no longer taken from NVML's readings, nor agents' reads used).
     pub(super) made_managed: bool,
+    /// The most the device held as an agent read it, every process's:
+    /// around a call that moves much memory, or inside a refused allocation
+    /// (its free memory then, against the device's total the reads say).
+    pub(super) max_read_used: Option<u64>,
+    /// The device's total memory as the agents' reads say it (the driver's
+    /// own figure, which leaves out what it reserves).
+    pub(super) read_total: Option<u64>,
+    /// The most the program's objects of a size held at once, and when
+    /// (their making calls' sizes): a floor for its memory when no reading
+    /// caught that moment.
+    pub(super) max_objects: Option<(u64, u64)>,
 }
 
 impl Readings {
@@ -96,6 +107,9 @@ impl Readings {
             before_api: None,
             managed: (0, Some(0)),
             made_managed: false,
+            max_read_used: None,
+            read_total: None,
+            max_objects: None,
         }
     }
 

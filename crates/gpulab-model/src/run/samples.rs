@@ -23,9 +23,13 @@ pub struct SampleStats {
     pub seen: u64,
     /// The first sample (from before the worker started, where NVML allows).
     pub first: Option<Sample>,
-    /// The highest device-wide and own-process readings.
+    /// The highest device-wide and own-process readings (the process's
+    /// with what the device held for its managed memory, where told).
     pub max_used: Option<u64>,
     pub max_process: Option<u64>,
+    /// The highest device-wide reading taken while the run ran (between its
+    /// start and its end).
+    pub max_used_during: Option<u64>,
     /// Samples taken between the run's start (`meta`) and its end, and the first
     /// and last of their times.
     pub during: u64,
@@ -57,6 +61,7 @@ impl SampleStats {
         self.max_process = self.max_process.max(s.process_bytes);
         if start.is_some_and(|t0| s.t_ns >= t0) && end.is_none_or(|t1| s.t_ns <= t1) {
             self.during += 1;
+            self.max_used_during = self.max_used_during.max(Some(s.used_bytes));
             self.during_first = Some(self.during_first.map_or(s.t_ns, |t| t.min(s.t_ns)));
             self.during_last = Some(self.during_last.map_or(s.t_ns, |t| t.max(s.t_ns)));
         }

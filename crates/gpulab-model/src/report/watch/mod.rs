@@ -71,8 +71,10 @@ pub struct WatchReport {
     #[serde(default, skip_serializing_if = "FreedUnseen::none")]
     pub freed_unseen: FreedUnseen,
     /// The highest reading of the program's own memory (NVML's figure for its
-    /// process, or its RSS; device-wide when NVML does not list its process),
-    /// or an agent's read that was higher (`peak_read`).
+    /// process and what the device held for its managed memory, or its RSS;
+    /// device-wide when NVML does not list its process), or an agent's read
+    /// that was higher (`peak_read`), or what its objects held at once when
+    /// that was higher still (`peak_objects_at_ms`).
     pub peak_memory_bytes: Option<u64>,
     /// Where the peak is an agent's read of the device around a call NVML's
     /// samples fell beside (a context made and destroyed between two of
@@ -80,8 +82,15 @@ pub struct WatchReport {
     /// highest reading is the peak.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_read: Option<PeakRead>,
-    /// NVML: the most device memory in use above what was in use before the
-    /// program started (every process on the GPU counts).
+    /// Where the peak is what the program's objects of a size held at once
+    /// (their making calls' sizes), more than any reading caught (a program
+    /// that allocated and ran out between two samples): when, in ms. The
+    /// program's memory was at least that. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_objects_at_ms: Option<f64>,
+    /// The most device memory in use while the program ran above what was in
+    /// use before it started (every process on the GPU counts): NVML's device
+    /// figure and the agents' reads ([`Run::device_growth`]).
     pub peak_device_growth_bytes: Option<u64>,
     /// NVML: device memory in use before the program started.
     pub device_baseline_bytes: Option<u64>,
@@ -449,6 +458,16 @@ impl WatchReport {
             .max_process
             .or(run.sample_stats().max_used);
         let peak_read = PeakRead::of(run, nvml_peak, start);
+        let measured_peak = peak_read.as_ref().map(|(b, _)| *b).or(nvml_peak);
+        // Only where the program's memory is the device's: on a CPU device
+        // its objects' sizes are host memory a buffer takes when first used.
+        let peak_objects = run
+            .objects_peak()
+            .filter(|(_, b)| measured_peak.is_none_or(|p| *b > p))
+            .filter(|_| {
+                run.meta()
+                    .is_some_and(|m| m.device.memory_source == MemorySource::Nvml)
+            });
         WatchReport {
             recorded: super::Provenance::of(run),
             command: watch.map(|w| w.command.clone()).unwrap_or_default(),
@@ -469,9 +488,14 @@ impl WatchReport {
             },
             observer: ObserverCost::of(run, &processes),
             processes,
-            peak_memory_bytes: one_gpu(peak_read.as_ref().map(|(b, _)| *b).or(nvml_peak)),
-            peak_read: peak_read.filter(|_| !spread).map(|(_, r)| r),
-            peak_device_growth_bytes: one_gpu(run.peak_above_baseline()),
+            peak_memory_bytes: one_gpu(peak_objects.map(|(_, b)| b).or(measured_peak)),
+            peak_read: peak_read
+                .filter(|_| !spread && peak_objects.is_none())
+                .map(|(_, r)| r),
+            peak_objects_at_ms: peak_objects
+                .filter(|_| !spread)
+                .map(|(t, _)| t.saturating_sub(start) as f64 / 1e6),
+            peak_device_growth_bytes: one_gpu(run.device_growth()),
             device_baseline_bytes: one_gpu(run.baseline()),
             memory_source: meta.map_or(MemorySource::Unavailable, |m| m.device.memory_source),
             holders: HoldersReport::of(run).filter(|_| !spread),

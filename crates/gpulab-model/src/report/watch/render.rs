@@ -92,7 +92,7 @@ impl WatchReport {
                 self.memory_source_label(),
                 h.table().text()
             );
-            for line in h.lines() {
+            for line in self.holders_lines(h) {
                 let _ = writeln!(s, "{line}");
             }
         }
@@ -290,7 +290,7 @@ impl WatchReport {
                 self.memory_source_label(),
                 h.table().markdown()
             );
-            for line in h.lines() {
+            for line in self.holders_lines(h) {
                 let _ = writeln!(s, "- {line}");
             }
         }
@@ -415,6 +415,11 @@ impl WatchReport {
             out.push(g.line());
         }
         match (self.peak_memory_bytes, &self.peak_read) {
+            (Some(peak), _) if let Some(at) = self.peak_objects_at_ms => out.push(format!(
+                "peak memory: at least {:.1} MiB, what its objects held at once at {at:.1} ms \
+                 (their making calls' sizes), more than any reading of its memory caught",
+                mib(peak)
+            )),
             (Some(peak), Some(read)) => out.push(format!(
                 "peak memory (the device's memory as the agent read it {} {} at {:.1} ms, \
                  less the rest of the device's at NVML's latest sample): {:.1} MiB",
@@ -466,6 +471,25 @@ impl WatchReport {
                 format!("; {}", named.join(", "))
             }
         )
+    }
+
+    /// The lines under the who-holds table: the table's own, and where the
+    /// headline's peak is its objects' (no reading caught it), why the
+    /// table's peak is lower.
+    fn holders_lines(&self, h: &super::HoldersReport) -> Vec<String> {
+        let mut out = h.lines();
+        if let (Some(at), Some(peak)) = (self.peak_objects_at_ms, self.peak_memory_bytes) {
+            out.insert(
+                0,
+                format!(
+                    "the table's peak is its highest reading; its objects held {:.1} MiB at once \
+                     at {at:.1} ms, between two readings, so its memory then was at least that, \
+                     and who held the rest then is not known",
+                    mib(peak)
+                ),
+            );
+        }
+        out
     }
 
     fn memory_source_label(&self) -> &str {

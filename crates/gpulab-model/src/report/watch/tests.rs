@@ -293,3 +293,81 @@ fn frees_of_memory_no_agent_saw_made_are_said_with_their_likely_maker() {
     let json = serde_json::to_value(&report).expect("json");
     assert_eq!(json["freed_unseen"]["count"], 8);
 }
+
+/// The H200 shared with a process holding 120 GiB (`cuda-oom--shared-card`):
+/// the program made four 4 GiB buffers and ran out between two samples.
+/// The headline's peak is at least what its objects held at once, the
+/// table says why its own peak is lower, and the device's growth counts the
+/// free memory the driver said inside the refused call.
+#[test]
+fn a_peak_no_reading_caught_is_at_least_what_the_objects_held() {
+    use crate::trace::{
+        Call, CallName, CallStatus, MemorySource, Meta, ObjKind, ObjectAction, ObjectEvent,
+        Refusal, Sample,
+    };
+    const MIB: u64 = 1 << 20;
+    let mut meta = Meta {
+        pid: 7,
+        baseline_bytes: Some(120 * 1024 * MIB),
+        watch: Some(crate::testing::watched("./cuda_oom", 7)),
+        ..crate::testing::meta()
+    };
+    meta.device.total_bytes = Some(140 * 1024 * MIB);
+    let sample = |t: u64, own: u64| {
+        Event::Sample(Sample {
+            t_ns: t,
+            source: MemorySource::Nvml,
+            used_bytes: 120 * 1024 * MIB + own,
+            total_bytes: None,
+            process_bytes: Some(own),
+            others: None,
+        })
+    };
+    let mut events = vec![
+        Event::Meta(Box::new(meta)),
+        attached("cuda"),
+        sample(10, 530 * MIB),
+    ];
+    for i in 0..4u64 {
+        events.push(Event::Object(ObjectEvent {
+            t_ns: 20 + i,
+            id: (7 << 32) | (i + 1),
+            kind: ObjKind::Buffer,
+            action: ObjectAction::Created,
+            handle: None,
+            bytes: 4096 * MIB,
+            refcount: 1,
+            refs: Vec::new(),
+            line: None,
+            stack: None,
+        }));
+    }
+    events.push(Event::Call(Call {
+        seq: 9,
+        pid: 7,
+        api: CallName::verbatim("cuMemAlloc"),
+        begin_ns: 30,
+        end_ns: 31,
+        status: CallStatus::Error {
+            code: 2,
+            name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+        },
+        refused: Some(Box::new(Refusal {
+            asked_bytes: Some(4096 * MIB),
+            free_bytes: Some(2 * 1024 * MIB),
+            stack: None,
+        })),
+        ..Call::default()
+    }));
+    events.push(sample(40, 530 * MIB));
+    let report = WatchReport::from_run(&Run::from_events(&events));
+    assert_eq!(report.peak_memory_bytes, Some(16384 * MIB));
+    assert!(report.peak_objects_at_ms.is_some());
+    assert_eq!(report.peak_device_growth_bytes, Some(18 * 1024 * MIB));
+    let text = report.text();
+    assert!(text.contains("peak memory: at least 16384.0 MiB"), "{text}");
+    assert!(
+        text.contains("the table's peak is its highest reading"),
+        "{text}"
+    );
+}
