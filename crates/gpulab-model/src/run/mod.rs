@@ -292,7 +292,7 @@ impl Run {
     /// the sampler read).
     fn agent_reading(&mut self, r: &DeviceRead, others: u64) {
         let bytes = self.readings.agent_read(r, others);
-        // No read is set against NVML's while managed memory is held.
+        // No read is set against NVML's once managed memory was made.
         self.process_memory(r.t_ns, bytes, Some(0));
     }
 
@@ -560,7 +560,7 @@ impl Run {
     /// `managed`: the program's managed pages on the device then, beside
     /// `listed` (NVML's figure, which counts none of them): in the reading
     /// composed, not in what measures the reserves. None where the program
-    /// holds managed memory and how much of it is on the device is not known.
+    /// made managed memory and what the device holds for it is not known.
     fn process_memory(&mut self, t_ns: u64, listed: u64, managed: Option<u64>) {
         self.composer.reading(t_ns, listed);
         let bytes = listed + managed.unwrap_or(0);
