@@ -1315,6 +1315,68 @@ mod tests {
         assert_eq!(h.unexplained(), 0, "{h:?}");
     }
 
+    /// Hands On OpenCL's matmul on PoCL: each `clBuildProgram` ran PoCL's
+    /// compiler in the process (7 MiB at the first, about 2 at each later
+    /// one). The step across a build is its program's, with a reading
+    /// between the making call and the build or not.
+    #[test]
+    fn a_programs_build_on_a_cpu_device_is_its_programs_reserve() {
+        let rss = |t: u64, bytes: u64| {
+            Event::Sample(Sample {
+                t_ns: t * MS,
+                source: MemorySource::Rss,
+                used_bytes: bytes,
+                total_bytes: None,
+                process_bytes: Some(bytes),
+                others: None,
+            })
+        };
+        for reading_between in [false, true] {
+            let mut attached = seed_001().remove(0);
+            if let Event::Agent(a) = &mut attached {
+                a.t_ns = 15 * MS;
+            }
+            let mut events = vec![
+                Event::Meta(Box::new(crate::trace::Meta {
+                    pid: 7,
+                    watch: Some(testing::watched("./mult", 7)),
+                    ..testing::cpu_meta()
+                })),
+                rss(10, 60 * MIB),
+                attached,
+                rss(16, 60 * MIB),
+                call(0, 20, "clCreateProgramWithSource", 1),
+                object(21, 1, ObjKind::Program, ObjectAction::Created, 0),
+            ];
+            if reading_between {
+                events.push(rss(25, 60 * MIB));
+            }
+            events.extend([
+                Event::Call(Call {
+                    seq: 1,
+                    pid: 7,
+                    begin_ns: 30 * MS,
+                    end_ns: 80 * MS,
+                    api: "clBuildProgram".into(),
+                    status: CallStatus::Ok,
+                    ..Call::default()
+                }),
+                rss(90, 67 * MIB),
+                rss(100, 67 * MIB),
+            ]);
+            let run = Run::from_events(&ended(events));
+            let h = run.holders().expect("composed");
+            assert_eq!(
+                h.reserves_held,
+                7 * MIB,
+                "reading between: {reading_between}: {h:?}"
+            );
+            assert_eq!(h.unexplained(), 0, "{h:?}");
+            let ids: Vec<Vec<u64>> = run.reserves().measured().map(|r| r.ids).collect();
+            assert!(ids.iter().all(|i| i.len() == 1), "{ids:?}");
+        }
+    }
+
     /// NVML reads the device's figure and the processes' apart: while a
     /// context is being made they disagree (118 MiB in use on the device,
     /// 543 MiB of it the program's), and one such reading says nothing of

@@ -223,7 +223,7 @@ impl Reserves {
 
     /// The reading window `i`'s predecessor ended at ([`Reserves::chained`]).
     fn floor_of(&self, i: usize) -> Option<(u64, u64)> {
-        i.checked_sub(1).and_then(|p| self.windows[p].after)
+        i.checked_sub(1).and_then(|p| self.windows[p].after_side())
     }
 
     /// The call that made `id` arrived after the object (an agent sends them
@@ -249,8 +249,11 @@ impl Reserves {
             && last.after.is_none_or(|(t, _)| t > begin_ns)
             && last.gone_ns.is_none()
         {
-            // No reading between the two calls: one step, theirs together.
-            last.ids.push(id);
+            // No reading between the two calls: one step, theirs together
+            // (a program's build joins its making call's step).
+            if !last.ids.contains(&id) {
+                last.ids.push(id);
+            }
             last.calls.push((id, begin_ns, end_ns));
             last.end_ns = last.end_ns.max(end_ns);
             last.after = None;
