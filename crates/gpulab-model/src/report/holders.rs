@@ -46,6 +46,12 @@ pub struct Shares {
     /// Absent when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub runtime_loaded_bytes: u64,
+    /// Where its memory is its RSS: what that grew by after its first
+    /// object between readings while none of its API's calls ran and no
+    /// work it queued was outstanding (the program's own, measured while
+    /// one thread made its calls). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub own_between_calls_bytes: u64,
     /// Objects it holds whose size their making call said, less what its
     /// frameworks' allocators keep cached in them.
     pub objects_held_bytes: u64,
@@ -114,6 +120,7 @@ impl Shares {
             total_bytes: h.total,
             before_api_bytes: h.before_api,
             runtime_loaded_bytes: h.runtime,
+            own_between_calls_bytes: h.own_between_calls,
             objects_held_bytes: h.held,
             objects_held_by: held_by_names(h),
             cached_by_allocators_bytes: h.cached,
@@ -210,10 +217,15 @@ impl HoldersReport {
         // held before its API, the runtime, the pool, the graphs, managed
         // pages: most programs have none).
         type Row = (&'static str, fn(&Shares) -> f64, bool);
-        const ROWS: [Row; 12] = [
+        const ROWS: [Row; 13] = [
             ("the program's memory", |s| s.total_bytes as f64, false),
             ("before its API's use", |s| s.before_api_bytes as f64, true),
             ("its API's runtime", |s| s.runtime_loaded_bytes as f64, true),
+            (
+                "its own, between calls",
+                |s| s.own_between_calls_bytes as f64,
+                true,
+            ),
             ("objects it holds", |s| s.objects_held_bytes as f64, false),
             (
                 "cached by allocators",
@@ -340,6 +352,17 @@ impl HoldersReport {
                  every reading after; its API's runtime: what that memory grew by until its last \
                  reading before its first object (the runtime its first calls loaded, and what \
                  the program took meanwhile)"
+                    .into(),
+            );
+        }
+        if [&self.at_peak, &self.at_exit]
+            .iter()
+            .any(|s| s.as_ref().is_some_and(|s| s.own_between_calls_bytes > 0))
+        {
+            out.push(
+                "its own, between calls: what its memory grew by between two readings while no \
+                 call of its API ran and no work it queued was outstanding (memory it took \
+                 itself, as a program writing its own arrays for the first time)"
                     .into(),
             );
         }

@@ -256,6 +256,7 @@ impl Run {
                 at_ns: t_ns,
                 total: bytes,
                 managed_on_device: self.managed_on_device_at(t_ns),
+                own_between_calls: self.own_between_calls_at(t_ns),
                 before_api: self.before_api_at(t_ns),
                 runtime: self.runtime_loaded(t_ns, bytes),
                 ..h.clone()

@@ -66,6 +66,10 @@ pub struct Holders {
     /// before its first object: the API's runtime its first calls loaded
     /// (and whatever the program itself took meanwhile).
     pub runtime: u64,
+    /// What it grew by after its first object between readings while none
+    /// of its API's calls ran and no work it queued was outstanding: the
+    /// program's own ([`super::quiet`]). Only where its memory is its RSS.
+    pub own_between_calls: u64,
 }
 
 impl Holders {
@@ -73,6 +77,7 @@ impl Holders {
     pub fn explained(&self) -> u64 {
         self.before_api
             + self.runtime
+            + self.own_between_calls
             + self.held
             + self.cached
             + self.released
@@ -240,6 +245,7 @@ impl Run {
             released,
             managed,
             managed_on_device: self.managed_on_device_at(t_ns),
+            own_between_calls: self.own_between_calls_at(t_ns),
             before_api: self.before_api_at(t_ns),
             runtime: self.runtime_loaded(t_ns, total),
             pool_kept: self

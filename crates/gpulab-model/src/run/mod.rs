@@ -36,6 +36,7 @@ mod load;
 pub(crate) mod objects;
 pub mod owners;
 mod program;
+mod quiet;
 pub mod ranks;
 mod readings;
 pub mod reserves;
@@ -111,6 +112,8 @@ pub struct Run {
     folds: Folds,
     objects: ledger::Ledger,
     readings: readings::Readings,
+    /// A watched program's own memory grown between its calls (CPU device).
+    quiet: quiet::Quiet,
     composer: compose::Composer,
     program: program::Program,
 }
@@ -173,6 +176,7 @@ impl Run {
             folds: Folds::default(),
             objects: ledger::Ledger::default(),
             readings: readings::Readings::new(true),
+            quiet: quiet::Quiet::default(),
             composer: compose::Composer::default(),
             program: program::Program::default(),
         }
@@ -383,6 +387,7 @@ impl Run {
             self.folds.freed_unseen += 1;
         }
         self.built(c);
+        self.quiet.call(c);
         // An agent sends an object's creation before the call that made it.
         if let Some(id) = c.object
             && self.objects.unmade(id)
@@ -445,9 +450,18 @@ impl Run {
         if o.bytes > 0 && reserves::device_sized_kind(o.kind) {
             self.composer.moved_ns = self.composer.moved_ns.max(Some(o.t_ns));
         }
+        let first = self.objects.changed_ns.is_none();
         self.objects.event(o, call);
         if o.kind == ObjKind::Managed {
             self.readings.made_managed = true;
+        }
+        if first
+            && self
+                .meta
+                .as_ref()
+                .is_some_and(|m| m.watch.is_some() && m.device.memory_source == MemorySource::Rss)
+        {
+            self.quiet.start();
         }
         if o.action == crate::trace::ObjectAction::Created
             && o.bytes > 0
@@ -530,6 +544,9 @@ impl Run {
                         if s.source == MemorySource::Nvml && !self.made_managed() {
                             self.others_seen(s.used_bytes, listed);
                         }
+                        if s.source == MemorySource::Rss {
+                            self.quiet.reading(s.t_ns, listed);
+                        }
                         self.process_memory(s.t_ns, listed, managed);
                     }
                     None => self.readings.not_listed(s),
@@ -577,6 +594,12 @@ impl Run {
             self.readings.pending = Some((t_ns, bytes));
             self.readings.managed = (t_ns, managed);
         }
+    }
+
+    /// A watched program's own memory on a CPU device grown between its
+    /// calls, by a reading at `t_ns` ([`quiet`]).
+    pub(super) fn own_between_calls_at(&self, t_ns: u64) -> u64 {
+        self.quiet.own_at(t_ns)
     }
 
     /// The bytes of the objects of a size process `pid` holds, by who made

@@ -62,6 +62,10 @@ fn holders_line(h: &Shares, ended: bool, t: Theme) -> Line<'static> {
             h.runtime_loaded_bytes,
             "by its API's runtime, loaded before its first object",
         ),
+        (
+            h.own_between_calls_bytes,
+            "its own, grown while no API call ran",
+        ),
         (h.cached_by_allocators_bytes, "cached by allocators"),
         (
             h.reserves_held_bytes,
