@@ -1108,6 +1108,18 @@ mod tests {
         assert_eq!(h.unexplained(), 0);
     }
 
+    /// A reading of a CPU device's program: its RSS, `bytes`, at `t` ms.
+    fn rss(t: u64, bytes: u64) -> Event {
+        Event::Sample(Sample {
+            t_ns: t * MS,
+            source: MemorySource::Rss,
+            used_bytes: bytes,
+            total_bytes: None,
+            process_bytes: Some(bytes),
+            others: None,
+        })
+    }
+
     /// NVML's list of the device's other processes: another one (holding
     /// nothing yet) with `neighbour`, else none.
     fn other_processes(neighbour: bool) -> Vec<OtherProcess> {
@@ -1285,16 +1297,6 @@ mod tests {
     /// (16-27% named in 4 of 25 runs of Hands On OpenCL's vadd).
     #[test]
     fn what_the_process_held_before_its_api_and_the_runtime_are_shares() {
-        let rss = |t: u64, bytes: u64| {
-            Event::Sample(Sample {
-                t_ns: t * MS,
-                source: MemorySource::Rss,
-                used_bytes: bytes,
-                total_bytes: None,
-                process_bytes: Some(bytes),
-                others: None,
-            })
-        };
         let meta = Event::Meta(Box::new(crate::trace::Meta {
             pid: 7,
             platform: "Portable Computing Language".into(),
@@ -1327,16 +1329,6 @@ mod tests {
     /// between the making call and the build or not.
     #[test]
     fn a_programs_build_on_a_cpu_device_is_its_programs_reserve() {
-        let rss = |t: u64, bytes: u64| {
-            Event::Sample(Sample {
-                t_ns: t * MS,
-                source: MemorySource::Rss,
-                used_bytes: bytes,
-                total_bytes: None,
-                process_bytes: Some(bytes),
-                others: None,
-            })
-        };
         for reading_between in [false, true] {
             let mut attached = seed_001().remove(0);
             if let Event::Agent(a) = &mut attached {
