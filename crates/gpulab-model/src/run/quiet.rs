@@ -98,20 +98,24 @@ impl Quiet {
         } else if matches!(api, "clFinish" | "clWaitForEvents") && c.status == CallStatus::Ok {
             self.queued.push((c.end_ns, false));
         }
-        let mut still = VecDeque::with_capacity(self.pending.len());
-        while let Some((t0, t1, step)) = self.pending.pop_front() {
+        // Pairs the call ran between go; those before it are decided.
+        let mut quiet = Vec::new();
+        let queued = &self.queued;
+        self.pending.retain(|&(t0, t1, step)| {
             if c.begin_ns < t1 && c.end_ns > t0 {
-                continue; // the call ran between the readings
+                return false;
             }
             if t1 <= c.begin_ns {
-                if !self.queued_within(t0, t1) {
-                    self.confirmed(t1, step);
+                if !queued_within(queued, t0, t1) {
+                    quiet.push((t1, step));
                 }
-                continue;
+                return false;
             }
-            still.push_back((t0, t1, step));
+            true
+        });
+        for (t1, step) in quiet {
+            self.confirmed(t1, step);
         }
-        self.pending = still;
         // What came before the oldest pair still waiting is no longer asked.
         if let Some(&(t0, _, _)) = self.pending.front() {
             let keep = self
@@ -120,17 +124,6 @@ impl Quiet {
                 .saturating_sub(1);
             self.queued.drain(..keep);
         }
-    }
-
-    /// Whether work the program queued was outstanding at any moment
-    /// from `from` to `to`.
-    fn queued_within(&self, from: u64, to: u64) -> bool {
-        let i = self.queued.partition_point(|(t, _)| *t <= from);
-        (i > 0 && self.queued[i - 1].1)
-            || self.queued[i..]
-                .iter()
-                .take_while(|(t, _)| *t < to)
-                .any(|(_, q)| *q)
     }
 
     fn confirmed(&mut self, t_ns: u64, step: i64) {
@@ -148,6 +141,17 @@ impl Quiet {
         i.checked_sub(1)
             .map_or(0, |i| u64::try_from(self.steps[i].1).unwrap_or(0))
     }
+}
+
+/// Whether work the program queued (`queued`: its changes, in time order)
+/// was outstanding at any moment from `from` to `to`.
+fn queued_within(queued: &[(u64, bool)], from: u64, to: u64) -> bool {
+    let i = queued.partition_point(|(t, _)| *t <= from);
+    (i > 0 && queued[i - 1].1)
+        || queued[i..]
+            .iter()
+            .take_while(|(t, _)| *t < to)
+            .any(|(_, q)| *q)
 }
 
 #[cfg(test)]
