@@ -31,10 +31,19 @@ for f in sorted(os.listdir(D)):
         tot = x['total_bytes']; un = x['unexplained_bytes']
         return None if tot == 0 else (tot - un) / tot * 100
     def neg(x):
+        # A share below zero (what the shares name beyond the reading is
+        # not one: it shows as more than 100% named).
         if not x: return False
-        return any(v < 0 for k, v in x.items() if k.endswith('_bytes'))
-    pk, ex = h.get('at_peak'), h.get('at_exit')
-    rows.append((n, named(pk), named(ex), neg(pk) or neg(ex), (pk or {}).get('total_bytes', 0) >> 20, (ex or {}).get('total_bytes', 0) >> 20, (pk or {}).get('t_ms'), (ex or {}).get('t_ms')))
+        return any(v < 0 for k, v in x.items() if k.endswith('_bytes') and k != 'unexplained_bytes')
+    def row(name, h):
+        pk, ex = h.get('at_peak'), h.get('at_exit')
+        return (name, named(pk), named(ex), neg(pk) or neg(ex), (pk or {}).get('total_bytes', 0) >> 20, (ex or {}).get('total_bytes', 0) >> 20, (pk or {}).get('t_ms'), (ex or {}).get('t_ms'))
+    rows.append(row(n, h))
+    # Each process of a program on many GPUs, composed apart.
+    for k in r.get('ranks') or []:
+        if k.get('holders'):
+            who = f"rank {k['rank']['rank']}" if k.get('rank') else f"pid {k['pid']}"
+            rows.append(row(f'{n} {who}', k['holders']))
 ok_p = ok_e = negs = 0; n_tab = 0
 for r in rows:
     if len(r) < 3: print(r); continue

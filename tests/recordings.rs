@@ -464,6 +464,7 @@ fn watched_recordings() -> Vec<std::path::PathBuf> {
         common::repo_file("assets/watch-recordings"),
         common::repo_file("tests/fixtures/corpus-h200"),
         common::repo_file("tests/fixtures/corpus-pocl"),
+        common::repo_file("tests/fixtures/corpus-h200-x2"),
     ];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir)
@@ -690,5 +691,93 @@ fn the_headlines_peak_is_never_below_the_tables() {
         checked >= 40,
         "{checked} recordings with a peak and a table"
     );
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+/// Each process of a program on many GPUs composed apart, over every
+/// shipped recording of such a host and the corpus's: its shares add up to
+/// its reading, no share is below zero, none names more than a page (NVML
+/// counts in 2 MiB pages) beyond its reading, its peak composition is at
+/// its highest reading of those composed, and every rank of a job NVML
+/// listed on a GPU was composed (the two-H200 torchrun job: 49% of each
+/// rank's peak in no share before it; a step of the whole device while the
+/// other rank on the same GPU made its streams named 130 MiB more than the
+/// rank held).
+#[test]
+fn every_process_composed_apart_adds_up_to_its_own_reading() {
+    let mut views = 0;
+    let mut broken = Vec::new();
+    for f in watched_recordings() {
+        let run = watched_run(&f);
+        let Some(all) = run.views() else {
+            continue;
+        };
+        for m in run.ranks().members.values() {
+            if m.rank.is_some() && !m.gpus_used.is_empty() && all.get(m.pid).is_none() {
+                broken.push(format!("{}: rank pid {} not composed", f.display(), m.pid));
+            }
+        }
+        for (pid, v) in all.iter() {
+            views += 1;
+            let at = |h: &gpulab::run::holders::Holders| {
+                format!("{} pid {pid} at {}", f.display(), h.at_ns)
+            };
+            let highest = v.run.holders_recent().iter().map(|h| h.total).max();
+            if let (Some(p), Some(highest)) = (v.run.holders_at_peak(), highest)
+                && p.total < highest
+            {
+                broken.push(format!(
+                    "{}: peak {} below a composed {highest}",
+                    at(p),
+                    p.total
+                ));
+            }
+            for h in kept_compositions(&v.run) {
+                let shares = [
+                    h.held,
+                    h.cached,
+                    h.released,
+                    h.reserves_held,
+                    h.reserves_released,
+                    h.pool_kept,
+                    h.graphs,
+                ];
+                if shares.iter().sum::<u64>()
+                    != h.explained()
+                        - h.managed_on_device.unwrap_or(0)
+                        - h.before_api
+                        - h.runtime
+                        - h.own_between_calls
+                {
+                    broken.push(format!("{}: shares do not add up", at(h)));
+                }
+                if h.unexplained() <= -(2 << 20) {
+                    broken.push(format!(
+                        "{}: {} named beyond a reading of {}",
+                        at(h),
+                        -h.unexplained(),
+                        h.total
+                    ));
+                }
+            }
+            // At its peak and at exit (mid-way, a context being made reads
+            // memory its call has not returned yet).
+            for h in v
+                .run
+                .holders_at_peak()
+                .into_iter()
+                .chain(v.run.holders().as_ref())
+            {
+                if h.explained_fraction() < 0.95 && h.total > 0 {
+                    broken.push(format!(
+                        "{}: {:.1}% named",
+                        at(h),
+                        100.0 * h.explained_fraction()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(views >= 4, "{views} processes composed apart");
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }

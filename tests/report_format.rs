@@ -20,7 +20,84 @@ use serde_json::Value;
 
 /// Documented keys no output here can have, and why; an entry covers the
 /// keys below it too.
+/// The public corpus's recordings, of programs nobody here wrote.
+const CORPUS: [&str; 3] = [
+    "tests/fixtures/corpus-h200",
+    "tests/fixtures/corpus-pocl",
+    "tests/fixtures/corpus-h200-x2",
+];
+
 const UNSEEN: &[(&str, &str, &str)] = &[
+    (
+        "watch",
+        "ranks[].not_composed",
+        "only a process of a program on many GPUs that held memory on more than one of them (run/views.rs's unit tests build one)",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_peak.before_api_bytes",
+        "a CPU device's shares: a process is composed apart only on a host of many NVIDIA GPUs",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_peak.runtime_loaded_bytes",
+        "a CPU device's shares: a process is composed apart only on a host of many NVIDIA GPUs",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_peak.own_between_calls_bytes",
+        "a CPU device's shares: a process is composed apart only on a host of many NVIDIA GPUs",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_peak.managed_on_device_bytes",
+        "only a rank that made managed memory (none of the two-H200 recordings does)",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_peak.managed_on_device_untold",
+        "only a rank that made managed memory (none of the two-H200 recordings does)",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_peak.managed_bytes",
+        "only a rank that made managed memory (none of the two-H200 recordings does)",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_exit.before_api_bytes",
+        "a CPU device's shares: a process is composed apart only on a host of many NVIDIA GPUs",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_exit.runtime_loaded_bytes",
+        "a CPU device's shares: a process is composed apart only on a host of many NVIDIA GPUs",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_exit.own_between_calls_bytes",
+        "a CPU device's shares: a process is composed apart only on a host of many NVIDIA GPUs",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_exit.managed_on_device_bytes",
+        "only a rank that made managed memory (none of the two-H200 recordings does)",
+    ),
+    (
+        "watch",
+        "ranks[].holders.at_exit.managed_on_device_untold",
+        "only a rank that made managed memory (none of the two-H200 recordings does)",
+    ),
+    (
+        "watch",
+        "ranks[].holders.reserves[].kept_from_ms",
+        "NVIDIA OpenCL's kept contexts: no recording of many GPUs runs OpenCL",
+    ),
+    (
+        "watch",
+        "ranks[].holders.reserves[].kept_until_ms",
+        "as `kept_from_ms`",
+    ),
     (
         "watch",
         "holders.at_peak.managed_on_device_untold",
@@ -441,7 +518,7 @@ fn the_document_and_the_json_outputs_agree() {
     // And the public corpus recorded on the H200: programs nobody here
     // wrote, whose reports say what ours do not (an agent's read as the
     // peak, managed memory beside the shares).
-    let corpus = ["tests/fixtures/corpus-h200", "tests/fixtures/corpus-pocl"]
+    let corpus = CORPUS
         .into_iter()
         .flat_map(|d| std::fs::read_dir(common::repo_file(d)).unwrap())
         .map(|f| f.unwrap().path())

@@ -3,6 +3,7 @@
 //! reserves the run measured. What no share explains is a row of its own.
 
 use std::collections::BTreeMap;
+use std::fmt::Write;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -166,6 +167,51 @@ pub struct ReserveReport {
     pub kept_until_ms: Option<f64>,
 }
 
+// Each row: its name, its figure, and whether it is shown only
+// where it held something at the peak or at exit (what the program
+// held before its API, the runtime, the pool, the graphs, managed
+// pages: most programs have none).
+type Row = (&'static str, fn(&Shares) -> f64, bool);
+const ROWS: [Row; 13] = [
+    ("the program's memory", |s| s.total_bytes as f64, false),
+    ("before its API's use", |s| s.before_api_bytes as f64, true),
+    ("its API's runtime", |s| s.runtime_loaded_bytes as f64, true),
+    (
+        "its own, between calls",
+        |s| s.own_between_calls_bytes as f64,
+        true,
+    ),
+    ("objects it holds", |s| s.objects_held_bytes as f64, false),
+    (
+        "cached by allocators",
+        |s| s.cached_by_allocators_bytes as f64,
+        false,
+    ),
+    (
+        "released, not deleted",
+        |s| s.released_not_deleted_bytes as f64,
+        false,
+    ),
+    ("reserves it holds", |s| s.reserves_held_bytes as f64, false),
+    (
+        "reserves released, kept",
+        |s| s.reserves_released_bytes as f64,
+        false,
+    ),
+    ("kept by CUDA's pool", |s| s.kept_by_pool_bytes as f64, true),
+    (
+        "held by CUDA graphs",
+        |s| s.held_by_graphs_bytes as f64,
+        true,
+    ),
+    (
+        "managed memory on device",
+        |s| s.managed_on_device_bytes as f64,
+        true,
+    ),
+    ("unexplained", |s| s.unexplained_bytes as f64, false),
+];
+
 impl HoldersReport {
     /// None for a run with no reading of the program's own memory.
     pub fn of(run: &Run) -> Option<HoldersReport> {
@@ -212,50 +258,6 @@ impl HoldersReport {
 
     /// The shares at the peak and at exit side by side.
     pub(crate) fn table(&self) -> Table {
-        // Each row: its name, its figure, and whether it is shown only
-        // where it held something at the peak or at exit (what the program
-        // held before its API, the runtime, the pool, the graphs, managed
-        // pages: most programs have none).
-        type Row = (&'static str, fn(&Shares) -> f64, bool);
-        const ROWS: [Row; 13] = [
-            ("the program's memory", |s| s.total_bytes as f64, false),
-            ("before its API's use", |s| s.before_api_bytes as f64, true),
-            ("its API's runtime", |s| s.runtime_loaded_bytes as f64, true),
-            (
-                "its own, between calls",
-                |s| s.own_between_calls_bytes as f64,
-                true,
-            ),
-            ("objects it holds", |s| s.objects_held_bytes as f64, false),
-            (
-                "cached by allocators",
-                |s| s.cached_by_allocators_bytes as f64,
-                false,
-            ),
-            (
-                "released, not deleted",
-                |s| s.released_not_deleted_bytes as f64,
-                false,
-            ),
-            ("reserves it holds", |s| s.reserves_held_bytes as f64, false),
-            (
-                "reserves released, kept",
-                |s| s.reserves_released_bytes as f64,
-                false,
-            ),
-            ("kept by CUDA's pool", |s| s.kept_by_pool_bytes as f64, true),
-            (
-                "held by CUDA graphs",
-                |s| s.held_by_graphs_bytes as f64,
-                true,
-            ),
-            (
-                "managed memory on device",
-                |s| s.managed_on_device_bytes as f64,
-                true,
-            ),
-            ("unexplained", |s| s.unexplained_bytes as f64, false),
-        ];
         let columns = [&self.at_peak, &self.at_exit];
         let rows = ROWS
             .iter()
@@ -281,6 +283,44 @@ impl HoldersReport {
             ],
             rows,
         }
+    }
+
+    /// The table in a line a moment: `at its peak (9418.8 ms), 1976.0 MiB,
+    /// 100.0% named: objects it holds 998.0 (NCCL 484.0, PyTorch 514.0), …`
+    /// (the shares that held something, MiB), for one process among many.
+    pub(crate) fn brief(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (when, shares) in [("at its peak", &self.at_peak), ("at exit", &self.at_exit)] {
+            let Some(s) = shares else { continue };
+            let named = if s.total_bytes == 0 {
+                100.0
+            } else {
+                100.0 * (s.total_bytes as f64 - s.unexplained_bytes as f64) / s.total_bytes as f64
+            };
+            let parts: Vec<String> = ROWS[1..]
+                .iter()
+                .filter(|(_, figure, _)| figure(s) != 0.0)
+                .map(|(name, figure, _)| {
+                    let mut part = format!("{name} {:.1}", figure(s) / MIB);
+                    if *name == "objects it holds" && !s.objects_held_by.is_empty() {
+                        let by: Vec<String> = s
+                            .objects_held_by
+                            .iter()
+                            .map(|(o, b)| format!("{} {:.1}", Owner::label_of(o), mib(*b)))
+                            .collect();
+                        let _ = write!(part, " ({})", by.join(", "));
+                    }
+                    part
+                })
+                .collect();
+            out.push(format!(
+                "{when} ({:.1} ms), {:.1} MiB, {named:.1}% named: {}",
+                s.t_ms,
+                mib(s.total_bytes),
+                parts.join(", ")
+            ));
+        }
+        out
     }
 
     /// What the program's managed memory was, and where what the device held

@@ -8,6 +8,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
+use crate::run::views::Unviewed;
+
+use super::holders::HoldersReport;
 use crate::run::owners::Owner;
 use crate::run::ranks::{Member, Moment};
 use crate::trace::Rank;
@@ -39,6 +42,16 @@ pub struct RankReport {
     /// made them.
     pub objects_at_end_bytes: u64,
     pub objects_at_end_by: BTreeMap<String, u64>,
+    /// Who held its memory, composed as a program of its own: its events,
+    /// and the readings of the one GPU NVML listed it on (its bytes there,
+    /// the program's other processes as the rest of the GPU). Absent on a
+    /// host of one GPU (the program's table is of every process together)
+    /// and where it could not be composed apart (`not_composed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holders: Option<HoldersReport>,
+    /// Why it was not composed apart, on a host of many GPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_composed: Option<String>,
 }
 
 /// A process at one moment: NVML's bytes of it on each GPU, and what its own
@@ -145,6 +158,15 @@ pub fn ranks(run: &Run) -> Vec<RankReport> {
             at_first_ran_out: m.at_first_ran_out.as_ref().map(&moment),
             objects_at_end_bytes: run.held_by_process(m.pid).values().sum(),
             objects_at_end_by: by_name(&run.held_by_process(m.pid)),
+            holders: run
+                .views()
+                .and_then(|v| v.get(m.pid))
+                .and_then(|v| HoldersReport::of(&v.run)),
+            not_composed: run
+                .views()
+                .and_then(|v| v.unviewed(m.pid))
+                .filter(|_| !m.gpus_used.is_empty())
+                .map(Unviewed::text),
         })
         .collect();
     out.sort_by_key(|r| (r.rank.as_ref().map_or(u32::MAX, |k| k.rank), r.pid));
@@ -298,6 +320,16 @@ impl RankReport {
                 mib(self.objects_at_end_bytes),
                 owners_line(&self.objects_at_end_by)
             ));
+        }
+        if let Some(h) = &self.holders {
+            out.push(
+                "    who holds it, this process alone on its GPU (MiB; each reserve in the JSON \
+                 report):"
+                    .to_string(),
+            );
+            out.extend(h.brief().into_iter().map(|l| format!("      {l}")));
+        } else if let Some(why) = &self.not_composed {
+            out.push(format!("    not composed apart: {why}"));
         }
         out
     }

@@ -344,7 +344,9 @@ impl Run {
         // that NVML still counted 3.6 ms later): a reading that close after
         // the records said memory moved, and that holds less than the shares
         // name, is behind them too.
-        let lagging = h.unexplained() < 0
+        // NVML counts in pages: shares more than the reading by less than one
+        // (a reserve the agent read to 64 KiB) are no lag.
+        let lagging = h.unexplained() <= -(reserves::PAGE as i64)
             && self
                 .composer
                 .moved_ns

@@ -5,28 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{LineSummary, Run};
-use crate::testing;
+use crate::testing::{self, Rng};
 use crate::trace::*;
-
-/// xorshift64*: a fixed seed gives the same run on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 const TAGS: [Option<&str>; 6] = [None, Some("a"), None, Some("b"), Some("a"), None];
 const APIS: [&str; 4] = [

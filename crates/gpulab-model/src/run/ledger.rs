@@ -28,7 +28,10 @@ pub(super) struct Ledger {
     pub(super) live_bytes: i64,
     /// Objects the worker listed as left at the end, per kind.
     pub(super) leaked: BTreeMap<ObjKind, usize>,
-    /// The time of the latest object event.
+    /// The time of the latest object event that can move a share: of an
+    /// object of a size, or of a holder of a reserve. (A stream's event made
+    /// and destroyed after a reading moved no share: NCCL makes them between
+    /// every two readings, and the reading stays composable.)
     pub(super) changed_ns: Option<u64>,
     pub(super) gone: Gone,
     /// Whose deletions the run sees, per process, API family and kind.
@@ -57,7 +60,9 @@ impl Ledger {
     /// first (a lab's worker sends it first).
     pub(super) fn event(&mut self, o: &ObjectEvent, call: Option<&Call>) {
         self.changes += 1;
-        self.changed_ns = self.changed_ns.max(Some(o.t_ns));
+        if o.bytes > 0 || super::reserves::unsized_kind(o.kind) {
+            self.changed_ns = self.changed_ns.max(Some(o.t_ns));
+        }
         let (count, bytes) = if o.action == ObjectAction::Created {
             (1, o.bytes as i64)
         } else if o.ends_life() {

@@ -41,6 +41,8 @@ pub mod ranks;
 mod readings;
 pub mod reserves;
 mod samples;
+mod steps;
+pub mod views;
 mod window;
 
 use std::collections::BTreeMap;
@@ -116,6 +118,10 @@ pub struct Run {
     quiet: quiet::Quiet,
     composer: compose::Composer,
     program: program::Program,
+    /// The agents' steps held back on a shared GPU.
+    steps: steps::Steps,
+    /// A program on a host of many GPUs: each process composed apart.
+    views: Option<views::Views>,
 }
 
 /// One script line with everything its executions did.
@@ -179,6 +185,8 @@ impl Run {
             quiet: quiet::Quiet::default(),
             composer: compose::Composer::default(),
             program: program::Program::default(),
+            steps: steps::Steps::default(),
+            views: None,
         }
     }
 
@@ -202,6 +210,7 @@ impl Run {
         match event {
             Event::Meta(m) => {
                 self.program.ranks.start(&m.gpus);
+                self.views = views::Views::of(m);
                 self.meta = Some(m.as_ref().clone());
             }
             Event::Calling(c) => self.window.in_flight = Some(c.clone()),
@@ -251,6 +260,11 @@ impl Run {
                 *self.folds.received.entry(r.pid).or_default() += 1;
                 self.device_read(r);
             }
+        }
+        if let Some(views) = &mut self.views
+            && !matches!(event, Event::Meta(_))
+        {
+            views.event(event);
         }
     }
 
@@ -345,6 +359,11 @@ impl Run {
             let own = processes.iter().filter_map(|p| p.bytes).sum();
             self.others_seen(g.used_bytes, own);
         }
+        if g.gpu == 0 {
+            for (c, step) in self.steps.reading(g) {
+                self.measured_by_the_agent(&c, step);
+            }
+        }
         for pid in self.program.gpu_reading(g) {
             let held = self.held_by_process(pid);
             let ranks = &mut self.program.ranks;
@@ -352,6 +371,18 @@ impl Run {
             if let Some(m) = ranks.members.get_mut(&pid) {
                 m.peak = Some(moment);
             }
+        }
+    }
+
+    /// The agent's step across `c`, the whole device's: it measures at once
+    /// where the process has GPU 0 to itself, and is held back where it
+    /// shares it until the readings say the rest stood still ([`steps`]).
+    fn agent_step(&mut self, c: &Call, step: i64) {
+        let shared = self.steps.shared(c.pid) || !self.readings.alone;
+        if self.steps.read() && shared {
+            self.steps.hold(c, step);
+        } else {
+            self.measured_by_the_agent(c, step);
         }
     }
 
@@ -372,6 +403,20 @@ impl Run {
             self.composer
                 .take_back_within(c.begin_ns, c.end_ns, &mut self.readings.pending);
         }
+        // A reading taken while a call ran across which the agent read the
+        // memory move (a launch that loaded its function's code): composed
+        // once the step is counted, not before (it read the step's bytes
+        // beside no share of them). Taken before the step, it is then short
+        // of the shares so near the move that it is behind them
+        // (`bound_by_reading`).
+        let straddled = c
+            .memory_step
+            .filter(|s| s.unsigned_abs() >= reserves::PAGE)
+            .and(self.readings.pending)
+            .filter(|(t, _)| *t > c.begin_ns && *t < c.end_ns);
+        if straddled.is_some() {
+            self.readings.pending = None;
+        }
         self.settle(c.end_ns, None);
         if let Some(m) = c.mem_before {
             self.reading(c.begin_ns, m);
@@ -380,9 +425,13 @@ impl Run {
             self.reading(c.end_ns, m);
         }
         if let Some(step) = c.memory_step {
-            self.measured_by_the_agent(c, step);
+            self.agent_step(c, step);
         }
         self.pools_moved(c);
+        if straddled.is_some() && self.readings.pending.is_none() {
+            self.readings.pending = straddled;
+            self.settle(c.end_ns, None);
+        }
         if c.freed_unseen {
             self.folds.freed_unseen += 1;
         }
@@ -1023,6 +1072,12 @@ impl Run {
     /// A watched program per process (its rank) and per GPU.
     pub fn ranks(&self) -> &ranks::Ranks {
         &self.program.ranks
+    }
+
+    /// Each process of a program on a host of many GPUs, composed apart
+    /// ([`views`]); None elsewhere.
+    pub fn views(&self) -> Option<&views::Views> {
+        self.views.as_ref()
     }
 
     /// Live objects per kind right now, as the ledger's events say.

@@ -19,7 +19,7 @@ const SIZED_KEPT: usize = 64;
 const OPEN_WINDOWS: usize = 64;
 /// The unit NVML counts a process's device memory in, and the driver maps
 /// it in: 2 MiB.
-pub(super) const PAGE: u64 = 2 << 20;
+pub(crate) const PAGE: u64 = 2 << 20;
 /// How long past a window's end reading a sized object still counts for it.
 const SIZED_SLACK_NS: u64 = 50_000_000;
 

@@ -69,7 +69,16 @@ impl ObjectsPanel<'_> {
             Span::styled("device  ", t.dim()),
             Span::raw(format!("{} in its objects", fmt_mib(held as f64))),
         ]));
-        if let Some(m) = run.run.ranks().members.get(&pid) {
+        // Composed apart on its GPU (a host of many GPUs): what no share
+        // of its own names, as the program's line says it.
+        if let Some(own) = run
+            .run
+            .views()
+            .and_then(|v| v.get(pid))
+            .and_then(|v| v.run.holders())
+        {
+            out.push(own_line(&own, t));
+        } else if let Some(m) = run.run.ranks().members.get(&pid) {
             let own: u64 = m.on_gpu.values().sum();
             if !m.on_gpu.is_empty() {
                 out.push(Line::from(vec![
@@ -144,21 +153,7 @@ impl ObjectsPanel<'_> {
             return out;
         }
         match run.run.holders().filter(|_| watched) {
-            Some(own) => {
-                let u = own.unexplained();
-                out.push(Line::from(vec![
-                    Span::styled("own     ", t.dim()),
-                    Span::raw(fmt_mib(own.total as f64)),
-                    Span::styled(
-                        format!(", {} unexpl.", fmt_signed_mib(u)),
-                        if u.unsigned_abs() > 4 << 20 {
-                            t.warn()
-                        } else {
-                            t.dim()
-                        },
-                    ),
-                ]));
-            }
+            Some(own) => out.push(own_line(&own, t)),
             None => {
                 if let Some(d) = g.device {
                     out.push(Line::from(vec![
@@ -255,4 +250,22 @@ impl Widget for &ObjectsPanel<'_> {
             .wrap(Wrap { trim: false })
             .render(inner, buf);
     }
+}
+
+/// `own     1976.00, +0.00 unexpl.`: a program's (or one rank's) own memory
+/// and what no share names, a warning past 4 MiB.
+fn own_line(own: &crate::run::holders::Holders, t: Theme) -> Line<'static> {
+    let u = own.unexplained();
+    Line::from(vec![
+        Span::styled("own     ", t.dim()),
+        Span::raw(fmt_mib(own.total as f64)),
+        Span::styled(
+            format!(", {} unexpl.", fmt_signed_mib(u)),
+            if u.unsigned_abs() > 4 << 20 {
+                t.warn()
+            } else {
+                t.dim()
+            },
+        ),
+    ])
 }

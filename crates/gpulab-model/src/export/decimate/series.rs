@@ -144,18 +144,7 @@ impl Series {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// xorshift64*: a fixed seed gives the same series on every machine.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-        }
-    }
+    use crate::testing::Rng;
 
     fn column(t: u64) -> i64 {
         (t / 1_000) as i64
