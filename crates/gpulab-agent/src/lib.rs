@@ -54,6 +54,7 @@ mod queue;
 mod quiet;
 mod rank;
 mod region;
+mod resident;
 mod rival;
 mod stack;
 mod staging;

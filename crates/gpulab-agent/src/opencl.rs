@@ -4,8 +4,8 @@
 
 use std::ffi::{c_char, c_void};
 
-use gpulab_events::ObjKind;
 use gpulab_events::api::{Api, Effect};
+use gpulab_events::{ObjKind, ReadSide};
 
 use crate::clock::now_ns;
 use crate::dispatch::{self as d, target};
@@ -36,6 +36,25 @@ macro_rules! target {
 /// new object `$new` of `$kind` with `$bytes` and `$refs` (expressions over the
 /// arguments and `$new`).
 macro_rules! creating {
+    // A call that moves the process's memory by megabytes (a context, a
+    // queue, a link): its resident memory is read on each side of it.
+    (read $name:ident = $index:expr, $api:literal,
+     ($($arg:ident: $ty:ty),* $(,)?), $new:ident => $kind:expr, $bytes:expr, $refs:expr) => {
+        #[allow(clippy::too_many_arguments)] // the C signature
+        unsafe extern "C" fn $name($($arg: $ty,)* err: *mut i32) -> Handle {
+            crate::resident::read($api, ReadSide::Before);
+            let begin = now_ns();
+            let mut status = CL_SUCCESS;
+            let f = target!($index, fn($($ty,)* *mut i32) -> Handle);
+            // SAFETY: the program's arguments, passed through unchanged.
+            let $new = unsafe { f($($arg,)* &mut status) };
+            // SAFETY: `err` is the program's out-parameter.
+            unsafe { put(err, status) };
+            made($api, begin, status, $new, $kind, $bytes, $refs);
+            crate::resident::read($api, ReadSide::After);
+            $new
+        }
+    };
     ($name:ident = $index:expr, $api:literal,
      ($($arg:ident: $ty:ty),* $(,)?), $new:ident => $kind:expr, $bytes:expr, $refs:expr) => {
         #[allow(clippy::too_many_arguments)] // the C signature
@@ -396,7 +415,7 @@ fn mem_size(mem: Handle) -> u64 {
 // --- contexts -----------------------------------------------------------------
 
 creating!(
-    create_context = d::CREATE_CONTEXT, "clCreateContext",
+    read create_context = d::CREATE_CONTEXT, "clCreateContext",
     (
         props: *const isize,
         ndev: u32,
@@ -408,7 +427,7 @@ creating!(
 );
 
 creating!(
-    create_context_from_type = d::CREATE_CONTEXT_FROM_TYPE, "clCreateContextFromType",
+    read create_context_from_type = d::CREATE_CONTEXT_FROM_TYPE, "clCreateContextFromType",
     (props: *const isize, ty: u64, notify: Notify, user: *mut c_void),
     ctx => ObjKind::Context, 0, Vec::new()
 );
@@ -464,13 +483,13 @@ refcount_hook!(release_event, d::RELEASE_EVENT, Api::ClReleaseEvent);
 // --- queues -------------------------------------------------------------------
 
 creating!(
-    create_command_queue = d::CREATE_COMMAND_QUEUE, "clCreateCommandQueue",
+    read create_command_queue = d::CREATE_COMMAND_QUEUE, "clCreateCommandQueue",
     (ctx: Handle, dev: Handle, props: u64),
     q => ObjKind::Queue, 0, context_ref(ctx)
 );
 
 creating!(
-    create_command_queue_with_properties = d::CREATE_COMMAND_QUEUE_WITH_PROPERTIES, "clCreateCommandQueueWithProperties",
+    read create_command_queue_with_properties = d::CREATE_COMMAND_QUEUE_WITH_PROPERTIES, "clCreateCommandQueueWithProperties",
     (ctx: Handle, dev: Handle, props: *const u64),
     q => ObjKind::Queue, 0, context_ref(ctx)
 );
@@ -599,7 +618,7 @@ creating!(
 );
 
 creating!(
-    link_program = d::LINK_PROGRAM, "clLinkProgram",
+    read link_program = d::LINK_PROGRAM, "clLinkProgram",
     (
         ctx: Handle,
         ndev: u32,
@@ -621,15 +640,19 @@ unsafe extern "C" fn build_program(
     notify: BuildNotify,
     user: *mut c_void,
 ) -> i32 {
+    // PoCL's compiler runs in the process: its memory moves across the build.
+    crate::resident::read("clBuildProgram", ReadSide::Before);
     let begin = now_ns();
     let f = target!(
         d::BUILD_PROGRAM,
         fn(Handle, u32, *const Handle, *const c_char, BuildNotify, *mut c_void) -> i32
     );
     // SAFETY: the program's arguments, passed through unchanged.
-    plain("clBuildProgram", begin, unsafe {
+    let status = plain("clBuildProgram", begin, unsafe {
         f(p, ndev, devices, options, notify, user)
-    })
+    });
+    crate::resident::read("clBuildProgram", ReadSide::After);
+    status
 }
 
 creating!(

@@ -42,6 +42,8 @@ pub enum Record {
         side: ReadSide,
         free: u64,
         total: u64,
+        /// The process's resident memory, for a read of it instead.
+        resident: Option<u64>,
     },
     /// What a framework said through the startup hook ([`crate::framework`]).
     Framework {
@@ -137,6 +139,7 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             side,
             free,
             total,
+            resident,
         } => Event::DeviceRead(DeviceRead {
             t_ns: *t_ns,
             pid,
@@ -144,6 +147,7 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             side: *side,
             free_bytes: *free,
             total_bytes: *total,
+            resident_bytes: *resident,
         }),
         Record::Framework {
             t_ns,

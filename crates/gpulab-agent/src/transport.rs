@@ -533,6 +533,23 @@ pub fn read(api: &'static str, side: gpulab_events::ReadSide, (free, total): (u6
         side,
         free,
         total,
+        resident: None,
+    });
+}
+
+/// Records the process's resident memory, read on `side` of the call `api`
+/// ([`crate::resident`]).
+pub fn read_resident(api: &'static str, side: gpulab_events::ReadSide, bytes: u64) {
+    if quiet() {
+        return;
+    }
+    send(Record::Read {
+        t_ns: now_ns(),
+        api,
+        side,
+        free: 0,
+        total: 0,
+        resident: Some(bytes),
     });
 }
 

@@ -167,6 +167,14 @@ pub struct DeviceRead {
     pub side: ReadSide,
     pub free_bytes: u64,
     pub total_bytes: u64,
+    /// Present for a read of the process's own resident host memory
+    /// instead (`/proc/self/statm`: an OpenCL agent's, around the calls that
+    /// make a context or a queue or build code), which on a CPU device
+    /// (PoCL) is the memory the program's device objects take; the free and
+    /// total figures are then 0. The reader sets it beside the sampler's
+    /// readings of the same memory only where that is the watch's source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resident_bytes: Option<u64>,
 }
 
 /// Which side of its call a [`DeviceRead`] was taken on.

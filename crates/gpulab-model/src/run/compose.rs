@@ -209,7 +209,7 @@ impl Composer {
 
     /// The agent read the device's memory across a call: `step` is held by
     /// `holder` (see [`Run::measured_by_the_agent`]).
-    fn direct(&mut self, holder: u64, step: i64, c: &Call, more: bool) {
+    pub(super) fn direct(&mut self, holder: u64, step: i64, c: &Call, more: bool) {
         self.reserves
             .direct(&[holder], step, c.begin_ns, c.end_ns, more);
         self.reserves_changes += 1;

@@ -172,12 +172,35 @@ impl Run {
         if self.objects.changed_ns.is_none() && t_ns > before_t {
             return total.saturating_sub(before);
         }
-        self.reserves()
+        // What the agents' steps (each its call's alone) had measured by
+        // then is theirs, not the runtime's.
+        let stepped = |until: u64| -> u64 {
+            self.reserves()
+                .measured()
+                .filter(|r| r.by_agent && r.to_ns <= until)
+                .map(|r| r.bytes)
+                .sum()
+        };
+        match self
+            .reserves()
             .measured()
             .filter(|r| !r.by_agent)
             .min_by_key(|r| r.from_ns)
-            .filter(|r| r.from_ns > before_t && r.from_ns <= t_ns)
-            .map_or(0, |r| r.from_bytes.saturating_sub(before))
+        {
+            Some(r) if r.from_ns > before_t && r.from_ns <= t_ns => r
+                .from_bytes
+                .saturating_sub(before)
+                .saturating_sub(stepped(r.from_ns)),
+            Some(_) => 0,
+            // Every reserve measured by an agent's steps (a CPU device's
+            // agent reads its resident memory across a context's making):
+            // the latest reading before the first object.
+            None => self
+                .readings
+                .before_first_object
+                .filter(|(t, _)| *t > before_t && *t <= t_ns)
+                .map_or(0, |(_, b)| b.saturating_sub(before)),
+        }
     }
 
     /// Whether `o` belongs to a context the driver destroyed: with it went
@@ -1153,6 +1176,7 @@ mod tests {
             side,
             free_bytes: total - used,
             total_bytes: total,
+            resident_bytes: None,
         })
     }
 
@@ -1373,6 +1397,69 @@ mod tests {
             let ids: Vec<Vec<u64>> = run.reserves().measured().map(|r| r.ids).collect();
             assert!(ids.iter().all(|i| i.len() == 1), "{ids:?}");
         }
+    }
+
+    /// `cl_copybuffer` on a loaded host (PoCL, 45 ms): no sample fell between
+    /// PoCL's load and its context, nor on either side of the context's and
+    /// the queue's making calls (21.8% named). The agent's reads of its
+    /// process's resident memory on each side of them measure each call's
+    /// step, and the read before the first names where the runtime ended;
+    /// on a GPU device (NVML's figures) they are no figure of its memory.
+    #[test]
+    fn the_agents_resident_reads_measure_a_cpu_devices_calls() {
+        let resident = |t: u64, api: &str, side: ReadSide, bytes: u64| {
+            Event::DeviceRead(DeviceRead {
+                t_ns: t * MS,
+                pid: 7,
+                api: api.into(),
+                side,
+                free_bytes: 0,
+                total_bytes: 0,
+                resident_bytes: Some(bytes),
+            })
+        };
+        let run_on = |meta: crate::trace::Meta| {
+            let mut attached = seed_001().remove(0);
+            if let Event::Agent(a) = &mut attached {
+                a.t_ns = 15 * MS;
+            }
+            let events = vec![
+                Event::Meta(Box::new(meta)),
+                rss(10, 7 * MIB),
+                attached,
+                resident(33, "clCreateContext", ReadSide::Before, 64 * MIB),
+                object(34, 1, ObjKind::Context, ObjectAction::Created, 0),
+                call(0, 33, "clCreateContext", 1),
+                resident(39, "clCreateContext", ReadSide::After, 72 * MIB),
+                resident(40, "clCreateCommandQueue", ReadSide::Before, 72 * MIB),
+                object(41, 2, ObjKind::Queue, ObjectAction::Created, 0),
+                call(1, 40, "clCreateCommandQueue", 2),
+                resident(46, "clCreateCommandQueue", ReadSide::After, 73 * MIB),
+                object(47, 3, ObjKind::Buffer, ObjectAction::Created, 4 * MIB),
+                call(2, 47, "clCreateBuffer", 3),
+                rss(60, 77 * MIB),
+                rss(70, 77 * MIB),
+            ];
+            Run::from_events(&ended(events))
+        };
+        let watched = testing::watched("./copybuffer", 7);
+        let cpu = run_on(crate::trace::Meta {
+            pid: 7,
+            watch: Some(watched.clone()),
+            ..testing::cpu_meta()
+        });
+        let h = cpu.holders().expect("composed");
+        assert_eq!((h.before_api, h.runtime), (7 * MIB, 57 * MIB), "{h:?}");
+        assert_eq!((h.reserves_held, h.held), (9 * MIB, 4 * MIB), "{h:?}");
+        assert_eq!(h.unexplained(), 0, "{h:?}");
+        assert!(cpu.reserves().measured().all(|r| r.by_agent));
+        // NVML's figures: the reads measure nothing.
+        let gpu = run_on(crate::trace::Meta {
+            pid: 7,
+            watch: Some(watched),
+            ..testing::meta()
+        });
+        assert!(gpu.reserves().measured().all(|r| !r.by_agent));
     }
 
     /// NVML reads the device's figure and the processes' apart: while a

@@ -70,7 +70,7 @@ pub use window::Recent;
 use crate::trace::{
     AgentEvent, AgentState, BackendKind, Block, Call, CallStatus, Calling, ClaimVerdict,
     DeviceRead, DeviceSpan, End, EndStatus, Event, Frame, HostLoad, MemorySource, Meta, Note,
-    ObjectEvent, Sample,
+    ObjectEvent, ReadSide, Sample,
 };
 
 /// Calls a run keeps whole: the most recent ones.
@@ -276,6 +276,10 @@ impl Run {
     /// (what the device holds for it is no share a read can be composed
     /// with: [`Run::managed_on_device`]).
     fn device_read(&mut self, r: &DeviceRead) {
+        if let Some(resident) = r.resident_bytes {
+            self.resident_read(r, resident);
+            return;
+        }
         self.readings.read_total = Some(r.total_bytes);
         self.readings.max_read_used = self.readings.max_read_used.max(Some(r.used_bytes()));
         if self.ranks().spread() || self.readings.made_managed {
@@ -283,6 +287,63 @@ impl Run {
         }
         if let Some(others) = self.readings.device_read(r) {
             self.agent_reading(r, others);
+        }
+    }
+
+    /// An agent's read of its process's resident memory on one side of a
+    /// call that moves it by megabytes (a context, a queue, a build): where
+    /// that memory is what the watch reads (a CPU device), the two sides of
+    /// one call are its step, held as an agent's step across a call is (the
+    /// object it made, or a build's program). A step, not a reading: the
+    /// sampler reads the program's whole process tree, the agent its own
+    /// process.
+    fn resident_read(&mut self, r: &DeviceRead, bytes: u64) {
+        let rss = self
+            .meta
+            .as_ref()
+            .is_some_and(|m| m.watch.is_some() && m.device.memory_source == MemorySource::Rss);
+        if !rss || self.end.is_some() {
+            return;
+        }
+        // Before its first object, the process's memory right before the
+        // call that makes it: where the runtime its first calls loaded ends
+        // (no sample may fall between that load and the call).
+        if r.side == ReadSide::Before
+            && self.objects.changed_ns.is_none()
+            && self
+                .readings
+                .before_first_object
+                .is_none_or(|(t, _)| t < r.t_ns)
+        {
+            self.readings.before_first_object = Some((r.t_ns, bytes));
+        }
+        let Some((before_ns, before)) = self.readings.resident_side(r, bytes) else {
+            return;
+        };
+        // The call's record came between its two reads.
+        let call = self
+            .window
+            .calls
+            .iter()
+            .rev()
+            .take(64)
+            .find(|c| {
+                c.pid == r.pid && c.api == r.api && c.begin_ns >= before_ns && c.end_ns <= r.t_ns
+            })
+            .filter(|c| c.status == CallStatus::Ok)
+            .cloned();
+        let Some(c) = call else {
+            return;
+        };
+        let step = bytes as i64 - before as i64;
+        if matches!(c.api.as_str(), "clBuildProgram" | "clCompileProgram") {
+            // The build's step is the program's, measured across its call
+            // alone (the readings' window across it gives way).
+            if let Some(program) = self.newest_program(c.pid) {
+                self.composer.direct(program, step, &c, false);
+            }
+        } else {
+            self.measured_by_the_agent(&c, step);
         }
     }
 
@@ -500,6 +561,12 @@ impl Run {
             self.composer.moved_ns = self.composer.moved_ns.max(Some(o.t_ns));
         }
         let first = self.objects.changed_ns.is_none();
+        if first
+            && o.action == crate::trace::ObjectAction::Created
+            && self.readings.before_first_object.is_none()
+        {
+            self.readings.before_first_object = self.readings.process.filter(|(t, _)| *t <= o.t_ns);
+        }
         self.objects.event(o, call);
         if o.kind == ObjKind::Managed {
             self.readings.made_managed = true;
@@ -842,18 +909,22 @@ impl Run {
         {
             return;
         }
-        let program = self
-            .objects
-            .ledger
-            .iter()
-            .rev()
-            .find(|(id, o)| o.kind == ObjKind::Program && (*id >> 32) as u32 == c.pid && o.held())
-            .map(|(id, _)| *id);
-        if let Some(id) = program {
+        if let Some(id) = self.newest_program(c.pid) {
             self.composer
                 .reserves
                 .made_unsized(id, c.begin_ns, c.end_ns);
         }
+    }
+
+    /// The newest program (module) process `pid` holds: what a build is
+    /// of (the call names none; it builds the program it was handed).
+    fn newest_program(&self, pid: u32) -> Option<u64> {
+        self.objects
+            .ledger
+            .iter()
+            .rev()
+            .find(|(id, o)| o.kind == ObjKind::Program && (*id >> 32) as u32 == pid && o.held())
+            .map(|(id, _)| *id)
     }
 
     /// `watch`: the most device memory in use while the program ran above

@@ -3,7 +3,7 @@
 //! latest reading of the process's own memory, until it is composed
 //! ([`super::Run::settle`]).
 
-use crate::trace::{DeviceRead, MemorySource, Sample};
+use crate::trace::{DeviceRead, MemorySource, ReadSide, Sample};
 
 use super::reserves::PAGE;
 
@@ -85,7 +85,17 @@ pub(super) struct Readings {
     /// (their making calls' sizes): a floor for its memory when no reading
     /// caught that moment.
     pub(super) max_objects: Option<(u64, u64)>,
+    /// Agents' reads of their process's resident memory before a call, each
+    /// waiting for the read after it: (pid, call, t_ns, bytes), the latest
+    /// few.
+    resident_before: Vec<(u32, String, u64, u64)>,
+    /// The latest reading of the program's memory when its first object
+    /// came: (t_ns, bytes).
+    pub(super) before_first_object: Option<(u64, u64)>,
 }
+
+/// Resident reads before a call kept waiting for the read after it.
+const RESIDENT_KEPT: usize = 64;
 
 impl Readings {
     pub(super) fn new(thin: bool) -> Readings {
@@ -110,6 +120,8 @@ impl Readings {
             max_read_used: None,
             read_total: None,
             max_objects: None,
+            resident_before: Vec::new(),
+            before_first_object: None,
         }
     }
 
@@ -217,6 +229,29 @@ impl Readings {
             });
         }
         bytes
+    }
+
+    /// An agent's read of its process's resident memory (`bytes`): one
+    /// before a call waits; one after it returns the read before the same
+    /// call of the same process, (t_ns, bytes).
+    pub(super) fn resident_side(&mut self, r: &DeviceRead, bytes: u64) -> Option<(u64, u64)> {
+        let same = |w: &(u32, String, u64, u64)| w.0 == r.pid && w.1 == r.api;
+        match r.side {
+            ReadSide::Before => {
+                self.resident_before.retain(|w| !same(w));
+                if self.resident_before.len() == RESIDENT_KEPT {
+                    self.resident_before.remove(0);
+                }
+                self.resident_before
+                    .push((r.pid, r.api.clone(), r.t_ns, bytes));
+                None
+            }
+            ReadSide::After => {
+                let at = self.resident_before.iter().position(same)?;
+                let (_, _, t, before) = self.resident_before.remove(at);
+                (t <= r.t_ns).then_some((t, before))
+            }
+        }
     }
 
     /// Samples that arrived before the `end` event but were taken after it
