@@ -172,35 +172,21 @@ impl Run {
         if self.objects.changed_ns.is_none() && t_ns > before_t {
             return total.saturating_sub(before);
         }
-        // What the agents' steps (each its call's alone) had measured by
-        // then is theirs, not the runtime's.
-        let stepped = |until: u64| -> u64 {
-            self.reserves()
-                .measured()
-                .filter(|r| r.by_agent && r.to_ns <= until)
-                .map(|r| r.bytes)
-                .sum()
-        };
-        match self
-            .reserves()
+        // The agent read its process's memory right before the call that
+        // made the first object (a CPU device's): the runtime ends there.
+        if let Some((t, b)) = self.readings.before_first_object {
+            return if t > before_t && t <= t_ns {
+                b.saturating_sub(before)
+            } else {
+                0
+            };
+        }
+        self.reserves()
             .measured()
             .filter(|r| !r.by_agent)
             .min_by_key(|r| r.from_ns)
-        {
-            Some(r) if r.from_ns > before_t && r.from_ns <= t_ns => r
-                .from_bytes
-                .saturating_sub(before)
-                .saturating_sub(stepped(r.from_ns)),
-            Some(_) => 0,
-            // Every reserve measured by an agent's steps (a CPU device's
-            // agent reads its resident memory across a context's making):
-            // the latest reading before the first object.
-            None => self
-                .readings
-                .before_first_object
-                .filter(|(t, _)| *t > before_t && *t <= t_ns)
-                .map_or(0, |(_, b)| b.saturating_sub(before)),
-        }
+            .filter(|r| r.from_ns > before_t && r.from_ns <= t_ns)
+            .map_or(0, |r| r.from_bytes.saturating_sub(before))
     }
 
     /// Whether `o` belongs to a context the driver destroyed: with it went
@@ -1438,23 +1424,49 @@ mod tests {
                 object(47, 3, ObjKind::Buffer, ObjectAction::Created, 4 * MIB),
                 call(2, 47, "clCreateBuffer", 3),
                 rss(60, 77 * MIB),
-                rss(70, 77 * MIB),
+                // A build (PoCL's compiler in the process, 7 MiB), and the
+                // program's last reading taken while it ran.
+                object(61, 4, ObjKind::Program, ObjectAction::Created, 0),
+                call(3, 61, "clCreateProgramWithSource", 4),
+                rss(67, 77 * MIB),
+                resident(70, "clBuildProgram", ReadSide::Before, 77 * MIB),
+                rss(85, 84 * MIB),
+                Event::Call(Call {
+                    seq: 4,
+                    pid: 7,
+                    begin_ns: 70 * MS,
+                    end_ns: 88 * MS,
+                    api: "clBuildProgram".into(),
+                    status: CallStatus::Ok,
+                    ..Call::default()
+                }),
+                resident(89, "clBuildProgram", ReadSide::After, 84 * MIB),
             ];
-            Run::from_events(&ended(events))
+            let mut run = Run::default();
+            let (last, before) = events.split_last().expect("events");
+            for e in before {
+                run.apply(e);
+            }
+            // Before the build's read after it, its reading inside it is
+            // short of the step; with it, composed again.
+            let short = run.holders().map(|h| (h.at_ns, h.unexplained()));
+            run.apply(last);
+            (Run::folding(run, &ended(Vec::new())), short)
         };
         let watched = testing::watched("./copybuffer", 7);
-        let cpu = run_on(crate::trace::Meta {
+        let (cpu, short) = run_on(crate::trace::Meta {
             pid: 7,
             watch: Some(watched.clone()),
             ..testing::cpu_meta()
         });
+        assert_eq!(short, Some((85 * MS, (7 * MIB) as i64)));
         let h = cpu.holders().expect("composed");
         assert_eq!((h.before_api, h.runtime), (7 * MIB, 57 * MIB), "{h:?}");
-        assert_eq!((h.reserves_held, h.held), (9 * MIB, 4 * MIB), "{h:?}");
-        assert_eq!(h.unexplained(), 0, "{h:?}");
+        assert_eq!((h.reserves_held, h.held), (16 * MIB, 4 * MIB), "{h:?}");
+        assert_eq!((h.at_ns, h.unexplained()), (85 * MS, 0), "{h:?}");
         assert!(cpu.reserves().measured().all(|r| r.by_agent));
         // NVML's figures: the reads measure nothing.
-        let gpu = run_on(crate::trace::Meta {
+        let (gpu, _) = run_on(crate::trace::Meta {
             pid: 7,
             watch: Some(watched),
             ..testing::meta()

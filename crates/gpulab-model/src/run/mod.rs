@@ -345,6 +345,25 @@ impl Run {
         } else {
             self.measured_by_the_agent(&c, step);
         }
+        self.composer.moved_ns = self.composer.moved_ns.max(Some(c.end_ns));
+        // The latest composition was of a reading taken while the call ran
+        // (PoCL's compiler, 50 ms, and the program's last reading 3 ms
+        // before the build returned): composed again with the step counted;
+        // a reading taken before most of it is then behind the shares.
+        let inside = self
+            .composer
+            .recent
+            .back()
+            .filter(|h| h.at_ns > c.begin_ns && h.at_ns < c.end_ns)
+            .map(|h| (h.at_ns, h.total));
+        if let Some(reading) = inside
+            && self.readings.pending.is_none()
+        {
+            self.composer
+                .take_back_within(c.begin_ns, c.end_ns, &mut self.readings.pending);
+            self.readings.pending = Some(reading);
+            self.settle(r.t_ns, None);
+        }
     }
 
     /// Whether the program made managed memory: its pages move onto the
@@ -561,12 +580,6 @@ impl Run {
             self.composer.moved_ns = self.composer.moved_ns.max(Some(o.t_ns));
         }
         let first = self.objects.changed_ns.is_none();
-        if first
-            && o.action == crate::trace::ObjectAction::Created
-            && self.readings.before_first_object.is_none()
-        {
-            self.readings.before_first_object = self.readings.process.filter(|(t, _)| *t <= o.t_ns);
-        }
         self.objects.event(o, call);
         if o.kind == ObjKind::Managed {
             self.readings.made_managed = true;

@@ -89,8 +89,8 @@ pub(super) struct Readings {
     /// waiting for the read after it: (pid, call, t_ns, bytes), the latest
     /// few.
     resident_before: Vec<(u32, String, u64, u64)>,
-    /// The latest reading of the program's memory when its first object
-    /// came: (t_ns, bytes).
+    /// An agent's read of its process's resident memory right before the
+    /// call that made the program's first object: (t_ns, bytes).
     pub(super) before_first_object: Option<(u64, u64)>,
 }
 

@@ -87,6 +87,82 @@ struct Went {
     steady: Option<bool>,
 }
 
+impl Went {
+    /// A reading of the process's memory (`t_ns`, `bytes`) beside a
+    /// measurement whose objects went at `gone`: the last one at or before
+    /// it, the first after it (and by how much the memory fell between,
+    /// `sized_between` counted out), whether the next held still, and the
+    /// first later one at which the memory fell by half of `reserve` (its
+    /// bytes, given only once the rest is known). True when it changed.
+    fn reading(
+        &mut self,
+        gone: u64,
+        (t_ns, bytes): (u64, u64),
+        sized_between: impl Fn(u64, u64) -> i64,
+        reserve: Option<u64>,
+    ) -> bool {
+        if t_ns <= gone {
+            if self.before.is_none_or(|(b, _)| t_ns >= b) && self.after.is_none() {
+                self.before = Some((t_ns, bytes));
+                return true;
+            }
+            return false;
+        }
+        match (self.before, self.after) {
+            (Some((bt, bb)), None) => {
+                self.after = Some((t_ns, bytes));
+                self.fell = Some(bb as i64 + sized_between(bt, t_ns) - bytes as i64);
+                true
+            }
+            (_, Some((at, ab))) if t_ns > at && self.steady.is_none() => {
+                let moved = ab as i64 + sized_between(at, t_ns) - bytes as i64;
+                self.steady = Some(moved.unsigned_abs() <= PAGE);
+                true
+            }
+            (_, Some((at, ab))) if t_ns > at && self.fell_later.is_none() => {
+                let Some(r) = reserve.filter(|r| *r > 0) else {
+                    return false;
+                };
+                let fell = ab as i64 + sized_between(at, t_ns) - bytes as i64;
+                if fell * 2 >= r as i64 {
+                    self.fell_later = Some(t_ns);
+                    return true;
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the memory of a reserve of `bytes` stayed after its objects
+    /// went: the first reading after fell by less than half of it, and from
+    /// when until when.
+    fn kept(&self, bytes: u64) -> Option<Kept> {
+        let fell = self.fell?;
+        let (from_ns, _) = self.after?;
+        (bytes > 0 && fell * 2 < bytes as i64).then_some(Kept {
+            from_ns,
+            until_ns: self.fell_later,
+        })
+    }
+
+    /// Whether the later reading it waits for is the one that says the
+    /// memory fell (the only use of the reserve's bytes).
+    fn waits_to_fall(&self) -> bool {
+        self.after.is_some() && self.steady.is_some() && self.fell_later.is_none()
+    }
+}
+
+/// A reserve the agent measured across its call, and what the readings
+/// said after its objects went.
+#[derive(Debug, Clone, PartialEq)]
+struct Direct {
+    reserve: Reserve,
+    gone: Vec<u64>,
+    gone_ns: Option<u64>,
+    went: Went,
+}
+
 /// Kept by the driver after its objects went: the memory did not fall when
 /// they did, from the first reading after their end until `until_ns` (the
 /// reading at which it fell; None: not yet).
@@ -130,7 +206,7 @@ pub struct Reserves {
     /// Reserves the agent measured itself, reading the device's free memory
     /// right before and after the making call (or a function's first launch,
     /// which loads its code): they need no reading of the sampler's.
-    direct: Vec<Reserve>,
+    direct: Vec<Direct>,
     readings: VecDeque<(u64, u64)>,
     /// The latest sized objects made or deleted, to count into a window that
     /// opens after they arrived: (time, bytes).
@@ -146,6 +222,14 @@ pub struct Reserves {
 
 /// Sized calls' spans kept, to tell readings taken while one ran.
 const SIZED_CALLS_KEPT: usize = 256;
+
+/// What sized objects made (+) and let go (-) from just after `from` to `to`.
+fn sized_between(log: &VecDeque<(u64, i64)>, from: u64, to: u64) -> i64 {
+    log.iter()
+        .filter(|(t, _)| *t > from && *t <= to)
+        .map(|(_, b)| b)
+        .sum()
+}
 
 /// Whether `t` fell strictly inside one of `calls`.
 fn while_sized(calls: &VecDeque<(u64, u64)>, t: u64) -> bool {
@@ -168,6 +252,14 @@ impl Reserves {
             changed |= self.windows[i].take(t_ns, bytes);
             changed |= self.went_reading(i, t_ns, bytes);
         }
+        let log = &self.sized_log;
+        for d in &mut self.direct {
+            let Some(g) = d.gone_ns else { continue };
+            let reserve = d.went.waits_to_fall().then_some(d.reserve.bytes);
+            changed |= d
+                .went
+                .reading(g, (t_ns, bytes), |a, b| sized_between(log, a, b), reserve);
+        }
         changed
     }
 
@@ -177,48 +269,18 @@ impl Reserves {
         let Some(g) = self.windows[i].gone_ns else {
             return false;
         };
-        let sized_between = |from: u64, to: u64| -> i64 {
-            self.sized_log
-                .iter()
-                .filter(|(t, _)| *t > from && *t <= to)
-                .map(|(_, b)| b)
-                .sum()
+        let reserve = if self.windows[i].went.waits_to_fall() {
+            let floor = self.floor_of(i);
+            self.windows[i]
+                .reserve(floor, &self.unsure)
+                .map(|r| r.bytes)
+        } else {
+            None
         };
-        let went = &self.windows[i].went;
-        if t_ns <= g {
-            if went.before.is_none_or(|(b, _)| t_ns >= b) && went.after.is_none() {
-                self.windows[i].went.before = Some((t_ns, bytes));
-                return true;
-            }
-            return false;
-        }
-        match (went.before, went.after) {
-            (Some((bt, bb)), None) => {
-                let fell = bb as i64 + sized_between(bt, t_ns) - bytes as i64;
-                let went = &mut self.windows[i].went;
-                went.after = Some((t_ns, bytes));
-                went.fell = Some(fell);
-                true
-            }
-            (_, Some((at, ab))) if t_ns > at && went.steady.is_none() => {
-                let moved = ab as i64 + sized_between(at, t_ns) - bytes as i64;
-                self.windows[i].went.steady = Some(moved.unsigned_abs() <= PAGE);
-                true
-            }
-            (_, Some((at, ab))) if t_ns > at && went.fell_later.is_none() => {
-                let floor = self.floor_of(i);
-                let Some(r) = self.windows[i].reserve(floor, &self.unsure) else {
-                    return false;
-                };
-                let fell = ab as i64 + sized_between(at, t_ns) - bytes as i64;
-                if fell * 2 >= r.bytes as i64 && r.bytes > 0 {
-                    self.windows[i].went.fell_later = Some(t_ns);
-                    return true;
-                }
-                false
-            }
-            _ => false,
-        }
+        let log = &self.sized_log;
+        self.windows[i]
+            .went
+            .reading(g, (t_ns, bytes), |a, b| sized_between(log, a, b), reserve)
     }
 
     /// The reading window `i`'s predecessor ended at ([`Reserves::chained`]).
@@ -308,15 +370,20 @@ impl Reserves {
         // Pushed as a sized change before the reserve is: its own step is
         // no other thread's object.
         self.sized(end_ns, step);
-        self.direct.push(Reserve {
-            ids: ids.to_vec(),
-            bytes,
-            from_ns: begin_ns,
-            to_ns: end_ns,
-            from_bytes: 0,
-            by_agent: true,
-            at_launch: more,
-            kept: None,
+        self.direct.push(Direct {
+            reserve: Reserve {
+                ids: ids.to_vec(),
+                bytes,
+                from_ns: begin_ns,
+                to_ns: end_ns,
+                from_bytes: 0,
+                by_agent: true,
+                at_launch: more,
+                kept: None,
+            },
+            gone: Vec::new(),
+            gone_ns: None,
+            went: Went::default(),
         });
     }
 
@@ -336,7 +403,8 @@ impl Reserves {
         // One that arrives after an agent's step it fell inside of (another
         // thread's records come in their own order) is taken out of it.
         let recent = self.direct.len().saturating_sub(OPEN_WINDOWS);
-        for r in &mut self.direct[recent..] {
+        for d in &mut self.direct[recent..] {
+            let r = &mut d.reserve;
             if t_ns > r.from_ns && t_ns < r.to_ns {
                 r.bytes = r.bytes.saturating_add_signed(-bytes);
             }
@@ -381,6 +449,28 @@ impl Reserves {
     /// queue alone going beside its context ends nothing: the driver keeps
     /// the context's reserve, and its own code is small beside it.
     pub fn gone(&mut self, id: u64, kind: ObjKind, t_ns: u64) {
+        let last_before = |g: u64| {
+            self.readings
+                .iter()
+                .rev()
+                .find(|(t, _)| *t <= g && !while_sized(&self.sized_calls, *t))
+                .copied()
+        };
+        for d in &mut self.direct {
+            if !d.reserve.ids.contains(&id) || d.gone_ns.is_some() {
+                continue;
+            }
+            if !d.gone.contains(&id) {
+                d.gone.push(id);
+            }
+            if kind == ObjKind::Context || d.gone.len() == d.reserve.ids.len() {
+                d.gone_ns = Some(t_ns);
+                d.went = Went {
+                    before: last_before(t_ns),
+                    ..Went::default()
+                };
+            }
+        }
         let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
         for w in &mut self.windows[open..] {
             if !w.ids.contains(&id) {
@@ -400,12 +490,7 @@ impl Reserves {
                 continue;
             }
             w.went = Went {
-                before: self
-                    .readings
-                    .iter()
-                    .rev()
-                    .find(|(t, _)| *t <= g && !while_sized(&self.sized_calls, *t))
-                    .copied(),
+                before: last_before(g),
                 ..Went::default()
             };
         }
@@ -461,11 +546,16 @@ impl Reserves {
     pub fn each(&self) -> impl Iterator<Item = (&[u64], Option<Reserve>)> + '_ {
         self.chained()
             .map(|(w, floor)| (w.ids.as_slice(), w.reserve(floor, &self.unsure)))
-            .chain(
-                self.direct
-                    .iter()
-                    .map(|r| (r.ids.as_slice(), Some(r.clone()))),
-            )
+            .chain(self.direct.iter().map(|d| {
+                let kept = d.went.kept(d.reserve.bytes);
+                (
+                    d.reserve.ids.as_slice(),
+                    Some(Reserve {
+                        kept,
+                        ..d.reserve.clone()
+                    }),
+                )
+            }))
     }
 
     /// Each window with the reading the one before it ended at.
@@ -601,12 +691,7 @@ impl Window {
     /// reading after fell by less than half of it (sized objects counted
     /// out), and from when until when.
     fn kept(&self, bytes: u64) -> Option<Kept> {
-        let fell = self.went.fell?;
-        let (from_ns, _) = self.went.after?;
-        (bytes > 0 && fell * 2 < bytes as i64).then_some(Kept {
-            from_ns,
-            until_ns: self.went.fell_later,
-        })
+        self.went.kept(bytes)
     }
 }
 
