@@ -152,6 +152,35 @@ impl Composer {
         }
     }
 
+    /// [`Composer::take_back_within`], and a peak composed of a reading
+    /// taken back is the best of those left (the highest, then the best
+    /// explained, then the latest).
+    pub(super) fn take_back_within_and_peak(
+        &mut self,
+        begin: u64,
+        end: u64,
+        pending: &mut Option<(u64, u64)>,
+    ) {
+        self.take_back_within(begin, end, pending);
+        if self
+            .at_peak
+            .as_ref()
+            .is_some_and(|p| p.at_ns > begin && p.at_ns < end)
+        {
+            self.at_peak = self
+                .recent
+                .iter()
+                .max_by_key(|h| {
+                    (
+                        h.total,
+                        std::cmp::Reverse(h.unexplained().unsigned_abs()),
+                        h.at_ns,
+                    )
+                })
+                .cloned();
+        }
+    }
+
     /// Compositions taken after the program's last process detached at
     /// `gone` are not its own.
     pub(super) fn cut_after(&mut self, gone: u64) {

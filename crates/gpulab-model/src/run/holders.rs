@@ -1404,7 +1404,7 @@ mod tests {
                 resident_bytes: Some(bytes),
             })
         };
-        let run_on = |meta: crate::trace::Meta| {
+        let run_on = |meta: crate::trace::Meta, inside: u64| {
             let mut attached = seed_001().remove(0);
             if let Event::Agent(a) = &mut attached {
                 a.t_ns = 15 * MS;
@@ -1430,7 +1430,7 @@ mod tests {
                 call(3, 61, "clCreateProgramWithSource", 4),
                 rss(67, 77 * MIB),
                 resident(70, "clBuildProgram", ReadSide::Before, 77 * MIB),
-                rss(85, 84 * MIB),
+                rss(85, inside),
                 Event::Call(Call {
                     seq: 4,
                     pid: 7,
@@ -1454,11 +1454,20 @@ mod tests {
             (Run::folding(run, &ended(Vec::new())), short)
         };
         let watched = testing::watched("./copybuffer", 7);
-        let (cpu, short) = run_on(crate::trace::Meta {
+        let cpu_meta = crate::trace::Meta {
             pid: 7,
             watch: Some(watched.clone()),
             ..testing::cpu_meta()
-        });
+        };
+        // Taken before the build grew: with its step counted the shares
+        // name 7 MiB beyond it, and it is taken back; the peak and the
+        // latest are the reading before the build.
+        let (early, _) = run_on(cpu_meta.clone(), 77 * MIB);
+        let h = early.holders().expect("composed");
+        assert_eq!((h.at_ns, h.unexplained()), (67 * MS, 0), "{h:?}");
+        let peak = early.holders_at_peak().expect("a peak");
+        assert!(peak.at_ns < 70 * MS && peak.unexplained() == 0, "{peak:?}");
+        let (cpu, short) = run_on(cpu_meta, 84 * MIB);
         assert_eq!(short, Some((85 * MS, (7 * MIB) as i64)));
         let h = cpu.holders().expect("composed");
         assert_eq!((h.before_api, h.runtime), (7 * MIB, 57 * MIB), "{h:?}");
@@ -1466,11 +1475,14 @@ mod tests {
         assert_eq!((h.at_ns, h.unexplained()), (85 * MS, 0), "{h:?}");
         assert!(cpu.reserves().measured().all(|r| r.by_agent));
         // NVML's figures: the reads measure nothing.
-        let (gpu, _) = run_on(crate::trace::Meta {
-            pid: 7,
-            watch: Some(watched),
-            ..testing::meta()
-        });
+        let (gpu, _) = run_on(
+            crate::trace::Meta {
+                pid: 7,
+                watch: Some(watched),
+                ..testing::meta()
+            },
+            84 * MIB,
+        );
         assert!(gpu.reserves().measured().all(|r| !r.by_agent));
     }
 
