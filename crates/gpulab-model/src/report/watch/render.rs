@@ -478,6 +478,22 @@ impl WatchReport {
     /// table's peak is lower.
     fn holders_lines(&self, h: &super::HoldersReport) -> Vec<String> {
         let mut out = h.lines();
+        let table_peak = h.at_peak.as_ref().map_or(0, |s| s.total_bytes);
+        if let Some(peak) = self
+            .peak_memory_bytes
+            .filter(|p| self.peak_objects_at_ms.is_none() && *p > table_peak + (2 << 20))
+        {
+            out.insert(
+                0,
+                format!(
+                    "the table's peak is its highest reading that could be composed: the \
+                     readings up to {:.1} MiB fell while a context was being made or torn \
+                     down, or lagged what the records said, where no share can be told; who \
+                     held that memory is not known",
+                    mib(peak)
+                ),
+            );
+        }
         if let (Some(at), Some(peak)) = (self.peak_objects_at_ms, self.peak_memory_bytes) {
             out.insert(
                 0,
