@@ -38,11 +38,14 @@ macro_rules! target {
 macro_rules! creating {
     // A call that moves the process's memory by megabytes (a context, a
     // queue, a link): its resident memory is read on each side of it.
-    (read $name:ident = $index:expr, $api:literal,
+    (read $($rest:tt)*) => { creating!(@hook true, $($rest)*); };
+    (@hook $read:expr, $name:ident = $index:expr, $api:literal,
      ($($arg:ident: $ty:ty),* $(,)?), $new:ident => $kind:expr, $bytes:expr, $refs:expr) => {
         #[allow(clippy::too_many_arguments)] // the C signature
         unsafe extern "C" fn $name($($arg: $ty,)* err: *mut i32) -> Handle {
-            crate::resident::read($api, ReadSide::Before);
+            if $read {
+                crate::resident::read($api, ReadSide::Before);
+            }
             let begin = now_ns();
             let mut status = CL_SUCCESS;
             let f = target!($index, fn($($ty,)* *mut i32) -> Handle);
@@ -51,25 +54,13 @@ macro_rules! creating {
             // SAFETY: `err` is the program's out-parameter.
             unsafe { put(err, status) };
             made($api, begin, status, $new, $kind, $bytes, $refs);
-            crate::resident::read($api, ReadSide::After);
+            if $read {
+                crate::resident::read($api, ReadSide::After);
+            }
             $new
         }
     };
-    ($name:ident = $index:expr, $api:literal,
-     ($($arg:ident: $ty:ty),* $(,)?), $new:ident => $kind:expr, $bytes:expr, $refs:expr) => {
-        #[allow(clippy::too_many_arguments)] // the C signature
-        unsafe extern "C" fn $name($($arg: $ty,)* err: *mut i32) -> Handle {
-            let begin = now_ns();
-            let mut status = CL_SUCCESS;
-            let f = target!($index, fn($($ty,)* *mut i32) -> Handle);
-            // SAFETY: the program's arguments, passed through unchanged.
-            let $new = unsafe { f($($arg,)* &mut status) };
-            // SAFETY: `err` is the program's out-parameter.
-            unsafe { put(err, status) };
-            made($api, begin, status, $new, $kind, $bytes, $refs);
-            $new
-        }
-    };
+    ($($rest:tt)*) => { creating!(@hook false, $($rest)*); };
 }
 
 /// A hook for an enqueue on queue `$q` whose last parameters are the wait list

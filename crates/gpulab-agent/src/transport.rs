@@ -524,6 +524,21 @@ pub fn span(span: DeviceSpan) {
 /// Records the device's memory, `(free, total)` as read now around `api`
 /// (none on the startup hook's own thread).
 pub fn read(api: &'static str, side: gpulab_events::ReadSide, (free, total): (u64, u64)) {
+    send_read(api, side, (free, total), None);
+}
+
+/// Records the process's resident memory, read on `side` of the call `api`
+/// ([`crate::resident`]).
+pub fn read_resident(api: &'static str, side: gpulab_events::ReadSide, bytes: u64) {
+    send_read(api, side, (0, 0), Some(bytes));
+}
+
+fn send_read(
+    api: &'static str,
+    side: gpulab_events::ReadSide,
+    (free, total): (u64, u64),
+    resident: Option<u64>,
+) {
     if quiet() {
         return;
     }
@@ -533,23 +548,7 @@ pub fn read(api: &'static str, side: gpulab_events::ReadSide, (free, total): (u6
         side,
         free,
         total,
-        resident: None,
-    });
-}
-
-/// Records the process's resident memory, read on `side` of the call `api`
-/// ([`crate::resident`]).
-pub fn read_resident(api: &'static str, side: gpulab_events::ReadSide, bytes: u64) {
-    if quiet() {
-        return;
-    }
-    send(Record::Read {
-        t_ns: now_ns(),
-        api,
-        side,
-        free: 0,
-        total: 0,
-        resident: Some(bytes),
+        resident,
     });
 }
 

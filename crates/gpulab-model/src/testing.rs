@@ -3,7 +3,8 @@
 //! so a test names only what it is about (`Meta { backend, ..meta() }`).
 
 use crate::trace::{
-    BackendKind, DeviceKind, DeviceMeta, FORMAT_VERSION, LabMeta, MemorySource, Meta, WatchMeta,
+    BackendKind, DeviceKind, DeviceMeta, FORMAT_VERSION, GpuReading, LabMeta, MemorySource, Meta,
+    ProcessBytes, WatchMeta,
 };
 
 /// A CUDA run on a GPU read by NVML, no lab, no watched program.
@@ -84,5 +85,24 @@ impl Rng {
 
     pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
+    }
+}
+
+/// NVML's reading of GPU `gpu` at `t_ns` listing the program's processes
+/// with their bytes: in use, those and `rest` beside them.
+pub(crate) fn gpu_reading(t_ns: u64, gpu: u32, rest: u64, listed: &[(u32, u64)]) -> GpuReading {
+    GpuReading {
+        t_ns,
+        gpu,
+        used_bytes: rest + listed.iter().map(|(_, b)| b).sum::<u64>(),
+        processes: Some(
+            listed
+                .iter()
+                .map(|&(pid, b)| ProcessBytes {
+                    pid,
+                    bytes: Some(b),
+                })
+                .collect(),
+        ),
     }
 }

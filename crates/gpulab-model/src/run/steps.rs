@@ -108,25 +108,11 @@ impl Steps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::ProcessBytes;
 
     const MIB: u64 = 1 << 20;
 
     fn reading(t: u64, listed: &[(u32, u64)]) -> GpuReading {
-        GpuReading {
-            t_ns: t,
-            gpu: 0,
-            used_bytes: 8 * MIB + listed.iter().map(|(_, b)| b).sum::<u64>(),
-            processes: Some(
-                listed
-                    .iter()
-                    .map(|&(pid, b)| ProcessBytes {
-                        pid,
-                        bytes: Some(b),
-                    })
-                    .collect(),
-            ),
-        }
+        crate::testing::gpu_reading(t, 0, 8 * MIB, listed)
     }
 
     fn call(pid: u32, begin: u64, end: u64) -> Call {

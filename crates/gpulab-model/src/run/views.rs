@@ -401,20 +401,7 @@ mod tests {
     }
 
     fn reading(t: u64, gpu: u32, listed: &[(u32, u64)]) -> Event {
-        Event::GpuReading(GpuReading {
-            t_ns: t,
-            gpu,
-            used_bytes: 4 * MIB + listed.iter().map(|(_, b)| b).sum::<u64>(),
-            processes: Some(
-                listed
-                    .iter()
-                    .map(|&(pid, b)| ProcessBytes {
-                        pid,
-                        bytes: Some(b),
-                    })
-                    .collect(),
-            ),
-        })
+        Event::GpuReading(crate::testing::gpu_reading(t, gpu, 4 * MIB, listed))
     }
 
     fn end(t: u64) -> Event {
