@@ -98,6 +98,9 @@ impl Supervisor {
     /// returns false when nobody listens any more.
     pub(super) fn run(mut self, reading: JoinHandle<bool>) {
         let mut sampler = self.sampler();
+        // Fast from the start: a short program makes its context and lets
+        // it go before the idle period's next reading.
+        self.pacer.poke(super::ring::YOUNG);
         let agents = self.agents.clone();
         let reported: super::gpus::Reported = Box::new(move |pid| match agents.lock() {
             Ok(a) => a.reported(pid),
