@@ -28,11 +28,14 @@ use super::Run;
 
 /// The most processes a program is viewed in (each view is a run of its
 /// own); those after are said not viewed.
-pub const MAX_VIEWS: usize = 32;
+pub const MAX_VIEWS: usize = 16;
 /// The most events a process's queue keeps before NVML lists it on a GPU;
 /// past it the process is not viewed (a process that makes that many calls
 /// without a context holds nothing on a GPU to compose).
 pub const QUEUE_KEPT: usize = 16_384;
+/// The most events all the queues keep together (a hostile recording of
+/// many processes that never reach a GPU stays bounded).
+pub const QUEUED_KEPT: usize = 65_536;
 
 /// The views of a watched program's processes.
 #[derive(Debug, Clone)]
@@ -77,8 +80,9 @@ impl Unviewed {
                                      set against objects on several would explain nothing"
                 .to_string(),
             Unviewed::QueueFull => format!(
-                "its first {QUEUE_KEPT} events came before NVML listed it on a GPU, more than \
-                 gpulab keeps to compose it"
+                "too many of its events came before NVML listed it on a GPU ({QUEUE_KEPT} of \
+                 its own, {QUEUED_KEPT} of all processes waiting), more than gpulab keeps to \
+                 compose it"
             ),
             Unviewed::TooMany => format!(
                 "the program had {MAX_VIEWS} processes composed apart already, the most gpulab \
@@ -150,9 +154,10 @@ impl Views {
             let queue = self.latest.iter().flatten().cloned().map(Event::GpuReading);
             self.waiting.insert(pid, queue.collect());
         }
+        let queued: usize = self.waiting.values().map(Vec::len).sum();
         let full = self.waiting.get_mut(&pid).is_some_and(|q| {
             q.push(e.clone());
-            q.len() >= QUEUE_KEPT
+            q.len() >= QUEUE_KEPT || queued >= QUEUED_KEPT
         });
         if full {
             self.waiting.remove(&pid);
@@ -212,6 +217,17 @@ impl Views {
         }
         for queue in self.waiting.values_mut() {
             queue.push(Event::GpuReading(g.clone()));
+        }
+        // A process that never reaches a GPU waits on every reading: bounded.
+        let full: Vec<u32> = self
+            .waiting
+            .iter()
+            .filter(|(_, q)| q.len() >= QUEUE_KEPT)
+            .map(|(pid, _)| *pid)
+            .collect();
+        for pid in full {
+            self.waiting.remove(&pid);
+            self.unviewed.insert(pid, Unviewed::QueueFull);
         }
         for pid in listed {
             self.start(pid, g.gpu);
@@ -557,7 +573,18 @@ mod tests {
             views.unviewed(1_000 + MAX_VIEWS as u32),
             Some(Unviewed::TooMany)
         );
-        assert!(Unviewed::TooMany.text().contains("32"));
+        assert!(Unviewed::TooMany.text().contains("16"));
+        // A process that never reaches a GPU waits on every reading: its
+        // queue is bounded by them too.
+        let mut events = vec![Event::Meta(Box::new(job_meta(2))), attached(0, 9, 0)];
+        for i in 0..QUEUE_KEPT as u64 {
+            events.push(reading(i * MS, 0, &[(8, (i % 7 + 1) * MIB)]));
+        }
+        let run = Run::from_events(&events);
+        assert_eq!(
+            run.views().and_then(|v| v.unviewed(9)),
+            Some(Unviewed::QueueFull)
+        );
     }
 
     /// One GPU: no views (the program's table is of all its processes).
