@@ -683,15 +683,8 @@ impl Window {
             from_bytes: b0,
             by_agent: false,
             at_launch: false,
-            kept: self.kept(bytes),
+            kept: self.went.kept(bytes),
         })
-    }
-
-    /// Whether the driver kept its memory after its objects went: the first
-    /// reading after fell by less than half of it (sized objects counted
-    /// out), and from when until when.
-    fn kept(&self, bytes: u64) -> Option<Kept> {
-        self.went.kept(bytes)
     }
 }
 
