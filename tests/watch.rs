@@ -869,3 +869,51 @@ fn a_short_program_on_a_cpu_device_is_named_from_the_agents_own_reads() {
         );
     }
 }
+
+/// On a CPU device a kernel's first run is compiled in PoCL's own threads
+/// while the program waits: the agent reads the process's resident memory
+/// across the first wait after it, and says which buffers those kernels were
+/// the first to use (their pages are touched then, and are theirs). Each
+/// iteration of `forgotten_events` makes a fresh 4 MiB buffer that only its
+/// kernel uses, then `clFinish`es.
+#[test]
+fn a_wait_for_a_kernels_first_run_is_read_with_the_buffers_it_touched_first() {
+    let test = "a_wait_for_a_kernels_first_run_is_read_with_the_buffers_it_touched_first";
+    let Some((dir, exe)) = program(test, "forgotten_events") else {
+        return;
+    };
+    let exe = exe.to_string_lossy().into_owned();
+    let record = dir.path().join("run.jsonl");
+    let record_arg = record.to_string_lossy().into_owned();
+    let _device = device_lock();
+    let (out, _) = watch_json_with(
+        &["--record", record_arg.as_str()],
+        &[exe.as_str(), "2", "4", "release"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&record).expect("the recording");
+    let reads: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "device_read" && e["data"]["api"] == "clFinish")
+        .map(|e| e["data"].clone())
+        .collect();
+    let after: Vec<u64> = reads
+        .iter()
+        .filter(|r| r["side"] == "after")
+        .map(|r| {
+            r["first_touched_bytes"]
+                .as_u64()
+                .expect("first_touched_bytes")
+        })
+        .collect();
+    assert_eq!(after, vec![4 << 20, 4 << 20], "{reads:#?}");
+    let before = reads.iter().filter(|r| r["side"] == "before").count();
+    assert_eq!(before, 2, "{reads:#?}");
+    assert!(
+        reads
+            .iter()
+            .all(|r| r["resident_bytes"].as_u64().is_some_and(|b| b > 0)),
+        "{reads:#?}"
+    );
+}

@@ -19,12 +19,20 @@ struct Entry {
     refs: u32,
     bytes: u64,
     /// For a kernel: the buffer set as each argument, by argument index.
-    args: Vec<(u32, u64)>,
+    args: Vec<(u32, Arg)>,
 }
 
 /// Where a handle is unique. OpenCL handles are pointers to distinct driver
 /// objects; CUDA hands out device addresses, host addresses and opaque handles
 /// that may coincide across kinds, so each CUDA kind has a space of its own.
+/// A buffer a kernel's argument names.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Arg {
+    pub id: u64,
+    pub bytes: u64,
+    pub handle: usize,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Space {
     OpenCl,
@@ -237,10 +245,16 @@ pub fn id_of(handle: usize, kind: ObjKind) -> Option<u64> {
 /// the kernel will use, so an event can name kernel -> buffer.
 pub fn set_arg(kernel: usize, index: u32, value: Option<usize>) {
     with(|objects| {
-        let buffer = value
-            .and_then(|v| objects.get(&(Space::OpenCl, v)))
-            .filter(|e| e.kind == ObjKind::Buffer)
-            .map(|e| e.id);
+        let buffer = value.and_then(|v| {
+            objects
+                .get(&(Space::OpenCl, v))
+                .filter(|e| e.kind == ObjKind::Buffer)
+                .map(|e| Arg {
+                    id: e.id,
+                    bytes: e.bytes,
+                    handle: v,
+                })
+        });
         if let Some(k) = objects.get_mut(&(Space::OpenCl, kernel)) {
             k.args.retain(|(i, _)| *i != index);
             if let Some(b) = buffer {
@@ -254,8 +268,16 @@ pub fn set_arg(kernel: usize, index: u32, value: Option<usize>) {
 pub fn kernel_and_args(kernel: usize) -> Vec<u64> {
     with(|objects| match objects.get(&(Space::OpenCl, kernel)) {
         Some(k) => std::iter::once(k.id)
-            .chain(k.args.iter().map(|(_, b)| *b))
+            .chain(k.args.iter().map(|(_, b)| b.id))
             .collect(),
+        None => Vec::new(),
+    })
+}
+
+/// The buffers a kernel's arguments name.
+pub fn kernel_buffers(kernel: usize) -> Vec<Arg> {
+    with(|objects| match objects.get(&(Space::OpenCl, kernel)) {
+        Some(k) => k.args.iter().map(|(_, b)| *b).collect(),
         None => Vec::new(),
     })
 }

@@ -2,7 +2,10 @@
 //! C signature of its dispatch entry. Each calls the target, then records the call
 //! and what it did to the program's objects. None is named `cl*`.
 
+use std::collections::BTreeSet;
 use std::ffi::{c_char, c_void};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use gpulab_events::api::{Api, Effect};
 use gpulab_events::{ObjKind, ReadSide};
@@ -67,9 +70,13 @@ macro_rules! creating {
 /// and the event out-parameter: it calls the target with the program's arguments
 /// unchanged and records the call and the event it handed out, which refers to
 /// the queue and to `$uses` (the buffers or kernel the command uses).
+///
+/// `waits if $blocking`: a blocking transfer, which waits for the queue's
+/// earlier work ([`first_runs_waited`]).
 macro_rules! enqueuing {
     ($name:ident = $index:expr, $api:literal,
-     ($q:ident: Handle $(, $arg:ident: $ty:ty)* $(,)?), uses $uses:expr) => {
+     ($q:ident: Handle $(, $arg:ident: $ty:ty)* $(,)?), uses $uses:expr
+     $(, waits if $blocking:ident)?) => {
         #[allow(clippy::too_many_arguments)] // the C signature
         unsafe extern "C" fn $name(
             $q: Handle,
@@ -78,14 +85,132 @@ macro_rules! enqueuing {
             wait: *const Handle,
             event: *mut Handle,
         ) -> i32 {
+            let waits = false $(|| $blocking != 0)?;
+            let read = waits && first_runs_waited($api);
             let begin = now_ns();
             let f = target!($index, fn(Handle, $($ty,)* u32, *const Handle, *mut Handle) -> i32);
             // SAFETY: the program's arguments, passed through unchanged.
             let status = unsafe { f($q, $($arg,)* nwait, wait, event) };
             // SAFETY: `event` is the program's out-parameter the target wrote.
-            unsafe { enqueued($api, begin, status, $q, event, $uses) }
+            let status = unsafe { enqueued($api, begin, status, $q, event, $uses) };
+            if read {
+                first_runs_read($api);
+            }
+            status
         }
     };
+}
+
+/// Kernels run for the first time whose work no call has waited for yet. A
+/// CPU device compiles a kernel for its work-group size when it first runs
+/// it, in its own threads (PoCL: 9 MiB kept and 16 MiB more while its
+/// compiler ran, inside the `clFinish` after Hands On OpenCL's `vadd`
+/// enqueued its kernel): the next call that waits for the queue has the
+/// process's resident memory read on each side of it.
+static FIRST_RUNS_UNWAITED: AtomicBool = AtomicBool::new(false);
+
+/// The kernels (their ledger ids) enqueued so far, up to [`KERNELS_RUN_KEPT`]:
+/// past it a first run is no longer told apart and the waits are not read.
+static KERNELS_RUN: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+const KERNELS_RUN_KEPT: usize = 4096;
+
+/// Buffers (their ledger ids) something has used: a transfer from the host,
+/// a fill or copy into them, a kernel. A kernel that is the first to use one
+/// may touch its pages for the first time (PoCL takes a buffer's memory
+/// untouched: Hands On OpenCL's matmul wrote its 4 MiB result buffer first
+/// in the `clFinish` after its first kernel, which then read as 4 MiB of
+/// compiled code). Up to [`KERNELS_RUN_KEPT`] * 16; past it, every buffer
+/// counts as used.
+static USED: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+
+/// Bytes of buffers a kernel enqueued since the last read wait was the first
+/// to use.
+static FIRST_TOUCHED: AtomicU64 = AtomicU64::new(0);
+
+/// Buffer handles made from the host's memory (`CL_MEM_COPY_HOST_PTR`,
+/// `CL_MEM_USE_HOST_PTR`): filled when made. Each buffer made at a handle
+/// says again whether it was.
+static MADE_FILLED: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+const CL_MEM_USE_HOST_PTR: u64 = 1 << 3;
+const CL_MEM_COPY_HOST_PTR: u64 = 1 << 5;
+
+/// A buffer was made at `handle` with `flags`.
+fn made_buffer(handle: Handle, flags: u64) {
+    let mut filled = MADE_FILLED.lock().unwrap_or_else(|e| e.into_inner());
+    if flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR) != 0 {
+        if filled.len() < KERNELS_RUN_KEPT * 16 {
+            filled.insert(handle as usize);
+        }
+    } else {
+        filled.remove(&(handle as usize));
+    }
+}
+
+/// Buffers `ids` (with their bytes) were used: those not used before count,
+/// when a kernel used them, as first touched by the work a wait will wait
+/// for.
+fn used(ids: &[(u64, u64)], by_kernel: bool) {
+    let mut used = USED.lock().unwrap_or_else(|e| e.into_inner());
+    for (id, bytes) in ids {
+        if used.len() < KERNELS_RUN_KEPT * 16 && used.insert(*id) && by_kernel {
+            FIRST_TOUCHED.fetch_add(*bytes, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Kernel `k` was enqueued with `uses` (itself and its arguments): its first
+/// run is noted, and the buffers it is the first to use.
+fn ran(k: Handle, uses: Vec<u64>) -> Vec<u64> {
+    let Some(id) = ledger::id_of(k as usize, ObjKind::Kernel) else {
+        return uses;
+    };
+    let args: Vec<(u64, u64)> = {
+        let filled = MADE_FILLED.lock().unwrap_or_else(|e| e.into_inner());
+        ledger::kernel_buffers(k as usize)
+            .into_iter()
+            .map(|a| {
+                (
+                    a.id,
+                    if filled.contains(&a.handle) {
+                        0
+                    } else {
+                        a.bytes
+                    },
+                )
+            })
+            .collect()
+    };
+    used(&args, true);
+    let mut run = KERNELS_RUN.lock().unwrap_or_else(|e| e.into_inner());
+    if run.len() < KERNELS_RUN_KEPT && run.insert(id) {
+        FIRST_RUNS_UNWAITED.store(true, Ordering::Release);
+    }
+    uses
+}
+
+/// A transfer or fill into buffers `uses`: used, not by a kernel.
+fn filled(uses: Vec<u64>) -> Vec<u64> {
+    let ids: Vec<(u64, u64)> = uses.iter().map(|id| (*id, 0)).collect();
+    used(&ids, false);
+    uses
+}
+
+/// A call that waits for queued work begins: when a kernel's first run is
+/// among it, the resident memory is read before it (true: read it after,
+/// with [`first_runs_read`]).
+fn first_runs_waited(api: &'static str) -> bool {
+    let read = FIRST_RUNS_UNWAITED.swap(false, Ordering::AcqRel);
+    if read {
+        crate::resident::read(api, ReadSide::Before);
+    }
+    read
+}
+
+/// The wait [`first_runs_waited`] read before returned: read after, with the
+/// buffers the kernels it waited for were the first to use.
+fn first_runs_read(api: &'static str) {
+    let touched = FIRST_TOUCHED.swap(0, Ordering::AcqRel);
+    crate::resident::read_beside(api, ReadSide::After, Some(touched));
 }
 
 /// Every hook and the entry it replaces.
@@ -493,10 +618,15 @@ unsafe extern "C" fn flush(q: Handle) -> i32 {
 }
 
 unsafe extern "C" fn finish(q: Handle) -> i32 {
+    let read = first_runs_waited("clFinish");
     let begin = now_ns();
     let f = target!(d::FINISH, fn(Handle) -> i32);
     // SAFETY: the program's argument, passed through unchanged.
-    plain("clFinish", begin, unsafe { f(q) })
+    let status = plain("clFinish", begin, unsafe { f(q) });
+    if read {
+        first_runs_read("clFinish");
+    }
+    status
 }
 
 // --- memory objects -----------------------------------------------------------
@@ -510,13 +640,19 @@ fn context_ref(ctx: Handle) -> Vec<u64> {
 creating!(
     create_buffer = d::CREATE_BUFFER, "clCreateBuffer",
     (ctx: Handle, flags: u64, size: usize, host: *mut c_void),
-    mem => ObjKind::Buffer, size as u64, context_ref(ctx)
+    mem => ObjKind::Buffer, size as u64, {
+        made_buffer(mem, flags);
+        context_ref(ctx)
+    }
 );
 
 creating!(
     create_buffer_with_properties = d::CREATE_BUFFER_WITH_PROPERTIES, "clCreateBufferWithProperties",
     (ctx: Handle, props: *const u64, flags: u64, size: usize, host: *mut c_void),
-    mem => ObjKind::Buffer, size as u64, context_ref(ctx)
+    mem => ObjKind::Buffer, size as u64, {
+        made_buffer(mem, flags);
+        context_ref(ctx)
+    }
 );
 
 // A sub-buffer allocates nothing of its own: 0 bytes, and it refers to its parent.
@@ -728,10 +864,15 @@ creating!(
 );
 
 unsafe extern "C" fn wait_for_events(n: u32, list: *const Handle) -> i32 {
+    let read = first_runs_waited("clWaitForEvents");
     let begin = now_ns();
     let f = target!(d::WAIT_FOR_EVENTS, fn(u32, *const Handle) -> i32);
     // SAFETY: the program's arguments, passed through unchanged.
-    plain("clWaitForEvents", begin, unsafe { f(n, list) })
+    let status = plain("clWaitForEvents", begin, unsafe { f(n, list) });
+    if read {
+        first_runs_read("clWaitForEvents");
+    }
+    status
 }
 
 // --- enqueues -----------------------------------------------------------------
@@ -739,19 +880,19 @@ unsafe extern "C" fn wait_for_events(n: u32, list: *const Handle) -> i32 {
 enqueuing!(
     enqueue_read_buffer = d::ENQUEUE_READ_BUFFER, "clEnqueueReadBuffer",
     (q: Handle, mem: Handle, blocking: u32, offset: usize, size: usize, ptr: *mut c_void),
-    uses buffers(&[mem])
+    uses buffers(&[mem]), waits if blocking
 );
 
 enqueuing!(
     enqueue_write_buffer = d::ENQUEUE_WRITE_BUFFER, "clEnqueueWriteBuffer",
     (q: Handle, mem: Handle, blocking: u32, offset: usize, size: usize, ptr: *const c_void),
-    uses buffers(&[mem])
+    uses filled(buffers(&[mem])), waits if blocking
 );
 
 enqueuing!(
     enqueue_copy_buffer = d::ENQUEUE_COPY_BUFFER, "clEnqueueCopyBuffer",
     (q: Handle, src: Handle, dst: Handle, src_off: usize, dst_off: usize, size: usize),
-    uses buffers(&[src, dst])
+    uses { filled(buffers(&[dst])); buffers(&[src, dst]) }
 );
 
 enqueuing!(
@@ -764,7 +905,7 @@ enqueuing!(
         offset: usize,
         size: usize,
     ),
-    uses buffers(&[mem])
+    uses filled(buffers(&[mem]))
 );
 
 enqueuing!(
@@ -782,7 +923,7 @@ enqueuing!(
         host_slice: usize,
         ptr: *mut c_void,
     ),
-    uses buffers(&[mem])
+    uses buffers(&[mem]), waits if blocking
 );
 
 enqueuing!(
@@ -800,7 +941,7 @@ enqueuing!(
         host_slice: usize,
         ptr: *const c_void,
     ),
-    uses buffers(&[mem])
+    uses filled(buffers(&[mem])), waits if blocking
 );
 
 enqueuing!(
@@ -946,13 +1087,13 @@ enqueuing!(
         global: *const usize,
         local: *const usize,
     ),
-    uses ledger::kernel_and_args(k as usize)
+    uses ran(k, ledger::kernel_and_args(k as usize))
 );
 
 enqueuing!(
     enqueue_task = d::ENQUEUE_TASK, "clEnqueueTask",
     (q: Handle, k: Handle),
-    uses ledger::kernel_and_args(k as usize)
+    uses ran(k, ledger::kernel_and_args(k as usize))
 );
 
 unsafe extern "C" fn enqueue_marker(q: Handle, event: *mut Handle) -> i32 {

@@ -44,6 +44,8 @@ pub enum Record {
         total: u64,
         /// The process's resident memory, for a read of it instead.
         resident: Option<u64>,
+        /// Bytes of buffers first used by the kernels a wait waited for.
+        first_touched: Option<u64>,
     },
     /// What a framework said through the startup hook ([`crate::framework`]).
     Framework {
@@ -140,6 +142,7 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             free,
             total,
             resident,
+            first_touched,
         } => Event::DeviceRead(DeviceRead {
             t_ns: *t_ns,
             pid,
@@ -148,6 +151,7 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             free_bytes: *free,
             total_bytes: *total,
             resident_bytes: *resident,
+            first_touched_bytes: *first_touched,
         }),
         Record::Framework {
             t_ns,

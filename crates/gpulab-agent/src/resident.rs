@@ -19,8 +19,14 @@ use crate::transport;
 
 /// Records the process's resident memory on `side` of the call `api`.
 pub fn read(api: &'static str, side: ReadSide) {
+    read_beside(api, side, None);
+}
+
+/// [`read`], saying the bytes of buffers whose first use was among the
+/// work the call waited for ([`gpulab_events::DeviceRead::first_touched_bytes`]).
+pub fn read_beside(api: &'static str, side: ReadSide, first_touched: Option<u64>) {
     if let Some(bytes) = resident_bytes() {
-        transport::read_resident(api, side, bytes);
+        transport::read_resident(api, side, bytes, first_touched);
     }
 }
 

@@ -524,13 +524,18 @@ pub fn span(span: DeviceSpan) {
 /// Records the device's memory, `(free, total)` as read now around `api`
 /// (none on the startup hook's own thread).
 pub fn read(api: &'static str, side: gpulab_events::ReadSide, (free, total): (u64, u64)) {
-    send_read(api, side, (free, total), None);
+    send_read(api, side, (free, total), None, None);
 }
 
 /// Records the process's resident memory, read on `side` of the call `api`
 /// ([`crate::resident`]).
-pub fn read_resident(api: &'static str, side: gpulab_events::ReadSide, bytes: u64) {
-    send_read(api, side, (0, 0), Some(bytes));
+pub fn read_resident(
+    api: &'static str,
+    side: gpulab_events::ReadSide,
+    bytes: u64,
+    first_touched: Option<u64>,
+) {
+    send_read(api, side, (0, 0), Some(bytes), first_touched);
 }
 
 fn send_read(
@@ -538,6 +543,7 @@ fn send_read(
     side: gpulab_events::ReadSide,
     (free, total): (u64, u64),
     resident: Option<u64>,
+    first_touched: Option<u64>,
 ) {
     if quiet() {
         return;
@@ -549,6 +555,7 @@ fn send_read(
         free,
         total,
         resident,
+        first_touched,
     });
 }
 

@@ -175,6 +175,13 @@ pub struct DeviceRead {
     /// readings of the same memory only where that is the watch's source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resident_bytes: Option<u64>,
+    /// On the after side of a resident read across a wait for a kernel's
+    /// first run: the bytes of the buffers those kernels were the first to
+    /// use (no transfer from the host had filled them), whose pages they may
+    /// have touched meanwhile. Already the buffers' own, so no part of what
+    /// the wait's step says the device compiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_touched_bytes: Option<u64>,
 }
 
 /// Which side of its call a [`DeviceRead`] was taken on.

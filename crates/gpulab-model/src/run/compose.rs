@@ -280,16 +280,23 @@ impl Run {
         let versions = self.versions();
         let next = match self.composer.recent.back() {
             // Nothing it reads changed but the reading: the shares that
-            // are readings' own are taken at this one.
-            Some(h) if self.composer.composed == Some(versions) => Some(Holders {
-                at_ns: t_ns,
-                total: bytes,
-                managed_on_device: self.managed_on_device_at(t_ns),
-                own_between_calls: self.own_between_calls_at(t_ns),
-                before_api: self.before_api_at(t_ns),
-                runtime: self.runtime_loaded(t_ns, bytes),
-                ..h.clone()
-            }),
+            // are readings' own are taken at this one (memory kept after
+            // its objects went is bounded by the reading: composed afresh).
+            Some(h)
+                if self.composer.composed == Some(versions)
+                    && h.kept == 0
+                    && !self.composer.reserves.kept_changes_between(h.at_ns, t_ns) =>
+            {
+                Some(Holders {
+                    at_ns: t_ns,
+                    total: bytes,
+                    managed_on_device: self.managed_on_device_at(t_ns),
+                    own_between_calls: self.own_between_calls_at(t_ns),
+                    before_api: self.before_api_at(t_ns),
+                    runtime: self.runtime_loaded(t_ns, bytes),
+                    ..h.clone()
+                })
+            }
             Some(h)
                 if self.composer.reserves.measurements() > HOLDERS_ALWAYS
                     && t_ns < h.at_ns + HOLDERS_EVERY_NS =>
@@ -459,6 +466,14 @@ impl Run {
     /// made holds the step; a launch's step (its function's code, loaded at
     /// its first launch) is held by the newest context the process holds.
     pub(super) fn measured_by_the_agent(&mut self, c: &Call, step: i64) {
+        self.measured_by_the_agent_for(c, c.object, step);
+    }
+
+    /// [`Run::measured_by_the_agent`], held by `object` if it is one with a
+    /// reserve, else by its process's context as code loaded at a first
+    /// run (a call that waited for a kernel's first run on a CPU device,
+    /// which compiled it meanwhile: its queue holds none of that).
+    pub(super) fn measured_by_the_agent_for(&mut self, c: &Call, object: Option<u64>, step: i64) {
         // Managed pages another stream's kernel drew onto the device while
         // the call ran are in the step (UnifiedMemoryStreams: a module said
         // to hold 128 MiB): the readings measure it instead.
@@ -467,7 +482,7 @@ impl Run {
         }
         let pid = c.pid;
         let ledger = &self.objects.ledger;
-        let made = c.object.filter(|id| {
+        let made = object.filter(|id| {
             ledger
                 .get(id)
                 .is_some_and(|o| reserves::unsized_kind(o.kind))

@@ -158,6 +158,20 @@ impl Default for Run {
     }
 }
 
+/// OpenCL calls that wait for a queue's earlier work: the agent reads its
+/// process's memory across one when a kernel's first run was among it.
+fn waits_for_queued_work(api: &str) -> bool {
+    matches!(
+        api,
+        "clFinish"
+            | "clWaitForEvents"
+            | "clEnqueueReadBuffer"
+            | "clEnqueueWriteBuffer"
+            | "clEnqueueReadBufferRect"
+            | "clEnqueueWriteBufferRect"
+    )
+}
+
 impl Run {
     /// A run that keeps every call, span and object event whole, and every
     /// object in its ledger.
@@ -341,6 +355,17 @@ impl Run {
             // alone (the readings' window across it gives way).
             if let Some(program) = self.newest_program(c.pid) {
                 self.composer.direct(program, step, &c, false);
+            }
+        } else if waits_for_queued_work(&c.api) {
+            // The agent reads across a wait when a kernel ran for the first
+            // time in it: the code a CPU device compiled for it meanwhile,
+            // less the buffers those kernels were the first to use (their
+            // pages touched then are theirs, named since they were made).
+            // Where that is more than the step, the step names nothing.
+            let touched = r.first_touched_bytes.map_or(0, |b| b as i64);
+            let code = step.saturating_sub(touched);
+            if code > 0 {
+                self.measured_by_the_agent_for(&c, None, code);
             }
         } else {
             self.measured_by_the_agent(&c, step);

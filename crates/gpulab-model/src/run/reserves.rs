@@ -146,6 +146,50 @@ impl Went {
         })
     }
 
+    /// What the readings so far say of objects that went at `gone`, those
+    /// after it included (the sampler's run ahead of the agents' records:
+    /// PoCL's `vadd_chain` read at 63.4 ms, then its context's deletion at
+    /// 63.3 arrived); `reserve` as in [`Went::reading`]. A reading taken
+    /// while a sized call ran is no side of it.
+    fn since(
+        gone: u64,
+        readings: &VecDeque<(u64, u64)>,
+        sized_log: &VecDeque<(u64, i64)>,
+        sized_calls: &VecDeque<(u64, u64)>,
+        reserve: impl Fn(&Went) -> Option<u64>,
+    ) -> Went {
+        let mut sides: Vec<(u64, u64)> = readings
+            .iter()
+            .filter(|(t, _)| !while_sized(sized_calls, *t))
+            .copied()
+            .collect();
+        sides.sort_unstable();
+        let mut went = Went {
+            before: sides.iter().rev().find(|(t, _)| *t <= gone).copied(),
+            ..Went::default()
+        };
+        for &(t, bytes) in sides.iter().filter(|(t, _)| *t > gone) {
+            let r = reserve(&went);
+            went.reading(gone, (t, bytes), |a, b| sized_between(sized_log, a, b), r);
+        }
+        went
+    }
+
+    /// Whether a side of it was taken strictly inside `begin..end`.
+    fn sided_within(&self, begin: u64, end: u64) -> bool {
+        let inside = |r: Option<(u64, u64)>| r.is_some_and(|(t, _)| t > begin && t < end);
+        inside(self.before) || inside(self.after)
+    }
+
+    /// The moments its memory may begin or end being kept: the reading
+    /// after the end, and the one at which it fell.
+    fn edges(&self) -> impl Iterator<Item = u64> {
+        self.after
+            .map(|(t, _)| t)
+            .into_iter()
+            .chain(self.fell_later)
+    }
+
     /// Whether the later reading it waits for is the one that says the
     /// memory fell (the only use of the reserve's bytes).
     fn waits_to_fall(&self) -> bool {
@@ -218,6 +262,12 @@ pub struct Reserves {
     /// When the device memory moved by an amount the run cannot know: no
     /// step across such a moment measures anything ([`Reserves::unsure`]).
     unsure: VecDeque<u64>,
+    /// The moments at which a reserve's memory began or ended being kept
+    /// after its objects went: a composition holds for a later reading only
+    /// if none lies between them ([`Reserves::kept_changes_between`]).
+    kept_edges: std::collections::BTreeSet<u64>,
+    /// Which of `direct` have gone, in the order they went.
+    direct_gone: Vec<usize>,
 }
 
 /// Sized calls' spans kept, to tell readings taken while one ran.
@@ -256,11 +306,27 @@ impl Reserves {
         for d in &mut self.direct {
             let Some(g) = d.gone_ns else { continue };
             let reserve = d.went.waits_to_fall().then_some(d.reserve.bytes);
-            changed |= d
-                .went
-                .reading(g, (t_ns, bytes), |a, b| sized_between(log, a, b), reserve);
+            if d.went
+                .reading(g, (t_ns, bytes), |a, b| sized_between(log, a, b), reserve)
+            {
+                changed = true;
+                self.kept_edges.extend(d.went.edges());
+            }
         }
         changed
+    }
+
+    /// Whether a reserve began or ended being kept after `from_ns`, up to
+    /// `to_ns`: what a composition at `from_ns` counted as kept may not be
+    /// at `to_ns` (simpleDrvRuntime's second context, kept until a reading
+    /// 60 ms after its deletion, was counted at exit 40 ms after that: 200%).
+    pub fn kept_changes_between(&self, from_ns: u64, to_ns: u64) -> bool {
+        from_ns < to_ns
+            && self
+                .kept_edges
+                .range(from_ns.saturating_add(1)..=to_ns)
+                .next()
+                .is_some()
     }
 
     /// A reading past the end of window `i`'s objects: the first one says
@@ -278,9 +344,12 @@ impl Reserves {
             None
         };
         let log = &self.sized_log;
-        self.windows[i]
-            .went
-            .reading(g, (t_ns, bytes), |a, b| sized_between(log, a, b), reserve)
+        let went = &mut self.windows[i].went;
+        let changed = went.reading(g, (t_ns, bytes), |a, b| sized_between(log, a, b), reserve);
+        if changed {
+            self.kept_edges.extend(went.edges());
+        }
+        changed
     }
 
     /// The reading window `i`'s predecessor ended at ([`Reserves::chained`]).
@@ -425,6 +494,38 @@ impl Reserves {
             self.sized_calls.pop_front();
         }
         self.sized_calls.push_back((begin_ns, end_ns));
+        // A side of what went, taken while this call freed or made memory
+        // of a size (its record arrived after the reading: PoCL freed a
+        // 4 MiB buffer inside `clReleaseMemObject` right after a program's
+        // release, and the reading then made the program's 7 MiB seem given
+        // back), is no side: what went is read again without it.
+        for &i in &self.direct_gone {
+            let d = &mut self.direct[i];
+            if let Some(g) = d.gone_ns
+                && d.went.sided_within(begin_ns, end_ns)
+            {
+                let bytes = d.reserve.bytes;
+                d.went = Went::since(g, &self.readings, &self.sized_log, &self.sized_calls, |w| {
+                    w.waits_to_fall().then_some(bytes)
+                });
+                self.kept_edges.extend(d.went.edges());
+            }
+        }
+        let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
+        for w in &mut self.windows[open..] {
+            if let Some(g) = w.gone_ns
+                && w.went.sided_within(begin_ns, end_ns)
+            {
+                w.went = Went::since(
+                    g,
+                    &self.readings,
+                    &self.sized_log,
+                    &self.sized_calls,
+                    |_| None,
+                );
+                self.kept_edges.extend(w.went.edges());
+            }
+        }
         let inside = |r: Option<(u64, u64)>| r.is_some_and(|(t, _)| t > begin_ns && t < end_ns);
         let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
         for w in &mut self.windows[open..] {
@@ -454,14 +555,7 @@ impl Reserves {
     /// queue alone going beside its context ends nothing: the driver keeps
     /// the context's reserve, and its own code is small beside it.
     pub fn gone(&mut self, id: u64, kind: ObjKind, t_ns: u64) {
-        let last_before = |g: u64| {
-            self.readings
-                .iter()
-                .rev()
-                .find(|(t, _)| *t <= g && !while_sized(&self.sized_calls, *t))
-                .copied()
-        };
-        for d in &mut self.direct {
+        for (i, d) in self.direct.iter_mut().enumerate() {
             if !d.reserve.ids.contains(&id) || d.gone_ns.is_some() {
                 continue;
             }
@@ -470,10 +564,16 @@ impl Reserves {
             }
             if kind == ObjKind::Context || d.gone.len() == d.reserve.ids.len() {
                 d.gone_ns = Some(t_ns);
-                d.went = Went {
-                    before: last_before(t_ns),
-                    ..Went::default()
-                };
+                self.direct_gone.push(i);
+                let bytes = d.reserve.bytes;
+                d.went = Went::since(
+                    t_ns,
+                    &self.readings,
+                    &self.sized_log,
+                    &self.sized_calls,
+                    |w| w.waits_to_fall().then_some(bytes),
+                );
+                self.kept_edges.extend(d.went.edges());
             }
         }
         let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
@@ -494,10 +594,14 @@ impl Reserves {
             if w.gone_ns.replace(g) == Some(g) {
                 continue;
             }
-            w.went = Went {
-                before: last_before(g),
-                ..Went::default()
-            };
+            w.went = Went::since(
+                g,
+                &self.readings,
+                &self.sized_log,
+                &self.sized_calls,
+                |_| None,
+            );
+            self.kept_edges.extend(w.went.edges());
         }
     }
 
