@@ -249,6 +249,16 @@ impl Run {
             Event::End(e) => self.ended(e),
             Event::Agent(a) => {
                 self.settle(a.t_ns, None);
+                if matches!(a.state, AgentState::Attached { .. })
+                    && self.readings.api_from.is_none_or(|t| a.t_ns < t)
+                {
+                    // Readings that arrived before the first agent's record
+                    // but were taken after it are no longer "before the API".
+                    self.readings.api_from = Some(a.t_ns);
+                    if self.readings.before_api.is_some_and(|(t, _)| t >= a.t_ns) {
+                        self.readings.before_api = self.readings.latest_before(a.t_ns);
+                    }
+                }
                 if let AgentState::Attached { destruction, .. } = &a.state
                     && let Some(family) = BackendKind::from_api(&a.api)
                 {
@@ -645,7 +655,7 @@ impl Run {
                 .as_ref()
                 .is_some_and(|m| m.watch.is_some() && m.device.memory_source == MemorySource::Rss)
         {
-            self.quiet.start();
+            self.quiet.start(o.t_ns);
         }
         if o.action == crate::trace::ObjectAction::Created
             && o.bytes > 0
@@ -706,7 +716,8 @@ impl Run {
                 // A watched program's host memory before its first call of
                 // the API: the process's own, a share of every reading after.
                 if s.source == MemorySource::Rss
-                    && self.program.agents.is_empty()
+                    && self.readings.api_from.is_none_or(|a| s.t_ns < a)
+                    && self.readings.before_api.is_none_or(|(t, _)| s.t_ns >= t)
                     && self.meta.as_ref().is_some_and(|m| m.watch.is_some())
                     && let Some(own) = s.process_bytes
                 {

@@ -26,6 +26,10 @@ const STEPS_KEPT: usize = 1 << 14;
 pub(super) struct Quiet {
     /// Measuring: a watched program on a CPU device past its first object.
     on: bool,
+    /// When its first object was made: readings taken before it (arriving
+    /// after it, as the sampler's and the agent's streams interleave) are
+    /// the runtime's, not the program's own.
+    from_ns: u64,
     /// A second calling thread or process was seen: no more measuring.
     stopped: bool,
     /// The process and thread that made the calls.
@@ -48,15 +52,16 @@ pub(super) struct Quiet {
 const RECENT_KEPT: usize = 64;
 
 impl Quiet {
-    /// From now on (the program's first object made), where its memory is
-    /// its RSS in a watch.
-    pub(super) fn start(&mut self) {
+    /// From `t_ns` on (the program's first object made), where its memory
+    /// is its RSS in a watch.
+    pub(super) fn start(&mut self, t_ns: u64) {
         self.on = !self.stopped;
+        self.from_ns = t_ns;
     }
 
     /// A reading of the program's memory.
     pub(super) fn reading(&mut self, t_ns: u64, bytes: u64) {
-        if !self.on {
+        if !self.on || t_ns < self.from_ns {
             return;
         }
         if let Some((t0, b0)) = self.last.filter(|(t0, _)| *t0 < t_ns) {
@@ -178,7 +183,7 @@ mod tests {
     fn growth_while_no_call_ran_is_the_programs_once_a_later_call_says_so() {
         let mut q = Quiet::default();
         q.call(&call("clCreateContext", 1, 339, 341));
-        q.start();
+        q.start(0);
         q.reading(343, 75 * MIB);
         q.reading(393, 84 * MIB);
         q.reading(443, 84 * MIB);
@@ -192,7 +197,7 @@ mod tests {
     fn a_call_between_the_readings_or_queued_work_makes_them_no_quiet_pair() {
         let mut q = Quiet::default();
         q.call(&call("clCreateContext", 1, 1, 2));
-        q.start();
+        q.start(0);
         q.reading(10, 10 * MIB);
         q.reading(20, 14 * MIB);
         // A build ran from 15 to 30: the 4 MiB are its.
@@ -213,7 +218,7 @@ mod tests {
     fn a_second_calling_thread_ends_the_measuring() {
         let mut q = Quiet::default();
         q.call(&call("clCreateContext", 1, 1, 2));
-        q.start();
+        q.start(0);
         q.reading(10, 10 * MIB);
         q.reading(20, 12 * MIB);
         q.call(&call("clCreateBuffer", 1, 25, 26));

@@ -67,6 +67,9 @@ pub(super) struct Readings {
     /// (an agent attaches when the program first loads the API's library):
     /// (t_ns, bytes). What the process held of its own before the API.
     pub(super) before_api: Option<(u64, u64)>,
+    /// When the first agent attached: readings before it are "before the
+    /// API", whenever they arrive.
+    pub(super) api_from: Option<u64>,
     /// The program's managed pages on the device at its latest reading
     /// (t_ns, bytes), None where it held managed memory and they could not
     /// be told ([`super::Run::managed_on_device`]).
@@ -115,6 +118,7 @@ impl Readings {
             unconfirmed: Vec::new(),
             agent_peak: None,
             before_api: None,
+            api_from: None,
             managed: (0, Some(0)),
             made_managed: false,
             max_read_used: None,
@@ -141,6 +145,12 @@ impl Readings {
             let pos = self.readings.partition_point(|(lt, _)| *lt <= t);
             self.readings.insert(pos, (t, v));
         }
+    }
+
+    /// The latest reading taken before `t_ns`.
+    pub(super) fn latest_before(&self, t_ns: u64) -> Option<(u64, u64)> {
+        let n = self.readings.partition_point(|(t, _)| *t < t_ns);
+        n.checked_sub(1).map(|i| self.readings[i])
     }
 
     /// A sample that listed no memory of the process's own. NVML lists a

@@ -483,6 +483,44 @@ impl Reserves {
                 r.bytes = r.bytes.saturating_add_signed(-bytes);
             }
         }
+        // One that arrives after the reading that said whether memory went
+        // with objects it falls before (a buffer freed 30 us before the
+        // reading, its record after it) is counted in that again.
+        self.went_again(|w| {
+            w.after.is_some_and(|(a, _)| t_ns <= a) && w.before.is_none_or(|(b, _)| t_ns > b)
+        });
+    }
+
+    /// What went is read again from every reading for each measurement
+    /// whose objects went and of which `stale` holds.
+    fn went_again(&mut self, stale: impl Fn(&Went) -> bool) {
+        for &i in &self.direct_gone {
+            let d = &mut self.direct[i];
+            if let Some(g) = d.gone_ns
+                && stale(&d.went)
+            {
+                let bytes = d.reserve.bytes;
+                d.went = Went::since(g, &self.readings, &self.sized_log, &self.sized_calls, |w| {
+                    w.waits_to_fall().then_some(bytes)
+                });
+                self.kept_edges.extend(d.went.edges());
+            }
+        }
+        let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
+        for w in &mut self.windows[open..] {
+            if let Some(g) = w.gone_ns
+                && stale(&w.went)
+            {
+                w.went = Went::since(
+                    g,
+                    &self.readings,
+                    &self.sized_log,
+                    &self.sized_calls,
+                    |_| None,
+                );
+                self.kept_edges.extend(w.went.edges());
+            }
+        }
     }
 
     /// A call that made or freed a sized object ran from `begin_ns` to
@@ -499,33 +537,7 @@ impl Reserves {
         // 4 MiB buffer inside `clReleaseMemObject` right after a program's
         // release, and the reading then made the program's 7 MiB seem given
         // back), is no side: what went is read again without it.
-        for &i in &self.direct_gone {
-            let d = &mut self.direct[i];
-            if let Some(g) = d.gone_ns
-                && d.went.sided_within(begin_ns, end_ns)
-            {
-                let bytes = d.reserve.bytes;
-                d.went = Went::since(g, &self.readings, &self.sized_log, &self.sized_calls, |w| {
-                    w.waits_to_fall().then_some(bytes)
-                });
-                self.kept_edges.extend(d.went.edges());
-            }
-        }
-        let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
-        for w in &mut self.windows[open..] {
-            if let Some(g) = w.gone_ns
-                && w.went.sided_within(begin_ns, end_ns)
-            {
-                w.went = Went::since(
-                    g,
-                    &self.readings,
-                    &self.sized_log,
-                    &self.sized_calls,
-                    |_| None,
-                );
-                self.kept_edges.extend(w.went.edges());
-            }
-        }
+        self.went_again(|w| w.sided_within(begin_ns, end_ns));
         let inside = |r: Option<(u64, u64)>| r.is_some_and(|(t, _)| t > begin_ns && t < end_ns);
         let open = self.windows.len().saturating_sub(OPEN_WINDOWS);
         for w in &mut self.windows[open..] {
