@@ -1006,6 +1006,22 @@ mod tests {
         assert!(run.deletion_watched(OF_PID | 2, ObjKind::Buffer));
     }
 
+    /// An OpenCL agent attached in `exe` at 0, watching the deletion of
+    /// contexts and buffers.
+    fn opencl_attached(exe: &str) -> Event {
+        Event::Agent(AgentEvent {
+            t_ns: 0,
+            pid: 7,
+            parent_pid: 1,
+            api: "opencl".into(),
+            state: AgentState::Attached {
+                exe: exe.into(),
+                destruction: vec![ObjKind::Context, ObjKind::Buffer],
+                rank: None,
+            },
+        })
+    }
+
     /// NVIDIA's OpenCL deletes a released context at once and keeps its
     /// memory until the process exits (Hands On OpenCL's vadd_abc on the
     /// H200 showed 0% named at its peak, then 0% at exit): the reading after
@@ -1013,17 +1029,7 @@ mod tests {
     #[test]
     fn of_equal_peak_readings_the_one_the_shares_explain_stands() {
         let events = vec![
-            Event::Agent(AgentEvent {
-                t_ns: 0,
-                pid: 7,
-                parent_pid: 1,
-                api: "opencl".into(),
-                state: AgentState::Attached {
-                    exe: "vadd_abc".into(),
-                    destruction: vec![ObjKind::Context, ObjKind::Buffer],
-                    rank: None,
-                },
-            }),
+            opencl_attached("vadd_abc"),
             sample(10, 0),
             object(24, 1, ObjKind::Context, ObjectAction::Created, 0),
             call(0, 20, "clCreateContext", 1),
@@ -1053,17 +1059,7 @@ mod tests {
     #[test]
     fn memory_kept_after_a_deletion_is_not_counted_past_the_reading_it_fell_at() {
         let events = vec![
-            Event::Agent(AgentEvent {
-                t_ns: 0,
-                pid: 7,
-                parent_pid: 1,
-                api: "opencl".into(),
-                state: AgentState::Attached {
-                    exe: "teardown".into(),
-                    destruction: vec![ObjKind::Context, ObjKind::Buffer],
-                    rank: None,
-                },
-            }),
+            opencl_attached("teardown"),
             sample(10, 0),
             object(12, 2, ObjKind::Buffer, ObjectAction::Created, 100 * MIB),
             call(0, 11, "clCreateBuffer", 2),
@@ -1499,18 +1495,6 @@ mod tests {
     /// on a GPU device (NVML's figures) they are no figure of its memory.
     #[test]
     fn the_agents_resident_reads_measure_a_cpu_devices_calls() {
-        let resident = |t: u64, api: &str, side: ReadSide, bytes: u64| {
-            Event::DeviceRead(DeviceRead {
-                t_ns: t * MS,
-                pid: 7,
-                api: api.into(),
-                side,
-                free_bytes: 0,
-                total_bytes: 0,
-                resident_bytes: Some(bytes),
-                first_touched_bytes: None,
-            })
-        };
         let run_on = |meta: crate::trace::Meta, inside: u64| {
             let mut attached = seed_001().remove(0);
             if let Event::Agent(a) = &mut attached {
@@ -1593,34 +1577,32 @@ mod tests {
         assert!(gpu.reserves().measured().all(|r| !r.by_agent));
     }
 
-    /// A PoCL program's life on a CPU device, as the agent reads it: 7 MiB
-    /// before its first call, PoCL loaded (64), a context (8 MiB) and a build
-    /// of `build` MiB measured across their calls by the agent's resident
-    /// reads, the build's last reading taken while it ran (holding 1 MiB of
-    /// scratch beyond its end), the program and the context released, and a
-    /// reading after the teardown that did not fall.
-    fn pocl_teardown(build: u64) -> Vec<Event> {
-        let resident = |t: u64, api: &str, side: ReadSide, bytes: u64| {
-            Event::DeviceRead(DeviceRead {
-                t_ns: t * MS,
-                pid: 7,
-                api: api.into(),
-                side,
-                free_bytes: 0,
-                total_bytes: 0,
-                resident_bytes: Some(bytes),
-                first_touched_bytes: None,
-            })
-        };
+    /// The agent's read of its process's resident memory on `side` of `api`.
+    fn resident(t: u64, api: &str, side: ReadSide, bytes: u64) -> Event {
+        Event::DeviceRead(DeviceRead {
+            t_ns: t * MS,
+            pid: 7,
+            api: api.into(),
+            side,
+            free_bytes: 0,
+            total_bytes: 0,
+            resident_bytes: Some(bytes),
+            first_touched_bytes: None,
+        })
+    }
+
+    /// A watched PoCL program `exe` up to its context: 7 MiB before its
+    /// first OpenCL call (the agent attached at 15 ms), PoCL loaded (64),
+    /// then a context of 8 MiB read by the agent across its call.
+    fn pocl_context(exe: &str) -> Vec<Event> {
         let mut attached = seed_001().remove(0);
         if let Event::Agent(a) = &mut attached {
             a.t_ns = 15 * MS;
         }
-        let built = (72 + build) * MIB;
         vec![
             Event::Meta(Box::new(crate::trace::Meta {
                 pid: 7,
-                watch: Some(testing::watched("./vadd_chain", 7)),
+                watch: Some(testing::watched(exe, 7)),
                 ..testing::cpu_meta()
             })),
             rss(10, 7 * MIB),
@@ -1630,6 +1612,19 @@ mod tests {
             object(34, 1, ObjKind::Context, ObjectAction::Created, 0),
             call(0, 33, "clCreateContext", 1),
             resident(39, "clCreateContext", ReadSide::After, 72 * MIB),
+        ]
+    }
+
+    /// A PoCL program's life on a CPU device, as the agent reads it: 7 MiB
+    /// before its first call, PoCL loaded (64), a context (8 MiB) and a build
+    /// of `build` MiB measured across their calls by the agent's resident
+    /// reads, the build's last reading taken while it ran (holding 1 MiB of
+    /// scratch beyond its end), the program and the context released, and a
+    /// reading after the teardown that did not fall.
+    fn pocl_teardown(build: u64) -> Vec<Event> {
+        let built = (72 + build) * MIB;
+        let mut events = pocl_context("./vadd_chain");
+        events.extend([
             object(41, 2, ObjKind::Program, ObjectAction::Created, 0),
             call(1, 40, "clCreateProgramWithSource", 2),
             resident(50, "clBuildProgram", ReadSide::Before, 72 * MIB),
@@ -1650,7 +1645,8 @@ mod tests {
             object(96, 1, ObjKind::Context, ObjectAction::Destroyed, 0),
             call(4, 95, "clReleaseContext", 1),
             rss(110, built),
-        ]
+        ]);
+        events
     }
 
     /// Hands On OpenCL's `vadd_chain` on PoCL (80% named in 5 of 8 runs):
@@ -1699,35 +1695,8 @@ mod tests {
     /// 96 to 99 ms, a reading at `at`, the context released, and a reading
     /// after the teardown that did not fall.
     fn pocl_buffer_freed(at: u64) -> Vec<Event> {
-        let resident = |t: u64, api: &str, side: ReadSide, bytes: u64| {
-            Event::DeviceRead(DeviceRead {
-                t_ns: t * MS,
-                pid: 7,
-                api: api.into(),
-                side,
-                free_bytes: 0,
-                total_bytes: 0,
-                resident_bytes: Some(bytes),
-                first_touched_bytes: None,
-            })
-        };
-        let mut attached = seed_001().remove(0);
-        if let Event::Agent(a) = &mut attached {
-            a.t_ns = 15 * MS;
-        }
-        vec![
-            Event::Meta(Box::new(crate::trace::Meta {
-                pid: 7,
-                watch: Some(testing::watched("./copybufferkernel", 7)),
-                ..testing::cpu_meta()
-            })),
-            rss(10, 7 * MIB),
-            attached,
-            rss(20, 64 * MIB),
-            resident(33, "clCreateContext", ReadSide::Before, 64 * MIB),
-            object(34, 1, ObjKind::Context, ObjectAction::Created, 0),
-            call(0, 33, "clCreateContext", 1),
-            resident(39, "clCreateContext", ReadSide::After, 72 * MIB),
+        let mut events = pocl_context("./copybufferkernel");
+        events.extend([
             object(41, 3, ObjKind::Buffer, ObjectAction::Created, 4 * MIB),
             call(1, 40, "clCreateBuffer", 3),
             rss(50, 76 * MIB),
@@ -1764,7 +1733,8 @@ mod tests {
             object(101, 1, ObjKind::Context, ObjectAction::Destroyed, 0),
             call(6, 100, "clReleaseContext", 1),
             rss(110, 79 * MIB),
-        ]
+        ]);
+        events
     }
 
     /// PoCL's `copybufferkernel` (90% named at exit in one run of eight): a

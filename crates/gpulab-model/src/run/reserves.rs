@@ -146,35 +146,6 @@ impl Went {
         })
     }
 
-    /// What the readings so far say of objects that went at `gone`, those
-    /// after it included (the sampler's run ahead of the agents' records:
-    /// PoCL's `vadd_chain` read at 63.4 ms, then its context's deletion at
-    /// 63.3 arrived); `reserve` as in [`Went::reading`]. A reading taken
-    /// while a sized call ran is no side of it.
-    fn since(
-        gone: u64,
-        readings: &VecDeque<(u64, u64)>,
-        sized_log: &VecDeque<(u64, i64)>,
-        sized_calls: &VecDeque<(u64, u64)>,
-        reserve: impl Fn(&Went) -> Option<u64>,
-    ) -> Went {
-        let mut sides: Vec<(u64, u64)> = readings
-            .iter()
-            .filter(|(t, _)| !while_sized(sized_calls, *t))
-            .copied()
-            .collect();
-        sides.sort_unstable();
-        let mut went = Went {
-            before: sides.iter().rev().find(|(t, _)| *t <= gone).copied(),
-            ..Went::default()
-        };
-        for &(t, bytes) in sides.iter().filter(|(t, _)| *t > gone) {
-            let r = reserve(&went);
-            went.reading(gone, (t, bytes), |a, b| sized_between(sized_log, a, b), r);
-        }
-        went
-    }
-
     /// Whether a side of it was taken strictly inside `begin..end`.
     fn sided_within(&self, begin: u64, end: u64) -> bool {
         let inside = |r: Option<(u64, u64)>| r.is_some_and(|(t, _)| t > begin && t < end);
@@ -205,6 +176,53 @@ struct Direct {
     gone: Vec<u64>,
     gone_ns: Option<u64>,
     went: Went,
+}
+
+/// The readings kept, and the sized objects and calls that tell which of
+/// them can be a side of a measurement.
+struct Sides<'a> {
+    readings: &'a VecDeque<(u64, u64)>,
+    sized_log: &'a VecDeque<(u64, i64)>,
+    sized_calls: &'a VecDeque<(u64, u64)>,
+}
+
+impl Sides<'_> {
+    /// What the readings so far say of objects that went at `gone`, those
+    /// after it included (the sampler's run ahead of the agents' records:
+    /// PoCL's `vadd_chain` read at 63.4 ms, then its context's deletion at
+    /// 63.3 arrived); `reserve` as in [`Went::reading`]. A reading taken
+    /// while a sized call ran is no side of it.
+    fn went(&self, gone: u64, reserve: impl Fn(&Went) -> Option<u64>) -> Went {
+        let mut usable: Vec<(u64, u64)> = self
+            .readings
+            .iter()
+            .filter(|(t, _)| !while_sized(self.sized_calls, *t))
+            .copied()
+            .collect();
+        usable.sort_unstable();
+        let mut went = Went {
+            before: usable.iter().rev().find(|(t, _)| *t <= gone).copied(),
+            ..Went::default()
+        };
+        for &(t, bytes) in usable.iter().filter(|(t, _)| *t > gone) {
+            let r = reserve(&went);
+            went.reading(
+                gone,
+                (t, bytes),
+                |a, b| sized_between(self.sized_log, a, b),
+                r,
+            );
+        }
+        went
+    }
+}
+
+impl Direct {
+    /// What went with its objects at `gone`, read again from every reading.
+    fn went_from(&mut self, gone: u64, sides: &Sides) {
+        let bytes = self.reserve.bytes;
+        self.went = sides.went(gone, |w| w.waits_to_fall().then_some(bytes));
+    }
 }
 
 /// Kept by the driver after its objects went: the memory did not fall when
@@ -494,15 +512,17 @@ impl Reserves {
     /// What went is read again from every reading for each measurement
     /// whose objects went and of which `stale` holds.
     fn went_again(&mut self, stale: impl Fn(&Went) -> bool) {
+        let sides = Sides {
+            readings: &self.readings,
+            sized_log: &self.sized_log,
+            sized_calls: &self.sized_calls,
+        };
         for &i in &self.direct_gone {
             let d = &mut self.direct[i];
             if let Some(g) = d.gone_ns
                 && stale(&d.went)
             {
-                let bytes = d.reserve.bytes;
-                d.went = Went::since(g, &self.readings, &self.sized_log, &self.sized_calls, |w| {
-                    w.waits_to_fall().then_some(bytes)
-                });
+                d.went_from(g, &sides);
                 self.kept_edges.extend(d.went.edges());
             }
         }
@@ -511,13 +531,7 @@ impl Reserves {
             if let Some(g) = w.gone_ns
                 && stale(&w.went)
             {
-                w.went = Went::since(
-                    g,
-                    &self.readings,
-                    &self.sized_log,
-                    &self.sized_calls,
-                    |_| None,
-                );
+                w.went = sides.went(g, |_| None);
                 self.kept_edges.extend(w.went.edges());
             }
         }
@@ -567,6 +581,11 @@ impl Reserves {
     /// queue alone going beside its context ends nothing: the driver keeps
     /// the context's reserve, and its own code is small beside it.
     pub fn gone(&mut self, id: u64, kind: ObjKind, t_ns: u64) {
+        let sides = Sides {
+            readings: &self.readings,
+            sized_log: &self.sized_log,
+            sized_calls: &self.sized_calls,
+        };
         for (i, d) in self.direct.iter_mut().enumerate() {
             if !d.reserve.ids.contains(&id) || d.gone_ns.is_some() {
                 continue;
@@ -577,14 +596,7 @@ impl Reserves {
             if kind == ObjKind::Context || d.gone.len() == d.reserve.ids.len() {
                 d.gone_ns = Some(t_ns);
                 self.direct_gone.push(i);
-                let bytes = d.reserve.bytes;
-                d.went = Went::since(
-                    t_ns,
-                    &self.readings,
-                    &self.sized_log,
-                    &self.sized_calls,
-                    |w| w.waits_to_fall().then_some(bytes),
-                );
+                d.went_from(t_ns, &sides);
                 self.kept_edges.extend(d.went.edges());
             }
         }
@@ -606,13 +618,7 @@ impl Reserves {
             if w.gone_ns.replace(g) == Some(g) {
                 continue;
             }
-            w.went = Went::since(
-                g,
-                &self.readings,
-                &self.sized_log,
-                &self.sized_calls,
-                |_| None,
-            );
+            w.went = sides.went(g, |_| None);
             self.kept_edges.extend(w.went.edges());
         }
     }
