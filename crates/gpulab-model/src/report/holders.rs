@@ -154,7 +154,9 @@ pub struct ReserveReport {
     /// `readings` (the sampler's, on each side of the making call), `agent`
     /// (the device's free memory, read by the agent right before and after
     /// the call), or `agent_at_launch` (the same around a function's first
-    /// launch: its code, loaded into the context then).
+    /// launch: its code, loaded into the context then; on a CPU device the
+    /// process's resident memory across the wait for a kernel's first run,
+    /// which compiled it, less the buffers it was the first to use).
     pub measured_by: String,
     /// Its objects went and the memory did not: the first reading after
     /// them fell by less than half of it (NVIDIA's OpenCL keeps a deleted
@@ -419,7 +421,7 @@ impl HoldersReport {
         for r in largest.iter().take(RESERVES_LISTED) {
             let how = match r.measured_by.as_str() {
                 "agent_at_launch" => {
-                    "code loaded at a function's first launch or first use, read by the agent"
+                    "code loaded or compiled at a function's first launch or first use, read by the agent"
                 }
                 "agent" => "measured by the agent across the call",
                 _ => "measured between the readings",
