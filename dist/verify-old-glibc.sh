@@ -69,12 +69,25 @@ in_root() {
 in_root gpulab --version
 in_root gpulab list
 in_root gpulab doctor
-in_root gpulab run cl-finish --variant finish --param kernel_ms=20 --param size_mib=4 \
-  --json >"$ROOTFS/run.json"
-grep -q '"kind": "run"' "$ROOTFS/run.json" || { echo "run --json wrote no run" >&2; exit 1; }
-grep -q '"status": "finished"' "$ROOTFS/run.json" \
-  || { echo "the lab did not finish:" >&2; cat "$ROOTFS/run.json" >&2; exit 1; }
-in_root gpulab run cl-finish --variant finish --param kernel_ms=20 --param size_mib=4
+# PoCL 1.6 (Debian 11) compiles kernels with LLVM 9, which names a CPU it
+# does not know (AMD's Zen 3 and later) "generic" and then refuses it as a
+# target: no OpenCL program builds in this root on such a host, gpulab's or
+# any other (clinfo's own test build says so). The lab is run wherever this
+# root's PoCL can build one; elsewhere that is said, and the rest still runs.
+LAB=cl-finish
+if in_root clinfo 2>&1 | grep -q "unknown target CPU"; then
+  echo "== this root's PoCL cannot compile for this host's CPU (LLVM 9 does not know it):" \
+    "the lab on PoCL is not run here"
+  LAB=
+fi
+if [ -n "$LAB" ]; then
+  in_root gpulab run "$LAB" --variant finish --param kernel_ms=20 --param size_mib=4 \
+    --json >"$ROOTFS/run.json"
+  grep -q '"kind": "run"' "$ROOTFS/run.json" || { echo "run --json wrote no run" >&2; exit 1; }
+  grep -q '"status": "finished"' "$ROOTFS/run.json" \
+    || { echo "the lab did not finish:" >&2; cat "$ROOTFS/run.json" >&2; exit 1; }
+  in_root gpulab run "$LAB" --variant finish --param kernel_ms=20 --param size_mib=4
+fi
 # The embedded agent, loaded into a program linked against this root's glibc.
 in_root gpulab watch -- clinfo -l
-echo "== $ARCHIVE runs on Debian $SUITE: list, doctor, a PoCL lab, watch"
+echo "== $ARCHIVE runs on Debian $SUITE: list, doctor,${LAB:+ a PoCL lab,} watch"
