@@ -292,7 +292,7 @@ impl Run {
                     total: bytes,
                     managed_on_device: self.managed_on_device_at(t_ns),
                     own_between_calls: self.own_between_calls_at(t_ns),
-                    before_api: self.before_api_at(t_ns),
+                    before_api: self.before_api_at(t_ns, bytes),
                     runtime: self.runtime_loaded(t_ns, bytes),
                     ..h.clone()
                 })
@@ -381,8 +381,8 @@ impl Run {
         // the records said memory moved, and that holds less than the shares
         // name, is behind them too.
         // NVML counts in pages: shares more than the reading by less than one
-        // (a reserve the agent read to 64 KiB) are no lag.
-        let lagging = h.unexplained() <= -(reserves::PAGE as i64)
+        // (a reserve the agent read to 64 KiB) are no lag ([`Run::page`]).
+        let lagging = h.unexplained() <= -(self.page() as i64)
             && self
                 .composer
                 .moved_ns

@@ -144,12 +144,16 @@ impl Run {
     }
 
     /// What a watched program's resident memory held at its last reading
-    /// before its first call of the API, at a reading at `t_ns` (0 before).
-    pub(super) fn before_api_at(&self, t_ns: u64) -> u64 {
-        self.readings
-            .before_api
-            .filter(|(t, _)| *t <= t_ns)
-            .map_or(0, |(_, b)| b)
+    /// before its first call of the API, at a reading at `t_ns` of `total`:
+    /// all of a reading taken before then (composed once a later one
+    /// arrived, which moved the last one on: `copybufferkernel`'s reading
+    /// at 13.8 ms was 23 MiB "unexplained").
+    pub(super) fn before_api_at(&self, t_ns: u64, total: u64) -> u64 {
+        match self.readings.before_api {
+            Some((t, _)) if t_ns <= t => total,
+            Some((_, b)) => b,
+            None => 0,
+        }
     }
 
     /// The program's managed pages on the device at its reading at `t_ns`
@@ -259,7 +263,7 @@ impl Run {
             managed,
             managed_on_device: self.managed_on_device_at(t_ns),
             own_between_calls: self.own_between_calls_at(t_ns),
-            before_api: self.before_api_at(t_ns),
+            before_api: self.before_api_at(t_ns, total),
             runtime: self.runtime_loaded(t_ns, total),
             pool_kept: self
                 .folds
@@ -1433,6 +1437,39 @@ mod tests {
         assert_eq!((h.before_api, h.runtime), (MIB / 2, 67 * MIB - MIB / 2));
         assert_eq!(h.reserves_held, 12 * MIB, "{h:?}");
         assert_eq!(h.unexplained(), 0, "{h:?}");
+    }
+
+    /// Every reading taken before the program's first call of its API is
+    /// all "before its API's use", each composed once the next arrived
+    /// (which became the last such reading): `copybufferkernel`'s reading
+    /// at 13.8 ms was 23 MiB unexplained, the next one's time being the
+    /// last before the API.
+    #[test]
+    fn every_reading_before_the_api_is_all_the_programs_own() {
+        let mut attached = seed_001().remove(0);
+        if let Event::Agent(a) = &mut attached {
+            a.t_ns = 35 * MS;
+        }
+        let events = vec![
+            Event::Meta(Box::new(crate::trace::Meta {
+                pid: 7,
+                watch: Some(testing::watched("./copybufferkernel", 7)),
+                ..testing::cpu_meta()
+            })),
+            rss(10, 5 * MIB),
+            rss(20, 23 * MIB),
+            rss(30, 38 * MIB),
+            attached,
+            rss(40, 64 * MIB),
+        ];
+        let run = Run::from_events(&ended(events));
+        let before: Vec<(u64, u64, i64)> = run
+            .holders_recent()
+            .iter()
+            .filter(|h| h.at_ns < 35 * MS)
+            .map(|h| (h.at_ns / MS, h.before_api / MIB, h.unexplained()))
+            .collect();
+        assert_eq!(before, vec![(10, 5, 0), (20, 23, 0), (30, 38, 0)]);
     }
 
     /// Hands On OpenCL's matmul on PoCL: each `clBuildProgram` ran PoCL's

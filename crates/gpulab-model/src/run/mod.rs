@@ -404,9 +404,12 @@ impl Run {
             // Taken before most of the step (30 ms into a 54 ms build): the
             // shares name a page or more beyond it, and it is no moment of
             // the program's either way.
-            if self.composer.recent.back().is_some_and(|h| {
-                h.at_ns == reading.0 && h.unexplained() <= -(reserves::PAGE as i64)
-            }) {
+            if self
+                .composer
+                .recent
+                .back()
+                .is_some_and(|h| h.at_ns == reading.0 && h.unexplained() <= -(self.page() as i64))
+            {
                 self.composer.take_back_within_and_peak(
                     c.begin_ns,
                     c.end_ns,
@@ -414,6 +417,18 @@ impl Run {
                 );
             }
         }
+    }
+
+    /// How finely a reading of the program's memory counts it: NVML's in
+    /// pages of 2 MiB; a process's resident memory in pages of 4 KiB, moved
+    /// by whatever its threads allocate meanwhile, so within 64 KiB. Shares
+    /// beyond a reading by less than this are no sign it lags them.
+    pub(super) fn page(&self) -> u64 {
+        let rss = self
+            .meta
+            .as_ref()
+            .is_some_and(|m| m.device.memory_source == MemorySource::Rss);
+        if rss { 64 << 10 } else { reserves::PAGE }
     }
 
     /// Whether the program made managed memory: its pages move onto the
