@@ -202,6 +202,10 @@ fn first_runs_waited(api: &'static str) -> bool {
     let read = FIRST_RUNS_UNWAITED.swap(false, Ordering::AcqRel);
     if read {
         crate::resident::read(api, ReadSide::Before);
+    } else {
+        // Buffers first touched by kernels that ran before: done with by
+        // this wait, no part of a later one's.
+        FIRST_TOUCHED.store(0, Ordering::Release);
     }
     read
 }
