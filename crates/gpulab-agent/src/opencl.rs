@@ -5,7 +5,6 @@
 use std::collections::BTreeSet;
 use std::ffi::{c_char, c_void};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use gpulab_events::api::{Api, Effect};
 use gpulab_events::{ObjKind, ReadSide};
@@ -101,97 +100,107 @@ macro_rules! enqueuing {
     };
 }
 
-/// Kernels run for the first time whose work no call has waited for yet. A
-/// CPU device compiles a kernel for its work-group size when it first runs
-/// it, in its own threads (PoCL: 9 MiB kept and 16 MiB more while its
-/// compiler ran, inside the `clFinish` after Hands On OpenCL's `vadd`
-/// enqueued its kernel): the next call that waits for the queue has the
-/// process's resident memory read on each side of it.
-static FIRST_RUNS_UNWAITED: AtomicBool = AtomicBool::new(false);
+/// What the agent knows of kernels' first runs, under one lock. A CPU device
+/// compiles a kernel for its work-group size when it first runs it, in its
+/// own threads (PoCL: 9 MiB kept and 16 MiB more while its compiler ran,
+/// inside the `clFinish` after Hands On OpenCL's `vadd` enqueued its
+/// kernel): the next call that waits for the queue has the process's
+/// resident memory read on each side of it.
+struct FirstRuns {
+    /// The kernels (their ledger ids) enqueued so far, up to [`KEPT`]: past
+    /// it a first run is no longer told apart and the waits are not read.
+    kernels: BTreeSet<u64>,
+    /// A kernel ran for the first time and no call has waited since.
+    unwaited: bool,
+    /// Buffers (their ledger ids) something has used: a transfer from the
+    /// host, a fill or copy into them, a kernel. A kernel that is the first
+    /// to use one may touch its pages for the first time (PoCL takes a
+    /// buffer's memory untouched: Hands On OpenCL's matmul wrote its 4 MiB
+    /// result buffer first in the `clFinish` after its first kernel, which
+    /// then read as 4 MiB of compiled code). Up to [`KEPT`] * 16; past it,
+    /// every buffer counts as used.
+    used: BTreeSet<u64>,
+    /// Buffer handles made from the host's memory (`CL_MEM_COPY_HOST_PTR`,
+    /// `CL_MEM_USE_HOST_PTR`): filled when made. Each buffer made at a
+    /// handle says again whether it was.
+    made_filled: BTreeSet<usize>,
+    /// Bytes of buffers kernels enqueued since the last wait were the first
+    /// to use.
+    touched: u64,
+}
 
-/// The kernels (their ledger ids) enqueued so far, up to [`KERNELS_RUN_KEPT`]:
-/// past it a first run is no longer told apart and the waits are not read.
-static KERNELS_RUN: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
-const KERNELS_RUN_KEPT: usize = 4096;
-
-/// Buffers (their ledger ids) something has used: a transfer from the host,
-/// a fill or copy into them, a kernel. A kernel that is the first to use one
-/// may touch its pages for the first time (PoCL takes a buffer's memory
-/// untouched: Hands On OpenCL's matmul wrote its 4 MiB result buffer first
-/// in the `clFinish` after its first kernel, which then read as 4 MiB of
-/// compiled code). Up to [`KERNELS_RUN_KEPT`] * 16; past it, every buffer
-/// counts as used.
-static USED: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
-
-/// Bytes of buffers a kernel enqueued since the last read wait was the first
-/// to use.
-static FIRST_TOUCHED: AtomicU64 = AtomicU64::new(0);
-
-/// Buffer handles made from the host's memory (`CL_MEM_COPY_HOST_PTR`,
-/// `CL_MEM_USE_HOST_PTR`): filled when made. Each buffer made at a handle
-/// says again whether it was.
-static MADE_FILLED: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+static FIRST_RUNS: Mutex<FirstRuns> = Mutex::new(FirstRuns {
+    kernels: BTreeSet::new(),
+    unwaited: false,
+    used: BTreeSet::new(),
+    made_filled: BTreeSet::new(),
+    touched: 0,
+});
+const KEPT: usize = 4096;
 const CL_MEM_USE_HOST_PTR: u64 = 1 << 3;
 const CL_MEM_COPY_HOST_PTR: u64 = 1 << 5;
 
+fn first_runs() -> std::sync::MutexGuard<'static, FirstRuns> {
+    FIRST_RUNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl FirstRuns {
+    /// Buffers `ids` (with their bytes) were used: those not used before
+    /// count, when a kernel used them, as first touched by the work a wait
+    /// will wait for.
+    fn used(&mut self, ids: impl Iterator<Item = (u64, u64)>, by_kernel: bool) {
+        for (id, bytes) in ids {
+            if self.used.len() < KEPT * 16 && self.used.insert(id) && by_kernel {
+                self.touched += bytes;
+            }
+        }
+    }
+}
+
 /// A buffer was made at `handle` with `flags`.
 fn made_buffer(handle: Handle, flags: u64) {
-    let mut filled = MADE_FILLED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut runs = first_runs();
     if flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR) != 0 {
-        if filled.len() < KERNELS_RUN_KEPT * 16 {
-            filled.insert(handle as usize);
+        if runs.made_filled.len() < KEPT * 16 {
+            runs.made_filled.insert(handle as usize);
         }
     } else {
-        filled.remove(&(handle as usize));
+        runs.made_filled.remove(&(handle as usize));
     }
 }
 
-/// Buffers `ids` (with their bytes) were used: those not used before count,
-/// when a kernel used them, as first touched by the work a wait will wait
-/// for.
-fn used(ids: &[(u64, u64)], by_kernel: bool) {
-    let mut used = USED.lock().unwrap_or_else(|e| e.into_inner());
-    for (id, bytes) in ids {
-        if used.len() < KERNELS_RUN_KEPT * 16 && used.insert(*id) && by_kernel {
-            FIRST_TOUCHED.fetch_add(*bytes, Ordering::AcqRel);
-        }
-    }
-}
-
-/// Kernel `k` was enqueued with `uses` (itself and its arguments): its first
-/// run is noted, and the buffers it is the first to use.
+/// Kernel `k` was enqueued with `uses` (its id, then its arguments'): its
+/// first run is noted, and the buffers it is the first to use.
 fn ran(k: Handle, uses: Vec<u64>) -> Vec<u64> {
-    let Some(id) = ledger::id_of(k as usize, ObjKind::Kernel) else {
+    let Some(&id) = uses.first() else {
         return uses;
     };
-    let args: Vec<(u64, u64)> = {
-        let filled = MADE_FILLED.lock().unwrap_or_else(|e| e.into_inner());
-        ledger::kernel_buffers(k as usize)
-            .into_iter()
-            .map(|a| {
-                (
-                    a.id,
-                    if filled.contains(&a.handle) {
-                        0
-                    } else {
-                        a.bytes
-                    },
-                )
-            })
-            .collect()
-    };
-    used(&args, true);
-    let mut run = KERNELS_RUN.lock().unwrap_or_else(|e| e.into_inner());
-    if run.len() < KERNELS_RUN_KEPT && run.insert(id) {
-        FIRST_RUNS_UNWAITED.store(true, Ordering::Release);
+    let args = ledger::kernel_buffers(k as usize);
+    let mut runs = first_runs();
+    let filled = &runs.made_filled;
+    let args: Vec<(u64, u64)> = args
+        .into_iter()
+        .map(|a| {
+            (
+                a.id,
+                if filled.contains(&a.handle) {
+                    0
+                } else {
+                    a.bytes
+                },
+            )
+        })
+        .collect();
+    runs.used(args.into_iter(), true);
+    if runs.kernels.len() < KEPT && runs.kernels.insert(id) {
+        runs.unwaited = true;
     }
     uses
 }
 
 /// A transfer or fill into buffers `uses`: used, not by a kernel.
 fn filled(uses: Vec<u64>) -> Vec<u64> {
-    let ids: Vec<(u64, u64)> = uses.iter().map(|id| (*id, 0)).collect();
-    used(&ids, false);
+    first_runs().used(uses.iter().map(|id| (*id, 0)), false);
     uses
 }
 
@@ -199,13 +208,18 @@ fn filled(uses: Vec<u64>) -> Vec<u64> {
 /// among it, the resident memory is read before it (true: read it after,
 /// with [`first_runs_read`]).
 fn first_runs_waited(api: &'static str) -> bool {
-    let read = FIRST_RUNS_UNWAITED.swap(false, Ordering::AcqRel);
+    let read = {
+        let mut runs = first_runs();
+        let read = std::mem::take(&mut runs.unwaited);
+        if !read {
+            // Buffers first touched by kernels that ran before: done with
+            // by this wait, no part of a later one's.
+            runs.touched = 0;
+        }
+        read
+    };
     if read {
         crate::resident::read(api, ReadSide::Before);
-    } else {
-        // Buffers first touched by kernels that ran before: done with by
-        // this wait, no part of a later one's.
-        FIRST_TOUCHED.store(0, Ordering::Release);
     }
     read
 }
@@ -213,7 +227,7 @@ fn first_runs_waited(api: &'static str) -> bool {
 /// The wait [`first_runs_waited`] read before returned: read after, with the
 /// buffers the kernels it waited for were the first to use.
 fn first_runs_read(api: &'static str) {
-    let touched = FIRST_TOUCHED.swap(0, Ordering::AcqRel);
+    let touched = std::mem::take(&mut first_runs().touched);
     crate::resident::read_beside(api, ReadSide::After, Some(touched));
 }
 

@@ -193,18 +193,23 @@ impl Sides<'_> {
     /// 63.3 arrived); `reserve` as in [`Went::reading`]. A reading taken
     /// while a sized call ran is no side of it.
     fn went(&self, gone: u64, reserve: impl Fn(&Went) -> Option<u64>) -> Went {
-        let mut usable: Vec<(u64, u64)> = self
+        let usable = self
             .readings
             .iter()
-            .filter(|(t, _)| !while_sized(self.sized_calls, *t))
-            .copied()
-            .collect();
-        usable.sort_unstable();
+            .filter(|(t, _)| !while_sized(self.sized_calls, *t));
         let mut went = Went {
-            before: usable.iter().rev().find(|(t, _)| *t <= gone).copied(),
+            before: usable
+                .clone()
+                .filter(|(t, _)| *t <= gone)
+                .max_by_key(|(t, _)| *t)
+                .copied(),
             ..Went::default()
         };
-        for &(t, bytes) in usable.iter().filter(|(t, _)| *t > gone) {
+        // Only those after it are taken in order (few: what went is read
+        // again near its end).
+        let mut after: Vec<(u64, u64)> = usable.filter(|(t, _)| *t > gone).copied().collect();
+        after.sort_unstable();
+        for (t, bytes) in after {
             let r = reserve(&went);
             went.reading(
                 gone,
