@@ -304,3 +304,59 @@ fn a_watched_job_has_a_lane_per_gpu_and_n_shows_one_rank() {
     let small = screen(&mut a, 80, 24);
     insta::assert_snapshot!("watch_job_80x24", small);
 }
+
+/// Issue #47: while a process's agent does not watch its launches (they
+/// repeat), the status line says so; once the process ended, it does not.
+/// The torchrun recording, with rank 0's agent turning launches off after it
+/// attached, cut before anything ended (as the dashboard sees it mid-run).
+#[test]
+fn the_status_line_says_while_repeated_launches_go_unwatched() {
+    use gpulab::trace::{AgentEvent, AgentState, LaunchesWhy, read_events, to_line};
+    let path = common::repo_file("assets/watch-recordings/nvidia-h200-x2/torchrun-oom.jsonl");
+    let file = std::fs::File::open(path).expect("the recording");
+    let mut all = read_events(std::io::BufReader::new(file)).expect("it reads");
+    let at = all
+        .iter()
+        .position(|e| {
+            matches!(e, Event::Agent(a) if a.api == "cuda"
+                && matches!(a.state, AgentState::Attached { .. }))
+        })
+        .expect("a CUDA agent attached");
+    let Event::Agent(attached) = &all[at] else {
+        unreachable!()
+    };
+    all.insert(
+        at + 1,
+        Event::Agent(AgentEvent {
+            t_ns: attached.t_ns + 1,
+            state: AgentState::Launches {
+                watching: false,
+                why: LaunchesWhy::Repeated,
+            },
+            ..attached.clone()
+        }),
+    );
+    let running: Vec<_> = all
+        .iter()
+        .take_while(|e| {
+            !matches!(e, Event::End(_))
+                && !matches!(e, Event::Agent(a) if matches!(a.state, AgentState::Detached { .. }))
+        })
+        .collect();
+    let dir = common::temp_dir();
+    let status = |events: &[&Event], name: &str| {
+        let file = dir.path().join(format!("{name}.jsonl"));
+        let text: String = events.iter().map(|e| to_line(e)).collect();
+        std::fs::write(&file, text).expect("written");
+        let mut a = app();
+        a.add_recording(file);
+        open(&mut a, name, false);
+        let s = screen(&mut a, 200, 48);
+        s.lines().last().unwrap_or_default().to_string()
+    };
+    let mid = status(&running, "launches-unwatched-mid-run");
+    assert!(mid.contains("new launches only"), "{mid}");
+    let whole: Vec<_> = all.iter().collect();
+    let ended = status(&whole, "launches-unwatched-ended");
+    assert!(!ended.contains("new launches only"), "{ended}");
+}

@@ -229,6 +229,7 @@ fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
         ),
         cupti: None,
         device_spans: false,
+        every_launch: false,
         stacks: gpulab::watch::Stacks::Caller,
         stop: Default::default(),
     };
@@ -458,6 +459,60 @@ fn device_spans_belong_to_their_launches() {
         assert!((150.0..2000.0).contains(&ms), "a 200 ms spin took {ms} ms");
         assert!(span.name.contains("spin"), "{}", span.name);
     }
+}
+
+/// Issue #47: launches that repeat go unwatched, and a function's first
+/// launch after code was loaded is watched; `--launches all` records every
+/// launch. Exact counts: one thread, and each watched stretch ends after 256
+/// repeats (crates/gpulab-agent/src/launches.rs: SETTLE), so however many
+/// regular looks a slow machine makes, what was recorded follows from them.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn repeated_launches_go_unwatched_and_a_new_functions_first_is_watched() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/cuda_launch_turns.cu");
+    let exe = exe.to_string_lossy().into_owned();
+    let launches_in = |flags: &[&str]| {
+        let record = dir.path().join("turns.jsonl");
+        let record_flag = format!("--record={}", record.display());
+        let mut all = vec![record_flag.as_str()];
+        all.extend_from_slice(flags);
+        let (out, report) = watch_json_with(&all, &[&exe, "2000"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let made = own_count(&stderr(&out), "cuda_launch_turns:", "launches");
+        assert_eq!(made, 4001);
+        let text = std::fs::read_to_string(&record).expect("the recording");
+        let events = gpulab::trace::read_events(text.as_bytes()).expect("it reads");
+        let calls: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Call(c) if c.api.starts_with("cuLaunch") => Some(c.clone()),
+                _ => None,
+            })
+            .collect();
+        let first = calls.iter().filter(|c| c.memory_step.is_some()).count();
+        (calls.len(), first, report)
+    };
+    let (recorded, first, report) = launches_in(&[]);
+    assert_eq!(first, 2, "the first launches of `again` and `fresh`");
+    let cost = &report["observer"];
+    let stretches = cost["unwatched_stretches"].as_u64().expect("stretches");
+    assert!(stretches >= 2, "{cost:#}");
+    // A first launch and 256 repeats before each of the two turn-offs the
+    // program causes; 256 repeats in each look (usually none).
+    let expected = 2 * (1 + 256) + 256 * (stretches as usize - 2);
+    assert_eq!(recorded, expected, "{cost:#}");
+    assert_eq!(cost["launches"].as_u64(), Some(expected as u64));
+    assert!(
+        cost["verdict"].as_str().is_some_and(
+            |v| v.contains(&format!("none counted in {stretches} stretches of repeats"))
+        ),
+        "{cost:#}"
+    );
+    let (recorded, first, report) = launches_in(&["--launches", "all"]);
+    assert_eq!((recorded, first), (4001, 2));
+    assert_eq!(report["observer"]["unwatched_stretches"], 0);
 }
 
 /// Issue #27 through CUPTI: a CUDA program's last moments arrive whether it

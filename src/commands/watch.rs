@@ -69,6 +69,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         stdio,
         cupti: args.cupti.clone(),
         device_spans: args.device_spans,
+        every_launch: args.launches == crate::cli::Launches::All,
         stacks: args.backtrace.into(),
         stop,
     };

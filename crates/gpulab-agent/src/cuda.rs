@@ -38,6 +38,10 @@ const DOMAIN_RESOURCE: u32 = 3;
 const API_ENTER: u32 = 0;
 const RESOURCE_CONTEXT_CREATED: u32 = 1;
 const RESOURCE_CONTEXT_DESTROY_STARTING: u32 = 2;
+const RESOURCE_MODULE_LOADED: u32 = 6;
+/// Set to `all`, the agent watches every kernel launch, not only those of
+/// functions new to the process ([`crate::launches`]).
+pub const LAUNCHES_ENV: &str = "GPULAB_LAUNCHES";
 /// Driver callback ids asked for names; CUDA 13.0 has about 800.
 const MAX_CBID: u32 = 4096;
 const ACTIVITY_KIND_KERNEL: u32 = 3;
@@ -369,6 +373,12 @@ struct Hook {
 static HOOKS: OnceLock<Vec<Option<Hook>>> = OnceLock::new();
 
 thread_local! {
+    /// The callback id of the watched call this thread entered, plus one (0:
+    /// none). A call whose entry was not seen (its callbacks were turned on
+    /// while it ran) is not recorded at its return.
+    static ENTERED: Cell<u32> = const { Cell::new(0) };
+    /// Whether the launch this thread is in is its function's first.
+    static FIRST_LAUNCH: Cell<bool> = const { Cell::new(false) };
     /// The device's free memory when a measured call entered ([`measured`]).
     static FREE_BEFORE: Cell<Option<u64>> = const { Cell::new(None) };
     /// A context the driver made inside the call this thread is in (the primary
@@ -574,6 +584,7 @@ fn subscribe() -> Result<(), String> {
         .chain([
             (DOMAIN_RESOURCE, RESOURCE_CONTEXT_CREATED),
             (DOMAIN_RESOURCE, RESOURCE_CONTEXT_DESTROY_STARTING),
+            (DOMAIN_RESOURCE, RESOURCE_MODULE_LOADED),
         ]);
     for (domain, cbid) in ids {
         // SAFETY: a live subscriber and an id CUPTI named.
@@ -592,8 +603,63 @@ fn subscribe() -> Result<(), String> {
         ));
     }
     crate::rival::arm(result_string, spans);
+    arm_launches(hooks, enable, subscriber, spans);
     transport::on_tick(tick);
     Ok(())
+}
+
+/// Launches watched from now on, turned off and on through CUPTI's launch
+/// callbacks ([`crate::launches`]); every one with device spans (each is
+/// matched to the launch it came from) or `GPULAB_LAUNCHES=all`.
+fn arm_launches(
+    hooks: &[Option<Hook>],
+    enable: EnableCallback,
+    subscriber: *mut c_void,
+    spans: bool,
+) {
+    let launch_ids = hooks
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.as_ref().is_some_and(|h| matches!(h.role, Launch { .. })))
+        .map(|(i, _)| i as u32)
+        .collect();
+    let _ = SWITCH.set(LaunchSwitch {
+        enable,
+        subscriber: subscriber as usize,
+        ids: launch_ids,
+    });
+    let every = std::env::var(LAUNCHES_ENV).is_ok_and(|v| v == "all");
+    crate::launches::LAUNCHES.arm(switch_launches, spans || every);
+}
+
+/// What turns the launch callbacks on and off: CUPTI's call, the subscriber
+/// (an address: CUPTI's handle, valid for the life of the process) and the
+/// launch callback ids.
+struct LaunchSwitch {
+    enable: EnableCallback,
+    subscriber: usize,
+    ids: Vec<u32>,
+}
+
+static SWITCH: OnceLock<LaunchSwitch> = OnceLock::new();
+
+/// Turns CUPTI's launch callbacks on or off; false if CUPTI refused one.
+fn switch_launches(on: bool) -> bool {
+    let Some(s) = SWITCH.get() else {
+        return false;
+    };
+    s.ids.iter().fold(true, |all, &cbid| {
+        // SAFETY: the live subscriber and a driver callback id CUPTI named.
+        let status = unsafe {
+            (s.enable)(
+                u32::from(on),
+                s.subscriber as *mut c_void,
+                DOMAIN_DRIVER_API,
+                cbid,
+            )
+        };
+        all && status == CUPTI_SUCCESS
+    })
 }
 
 /// The agent thread's regular look: libraries loaded since the last one may
@@ -601,6 +667,7 @@ fn subscribe() -> Result<(), String> {
 fn tick() {
     crate::rival::look();
     flush_spans();
+    crate::launches::LAUNCHES.tick(now_ns());
 }
 
 /// `CUpti_SubscriberParams` (cupti_callbacks.h, CUDA 13.0), with the field
@@ -674,6 +741,11 @@ unsafe extern "C" fn on_cupti(_user: *mut c_void, domain: u32, cbid: u32, data: 
                 // SAFETY: CUPTI passes a CUpti_CallbackData for this domain.
                 let data = unsafe { &*data.cast::<CallbackData>() };
                 let entry = data.site == API_ENTER;
+                if entry {
+                    ENTERED.set(cbid + 1);
+                } else if ENTERED.replace(0) != cbid + 1 {
+                    return;
+                }
                 let t0 = crate::cost::callback_begins(entry);
                 // SAFETY: as above; the hook is this cbid's.
                 unsafe { driver_call(hook, data) };
@@ -709,12 +781,26 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         }
         // SAFETY: the caller's contract: this function's parameter block.
         let measure = unsafe { measured(hook.role, data.params.cast::<usize>()) };
+        FIRST_LAUNCH.set(measure);
         FREE_BEFORE.set(if measure { device_free() } else { None });
         if !data.correlation_data.is_null() {
             // SAFETY: CUPTI's per-call slot.
             unsafe { *data.correlation_data = now_ns() };
         }
         return;
+    }
+    let first = FIRST_LAUNCH.take();
+    let ok = !data.return_value.is_null()
+        // SAFETY: a driver call returns a CUresult, a C enum.
+        && unsafe { *data.return_value.cast::<i32>() } == 0;
+    match hook.role {
+        Launch { .. } => crate::launches::LAUNCHES.launched(first, now_ns()),
+        // A module or library made, or a function's code loaded by a call:
+        // functions a later launch may run for the first time.
+        Make { kind: Program, .. } | Load { .. } if ok && first => {
+            crate::launches::LAUNCHES.code_loaded(now_ns());
+        }
+        _ => {}
     }
     // The device's memory the call took, read on each side of it.
     let before = FREE_BEFORE.take();
@@ -1312,6 +1398,9 @@ fn resource(cbid: u32, data: &ResourceData) {
                 ledger::destroyed(id, ObjKind::Context, 0);
             }
         }
+        // Where the driver loads lazily, inside the first launch of one of
+        // the module's functions.
+        RESOURCE_MODULE_LOADED => crate::launches::LAUNCHES.code_loaded(now_ns()),
         _ => {}
     }
 }

@@ -45,6 +45,7 @@ mod cuda;
 mod dispatch;
 mod framework;
 mod got;
+mod launches;
 mod layer;
 mod ledger;
 mod loaded;

@@ -229,6 +229,14 @@ pub fn conflict(api: Family, reason: String) {
     });
 }
 
+/// The agent watches the process's kernel launches from now on, or stops.
+pub fn launches(watching: bool, why: gpulab_events::LaunchesWhy) {
+    send(Record::Agent {
+        api: Family::Cuda.as_str(),
+        state: AgentState::Launches { watching, why },
+    });
+}
+
 /// This process's id, once the agent runs.
 pub fn pid() -> Option<u32> {
     agent().map(|a| a.pid)

@@ -292,6 +292,26 @@ pub enum AgentState {
     /// program's own CUPTI client, refused because the agent holds CUPTI's
     /// subscriber); `reason` says who and what it loses.
     Conflict { reason: String },
+    /// From now on the agent watches every kernel launch of the process
+    /// (`watching`), or only the calls that are not launches: it stops once
+    /// the process's launches repeat functions it already saw, and looks
+    /// again at regular times and wherever code is loaded (`why`). Launches
+    /// made while it does not watch are neither recorded nor counted.
+    Launches { watching: bool, why: LaunchesWhy },
+}
+
+/// Why the agent started or stopped watching a process's kernel launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchesWhy {
+    /// Stopped: this many launches in a row ran functions already launched.
+    Repeated,
+    /// Started: the regular look for functions launched for the first time.
+    Look,
+    /// Started: the driver loaded a module (lazily, inside a launch, or by
+    /// a call), whose functions have yet to be launched.
+    CodeLoaded,
 }
 
 /// A process's place in a distributed job, as its launcher told it.

@@ -36,6 +36,7 @@ mod load;
 pub(crate) mod objects;
 pub mod owners;
 mod program;
+pub use program::UnwatchedLaunches;
 mod quiet;
 pub mod ranks;
 mod readings;
@@ -247,6 +248,10 @@ impl Run {
                 None => self.claims.push(c.clone()),
             },
             Event::End(e) => self.ended(e),
+            Event::Agent(a) if matches!(a.state, AgentState::Launches { .. }) => {
+                *self.folds.received.entry(a.pid).or_default() += 1;
+                self.program.agent(a);
+            }
             Event::Agent(a) => {
                 self.settle(a.t_ns, None);
                 if matches!(a.state, AgentState::Attached { .. })
@@ -1199,6 +1204,18 @@ impl Run {
     /// Agents in a watched program's processes, as they attached and detached.
     pub fn agents(&self) -> &[AgentEvent] {
         &self.program.agents
+    }
+
+    /// When a process's agent did not watch its kernel launches; None where
+    /// it watched every one.
+    pub fn unwatched_launches(&self, pid: u32) -> Option<program::UnwatchedLaunches> {
+        self.program.launches.get(&pid).copied()
+    }
+
+    /// Whether a process's agent is not watching its launches now (they
+    /// repeat functions it has seen): launches made now are not counted.
+    pub fn launches_unwatched_now(&self) -> bool {
+        self.program.launches.values().any(|u| u.since.is_some())
     }
 
     /// Whose deletions the run sees: per process, API family and kind, what

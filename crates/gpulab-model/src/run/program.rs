@@ -28,6 +28,46 @@ pub(super) struct Program {
     pub(super) ranks: Ranks,
     /// Counts every change of what a composition reads of the program.
     changes: u64,
+    /// Per process, the stretches in which its agent did not watch kernel
+    /// launches.
+    pub(super) launches: BTreeMap<u32, UnwatchedLaunches>,
+}
+
+/// The stretches in which a process's agent did not watch its kernel
+/// launches (they repeated functions it had seen): launches in them are
+/// neither recorded nor counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnwatchedLaunches {
+    /// Stretches begun.
+    pub spells: u32,
+    /// The time in those that ended, ns.
+    pub ended_ns: u64,
+    /// When the stretch still open began.
+    pub since: Option<u64>,
+}
+
+impl UnwatchedLaunches {
+    /// Launches watched from `t_ns` on, or not.
+    fn watching(&mut self, watching: bool, t_ns: u64) {
+        match (watching, self.since) {
+            (false, None) => {
+                self.spells += 1;
+                self.since = Some(t_ns);
+            }
+            (true, Some(since)) => {
+                self.ended_ns = self.ended_ns.saturating_add(t_ns.saturating_sub(since));
+                self.since = None;
+            }
+            // Said twice (a process's images each say): the first holds.
+            _ => {}
+        }
+    }
+
+    /// The time launches went unwatched up to `t_ns`, ns.
+    pub fn unwatched_ns(&self, t_ns: u64) -> u64 {
+        self.ended_ns
+            .saturating_add(self.since.map_or(0, |s| t_ns.saturating_sub(s)))
+    }
 }
 
 impl Program {
@@ -38,7 +78,17 @@ impl Program {
 
     pub(super) fn agent(&mut self, a: &AgentEvent) {
         match &a.state {
+            // Not kept: a long run says it a few times a second.
+            AgentState::Launches { watching, .. } => {
+                let spells = self.launches.entry(a.pid).or_default();
+                spells.watching(*watching, a.t_ns);
+                return;
+            }
             AgentState::Detached { .. } => {
+                // What the process did not watch ends with it.
+                if let Some(spells) = self.launches.get_mut(&a.pid) {
+                    spells.watching(true, a.t_ns);
+                }
                 self.running.remove(&a.pid);
                 if self.ranks.detached(a.pid, a.t_ns) {
                     self.changes += 1;

@@ -93,6 +93,9 @@ pub struct WatchRequest {
     /// CUDA: kernel activity records as device spans (opt-in: CUPTI instruments
     /// modules at load for them).
     pub device_spans: bool,
+    /// CUDA: every kernel launch watched, not only those of functions new to
+    /// the program (the agent's `GPULAB_LAUNCHES`).
+    pub every_launch: bool,
     /// How much of the native stack of every creating call the agent takes
     /// ([`symbols`] names it).
     pub stacks: Stacks,
@@ -302,6 +305,11 @@ fn prepare(
     } else {
         cmd.env_remove("GPULAB_DEVICE_SPANS");
     }
+    // The agent's `GPULAB_LAUNCHES` (crates/gpulab-agent/src/launches.rs).
+    cmd.env(
+        "GPULAB_LAUNCHES",
+        if req.every_launch { "all" } else { "new" },
+    );
     // The agent's `GPULAB_BACKTRACE` (crates/gpulab-agent/src/stack.rs).
     cmd.env("GPULAB_BACKTRACE", req.stacks.as_str());
     Ok(Prepared {

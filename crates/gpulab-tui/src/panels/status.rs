@@ -48,6 +48,14 @@ impl StatusBar<'_> {
                 .and_then(|c| c.added)
                 .map(|added| format!(" (observing +{:.1}%)", added * 100.0))
                 .unwrap_or_default();
+            // While its launches repeat, the agent watches none of them: said
+            // before the driver, so a narrow bar keeps it.
+            if self.run.is_some_and(|r| r.run.launches_unwatched_now()) {
+                return format!(
+                    "{} · {apis}{cost} · new launches only{driver} · {}{rate}",
+                    m.device.name, m.device.memory_source
+                );
+            }
             return format!(
                 "{}{driver} · {apis}{cost} · {}{rate}",
                 m.device.name, m.device.memory_source

@@ -458,6 +458,8 @@ pub(super) fn processes(run: &Run) -> Vec<ProcessReport> {
                 p.unwatched.push(format!("{}: {reason}", a.api));
             }
             AgentState::Conflict { reason } => p.conflicts.push(reason.clone()),
+            // Folded as they arrive (`Run::unwatched_launches`), not kept.
+            AgentState::Launches { .. } => {}
         }
     }
     // What arrived of each process's records: its calls, the objects whose ids

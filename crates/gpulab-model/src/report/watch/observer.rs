@@ -41,6 +41,14 @@ pub struct ObserverCost {
     pub dropped: u64,
     pub lost: u64,
     pub cut: u64,
+    /// Launches the agents did not watch: once a process's launches repeated
+    /// functions its agent had seen, until its next look or code load. The
+    /// time, over every process, ms (to the run's end, or to the latest turn
+    /// while it runs), the stretches, and whether one is open now. Launches
+    /// in them are neither recorded nor counted above.
+    pub launches_unwatched_ms: f64,
+    pub unwatched_stretches: u32,
+    pub launches_unwatched_now: bool,
     /// The plain verdict, as the text says it.
     pub verdict: String,
     /// Whether the agents watched CUDA and OpenCL: what the timing holds.
@@ -90,6 +98,15 @@ impl ObserverCost {
         let added = (without > 0.0).then(|| agent_ms / without);
         let of = |f: fn(&ProcessReport) -> Option<u64>| processes.iter().filter_map(f).sum::<u64>();
         let (dropped, lost, cut) = (of(|p| p.dropped), of(|p| p.lost), of(|p| p.cut));
+        let end_ns = run.end().map(|e| e.t_ns);
+        let unwatched: Vec<_> = processes
+            .iter()
+            .filter_map(|p| run.unwatched_launches(p.pid))
+            .collect();
+        let unwatched_ns: u64 = unwatched
+            .iter()
+            .map(|u| end_ns.map_or(u.ended_ns, |end| u.unwatched_ns(end)))
+            .fold(0, u64::saturating_add);
         let mut cost = ObserverCost {
             calls,
             launches,
@@ -104,6 +121,9 @@ impl ObserverCost {
             dropped,
             lost,
             cut,
+            launches_unwatched_ms: unwatched_ns as f64 / 1e6,
+            unwatched_stretches: unwatched.iter().map(|u| u.spells).sum(),
+            launches_unwatched_now: end_ns.is_none() && unwatched.iter().any(|u| u.since.is_some()),
             verdict: String::new(),
             families: (
                 processes.iter().any(|p| p.apis.iter().any(|a| a == "cuda")),
@@ -152,7 +172,10 @@ impl ObserverCost {
             self.every
         );
         let lost = self.dropped + self.lost + self.cut;
-        let records = if lost == 0 {
+        let records = if lost == 0 && self.unwatched_stretches > 0 {
+            "nothing dropped: every object, and every call the agents watched, was recorded"
+                .to_string()
+        } else if lost == 0 {
             "nothing dropped: every call and object above was recorded".to_string()
         } else {
             format!(
@@ -161,14 +184,27 @@ impl ObserverCost {
                 self.dropped, self.lost, self.cut
             )
         };
-        format!("{added}{timed}; {records}")
+        let launches = match (self.unwatched_stretches, self.launches_unwatched_now) {
+            (0, _) => String::new(),
+            (n, now) => format!(
+                "; launches were watched while they brought functions new to the program: \
+                 {} recorded, none counted in {} stretch{} of repeats ({:.1} ms{}), where the \
+                 agent costs a launch nothing but CUPTI's subscription",
+                self.launches,
+                n,
+                if n == 1 { "" } else { "es" },
+                self.launches_unwatched_ms,
+                if now { " so far, one still open" } else { "" }
+            ),
+        };
+        format!("{added}{timed}; {records}{launches}")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{AgentEvent, AgentState, Call, CallStatus, Event};
+    use crate::trace::{AgentEvent, AgentState, Call, CallStatus, Event, LaunchesWhy};
 
     fn call(seq: u64, api: &str, ns: u64) -> Event {
         Event::Call(Call {
@@ -242,6 +278,75 @@ mod tests {
                 .ends_with("nothing dropped: every call and object above was recorded")
         );
         assert!(report.text().contains(&cost.verdict));
+    }
+
+    #[test]
+    fn launches_the_agent_did_not_watch_are_said_with_how_long() {
+        let launches = |watching, t_ns, why| {
+            Event::Agent(AgentEvent {
+                t_ns,
+                pid: 7,
+                parent_pid: 1,
+                api: "cuda".into(),
+                state: AgentState::Launches { watching, why },
+            })
+        };
+        let mut events = vec![agent(AgentState::Attached {
+            exe: "loop".into(),
+            destruction: Vec::new(),
+            rank: None,
+        })];
+        events.extend((0..4).map(|seq| call(seq, "cuLaunchKernel", 5_000)));
+        // Unwatched 250 ms, then 100 ms more from the second turn-off until
+        // the process ended (at 400 ms) without a look.
+        events.push(launches(false, 50_000_000, LaunchesWhy::Repeated));
+        events.push(launches(true, 300_000_000, LaunchesWhy::Look));
+        events.push(launches(false, 300_500_000, LaunchesWhy::Repeated));
+        let detached = |t_ns| {
+            Event::Agent(AgentEvent {
+                t_ns,
+                pid: 7,
+                parent_pid: 1,
+                api: "cuda".into(),
+                state: AgentState::Detached {
+                    records: 8,
+                    dropped: 0,
+                    coalesced: 0,
+                    signal: None,
+                    lost: 0,
+                    cut: 0,
+                    observed: Some(Observed {
+                        launches: 1,
+                        launch_ns: 800,
+                        calls: 0,
+                        call_ns: 0,
+                        every: 16,
+                    }),
+                },
+            })
+        };
+        let mut running = Run::from_events(&events);
+        let report = super::super::WatchReport::from_run(&running);
+        assert!(running.launches_unwatched_now());
+        assert!(report.observer.is_none(), "said once the process ended");
+        events.push(detached(400_000_000));
+        running = Run::from_events(&events);
+        assert!(!running.launches_unwatched_now());
+        let report = super::super::WatchReport::from_run(&running);
+        assert!(report.processes[0].complete(), "the turns are records too");
+        let cost = report.observer.expect("a cost");
+        assert_eq!(cost.unwatched_stretches, 2);
+        assert!(
+            (cost.launches_unwatched_ms - 349.5).abs() < 1e-9,
+            "{cost:?}"
+        );
+        assert!(
+            cost.verdict
+                .contains("4 recorded, none counted in 2 stretches of repeats (349.5 ms)"),
+            "{}",
+            cost.verdict
+        );
+        assert!(cost.verdict.contains("every call the agents watched"));
     }
 
     #[test]
