@@ -54,6 +54,7 @@ fn build(dir: &Path, source: &str) -> PathBuf {
         .arg("-o")
         .arg(&exe)
         .arg(repo_file(source))
+        .arg("-lcuda")
         .output()
         .expect("nvcc starts");
     assert!(out.status.success(), "nvcc: {}", stderr(&out));
