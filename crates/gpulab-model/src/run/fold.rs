@@ -18,6 +18,18 @@ use super::iterations::Iterations;
 pub const SPANS_LISTED: usize = 10_000;
 
 /// Every aggregate of the run's calls, spans and object events.
+/// The agents' own reads of the device, inside the program's calls (their
+/// time is part of the agent's): calls read on each side (free device memory
+/// before and after), readings of the stream-ordered pool, and reads said
+/// apart (`device_read` events: a first run's wait, a CPU device's resident
+/// memory).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentReads {
+    pub around: u64,
+    pub pool: u64,
+    pub device: u64,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Folds {
     /// Per script line, from its calls alone (blocks are laid over in `Run::lines`).
@@ -46,6 +58,8 @@ pub struct Folds {
     pub failed_calls: u64,
     /// Per process: its calls, object events and device spans that arrived.
     pub received: BTreeMap<u32, u64>,
+    /// What the agents read of the device inside the program's calls.
+    pub reads: AgentReads,
     /// Kinds of objects the driver was seen deleting.
     pub destroyed_kinds: BTreeSet<ObjKind>,
     /// `Created` events of buffers and contexts, in order: (id, kind, handle).
@@ -199,6 +213,8 @@ impl Folds {
         if !c.status.is_ok() {
             self.failed_calls += 1;
         }
+        self.reads.around += u64::from(c.memory_step.is_some());
+        self.reads.pool += u64::from(c.cuda.is_some());
         if let Some(m) = c.cuda {
             let kept = |m: Option<CudaMemory>| {
                 m.map(|m| {

@@ -287,6 +287,7 @@ impl Run {
             Event::GpuReading(g) => self.gpu_reading(g),
             Event::DeviceRead(r) => {
                 *self.folds.received.entry(r.pid).or_default() += 1;
+                self.folds.reads.device += 1;
                 self.device_read(r);
             }
         }

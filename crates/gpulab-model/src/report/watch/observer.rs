@@ -41,6 +41,16 @@ pub struct ObserverCost {
     pub dropped: u64,
     pub lost: u64,
     pub cut: u64,
+    /// The agents' own reads of the device inside the program's calls (their
+    /// time is part of `agent_ms` where a timed call made one): calls read
+    /// on each side, readings of the stream-ordered pool, reads said apart.
+    pub calls_read_around: u64,
+    pub pool_reads: u64,
+    pub device_reads: u64,
+    /// gpulab's own readings of the device while the program ran (NVML, or a
+    /// CPU device's resident memory), taken from its process, not the
+    /// program's: what they cost the program is not in `agent_ms`.
+    pub readings: u64,
     /// Launches the agents did not watch: once a process's launches repeated
     /// functions its agent had seen, until its next look or code load. The
     /// time, over every process, ms (to the run's end, or to the latest turn
@@ -121,6 +131,10 @@ impl ObserverCost {
             dropped,
             lost,
             cut,
+            calls_read_around: run.folds().reads.around,
+            pool_reads: run.folds().reads.pool,
+            device_reads: run.folds().reads.device,
+            readings: run.sample_stats().during,
             launches_unwatched_ms: unwatched_ns as f64 / 1e6,
             unwatched_stretches: unwatched.iter().map(|u| u.spells).sum(),
             launches_unwatched_now: end_ns.is_none() && unwatched.iter().any(|u| u.since.is_some()),
@@ -197,8 +211,23 @@ impl ObserverCost {
                 if now { " so far, one still open" } else { "" }
             ),
         };
-        format!("{added}{timed}; {records}{launches}")
+        let reads = format!(
+            "; the agents read the device around {} call{} and the pool {} time{} ({} more \
+             reads apart), in the agent's time; gpulab read it {} time{} from its own process",
+            self.calls_read_around,
+            plural(self.calls_read_around),
+            self.pool_reads,
+            plural(self.pool_reads),
+            self.device_reads,
+            self.readings,
+            plural(self.readings),
+        );
+        format!("{added}{timed}; {records}{launches}{reads}")
     }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 #[cfg(test)]
@@ -240,7 +269,14 @@ mod tests {
             events.push(call(seq, "cuLaunchKernel", 5_000));
         }
         for seq in 32..48 {
-            events.push(call(seq, "cuMemAlloc_v2", 2_000));
+            let mut alloc = call(seq, "cuMemAlloc_v2", 2_000);
+            // Half of them read on each side.
+            if let Event::Call(c) = &mut alloc
+                && seq % 2 == 0
+            {
+                c.memory_step = Some(1 << 20);
+            }
+            events.push(alloc);
         }
         events.push(agent(AgentState::Detached {
             records: 48,
@@ -275,7 +311,16 @@ mod tests {
         );
         assert!(
             cost.verdict
-                .ends_with("nothing dropped: every call and object above was recorded")
+                .contains("nothing dropped: every call and object above was recorded")
+        );
+        assert_eq!((cost.calls_read_around, cost.pool_reads), (8, 0));
+        assert!(
+            cost.verdict.ends_with(
+                "the agents read the device around 8 calls and the pool 0 times (0 more reads \
+                 apart), in the agent's time; gpulab read it 0 times from its own process"
+            ),
+            "{}",
+            cost.verdict
         );
         assert!(report.text().contains(&cost.verdict));
     }
