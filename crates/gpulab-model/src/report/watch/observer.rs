@@ -211,23 +211,37 @@ impl ObserverCost {
                 if now { " so far, one still open" } else { "" }
             ),
         };
-        let reads = format!(
-            "; the agents read the device around {} call{} and the pool {} time{} ({} more \
-             reads apart), in the agent's time; gpulab read it {} time{} from its own process",
-            self.calls_read_around,
-            plural(self.calls_read_around),
-            self.pool_reads,
-            plural(self.pool_reads),
-            self.device_reads,
-            self.readings,
-            plural(self.readings),
-        );
+        let count = |n: u64, one: &str, many: &str| {
+            (n > 0).then(|| format!("{n} {}", if n == 1 { one } else { many }))
+        };
+        let read: Vec<String> = [
+            count(
+                self.calls_read_around,
+                "call on each side",
+                "calls on each side",
+            ),
+            count(self.pool_reads, "pool reading", "pool readings"),
+            count(self.device_reads, "read apart", "reads apart"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let reads = if read.is_empty() {
+            format!(
+                "; the agents read nothing of the device themselves; gpulab read it {} from its \
+                 own process",
+                count(self.readings, "time", "times").unwrap_or_else(|| "0 times".into())
+            )
+        } else {
+            format!(
+                "; the agents read the device at {} (in the agent's time); gpulab read it {} \
+                 from its own process",
+                read.join(", "),
+                count(self.readings, "time", "times").unwrap_or_else(|| "0 times".into())
+            )
+        };
         format!("{added}{timed}; {records}{launches}{reads}")
     }
-}
-
-fn plural(n: u64) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 #[cfg(test)]
@@ -316,8 +330,8 @@ mod tests {
         assert_eq!((cost.calls_read_around, cost.pool_reads), (8, 0));
         assert!(
             cost.verdict.ends_with(
-                "the agents read the device around 8 calls and the pool 0 times (0 more reads \
-                 apart), in the agent's time; gpulab read it 0 times from its own process"
+                "the agents read the device at 8 calls on each side (in the agent's time); \
+                 gpulab read it 0 times from its own process"
             ),
             "{}",
             cost.verdict
