@@ -313,6 +313,100 @@ fn a_pyopencl_program_keeps_its_events_alive_while_it_runs() {
     );
 }
 
+/// Issue #48: a pyopencl program's leaks are named by the lines of the
+/// script that made them (the innermost frame of its own code, past
+/// pyopencl's Python where the buffer was made inside it), in the JSON, the
+/// text and `--fail-on`'s message; with `--backtrace`, every Python frame
+/// before the native ones.
+#[test]
+fn a_pyopencl_leak_is_named_by_the_line_of_the_script_that_made_it() {
+    let test = "a_pyopencl_leak_is_named_by_the_line_of_the_script_that_made_it";
+    if !opencl_or_skip(test) {
+        return;
+    }
+    let python = "/usr/bin/python3";
+    let has = Command::new(python)
+        .args(["-c", "import pyopencl, numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !tool_or_skip(
+        test,
+        has,
+        "pyopencl for /usr/bin/python3 (python3-pyopencl)",
+    ) {
+        return;
+    }
+    let _device = device_lock();
+    let script = repo_file("tests/watch/pyopencl_lines.py");
+    let source = std::fs::read_to_string(&script).expect("the script");
+    let line_of = |mark: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.ends_with(mark))
+            .unwrap_or_else(|| panic!("no line marked {mark}"))
+    };
+    let path = script.to_string_lossy().into_owned();
+    let at = |function: &str, mark: &str| format!("{function} ({path}:{})", line_of(mark));
+    let (task, array) = (
+        at("make_task", "# task buffer"),
+        at("make_array", "# array buffer"),
+    );
+    let (out, report) = watch_json_with(&["--fail-on", "leak"], &[python, &path, "3"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let buffers: Vec<&Value> = report["alive_at_exit"]
+        .as_array()
+        .expect("alive_at_exit")
+        .iter()
+        .filter(|g| g["kind"] == "buffer")
+        .collect();
+    let named = |g: &Value| {
+        let f = &g["backtrace"][0];
+        assert_eq!(f["python"], true, "{g:#}");
+        format!(
+            "{} ({})",
+            f["function"].as_str().unwrap_or("?"),
+            f["location"].as_str().unwrap_or("?")
+        )
+    };
+    let mut found: Vec<(u64, String)> = buffers
+        .iter()
+        .map(|g| (g["count"].as_u64().unwrap_or(0), named(g)))
+        .collect();
+    found.sort();
+    assert_eq!(found, [(1, array.clone()), (3, task.clone())]);
+    // The native caller is still there, after the Python line.
+    assert!(
+        buffers.iter().all(|g| g["backtrace"][1]["module"]
+            .as_str()
+            .is_some_and(|m| m.contains("_cl"))),
+        "{buffers:#?}"
+    );
+    let gate = stderr(&out);
+    assert!(
+        gate.contains(&format!("3 buffers made by clCreateBuffer at {task}")),
+        "{gate}"
+    );
+    let text = gpulab()
+        .args(["watch", "--backtrace", "--", python, &path, "2"])
+        .output()
+        .expect("gpulab starts");
+    let text = stdout(&text) + &stderr(&text);
+    // With the whole stack: the function's line, then the loop's that
+    // called it, before any native frame.
+    let task_frames = text
+        .split("made by clCreateBuffer")
+        .find(|s| s.contains("make_task"))
+        .expect("the task buffers' group");
+    let lines: Vec<&str> = task_frames.lines().skip(1).take(3).collect();
+    assert!(lines[0].trim() == format!("at {task}"), "{lines:?}");
+    assert!(
+        lines[1]
+            .trim()
+            .starts_with(&format!("at <module> ({path}:")),
+        "{lines:?}"
+    );
+}
+
 #[test]
 fn a_program_that_never_calls_opencl_gets_a_warning_not_a_clean_ledger() {
     let out = gpulab()

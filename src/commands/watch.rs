@@ -136,7 +136,20 @@ fn gate(r: &WatchReport, fail_on: &[WatchFailOn]) -> Vec<String> {
         if !leaked.is_empty() {
             let what: Vec<String> = leaked
                 .iter()
-                .map(|g| format!("{} {} made by {}", g.count, g.kind.plural(), g.created_by))
+                .map(|g| {
+                    // Where: the program's own Python line, or the native caller.
+                    let at = g
+                        .backtrace
+                        .first()
+                        .map(|f| format!(" at {}", f.describe()))
+                        .unwrap_or_default();
+                    format!(
+                        "{} {} made by {}{at}",
+                        g.count,
+                        g.kind.plural(),
+                        g.created_by
+                    )
+                })
                 .collect();
             out.push(format!(
                 "leak: alive at exit, kept by no allocator: {}",

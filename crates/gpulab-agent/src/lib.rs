@@ -51,6 +51,7 @@ mod ledger;
 mod loaded;
 mod opencl;
 mod platforms;
+mod python;
 mod queue;
 mod quiet;
 mod rank;

@@ -24,8 +24,8 @@ pub enum Record {
     Object {
         /// Its stack's id (`object.stack`) is set once `stack` is named.
         object: ObjectRecord,
-        /// Return addresses of the creating call (`--backtrace`).
-        stack: Option<Box<[usize]>>,
+        /// The creating call's stacks (`--backtrace`).
+        stack: Option<crate::stack::Captured>,
     },
     /// A creating call's stack, named: sent before anything names its id.
     Stack { id: u64, frames: Vec<Frame> },
@@ -62,8 +62,8 @@ pub struct Refused {
     pub asked: Option<u64>,
     /// The device's free memory right after the refusal.
     pub free: Option<u64>,
-    /// Return addresses of the refused call, as deep as an object's are taken.
-    pub stack: Option<Box<[usize]>>,
+    /// The refused call's stacks, as deep as an object's are taken.
+    pub stack: Option<crate::stack::Captured>,
     pub stack_id: Option<u64>,
 }
 

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use gpulab_events::{Frame, ObjKind};
 
 use crate::loaded::{Loaded, generation, loaded};
+use crate::python::PyFrame;
 
 /// How much of each creating call's stack is taken: `1` or `full`, the whole
 /// stack (`gpulab watch --backtrace`); `off`, none; anything else or unset,
@@ -64,7 +65,7 @@ pub fn depth() -> Depth {
 /// frame alone is taken only for kinds that hold memory or are made rarely:
 /// unwinding costs microseconds (libgcc reads each frame's unwind table), and
 /// events and kernels are made at every launch by some programs.
-pub fn capture(kind: ObjKind) -> Option<Box<[usize]>> {
+pub fn capture(kind: ObjKind) -> Option<Captured> {
     let wanted = match depth() {
         Depth::Off => return None,
         Depth::Caller if matches!(kind, ObjKind::Event | ObjKind::Kernel) => return None,
@@ -76,14 +77,26 @@ pub fn capture(kind: ObjKind) -> Option<Box<[usize]>> {
     // most `wanted`.
     let n = unsafe { libc::backtrace(buf.as_mut_ptr(), wanted as c_int) };
     let n = usize::try_from(n).unwrap_or(0);
-    // Frame 0 is this function.
-    Some(buf[1.min(n)..n].iter().map(|p| *p as usize).collect())
+    Some(Captured {
+        // Frame 0 is this function.
+        native: buf[1.min(n)..n].iter().map(|p| *p as usize).collect(),
+        python: crate::python::frames(depth() == Depth::Full).into(),
+    })
+}
+
+/// What a creating call's thread took of its stacks: its native return
+/// addresses, and its Python frames where the program is CPython (the
+/// innermost of the program's own code alone, or all with `--backtrace`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Captured {
+    pub native: Box<[usize]>,
+    pub python: Box<[PyFrame]>,
 }
 
 /// The agent thread's stacks: ids by return addresses, and the mapped files.
 #[derive(Default)]
 pub struct Stacks {
-    ids: HashMap<Box<[usize]>, u64>,
+    ids: HashMap<Captured, u64>,
     modules: Vec<Loaded>,
     /// `dlpi_adds + dlpi_subs` when `modules` was read: a change means a
     /// library was loaded or unloaded since.
@@ -101,20 +114,22 @@ impl Stacks {
     ///
     /// Taken for the caller alone, stacks are told apart by that frame only,
     /// so each calling place is named once however deep its own callers go.
-    pub fn intern(&mut self, pid: u32, addrs: Box<[usize]>) -> (u64, Option<Vec<Frame>>) {
-        let addrs = match depth() {
-            Depth::Full => addrs,
-            _ => self
-                .caller(&addrs)
+    /// Python frames come first, innermost first: where the program's own
+    /// code was, then the native frames from its call into the API.
+    pub fn intern(&mut self, pid: u32, mut taken: Captured) -> (u64, Option<Vec<Frame>>) {
+        if depth() != Depth::Full {
+            taken.native = self
+                .caller(&taken.native)
                 .map(|a| vec![a].into())
-                .unwrap_or_default(),
-        };
-        if let Some(id) = self.ids.get(&addrs) {
+                .unwrap_or_default();
+        }
+        if let Some(id) = self.ids.get(&taken) {
             return (*id, None);
         }
         let id = (u64::from(pid) << 32) | (self.ids.len() as u64 + 1);
-        let frames = self.frames(&addrs);
-        self.ids.insert(addrs, id);
+        let mut frames: Vec<Frame> = taken.python.iter().map(python_frame).collect();
+        frames.extend(self.frames(&taken.native));
+        self.ids.insert(taken, id);
         (id, Some(frames))
     }
 
@@ -170,7 +185,20 @@ impl Stacks {
             build_id: module.and_then(|m| m.build_id.clone()),
             function: dynamic_symbol(pc),
             location: None,
+            python: false,
         }
+    }
+}
+
+/// A Python frame as a stack's frame: its function and `file:line`.
+fn python_frame(f: &PyFrame) -> Frame {
+    Frame {
+        module: String::new(),
+        address: 0,
+        build_id: None,
+        function: Some(f.function.to_string()),
+        location: Some(format!("{}:{}", f.file, f.line)),
+        python: true,
     }
 }
 
@@ -207,7 +235,10 @@ mod tests {
     fn a_stack_is_named_once_and_starts_at_the_callers_frame() {
         let mut stacks = Stacks::default();
         let here: fn() = a_stack_is_named_once_and_starts_at_the_callers_frame;
-        let addrs: Box<[usize]> = [here as usize + 4].into();
+        let addrs = Captured {
+            native: [here as usize + 4].into(),
+            python: Box::default(),
+        };
         let (id, frames) = stacks.intern(7, addrs.clone());
         assert_eq!(id >> 32, 7);
         let frames = frames.expect("a new stack is named");

@@ -658,6 +658,11 @@ pub struct Frame {
     /// `file:line` from the module's debug information, if it has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+    /// A Python frame of the program (CPython): `function` is its code's
+    /// qualified name and `location` its `file.py:line`; no module or
+    /// address. Absent (false) for a native frame.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub python: bool,
 }
 
 impl Frame {

@@ -419,6 +419,7 @@ mod tests {
                 build_id: None,
                 function: None,
                 location: None,
+                python: false,
             }],
         })
     }

@@ -1180,6 +1180,7 @@ mod tests {
                     build_id: None,
                     function: None,
                     location: None,
+                    python: false,
                 }],
             })
         };

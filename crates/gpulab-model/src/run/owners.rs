@@ -62,7 +62,9 @@ impl Owner {
 
     /// Who made an object, from its stack (the calling frame first).
     pub fn of(frames: &[Frame]) -> Owner {
-        let Some(caller) = frames.first() else {
+        // The native caller of the API: a Python line above it says where
+        // the program was, not which library called the driver.
+        let Some(caller) = frames.iter().find(|f| !f.python) else {
             return Owner::Unknown;
         };
         let path = caller.module.as_str();
@@ -138,7 +140,27 @@ mod tests {
             build_id: None,
             function: None,
             location: None,
+            python: false,
         }]
+    }
+
+    /// A Python program's stack starts at its own line; the library that
+    /// called the driver is the first native frame after it.
+    #[test]
+    fn a_python_line_above_the_caller_leaves_the_owner_to_the_caller() {
+        let mut frames = vec![Frame {
+            module: String::new(),
+            address: 0,
+            build_id: None,
+            function: Some("step".into()),
+            location: Some("/home/u/train.py:12".into()),
+            python: true,
+        }];
+        assert_eq!(Owner::of(&frames), Owner::Unknown);
+        frames.extend(called_from(
+            "/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so",
+        ));
+        assert_eq!(Owner::of(&frames), Owner::Pytorch);
     }
 
     #[test]

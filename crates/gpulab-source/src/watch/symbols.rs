@@ -161,6 +161,7 @@ mod tests {
             build_id: None,
             function: None,
             location: None,
+            python: false,
         }];
         Symbols::default().name(&mut frames);
         let name = frames[0].function.clone().unwrap_or_default();
@@ -177,6 +178,7 @@ mod tests {
             build_id: None,
             function: Some(f.into()),
             location: None,
+            python: false,
         };
         let mut frames = vec![
             frame("libcudart_static_5382377d"),
@@ -197,6 +199,7 @@ mod tests {
             build_id: None,
             function: Some("_Z4leakv".into()),
             location: None,
+            python: false,
         }];
         Symbols::default().name(&mut frames);
         assert_eq!(frames[0].function.as_deref(), Some("leak()"));
@@ -223,6 +226,7 @@ mod tests {
                 build_id: None,
                 function: Some("leak".into()),
                 location: None,
+                python: false,
             }];
             Symbols::default().name(&mut frames);
             let _ = tx.send(frames);

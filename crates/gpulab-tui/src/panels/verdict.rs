@@ -11,7 +11,7 @@ use ratatui::widgets::{Paragraph, Widget, Wrap};
 use super::{block, usable};
 use crate::lab::Lab;
 use crate::report::holders::Shares;
-use crate::report::watch::{WatchReport, short_id};
+use crate::report::watch::{AliveGroup, WatchReport, short_id};
 use crate::run::Load;
 use crate::run::owners::Owner;
 use crate::runstate::{Feed, RunState};
@@ -178,36 +178,7 @@ impl VerdictPanel<'_> {
             out.push(Line::styled(format!("nothing {now}"), t.ok()));
         }
         for g in alive {
-            let owner = Owner::parse(&g.owner).unwrap_or(Owner::Unknown);
-            let through = match owner {
-                Owner::Program | Owner::Unknown => String::new(),
-                o => format!(", through {}", o.label()),
-            };
-            out.push(Line::from(vec![
-                Span::styled(
-                    format!("{} {} {now}", g.count, g.kind.plural().replace('_', " ")),
-                    if g.kept_by_allocator || g.kept_by_runtime {
-                        t.dim()
-                    } else {
-                        t.warn()
-                    },
-                ),
-                Span::styled(
-                    format!(
-                        " ({:.2} MiB), made by {}{}",
-                        mib(g.bytes),
-                        crate::run::maker_text(&g.created_by, &through, g.pid, g.thread),
-                        if g.kept_by_allocator {
-                            ": its allocator's, not a leak"
-                        } else if g.kept_by_runtime {
-                            ": the CUDA runtime's or a library's own, not a leak"
-                        } else {
-                            ""
-                        }
-                    ),
-                    t.dim(),
-                ),
-            ]));
+            out.push(alive_line(g, now, t));
         }
         if r.alive_at_exit.iter().any(|g| {
             g.kind == ObjKind::Buffer && g.created_by.starts_with("cuMem") && !g.kept_by_allocator
@@ -478,4 +449,46 @@ fn held_lines(r: &WatchReport, ended: bool, t: Theme) -> Vec<Line<'static>> {
         ]));
     }
     out
+}
+
+/// One group of objects alive at exit: how many, their bytes, who made them
+/// and, for a Python program, the line of its own code that did.
+fn alive_line(g: &AliveGroup, now: &str, t: Theme) -> Line<'static> {
+    let owner = Owner::parse(&g.owner).unwrap_or(Owner::Unknown);
+    let through = match owner {
+        Owner::Program | Owner::Unknown => String::new(),
+        o => format!(", through {}", o.label()),
+    };
+    // A Python program's own line that made them.
+    let line = g
+        .backtrace
+        .first()
+        .filter(|f| f.python)
+        .map(|f| format!(" at {}", f.describe()))
+        .unwrap_or_default();
+    Line::from(vec![
+        Span::styled(
+            format!("{} {} {now}", g.count, g.kind.plural().replace('_', " ")),
+            if g.kept_by_allocator || g.kept_by_runtime {
+                t.dim()
+            } else {
+                t.warn()
+            },
+        ),
+        Span::styled(
+            format!(
+                " ({:.2} MiB), made by {}{line}{}",
+                mib(g.bytes),
+                crate::run::maker_text(&g.created_by, &through, g.pid, g.thread),
+                if g.kept_by_allocator {
+                    ": its allocator's, not a leak"
+                } else if g.kept_by_runtime {
+                    ": the CUDA runtime's or a library's own, not a leak"
+                } else {
+                    ""
+                }
+            ),
+            t.dim(),
+        ),
+    ])
 }

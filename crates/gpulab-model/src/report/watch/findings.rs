@@ -109,7 +109,7 @@ pub(super) fn alive_groups(run: &Run, incomplete: &BTreeSet<u32>) -> Vec<AliveGr
                         && (!matches!(owner, Owner::Program | Owner::Unknown)
                             || stack
                                 .and_then(|id| run.stacks().get(&id))
-                                .and_then(|frames| frames.first())
+                                .and_then(|frames| frames.iter().find(|f| !f.python))
                                 .is_some_and(runtime_frame)),
                 pid: *pid,
                 thread: *thread,

@@ -38,6 +38,7 @@ fn a_refused_allocation_says_its_size_its_caller_and_the_free_memory() {
         build_id: None,
         function: Some("c10::cuda::alloc_block".into()),
         location: None,
+        python: false,
     };
     let refused = Event::Call(Call {
         seq: 0,
@@ -111,6 +112,7 @@ fn what_the_runtime_or_a_library_made_for_itself_is_not_the_programs_leak() {
         build_id: None,
         function: Some(function.into()),
         location: None,
+        python: false,
     };
     let stacks = [
         (
@@ -212,6 +214,7 @@ fn the_runtimes_frames_are_its_shared_library_or_its_static_copy() {
         build_id: None,
         function: Some(function.into()),
         location: None,
+        python: false,
     };
     assert!(super::findings::runtime_frame(&frame(
         "/usr/lib/libcudart.so.13",
