@@ -407,6 +407,81 @@ fn a_pyopencl_leak_is_named_by_the_line_of_the_script_that_made_it() {
     );
 }
 
+/// Issue #48 across interpreters: OpenCL through ctypes, so CPython's own
+/// frames alone stand between the script and the driver: a function's, a
+/// generator's and the module's lines are named in 3.11, 3.12 and 3.13; an
+/// interpreter whose frames gpulab does not read is said to be, and no line
+/// is guessed. `/usr/bin/python3` always; the interpreters named in
+/// `GPULAB_TEST_PYTHONS` (colon-separated) too.
+#[test]
+fn every_cpython_names_the_lines_it_can_and_says_when_it_cannot() {
+    let test = "every_cpython_names_the_lines_it_can_and_says_when_it_cannot";
+    if !opencl_or_skip(test) {
+        return;
+    }
+    let script = repo_file("tests/watch/ctypes_lines.py");
+    let path = script.to_string_lossy().into_owned();
+    let source = std::fs::read_to_string(&script).expect("the script");
+    let line_of = |mark: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.ends_with(mark))
+            .unwrap_or_else(|| panic!("no line marked {mark}"))
+    };
+    let extra = std::env::var("GPULAB_TEST_PYTHONS").unwrap_or_default();
+    let pythons: Vec<&str> = std::iter::once("/usr/bin/python3")
+        .chain(extra.split(':').filter(|p| !p.is_empty()))
+        .collect();
+    let _device = device_lock();
+    for python in pythons {
+        let version = Command::new(python)
+            .args(["-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+            .output()
+            .unwrap_or_else(|e| panic!("{python}: {e}"));
+        let version = stdout(&version).trim().to_string();
+        let (out, report) = watch_json(&[python, &path, "3"]);
+        assert!(out.status.success(), "{python}: {}", stderr(&out));
+        let mut named: Vec<(String, u64)> = report["alive_at_exit"]
+            .as_array()
+            .expect("alive_at_exit")
+            .iter()
+            .filter(|g| g["backtrace"][0]["python"] == true)
+            .map(|g| {
+                let f = &g["backtrace"][0];
+                (
+                    format!(
+                        "{} ({})",
+                        f["function"].as_str().unwrap_or("?"),
+                        f["location"].as_str().unwrap_or("?")
+                    ),
+                    g["count"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        named.sort();
+        let warned = report["warnings"].as_array().is_some_and(|w| {
+            w.iter().any(|w| {
+                w.as_str()
+                    .is_some_and(|w| w.contains("Python lines are not read"))
+            })
+        });
+        if ["3.11", "3.12", "3.13"].contains(&version.as_str()) {
+            let at = |f: &str, mark: &str| format!("{f} ({path}:{})", line_of(mark));
+            let mut expected = vec![
+                (at("<module>", "# the context"), 1),
+                (at("buffers", "# yielded buffer"), 2),
+                (at("make_task", "# task buffer"), 3),
+            ];
+            expected.sort();
+            assert_eq!(named, expected, "{python} {version}");
+            assert!(!warned, "{python} {version}: {report:#}");
+        } else {
+            assert!(named.is_empty(), "{python} {version}: {named:?}");
+            assert!(warned, "{python} {version}: {report:#}");
+        }
+    }
+}
+
 #[test]
 fn a_program_that_never_calls_opencl_gets_a_warning_not_a_clean_ledger() {
     let out = gpulab()

@@ -16,7 +16,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::{CStr, c_void};
+use std::ffi::{CStr, c_char, c_void};
 use std::sync::OnceLock;
 
 /// Frames walked at most per call, and Python frames kept.
@@ -64,13 +64,18 @@ fn is_users(file: &str) -> bool {
 /// Where CPython keeps what the walk reads, for one minor version (x86-64
 /// and aarch64 alike: pointers of 8 bytes). From the interpreter's own
 /// headers (`Include/cpython/pystate.h`, `Include/internal/pycore_frame.h`,
-/// `Include/cpython/code.h`).
+/// `Include/cpython/code.h`, `Include/cpython/unicodeobject.h`), read with
+/// `offsetof` against each version's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Layout {
-    /// `PyThreadState.cframe`, then `_PyCFrame.current_frame`.
-    tstate_cframe: usize,
-    cframe_current: usize,
-    /// `_PyInterpreterFrame`: `f_code`, `previous`, `prev_instr`, `owner`.
+    /// The thread's running frame: `tstate.cframe->current_frame` (3.11,
+    /// 3.12: `tstate_frame` is `cframe`'s offset, `cframe_current` the
+    /// frame's in it), or `tstate.current_frame` (3.13).
+    tstate_frame: usize,
+    cframe_current: Option<usize>,
+    /// `_PyInterpreterFrame`: its code (`f_code`, 3.13 `f_executable`),
+    /// `previous`, the instruction running (`prev_instr`, 3.13 `instr_ptr`),
+    /// `owner`.
     frame_code: usize,
     frame_previous: usize,
     frame_instr: usize,
@@ -83,31 +88,57 @@ struct Layout {
     code_linetable: usize,
     code_firsttraceable: usize,
     code_instructions: usize,
+    /// Where a compact `str`'s characters start: ASCII, then other.
+    ascii_data: usize,
+    compact_data: usize,
 }
 
 /// `FRAME_OWNED_BY_GENERATOR` (pycore_frame.h): such a frame is never
-/// incomplete.
+/// incomplete; `FRAME_OWNED_BY_CSTACK` (3.12 and later): the interpreter's
+/// own entry frame, no code of the program's.
 const OWNED_BY_GENERATOR: u8 = 1;
+const OWNED_BY_CSTACK: u8 = 3;
 
 impl Layout {
     /// The layout of CPython `major.minor` (from `Py_Version`), if known.
     fn of(version: u64) -> Option<Layout> {
+        let frame = |code, previous, instr, owner| Layout {
+            tstate_frame: 56,
+            cframe_current: Some(8),
+            frame_code: code,
+            frame_previous: previous,
+            frame_instr: instr,
+            frame_owner: owner,
+            frame_size: 80,
+            code_firstlineno: 72,
+            code_filename: 112,
+            code_qualname: 128,
+            code_linetable: 136,
+            code_firsttraceable: 168,
+            code_instructions: 184,
+            ascii_data: 48,
+            compact_data: 72,
+        };
         match version >> 16 {
-            // 3.11.x
-            0x030B => Some(Layout {
-                tstate_cframe: 56,
-                cframe_current: 8,
-                frame_code: 32,
-                frame_previous: 48,
-                frame_instr: 56,
-                frame_owner: 69,
-                frame_size: 80,
-                code_firstlineno: 72,
-                code_filename: 112,
-                code_qualname: 128,
-                code_linetable: 136,
-                code_firsttraceable: 168,
-                code_instructions: 184,
+            0x030B => Some(frame(32, 48, 56, 69)),
+            0x030C => Some(Layout {
+                cframe_current: Some(0),
+                code_firstlineno: 68,
+                code_firsttraceable: 176,
+                code_instructions: 192,
+                ascii_data: 40,
+                compact_data: 56,
+                ..frame(0, 8, 56, 70)
+            }),
+            0x030D => Some(Layout {
+                tstate_frame: 72,
+                cframe_current: None,
+                code_firstlineno: 68,
+                code_firsttraceable: 184,
+                code_instructions: 200,
+                ascii_data: 40,
+                compact_data: 56,
+                ..frame(0, 8, 56, 70)
             }),
             _ => None,
         }
@@ -117,6 +148,8 @@ impl Layout {
 /// The interpreter in this process, once it is there.
 struct Runtime {
     layout: Layout,
+    /// `PyCode_Type`: a frame's code is read only where its object is one.
+    code_type: usize,
     /// `PyGILState_GetThisThreadState`: the calling thread's state, read
     /// from thread-specific storage; it takes no lock and needs no GIL.
     this_thread: unsafe extern "C" fn() -> *mut c_void,
@@ -135,18 +168,50 @@ fn runtime() -> Option<&'static Runtime> {
     if LOOKED_AT.swap(generation, std::sync::atomic::Ordering::Relaxed) == generation {
         return None;
     }
-    let version = symbol(c"Py_Version")?;
     let this_thread = symbol(c"PyGILState_GetThisThreadState")?;
-    // SAFETY: `Py_Version` is CPython's `const unsigned long` (3.11 and later).
-    let version = unsafe { *version.cast::<u64>() };
-    let runtime = Layout::of(version).map(|layout| Runtime {
+    // CPython is here: from now on it is read, or said not to be.
+    let version = symbol(c"Py_Version")
+        // SAFETY: `Py_Version` is CPython's `const unsigned long` (3.11 and later).
+        .map(|v| unsafe { *v.cast::<u64>() });
+    let layout = version.and_then(Layout::of);
+    let code_type = symbol(c"PyCode_Type");
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if (layout.is_none() || code_type.is_none())
+        && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        crate::transport::python_unread(format!(
+            "the program's Python lines are not read in CPython {} (this gpulab reads 3.11, \
+             3.12 and 3.13): its objects are named by their native frames alone",
+            said_version()
+        ));
+    }
+    // Known or not, it is settled for the process's life (said once).
+    let runtime = layout.zip(code_type).map(|(layout, code_type)| Runtime {
         layout,
+        code_type: code_type as usize,
         // SAFETY: the symbol is this C function.
         this_thread: unsafe {
             std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> *mut c_void>(this_thread)
         },
     });
     FOUND.get_or_init(|| runtime).as_ref()
+}
+
+/// The interpreter's version as it says it (`Py_GetVersion`: a static
+/// string, read without the GIL), up to its first space.
+fn said_version() -> String {
+    let Some(f) = symbol(c"Py_GetVersion") else {
+        return "(of a version it does not say)".into();
+    };
+    // SAFETY: CPython's `const char *Py_GetVersion(void)`.
+    let f = unsafe { std::mem::transmute::<*mut c_void, extern "C" fn() -> *const c_char>(f) };
+    let s = f();
+    if s.is_null() {
+        return "(of a version it does not say)".into();
+    }
+    // SAFETY: a NUL-terminated static string.
+    let v = unsafe { CStr::from_ptr(s) }.to_string_lossy();
+    v.split(' ').next().unwrap_or("").chars().take(16).collect()
 }
 
 fn symbol(name: &CStr) -> Option<*mut c_void> {
@@ -221,14 +286,16 @@ pub fn frames(all: bool) -> Vec<PyFrame> {
     }
     let l = rt.layout;
     let mut ptr = [0u8; 8];
-    if !read(tstate + l.tstate_cframe, &mut ptr) {
-        return Vec::new();
-    }
-    let cframe = usize::from_ne_bytes(ptr);
-    if !read(cframe + l.cframe_current, &mut ptr) {
+    if !read(tstate + l.tstate_frame, &mut ptr) {
         return Vec::new();
     }
     let mut at = usize::from_ne_bytes(ptr);
+    if let Some(current) = l.cframe_current {
+        if !read(at + current, &mut ptr) {
+            return Vec::new();
+        }
+        at = usize::from_ne_bytes(ptr);
+    }
     let mut out = Vec::new();
     let mut frame = [0u8; 96];
     let frame = &mut frame[..l.frame_size.min(96)];
@@ -244,7 +311,8 @@ pub fn frames(all: bool) -> Vec<PyFrame> {
             break;
         };
         let owner = frame.get(l.frame_owner).copied().unwrap_or(0);
-        if let Some(f) = named(&l, code, instr, owner) {
+        let shim = owner == OWNED_BY_CSTACK;
+        if let Some(f) = (!shim).then(|| named(rt, code, instr, owner)).flatten() {
             let users = f.is_users();
             if all {
                 out.push(f);
@@ -264,10 +332,12 @@ pub fn frames(all: bool) -> Vec<PyFrame> {
 
 /// The frame running `code` at `instr`; None for an incomplete frame (its
 /// code not started) or what cannot be read.
-fn named(l: &Layout, code: usize, instr: usize, owner: u8) -> Option<PyFrame> {
-    let mut head = [0u8; 192];
-    let head = &mut head[..(l.code_instructions + 8).min(192)];
-    if !read(code, head) {
+fn named(rt: &Runtime, code: usize, instr: usize, owner: u8) -> Option<PyFrame> {
+    let l = &rt.layout;
+    let mut head = [0u8; 208];
+    let head = &mut head[..l.code_instructions.min(208)];
+    // Its type first: a code object (3.13's `f_executable` may be another).
+    if !read(code, head) || word(head, 8)? != rt.code_type {
         return None;
     }
     let firstlineno = int(head, l.code_firstlineno)?;
@@ -296,8 +366,8 @@ fn named(l: &Layout, code: usize, instr: usize, owner: u8) -> Option<PyFrame> {
         None => {
             let c = Code {
                 fields,
-                file: text(fields.0)?,
-                function: text(fields.1)?,
+                file: text(l, fields.0)?,
+                function: text(l, fields.1)?,
                 firstlineno,
                 table: bytes(fields.2)?,
             };
@@ -319,9 +389,9 @@ fn named(l: &Layout, code: usize, instr: usize, owner: u8) -> Option<PyFrame> {
     })
 }
 
-/// A `str` object's text: compact ASCII or Latin-1 (3.11's
-/// `PyASCIIObject`/`PyCompactUnicodeObject`); None for other kinds.
-fn text(obj: usize) -> Option<Box<str>> {
+/// A `str` object's text: compact ASCII or Latin-1 (`PyASCIIObject`,
+/// `PyCompactUnicodeObject`); None for other kinds.
+fn text(l: &Layout, obj: usize) -> Option<Box<str>> {
     let mut head = [0u8; 72];
     if !read(obj, &mut head) {
         return None;
@@ -335,7 +405,10 @@ fn text(obj: usize) -> Option<Box<str>> {
         return None;
     }
     let mut data = vec![0u8; len];
-    if !read(obj + if ascii { 48 } else { 72 }, &mut data) {
+    if !read(
+        obj + if ascii { l.ascii_data } else { l.compact_data },
+        &mut data,
+    ) {
         return None;
     }
     // Latin-1: each byte is its code point.
@@ -452,8 +525,10 @@ mod tests {
     fn only_known_interpreters_are_read() {
         assert!(Layout::of(0x030B_02F0).is_some(), "3.11.2");
         assert!(Layout::of(0x030B_07F0).is_some(), "3.11.7");
-        assert!(Layout::of(0x030C_00F0).is_none(), "3.12: not yet");
-        assert!(Layout::of(0x030A_00F0).is_none());
+        assert!(Layout::of(0x030C_01F0).is_some(), "3.12.1");
+        assert!(Layout::of(0x030D_00F0).is_some(), "3.13.0");
+        assert!(Layout::of(0x030E_00F0).is_none(), "3.14: not yet");
+        assert!(Layout::of(0x030A_00F0).is_none(), "3.10: no Py_Version");
     }
 
     #[test]

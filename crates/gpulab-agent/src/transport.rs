@@ -237,6 +237,15 @@ pub fn launches(watching: bool, why: gpulab_events::LaunchesWhy) {
     });
 }
 
+/// The program is CPython, whose frames the agent cannot read: said once,
+/// as what it could not name.
+pub fn python_unread(reason: String) {
+    send(Record::Agent {
+        api: "python",
+        state: AgentState::Unavailable { reason },
+    });
+}
+
 /// This process's id, once the agent runs.
 pub fn pid() -> Option<u32> {
     agent().map(|a| a.pid)
