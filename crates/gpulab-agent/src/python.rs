@@ -10,9 +10,11 @@
 //! Python: the frames are read as memory, the way py-spy reads them from
 //! outside, through `process_vm_readv` on the process itself, which fails
 //! with an error on an unmapped address instead of faulting (and not at all
-//! in a thread under a seccomp filter, which might not allow it). Only the layouts
-//! of interpreter versions this file knows are read ([`Layout::of`]); any
-//! other CPython gets no Python lines, and nothing is guessed.
+//! in a thread under a seccomp filter, which might not allow it). Only the
+//! layouts of the versions this file knows are read, 3.9 to 3.13
+//! ([`Layout::of`]), and a frame's code only where its object is a code
+//! object; any other CPython gets no Python lines, is said once, and
+//! nothing is guessed.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -91,6 +93,30 @@ struct Layout {
     /// Where a compact `str`'s characters start: ASCII, then other.
     ascii_data: usize,
     compact_data: usize,
+    /// Bytes of a code object read: up to its last field read.
+    code_head: usize,
+    /// 3.9 and 3.10 run `PyFrameObject`s (`frame_previous` is `f_back`,
+    /// `frame_instr` the `int f_lasti`: bytes in 3.9, code units in 3.10).
+    objects: Option<Lasti>,
+    table: Table,
+}
+
+/// What a 3.9 or 3.10 frame's `f_lasti` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lasti {
+    Bytes,
+    Units,
+}
+
+/// How a code object maps instructions to lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    /// 3.9's `co_lnotab`: (bytes, line) increments.
+    Lnotab,
+    /// 3.10's `co_linetable`: (bytes, signed line) deltas, -128 for none.
+    Linetable,
+    /// 3.11 and later: the location table ([`line_at`]).
+    Locations,
 }
 
 /// `FRAME_OWNED_BY_GENERATOR` (pycore_frame.h): such a frame is never
@@ -118,14 +144,35 @@ impl Layout {
             code_instructions: 184,
             ascii_data: 48,
             compact_data: 72,
+            code_head: 184,
+            objects: None,
+            table: Table::Locations,
+        };
+        // 3.9 and 3.10: `tstate.frame`, `f_back`, `f_code`, `f_lasti`; the
+        // code's `co_name` where later versions have `co_qualname`.
+        let objects = |lasti_at, lasti, table| Layout {
+            tstate_frame: 24,
+            cframe_current: None,
+            frame_size: lasti_at + 4,
+            code_firstlineno: 40,
+            code_filename: 104,
+            code_qualname: 112,
+            code_linetable: 120,
+            code_head: 128,
+            objects: Some(lasti),
+            table,
+            ..frame(32, 24, lasti_at, 0)
         };
         match version >> 16 {
+            0x0309 => Some(objects(104, Lasti::Bytes, Table::Lnotab)),
+            0x030A => Some(objects(96, Lasti::Units, Table::Linetable)),
             0x030B => Some(frame(32, 48, 56, 69)),
             0x030C => Some(Layout {
                 cframe_current: Some(0),
                 code_firstlineno: 68,
                 code_firsttraceable: 176,
                 code_instructions: 192,
+                code_head: 192,
                 ascii_data: 40,
                 compact_data: 56,
                 ..frame(0, 8, 56, 70)
@@ -136,6 +183,7 @@ impl Layout {
                 code_firstlineno: 68,
                 code_firsttraceable: 184,
                 code_instructions: 200,
+                code_head: 200,
                 ascii_data: 40,
                 compact_data: 56,
                 ..frame(0, 8, 56, 70)
@@ -172,7 +220,8 @@ fn runtime() -> Option<&'static Runtime> {
     // CPython is here: from now on it is read, or said not to be.
     let version = symbol(c"Py_Version")
         // SAFETY: `Py_Version` is CPython's `const unsigned long` (3.11 and later).
-        .map(|v| unsafe { *v.cast::<u64>() });
+        .map(|v| unsafe { *v.cast::<u64>() })
+        .or_else(|| hex_version(&said_version()));
     let layout = version.and_then(Layout::of);
     let code_type = symbol(c"PyCode_Type");
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -180,8 +229,8 @@ fn runtime() -> Option<&'static Runtime> {
         && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
     {
         crate::transport::python_unread(format!(
-            "the program's Python lines are not read in CPython {} (this gpulab reads 3.11, \
-             3.12 and 3.13): its objects are named by their native frames alone",
+            "the program's Python lines are not read in CPython {} (this gpulab reads 3.9 \
+             to 3.13): its objects are named by their native frames alone",
             said_version()
         ));
     }
@@ -195,6 +244,15 @@ fn runtime() -> Option<&'static Runtime> {
         },
     });
     FOUND.get_or_init(|| runtime).as_ref()
+}
+
+/// `3.10.13` as `Py_Version` would say it (`0x030A0000`, the micro left
+/// out): major and minor are what a layout is chosen by.
+fn hex_version(said: &str) -> Option<u64> {
+    let mut parts = said.split('.');
+    let major: u64 = parts.next()?.parse().ok()?;
+    let minor: u64 = parts.next()?.parse().ok()?;
+    (major == 3 && minor < 256).then_some((major << 24) | (minor << 16))
 }
 
 /// The interpreter's version as it says it (`Py_GetVersion`: a static
@@ -273,10 +331,7 @@ pub fn frames(all: bool) -> Vec<PyFrame> {
     let Some(rt) = runtime() else {
         return Vec::new();
     };
-    // A thread under a seccomp filter might be killed for a syscall its
-    // filter does not expect (`process_vm_readv` is rare): none is made.
-    // SAFETY: PR_GET_SECCOMP takes no argument and changes nothing.
-    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } != 0 {
+    if filtered() {
         return Vec::new();
     }
     // SAFETY: CPython's function of no arguments.
@@ -297,22 +352,36 @@ pub fn frames(all: bool) -> Vec<PyFrame> {
         at = usize::from_ne_bytes(ptr);
     }
     let mut out = Vec::new();
-    let mut frame = [0u8; 96];
-    let frame = &mut frame[..l.frame_size.min(96)];
+    let mut frame = [0u8; 112];
+    let frame = &mut frame[..l.frame_size.min(112)];
     for _ in 0..WALKED {
         if at == 0 || !read(at, frame) {
             break;
         }
-        let (Some(code), Some(previous), Some(instr)) = (
-            word(frame, l.frame_code),
-            word(frame, l.frame_previous),
-            word(frame, l.frame_instr),
-        ) else {
+        let (Some(code), Some(previous)) =
+            (word(frame, l.frame_code), word(frame, l.frame_previous))
+        else {
             break;
         };
-        let owner = frame.get(l.frame_owner).copied().unwrap_or(0);
-        let shim = owner == OWNED_BY_CSTACK;
-        if let Some(f) = (!shim).then(|| named(rt, code, instr, owner)).flatten() {
+        let at_instr = match l.objects {
+            // A frame not started has `f_lasti` -1.
+            Some(counts) => int(frame, l.frame_instr)
+                .and_then(|i| usize::try_from(i).ok())
+                .map(|i| At::Unit(if counts == Lasti::Bytes { i / 2 } else { i })),
+            None => word(frame, l.frame_instr).map(|instr| At::Instr {
+                instr,
+                owner: frame.get(l.frame_owner).copied().unwrap_or(0),
+            }),
+        };
+        let shim = matches!(
+            at_instr,
+            Some(At::Instr {
+                owner: OWNED_BY_CSTACK,
+                ..
+            })
+        );
+        let named = at_instr.filter(|_| !shim).and_then(|a| named(rt, code, a));
+        if let Some(f) = named {
             let users = f.is_users();
             if all {
                 out.push(f);
@@ -330,12 +399,36 @@ pub fn frames(all: bool) -> Vec<PyFrame> {
     out
 }
 
+/// Whether the calling thread is under a seccomp filter, which might kill
+/// it for a syscall it does not expect (`process_vm_readv` is rare): then no
+/// frame is read. Asked again every 256 calls of the thread (a thread may
+/// install a filter later; it can never remove one).
+fn filtered() -> bool {
+    thread_local! {
+        static ASKED: std::cell::Cell<(u32, bool)> = const { std::cell::Cell::new((0, false)) };
+    }
+    ASKED.with(|a| {
+        let (n, filtered) = a.get();
+        if filtered {
+            return true;
+        }
+        if n % 256 != 0 {
+            a.set((n.wrapping_add(1), false));
+            return false;
+        }
+        // SAFETY: PR_GET_SECCOMP takes no argument and changes nothing.
+        let now = unsafe { libc::prctl(libc::PR_GET_SECCOMP) } != 0;
+        a.set((n.wrapping_add(1), now));
+        now
+    })
+}
+
 /// The frame running `code` at `instr`; None for an incomplete frame (its
 /// code not started) or what cannot be read.
-fn named(rt: &Runtime, code: usize, instr: usize, owner: u8) -> Option<PyFrame> {
+fn named(rt: &Runtime, code: usize, at: At) -> Option<PyFrame> {
     let l = &rt.layout;
     let mut head = [0u8; 208];
-    let head = &mut head[..l.code_instructions.min(208)];
+    let head = &mut head[..l.code_head.min(208)];
     // Its type first: a code object (3.13's `f_executable` may be another).
     if !read(code, head) || word(head, 8)? != rt.code_type {
         return None;
@@ -346,15 +439,18 @@ fn named(rt: &Runtime, code: usize, instr: usize, owner: u8) -> Option<PyFrame> 
         word(head, l.code_qualname)?,
         word(head, l.code_linetable)?,
     );
-    let firsttraceable = int(head, l.code_firsttraceable)?;
-    let start = code + l.code_instructions;
     // Index of the instruction running, in 2-byte code units.
-    let unit = instr.checked_sub(start)? / 2;
-    if owner != OWNED_BY_GENERATOR
-        && (instr < start || unit < usize::try_from(firsttraceable).ok()?)
-    {
-        return None;
-    }
+    let unit = match at {
+        At::Unit(unit) => unit,
+        At::Instr { instr, owner } => {
+            let firsttraceable = int(head, l.code_firsttraceable)?;
+            let unit = instr.checked_sub(code + l.code_instructions)? / 2;
+            if owner != OWNED_BY_GENERATOR && unit < usize::try_from(firsttraceable).ok()? {
+                return None;
+            }
+            unit
+        }
+    };
     let known = CODES.with(|c| {
         c.borrow()
             .get(&code)
@@ -381,12 +477,57 @@ fn named(rt: &Runtime, code: usize, instr: usize, owner: u8) -> Option<PyFrame> 
             c
         }
     };
-    let line = line_at(&c.table, c.firstlineno, unit)?;
+    let line = match l.table {
+        Table::Locations => line_at(&c.table, c.firstlineno, unit),
+        Table::Linetable => line_in_linetable(&c.table, c.firstlineno, unit * 2),
+        Table::Lnotab => line_in_lnotab(&c.table, c.firstlineno, unit * 2),
+    }?;
     Some(PyFrame {
         file: c.file,
         line,
         function: c.function,
     })
+}
+
+/// Where a frame is: its instruction pointer and owner (3.11 and later),
+/// or the index of its instruction in code units (3.9, 3.10).
+#[derive(Debug, Clone, Copy)]
+enum At {
+    Instr { instr: usize, owner: u8 },
+    Unit(usize),
+}
+
+/// The line of the instruction at byte `addr` from 3.10's `co_linetable`:
+/// pairs of (bytes covered, signed line delta), -128 for no line.
+fn line_in_linetable(table: &[u8], firstlineno: i32, addr: usize) -> Option<u32> {
+    let (mut end, mut line, mut at_line) = (0usize, i64::from(firstlineno), None);
+    let mut pairs = table.chunks_exact(2);
+    while end <= addr {
+        let pair = pairs.next()?;
+        end += usize::from(pair[0]);
+        let delta = pair[1] as i8;
+        at_line = if delta == -128 {
+            None
+        } else {
+            line += i64::from(delta);
+            Some(line)
+        };
+    }
+    at_line.and_then(|l| u32::try_from(l).ok())
+}
+
+/// The line of the instruction at byte `addr` from 3.9's `co_lnotab`:
+/// pairs of (bytes, signed lines) increments.
+fn line_in_lnotab(table: &[u8], firstlineno: i32, addr: usize) -> Option<u32> {
+    let (mut at, mut line) = (0usize, i64::from(firstlineno));
+    for pair in table.chunks_exact(2) {
+        at += usize::from(pair[0]);
+        if at > addr {
+            break;
+        }
+        line += i64::from(pair[1] as i8);
+    }
+    u32::try_from(line).ok()
 }
 
 /// A `str` object's text: compact ASCII or Latin-1 (`PyASCIIObject`,
@@ -502,6 +643,41 @@ fn line_at(table: &[u8], firstlineno: i32, unit: usize) -> Option<u32> {
 mod tests {
     use super::*;
 
+    /// 3.10 and 3.9 tables, as those versions write them.
+    #[test]
+    fn older_line_tables_give_the_line_of_each_instruction() {
+        // 3.10: 4 bytes on line +0, 6 on +2, 2 with no line, 4 on -1.
+        let t310 = [4, 0, 6, 2, 2, 0x80, 4, 0xFF];
+        let lines: Vec<_> = (0..16)
+            .step_by(2)
+            .map(|a| line_in_linetable(&t310, 5, a))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                Some(5),
+                Some(5),
+                Some(7),
+                Some(7),
+                Some(7),
+                None,
+                Some(6),
+                Some(6)
+            ]
+        );
+        assert_eq!(line_in_linetable(&t310, 5, 16), None, "past the table");
+        // 3.9: +0 bytes +1 line (a decorator's), 6 bytes +2, 4 bytes -1.
+        let t39 = [0, 1, 6, 2, 4, 0xFF];
+        let lines: Vec<_> = (0..12)
+            .step_by(2)
+            .map(|a| line_in_lnotab(&t39, 10, a))
+            .collect();
+        assert_eq!(
+            lines,
+            [Some(11), Some(11), Some(11), Some(13), Some(13), Some(12)]
+        );
+    }
+
     #[test]
     fn the_programs_own_files_are_told_from_packages_and_the_standard_library() {
         assert!(is_users("/home/ann/train.py"));
@@ -528,7 +704,50 @@ mod tests {
         assert!(Layout::of(0x030C_01F0).is_some(), "3.12.1");
         assert!(Layout::of(0x030D_00F0).is_some(), "3.13.0");
         assert!(Layout::of(0x030E_00F0).is_none(), "3.14: not yet");
-        assert!(Layout::of(0x030A_00F0).is_none(), "3.10: no Py_Version");
+        assert!(
+            Layout::of(0x030A_0000).is_some(),
+            "3.10, from Py_GetVersion"
+        );
+        assert!(Layout::of(0x0309_0000).is_some(), "3.9");
+        assert!(Layout::of(0x0308_0000).is_none(), "3.8");
+        assert_eq!(hex_version("3.10.13"), Some(0x030A_0000));
+        assert_eq!(hex_version("3.9.18+"), Some(0x0309_0000));
+        assert_eq!(hex_version("(of a version it does not say)"), None);
+    }
+
+    /// A thread that put itself under a seccomp filter (one that allows
+    /// everything) is seen to be: no frame is read there.
+    #[test]
+    fn a_thread_under_a_seccomp_filter_reads_no_frames() {
+        assert!(!filtered(), "the test thread has no filter");
+        let filtered_there = std::thread::spawn(|| {
+            let mut allow = [libc::sock_filter {
+                code: 0x06, // BPF_RET | BPF_K
+                jt: 0,
+                jf: 0,
+                k: 0x7fff_0000, // SECCOMP_RET_ALLOW
+            }];
+            let prog = libc::sock_fprog {
+                len: 1,
+                filter: allow.as_mut_ptr(),
+            };
+            // SAFETY: this thread's own attributes; a filter that allows all.
+            unsafe {
+                assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+                assert_eq!(
+                    libc::prctl(
+                        libc::PR_SET_SECCOMP,
+                        libc::SECCOMP_MODE_FILTER,
+                        &raw const prog
+                    ),
+                    0
+                );
+            }
+            filtered()
+        })
+        .join()
+        .expect("the filtered thread");
+        assert!(filtered_there);
     }
 
     #[test]
