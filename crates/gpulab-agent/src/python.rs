@@ -320,8 +320,13 @@ struct Code {
     table: Box<[u8]>,
 }
 
+/// Bytes of names and line tables a thread keeps of the code objects it
+/// read; past it, the thread forgets them all and reads again.
+const KEPT_BYTES: usize = 1 << 20;
+
 thread_local! {
-    static CODES: RefCell<HashMap<usize, Code>> = RefCell::new(HashMap::new());
+    /// Code objects read, by address, and the bytes they hold.
+    static CODES: RefCell<(HashMap<usize, Code>, usize)> = RefCell::new((HashMap::new(), 0));
 }
 
 /// The calling thread's Python frames, innermost first: with `all`, up to
@@ -453,6 +458,7 @@ fn named(rt: &Runtime, code: usize, at: At) -> Option<PyFrame> {
     };
     let known = CODES.with(|c| {
         c.borrow()
+            .0
             .get(&code)
             .filter(|k| k.fields == fields && k.firstlineno == firstlineno)
             .cloned()
@@ -468,10 +474,13 @@ fn named(rt: &Runtime, code: usize, at: At) -> Option<PyFrame> {
                 table: bytes(fields.2)?,
             };
             CODES.with(|m| {
-                let mut m = m.borrow_mut();
-                if m.len() > 4096 {
+                let (m, bytes) = &mut *m.borrow_mut();
+                let size = c.file.len() + c.function.len() + c.table.len();
+                if *bytes + size > KEPT_BYTES {
                     m.clear();
+                    *bytes = 0;
                 }
+                *bytes += size;
                 m.insert(code, c.clone());
             });
             c
