@@ -341,6 +341,12 @@ pub fn frames(all: bool) -> Vec<PyFrame> {
     }
     // SAFETY: CPython's function of no arguments.
     let tstate = unsafe { (rt.this_thread)() } as usize;
+    walk(rt, tstate, all)
+}
+
+/// The frames of thread state `tstate` (0: none): whatever its memory holds,
+/// the walk reads only through [`read`] and ends within [`WALKED`] frames.
+fn walk(rt: &Runtime, tstate: usize, all: bool) -> Vec<PyFrame> {
     if tstate == 0 {
         return Vec::new();
     }
@@ -722,6 +728,102 @@ mod tests {
         assert_eq!(hex_version("3.10.13"), Some(0x030A_0000));
         assert_eq!(hex_version("3.9.18+"), Some(0x0309_0000));
         assert_eq!(hex_version("(of a version it does not say)"), None);
+    }
+
+    /// A 3.11 thread state, frame, code object, names and location table
+    /// laid out in memory here as CPython lays them out: the walk names the
+    /// frame; with the code's type wrong, or the frame's code pointing at
+    /// nothing mapped, it names none.
+    #[test]
+    fn a_frame_laid_out_as_cpython_does_is_named() {
+        fn put(buf: &mut [u8], at: usize, v: usize) {
+            buf[at..at + 8].copy_from_slice(&(v as u64).to_ne_bytes());
+        }
+        fn ascii(text: &str) -> Vec<u8> {
+            let mut o = vec![0u8; 48 + text.len() + 1];
+            o[16..24].copy_from_slice(&(text.len() as u64).to_ne_bytes());
+            // kind 1, compact, ascii.
+            o[32..36].copy_from_slice(&((1u32 << 2) | (1 << 5) | (1 << 6)).to_ne_bytes());
+            o[48..48 + text.len()].copy_from_slice(text.as_bytes());
+            o
+        }
+        let layout = Layout::of(0x030B_0000).expect("3.11");
+        let file = ascii("/home/ann/train.py");
+        let function = ascii("step");
+        // firstlineno 40; one short entry of 3 units, then +2 for 2 units.
+        let table_bytes = [0x80 | 2, 0, 0x80 | (12 << 3) | 1, 0, 0];
+        let mut table = vec![0u8; 32 + table_bytes.len()];
+        table[16..24].copy_from_slice(&(table_bytes.len() as u64).to_ne_bytes());
+        table[32..].copy_from_slice(&table_bytes);
+        let code_type = 0xC0DE_usize;
+        let mut code = vec![0u8; 184 + 16];
+        put(&mut code, 8, code_type);
+        code[72..76].copy_from_slice(&40i32.to_ne_bytes());
+        put(&mut code, 112, file.as_ptr() as usize);
+        put(&mut code, 128, function.as_ptr() as usize);
+        put(&mut code, 136, table.as_ptr() as usize);
+        let code_at = code.as_ptr() as usize;
+        let mut frame = vec![0u8; 80];
+        put(&mut frame, 32, code_at);
+        // The instruction at unit 4: the second entry's, line 42.
+        put(&mut frame, 56, code_at + 184 + 4 * 2);
+        let mut cframe = vec![0u8; 16];
+        put(&mut cframe, 8, frame.as_ptr() as usize);
+        let mut tstate = vec![0u8; 64];
+        put(&mut tstate, 56, cframe.as_ptr() as usize);
+        let rt = |code_type| Runtime {
+            layout,
+            code_type,
+            this_thread: no_thread,
+        };
+        let named = walk(&rt(code_type), tstate.as_ptr() as usize, true);
+        assert_eq!(
+            named,
+            [PyFrame {
+                file: "/home/ann/train.py".into(),
+                line: 42,
+                function: "step".into(),
+            }]
+        );
+        assert!(walk(&rt(0xBAD), tstate.as_ptr() as usize, true).is_empty());
+        put(&mut frame, 32, 16);
+        assert!(walk(&rt(code_type), tstate.as_ptr() as usize, true).is_empty());
+    }
+
+    unsafe extern "C" fn no_thread() -> *mut c_void {
+        std::ptr::null_mut()
+    }
+
+    /// Whatever a thread state points at (random bytes, pointers into
+    /// them, into nothing mapped, into themselves), the walk of every known
+    /// layout ends and never faults.
+    #[test]
+    fn any_memory_is_walked_without_a_fault_and_to_an_end() {
+        let mut rng = fastrand::Rng::with_seed(48);
+        for version in [0x0309, 0x030A, 0x030B, 0x030C, 0x030D] {
+            let layout = Layout::of(version << 16).expect("a known layout");
+            for _ in 0..200 {
+                let mut blob: Vec<u8> = (0..4096).map(|_| rng.u8(..)).collect();
+                let base = blob.as_ptr() as usize;
+                // A fifth of the words point back into the blob (a chain
+                // that may loop), some at nothing mapped.
+                for w in 0..blob.len() / 8 {
+                    let v = match rng.u8(0..10) {
+                        0 | 1 => base + rng.usize(0..blob.len() - 256),
+                        2 => rng.usize(1..4096),
+                        _ => continue,
+                    };
+                    blob[w * 8..w * 8 + 8].copy_from_slice(&(v as u64).to_ne_bytes());
+                }
+                let rt = Runtime {
+                    layout,
+                    code_type: base + 64,
+                    this_thread: no_thread,
+                };
+                let found = walk(&rt, base + rng.usize(0..2048), rng.bool());
+                assert!(found.len() <= KEPT);
+            }
+        }
     }
 
     /// A thread that put itself under a seccomp filter (one that allows
