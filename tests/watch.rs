@@ -278,24 +278,39 @@ fn backtraces_name_the_source_line_that_made_each_leak() {
     );
 }
 
-#[test]
-fn a_pyopencl_program_keeps_its_events_alive_while_it_runs() {
-    let test = "a_pyopencl_program_keeps_its_events_alive_while_it_runs";
+/// The line (from 1) of `source` that ends with `mark`.
+fn line_marked(source: &str, mark: &str) -> usize {
+    1 + source
+        .lines()
+        .position(|l| l.ends_with(mark))
+        .unwrap_or_else(|| panic!("no line marked {mark}"))
+}
+
+/// The Python with pyopencl and numpy the pyopencl tests run (Debian's,
+/// as CI installs it), or None when the test is skipped for want of it.
+fn pyopencl_python(test: &str) -> Option<&'static str> {
     if !opencl_or_skip(test) {
-        return;
+        return None;
     }
     let python = "/usr/bin/python3";
     let has = Command::new(python)
         .args(["-c", "import pyopencl, numpy"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !tool_or_skip(
+    tool_or_skip(
         test,
         has,
         "pyopencl for /usr/bin/python3 (python3-pyopencl)",
-    ) {
+    )
+    .then_some(python)
+}
+
+#[test]
+fn a_pyopencl_program_keeps_its_events_alive_while_it_runs() {
+    let test = "a_pyopencl_program_keeps_its_events_alive_while_it_runs";
+    let Some(python) = pyopencl_python(test) else {
         return;
-    }
+    };
     let _device = device_lock();
     let script = repo_file("tests/watch/leaky_events.py");
     let (out, report) = watch_json(&[python, &script.to_string_lossy(), "30"]);
@@ -321,30 +336,13 @@ fn a_pyopencl_program_keeps_its_events_alive_while_it_runs() {
 #[test]
 fn a_pyopencl_leak_is_named_by_the_line_of_the_script_that_made_it() {
     let test = "a_pyopencl_leak_is_named_by_the_line_of_the_script_that_made_it";
-    if !opencl_or_skip(test) {
+    let Some(python) = pyopencl_python(test) else {
         return;
-    }
-    let python = "/usr/bin/python3";
-    let has = Command::new(python)
-        .args(["-c", "import pyopencl, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !tool_or_skip(
-        test,
-        has,
-        "pyopencl for /usr/bin/python3 (python3-pyopencl)",
-    ) {
-        return;
-    }
+    };
     let _device = device_lock();
     let script = repo_file("tests/watch/pyopencl_lines.py");
     let source = std::fs::read_to_string(&script).expect("the script");
-    let line_of = |mark: &str| {
-        1 + source
-            .lines()
-            .position(|l| l.ends_with(mark))
-            .unwrap_or_else(|| panic!("no line marked {mark}"))
-    };
+    let line_of = |mark: &str| line_marked(&source, mark);
     let path = script.to_string_lossy().into_owned();
     let at = |function: &str, mark: &str| format!("{function} ({path}:{})", line_of(mark));
     let (task, array) = (
@@ -422,12 +420,7 @@ fn every_cpython_names_the_lines_it_can_and_says_when_it_cannot() {
     let script = repo_file("tests/watch/ctypes_lines.py");
     let path = script.to_string_lossy().into_owned();
     let source = std::fs::read_to_string(&script).expect("the script");
-    let line_of = |mark: &str| {
-        1 + source
-            .lines()
-            .position(|l| l.ends_with(mark))
-            .unwrap_or_else(|| panic!("no line marked {mark}"))
-    };
+    let line_of = |mark: &str| line_marked(&source, mark);
     let extra = std::env::var("GPULAB_TEST_PYTHONS").unwrap_or_default();
     let pythons: Vec<&str> = std::iter::once("/usr/bin/python3")
         .chain(extra.split(':').filter(|p| !p.is_empty()))

@@ -224,11 +224,8 @@ fn runtime() -> Option<&'static Runtime> {
         .or_else(|| hex_version(&said_version()));
     let layout = version.and_then(Layout::of);
     let code_type = symbol(c"PyCode_Type");
-    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if (layout.is_none() || code_type.is_none())
-        && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed)
-    {
-        crate::transport::python_unread(format!(
+    if layout.is_none() || code_type.is_none() {
+        let _ = UNREAD.set(format!(
             "the program's Python lines are not read in CPython {} (this gpulab reads 3.9 \
              to 3.13): its objects are named by their native frames alone",
             said_version()
@@ -270,6 +267,18 @@ fn said_version() -> String {
     // SAFETY: a NUL-terminated static string.
     let v = unsafe { CStr::from_ptr(s) }.to_string_lossy();
     v.split(' ').next().unwrap_or("").chars().take(16).collect()
+}
+
+/// Why the program's Python lines are not read, once CPython turned out
+/// to be of a version the agent does not know; taken once, to be said.
+static UNREAD: OnceLock<String> = OnceLock::new();
+
+/// The reason the program's Python lines are not read, the first time it is
+/// asked after there is one.
+pub fn take_unread() -> Option<String> {
+    static TAKEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let reason = UNREAD.get()?;
+    (!TAKEN.swap(true, std::sync::atomic::Ordering::Relaxed)).then(|| reason.clone())
 }
 
 fn symbol(name: &CStr) -> Option<*mut c_void> {

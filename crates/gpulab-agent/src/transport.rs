@@ -286,6 +286,10 @@ fn name_stack(agent: &Agent, record: &mut Record) {
         _ => return,
     };
     let Some(addrs) = addrs else { return };
+    // Taken with the stack: a Python whose lines the agent cannot read.
+    if let Some(reason) = crate::python::take_unread() {
+        python_unread(reason);
+    }
     let (interned, frames) = match agent.stacks.lock() {
         Ok(mut s) => s.intern(agent.pid, addrs),
         Err(p) => p.into_inner().intern(agent.pid, addrs),
