@@ -133,7 +133,15 @@ fn the_report_says_what_observing_cost_the_program() {
         verdict.contains("an OpenCL hook's work after the driver returned"),
         "{verdict}"
     );
-    assert!(verdict.ends_with("nothing dropped: every call and object above was recorded"));
+    assert!(
+        verdict.contains("nothing dropped: every call and object above was recorded"),
+        "{verdict}"
+    );
+    // And what the agents and gpulab read of the device, and where.
+    assert!(
+        verdict.contains("gpulab read it") && verdict.ends_with("from its own process"),
+        "{verdict}"
+    );
 }
 
 #[test]
