@@ -377,8 +377,10 @@ thread_local! {
     /// none). A call whose entry was not seen (its callbacks were turned on
     /// while it ran) is not recorded at its return.
     static ENTERED: Cell<u32> = const { Cell::new(0) };
-    /// Whether the launch this thread is in is its function's first.
-    static FIRST_LAUNCH: Cell<bool> = const { Cell::new(false) };
+    /// Whether the call this thread is in is read on each side
+    /// ([`measured`]): a function's first launch or first use, a module,
+    /// library or stream made.
+    static FIRST_USE: Cell<bool> = const { Cell::new(false) };
     /// The device's free memory when a measured call entered ([`measured`]).
     static FREE_BEFORE: Cell<Option<u64>> = const { Cell::new(None) };
     /// A context the driver made inside the call this thread is in (the primary
@@ -781,7 +783,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         }
         // SAFETY: the caller's contract: this function's parameter block.
         let measure = unsafe { measured(hook.role, data.params.cast::<usize>()) };
-        FIRST_LAUNCH.set(measure);
+        FIRST_USE.set(measure);
         FREE_BEFORE.set(if measure { device_free() } else { None });
         if !data.correlation_data.is_null() {
             // SAFETY: CUPTI's per-call slot.
@@ -789,7 +791,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         }
         return;
     }
-    let first = FIRST_LAUNCH.take();
+    let first = FIRST_USE.take();
     let ok = !data.return_value.is_null()
         // SAFETY: a driver call returns a CUresult, a C enum.
         && unsafe { *data.return_value.cast::<i32>() } == 0;
