@@ -201,6 +201,11 @@ struct Runtime {
     /// `PyGILState_GetThisThreadState`: the calling thread's state, read
     /// from thread-specific storage; it takes no lock and needs no GIL.
     this_thread: unsafe extern "C" fn() -> *mut c_void,
+    /// `Py_IsInitialized`: a flag of the runtime's, read without the GIL.
+    /// Before it is set (a C program that links CPython and has not started
+    /// it, or one that finalized it) the thread-specific key is not the
+    /// interpreter's, and no frame is read.
+    initialized: Option<unsafe extern "C" fn() -> i32>,
 }
 
 /// What the process says of Python: None before CPython is loaded; then
@@ -239,6 +244,10 @@ fn runtime() -> Option<&'static Runtime> {
         this_thread: unsafe {
             std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> *mut c_void>(this_thread)
         },
+        initialized: symbol(c"Py_IsInitialized").map(|f| {
+            // SAFETY: CPython's `int Py_IsInitialized(void)`.
+            unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> i32>(f) }
+        }),
     });
     FOUND.get_or_init(|| runtime).as_ref()
 }
@@ -348,7 +357,11 @@ pub fn frames(all: bool) -> Vec<PyFrame> {
     if filtered() {
         return Vec::new();
     }
-    // SAFETY: CPython's function of no arguments.
+    // SAFETY: CPython's functions of no arguments.
+    if rt.initialized.is_some_and(|f| unsafe { f() } == 0) {
+        return Vec::new();
+    }
+    // SAFETY: as above.
     let tstate = unsafe { (rt.this_thread)() } as usize;
     walk(rt, tstate, all)
 }
@@ -784,6 +797,7 @@ mod tests {
             layout,
             code_type,
             this_thread: no_thread,
+            initialized: None,
         };
         let named = walk(&rt(code_type), tstate.as_ptr() as usize, true);
         assert_eq!(
@@ -828,6 +842,7 @@ mod tests {
                     layout,
                     code_type: base + 64,
                     this_thread: no_thread,
+                    initialized: None,
                 };
                 let found = walk(&rt, base + rng.usize(0..2048), rng.bool());
                 assert!(found.len() <= KEPT);
