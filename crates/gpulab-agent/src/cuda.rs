@@ -792,14 +792,17 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         return;
     }
     let first = FIRST_USE.take();
-    let ok = !data.return_value.is_null()
+    let status = if data.return_value.is_null() {
+        0
+    } else {
         // SAFETY: a driver call returns a CUresult, a C enum.
-        && unsafe { *data.return_value.cast::<i32>() } == 0;
+        unsafe { *data.return_value.cast::<i32>() }
+    };
     match hook.role {
-        Launch { .. } => crate::launches::LAUNCHES.launched(first, now_ns()),
+        Launch { .. } => crate::launches::LAUNCHES.launched(first, now_ns),
         // A module or library made, or a function's code loaded by a call:
         // functions a later launch may run for the first time.
-        Make { kind: Program, .. } | Load { .. } if ok && first => {
+        Make { kind: Program, .. } | Load { .. } if status == 0 && first => {
             crate::launches::LAUNCHES.code_loaded(now_ns());
         }
         _ => {}
@@ -819,12 +822,6 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
     } else {
         // SAFETY: the slot the enter callback wrote.
         unsafe { *data.correlation_data }
-    };
-    let status = if data.return_value.is_null() {
-        0
-    } else {
-        // SAFETY: a driver call returns a CUresult, a C enum.
-        unsafe { *data.return_value.cast::<i32>() }
     };
     let params = data.params.cast::<usize>();
     let done = status == 0 && !params.is_null();

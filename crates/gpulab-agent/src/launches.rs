@@ -87,8 +87,9 @@ impl Watch {
     }
 
     /// A watched launch returned; `first`: its function's first launch in
-    /// the process. Turns launches off once they repeat.
-    pub fn launched(&self, first: bool, now_ns: u64) {
+    /// the process. Turns launches off once they repeat (the clock is read
+    /// then only).
+    pub fn launched(&self, first: bool, now_ns: impl FnOnce() -> u64) {
         if first {
             self.repeats.store(0, Ordering::Relaxed);
             return;
@@ -99,7 +100,7 @@ impl Watch {
             return;
         }
         if let Ok(_held) = self.toggle.try_lock() {
-            self.set(false, LaunchesWhy::Repeated, now_ns);
+            self.set(false, LaunchesWhy::Repeated, now_ns());
         }
     }
 
@@ -205,14 +206,14 @@ mod tests {
         let (w, on, said, _) = watch!(false);
         // A first launch anywhere in the run starts the count again.
         for _ in 0..SETTLE - 1 {
-            w.launched(false, 10);
+            w.launched(false, || 10);
         }
-        w.launched(true, 10);
+        w.launched(true, || 10);
         for _ in 0..SETTLE - 1 {
-            w.launched(false, 20);
+            w.launched(false, || 20);
         }
         assert!(w.watching() && on.load(Ordering::Relaxed));
-        w.launched(false, 30);
+        w.launched(false, || 30);
         assert!(!w.watching() && !on.load(Ordering::Relaxed));
         w.tick(30 + LOOK_EVERY_NS - 1);
         assert!(!w.watching(), "not before its time");
@@ -228,7 +229,7 @@ mod tests {
     fn loaded_code_turns_launches_on_at_once_or_owes_the_ticker() {
         let (w, on, said, _) = watch!(false);
         for _ in 0..SETTLE {
-            w.launched(false, 0);
+            w.launched(false, || 0);
         }
         assert!(!w.watching());
         {
@@ -240,7 +241,7 @@ mod tests {
         w.tick(6);
         assert!(w.watching() && on.load(Ordering::Relaxed));
         for _ in 0..SETTLE {
-            w.launched(false, 7);
+            w.launched(false, || 7);
         }
         w.code_loaded(8);
         assert!(w.watching());
@@ -283,11 +284,11 @@ mod tests {
                     0..=4 => w.code_loaded(t),
                     5..=14 => w.tick(t),
                     15 if before => {
-                        w.launched(true, t);
+                        w.launched(true, || t);
                         repeats = 0;
                     }
                     _ if before => {
-                        w.launched(false, t);
+                        w.launched(false, || t);
                         repeats += 1;
                     }
                     // Unwatched: CUPTI would not call back.
@@ -331,13 +332,13 @@ mod tests {
     fn launches_stay_watched_where_cupti_refuses_or_every_one_is_asked_for() {
         let (w, _, said, switched) = watch!(true);
         for _ in 0..SETTLE {
-            w.launched(false, 0);
+            w.launched(false, || 0);
         }
         assert!(w.watching());
         // The refused turn-off, then the turn back on; never asked again.
         assert_eq!(switched.load(Ordering::Relaxed), 2);
         for _ in 0..SETTLE {
-            w.launched(false, 0);
+            w.launched(false, || 0);
         }
         assert_eq!(switched.load(Ordering::Relaxed), 2);
         assert!(said.lock().unwrap().is_empty());
@@ -345,7 +346,7 @@ mod tests {
         static ALL: Watch = Watch::new(|_, _| panic!("never said"));
         ALL.arm(|_| panic!("never switched"), true);
         for _ in 0..10 * SETTLE {
-            ALL.launched(false, 0);
+            ALL.launched(false, || 0);
         }
         assert!(ALL.watching());
     }

@@ -413,8 +413,7 @@ fn walk(rt: &Runtime, tstate: usize, all: bool) -> Vec<PyFrame> {
                 ..
             })
         );
-        let named = at_instr.filter(|_| !shim).and_then(|a| named(rt, code, a));
-        if let Some(f) = named {
+        if let Some(f) = at_instr.filter(|_| !shim).and_then(|a| named(rt, code, a)) {
             let users = f.is_users();
             if all {
                 out.push(f);

@@ -262,8 +262,12 @@ mod tests {
     }
 
     fn agent(state: AgentState) -> Event {
+        agent_at(0, state)
+    }
+
+    fn agent_at(t_ns: u64, state: AgentState) -> Event {
         Event::Agent(AgentEvent {
-            t_ns: 0,
+            t_ns,
             pid: 7,
             parent_pid: 1,
             api: "cuda".into(),
@@ -341,15 +345,7 @@ mod tests {
 
     #[test]
     fn launches_the_agent_did_not_watch_are_said_with_how_long() {
-        let launches = |watching, t_ns, why| {
-            Event::Agent(AgentEvent {
-                t_ns,
-                pid: 7,
-                parent_pid: 1,
-                api: "cuda".into(),
-                state: AgentState::Launches { watching, why },
-            })
-        };
+        let launches = |watching, t_ns, why| agent_at(t_ns, AgentState::Launches { watching, why });
         let mut events = vec![agent(AgentState::Attached {
             exe: "loop".into(),
             destruction: Vec::new(),
@@ -362,12 +358,9 @@ mod tests {
         events.push(launches(true, 300_000_000, LaunchesWhy::Look));
         events.push(launches(false, 300_500_000, LaunchesWhy::Repeated));
         let detached = |t_ns| {
-            Event::Agent(AgentEvent {
+            agent_at(
                 t_ns,
-                pid: 7,
-                parent_pid: 1,
-                api: "cuda".into(),
-                state: AgentState::Detached {
+                AgentState::Detached {
                     records: 8,
                     dropped: 0,
                     coalesced: 0,
@@ -382,7 +375,7 @@ mod tests {
                         every: 16,
                     }),
                 },
-            })
+            )
         };
         let mut running = Run::from_events(&events);
         let report = super::super::WatchReport::from_run(&running);
