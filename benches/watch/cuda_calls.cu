@@ -5,8 +5,8 @@
 // timed by the program itself. Run it with and
 // without `gpulab watch`; the difference per call is the agent's cost.
 //
-// With a rate, the cuEventRecord calls are paced to that many per second (0: as
-// fast as they go), to check that nothing is lost at a given call rate.
+// With a rate, every call is paced to that many per second (0: as fast as they
+// go; a pair counts two), to check that nothing is lost at a given call rate.
 //
 //   nvcc -o cuda_calls cuda_calls.cu && ./cuda_calls [n=100000] [rate=0]
 
@@ -21,6 +21,13 @@ static double now_s() {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+// Waits until `calls` calls since `t0` are due at `rate` per second.
+static void pace(double t0, long calls, double rate) {
+  if (rate > 0)
+    while (now_s() < t0 + calls / rate) {
+    }
+}
+
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 100000;
   double rate = argc > 2 ? atof(argv[2]) : 0;
@@ -33,9 +40,7 @@ int main(int argc, char **argv) {
   double t0 = now_s();
   for (long i = 0; i < n; i++) {
     cudaEventRecord(ev, s);
-    if (rate > 0)
-      while (now_s() < t0 + (i + 1) / rate) {
-      }
+    pace(t0, i + 1, rate);
   }
   double t1 = now_s();
   cudaStreamSynchronize(s);
@@ -45,12 +50,14 @@ int main(int argc, char **argv) {
     void *p;
     cudaMalloc(&p, 4096);
     cudaFree(p);
+    pace(t2, 2 * (i + 1), rate);
   }
   double t3 = now_s();
   for (long i = 0; i < pairs; i++) {
     cudaEvent_t e;
     cudaEventCreate(&e);
     cudaEventDestroy(e);
+    pace(t3, 2 * (i + 1), rate);
   }
   double t4 = now_s();
   cudaEventDestroy(ev);

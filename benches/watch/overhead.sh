@@ -38,9 +38,10 @@ one() { # config name command...
     line=$("$b" watch --json -o "$OUT/last.json" -- "$@" 2>&1 >/dev/null | grep "^$name:" | tail -1)
     drops=$(python3 -c "import json;d=json.load(open('$OUT/last.json'));print(sum(p.get('dropped') or 0 for p in d['processes']))" 2>/dev/null || echo '?')
   fi
-  echo "$config $name dropped=$drops $line" >> "$OUT/runs.txt"
+  echo "$ROUND $config $name dropped=$drops $line" >> "$OUT/runs.txt"
 }
 for r in $(seq 1 "$ROUNDS"); do
+  ROUND=$r
   n=${#CONFIGS[@]}
   for k in $(seq 0 $((n - 1))); do
     config=${CONFIGS[$(( (k + r) % n ))]}
@@ -51,28 +52,31 @@ python3 - "$OUT/runs.txt" "${#BINS[@]}" <<'PY'
 import re, statistics, sys
 runs = [l.split() for l in open(sys.argv[1])]
 nbins = int(sys.argv[2])
-configs = ["bare"] + [f"w{i}" for i in range(nbins)]
-metrics = [("launches", "launch_ns", "empty kernel launch, ns"), ("launches", "pair_ns", "cudaMallocAsync + cudaFreeAsync of 256 B, ns"), ("torch_mlp", "loop_s", "PyTorch MLP loop, 3,000 steps, s")]
+metrics = [("launches", "launch_ns", "empty kernel launch, ns"), ("launches", "pair_ns", "cudaMallocAsync + cudaFreeAsync of 256 B, ns"), ("torch_mlp", "loop_s", "PyTorch MLP loop, 3,000 steps, s"), ("torch_mlp", "loop_cpu_s", "the same loop, its thread's CPU s")]
 def values(config, prog, key):
-    out = []
+    """{round: value} of one configuration's runs of one program."""
+    out = {}
     for r in runs:
-        if r[0] == config and r[1] == prog:
+        if r[1] == config and r[2] == prog:
             m = re.search(rf"\b{key}=([0-9.]+)", " ".join(r))
-            if m: out.append(float(m.group(1)))
+            if m: out[r[0]] = float(m.group(1))
     return out
+# Each watched cell: the median and spread of its own runs, then the median of
+# its rounds' ratios to bare in the same round (drift between rounds cancels).
 head = "| what | bare | " + " | ".join(f"watched ({i + 1})" for i in range(nbins)) + " |"
 print(head); print("|" + "---|" * (2 + nbins))
 for prog, key, label in metrics:
     bare = values("bare", prog, key)
     if not bare: continue
-    b = statistics.median(bare)
-    cells = [f"{b:.4g} [{min(bare):.4g}-{max(bare):.4g}]"]
+    b = list(bare.values())
+    cells = [f"{statistics.median(b):.4g} [{min(b):.4g}-{max(b):.4g}]"]
     for i in range(nbins):
-        v = values(f"w{i}", prog, key)
-        if not v: cells.append("-"); continue
-        m = statistics.median(v)
-        cells.append(f"{m:.4g} [{min(v):.4g}-{max(v):.4g}] ({(m / b - 1) * 100:+.1f}%)")
-    print(f"| {label} (median of {len(bare)} [spread]) | " + " | ".join(cells) + " |")
-drops = [r for r in runs if r[0] != "bare" and r[2] not in ("dropped=0",)]
-print(f"\nwatched runs with records dropped: {len(drops)} of {sum(1 for r in runs if r[0] != 'bare')}")
+        w = values(f"w{i}", prog, key)
+        if not w: cells.append("-"); continue
+        v = list(w.values())
+        paired = [(w[r] / bare[r] - 1) * 100 for r in w if r in bare and bare[r] > 0]
+        cells.append(f"{statistics.median(v):.4g} [{min(v):.4g}-{max(v):.4g}], paired {statistics.median(paired):+.1f}% [{min(paired):+.1f} to {max(paired):+.1f}]")
+    print(f"| {label} (median of {len(b)} [spread]) | " + " | ".join(cells) + " |")
+drops = [r for r in runs if r[1] != "bare" and r[3] not in ("dropped=0",)]
+print(f"\nwatched runs with records dropped: {len(drops)} of {sum(1 for r in runs if r[1] != 'bare')}")
 PY
