@@ -287,7 +287,7 @@ fn backtraces_name_the_source_line_that_made_each_leak() {
 }
 
 /// The line (from 1) of `source` that ends with `mark`.
-fn line_marked(source: &str, mark: &str) -> usize {
+pub(crate) fn line_marked(source: &str, mark: &str) -> usize {
     1 + source
         .lines()
         .position(|l| l.ends_with(mark))

@@ -405,6 +405,34 @@ fn pytorch_gives_memory_back_only_on_empty_cache() {
     assert_eq!(freed_by.api, "cuMemFree");
 }
 
+/// Issue #48 on the device: PyTorch's refusal names the script's line that
+/// asked, and what each of its lines held then.
+#[test]
+#[ignore = "needs an NVIDIA GPU, PyTorch and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn a_pytorch_refusal_is_named_by_its_line_with_what_each_line_held() {
+    require_cuda();
+    if !python_has("torch") {
+        eprintln!("skipping: python3 has no torch");
+        return;
+    }
+    let dir = temp_dir();
+    let script = repo_file("tests/watch/torch_oom.py");
+    let out = gpulab()
+        .args(["watch", "--json", "-o"])
+        .arg(dir.path().join("r.json"))
+        .args(["--", "python3"])
+        .arg(&script)
+        .output()
+        .expect("gpulab starts");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("r.json")).expect("a report"),
+    )
+    .expect("JSON");
+    assert_complete(&report, Some("cuda"));
+    crate::watch_python::check_torch_oom_lines(&report, &script.to_string_lossy());
+}
+
 /// CuPy: freed arrays stay in its pool until `free_all_blocks()`.
 #[test]
 #[ignore = "needs an NVIDIA GPU, CuPy and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]

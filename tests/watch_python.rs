@@ -226,6 +226,7 @@ fn the_frameworks_figures_in_the_h200_recordings_are_what_their_events_say() {
         "jax-prealloc",
         "nccl-group",
         "torch-oom",
+        "torch-oom--lines",
     ] {
         let file = common::repo_file(&format!("assets/watch-recordings/nvidia-h200/{name}.jsonl"));
         let text = std::fs::read_to_string(&file).expect("a shipped recording");
@@ -336,6 +337,88 @@ fn a_pytorch_out_of_memory_leads_with_the_refused_call_and_what_pytorch_said() {
     assert!(
         lead.iter()
             .any(|l| l.starts_with("PyTorch refused 8192.0 MiB")),
+        "{text}"
+    );
+}
+
+/// Issue #48, PyTorch running out (`tests/watch/torch_oom.py`: 4 weights of
+/// 64 MiB, then a 32 MiB and a 96 MiB tensor a step, kept, until PyTorch's
+/// own limit refuses): the refusal names the script's line that asked, and
+/// what the process held then is grouped by the lines that made it, each with
+/// the count and bytes the script made there. `script` is the path the
+/// program ran under, as its interpreter names it.
+pub(crate) fn check_torch_oom_lines(report: &serde_json::Value, script: &str) {
+    let source =
+        std::fs::read_to_string(common::repo_file("tests/watch/torch_oom.py")).expect("the script");
+    let line = |mark: &str| {
+        format!(
+            "{script}:{}",
+            crate::watch::line_marked(&source, &format!("# {mark}"))
+        )
+    };
+    let refused = &report["framework_refused"];
+    assert_eq!(refused["asked_bytes"], 96u64 << 20, "{refused:#}");
+    let asked = &refused["backtrace"][0];
+    assert_eq!(asked["python"], true, "{refused:#}");
+    assert_eq!(asked["function"], "activations", "{refused:#}");
+    assert_eq!(asked["location"].as_str(), Some(line("big").as_str()));
+    let held: std::collections::BTreeMap<String, (u64, u64)> = refused["held_then"]
+        .as_array()
+        .expect("held_then")
+        .iter()
+        .filter(|h| h["kind"] == "buffer")
+        .map(|h| {
+            let at = h["backtrace"][0]["location"].as_str().unwrap_or("?");
+            let (count, bytes) = (h["count"].as_u64(), h["bytes"].as_u64());
+            (
+                at.to_string(),
+                (count.unwrap_or(0), bytes.unwrap_or(0) >> 20),
+            )
+        })
+        .collect();
+    let (weights, small, big) = (line("weights"), line("small"), line("big"));
+    assert_eq!(held.get(&weights), Some(&(4, 4 * 64)), "{held:#?}");
+    // The step that was refused made its small tensor first.
+    let bigs = held.get(&big).map_or(0, |(n, _)| *n);
+    assert!(bigs > 0, "{held:#?}");
+    assert_eq!(held.get(&big), Some(&(bigs, bigs * 96)), "{held:#?}");
+    assert_eq!(
+        held.get(&small),
+        Some(&(bigs + 1, (bigs + 1) * 32)),
+        "{held:#?}"
+    );
+    assert!(
+        refused["held_then"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|h| h["kind"] == "buffer")
+            .all(|h| h["owner"] == "pytorch"),
+        "{refused:#}"
+    );
+}
+
+/// The H200 recording of `tests/watch/torch_oom.py` (run from the checkout
+/// at `/work/main`): the refusal's line and what each line held then.
+#[test]
+fn a_pytorch_refusal_names_the_line_that_asked_and_what_each_line_held() {
+    let file = common::repo_file("assets/watch-recordings/nvidia-h200/torch-oom--lines.jsonl");
+    let out = gpulab()
+        .args(["report", "--json"])
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    check_torch_oom_lines(&report, "/work/main/tests/watch/torch_oom.py");
+    let text = gpulab()
+        .arg("report")
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    let text = stdout(&text);
+    assert!(
+        text.contains("  asked at activations (/work/main/tests/watch/torch_oom.py:"),
         "{text}"
     );
 }

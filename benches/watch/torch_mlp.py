@@ -5,7 +5,11 @@ few allocations; it times its own loop (torch.cuda.synchronize and
 perf_counter) and its thread's CPU time, so imports and start-up are not
 counted.
 
-    python3 torch_mlp.py [steps=3000]
+    python3 torch_mlp.py [steps=3000] [history=off|state]
+
+With `state`, PyTorch keeps the Python stack of each live allocation
+(`torch.cuda.memory._record_memory_history(enabled="state", context="alloc",
+stacks="python")`): what recording where tensors were made costs this loop.
 """
 
 import sys
@@ -14,6 +18,9 @@ import time
 import torch
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+history = sys.argv[2] if len(sys.argv) > 2 else "off"
+if history == "state":
+    torch.cuda.memory._record_memory_history(enabled="state", context="alloc", stacks="python")
 torch.manual_seed(0)
 model = torch.nn.Sequential(
     torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1024)

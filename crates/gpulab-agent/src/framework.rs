@@ -45,6 +45,7 @@ fn said(framework: Option<Framework>, device: u32, said: FrameworkSaid) -> i32 {
         framework,
         device,
         said,
+        stack: None,
     });
     0
 }
@@ -91,11 +92,26 @@ pub unsafe extern "C" fn gpulab_framework_refused(
 ) -> i32 {
     // SAFETY: as this function's caller promises.
     let framework = unsafe { self::framework(framework) };
-    said(
+    let Some(framework) = framework else {
+        return -1;
+    };
+    if !transport::running() {
+        return -1;
+    }
+    // The observer runs on the thread that asked: its stack names the line.
+    transport::send(Record::Framework {
+        t_ns: now_ns(),
         framework,
         device,
-        FrameworkSaid::Refused { asked, free, limit },
-    )
+        said: FrameworkSaid::Refused {
+            asked,
+            free,
+            limit,
+            stack: None,
+        },
+        stack: crate::stack::capture(gpulab_events::ObjKind::Buffer),
+    });
+    0
 }
 
 /// The hook cannot read `framework`: `reason` says why (kept to 300 bytes).

@@ -50,6 +50,11 @@ fn is_users(file: &str) -> bool {
     if file.contains("/site-packages/") || file.contains("/dist-packages/") {
         return false;
     }
+    // Imported from a descriptor: `gpulab watch`'s startup hook
+    // (`/proc/PID/fd/N/sitecustomize.py`), whose observer calls the agent.
+    if file.starts_with("/proc/") && file.contains("/fd/") {
+        return false;
+    }
     if file.starts_with("<frozen ") {
         return false;
     }
@@ -731,6 +736,7 @@ mod tests {
             "/root/.pyenv/versions/3.11.7/lib/python3.11/json/decoder.py"
         ));
         assert!(!is_users("<frozen importlib._bootstrap>"));
+        assert!(!is_users("/proc/4242/fd/7/sitecustomize.py"));
     }
 
     #[test]

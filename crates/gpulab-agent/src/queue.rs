@@ -52,7 +52,10 @@ pub enum Record {
         t_ns: u64,
         framework: Framework,
         device: u32,
+        /// A refusal's stack id (`said`'s `stack`) is set once `stack` is named.
         said: FrameworkSaid,
+        /// The refused thread's stacks, as deep as an object's are taken.
+        stack: Option<crate::stack::Captured>,
     },
 }
 
@@ -158,6 +161,7 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             framework,
             device,
             said,
+            ..
         } => Event::Framework(FrameworkEvent {
             t_ns: *t_ns,
             pid,

@@ -426,7 +426,10 @@ mod tests {
             assert!(taken <= CAPTURED_FOR_CALLER, "{labels:?}");
             let last_between = labels[..taken].iter().rposition(|b| *b);
             if let Some(last) = last_between {
-                assert!(taken <= last + 1 + PAST_BETWEEN, "walked too far: {labels:?}");
+                assert!(
+                    taken <= last + 1 + PAST_BETWEEN,
+                    "walked too far: {labels:?}"
+                );
             }
             // Where no driver frame lies past two of the program's, and the
             // stack fits, the walk's caller is the whole stack's.
@@ -435,7 +438,11 @@ mod tests {
                 .any(|w| w[..PAST_BETWEEN].iter().all(|b| !b) && w[PAST_BETWEEN])
                 && labels.iter().position(|b| *b).is_some();
             if !far_driver && caller_of(&labels).is_some_and(|c| c < CAPTURED_FOR_CALLER) {
-                assert_eq!(caller_of(&labels[..taken]), caller_of(&labels), "{labels:?}");
+                assert_eq!(
+                    caller_of(&labels[..taken]),
+                    caller_of(&labels),
+                    "{labels:?}"
+                );
             }
         }
     }
@@ -467,7 +474,10 @@ mod tests {
         let mut buf = [std::ptr::null_mut::<c_void>(); CAPTURED];
         // SAFETY: `buf` holds CAPTURED pointers.
         let n = unsafe { libc::backtrace(buf.as_mut_ptr(), CAPTURED as c_int) };
-        let theirs = buf[..usize::try_from(n).unwrap_or(0)].iter().map(|p| *p as usize).collect();
+        let theirs = buf[..usize::try_from(n).unwrap_or(0)]
+            .iter()
+            .map(|p| *p as usize)
+            .collect();
         out.push((ours, theirs));
     }
 
@@ -479,7 +489,11 @@ mod tests {
         // glibc's frame 0 is `nested` (which called it), as is ours: the
         // walk leaves out its own frame.
         assert!(ours.len() >= 8, "{ours:x?}");
-        assert_eq!(&ours[1..8], &theirs[1..8], "ours {ours:x?}\ntheirs {theirs:x?}");
+        assert_eq!(
+            &ours[1..8],
+            &theirs[1..8],
+            "ours {ours:x?}\ntheirs {theirs:x?}"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use gpulab_events::ring::{Region, Segment};
 use gpulab_events::wire::{self, CallRecord, ObjectRecord};
-use gpulab_events::{AgentState, DeviceSpan, ObjKind, ObjectAction, to_line};
+use gpulab_events::{AgentState, DeviceSpan, FrameworkSaid, ObjKind, ObjectAction, to_line};
 
 use crate::clock::{now_ns, thread_id};
 pub use crate::queue::{Family, Record, Refused, Status};
@@ -283,6 +283,11 @@ fn name_stack(agent: &Agent, record: &mut Record) {
         Record::Call {
             refused: Some(r), ..
         } => (r.stack.take(), &mut r.stack_id),
+        Record::Framework {
+            said: FrameworkSaid::Refused { stack: id, .. },
+            stack,
+            ..
+        } => (stack.take(), id),
         _ => return,
     };
     let Some(addrs) = addrs else { return };

@@ -454,8 +454,16 @@ pub enum FrameworkSaid {
     },
     /// It refused an allocation (PyTorch's out-of-memory observer): the bytes
     /// asked for, the device's free bytes and the most it may use, as the
-    /// framework read them then.
-    Refused { asked: u64, free: u64, limit: u64 },
+    /// framework read them then; and the refused thread's stack
+    /// ([`Stack::id`]: the line of the program's own code that asked), when
+    /// the agent took one.
+    Refused {
+        asked: u64,
+        free: u64,
+        limit: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stack: Option<u64>,
+    },
     /// The hook cannot read this framework's figures (a version without what
     /// it reads, or a reading that raised): only the driver's view is left.
     Unreadable { reason: String },

@@ -7,7 +7,15 @@ use serde::Serialize;
 
 use crate::run::Run;
 use crate::run::frameworks::{Allocator, Figures};
+use crate::run::owners::Owner;
+use crate::text::fit;
+use crate::trace::{Frame, ObjKind};
 use crate::units::mib;
+
+use super::format::FRAME_WIDTH;
+
+/// Groups of `held_then` the text lists before it sums the rest.
+const HELD_LISTED: usize = 12;
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AllocatorReport {
@@ -66,6 +74,30 @@ pub struct FrameworkRefusal {
     /// The allocator's latest figures before it refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub before: Option<FiguresReport>,
+    /// The refused thread's stack, innermost first: the line of the
+    /// program's own code that asked first (a Python frame), then the native
+    /// caller; empty when the agent took none (`--backtrace=off`, or a
+    /// recording from before gpulab took it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backtrace: Vec<Frame>,
+    /// What the refused process held of device memory then (objects it had
+    /// made and not released: its allocators' driver allocations among
+    /// them), grouped by where each was made, most bytes first.
+    pub held_then: Vec<HeldThenReport>,
+}
+
+/// Objects of one kind made at one place, alive when a framework refused.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeldThenReport {
+    pub kind: ObjKind,
+    pub count: u64,
+    pub bytes: u64,
+    /// Who called the driver for them (values as `alive_at_exit[].owner`).
+    pub owner: String,
+    /// The stack that made them, innermost first (as
+    /// `alive_at_exit[].backtrace`); empty when none was taken.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backtrace: Vec<Frame>,
 }
 
 pub fn allocators(run: &Run) -> Vec<AllocatorReport> {
@@ -96,7 +128,32 @@ pub fn refusal(run: &Run) -> Option<FrameworkRefusal> {
         free_bytes: r.free,
         limit_bytes: r.limit,
         before: r.before.as_ref().map(|f| FiguresReport::of(f, start)),
+        backtrace: frames(run, r.stack),
+        held_then: run
+            .frameworks()
+            .held_at_first_refusal()
+            .iter()
+            .map(|h| HeldThenReport {
+                kind: h.kind,
+                count: h.count,
+                bytes: h.bytes,
+                owner: h
+                    .stack
+                    .and_then(|id| run.owners().get(&id).copied())
+                    .unwrap_or(Owner::Unknown)
+                    .as_str()
+                    .into(),
+                backtrace: frames(run, h.stack),
+            })
+            .collect(),
     })
+}
+
+fn frames(run: &Run, stack: Option<u64>) -> Vec<Frame> {
+    stack
+        .and_then(|id| run.stacks().get(&id))
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn start(run: &Run) -> u64 {
@@ -144,6 +201,9 @@ impl FrameworkRefusal {
             mib(self.free_bytes),
             mib(self.limit_bytes)
         )];
+        if let Some(f) = self.backtrace.first() {
+            out.push(format!("  asked at {}", fit(&f.describe(), FRAME_WIDTH)));
+        }
         if let Some(b) = &self.before {
             out.push(format!(
                 "  its allocator before (read at {:.1} ms): {:.1} MiB in use by the program, \
@@ -153,6 +213,39 @@ impl FrameworkRefusal {
                 mib(b.reserved_bytes),
                 mib(b.cached_bytes)
             ));
+        }
+        if !self.held_then.is_empty() {
+            out.push(
+                "  what the process held then, by where it was made (a framework's driver \
+                 allocations are named by the call that grew its cache; tensors made later \
+                 in cached memory are not told apart):"
+                    .into(),
+            );
+            for h in self.held_then.iter().take(HELD_LISTED) {
+                let by = match h.owner.as_str() {
+                    "program" | "unknown" => String::new(),
+                    _ => format!(", through {}", Owner::label_of(&h.owner)),
+                };
+                let at = h
+                    .backtrace
+                    .first()
+                    .map(|f| format!(" at {}", fit(&f.describe(), FRAME_WIDTH)))
+                    .unwrap_or_else(|| " (no stack taken)".into());
+                out.push(format!(
+                    "    {:>5} {:<12} {:>10.2} MiB{by}{at}",
+                    h.count,
+                    h.kind.plural(),
+                    mib(h.bytes)
+                ));
+            }
+            let rest = &self.held_then[self.held_then.len().min(HELD_LISTED)..];
+            if !rest.is_empty() {
+                out.push(format!(
+                    "    and {} more places, {:.2} MiB",
+                    rest.len(),
+                    mib(rest.iter().map(|h| h.bytes).sum())
+                ));
+            }
         }
         out
     }

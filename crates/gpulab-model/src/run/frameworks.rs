@@ -45,6 +45,19 @@ pub struct Refusal {
     pub limit: u64,
     /// The allocator's latest figures before it refused, if it had said any.
     pub before: Option<Figures>,
+    /// The refused thread's stack ([`crate::run::Run::stacks`]): the line of
+    /// the program's own code that asked.
+    pub stack: Option<u64>,
+}
+
+/// Objects holding device memory that the refused process had made and not
+/// released when its framework refused, grouped by the stack that made them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldThen {
+    pub kind: gpulab_events::ObjKind,
+    pub stack: Option<u64>,
+    pub count: u64,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -53,6 +66,8 @@ pub struct Frameworks {
     /// Each allocator's reading with the most reserved (the latest at that value).
     highest: BTreeMap<Allocator, Figures>,
     first_refusal: Option<Refusal>,
+    /// What the refused process held when the first refusal came.
+    held_at_first_refusal: Vec<HeldThen>,
     refusals: u64,
     /// Frameworks the hook could not read, with the first reason it gave.
     unreadable: BTreeMap<Framework, String>,
@@ -85,7 +100,12 @@ impl Frameworks {
                 let before = self.latest.insert(allocator, now);
                 before.is_none_or(|b| b.cached() != now.cached())
             }
-            FrameworkSaid::Refused { asked, free, limit } => {
+            FrameworkSaid::Refused {
+                asked,
+                free,
+                limit,
+                stack,
+            } => {
                 self.refusals += 1;
                 if self.first_refusal.is_none() {
                     self.first_refusal = Some(Refusal {
@@ -95,6 +115,7 @@ impl Frameworks {
                         free: *free,
                         limit: *limit,
                         before: self.latest.get(&allocator).copied(),
+                        stack: *stack,
                     });
                 }
                 false
@@ -126,6 +147,18 @@ impl Frameworks {
     /// The first allocation a framework refused.
     pub fn first_refusal(&self) -> Option<&Refusal> {
         self.first_refusal.as_ref()
+    }
+
+    /// What the refused process held at the first refusal, most bytes first.
+    pub fn held_at_first_refusal(&self) -> &[HeldThen] {
+        &self.held_at_first_refusal
+    }
+
+    /// Keeps what the refused process held at the first refusal: the
+    /// objects the run had then, said by whoever folds them.
+    pub(super) fn held_then(&mut self, mut held: Vec<HeldThen>) {
+        held.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.stack.cmp(&b.stack)));
+        self.held_at_first_refusal = held;
     }
 
     /// How many allocations the frameworks refused.
@@ -197,14 +230,15 @@ mod tests {
                 asked: 8 << 30,
                 free: 1 << 30,
                 limit: 140 << 30,
+                stack: Some(7),
             },
         };
         f.apply(&refused(5));
         f.apply(&refused(6));
         let r = f.first_refusal().expect("refused");
         assert_eq!(
-            (r.t_ns, r.asked, r.before.map(|b| b.reserved)),
-            (5, 8 << 30, Some(160))
+            (r.t_ns, r.asked, r.before.map(|b| b.reserved), r.stack),
+            (5, 8 << 30, Some(160), Some(7))
         );
         assert_eq!(f.refusals(), 2);
         assert_eq!(f.names(), [Framework::Pytorch]);

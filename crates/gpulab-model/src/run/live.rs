@@ -327,6 +327,29 @@ impl LiveIndex {
         }
     }
 
+    /// What process `pid` holds of device memory now: objects it made and never
+    /// released, with bytes, by kind and the stack that made them.
+    pub fn held_by(&self, pid: u32) -> Vec<super::frameworks::HeldThen> {
+        let mut by: BTreeMap<(ObjKind, Option<u64>), (u64, u64)> = BTreeMap::new();
+        for ((kind, _, p, _, stack), (count, bytes)) in &self.unreleased {
+            if *p == pid && *bytes > 0 && *kind != ObjKind::HostBuffer {
+                let e = by.entry((*kind, *stack)).or_default();
+                e.0 += count;
+                e.1 += bytes;
+            }
+        }
+        by.into_iter()
+            .map(
+                |((kind, stack), (count, bytes))| super::frameworks::HeldThen {
+                    kind,
+                    stack,
+                    count,
+                    bytes,
+                },
+            )
+            .collect()
+    }
+
     /// Whether a held event refers to object `id`.
     pub fn is_referred(&self, id: u64) -> bool {
         self.referrers.get(&id).is_some_and(|r| !r.is_empty())

@@ -282,7 +282,8 @@ impl Run {
             Event::Framework(f) => {
                 *self.folds.received.entry(f.pid).or_default() += 1;
                 self.settle(f.t_ns, None);
-                self.program.framework(f);
+                let index = &self.objects.index;
+                self.program.framework(f, |pid| index.held_by(pid));
             }
             Event::GpuReading(g) => self.gpu_reading(g),
             Event::DeviceRead(r) => {

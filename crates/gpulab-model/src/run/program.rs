@@ -115,8 +115,20 @@ impl Program {
         self.stacks.insert(s.id, s.frames.clone());
     }
 
-    pub(super) fn framework(&mut self, f: &FrameworkEvent) {
+    /// Folds what a framework said; `held` gives what the refused process
+    /// holds, asked only at the first refusal.
+    pub(super) fn framework(
+        &mut self,
+        f: &FrameworkEvent,
+        held: impl FnOnce(u32) -> Vec<super::frameworks::HeldThen>,
+    ) {
+        let first_refusal = self.frameworks.refusals() == 0
+            && matches!(f.said, gpulab_events::FrameworkSaid::Refused { .. });
         if self.frameworks.apply(f) {
+            self.changes += 1;
+        }
+        if first_refusal {
+            self.frameworks.held_then(held(f.pid));
             self.changes += 1;
         }
     }

@@ -98,6 +98,121 @@ fn a_refused_allocation_says_its_size_its_caller_and_the_free_memory() {
     assert!(oom["framework_refused"].is_null());
 }
 
+/// A framework's refusal names the line of the program's own code that asked
+/// (the hook's observer runs on that thread) and what the process held then,
+/// by the line whose allocation made each piece: what it had released before
+/// and what it made after are not in it.
+#[test]
+fn a_framework_refusal_names_the_asking_line_and_what_each_line_held_then() {
+    use crate::trace::{
+        Frame, FrameworkEvent, FrameworkSaid, ObjKind, ObjectAction, ObjectEvent, Stack,
+    };
+    use gpulab_events::Framework;
+    let line = |n: u32| Frame {
+        module: String::new(),
+        address: 0,
+        build_id: None,
+        function: Some("activations".into()),
+        location: Some(format!("/home/u/train.py:{n}")),
+        python: true,
+    };
+    let alloc_block = Frame {
+        module: "/venv/torch/lib/libc10_cuda.so".into(),
+        address: 0x1234,
+        build_id: None,
+        function: Some("c10::cuda::CUDACachingAllocator::Native::alloc_block".into()),
+        location: None,
+        python: false,
+    };
+    let mut events = vec![attached("cuda")];
+    for n in [16u32, 21, 22] {
+        events.push(Event::Stack(Stack {
+            t_ns: 3,
+            id: (7 << 32) | u64::from(n),
+            frames: vec![line(n), alloc_block.clone()],
+        }));
+    }
+    let mut id = 100u64;
+    let mut object = |t_ns: u64, action: ObjectAction, at: u32, mib: u64, refcount: u32| {
+        if action == ObjectAction::Created {
+            id += 1;
+        }
+        Event::Object(ObjectEvent {
+            t_ns,
+            id: (7 << 32) | id,
+            kind: ObjKind::Buffer,
+            action,
+            handle: None,
+            bytes: mib << 20,
+            refcount,
+            refs: Vec::new(),
+            line: None,
+            stack: Some((7 << 32) | u64::from(at)),
+        })
+    };
+    for _ in 0..4 {
+        events.push(object(10, ObjectAction::Created, 16, 64, 1));
+    }
+    for _ in 0..3 {
+        events.push(object(11, ObjectAction::Created, 21, 32, 1));
+        events.push(object(12, ObjectAction::Created, 22, 96, 1));
+    }
+    // One made at line 21 and freed again before the refusal.
+    events.push(object(13, ObjectAction::Created, 21, 32, 1));
+    events.push(object(14, ObjectAction::Released, 21, 32, 0));
+    let refused = |t_ns: u64| {
+        Event::Framework(FrameworkEvent {
+            t_ns,
+            pid: 7,
+            framework: Framework::Pytorch,
+            device: 0,
+            said: FrameworkSaid::Refused {
+                asked: 96 << 20,
+                free: 1 << 30,
+                limit: 3 << 30,
+                stack: Some((7 << 32) | 22),
+            },
+        })
+    };
+    events.push(refused(20));
+    // Made after the refusal (the program caught it and went on), and a
+    // second refusal: neither changes what the first one held.
+    events.push(object(30, ObjectAction::Created, 16, 64, 1));
+    events.push(refused(40));
+    let report = WatchReport::from_run(&Run::from_events(&events));
+    let f = report.framework_refused.as_ref().expect("a refusal");
+    assert_eq!(f.backtrace, vec![line(22), alloc_block.clone()]);
+    let held: Vec<(u64, u64, Option<String>)> = f
+        .held_then
+        .iter()
+        .map(|h| (h.count, h.bytes >> 20, h.backtrace[0].location.clone()))
+        .collect();
+    assert_eq!(
+        held,
+        [
+            (3, 288, Some("/home/u/train.py:22".into())),
+            (4, 256, Some("/home/u/train.py:16".into())),
+            (3, 96, Some("/home/u/train.py:21".into())),
+        ]
+    );
+    assert!(f.held_then.iter().all(|h| h.owner == "pytorch"));
+    let text = report.text();
+    let lead: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("PyTorch refused"))
+        .collect();
+    assert_eq!(
+        lead[1].trim(),
+        "asked at activations (/home/u/train.py:22)",
+        "{text}"
+    );
+    assert!(
+        lead.iter()
+            .any(|l| l.trim() == "3 buffers          288.00 MiB, through PyTorch at activations (/home/u/train.py:22)"),
+        "{text}"
+    );
+}
+
 /// The modules the CUDA runtime registers for a library's kernels (NCCL
 /// links its own copy) and a framework's streams are theirs for the
 /// process's life; a module the program's own code loaded and never
