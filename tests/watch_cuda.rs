@@ -433,6 +433,36 @@ fn a_pytorch_refusal_is_named_by_its_line_with_what_each_line_held() {
     crate::watch_python::check_torch_oom_lines(&report, &script.to_string_lossy());
 }
 
+/// Issue #48 with CuPy: the driver's refusal names the script's line that
+/// asked, and what each of its lines held then, with the count and bytes the
+/// script kept there (its own count, from its output).
+#[test]
+#[ignore = "needs an NVIDIA GPU, CuPy and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn a_cupy_refusal_is_named_by_its_line_with_what_each_line_held() {
+    require_cuda();
+    if !python_has("cupy") {
+        eprintln!("skipping: python3 has no cupy");
+        return;
+    }
+    let dir = temp_dir();
+    let script = repo_file("tests/watch/cupy_oom.py");
+    let out = gpulab()
+        .args(["watch", "--json", "-o"])
+        .arg(dir.path().join("r.json"))
+        .args(["--", "python3"])
+        .arg(&script)
+        .output()
+        .expect("gpulab starts");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let kept = own_count(&stderr(&out), "cupy_oom:", "kept");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("r.json")).expect("a report"),
+    )
+    .expect("JSON");
+    assert_complete(&report, Some("cuda"));
+    crate::watch_python::check_cupy_oom_lines(&report, &script.to_string_lossy(), Some(kept));
+}
+
 /// CuPy: freed arrays stay in its pool until `free_all_blocks()`.
 #[test]
 #[ignore = "needs an NVIDIA GPU, CuPy and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]

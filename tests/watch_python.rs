@@ -422,3 +422,64 @@ fn a_pytorch_refusal_names_the_line_that_asked_and_what_each_line_held() {
         "{text}"
     );
 }
+
+/// Issue #48, CuPy running out (`tests/watch/cupy_oom.py`: 4 weights of 64
+/// MiB, then arrays of 8 GiB kept until the driver refuses one): the refused
+/// call names the script's line, and what the process held then is grouped
+/// by the lines that made it. `kept`: the script's own count of big arrays,
+/// when its output is at hand.
+pub(crate) fn check_cupy_oom_lines(report: &serde_json::Value, script: &str, kept: Option<u64>) {
+    let source =
+        std::fs::read_to_string(common::repo_file("tests/watch/cupy_oom.py")).expect("the script");
+    let line = |mark: &str| {
+        format!(
+            "{script}:{}",
+            crate::watch::line_marked(&source, &format!("# {mark}"))
+        )
+    };
+    let ran_out = &report["ran_out"];
+    let asked = &ran_out["backtrace"][0];
+    assert_eq!(asked["python"], true, "{ran_out:#}");
+    assert_eq!(asked["location"].as_str(), Some(line("big").as_str()));
+    assert_eq!(ran_out["asked_bytes"], 8u64 << 30, "{ran_out:#}");
+    let held: std::collections::BTreeMap<String, (u64, u64)> = ran_out["held_then"]
+        .as_array()
+        .expect("held_then")
+        .iter()
+        .filter(|h| h["kind"] == "buffer")
+        .map(|h| {
+            let at = h["backtrace"][0]["location"].as_str().unwrap_or("?");
+            let (count, bytes) = (h["count"].as_u64(), h["bytes"].as_u64());
+            (
+                at.to_string(),
+                (count.unwrap_or(0), bytes.unwrap_or(0) >> 20),
+            )
+        })
+        .collect();
+    assert_eq!(held.get(&line("weights")), Some(&(4, 4 * 64)), "{held:#?}");
+    let bigs = held.get(&line("big")).map_or(0, |(n, _)| *n);
+    assert!(bigs > 0, "{held:#?}");
+    assert_eq!(
+        held.get(&line("big")),
+        Some(&(bigs, bigs * 8192)),
+        "{held:#?}"
+    );
+    if let Some(kept) = kept {
+        assert_eq!(bigs, kept, "{held:#?}");
+    }
+}
+
+/// The H200 recording of `tests/watch/cupy_oom.py` (run from the checkout at
+/// `/work/main`): the refused call's line and what each line held then.
+#[test]
+fn a_cupy_refusal_names_the_line_that_asked_and_what_each_line_held() {
+    let file = common::repo_file("assets/watch-recordings/nvidia-h200/cupy-oom--lines.jsonl");
+    let out = gpulab()
+        .args(["report", "--json"])
+        .arg(&file)
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    check_cupy_oom_lines(&report, "/work/main/tests/watch/cupy_oom.py", None);
+}

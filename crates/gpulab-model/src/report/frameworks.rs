@@ -7,15 +7,12 @@ use serde::Serialize;
 
 use crate::run::Run;
 use crate::run::frameworks::{Allocator, Figures};
-use crate::run::owners::Owner;
 use crate::text::fit;
-use crate::trace::{Frame, ObjKind};
+use crate::trace::Frame;
 use crate::units::mib;
 
 use super::format::FRAME_WIDTH;
-
-/// Groups of `held_then` the text lists before it sums the rest.
-const HELD_LISTED: usize = 12;
+pub use super::held_then::HeldThenReport;
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AllocatorReport {
@@ -86,20 +83,6 @@ pub struct FrameworkRefusal {
     pub held_then: Vec<HeldThenReport>,
 }
 
-/// Objects of one kind made at one place, alive when a framework refused.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct HeldThenReport {
-    pub kind: ObjKind,
-    pub count: u64,
-    pub bytes: u64,
-    /// Who called the driver for them (values as `alive_at_exit[].owner`).
-    pub owner: String,
-    /// The stack that made them, innermost first (as
-    /// `alive_at_exit[].backtrace`); empty when none was taken.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub backtrace: Vec<Frame>,
-}
-
 pub fn allocators(run: &Run) -> Vec<AllocatorReport> {
     let start = start(run);
     let highest: std::collections::BTreeMap<&Allocator, &Figures> =
@@ -129,27 +112,11 @@ pub fn refusal(run: &Run) -> Option<FrameworkRefusal> {
         limit_bytes: r.limit,
         before: r.before.as_ref().map(|f| FiguresReport::of(f, start)),
         backtrace: frames(run, r.stack),
-        held_then: run
-            .frameworks()
-            .held_at_first_refusal()
-            .iter()
-            .map(|h| HeldThenReport {
-                kind: h.kind,
-                count: h.count,
-                bytes: h.bytes,
-                owner: h
-                    .stack
-                    .and_then(|id| run.owners().get(&id).copied())
-                    .unwrap_or(Owner::Unknown)
-                    .as_str()
-                    .into(),
-                backtrace: frames(run, h.stack),
-            })
-            .collect(),
+        held_then: HeldThenReport::of(run, run.frameworks().held_at_first_refusal()),
     })
 }
 
-fn frames(run: &Run, stack: Option<u64>) -> Vec<Frame> {
+pub(super) fn frames(run: &Run, stack: Option<u64>) -> Vec<Frame> {
     stack
         .and_then(|id| run.stacks().get(&id))
         .cloned()
@@ -189,7 +156,23 @@ impl AllocatorReport {
 }
 
 impl FrameworkRefusal {
+    /// The report's lines: the refusal, then up to
+    /// [`super::held_then::LISTED`] places of what the process held.
     pub fn lines(&self) -> Vec<String> {
+        let mut out = self.lead_lines();
+        out.extend(self.held_lines(super::held_then::LISTED));
+        out
+    }
+
+    /// What the process held then, `listed` places at most (the dashboard's
+    /// findings panel says them below the ranks' lines).
+    pub fn held_lines(&self, listed: usize) -> Vec<String> {
+        HeldThenReport::lines(&self.held_then, listed)
+    }
+
+    /// The refusal: what was asked and by which line, and the allocator's
+    /// figures before it.
+    pub fn lead_lines(&self) -> Vec<String> {
         let mut out = vec![format!(
             "{} refused {:.1} MiB (pid {}, device {}) at {:.1} ms: the device had {:.1} MiB \
              free of {:.1} MiB it may use",
@@ -213,39 +196,6 @@ impl FrameworkRefusal {
                 mib(b.reserved_bytes),
                 mib(b.cached_bytes)
             ));
-        }
-        if !self.held_then.is_empty() {
-            out.push(
-                "  what the process held then, by where it was made (a framework's driver \
-                 allocations are named by the call that grew its cache; tensors made later \
-                 in cached memory are not told apart):"
-                    .into(),
-            );
-            for h in self.held_then.iter().take(HELD_LISTED) {
-                let by = match h.owner.as_str() {
-                    "program" | "unknown" => String::new(),
-                    _ => format!(", through {}", Owner::label_of(&h.owner)),
-                };
-                let at = h
-                    .backtrace
-                    .first()
-                    .map(|f| format!(" at {}", fit(&f.describe(), FRAME_WIDTH)))
-                    .unwrap_or_else(|| " (no stack taken)".into());
-                out.push(format!(
-                    "    {:>5} {:<12} {:>10.2} MiB{by}{at}",
-                    h.count,
-                    h.kind.plural(),
-                    mib(h.bytes)
-                ));
-            }
-            let rest = &self.held_then[self.held_then.len().min(HELD_LISTED)..];
-            if !rest.is_empty() {
-                out.push(format!(
-                    "    and {} more places, {:.2} MiB",
-                    rest.len(),
-                    mib(rest.iter().map(|h| h.bytes).sum())
-                ));
-            }
         }
         out
     }

@@ -6,6 +6,7 @@
 mod folded_tests;
 mod format;
 pub mod frameworks;
+pub mod held_then;
 pub mod holders;
 mod markdown;
 pub mod out_of_memory;

@@ -91,6 +91,9 @@ pub struct WatchRanOut {
     /// The refused call's native stack, innermost first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backtrace: Vec<Frame>,
+    /// What the refused process held of device memory then, by where each
+    /// piece was made, most bytes first.
+    pub held_then: Vec<super::held_then::HeldThenReport>,
     /// The program held memory on more than one GPU: the device figures are
     /// the refused process's GPU's, and who held what is said per process.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -145,6 +148,7 @@ impl WatchRanOut {
             driver_free_bytes: refused.and_then(|r| r.free_bytes),
             owner: (!backtrace.is_empty()).then(|| Owner::of(&backtrace).as_str().to_string()),
             backtrace,
+            held_then: super::held_then::HeldThenReport::of(run, &run.folds().held_at_ran_out),
             api: call.api.to_string(),
             status,
             pid: call.pid,
@@ -300,6 +304,10 @@ impl WatchRanOut {
             ));
         }
         self.holders_lines(&mut out);
+        out.extend(super::held_then::HeldThenReport::lines(
+            &self.held_then,
+            super::held_then::LISTED,
+        ));
         match self.other_processes.as_deref() {
             Some([]) => out.push("  no other process held device memory then".into()),
             Some(others) => {

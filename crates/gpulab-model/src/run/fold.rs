@@ -68,6 +68,9 @@ pub struct Folds {
     pub spans_listed: Vec<DeviceSpan>,
     /// The first call that ran out of memory or resources without a lab expecting it.
     pub ran_out: Option<Call>,
+    /// What its process held of device memory when it ran out, by kind and
+    /// the stack that made it.
+    pub held_at_ran_out: Vec<super::frameworks::HeldThen>,
     /// The search for the error an `# expect-error` line looks for.
     pub expected: Expected,
     /// When the first call began.

@@ -50,6 +50,11 @@ pub struct Refusal {
     pub stack: Option<u64>,
 }
 
+/// Most bytes first; the same bytes in the stacks' order.
+pub(super) fn sort_held(held: &mut [HeldThen]) {
+    held.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.stack.cmp(&b.stack)));
+}
+
 /// Objects holding device memory that the refused process had made and not
 /// released when its framework refused, grouped by the stack that made them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,7 +162,7 @@ impl Frameworks {
     /// Keeps what the refused process held at the first refusal: the
     /// objects the run had then, said by whoever folds them.
     pub(super) fn held_then(&mut self, mut held: Vec<HeldThen>) {
-        held.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.stack.cmp(&b.stack)));
+        sort_held(&mut held);
         self.held_at_first_refusal = held;
     }
 

@@ -640,6 +640,9 @@ impl Run {
                 self.readings.stats.note_ran_out(s, failed.end_ns);
             }
             self.compose_ran_out(c);
+            let mut held = self.objects.index.held_by(c.pid);
+            frameworks::sort_held(&mut held);
+            self.folds.held_at_ran_out = held;
         }
         self.ran_out_in_process(c);
         // The device's free memory inside a refused allocation: how much

@@ -145,8 +145,9 @@ impl VerdictPanel<'_> {
         let ended = run.run.end().is_some();
         let now = if ended { "alive at exit" } else { "alive now" };
         let shown = |pid: u32| self.rank.is_none_or(|r| r == pid);
-        if let Some(f) = r.framework_refused.as_ref().filter(|f| shown(f.pid)) {
-            for (i, line) in f.lines().into_iter().enumerate() {
+        let refused = r.framework_refused.as_ref().filter(|f| shown(f.pid));
+        if let Some(f) = refused {
+            for (i, line) in f.lead_lines().into_iter().enumerate() {
                 out.push(Line::styled(
                     line.trim_start().to_string(),
                     if i == 0 { t.bad() } else { t.dim() },
@@ -168,6 +169,13 @@ impl VerdictPanel<'_> {
                     _ => t.dim(),
                 };
                 out.push(Line::styled(line.trim_start().to_string(), style));
+            }
+        }
+        // What the refused process held, after the ranks' lines: the three
+        // places that held the most.
+        if let Some(f) = refused {
+            for line in f.held_lines(3) {
+                out.push(Line::styled(line.trim_start().to_string(), t.dim()));
             }
         }
         for a in r.frameworks.iter().filter(|a| shown(a.pid)) {

@@ -104,6 +104,11 @@ enum Args<'a> {
         bytes: u64,
         line: Option<u32>,
         refs: &'a [u64],
+        /// A watched program's: the stack that made it, innermost first (its
+        /// Python line first, where it has one), each frame as the report
+        /// says it.
+        #[serde(skip_serializing_if = "<[String]>::is_empty")]
+        made_at: &'a [String],
     },
 }
 
@@ -340,6 +345,9 @@ struct Tracks<'a> {
     waiting: HashMap<u64, Vec<Waiting>>,
     /// Objects whose life has not ended (the driver has not destroyed them).
     open: BTreeMap<u64, ObjState>,
+    /// A watched program's stacks, named by their `stack` events (each comes
+    /// before any object that names it), as the report says each frame.
+    stacks: HashMap<u64, Vec<String>>,
 }
 
 impl<'a> Tracks<'a> {
@@ -367,6 +375,7 @@ impl<'a> Tracks<'a> {
             pinned: HashMap::new(),
             waiting: HashMap::new(),
             open: BTreeMap::new(),
+            stacks: HashMap::new(),
         }
     }
 
@@ -492,6 +501,10 @@ impl<'a> Tracks<'a> {
                     serde_json::to_writer(b, &e)
                 })?;
                 self.notes += 1;
+            }
+            Event::Stack(s) => {
+                self.stacks
+                    .insert(s.id, s.frames.iter().map(|f| f.describe()).collect());
             }
             Event::Object(o) => {
                 objects::apply(&mut self.open, o);
@@ -650,6 +663,10 @@ impl<'a> Tracks<'a> {
                 .clone()
                 .unwrap_or_else(|| format!("#{}", life.id))
         );
+        let made_at = life
+            .stack
+            .and_then(|id| self.stacks.get(&id))
+            .map_or(&[][..], Vec::as_slice);
         let mut sub = 0;
         let mut slice = |label: &'static str, from: u64, to: u64| -> io::Result<()> {
             let to = to.max(from);
@@ -662,6 +679,7 @@ impl<'a> Tracks<'a> {
                     bytes: life.bytes,
                     line: life.line,
                     refs: &life.refs,
+                    made_at,
                 },
                 ..TraceEvent::new(name.as_str(), "b", self.pid, HOST_TID)
             };
@@ -897,5 +915,47 @@ mod tests {
             };
             assert_eq!(lives, vec![want("b", 1.0), want("e", 5.0)], "{order:?}");
         }
+    }
+
+    /// A watched program's object carries the stack that made it, its Python
+    /// line first, as the report says each frame.
+    #[test]
+    fn an_objects_life_says_where_it_was_made() {
+        let frames = vec![
+            crate::trace::Frame {
+                module: String::new(),
+                address: 0,
+                build_id: None,
+                function: Some("activations".into()),
+                location: Some("/home/u/train.py:21".into()),
+                python: true,
+            },
+            crate::trace::Frame {
+                module: "/venv/torch/lib/libc10_cuda.so".into(),
+                address: 0x10,
+                build_id: None,
+                function: Some("alloc_block".into()),
+                location: None,
+                python: false,
+            },
+        ];
+        let named = Event::Stack(crate::trace::Stack {
+            t_ns: 500,
+            id: 42,
+            frames,
+        });
+        let mut made = object(1_000, ObjectAction::Created, 1);
+        if let Event::Object(o) = &mut made {
+            o.stack = Some(42);
+        }
+        let t = trace(vec![named, made]);
+        let begins: Vec<_> = t.iter().filter(|e| e["ph"] == "b").collect();
+        assert_eq!(
+            begins[0]["args"]["made_at"],
+            serde_json::json!([
+                "activations (/home/u/train.py:21)",
+                "alloc_block in libc10_cuda.so"
+            ])
+        );
     }
 }
