@@ -483,6 +483,72 @@ fn every_cpython_names_the_lines_it_can_and_says_when_it_cannot() {
     }
 }
 
+/// Issue #48's odd sources: the same script run as `python3 -c SOURCE` and as
+/// a zipapp. Each frame is named by the file CPython itself gives it (`<string>`,
+/// `app.pyz/__main__.py`), as its tracebacks would, with the same lines;
+/// nothing is looked up or guessed.
+#[test]
+fn a_script_from_c_or_a_zipapp_is_named_as_python_names_it() {
+    let test = "a_script_from_c_or_a_zipapp_is_named_as_python_names_it";
+    if !opencl_or_skip(test) {
+        return;
+    }
+    let python = "/usr/bin/python3";
+    let source =
+        std::fs::read_to_string(repo_file("tests/watch/ctypes_lines.py")).expect("the script");
+    let line_of = |mark: &str| line_marked(&source, mark);
+    let dir = common::temp_dir();
+    let app = dir.path().join("app");
+    std::fs::create_dir(&app).expect("a folder");
+    std::fs::write(app.join("__main__.py"), &source).expect("written");
+    let pyz = dir.path().join("app.pyz");
+    let made = Command::new(python)
+        .args(["-m", "zipapp"])
+        .arg(&app)
+        .arg("-o")
+        .arg(&pyz)
+        .output()
+        .expect("python starts");
+    assert!(made.status.success(), "{}", stderr(&made));
+    let pyz = pyz.to_string_lossy().into_owned();
+    let zipped = format!("{pyz}/__main__.py");
+    let _device = device_lock();
+    for (args, file) in [
+        (
+            vec![python, "-c", source.as_str(), "3"],
+            "<string>".to_string(),
+        ),
+        (vec![python, pyz.as_str(), "3"], zipped),
+    ] {
+        let (out, report) = watch_json(&args);
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+        let mut named: Vec<(String, u64)> = report["alive_at_exit"]
+            .as_array()
+            .expect("alive_at_exit")
+            .iter()
+            .filter(|g| g["backtrace"][0]["python"] == true)
+            .map(|g| {
+                let f = &g["backtrace"][0];
+                let at = format!(
+                    "{} ({})",
+                    f["function"].as_str().unwrap_or("?"),
+                    f["location"].as_str().unwrap_or("?")
+                );
+                (at, g["count"].as_u64().unwrap_or(0))
+            })
+            .collect();
+        named.sort();
+        let at = |f: &str, mark: &str| format!("{f} ({file}:{})", line_of(mark));
+        let mut expected = vec![
+            (at("<module>", "# the context"), 1),
+            (at("buffers", "# yielded buffer"), 2),
+            (at("make_task", "# task buffer"), 3),
+        ];
+        expected.sort();
+        assert_eq!(named, expected, "{file}");
+    }
+}
+
 #[test]
 fn a_program_that_never_calls_opencl_gets_a_warning_not_a_clean_ledger() {
     let out = gpulab()

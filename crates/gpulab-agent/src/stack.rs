@@ -198,9 +198,10 @@ fn between_at(ret: usize) -> bool {
             std::cell::RefCell::new(HashMap::new());
     }
     let look = || {
-        // SAFETY: Dl_info is plain data; dladdr fills it or returns 0, and
-        // any address may be asked about.
+        // SAFETY: Dl_info is plain data.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr fills `info` or returns 0; any address may be asked
+        // about.
         let found = unsafe { libc::dladdr(ret.saturating_sub(1) as *const c_void, &mut info) };
         found != 0
             && !info.dli_fname.is_null()

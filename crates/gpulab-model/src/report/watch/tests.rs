@@ -98,38 +98,41 @@ fn a_refused_allocation_says_its_size_its_caller_and_the_free_memory() {
     assert!(oom["framework_refused"].is_null());
 }
 
-/// A framework's refusal names the line of the program's own code that asked
-/// (the hook's observer runs on that thread) and what the process held then,
-/// by the line whose allocation made each piece: what it had released before
-/// and what it made after are not in it.
-#[test]
-fn a_framework_refusal_names_the_asking_line_and_what_each_line_held_then() {
-    use crate::trace::{
-        Frame, FrameworkEvent, FrameworkSaid, ObjKind, ObjectAction, ObjectEvent, Stack,
-    };
-    use gpulab_events::Framework;
-    let line = |n: u32| Frame {
+/// A Python frame of `/home/u/train.py`, at line `n` of `activations`.
+fn train_line(n: u32) -> crate::trace::Frame {
+    crate::trace::Frame {
         module: String::new(),
         address: 0,
         build_id: None,
         function: Some("activations".into()),
         location: Some(format!("/home/u/train.py:{n}")),
         python: true,
-    };
-    let alloc_block = Frame {
+    }
+}
+
+fn alloc_block() -> crate::trace::Frame {
+    crate::trace::Frame {
         module: "/venv/torch/lib/libc10_cuda.so".into(),
         address: 0x1234,
         build_id: None,
         function: Some("c10::cuda::CUDACachingAllocator::Native::alloc_block".into()),
         location: None,
         python: false,
-    };
+    }
+}
+
+/// A PyTorch process (pid 7) that made 4 buffers of 64 MiB at line 16, 3 of
+/// 32 and 3 of 96 MiB at lines 21 and 22 (and one at 21 it freed), was
+/// refused at line 22, then made another and was refused again.
+fn refused_at_line_22() -> Vec<Event> {
+    use crate::trace::{FrameworkEvent, FrameworkSaid, ObjKind, ObjectAction, ObjectEvent, Stack};
+    use gpulab_events::Framework;
     let mut events = vec![attached("cuda")];
     for n in [16u32, 21, 22] {
         events.push(Event::Stack(Stack {
             t_ns: 3,
             id: (7 << 32) | u64::from(n),
-            frames: vec![line(n), alloc_block.clone()],
+            frames: vec![train_line(n), alloc_block()],
         }));
     }
     let mut id = 100u64;
@@ -157,7 +160,6 @@ fn a_framework_refusal_names_the_asking_line_and_what_each_line_held_then() {
         events.push(object(11, ObjectAction::Created, 21, 32, 1));
         events.push(object(12, ObjectAction::Created, 22, 96, 1));
     }
-    // One made at line 21 and freed again before the refusal.
     events.push(object(13, ObjectAction::Created, 21, 32, 1));
     events.push(object(14, ObjectAction::Released, 21, 32, 0));
     let refused = |t_ns: u64| {
@@ -175,13 +177,21 @@ fn a_framework_refusal_names_the_asking_line_and_what_each_line_held_then() {
         })
     };
     events.push(refused(20));
-    // Made after the refusal (the program caught it and went on), and a
-    // second refusal: neither changes what the first one held.
     events.push(object(30, ObjectAction::Created, 16, 64, 1));
     events.push(refused(40));
-    let report = WatchReport::from_run(&Run::from_events(&events));
+    events
+}
+
+/// A framework's refusal names the line of the program's own code that asked
+/// (the hook's observer runs on that thread) and what the process held then,
+/// by the line whose allocation made each piece: what it had released before
+/// and what it made after (the program caught the refusal and went on, to a
+/// second one) are not in it.
+#[test]
+fn a_framework_refusal_names_the_asking_line_and_what_each_line_held_then() {
+    let report = WatchReport::from_run(&Run::from_events(&refused_at_line_22()));
     let f = report.framework_refused.as_ref().expect("a refusal");
-    assert_eq!(f.backtrace, vec![line(22), alloc_block.clone()]);
+    assert_eq!(f.backtrace, vec![train_line(22), alloc_block()]);
     let held: Vec<(u64, u64, Option<String>)> = f
         .held_then
         .iter()
@@ -206,11 +216,9 @@ fn a_framework_refusal_names_the_asking_line_and_what_each_line_held_then() {
         "asked at activations (/home/u/train.py:22)",
         "{text}"
     );
-    assert!(
-        lead.iter()
-            .any(|l| l.trim() == "3 buffers          288.00 MiB, through PyTorch at activations (/home/u/train.py:22)"),
-        "{text}"
-    );
+    let place =
+        "3 buffers          288.00 MiB, through PyTorch at activations (/home/u/train.py:22)";
+    assert!(lead.iter().any(|l| l.trim() == place), "{text}");
 }
 
 /// The modules the CUDA runtime registers for a library's kernels (NCCL
