@@ -294,6 +294,28 @@ pub(crate) fn line_marked(source: &str, mark: &str) -> usize {
         .unwrap_or_else(|| panic!("no line marked {mark}"))
 }
 
+/// The groups alive at exit named by a Python frame, as `function
+/// (file:line)` with their counts, sorted.
+fn python_named(report: &Value) -> Vec<(String, u64)> {
+    let mut named: Vec<(String, u64)> = report["alive_at_exit"]
+        .as_array()
+        .expect("alive_at_exit")
+        .iter()
+        .filter(|g| g["backtrace"][0]["python"] == true)
+        .map(|g| {
+            let f = &g["backtrace"][0];
+            let at = format!(
+                "{} ({})",
+                f["function"].as_str().unwrap_or("?"),
+                f["location"].as_str().unwrap_or("?")
+            );
+            (at, g["count"].as_u64().unwrap_or(0))
+        })
+        .collect();
+    named.sort();
+    named
+}
+
 /// The Python with pyopencl and numpy the pyopencl tests run (Debian's,
 /// as CI installs it), or None when the test is skipped for want of it.
 fn pyopencl_python(test: &str) -> Option<&'static str> {
@@ -442,24 +464,7 @@ fn every_cpython_names_the_lines_it_can_and_says_when_it_cannot() {
         let version = stdout(&version).trim().to_string();
         let (out, report) = watch_json(&[python, &path, "3"]);
         assert!(out.status.success(), "{python}: {}", stderr(&out));
-        let mut named: Vec<(String, u64)> = report["alive_at_exit"]
-            .as_array()
-            .expect("alive_at_exit")
-            .iter()
-            .filter(|g| g["backtrace"][0]["python"] == true)
-            .map(|g| {
-                let f = &g["backtrace"][0];
-                (
-                    format!(
-                        "{} ({})",
-                        f["function"].as_str().unwrap_or("?"),
-                        f["location"].as_str().unwrap_or("?")
-                    ),
-                    g["count"].as_u64().unwrap_or(0),
-                )
-            })
-            .collect();
-        named.sort();
+        let named = python_named(&report);
         let warned = report["warnings"].as_array().is_some_and(|w| {
             w.iter().any(|w| {
                 w.as_str()
@@ -522,22 +527,7 @@ fn a_script_from_c_or_a_zipapp_is_named_as_python_names_it() {
     ] {
         let (out, report) = watch_json(&args);
         assert!(out.status.success(), "{file}: {}", stderr(&out));
-        let mut named: Vec<(String, u64)> = report["alive_at_exit"]
-            .as_array()
-            .expect("alive_at_exit")
-            .iter()
-            .filter(|g| g["backtrace"][0]["python"] == true)
-            .map(|g| {
-                let f = &g["backtrace"][0];
-                let at = format!(
-                    "{} ({})",
-                    f["function"].as_str().unwrap_or("?"),
-                    f["location"].as_str().unwrap_or("?")
-                );
-                (at, g["count"].as_u64().unwrap_or(0))
-            })
-            .collect();
-        named.sort();
+        let named = python_named(&report);
         let at = |f: &str, mark: &str| format!("{f} ({file}:{})", line_of(mark));
         let mut expected = vec![
             (at("<module>", "# the context"), 1),

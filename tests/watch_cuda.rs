@@ -17,7 +17,7 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Instant;
 
 use common::watch::{assert_complete, kind, watch_json, watch_json_with};
@@ -405,18 +405,17 @@ fn pytorch_gives_memory_back_only_on_empty_cache() {
     assert_eq!(freed_by.api, "cuMemFree");
 }
 
-/// Issue #48 on the device: PyTorch's refusal names the script's line that
-/// asked, and what each of its lines held then.
-#[test]
-#[ignore = "needs an NVIDIA GPU, PyTorch and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
-fn a_pytorch_refusal_is_named_by_its_line_with_what_each_line_held() {
+/// A Python script of `tests/watch/` under `gpulab watch --json`, which must
+/// exit 3 (the refusal it was written to meet): its output, its report and the
+/// script's path as the program ran it; None where python3 lacks `module`.
+fn watch_refused(script: &str, module: &str) -> Option<(Output, Value, String)> {
     require_cuda();
-    if !python_has("torch") {
-        eprintln!("skipping: python3 has no torch");
-        return;
+    if !python_has(module) {
+        eprintln!("skipping: python3 has no {module}");
+        return None;
     }
     let dir = temp_dir();
-    let script = repo_file("tests/watch/torch_oom.py");
+    let script = repo_file(script);
     let out = gpulab()
         .args(["watch", "--json", "-o"])
         .arg(dir.path().join("r.json"))
@@ -430,7 +429,18 @@ fn a_pytorch_refusal_is_named_by_its_line_with_what_each_line_held() {
     )
     .expect("JSON");
     assert_complete(&report, Some("cuda"));
-    crate::watch_python::check_torch_oom_lines(&report, &script.to_string_lossy());
+    Some((out, report, script.to_string_lossy().into_owned()))
+}
+
+/// Issue #48 on the device: PyTorch's refusal names the script's line that
+/// asked, and what each of its lines held then.
+#[test]
+#[ignore = "needs an NVIDIA GPU, PyTorch and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn a_pytorch_refusal_is_named_by_its_line_with_what_each_line_held() {
+    let Some((_, report, script)) = watch_refused("tests/watch/torch_oom.py", "torch") else {
+        return;
+    };
+    crate::watch_python::check_torch_oom_lines(&report, &script);
 }
 
 /// Issue #48 with CuPy: the driver's refusal names the script's line that
@@ -439,28 +449,11 @@ fn a_pytorch_refusal_is_named_by_its_line_with_what_each_line_held() {
 #[test]
 #[ignore = "needs an NVIDIA GPU, CuPy and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
 fn a_cupy_refusal_is_named_by_its_line_with_what_each_line_held() {
-    require_cuda();
-    if !python_has("cupy") {
-        eprintln!("skipping: python3 has no cupy");
+    let Some((out, report, script)) = watch_refused("tests/watch/cupy_oom.py", "cupy") else {
         return;
-    }
-    let dir = temp_dir();
-    let script = repo_file("tests/watch/cupy_oom.py");
-    let out = gpulab()
-        .args(["watch", "--json", "-o"])
-        .arg(dir.path().join("r.json"))
-        .args(["--", "python3"])
-        .arg(&script)
-        .output()
-        .expect("gpulab starts");
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    };
     let kept = own_count(&stderr(&out), "cupy_oom:", "kept");
-    let report: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("r.json")).expect("a report"),
-    )
-    .expect("JSON");
-    assert_complete(&report, Some("cuda"));
-    crate::watch_python::check_cupy_oom_lines(&report, &script.to_string_lossy(), Some(kept));
+    crate::watch_python::check_cupy_oom_lines(&report, &script, Some(kept));
 }
 
 /// CuPy: freed arrays stay in its pool until `free_all_blocks()`.

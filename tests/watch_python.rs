@@ -341,28 +341,24 @@ fn a_pytorch_out_of_memory_leads_with_the_refused_call_and_what_pytorch_said() {
     );
 }
 
-/// Issue #48, PyTorch running out (`tests/watch/torch_oom.py`: 4 weights of
-/// 64 MiB, then a 32 MiB and a 96 MiB tensor a step, kept, until PyTorch's
-/// own limit refuses): the refusal names the script's line that asked, and
-/// what the process held then is grouped by the lines that made it, each with
-/// the count and bytes the script made there. `script` is the path the
-/// program ran under, as its interpreter names it.
-pub(crate) fn check_torch_oom_lines(report: &serde_json::Value, script: &str) {
-    let source =
-        std::fs::read_to_string(common::repo_file("tests/watch/torch_oom.py")).expect("the script");
-    let line = |mark: &str| {
+/// The lines of `tests/watch/NAME` marked `# MARK`, as `SCRIPT:LINE` where
+/// `script` is the path the program ran it under.
+fn marked_line(name: &str, script: &str) -> impl Fn(&str) -> String {
+    let source = std::fs::read_to_string(common::repo_file(&format!("tests/watch/{name}")))
+        .expect("the script");
+    let script = script.to_string();
+    move |mark| {
         format!(
             "{script}:{}",
             crate::watch::line_marked(&source, &format!("# {mark}"))
         )
-    };
-    let refused = &report["framework_refused"];
-    assert_eq!(refused["asked_bytes"], 96u64 << 20, "{refused:#}");
-    let asked = &refused["backtrace"][0];
-    assert_eq!(asked["python"], true, "{refused:#}");
-    assert_eq!(asked["function"], "activations", "{refused:#}");
-    assert_eq!(asked["location"].as_str(), Some(line("big").as_str()));
-    let held: std::collections::BTreeMap<String, (u64, u64)> = refused["held_then"]
+    }
+}
+
+/// A refusal's `held_then` buffers as (count, MiB) by their first frame's
+/// `file:line`.
+fn held_by_line(refusal: &serde_json::Value) -> std::collections::BTreeMap<String, (u64, u64)> {
+    refusal["held_then"]
         .as_array()
         .expect("held_then")
         .iter()
@@ -375,7 +371,24 @@ pub(crate) fn check_torch_oom_lines(report: &serde_json::Value, script: &str) {
                 (count.unwrap_or(0), bytes.unwrap_or(0) >> 20),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Issue #48, PyTorch running out (`tests/watch/torch_oom.py`: 4 weights of
+/// 64 MiB, then a 32 MiB and a 96 MiB tensor a step, kept, until PyTorch's
+/// own limit refuses): the refusal names the script's line that asked, and
+/// what the process held then is grouped by the lines that made it, each with
+/// the count and bytes the script made there. `script` is the path the
+/// program ran under, as its interpreter names it.
+pub(crate) fn check_torch_oom_lines(report: &serde_json::Value, script: &str) {
+    let line = marked_line("torch_oom.py", script);
+    let refused = &report["framework_refused"];
+    assert_eq!(refused["asked_bytes"], 96u64 << 20, "{refused:#}");
+    let asked = &refused["backtrace"][0];
+    assert_eq!(asked["python"], true, "{refused:#}");
+    assert_eq!(asked["function"], "activations", "{refused:#}");
+    assert_eq!(asked["location"].as_str(), Some(line("big").as_str()));
+    let held = held_by_line(refused);
     let (weights, small, big) = (line("weights"), line("small"), line("big"));
     assert_eq!(held.get(&weights), Some(&(4, 4 * 64)), "{held:#?}");
     // The step that was refused made its small tensor first.
@@ -402,18 +415,12 @@ pub(crate) fn check_torch_oom_lines(report: &serde_json::Value, script: &str) {
 /// at `/work/main`): the refusal's line and what each line held then.
 #[test]
 fn a_pytorch_refusal_names_the_line_that_asked_and_what_each_line_held() {
-    let file = common::repo_file("assets/watch-recordings/nvidia-h200/torch-oom--lines.jsonl");
-    let out = gpulab()
-        .args(["report", "--json"])
-        .arg(&file)
-        .output()
-        .expect("gpulab starts");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let file = "assets/watch-recordings/nvidia-h200/torch-oom--lines.jsonl";
+    let report = recorded_report(file);
     check_torch_oom_lines(&report, "/work/main/tests/watch/torch_oom.py");
     let text = gpulab()
         .arg("report")
-        .arg(&file)
+        .arg(common::repo_file(file))
         .output()
         .expect("gpulab starts");
     let text = stdout(&text);
@@ -423,39 +430,30 @@ fn a_pytorch_refusal_names_the_line_that_asked_and_what_each_line_held() {
     );
 }
 
+/// `gpulab report --json` of a shipped recording.
+fn recorded_report(file: &str) -> serde_json::Value {
+    let out = gpulab()
+        .args(["report", "--json"])
+        .arg(common::repo_file(file))
+        .output()
+        .expect("gpulab starts");
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
 /// Issue #48, CuPy running out (`tests/watch/cupy_oom.py`: 4 weights of 64
 /// MiB, then arrays of 8 GiB kept until the driver refuses one): the refused
 /// call names the script's line, and what the process held then is grouped
 /// by the lines that made it. `kept`: the script's own count of big arrays,
 /// when its output is at hand.
 pub(crate) fn check_cupy_oom_lines(report: &serde_json::Value, script: &str, kept: Option<u64>) {
-    let source =
-        std::fs::read_to_string(common::repo_file("tests/watch/cupy_oom.py")).expect("the script");
-    let line = |mark: &str| {
-        format!(
-            "{script}:{}",
-            crate::watch::line_marked(&source, &format!("# {mark}"))
-        )
-    };
+    let line = marked_line("cupy_oom.py", script);
     let ran_out = &report["ran_out"];
     let asked = &ran_out["backtrace"][0];
     assert_eq!(asked["python"], true, "{ran_out:#}");
     assert_eq!(asked["location"].as_str(), Some(line("big").as_str()));
     assert_eq!(ran_out["asked_bytes"], 8u64 << 30, "{ran_out:#}");
-    let held: std::collections::BTreeMap<String, (u64, u64)> = ran_out["held_then"]
-        .as_array()
-        .expect("held_then")
-        .iter()
-        .filter(|h| h["kind"] == "buffer")
-        .map(|h| {
-            let at = h["backtrace"][0]["location"].as_str().unwrap_or("?");
-            let (count, bytes) = (h["count"].as_u64(), h["bytes"].as_u64());
-            (
-                at.to_string(),
-                (count.unwrap_or(0), bytes.unwrap_or(0) >> 20),
-            )
-        })
-        .collect();
+    let held = held_by_line(ran_out);
     assert_eq!(held.get(&line("weights")), Some(&(4, 4 * 64)), "{held:#?}");
     let bigs = held.get(&line("big")).map_or(0, |(n, _)| *n);
     assert!(bigs > 0, "{held:#?}");
@@ -473,13 +471,6 @@ pub(crate) fn check_cupy_oom_lines(report: &serde_json::Value, script: &str, kep
 /// `/work/main`): the refused call's line and what each line held then.
 #[test]
 fn a_cupy_refusal_names_the_line_that_asked_and_what_each_line_held() {
-    let file = common::repo_file("assets/watch-recordings/nvidia-h200/cupy-oom--lines.jsonl");
-    let out = gpulab()
-        .args(["report", "--json"])
-        .arg(&file)
-        .output()
-        .expect("gpulab starts");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let report = recorded_report("assets/watch-recordings/nvidia-h200/cupy-oom--lines.jsonl");
     check_cupy_oom_lines(&report, "/work/main/tests/watch/cupy_oom.py", None);
 }

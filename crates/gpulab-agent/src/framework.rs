@@ -34,6 +34,17 @@ unsafe fn framework(name: *const c_char) -> Option<Framework> {
 
 /// Queues what `framework` said; 0 when the agent records it, -1 when not.
 fn said(framework: Option<Framework>, device: u32, said: FrameworkSaid) -> i32 {
+    said_with(framework, device, said, || None)
+}
+
+/// [`said`], with the calling thread's stack where `stack` takes one (only
+/// once the agent records).
+fn said_with(
+    framework: Option<Framework>,
+    device: u32,
+    said: FrameworkSaid,
+    stack: impl FnOnce() -> Option<crate::stack::Captured>,
+) -> i32 {
     let Some(framework) = framework else {
         return -1;
     };
@@ -45,7 +56,7 @@ fn said(framework: Option<Framework>, device: u32, said: FrameworkSaid) -> i32 {
         framework,
         device,
         said,
-        stack: None,
+        stack: stack(),
     });
     0
 }
@@ -92,26 +103,16 @@ pub unsafe extern "C" fn gpulab_framework_refused(
 ) -> i32 {
     // SAFETY: as this function's caller promises.
     let framework = unsafe { self::framework(framework) };
-    let Some(framework) = framework else {
-        return -1;
+    let refused = FrameworkSaid::Refused {
+        asked,
+        free,
+        limit,
+        stack: None,
     };
-    if !transport::running() {
-        return -1;
-    }
     // The observer runs on the thread that asked: its stack names the line.
-    transport::send(Record::Framework {
-        t_ns: now_ns(),
-        framework,
-        device,
-        said: FrameworkSaid::Refused {
-            asked,
-            free,
-            limit,
-            stack: None,
-        },
-        stack: crate::stack::capture(gpulab_events::ObjKind::Buffer),
-    });
-    0
+    said_with(framework, device, refused, || {
+        crate::stack::capture(gpulab_events::ObjKind::Buffer)
+    })
 }
 
 /// The hook cannot read `framework`: `reason` says why (kept to 300 bytes).
