@@ -111,16 +111,9 @@ pub fn refusal(run: &Run) -> Option<FrameworkRefusal> {
         free_bytes: r.free,
         limit_bytes: r.limit,
         before: r.before.as_ref().map(|f| FiguresReport::of(f, start)),
-        backtrace: frames(run, r.stack),
+        backtrace: super::held_then::frames(run, r.stack),
         held_then: HeldThenReport::of(run, run.frameworks().held_at_first_refusal()),
     })
-}
-
-pub(super) fn frames(run: &Run, stack: Option<u64>) -> Vec<Frame> {
-    stack
-        .and_then(|id| run.stacks().get(&id))
-        .cloned()
-        .unwrap_or_default()
 }
 
 fn start(run: &Run) -> u64 {

@@ -1,10 +1,7 @@
 //! What a refused process held of device memory at the refusal, grouped by
-//! where each piece was made: the driver's first refusal ([`WatchRanOut`]) and
-//! a framework's ([`FrameworkRefusal`]) both say it, from objects the run
-//! folded up to that moment ([`crate::run::frameworks::HeldThen`]).
-//!
-//! [`WatchRanOut`]: super::out_of_memory::WatchRanOut
-//! [`FrameworkRefusal`]: super::frameworks::FrameworkRefusal
+//! where each piece was made: the driver's first refusal (`ran_out`) and a
+//! framework's (`framework_refused`) both say it, from objects the run folded
+//! up to that moment ([`crate::run::frameworks::HeldThen`]).
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -35,6 +32,14 @@ pub struct HeldThenReport {
     pub backtrace: Vec<Frame>,
 }
 
+/// The frames of a stack the run named, innermost first; none without one.
+pub(super) fn frames(run: &Run, stack: Option<u64>) -> Vec<Frame> {
+    stack
+        .and_then(|id| run.stacks().get(&id))
+        .cloned()
+        .unwrap_or_default()
+}
+
 impl HeldThenReport {
     pub(crate) fn of(run: &Run, held: &[HeldThen]) -> Vec<HeldThenReport> {
         held.iter()
@@ -48,7 +53,7 @@ impl HeldThenReport {
                     .unwrap_or(Owner::Unknown)
                     .as_str()
                     .into(),
-                backtrace: super::frameworks::frames(run, h.stack),
+                backtrace: frames(run, h.stack),
             })
             .collect()
     }
