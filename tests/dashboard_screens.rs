@@ -272,6 +272,35 @@ fn a_watched_programs_recording_shows_its_calls_and_what_it_holds() {
     insta::assert_snapshot!("watch_forgotten_160x48", s);
 }
 
+/// A Python program the driver refused (CuPy on the H200, issue #48): the
+/// findings lead with the refused call, the script's line that asked, and
+/// what the process held then by the line that made it.
+#[test]
+fn a_refused_python_program_leads_its_findings_with_the_line_that_asked() {
+    let mut a = app();
+    open(&mut a, "nvidia-h200/cupy-oom--lines", false);
+    let s = screen(&mut a, 160, 48);
+    let findings: Vec<&str> = s
+        .lines()
+        .skip_while(|l| !l.contains("What the program holds"))
+        .collect();
+    let text = findings.join("\n");
+    assert!(
+        findings.get(1).is_some_and(
+            |l| l.contains("ran out of memory: cuMemAlloc of 8192.0 MiB, through CuPy")
+        ),
+        "{s}"
+    );
+    assert!(
+        text.contains("at <module> (/work/main/tests/watch/cupy_oom.py:19)"),
+        "{s}"
+    );
+    assert!(
+        text.contains("17 buffers       139264.00 MiB, through CuPy at <module>"),
+        "{s}"
+    );
+}
+
 /// The torchrun job recorded on two H200s (NCCL between them, rank 1 out of
 /// memory): one lane per GPU with its rank, and `n` shows one rank alone in
 /// the objects and findings panels, then every rank again.

@@ -269,7 +269,21 @@ impl WatchRanOut {
     }
 
     /// What it says first, in a report's words.
-    pub(crate) fn lines(&self) -> Vec<String> {
+    /// The report's lines: the refusal, then up to
+    /// [`super::held_then::LISTED`] places of what the process held.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = self.lead_lines();
+        out.extend(self.held_lines(super::held_then::LISTED));
+        out
+    }
+
+    /// What the process held then, `listed` places at most.
+    pub fn held_lines(&self, listed: usize) -> Vec<String> {
+        super::held_then::HeldThenReport::lines(&self.held_then, listed)
+    }
+
+    /// The refused call, its stack, and the device and the program then.
+    pub fn lead_lines(&self) -> Vec<String> {
         let asked = self
             .asked_bytes
             .map_or_else(String::new, |b| format!(" of {:.1} MiB", mib(b)));
@@ -304,10 +318,6 @@ impl WatchRanOut {
             ));
         }
         self.holders_lines(&mut out);
-        out.extend(super::held_then::HeldThenReport::lines(
-            &self.held_then,
-            super::held_then::LISTED,
-        ));
         match self.other_processes.as_deref() {
             Some([]) => out.push("  no other process held device memory then".into()),
             Some(others) => {

@@ -146,12 +146,40 @@ impl VerdictPanel<'_> {
         let now = if ended { "alive at exit" } else { "alive now" };
         let shown = |pid: u32| self.rank.is_none_or(|r| r == pid);
         let refused = r.framework_refused.as_ref().filter(|f| shown(f.pid));
+        // What the refused process held, its three places that held the
+        // most: under the refusal, or under the ranks' lines where there are
+        // ranks (which one ran out first comes first).
+        let held = |out: &mut Vec<Line<'static>>| {
+            for line in refused.map(|f| f.held_lines(3)).unwrap_or_default() {
+                out.push(Line::styled(line.trim_start().to_string(), t.dim()));
+            }
+        };
+        // The driver's refusal leads, with the places that held the most
+        // then (a job of ranks says it in its ranks' lines).
+        if r.ranks.is_empty()
+            && let Some(o) = r.ran_out.as_ref().filter(|o| shown(o.pid))
+        {
+            // The call and its frames, then what was held, then the device
+            // and the program's figures then.
+            let lead = o.lead_lines();
+            let (call, then) = lead.split_at(lead.len().min(1 + o.backtrace.len()));
+            let places = o.held_lines(3);
+            for (i, line) in call.iter().chain(&places).chain(then).enumerate() {
+                out.push(Line::styled(
+                    line.trim_start().to_string(),
+                    if i == 0 { t.bad() } else { t.dim() },
+                ));
+            }
+        }
         if let Some(f) = refused {
             for (i, line) in f.lead_lines().into_iter().enumerate() {
                 out.push(Line::styled(
                     line.trim_start().to_string(),
                     if i == 0 { t.bad() } else { t.dim() },
                 ));
+            }
+            if r.ranks.is_empty() {
+                held(&mut out);
             }
         }
         if let Some(h) = r.holders.as_ref().and_then(|h| h.at_exit.as_ref()) {
@@ -171,12 +199,8 @@ impl VerdictPanel<'_> {
                 out.push(Line::styled(line.trim_start().to_string(), style));
             }
         }
-        // What the refused process held, after the ranks' lines: the three
-        // places that held the most.
-        if let Some(f) = refused {
-            for line in f.held_lines(3) {
-                out.push(Line::styled(line.trim_start().to_string(), t.dim()));
-            }
+        if !r.ranks.is_empty() {
+            held(&mut out);
         }
         for a in r.frameworks.iter().filter(|a| shown(a.pid)) {
             out.push(Line::styled(a.line(), t.dim()));
