@@ -8,7 +8,7 @@
 //! naming from the file's full symbols and debug information.
 
 use std::collections::HashMap;
-use std::ffi::{CStr, c_int, c_void};
+use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::OnceLock;
 
 use gpulab_events::{Frame, ObjKind};
@@ -169,7 +169,9 @@ fn walk(mut walk: Walk) -> Box<[usize]> {
             walking.skipped_own = true;
             return URC_NO_REASON;
         }
-        let is_between = walking.walk.past.is_some() && between_at(ret);
+        // A frame whose file cannot be told counts as the driver's: the
+        // walk goes on past it.
+        let is_between = walking.walk.past.is_some() && between_at(ret).unwrap_or(true);
         if walking.walk.step(ret, is_between) {
             URC_NO_REASON
         } else {
@@ -185,11 +187,43 @@ fn walk(mut walk: Walk) -> Box<[usize]> {
     walk.taken.into_boxed_slice()
 }
 
+/// glibc's `struct dl_find_object` (`<dlfcn.h>`, glibc 2.35).
+#[repr(C)]
+struct DlFindObject {
+    flags: u64,
+    map_start: *mut c_void,
+    map_end: *mut c_void,
+    link_map: *const c_void,
+    eh_frame: *mut c_void,
+    reserved: [u64; 7],
+}
+
+/// glibc's `_dl_find_object`: the loaded file holding an address, found
+/// without the loader's lock (unwinders call it for each frame).
+type FindObject = unsafe extern "C" fn(*mut c_void, *mut DlFindObject) -> c_int;
+
+/// `_dl_find_object` where this glibc has it (2.35 and newer), looked up once
+/// as the agent starts: the program's threads never take the loader's lock
+/// to tell a frame's file (a thread inside `dlopen` holds it while
+/// constructors run, which may wait on a driver call of theirs).
+static FIND_OBJECT: OnceLock<Option<FindObject>> = OnceLock::new();
+
+/// Looks up what the walk needs of the loader; called as the agent starts.
+pub fn prepare() {
+    FIND_OBJECT.get_or_init(|| {
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
+        let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
+        // SAFETY: glibc's symbol of that name has this type.
+        (!found.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, FindObject>(found) })
+    });
+}
+
 /// Whether a return address lies in a file between the program's call and
-/// the agent, by the loader's own lookup (`dladdr`), kept per thread: a
-/// thread's creating calls pass the same few dozen addresses of the agent,
-/// CUPTI and the driver.
-fn between_at(ret: usize) -> bool {
+/// the agent, kept per thread (a thread's creating calls pass the same few
+/// dozen addresses of the agent, CUPTI and the driver). None where it cannot
+/// be told without the loader's lock (an older glibc, the agent not started
+/// yet) or the address lies in no loaded file: the walk then goes on.
+fn between_at(ret: usize) -> Option<bool> {
     /// Addresses a thread keeps before it forgets them all (a library
     /// unloaded and another mapped in its place is forgotten too, in time).
     const KEPT_PER_THREAD: usize = 512;
@@ -197,16 +231,26 @@ fn between_at(ret: usize) -> bool {
         static KNOWN: std::cell::RefCell<HashMap<usize, bool>> =
             std::cell::RefCell::new(HashMap::new());
     }
-    let look = || {
-        // SAFETY: Dl_info is plain data.
-        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-        // SAFETY: dladdr fills `info` or returns 0; any address may be asked
-        // about.
-        let found = unsafe { libc::dladdr(ret.saturating_sub(1) as *const c_void, &mut info) };
-        found != 0
-            && !info.dli_fname.is_null()
-            // SAFETY: non-null, NUL-terminated, owned by the loader.
-            && between(&unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy())
+    let find = (*FIND_OBJECT.get()?)?;
+    let look = || -> Option<bool> {
+        // SAFETY: plain data, filled by the call below.
+        let mut found: DlFindObject = unsafe { std::mem::zeroed() };
+        // SAFETY: any address may be asked about; `found` is the struct the
+        // function fills.
+        if unsafe { find(ret.saturating_sub(1) as *mut c_void, &mut found) } != 0
+            || found.link_map.is_null()
+        {
+            return None;
+        }
+        // SAFETY: a live `struct link_map`, whose `l_name` (after `l_addr`)
+        // is a NUL-terminated string the loader owns while the file is
+        // loaded ("" for the program itself).
+        let name = unsafe { *found.link_map.cast::<*const c_char>().add(1) };
+        if name.is_null() {
+            return Some(false);
+        }
+        // SAFETY: as above.
+        Some(between(&unsafe { CStr::from_ptr(name) }.to_string_lossy()))
     };
     KNOWN
         .try_with(|known| {
@@ -214,14 +258,14 @@ fn between_at(ret: usize) -> bool {
                 return look();
             };
             if let Some(is) = known.get(&ret) {
-                return *is;
+                return Some(*is);
             }
             if known.len() >= KEPT_PER_THREAD {
                 known.clear();
             }
-            let is = look();
+            let is = look()?;
             known.insert(ret, is);
-            is
+            Some(is)
         })
         .unwrap_or_else(|_| look())
 }
@@ -462,6 +506,23 @@ mod tests {
             n += 1;
         }
         assert_eq!(whole.taken.len(), CAPTURED);
+    }
+
+    /// A frame's file is told by the loader's lock-free lookup where glibc
+    /// has it: the test's own code and libc are not the driver's, and an
+    /// address in no file cannot be told (the walk goes on past it).
+    #[test]
+    fn a_frames_file_is_told_without_the_loaders_lock_or_not_at_all() {
+        prepare();
+        let here = a_frames_file_is_told_without_the_loaders_lock_or_not_at_all as fn() as usize;
+        let libc_fn = libc::getpid as *const () as usize;
+        let has = FIND_OBJECT.get().copied().flatten().is_some();
+        let want = |is: bool| if has { Some(is) } else { None };
+        assert_eq!(between_at(here + 1), want(false));
+        assert_eq!(between_at(libc_fn + 1), want(false));
+        // Asked twice: the second answer is the thread's kept one.
+        assert_eq!(between_at(here + 1), want(false));
+        assert_eq!(between_at(0x10), None);
     }
 
     #[inline(never)]

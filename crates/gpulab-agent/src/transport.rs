@@ -110,6 +110,7 @@ pub fn start() -> bool {
     if !launch(region) {
         return false;
     }
+    crate::stack::prepare();
     // SAFETY: the handler only stores to atomics and this thread's own
     // thread-local.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
