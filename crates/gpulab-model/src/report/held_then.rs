@@ -1,13 +1,13 @@
 //! What a refused process held of device memory at the refusal, grouped by
 //! where each piece was made: the driver's first refusal (`ran_out`) and a
 //! framework's (`framework_refused`) both say it, from objects the run folded
-//! up to that moment ([`crate::run::frameworks::HeldThen`]).
+//! up to that moment ([`crate::run::HeldThen`]).
 
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::run::HeldThen;
 use crate::run::Run;
-use crate::run::frameworks::HeldThen;
 use crate::run::owners::Owner;
 use crate::text::fit;
 use crate::trace::{Frame, ObjKind};

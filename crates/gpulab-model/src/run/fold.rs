@@ -70,7 +70,7 @@ pub struct Folds {
     pub ran_out: Option<Call>,
     /// What its process held of device memory when it ran out, by kind and
     /// the stack that made it.
-    pub held_at_ran_out: Vec<super::frameworks::HeldThen>,
+    pub held_at_ran_out: Vec<super::live::HeldThen>,
     /// The search for the error an `# expect-error` line looks for.
     pub expected: Expected,
     /// When the first call began.

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use gpulab_events::{Framework, FrameworkEvent, FrameworkSaid};
 
+use super::live::HeldThen;
+
 /// One allocator: a framework on one device of one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Allocator {
@@ -48,21 +50,6 @@ pub struct Refusal {
     /// The refused thread's stack ([`crate::run::Run::stacks`]): the line of
     /// the program's own code that asked.
     pub stack: Option<u64>,
-}
-
-/// Most bytes first; the same bytes in the stacks' order.
-pub(super) fn sort_held(held: &mut [HeldThen]) {
-    held.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.stack.cmp(&b.stack)));
-}
-
-/// Objects holding device memory that the refused process had made and not
-/// released when its framework refused, grouped by the stack that made them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldThen {
-    pub kind: gpulab_events::ObjKind,
-    pub stack: Option<u64>,
-    pub count: u64,
-    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -161,8 +148,7 @@ impl Frameworks {
 
     /// Keeps what the refused process held at the first refusal: the
     /// objects the run had then, said by whoever folds them.
-    pub(super) fn held_then(&mut self, mut held: Vec<HeldThen>) {
-        sort_held(&mut held);
+    pub(super) fn held_then(&mut self, held: Vec<HeldThen>) {
         self.held_at_first_refusal = held;
     }
 

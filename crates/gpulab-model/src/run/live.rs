@@ -148,6 +148,16 @@ pub fn maker_text(api: &str, through: &str, pid: u32, thread: u64) -> String {
     }
 }
 
+/// Objects of one kind made at one stack that a process held at a moment
+/// (a refusal): their count and bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldThen {
+    pub kind: ObjKind,
+    pub stack: Option<u64>,
+    pub count: u64,
+    pub bytes: u64,
+}
+
 impl LiveIndex {
     /// The object's facts before its latest event, for [`LiveIndex::update`].
     pub(super) fn before(ledger: &BTreeMap<u64, ObjState>, id: u64) -> Option<Facts> {
@@ -328,8 +338,9 @@ impl LiveIndex {
     }
 
     /// What process `pid` holds of device memory now: objects it made and never
-    /// released, with bytes, by kind and the stack that made them.
-    pub fn held_by(&self, pid: u32) -> Vec<super::frameworks::HeldThen> {
+    /// released, with bytes, by kind and the stack that made them, most bytes
+    /// first (the same bytes in the stacks' order).
+    pub fn held_by(&self, pid: u32) -> Vec<HeldThen> {
         let mut by: BTreeMap<(ObjKind, Option<u64>), (u64, u64)> = BTreeMap::new();
         for ((kind, _, p, _, stack), (count, bytes)) in &self.unreleased {
             if *p == pid && *bytes > 0 && *kind != ObjKind::HostBuffer {
@@ -338,16 +349,17 @@ impl LiveIndex {
                 e.1 += bytes;
             }
         }
-        by.into_iter()
-            .map(
-                |((kind, stack), (count, bytes))| super::frameworks::HeldThen {
-                    kind,
-                    stack,
-                    count,
-                    bytes,
-                },
-            )
-            .collect()
+        let mut held: Vec<HeldThen> = by
+            .into_iter()
+            .map(|((kind, stack), (count, bytes))| HeldThen {
+                kind,
+                stack,
+                count,
+                bytes,
+            })
+            .collect();
+        held.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.stack.cmp(&b.stack)));
+        held
     }
 
     /// Whether a held event refers to object `id`.

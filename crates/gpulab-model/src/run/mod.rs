@@ -61,7 +61,7 @@ pub use finding::Finding;
 pub use fold::{ApiFold, Folds, TagFold};
 pub use gone::RanOutCounts;
 pub use lags::Lags;
-pub use live::{LiveIndex, UNSEEN_MAKER, maker_text};
+pub use live::{HeldThen, LiveIndex, UNSEEN_MAKER, maker_text};
 pub use load::{Load, loaded};
 pub use objects::{MadeBy, ObjState};
 pub use readings::AgentPeak;
@@ -640,9 +640,7 @@ impl Run {
                 self.readings.stats.note_ran_out(s, failed.end_ns);
             }
             self.compose_ran_out(c);
-            let mut held = self.objects.index.held_by(c.pid);
-            frameworks::sort_held(&mut held);
-            self.folds.held_at_ran_out = held;
+            self.folds.held_at_ran_out = self.objects.index.held_by(c.pid);
         }
         self.ran_out_in_process(c);
         // The device's free memory inside a refused allocation: how much

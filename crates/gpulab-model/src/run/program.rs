@@ -120,7 +120,7 @@ impl Program {
     pub(super) fn framework(
         &mut self,
         f: &FrameworkEvent,
-        held: impl FnOnce(u32) -> Vec<super::frameworks::HeldThen>,
+        held: impl FnOnce(u32) -> Vec<super::live::HeldThen>,
     ) {
         let first_refusal = self.frameworks.refusals() == 0
             && matches!(f.said, gpulab_events::FrameworkSaid::Refused { .. });
