@@ -20,11 +20,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::watch::program;
+use common::watch::{Resident, program};
 use common::{device_lock, gpulab, stderr};
 use serde_json::Value;
 
-/// gpulab's own resident memory may not pass this in any run.
+/// gpulab's own resident memory (anonymous pages: not the files it maps to
+/// name frames) may not pass this in any run.
 const RSS_LIMIT_KIB: u64 = 100 * 1024;
 
 /// One program of the mix: its arguments (`{dir}` is the run's folder), the
@@ -81,15 +82,6 @@ fn runs_wanted() -> usize {
         .unwrap_or(2 * MIX.len())
 }
 
-/// The highest resident set gpulab reached so far (`VmHWM`), in KiB.
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
 /// Processes still running the program (by its executable's path).
 fn left_behind(exe: &Path) -> Vec<u32> {
     let Ok(procs) = std::fs::read_dir("/proc") else {
@@ -111,7 +103,7 @@ fn many_watched_runs_of_mixed_programs_do_no_harm_and_invent_nothing() {
         return;
     };
     let _device = device_lock();
-    let mut peak_kib = 0;
+    let mut peak = Resident::default();
     let runs = runs_wanted();
     for i in 0..runs {
         let mode = &MIX[i % MIX.len()];
@@ -137,9 +129,9 @@ fn many_watched_runs_of_mixed_programs_do_no_harm_and_invent_nothing() {
             .spawn()
             .expect("gpulab starts");
         let pid = child.id();
-        let mut run_peak = 0;
+        let mut run_peak = Resident::default();
         let status = loop {
-            run_peak = run_peak.max(peak_rss_kib(pid).unwrap_or(0));
+            run_peak.sample(pid);
             match child.try_wait().expect("wait") {
                 Some(s) => break s,
                 None => std::thread::sleep(Duration::from_millis(5)),
@@ -171,11 +163,12 @@ fn many_watched_runs_of_mixed_programs_do_no_harm_and_invent_nothing() {
         let left = left_behind(&exe);
         assert!(left.is_empty(), "{what}: left running: {left:?}");
         assert!(
-            run_peak < RSS_LIMIT_KIB,
-            "{what}: gpulab peaked at {run_peak} KiB"
+            run_peak.own_kib < RSS_LIMIT_KIB,
+            "{what}: gpulab peaked at {run_peak}"
         );
-        peak_kib = peak_kib.max(run_peak);
+        peak.own_kib = peak.own_kib.max(run_peak.own_kib);
+        peak.hwm_kib = peak.hwm_kib.max(run_peak.hwm_kib);
         let _ = std::fs::remove_dir_all(&run_dir);
     }
-    eprintln!("{runs} watched runs, gpulab's peak RSS {peak_kib} KiB");
+    eprintln!("{runs} watched runs, gpulab's peak: {peak}");
 }

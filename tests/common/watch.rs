@@ -182,24 +182,56 @@ pub fn churn_reports_exactly_its_leaks(exe: &str, threads: u64, iterations: u64,
     }
 }
 
-/// Waits for `child` (at most `limit`), reading its peak resident memory
-/// (`VmHWM`) as it runs: the last reading before it became a zombie.
-pub fn peak_rss_kib(child: &std::process::Child, limit: std::time::Duration) -> u64 {
-    let status = format!("/proc/{}/status", child.id());
-    let deadline = std::time::Instant::now() + limit;
-    let mut peak_kib = 0u64;
-    while let Ok(text) = std::fs::read_to_string(&status) {
-        let hwm = text
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok());
-        // A zombie has no memory lines left: the last reading stands.
-        let Some(hwm) = hwm else { break };
-        peak_kib = peak_kib.max(hwm);
-        if std::time::Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+/// A process's resident memory at its highest, in KiB: its own (anonymous)
+/// pages, sampled, and the kernel's high-water mark of all of them (`VmHWM`).
+/// The two are told apart because gpulab maps the libraries it names frames
+/// in: reading the symbols of a program's 105 MiB libLLVM puts that file's
+/// pages, shared with the program and the page cache, into `VmHWM`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Resident {
+    pub own_kib: u64,
+    pub hwm_kib: u64,
+}
+
+impl Resident {
+    /// Reads `pid`'s status once; false once it has no memory left (a
+    /// zombie) or is gone: the last reading stands.
+    pub fn sample(&mut self, pid: u32) -> bool {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            return false;
+        };
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        };
+        let (Some(hwm), Some(anon)) = (field("VmHWM:"), field("RssAnon:")) else {
+            return false;
+        };
+        self.hwm_kib = self.hwm_kib.max(hwm);
+        self.own_kib = self.own_kib.max(anon);
+        true
     }
-    peak_kib
+}
+
+impl std::fmt::Display for Resident {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} MiB of its own (VmHWM {} MiB, with the files it mapped)",
+            self.own_kib >> 10,
+            self.hwm_kib >> 10
+        )
+    }
+}
+
+/// Waits for `child` (at most `limit`), sampling its resident memory as it
+/// runs: the last reading before it became a zombie.
+pub fn peak_rss(child: &std::process::Child, limit: std::time::Duration) -> Resident {
+    let deadline = std::time::Instant::now() + limit;
+    let mut peak = Resident::default();
+    while peak.sample(child.id()) && std::time::Instant::now() <= deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    peak
 }
