@@ -442,6 +442,15 @@ pub struct WatchArgs {
     #[arg(long, value_enum, value_name = "WHICH", default_value = "new")]
     pub launches: Launches,
 
+    /// PyTorch: turn on PyTorch's own memory history (its Python stack at
+    /// every allocation) as the program initialises CUDA, so the report lists
+    /// the tensors alive by the line of the program that allocated them: at
+    /// the highest of the allocator's readings, with each line's growth, and
+    /// at an out-of-memory refusal. It costs the program each allocation's
+    /// stack (docs/benchmarks.md); without it, lines name what grew the cache.
+    #[arg(long)]
+    pub torch_history: bool,
+
     /// How much of the native call stack of the calls that create objects to
     /// take. `caller` (the default): the calling frame alone, which names who
     /// made each object (the program, or the library that called the driver:

@@ -301,6 +301,30 @@ fn a_refused_python_program_leads_its_findings_with_the_line_that_asked() {
     );
 }
 
+/// PyTorch's refusal recorded under `--torch-history`: the findings say its
+/// tensors alive then by the line that allocated them, the most first.
+#[test]
+fn a_refusal_under_torch_history_shows_its_tensors_by_line() {
+    let mut a = app();
+    open(&mut a, "nvidia-h200/torch-oom--history", false);
+    let s = screen(&mut a, 200, 60);
+    let findings: Vec<&str> = s
+        .lines()
+        .skip_while(|l| !l.contains("What the program holds"))
+        .collect();
+    let text = findings.join("\n");
+    let heading = text
+        .find("PyTorch's tensors alive as it refused")
+        .unwrap_or_else(|| panic!("{s}"));
+    let first = text[heading..]
+        .find("20 tensors at activations (/work/main/tests/watch/torch_oom.py:22)")
+        .unwrap_or_else(|| panic!("{s}"));
+    let second = text[heading..]
+        .find("21 tensors at activations (/work/main/tests/watch/torch_oom.py:21)")
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(first < second, "{s}");
+}
+
 /// The torchrun job recorded on two H200s (NCCL between them, rank 1 out of
 /// memory): one lane per GPU with its rank, and `n` shows one rank alone in
 /// the objects and findings panels, then every rank again.

@@ -231,6 +231,7 @@ fn a_leaked_cuda_buffer_is_seen_while_the_program_runs() {
         cupti: None,
         device_spans: false,
         every_launch: false,
+        torch_history: false,
         stacks: gpulab::watch::Stacks::Caller,
         stop: Default::default(),
     };
@@ -454,6 +455,81 @@ fn a_cupy_refusal_is_named_by_its_line_with_what_each_line_held() {
     };
     let kept = own_count(&stderr(&out), "cupy_oom:", "kept");
     crate::watch_python::check_cupy_oom_lines(&report, &script, Some(kept));
+}
+
+/// `gpulab watch --json FLAGS -- python3 SCRIPT ARGS`: its exit status and
+/// report, and the script's path as the program ran it.
+fn watch_python(flags: &[&str], script: &str, args: &[&str]) -> (Option<i32>, Value, String) {
+    let dir = temp_dir();
+    let script = repo_file(script);
+    let out = gpulab()
+        .args(["watch", "--json", "-o"])
+        .arg(dir.path().join("r.json"))
+        .args(flags)
+        .args(["--", "python3"])
+        .arg(&script)
+        .args(args)
+        .output()
+        .expect("gpulab starts");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("r.json")).unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("no report ({e}): {}", stderr(&out)));
+    assert_complete(&report, Some("cuda"));
+    (
+        out.status.code(),
+        report,
+        script.to_string_lossy().into_owned(),
+    )
+}
+
+/// Issue #48's Done-when, under `--torch-history` on the device: a PyTorch
+/// out-of-memory lists the tensors alive at the refusal by the script's
+/// lines, and in the loop that keeps its losses (`torch_losses.py`) the line
+/// of the forward pass is the one that grew, while the input's line holds
+/// one 32 MiB tensor a step kept by the graphs.
+#[test]
+#[ignore = "needs an NVIDIA GPU, PyTorch and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn torch_history_names_the_tensors_at_a_refusal_and_the_forward_that_grew() {
+    require_cuda();
+    if !python_has("torch") {
+        eprintln!("skipping: python3 has no torch");
+        return;
+    }
+    let (status, report, script) =
+        watch_python(&["--torch-history"], "tests/watch/torch_oom.py", &[]);
+    assert_eq!(status, Some(3), "{report:#}");
+    crate::watch_python::check_torch_oom_tensors(&report, &script);
+
+    let (status, report, script) = watch_python(
+        &["--torch-history"],
+        "tests/watch/torch_losses.py",
+        &["12", "0.3"],
+    );
+    assert_eq!(status, Some(0), "{report:#}");
+    let highest = &report["frameworks"][0]["tensors_at_highest"];
+    let source = std::fs::read_to_string(&script).expect("the script");
+    let at = |text: &str| {
+        let n = 1 + source
+            .lines()
+            .position(|l| l.contains(text))
+            .expect("a line");
+        format!("{script}:{n}")
+    };
+    let lines = highest["lines"].as_array().expect("lines");
+    let grew = lines
+        .iter()
+        .max_by_key(|l| l["change_bytes"].as_i64().unwrap_or(i64::MIN))
+        .expect("a line");
+    let place = |l: &Value| format!("{}:{}", l["file"].as_str().unwrap_or("?"), l["line"]);
+    assert_eq!(place(grew), at("loss = model(x)"), "{highest:#}");
+    assert!(grew["change_bytes"].as_i64() > Some(0), "{highest:#}");
+    let by_line = crate::watch_python::tensors_by_line(highest);
+    let (inputs, mib) = by_line
+        .get(&at("x = torch.randn"))
+        .copied()
+        .unwrap_or_default();
+    assert!(inputs > 0 && mib == inputs * 32, "{highest:#}");
 }
 
 /// CuPy: freed arrays stay in its pool until `free_all_blocks()`.

@@ -46,10 +46,16 @@ fn bare(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn watched(dir: &Path, args: &[&str]) -> Output {
+    watched_with(dir, &[], args)
+}
+
+/// [`watched`], with `gpulab watch`'s own `flags`.
+fn watched_with(dir: &Path, flags: &[&str], args: &[&str]) -> Output {
     let report = dir.join("report.json");
     gpulab()
         .args(["watch", "--json", "-o"])
         .arg(&report)
+        .args(flags)
         .arg("--")
         .arg(PYTHON)
         .args(args)
@@ -211,6 +217,115 @@ fn what_a_framework_says_reaches_the_report_and_a_missing_hook_is_said_once() {
     );
 }
 
+/// Issue #48, `--torch-history` on every machine: a stand-in for PyTorch
+/// (`tests/watch/standin/`, shaped as PyTorch's memory history and snapshot
+/// are) under the real hook and agent. The tensors alive at the highest look
+/// and at the refusal are grouped by the program's own line (a library's
+/// tensors by the line that called it), with each line's count and bytes as
+/// the script made them, and the line that grew has grown since the first
+/// look. Without the flag nothing is looked at and the report says how to.
+#[test]
+fn torch_history_names_the_tensors_alive_by_the_line_that_allocated_them() {
+    let test = "torch_history_names_the_tensors_alive_by_the_line_that_allocated_them";
+    if !opencl_or_skip(test) || !python_or_skip(test) {
+        return;
+    }
+    let has = Command::new(PYTHON)
+        .args(["-c", "import pyopencl"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !tool_or_skip(test, has, "pyopencl for /usr/bin/python3") {
+        return;
+    }
+    let _device = device_lock();
+    let dir = temp_dir();
+    let standin = |name: &str| {
+        let source = common::repo_file(&format!("tests/watch/standin/{name}"));
+        let to = dir.path().join(name);
+        std::fs::create_dir_all(to.parent().expect("a folder")).expect("folder");
+        std::fs::copy(source, to).expect("copy");
+    };
+    for name in [
+        "history.py",
+        "site-packages/torch/__init__.py",
+        "site-packages/torch/_inductor.py",
+        "site-packages/layers.py",
+    ] {
+        standin(name);
+    }
+    let script = dir.path().join("history.py").to_string_lossy().into_owned();
+    let line = marked_line("standin/history.py", &script);
+    // What the program prints says whether it had imported `torch._inductor`
+    // at each step: the hook's looks import nothing.
+    let report = |flags: &[&str], args: &[&str]| {
+        let bare = bare(dir.path(), args);
+        assert!(bare.status.success(), "{}", stderr(&bare));
+        let out = watched_with(dir.path(), flags, args);
+        assert_eq!(out.status.code(), bare.status.code(), "{}", stderr(&out));
+        assert_eq!(stdout(&out), stdout(&bare));
+        let text = std::fs::read_to_string(dir.path().join("report.json")).expect("report");
+        serde_json::from_str::<serde_json::Value>(&text).expect("JSON")
+    };
+    let by_line = tensors_by_line;
+    let with = report(&["--torch-history"], &["history.py"]);
+    assert_complete(&with, Some("opencl"));
+    let expected =
+        std::collections::BTreeMap::from([(line("grows"), (6, 24)), (line("library"), (3, 3))]);
+    let highest = &with["frameworks"][0]["tensors_at_highest"];
+    assert_eq!(by_line(highest), expected, "{highest:#}");
+    assert_eq!(highest["allocated_bytes"], 27u64 << 20, "{highest:#}");
+    assert_eq!(highest["tensors"], 9, "{highest:#}");
+    assert!(highest["looks"].as_u64() >= Some(2), "{highest:#}");
+    let grows = &highest["lines"][0];
+    assert_eq!(grows["function"], "<module>", "{highest:#}");
+    // The first look came after the first step, and each step is 4 MiB.
+    let change = grows["change_bytes"].as_i64().expect("a change");
+    assert!(
+        change > 0 && change < 24 << 20 && change % (4 << 20) == 0,
+        "{highest:#}"
+    );
+    let refused = &with["framework_refused"];
+    assert_eq!(
+        refused["backtrace"][0]["location"].as_str(),
+        Some(line("refused").as_str()),
+        "{refused:#}"
+    );
+    assert_eq!(by_line(&refused["tensors_then"]), expected, "{refused:#}");
+    assert!(
+        refused["tensors_then"].get("looks").is_none(),
+        "{refused:#}"
+    );
+
+    // A program that never imports `torch._inductor`: no look at its highest
+    // readings (one would import it), and the report says why; the look at
+    // the refusal runs on the program's own thread.
+    let never = report(&["--torch-history"], &["history.py", "never"]);
+    assert!(
+        never["frameworks"][0].get("tensors_at_highest").is_none(),
+        "{never:#}"
+    );
+    assert_eq!(
+        by_line(&never["framework_refused"]["tensors_then"]),
+        expected
+    );
+    let warned = never["warnings"].as_array().expect("warnings");
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.as_str().is_some_and(|w| w.contains("torch._inductor"))),
+        "{warned:#?}"
+    );
+    let without = report(&[], &["history.py"]);
+    assert!(
+        without["frameworks"][0].get("tensors_at_highest").is_none(),
+        "{without:#}"
+    );
+    assert!(
+        without["framework_refused"].get("tensors_then").is_none(),
+        "{without:#}"
+    );
+}
+
 /// The H200 recordings of real PyTorch, CuPy, JAX and NCCL programs
 /// (`tests/watch/*.py` under `gpulab watch`, shipped so any machine replays
 /// them): each allocator's figures in the report are its last said in the
@@ -227,6 +342,7 @@ fn the_frameworks_figures_in_the_h200_recordings_are_what_their_events_say() {
         "nccl-group",
         "torch-oom",
         "torch-oom--lines",
+        "torch-oom--history",
     ] {
         let file = common::repo_file(&format!("assets/watch-recordings/nvidia-h200/{name}.jsonl"));
         let text = std::fs::read_to_string(&file).expect("a shipped recording");
@@ -249,7 +365,7 @@ fn the_frameworks_figures_in_the_h200_recordings_are_what_their_events_say() {
                     FrameworkSaid::Refused { asked, .. } => {
                         refused.get_or_insert(*asked);
                     }
-                    FrameworkSaid::Unreadable { .. } => {}
+                    FrameworkSaid::Unreadable { .. } | FrameworkSaid::Alive { .. } => {}
                 }
             }
         }
@@ -411,6 +527,45 @@ pub(crate) fn check_torch_oom_lines(report: &serde_json::Value, script: &str) {
     );
 }
 
+/// A `tensors_then` or `tensors_at_highest`'s lines as (tensors, MiB) by
+/// `file:line` ("none" for the tensors no line of the program allocated).
+pub(crate) fn tensors_by_line(
+    tensors: &serde_json::Value,
+) -> std::collections::BTreeMap<String, (u64, u64)> {
+    tensors["lines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no lines: {tensors:#}"))
+        .iter()
+        .map(|l| {
+            let at = match (l["file"].as_str(), l["line"].as_u64()) {
+                (Some(f), Some(n)) => format!("{f}:{n}"),
+                _ => "none".into(),
+            };
+            let (n, bytes) = (l["tensors"].as_u64(), l["bytes"].as_u64());
+            (at, (n.unwrap_or(0), bytes.unwrap_or(0) >> 20))
+        })
+        .collect()
+}
+
+/// Issue #48 under `--torch-history`, PyTorch running out
+/// (`tests/watch/torch_oom.py`): the tensors alive as it refused are the
+/// script's own, by its lines: its 4 weights, one small tensor more than big
+/// ones (the refused step made its small one), and nothing else.
+pub(crate) fn check_torch_oom_tensors(report: &serde_json::Value, script: &str) {
+    let line = marked_line("torch_oom.py", script);
+    let then = &report["framework_refused"]["tensors_then"];
+    let by_line = tensors_by_line(then);
+    let bigs = by_line.get(&line("big")).map_or(0, |(n, _)| *n);
+    assert!(bigs > 0, "{then:#}");
+    let expected = std::collections::BTreeMap::from([
+        (line("weights"), (4, 4 * 64)),
+        (line("small"), (bigs + 1, (bigs + 1) * 32)),
+        (line("big"), (bigs, bigs * 96)),
+    ]);
+    assert_eq!(by_line, expected, "{then:#}");
+    assert_eq!(then["lines"][0]["function"], "activations", "{then:#}");
+}
+
 /// The H200 recording of `tests/watch/torch_oom.py` (run from the checkout
 /// at `/work/main`): the refusal's line and what each line held then.
 #[test]
@@ -439,6 +594,16 @@ fn recorded_report(file: &str) -> serde_json::Value {
         .expect("gpulab starts");
     assert!(out.status.success(), "{}", stderr(&out));
     serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// The H200 recording of `tests/watch/torch_oom.py` under `--torch-history`
+/// (from the checkout at `/work/main`): PyTorch's live tensors at the
+/// refusal, by line.
+#[test]
+fn a_pytorch_refusal_under_torch_history_lists_its_tensors_by_line() {
+    let file = "assets/watch-recordings/nvidia-h200/torch-oom--history.jsonl";
+    let report = recorded_report(file);
+    check_torch_oom_tensors(&report, "/work/main/tests/watch/torch_oom.py");
 }
 
 /// Issue #48, CuPy running out (`tests/watch/cupy_oom.py`: 4 weights of 64

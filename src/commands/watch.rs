@@ -70,6 +70,7 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
         cupti: args.cupti.clone(),
         device_spans: args.device_spans,
         every_launch: args.launches == crate::cli::Launches::All,
+        torch_history: args.torch_history,
         stacks: args.backtrace.into(),
         stop,
     };

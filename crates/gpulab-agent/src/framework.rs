@@ -8,7 +8,7 @@
 
 use std::ffi::{CStr, c_char};
 
-use gpulab_events::{Framework, FrameworkSaid};
+use gpulab_events::{AliveGroup, AliveMoment, Framework, FrameworkSaid, PyLine};
 
 use crate::clock::now_ns;
 use crate::queue::Record;
@@ -18,6 +18,12 @@ use crate::transport;
 const NO_LIMIT: u64 = u64::MAX;
 /// The most of a reason kept, in bytes.
 const REASON_MAX: usize = 300;
+/// The most groups of live tensors kept of one look (the rest are summed),
+/// the most bytes of their text, and of a group's file and function.
+const ALIVE_GROUPS: usize = 256;
+const ALIVE_TEXT_MAX: usize = 64 << 10;
+const FILE_MAX: usize = 4096;
+const FUNCTION_MAX: usize = 256;
 
 /// The framework a C string names; None for a null pointer or another name.
 ///
@@ -115,6 +121,91 @@ pub unsafe extern "C" fn gpulab_framework_refused(
     })
 }
 
+/// The framework's live tensors at `moment` (0: its highest reading so far,
+/// 1: a refusal), grouped by the line that allocated them. `groups` is text,
+/// one group a line, fields apart by tabs: `tensors`, `bytes`, `line`,
+/// `function`, `file` (last: the rest of the line); an empty file is a group
+/// no line of the program's own code allocated. `other_tensors` and
+/// `other_bytes` are lines the hook summed rather than sent; `took_ns` how
+/// long the look took (it ends now). A line that does
+/// not read so is left out; 64 KiB are read, and groups past the 256 largest
+/// are summed into the others.
+///
+/// # Safety
+/// `framework` and `groups` are null or NUL-terminated strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpulab_framework_alive(
+    framework: *const c_char,
+    device: u32,
+    moment: u32,
+    groups: *const c_char,
+    other_tensors: u64,
+    other_bytes: u64,
+    took_ns: u64,
+) -> i32 {
+    // SAFETY: as this function's caller promises.
+    let framework = unsafe { self::framework(framework) };
+    let moment = match moment {
+        0 => AliveMoment::Highest,
+        1 => AliveMoment::Refused,
+        _ => return -1,
+    };
+    if groups.is_null() {
+        return -1;
+    }
+    // SAFETY: not null, and NUL-terminated as the caller promises.
+    let text = unsafe { CStr::from_ptr(groups) }.to_bytes();
+    let (groups, tensors, bytes) = alive_groups(&text[..text.len().min(ALIVE_TEXT_MAX)]);
+    let other_tensors = other_tensors.saturating_add(tensors);
+    let other_bytes = other_bytes.saturating_add(bytes);
+    let allocated = groups
+        .iter()
+        .fold(other_bytes, |sum, g| sum.saturating_add(g.bytes));
+    said(
+        framework,
+        device,
+        FrameworkSaid::Alive {
+            moment,
+            allocated,
+            groups,
+            other_tensors,
+            other_bytes,
+            took_ns,
+        },
+    )
+}
+
+/// The groups [`gpulab_framework_alive`]'s text says, most bytes first, and
+/// those past [`ALIVE_GROUPS`] summed (tensors, bytes).
+fn alive_groups(text: &[u8]) -> (Vec<AliveGroup>, u64, u64) {
+    let mut groups: Vec<AliveGroup> = text
+        .split(|b| *b == b'\n')
+        .filter_map(alive_group)
+        .collect();
+    groups.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.at.cmp(&b.at)));
+    let rest = groups.split_off(groups.len().min(ALIVE_GROUPS));
+    let tensors = rest.iter().fold(0u64, |n, g| n.saturating_add(g.tensors));
+    let bytes = rest.iter().fold(0u64, |n, g| n.saturating_add(g.bytes));
+    (groups, tensors, bytes)
+}
+
+fn alive_group(line: &[u8]) -> Option<AliveGroup> {
+    let mut fields = line.splitn(5, |b| *b == b'\t');
+    let mut number = || -> Option<u64> { std::str::from_utf8(fields.next()?).ok()?.parse().ok() };
+    let (tensors, bytes, line) = (number()?, number()?, number()?);
+    let function = fields.next()?;
+    let file = fields.next()?;
+    if file.len() > FILE_MAX || function.len() > FUNCTION_MAX {
+        return None;
+    }
+    let at = (!file.is_empty()).then(|| PyLine {
+        file: String::from_utf8_lossy(file).into_owned(),
+        line: u32::try_from(line).unwrap_or(u32::MAX),
+        function: String::from_utf8_lossy(function).into_owned(),
+    });
+    Some(AliveGroup { at, tensors, bytes })
+}
+
 /// The hook cannot read `framework`: `reason` says why (kept to 300 bytes).
 ///
 /// # Safety
@@ -164,6 +255,45 @@ mod tests {
         // SAFETY: a literal C string.
         let r = unsafe { gpulab_framework_memory(c"pytorch".as_ptr(), 0, 1, 2, NO_LIMIT) };
         assert_eq!(r, -1);
+    }
+
+    #[test]
+    fn live_tensors_are_read_from_their_lines_and_nothing_else() {
+        let text = b"3\t300\t40\tstep\t/home/u/train.py\n\
+                     5\t900\t0\t\t\n\
+                     not\ta\tgroup\n\
+                     1\t100\t7\tf\t/a\tb.py\n\
+                     2\t-1\t3\tg\t/x.py\n\
+                     \n";
+        let (groups, ..) = alive_groups(text);
+        assert_eq!(groups.len(), 3, "{groups:?}");
+        assert_eq!((groups[0].at.as_ref(), groups[0].bytes), (None, 900));
+        let at = groups[1].at.as_ref().expect("a line");
+        assert_eq!(
+            (at.file.as_str(), at.line, at.function.as_str()),
+            ("/home/u/train.py", 40, "step")
+        );
+        assert_eq!(groups[1].tensors, 3);
+        // The file is the rest of the line, tabs and all.
+        assert_eq!(
+            groups[2].at.as_ref().map(|a| a.file.as_str()),
+            Some("/a\tb.py")
+        );
+    }
+
+    #[test]
+    fn no_more_live_groups_are_read_than_the_bound() {
+        let text: String = (0..1000)
+            .map(|i| format!("1\t{i}\t{i}\tf\t/p.py\n"))
+            .collect();
+        let (groups, tensors, bytes) = alive_groups(text.as_bytes());
+        assert_eq!(groups.len(), ALIVE_GROUPS);
+        // The largest are kept, and what is left is summed, not lost.
+        assert_eq!(groups[0].bytes, 999);
+        assert_eq!(tensors, 1000 - ALIVE_GROUPS as u64);
+        assert_eq!(bytes, (0..1000 - ALIVE_GROUPS as u64).sum::<u64>());
+        let long = format!("1\t1\t1\tf\t/{}\n", "d/".repeat(FILE_MAX));
+        assert!(alive_groups(long.as_bytes()).0.is_empty());
     }
 
     #[test]

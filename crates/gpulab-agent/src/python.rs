@@ -946,4 +946,100 @@ mod tests {
         // A table cut short says nothing.
         assert_eq!(line_at(&[0x80 | (13 << 3), 64], 1, 0), None);
     }
+
+    /// The startup hook groups PyTorch's tensors by the program's own line
+    /// (`sitecustomize.py`'s `_own`) and the agent names objects by it
+    /// (`is_users`): the two must tell the same files apart. Generated paths
+    /// of the pieces either rule looks at, each asked of both.
+    #[test]
+    fn the_hook_tells_the_programs_own_code_apart_as_the_agent_does() {
+        const PIECES: &[&str] = &[
+            "",
+            "home",
+            "u",
+            "lib",
+            "lib64",
+            "python3.11",
+            "python3",
+            "python3.",
+            "python3.x1",
+            "python3.12t",
+            "site-packages",
+            "dist-packages",
+            "proc",
+            "4242",
+            "fd",
+            "7",
+            "<frozen os>",
+            "<frozen",
+            "<string>",
+            "app.pyz",
+            "__main__.py",
+            "train.py",
+            "usr",
+            "sitecustomize.py",
+            "libpython3.11",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let paths: Vec<String> = (0..5000)
+            .map(|_| {
+                let parts: Vec<&str> = (0..1 + next(6))
+                    .map(|_| PIECES[next(PIECES.len())])
+                    .collect();
+                let path = parts.join("/");
+                if next(2) == 0 {
+                    format!("/{path}")
+                } else {
+                    path
+                }
+            })
+            .collect();
+        let hook = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../gpulab-source/src/watch/python/sitecustomize.py"
+        );
+        let ask = "import importlib.util, sys\n\
+                   spec = importlib.util.spec_from_file_location('hook', sys.argv[1])\n\
+                   hook = importlib.util.module_from_spec(spec)\n\
+                   spec.loader.exec_module(hook)\n\
+                   for line in sys.stdin.read().split('\\n'):\n\
+                   \x20   print(int(hook._own(line)))\n";
+        let mut child = std::process::Command::new("/usr/bin/python3")
+            .args(["-c", ask, hook])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("/usr/bin/python3 (the hook's rule is asked of it)");
+        let input = paths.join("\n");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            stdin.write_all(input.as_bytes()).expect("write");
+        });
+        let out = child.wait_with_output().expect("python ends");
+        writer.join().expect("writer");
+        let said: Vec<bool> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l == "1")
+            .collect();
+        assert_eq!(
+            said.len(),
+            paths.len(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let mut both = [0; 2];
+        for (path, hook) in paths.iter().zip(said) {
+            assert_eq!(hook, is_users(path), "{path:?}");
+            both[usize::from(hook)] += 1;
+        }
+        // Both answers were met many times.
+        assert!(both.iter().all(|n| *n > 500), "{both:?}");
+    }
 }

@@ -467,6 +467,70 @@ pub enum FrameworkSaid {
     /// The hook cannot read this framework's figures (a version without what
     /// it reads, or a reading that raised): only the driver's view is left.
     Unreadable { reason: String },
+    /// Its tensors alive at one moment, grouped by the line of the program's
+    /// own code that allocated each, from the framework's own allocator
+    /// state (PyTorch's memory history, which the hook turns on only under
+    /// `gpulab watch --torch-history`).
+    Alive {
+        /// Why the hook looked then.
+        moment: AliveMoment,
+        /// Bytes the allocator's live blocks held (every group's and the
+        /// others').
+        allocated: u64,
+        /// Most bytes first; one group per line, and one with no line where
+        /// no frame of the program's own code allocated the tensor.
+        groups: Vec<AliveGroup>,
+        /// Tensors of lines past the most groups sent, summed.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        other_tensors: u64,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        other_bytes: u64,
+        /// How long the look took the thread that took it (PyTorch's
+        /// snapshot and the grouping), ns; it ended at `t_ns`.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        took_ns: u64,
+    },
+}
+
+/// When a framework's live tensors were looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AliveMoment {
+    /// At a reading that was the allocator's highest so far.
+    Highest,
+    /// As it refused an allocation (its out-of-memory observer).
+    Refused,
+}
+
+impl AliveMoment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AliveMoment::Highest => "highest",
+            AliveMoment::Refused => "refused",
+        }
+    }
+}
+
+/// A framework's live tensors that one line of the program allocated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AliveGroup {
+    /// The innermost frame of the program's own code that allocated them;
+    /// absent for tensors no such frame allocated (another thread's, as
+    /// autograd's backward, or a library's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<PyLine>,
+    pub tensors: u64,
+    pub bytes: u64,
+}
+
+/// A line of Python source: its file, line and function.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PyLine {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
 }
 
 /// A call the worker is making: sent right before it, so a call that hangs in

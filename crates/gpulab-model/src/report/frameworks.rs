@@ -13,6 +13,7 @@ use crate::units::mib;
 
 use super::format::FRAME_WIDTH;
 pub use super::held_then::HeldThenReport;
+use super::tensors::TensorsByLine;
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AllocatorReport {
@@ -25,6 +26,10 @@ pub struct AllocatorReport {
     pub at_exit: FiguresReport,
     /// Its figures when it held the most.
     pub highest: FiguresReport,
+    /// Its live tensors by line at the highest of the looks the hook took as
+    /// its readings rose (`--torch-history`; PyTorch only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensors_at_highest: Option<TensorsByLine>,
 }
 
 /// An allocator's figures at one moment, in bytes.
@@ -81,12 +86,17 @@ pub struct FrameworkRefusal {
     /// made and not released: its allocators' driver allocations among
     /// them), grouped by where each was made, most bytes first.
     pub held_then: Vec<HeldThenReport>,
+    /// The framework's live tensors by line as it refused
+    /// (`--torch-history`; PyTorch only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensors_then: Option<TensorsByLine>,
 }
 
 pub fn allocators(run: &Run) -> Vec<AllocatorReport> {
     let start = start(run);
     let highest: std::collections::BTreeMap<&Allocator, &Figures> =
         run.frameworks().highest().collect();
+    let alive: std::collections::BTreeMap<_, _> = run.frameworks().alive_at_highest().collect();
     run.frameworks()
         .latest()
         .map(|(a, f)| AllocatorReport {
@@ -95,6 +105,7 @@ pub fn allocators(run: &Run) -> Vec<AllocatorReport> {
             device: a.device,
             at_exit: FiguresReport::of(f, start),
             highest: FiguresReport::of(highest.get(a).copied().unwrap_or(f), start),
+            tensors_at_highest: alive.get(a).map(|t| TensorsByLine::at_highest(t, start)),
         })
         .collect()
 }
@@ -113,6 +124,10 @@ pub fn refusal(run: &Run) -> Option<FrameworkRefusal> {
         before: r.before.as_ref().map(|f| FiguresReport::of(f, start)),
         backtrace: super::held_then::frames(run, r.stack),
         held_then: HeldThenReport::of(run, run.frameworks().held_at_first_refusal()),
+        tensors_then: run
+            .frameworks()
+            .alive_at_refusal(&r.allocator)
+            .map(|t| TensorsByLine::at_refusal(t, start)),
     })
 }
 
@@ -125,6 +140,19 @@ fn label(framework: &str) -> &str {
 }
 
 impl AllocatorReport {
+    /// Its figures, then its live tensors by line at its highest look.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![self.line()];
+        if let Some(t) = &self.tensors_at_highest {
+            let looks = t.looks.unwrap_or(1);
+            out.extend(t.lines(&format!(
+                "its tensors alive at the highest of {looks} look{} as its readings rose",
+                if looks == 1 { "" } else { "s" }
+            )));
+        }
+        out
+    }
+
     pub fn line(&self) -> String {
         let (e, h) = (&self.at_exit, &self.highest);
         format!(
@@ -154,7 +182,21 @@ impl FrameworkRefusal {
     pub fn lines(&self) -> Vec<String> {
         let mut out = self.lead_lines();
         out.extend(self.held_lines(super::held_then::LISTED));
+        out.extend(self.tensor_lines());
         out
+    }
+
+    /// Its live tensors by line as it refused; for PyTorch without them, how
+    /// to have them.
+    pub fn tensor_lines(&self) -> Vec<String> {
+        match &self.tensors_then {
+            Some(t) => t.lines(&format!("{}'s tensors alive as it refused", label(&self.framework))),
+            None if self.framework == gpulab_events::Framework::Pytorch.as_str() => vec![
+                "  its tensors by the line that allocated them: run with --torch-history                  (PyTorch's memory history, which costs each allocation its Python stack)"
+                    .into(),
+            ],
+            None => Vec::new(),
+        }
     }
 
     /// What the process held then, `listed` places at most (the dashboard's

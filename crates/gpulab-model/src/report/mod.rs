@@ -11,6 +11,7 @@ pub mod holders;
 mod markdown;
 pub mod out_of_memory;
 pub mod ranks;
+pub mod tensors;
 mod text;
 pub mod watch;
 

@@ -3,11 +3,13 @@
 //! tensors no longer use, and only they know how much. Their figures arrive
 //! as [`FrameworkEvent`]s (the startup hook reads them through the agent); the
 //! run keeps the latest of each allocator, its highest, and the first
-//! allocation a framework refused.
+//! allocation a framework refused. Under `--torch-history` it also keeps what
+//! PyTorch's own allocator said of its live tensors by line: the first look
+//! and the highest of each allocator, and the look at its first refusal.
 
 use std::collections::BTreeMap;
 
-use gpulab_events::{Framework, FrameworkEvent, FrameworkSaid};
+use gpulab_events::{AliveGroup, AliveMoment, Framework, FrameworkEvent, FrameworkSaid};
 
 use super::live::HeldThen;
 
@@ -52,6 +54,30 @@ pub struct Refusal {
     pub stack: Option<u64>,
 }
 
+/// A framework's live tensors at one moment, grouped by the line of the
+/// program's own code that allocated them, most bytes first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AliveTaking {
+    pub t_ns: u64,
+    pub allocated: u64,
+    pub groups: Vec<AliveGroup>,
+    /// Tensors of lines the hook or the agent summed rather than listed.
+    pub other_tensors: u64,
+    pub other_bytes: u64,
+    /// How long the look took; it began at `t_ns` less this.
+    pub took_ns: u64,
+}
+
+/// An allocator's looks at its live tensors at its highest readings: the
+/// first (what the growth is measured from) and the one with the most.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AliveAtHighest {
+    pub first: AliveTaking,
+    pub highest: AliveTaking,
+    /// How many looks the hook took.
+    pub looks: u64,
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Frameworks {
     latest: BTreeMap<Allocator, Figures>,
@@ -63,6 +89,9 @@ pub struct Frameworks {
     refusals: u64,
     /// Frameworks the hook could not read, with the first reason it gave.
     unreadable: BTreeMap<Framework, String>,
+    alive_at_highest: BTreeMap<Allocator, AliveAtHighest>,
+    /// Each allocator's first look at a refusal.
+    alive_at_refusal: BTreeMap<Allocator, AliveTaking>,
 }
 
 impl Frameworks {
@@ -118,7 +147,58 @@ impl Frameworks {
                     .or_insert_with(|| reason.clone());
                 false
             }
+            FrameworkSaid::Alive {
+                moment,
+                allocated,
+                groups,
+                other_tensors,
+                other_bytes,
+                took_ns,
+            } => {
+                let taking = AliveTaking {
+                    t_ns: e.t_ns,
+                    allocated: *allocated,
+                    groups: groups.clone(),
+                    other_tensors: *other_tensors,
+                    other_bytes: *other_bytes,
+                    took_ns: *took_ns,
+                };
+                match moment {
+                    AliveMoment::Highest => match self.alive_at_highest.get_mut(&allocator) {
+                        Some(a) => {
+                            a.looks += 1;
+                            if taking.allocated >= a.highest.allocated {
+                                a.highest = taking;
+                            }
+                        }
+                        None => {
+                            self.alive_at_highest.insert(
+                                allocator,
+                                AliveAtHighest {
+                                    first: taking.clone(),
+                                    highest: taking,
+                                    looks: 1,
+                                },
+                            );
+                        }
+                    },
+                    AliveMoment::Refused => {
+                        self.alive_at_refusal.entry(allocator).or_insert(taking);
+                    }
+                }
+                false
+            }
         }
+    }
+
+    /// Each allocator's looks at its live tensors at its highest readings.
+    pub fn alive_at_highest(&self) -> impl Iterator<Item = (&Allocator, &AliveAtHighest)> {
+        self.alive_at_highest.iter()
+    }
+
+    /// The allocator's live tensors as it first refused, when the hook looked.
+    pub fn alive_at_refusal(&self, allocator: &Allocator) -> Option<&AliveTaking> {
+        self.alive_at_refusal.get(allocator)
     }
 
     /// Bytes all allocators keep cached, by their latest figures.
@@ -233,5 +313,45 @@ mod tests {
         );
         assert_eq!(f.refusals(), 2);
         assert_eq!(f.names(), [Framework::Pytorch]);
+    }
+
+    fn alive(t_ns: u64, moment: AliveMoment, bytes: &[u64]) -> FrameworkEvent {
+        FrameworkEvent {
+            t_ns,
+            pid: 10,
+            framework: Framework::Pytorch,
+            device: 0,
+            said: FrameworkSaid::Alive {
+                moment,
+                allocated: bytes.iter().sum(),
+                groups: bytes
+                    .iter()
+                    .map(|b| AliveGroup {
+                        at: None,
+                        tensors: 1,
+                        bytes: *b,
+                    })
+                    .collect(),
+                other_tensors: 0,
+                other_bytes: 0,
+                took_ns: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn the_first_look_and_the_highest_are_kept_and_the_first_at_a_refusal() {
+        let mut f = Frameworks::default();
+        f.apply(&alive(1, AliveMoment::Highest, &[10]));
+        f.apply(&alive(2, AliveMoment::Highest, &[30, 10]));
+        // Less than the highest (a look is taken as a reading rises, the
+        // events of two threads may cross): the highest stays.
+        f.apply(&alive(3, AliveMoment::Highest, &[20]));
+        f.apply(&alive(4, AliveMoment::Refused, &[50]));
+        f.apply(&alive(5, AliveMoment::Refused, &[60]));
+        let (a, h) = f.alive_at_highest().next().expect("looked");
+        assert_eq!((h.first.t_ns, h.highest.t_ns, h.looks), (1, 2, 3));
+        assert_eq!(h.highest.allocated, 40);
+        assert_eq!(f.alive_at_refusal(a).map(|r| r.t_ns), Some(4));
     }
 }

@@ -96,6 +96,9 @@ pub struct WatchRequest {
     /// CUDA: every kernel launch watched, not only those of functions new to
     /// the program (the agent's `GPULAB_LAUNCHES`).
     pub every_launch: bool,
+    /// PyTorch: its memory history on, for its live tensors by line (the
+    /// startup hook's `GPULAB_TORCH_HISTORY`).
+    pub torch_history: bool,
     /// How much of the native stack of every creating call the agent takes
     /// ([`symbols`] names it).
     pub stacks: Stacks,
@@ -312,6 +315,12 @@ fn prepare(
     );
     // The agent's `GPULAB_BACKTRACE` (crates/gpulab-agent/src/stack.rs).
     cmd.env("GPULAB_BACKTRACE", req.stacks.as_str());
+    // The Python hook's (python/sitecustomize.py).
+    if req.torch_history {
+        cmd.env("GPULAB_TORCH_HISTORY", "1");
+    } else {
+        cmd.env_remove("GPULAB_TORCH_HISTORY");
+    }
     Ok(Prepared {
         cmd,
         own_group,

@@ -178,6 +178,11 @@ impl VerdictPanel<'_> {
                     if i == 0 { t.bad() } else { t.dim() },
                 ));
             }
+            // Its tensors by line (a heading and three lines), or how to
+            // have them.
+            for line in f.tensor_lines().into_iter().take(4) {
+                out.push(Line::styled(line.trim_start().to_string(), t.dim()));
+            }
             if r.ranks.is_empty() {
                 held(&mut out);
             }
@@ -203,7 +208,7 @@ impl VerdictPanel<'_> {
             held(&mut out);
         }
         for a in r.frameworks.iter().filter(|a| shown(a.pid)) {
-            out.push(Line::styled(a.line(), t.dim()));
+            out.extend(a.lines().into_iter().map(|l| Line::styled(l, t.dim())));
         }
         let alive: Vec<_> = r.alive_at_exit.iter().filter(|g| shown(g.pid)).collect();
         if alive.is_empty() {

@@ -267,6 +267,18 @@ pub(super) fn notes_and_warnings(
         ));
     }
     notes.extend(peak_in_the_making(run));
+    if run
+        .frameworks()
+        .names()
+        .contains(&gpulab_events::Framework::Jax)
+    {
+        notes.push(
+            "JAX: its allocator tells no observer when it refuses an allocation; an \
+             out-of-memory inside its preallocated pool is seen only in the program's own \
+             error, and its arrays are not named by line"
+                .into(),
+        );
+    }
     for (framework, why) in run.frameworks().unreadable() {
         warnings.push(format!(
             "{}: gpulab's Python hook cannot read all of its figures, {why}; the driver's view \

@@ -96,8 +96,8 @@ impl WatchReport {
                 let _ = writeln!(s, "{line}");
             }
         }
-        for a in &self.frameworks {
-            let _ = writeln!(s, "{}", a.line());
+        for line in self.frameworks.iter().flat_map(AllocatorReport::lines) {
+            let _ = writeln!(s, "{line}");
         }
         if !self.ranks.is_empty() {
             let _ = writeln!(s, "\n{}:", self.ranks_heading());
@@ -295,7 +295,13 @@ impl WatchReport {
             }
         }
         for a in &self.frameworks {
-            let _ = writeln!(s, "- {}", a.line());
+            let mut lines = a.lines().into_iter();
+            if let Some(head) = lines.next() {
+                let _ = writeln!(s, "- {head}");
+            }
+            for line in lines {
+                let _ = writeln!(s, "  - {}", line.trim_start());
+            }
         }
         if !self.ranks.is_empty() {
             let _ = writeln!(s, "\n## {}\n", upper_first(&self.ranks_heading()));

@@ -122,6 +122,93 @@ def _importing(module):
 
 _READERS = {"torch": ("pytorch", _torch), "cupy": ("cupy", _cupy), "jax": ("jax", _jax)}
 
+# Under `gpulab watch --torch-history`: PyTorch's memory history on, and its
+# live tensors sent by line at the highest readings and at a refusal.
+# A look is taken when a device's tensors reach this much more than at the
+# last look; the most lines sent (the rest summed).
+_LOOK_RISE = 1.05
+_LINES_SENT = 200
+
+
+def _own(filename):
+    """Whether a frame is the program's own code, not an installed package's
+    or the standard library's (the agent's rule, crates/gpulab-agent/src/
+    python.rs `is_users`)."""
+    if "/site-packages/" in filename or "/dist-packages/" in filename:
+        return False
+    # Imported from a descriptor: gpulab's own hook.
+    if filename.startswith("/proc/") and "/fd/" in filename:
+        return False
+    if filename.startswith("<frozen "):
+        return False
+    parts = filename.split("/")
+    for a, b in zip(parts, parts[1:]):
+        if a in ("lib", "lib64") and b.startswith("python3.") and b[8:].isdigit():
+            return False
+    return True
+
+
+def _imports_nothing():
+    """Whether PyTorch's snapshot would import nothing from the hook's thread:
+    it reads `torch._inductor` (importing it, and some 880 modules, where the
+    program had not), and an import on two threads at once can fail the
+    program's own. True once the program has imported it and no module of
+    PyTorch is being imported."""
+    if "torch._inductor" not in sys.modules:
+        return False
+    try:
+        modules = list(sys.modules.items())
+    except RuntimeError:
+        return False
+    return not any(name.startswith("torch") and _initializing(m) for name, m in modules)
+
+
+def _initializing(module):
+    """`_importing`, read from the module's own dictionary: a lazy module
+    loads itself on any attribute read, and that would be an import here."""
+    try:
+        spec = object.__getattribute__(module, "__dict__").get("__spec__")
+        return bool(getattr(spec, "_initializing", False))
+    except Exception:
+        return True
+
+
+def _clean(text):
+    return text.replace("\n", " ").replace("\t", " ")
+
+
+def _alive_by_line(snapshot, device):
+    """PyTorch's live blocks on `device` in a `_snapshot()`, by the innermost
+    frame of the program's own code that allocated each (frames come
+    innermost first): the text `gpulab_framework_alive` reads, and the
+    tensors and bytes of the lines past the most sent."""
+    groups = {}
+    for segment in snapshot.get("segments", ()):
+        if segment.get("device") != device:
+            continue
+        for block in segment.get("blocks", ()):
+            if block.get("state") != "active_allocated":
+                continue
+            at = ("", 0, "")
+            for frame in block.get("frames") or ():
+                name = frame.get("filename", "")
+                if _own(name):
+                    at = (name, frame.get("line", 0), frame.get("name", ""))
+                    break
+            n, size = groups.get(at, (0, 0))
+            groups[at] = (n + 1, size + block.get("size", 0))
+    ordered = sorted(groups.items(), key=lambda g: -g[1][1])
+    text = "".join(
+        "%d\t%d\t%d\t%s\t%s\n" % (n, size, line, _clean(function), _clean(name))
+        for (name, line, function), (n, size) in ordered[:_LINES_SENT]
+    )
+    rest = ordered[_LINES_SENT:]
+    return (
+        text.encode("utf-8", "replace"),
+        sum(n for _, (n, _) in rest),
+        sum(size for _, (_, size) in rest),
+    )
+
 
 class _Agent(object):
     """gpulab's agent in this process, when the driver has loaded it."""
@@ -134,6 +221,8 @@ class _Agent(object):
         self.refused.argtypes = [text, u32, u64, u64, u64]
         self.unreadable = lib.gpulab_framework_unreadable
         self.unreadable.argtypes = [text, text]
+        self.alive = lib.gpulab_framework_alive
+        self.alive.argtypes = [text, u32, u32, text, u64, u64, u64]
         # Marks the calling thread's driver calls as the hook's own.
         self.quiet = lib.gpulab_framework_quiet
 
@@ -163,6 +252,17 @@ class _Watch(object):
         self.observing = False
         # Why the observer could not be attached, until the agent can hear it.
         self.pending = None
+        # `--torch-history`: asked for, and on once PyTorch said so; the
+        # tensors' bytes at the last look, by device.
+        import os
+
+        self.history = os.environ.get("GPULAB_TORCH_HISTORY") == "1"
+        self.history_on = False
+        self.looked = {}
+        self.pending_history = None
+        self.late = 0
+        # A highest reading went unlooked: a look would have imported.
+        self.unlooked = False
 
     def run(self):
         import signal
@@ -178,7 +278,9 @@ class _Watch(object):
         costs = []
         quiet = False
         while not self.stopping:
-            time.sleep(period)
+            # Until PyTorch is imported, a program asking for its history is
+            # looked at often: the history must be on before CUDA starts.
+            time.sleep(0.01 if self.history and not self.observing else period)
             self.observe_torch()
             if self.agent is None:
                 self.agent = _Agent.find()
@@ -190,6 +292,19 @@ class _Watch(object):
             if self.pending is not None:
                 self.give_up("pytorch", *self.pending)
                 self.pending = None
+            if self.pending_history is not None:
+                self.give_up("pytorch", self.pending_history, "its tensors by line are not seen")
+                self.pending_history = None
+            if self.late:
+                self.give_up(
+                    "pytorch",
+                    _Unreadable(
+                        "%d bytes of tensors were allocated before its memory history came "
+                        "on; they are counted as no line's" % self.late
+                    ),
+                    "some of its tensors carry no line",
+                )
+                self.late = 0
             began = clock()
             first = self.read_all()
             # The median of the last five readings sets the pace; a
@@ -219,6 +334,8 @@ class _Watch(object):
                 self.read.add(name)
                 first = True
             for device, allocated, reserved, limit in figures or ():
+                if name == "pytorch" and self.history_on:
+                    self.look_if_higher(framework, device, allocated)
                 now = (allocated, reserved, limit)
                 if self.sent.get((name, device)) != now:
                     self.sent[(name, device)] = now
@@ -230,6 +347,41 @@ class _Watch(object):
                         2**64 - 1 if limit is None else limit,
                     )
         return first
+
+    def look_if_higher(self, torch, device, allocated):
+        """Sends PyTorch's live tensors on `device` by line when they reach
+        more than they held at the last look, where a look imports nothing."""
+        if allocated <= 0 or allocated < self.looked.get(device, 0) * _LOOK_RISE:
+            return
+        if not _imports_nothing():
+            self.unlooked = True
+            return
+        self.looked[device] = allocated
+        self.send_alive(torch, device, 0)
+
+    def send_alive(self, torch, device, moment):
+        import time
+
+        try:
+            began = time.monotonic()
+            text, tensors, size = _alive_by_line(torch.cuda.memory._snapshot(), device)
+            took = int((time.monotonic() - began) * 1e9)
+            self.agent.alive(b"pytorch", device, moment, text, tensors, size, took)
+        except Exception as e:
+            self.history_on = False
+            self.give_up("pytorch", e, "its tensors by line are not seen")
+
+    def said_unlooked(self):
+        """At exit: the highest readings went unlooked, and why."""
+        if self.history_on and self.unlooked and not self.looked and self.agent is not None:
+            self.give_up(
+                "pytorch",
+                _Unreadable(
+                    "PyTorch's snapshot imports torch._inductor, which the program never "
+                    "imported: gpulab's hook imports nothing beside the program"
+                ),
+                "its tensors at its highest readings were not looked at",
+            )
 
     def observe_torch(self):
         """PyTorch's out-of-memory observer: the refusal, as it happens. It is
@@ -274,6 +426,9 @@ class _Watch(object):
                 watch.agent.refused(b"pytorch", device, asked, free, limit)
             except Exception:
                 pass
+            if watch.history_on:
+                # PyTorch's own pattern: a snapshot inside the observer.
+                watch.send_alive(torch, device, 1)
 
         def attach_now():
             # Runs inside the program's CUDA initialisation: never raises
@@ -282,15 +437,35 @@ class _Watch(object):
                 attach(refused)
             except Exception:
                 pass
+            if watch.history:
+                watch.start_history(torch)
 
         at_init(attach_now)
 
+    def start_history(self, torch):
+        """PyTorch's memory history on: the Python stack of every allocation
+        from here on, kept for live blocks only. Tensors it already holds have
+        none, and that is said."""
+        try:
+            before = torch.cuda.memory_allocated()
+            torch.cuda.memory._record_memory_history(
+                enabled="state", context="alloc", stacks="python"
+            )
+            self.history_on = True
+            if before:
+                self.late = before
+        except Exception as e:
+            self.pending_history = e
+
     def give_up(self, name, e, only_refusals=False):
+        # `only_refusals`: True, or what alone is not seen.
         if not only_refusals:
             self.given_up.add(name)
-        why = "%s: %s" % (type(e).__name__, e)
-        if only_refusals:
+        why = str(e) if isinstance(e, _Unreadable) else "%s: %s" % (type(e).__name__, e)
+        if only_refusals is True:
             why = "its refusals are not seen (" + why + ")"
+        elif only_refusals:
+            why = "%s (%s)" % (only_refusals, why)
         try:
             self.agent.unreadable(name.encode(), why[:300].encode("utf-8", "replace"))
         except Exception:
@@ -322,6 +497,10 @@ def _start():
 
     def stop():
         watch.stopping = True
+        try:
+            watch.said_unlooked()
+        except Exception:
+            pass
 
     atexit.register(stop)
     thread = threading.Thread(target=watch.run, name="gpulab-frameworks")
