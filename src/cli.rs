@@ -123,6 +123,13 @@ pub enum Cmd {
     /// numbers that decided it, with the runs' recordings beside it. `card merge`
     /// puts several cards (a fleet's, a course's) into one matrix.
     Card(CardArgs),
+    /// Predict, then observe, as a class: each student's recording of a lab
+    /// run (`gpulab run LAB --predict …`, or the dashboard's class mode) read
+    /// together into one table, per lab, variant and claim: how many
+    /// predicted each outcome, what each device showed, the share whose own
+    /// run bore their prediction out, the most missed first. Copies of one
+    /// run count once.
+    Class(ClassArgs),
     /// Play a recorded run back in the dashboard (without a terminal: print its report).
     Replay {
         /// A recording (`gpulab run … --record FILE`, or the dashboard's history).
@@ -205,6 +212,20 @@ pub struct CardArgs {
     pub time_limit: TimeLimitArg,
     #[command(flatten)]
     pub labs: LabsArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ClassArgs {
+    /// Recordings, or folders searched for them (`*.jsonl`, recursively).
+    #[arg(required = true, value_name = "RECORDING|FOLDER")]
+    pub paths: Vec<PathBuf>,
+    /// Folder to write class.json, class.md and class.html (for the
+    /// projector) into; without it the table goes to stdout.
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the table's JSON (`kind: "class"`) on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How long one run may take (`run`, `card`: each run).
@@ -357,6 +378,14 @@ pub struct RunArgs {
     /// Run one line per Enter, to teach without the dashboard.
     #[arg(long, conflicts_with = "all_variants")]
     pub step: bool,
+
+    /// Predict, then observe: what a claim will show, before the run
+    /// (`--predict early=does_not_hold,late=holds`; `holds`, `does_not_hold`
+    /// or `not_sure`; may repeat). Each prediction goes into the recording
+    /// and the report beside the claim's verdict and the lesson, never into
+    /// the verdict; `gpulab class` gathers a class's recordings.
+    #[arg(long, value_name = "CLAIM=OUTCOME[,...]")]
+    pub predict: Vec<String>,
 
     #[command(flatten)]
     pub time_limit: TimeLimitArg,

@@ -27,7 +27,7 @@ pub use gpulab_backend as backend;
 pub use gpulab_engine as engine;
 pub use gpulab_host::{clock, dirs, hostname, machine, multicast};
 pub use gpulab_lab as lab;
-pub use gpulab_model::{card, export, report, run, teaching, text, trace, verdict};
+pub use gpulab_model::{card, class, export, report, run, teaching, text, trace, verdict};
 pub use gpulab_telemetry as telemetry;
 
 /// Units (bytes, MiB, ns, ms) from the events crate: one definition for everyone.

@@ -39,6 +39,8 @@ pub enum Body<'a> {
     Card(&'a Card),
     /// Several cards as one table, devices as columns (`card merge`).
     Matrix(&'a Matrix),
+    /// A class's predictions beside what its devices showed (`class`).
+    Class(&'a crate::class::Class),
 }
 
 /// One output: the envelope's fields, then the body's.
@@ -210,6 +212,7 @@ mod tests {
             "doctor",
             "card",
             "matrix",
+            "class",
         ] {
             assert!(text.contains(&format!("\"const\":\"{kind}\"")), "{kind}");
         }

@@ -16,6 +16,7 @@ mod common;
 
 mod bad_input;
 mod big_run;
+mod class;
 mod cleanup;
 mod cli;
 mod cross_variant;

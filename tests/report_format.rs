@@ -258,7 +258,7 @@ fn strict_schema() -> jsonschema::Validator {
                 .map(String::from)
         })
         .collect();
-    assert_eq!(bodies.len(), 7, "a body per kind");
+    assert_eq!(bodies.len(), 8, "a body per kind");
     close(&mut schema, &bodies);
     schema["unevaluatedProperties"] = Value::Bool(false);
     jsonschema::draft202012::new(&schema).unwrap()
@@ -299,6 +299,56 @@ fn recordings(dir: &str) -> Vec<std::path::PathBuf> {
 
 /// A card of the shipped H100 recordings and one of the PoCL fixtures
 /// (`card --from`), and their matrix (`card merge`).
+/// A lab run with predictions, `list`, `doctor`, a watched program and its
+/// out-of-memory moment.
+fn first_outputs(watched: Value, oom: Value) -> Vec<Value> {
+    vec![
+        json_of(&[
+            "run",
+            "cl-finish",
+            "--all-variants",
+            "--json",
+            "--param",
+            "kernel_ms=20",
+            "--param",
+            "size_mib=4",
+            "--predict",
+            "host-waits=holds,kernel-took-its-time=not_sure",
+        ]),
+        json_of(&["list", "--json"]),
+        json_of(&["doctor", "--json"]),
+        watched,
+        oom,
+    ]
+}
+
+/// `gpulab class` of a run made with predictions, its copy, and the lab
+/// recordings of the fixtures (none predicted).
+fn class(dir: &Path) -> Value {
+    let file = dir.join("predicted.jsonl");
+    let path = |p: &Path| p.display().to_string();
+    let out = common::run(&[
+        "run",
+        "cl-finish",
+        "--variant",
+        "no-wait",
+        "--param",
+        "kernel_ms=20",
+        "--predict",
+        "host-waits=does_not_hold",
+        "--record",
+        &path(&file),
+    ]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    json_of(&[
+        "class",
+        &path(&file),
+        &path(&file),
+        &path(&common::repo_file("tests/fixtures/recordings")),
+        "--json",
+    ])
+}
+
 fn cards(dir: &Path) -> Vec<Value> {
     let h100 = dir.join("card-h100");
     let pocl = dir.join("card-pocl");
@@ -490,22 +540,7 @@ fn the_document_and_the_json_outputs_agree() {
     let Some((watched, oom)) = watched_program(dir.path()) else {
         return;
     };
-    let mut outputs = vec![
-        json_of(&[
-            "run",
-            "cl-finish",
-            "--all-variants",
-            "--json",
-            "--param",
-            "kernel_ms=20",
-            "--param",
-            "size_mib=4",
-        ]),
-        json_of(&["list", "--json"]),
-        json_of(&["doctor", "--json"]),
-        watched,
-        oom,
-    ];
+    let mut outputs = first_outputs(watched, oom);
     // Reports of recordings made to end as few runs do: ran out, timed out.
     for made in [
         ran_out_recording(dir.path()),
@@ -515,6 +550,7 @@ fn the_document_and_the_json_outputs_agree() {
         outputs.push(json_of(&["report", "--json", &made.display().to_string()]));
     }
     outputs.extend(cards(dir.path()));
+    outputs.push(class(dir.path()));
     // And the public corpus recorded on the H200: programs nobody here
     // wrote, whose reports say what ours do not (an agent's read as the
     // peak, managed memory beside the shares).
@@ -559,6 +595,7 @@ fn the_document_and_the_json_outputs_agree() {
         seen.keys().collect::<Vec<_>>(),
         [
             "card",
+            "class",
             "doctor",
             "labs",
             "matrix",

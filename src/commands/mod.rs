@@ -31,6 +31,7 @@ macro_rules! errln {
 
 mod card;
 mod check;
+mod class;
 mod dashboard;
 mod doctor;
 mod export;
@@ -157,6 +158,7 @@ pub fn dispatch(mut cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
         Some(Cmd::List { json, .. }) => list::list(&cli.labs, json),
         Some(Cmd::Run(args)) => run::run(&cli.labs, cli.device.as_deref(), &args),
         Some(Cmd::Card(ref args)) => card::card(&cli.labs, args),
+        Some(Cmd::Class(ref args)) => class::class(&cli.labs, args),
         Some(Cmd::Check { ref files }) => check::check(files, cli.color.into()),
         Some(Cmd::Doctor { json }) => doctor::doctor(json, icd_note),
         Some(Cmd::Report {

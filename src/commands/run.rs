@@ -15,7 +15,7 @@ use gpulab::run::Run;
 use gpulab::source::{
     Keeper, LocalSource, Recorded, Recorder, RunHandle, RunRequest, Session, Workload, is_stdout,
 };
-use gpulab::trace::{CallStatus, EndStatus, Event, Verdict};
+use gpulab::trace::{CallStatus, EndStatus, Event, Predicted, Prediction, Verdict};
 
 use super::{
     EXIT_ERROR, EXIT_OK, EXIT_TIMED_OUT, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail,
@@ -29,6 +29,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     let set = super::load_labs(dirs);
     gpulab::clock::phase("labs loaded");
     let (lab, params, variants) = chosen(&set, args)?;
+    let predicted = predictions(lab, &variants, &args.predict)?;
     one_stdout_recording(args, variants.len())?;
     check_backend(lab)?;
 
@@ -68,7 +69,8 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&gpulab::verdict::stepping_warning(lab, variant))
             );
         }
-        let session = match run_variant(&source, req, args.step, record, &cancel) {
+        let predicted = in_variant(lab, &predicted, variant);
+        let session = match run_variant(&source, req, args.step, record, &predicted, &cancel) {
             Ok(ran) => ran,
             Err(e) => {
                 // The variants that ran keep their recordings.
@@ -173,6 +175,85 @@ fn chosen<'a>(set: &'a LabSet, args: &RunArgs) -> anyhow::Result<(&'a Lab, Param
     Ok((lab, params, variants))
 }
 
+/// The predictions of claims that apply to `variant`.
+fn in_variant(
+    lab: &Lab,
+    predicted: &[(String, Predicted)],
+    variant: &str,
+) -> Vec<(String, Predicted)> {
+    predicted
+        .iter()
+        .filter(|(claim, _)| {
+            lab.claims
+                .iter()
+                .any(|c| c.name == *claim && c.applies_to(variant))
+        })
+        .cloned()
+        .collect()
+}
+
+/// `--predict CLAIM=OUTCOME[,...]`, each claim one of the lab's that applies
+/// to a variant run; the latest word for a claim stands.
+fn predictions(
+    lab: &Lab,
+    variants: &[String],
+    said: &[String],
+) -> anyhow::Result<Vec<(String, Predicted)>> {
+    let mut out: Vec<(String, Predicted)> = Vec::new();
+    for pair in said
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|p| !p.trim().is_empty())
+    {
+        let Some((claim, outcome)) = pair.split_once('=') else {
+            return Err(fail(
+                EXIT_USAGE,
+                format!(
+                    "--predict {pair}: write CLAIM=OUTCOME (`holds`, `does_not_hold` or `not_sure`)"
+                ),
+            ));
+        };
+        let (claim, outcome) = (claim.trim(), outcome.trim());
+        let words = outcome.replace(['-', ' '], "_");
+        let Some(p) = Predicted::parse(&words) else {
+            return Err(fail(
+                EXIT_USAGE,
+                format!(
+                    "--predict {pair}: `{outcome}` is not an outcome: `holds`, `does_not_hold` or `not_sure`"
+                ),
+            ));
+        };
+        let applies = lab
+            .claims
+            .iter()
+            .any(|c| c.name == claim && variants.iter().any(|v| c.applies_to(v)));
+        if !applies {
+            let names: Vec<&str> = lab
+                .claims
+                .iter()
+                .filter(|c| variants.iter().any(|v| c.applies_to(v)))
+                .map(|c| c.name.as_str())
+                .collect();
+            return Err(fail(
+                EXIT_USAGE,
+                format!(
+                    "--predict {pair}: {} has no claim `{claim}` in {}; its claims there: {}",
+                    lab.id,
+                    variants.join(", "),
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
+        }
+        out.retain(|(c, _)| c != claim);
+        out.push((claim.to_string(), p));
+    }
+    Ok(out)
+}
+
 /// The reports of the runs, as asked: JSON always lists them; text and
 /// Markdown show two or more side by side first.
 /// `--record -` holds one run: several variants' recordings need files.
@@ -272,6 +353,7 @@ pub(super) fn run_variant(
     req: RunRequest,
     step: bool,
     record: Option<Recorder>,
+    predicted: &[(String, Predicted)],
     cancel: &AtomicBool,
 ) -> anyhow::Result<Session> {
     let (lab, variant) = (req.lab.id.clone(), req.variant_name().to_string());
@@ -305,7 +387,20 @@ pub(super) fn run_variant(
                     if step {
                         show_step(&session.run, &event);
                     }
+                    let meta = match &event {
+                        Event::Meta(m) => Some(m.t_ns),
+                        _ => None,
+                    };
                     session.apply(event);
+                    // The predictions were made before the run: they follow
+                    // its header, before its first line.
+                    for (claim, p) in predicted.iter().filter(|_| meta.is_some()) {
+                        session.apply(Event::Prediction(Prediction {
+                            t_ns: meta.unwrap_or_default(),
+                            claim: claim.clone(),
+                            predicted: *p,
+                        }));
+                    }
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}

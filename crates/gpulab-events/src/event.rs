@@ -54,6 +54,9 @@ pub enum Event {
     /// `gpulab watch`, CUDA: the device's memory as an agent read it around a
     /// call that moves much of it (a context made or destroyed, code loaded).
     DeviceRead(DeviceRead),
+    /// What someone predicted a claim would show, before the run (class mode,
+    /// `gpulab run --predict`): kept beside the verdict, never used to reach it.
+    Prediction(Prediction),
 }
 
 impl Event {
@@ -70,6 +73,7 @@ impl Event {
             Event::Sample(s) => s.t_ns,
             Event::Note(n) => n.t_ns,
             Event::Claim(_) => return None,
+            Event::Prediction(p) => p.t_ns,
             Event::End(e) => e.t_ns,
             Event::Agent(a) => a.t_ns,
             Event::Stack(s) => s.t_ns,
@@ -225,6 +229,11 @@ pub struct WatchMeta {
     pub command: Vec<String>,
     /// Its process id; its children report their own.
     pub pid: u32,
+    /// `--torch-history`: PyTorch's memory history was asked for, so its
+    /// live tensors by line are looked at (`framework` events of kind
+    /// `alive`). Absent (false) otherwise and in streams written before it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub torch_history: bool,
 }
 
 /// What an agent loaded into a watched process says about itself. Object ids from
@@ -912,6 +921,63 @@ pub enum Tone {
     Bad,
     /// Inconclusive.
     Unsure,
+}
+
+/// A claim's outcome as someone predicted it before the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prediction {
+    /// When it was made (CLOCK_MONOTONIC ns): before the run's first line.
+    pub t_ns: u64,
+    /// The claim's name, in the run's variant.
+    pub claim: String,
+    pub predicted: Predicted,
+}
+
+/// What a claim was predicted to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Predicted {
+    Holds,
+    DoesNotHold,
+    NotSure,
+}
+
+impl Predicted {
+    pub const ALL: [Predicted; 3] = [Predicted::Holds, Predicted::DoesNotHold, Predicted::NotSure];
+
+    /// Its word on the command line and in files: `holds`, `does_not_hold`,
+    /// `not_sure`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Predicted::Holds => "holds",
+            Predicted::DoesNotHold => "does_not_hold",
+            Predicted::NotSure => "not_sure",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Predicted> {
+        Predicted::ALL.into_iter().find(|p| p.as_str() == word)
+    }
+
+    /// The words shown beside the verdict.
+    pub fn label(self) -> &'static str {
+        match self {
+            Predicted::Holds => "holds",
+            Predicted::DoesNotHold => "does not hold",
+            Predicted::NotSure => "not sure",
+        }
+    }
+
+    /// Whether it names this verdict: a "not sure" names none, and an
+    /// inconclusive run bears no prediction out.
+    pub fn matches(self, verdict: Verdict) -> bool {
+        matches!(
+            (self, verdict),
+            (Predicted::Holds, Verdict::Holds) | (Predicted::DoesNotHold, Verdict::DoesNotHold)
+        )
+    }
 }
 
 /// A verdict beside the lesson's expectation.

@@ -5,6 +5,7 @@
 //! (thinning a recording, the sink its producers send into).
 
 pub mod card;
+pub mod class;
 pub mod export;
 pub mod report;
 pub mod run;

@@ -65,6 +65,7 @@ pub(crate) fn watched(command: &str, pid: u32) -> WatchMeta {
     WatchMeta {
         command: vec![command.into()],
         pid,
+        torch_history: false,
     }
 }
 

@@ -59,6 +59,7 @@ fn event_time(e: &Event) -> Option<u64> {
         Event::Load(l) => l.t_ns,
         Event::GpuReading(g) => g.t_ns,
         Event::DeviceRead(r) => r.t_ns,
+        Event::Prediction(p) => p.t_ns,
         Event::Claim(_) => return None,
     })
 }

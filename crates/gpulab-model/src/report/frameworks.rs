@@ -90,6 +90,11 @@ pub struct FrameworkRefusal {
     /// (`--torch-history`; PyTorch only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensors_then: Option<TensorsByLine>,
+    /// What the text says where `tensors_then` is absent: how to have them,
+    /// or that the look was asked for and has not arrived.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub tensors_note: Option<String>,
 }
 
 pub fn allocators(run: &Run) -> Vec<AllocatorReport> {
@@ -128,7 +133,38 @@ pub fn refusal(run: &Run) -> Option<FrameworkRefusal> {
             .frameworks()
             .alive_at_refusal(&r.allocator)
             .map(|t| TensorsByLine::at_refusal(t, start)),
+        tensors_note: tensors_note(run, r.allocator.framework),
     })
+}
+
+/// Where a refusal has no look at its tensors: for PyTorch, how to have one,
+/// or, under `--torch-history`, that it has not arrived (PyTorch's first
+/// snapshot imports `torch._inductor`, which takes seconds) or never did.
+fn tensors_note(run: &Run, framework: gpulab_events::Framework) -> Option<String> {
+    if framework != gpulab_events::Framework::Pytorch {
+        return None;
+    }
+    let asked = run
+        .meta()
+        .and_then(|m| m.watch.as_ref())
+        .is_some_and(|w| w.torch_history);
+    Some(
+        match (asked, run.end().is_some()) {
+            (false, _) => {
+                "  its tensors by the line that allocated them: run with --torch-history \
+                 (PyTorch's memory history, which costs each allocation its Python stack)"
+            }
+            (true, false) => {
+                "  its tensors by the line that allocated them: PyTorch's snapshot at the \
+                 refusal has not arrived yet (its first imports torch._inductor: seconds)"
+            }
+            (true, true) => {
+                "  its tensors by the line that allocated them: no look at the refusal \
+                 arrived (see the warnings)"
+            }
+        }
+        .into(),
+    )
 }
 
 fn start(run: &Run) -> u64 {
@@ -190,12 +226,11 @@ impl FrameworkRefusal {
     /// to have them.
     pub fn tensor_lines(&self) -> Vec<String> {
         match &self.tensors_then {
-            Some(t) => t.lines(&format!("{}'s tensors alive as it refused", label(&self.framework))),
-            None if self.framework == gpulab_events::Framework::Pytorch.as_str() => vec![
-                "  its tensors by the line that allocated them: run with --torch-history                  (PyTorch's memory history, which costs each allocation its Python stack)"
-                    .into(),
-            ],
-            None => Vec::new(),
+            Some(t) => t.lines(&format!(
+                "{}'s tensors alive as it refused",
+                label(&self.framework)
+            )),
+            None => self.tensors_note.iter().cloned().collect(),
         }
     }
 

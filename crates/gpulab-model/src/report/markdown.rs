@@ -85,6 +85,10 @@ pub fn markdown(s: &Summary) -> String {
                 None => c.verdict.label().to_string(),
             };
             let lesson = c.lesson().map_or("—", |l| l.label());
+            let verdict = match s.predicted.get(&c.name) {
+                Some(p) => format!("{verdict}; {}", super::prediction_line(*p, c)),
+                None => verdict,
+            };
             let _ = writeln!(
                 o,
                 "| {} | {verdict} | {lesson} | {} | {} |",

@@ -29,7 +29,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::{Finding, Load, Run};
-use crate::trace::{CallStatus, ClaimVerdict, EndStatus, MemorySource};
+use crate::trace::{CallStatus, ClaimVerdict, EndStatus, MemorySource, Verdict};
 use gpulab_lab::{Api, BackendKind, ObjKind};
 
 mod cuda;
@@ -63,6 +63,11 @@ pub struct Summary {
     pub leaked: Vec<LeakRow>,
     pub destroyed: Vec<DestroyRow>,
     pub claims: Vec<ClaimVerdict>,
+    /// What was predicted of each claim before the run (class mode, `gpulab
+    /// run --predict`), by claim name; shown beside the verdict, never used
+    /// to reach it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub predicted: BTreeMap<String, gpulab_events::Predicted>,
     pub notes: Vec<String>,
     pub baseline_bytes: Option<u64>,
     pub peak_above_baseline_bytes: Option<u64>,
@@ -316,6 +321,7 @@ impl Summary {
             leaked,
             destroyed: destroyed_rows(run),
             claims: run.claims().to_vec(),
+            predicted: run.predictions().clone(),
             notes: run
                 .notes()
                 .iter()
@@ -525,4 +531,24 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// A prediction beside the verdict and the lesson: "you predicted: does not
+/// hold · the device: holds · the lesson: holds", and whether it was borne out.
+pub fn prediction_line(p: gpulab_events::Predicted, c: &ClaimVerdict) -> String {
+    let lesson = c
+        .expected
+        .map(|e| format!(" · the lesson: {}", e.label()))
+        .unwrap_or_default();
+    let outcome = match c.verdict {
+        Verdict::Inconclusive => "the run could not tell",
+        v if p.matches(v) => "as predicted",
+        _ if p == gpulab_events::Predicted::NotSure => "no prediction made",
+        _ => "not as predicted",
+    };
+    format!(
+        "you predicted: {} · the device: {}{lesson} ({outcome})",
+        p.label(),
+        c.verdict.label()
+    )
 }

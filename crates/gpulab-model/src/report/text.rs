@@ -306,6 +306,9 @@ fn claims(s: &Summary, o: &mut String) {
             c.name,
             c.text
         );
+        if let Some(p) = s.predicted.get(&c.name) {
+            let _ = writeln!(o, "      {}", super::prediction_line(*p, c));
+        }
         let vals: Vec<String> = c
             .values
             .iter()

@@ -108,6 +108,8 @@ pub struct Run {
     meta: Option<Meta>,
     notes: Vec<Note>,
     claims: Vec<ClaimVerdict>,
+    /// What was predicted of each claim before the run (the latest per claim).
+    predictions: std::collections::BTreeMap<String, gpulab_events::Predicted>,
     end: Option<End>,
     /// How busy the host was during the run, when the parent measured it.
     load: Option<HostLoad>,
@@ -191,6 +193,7 @@ impl Run {
             meta: None,
             notes: Vec::new(),
             claims: Vec::new(),
+            predictions: Default::default(),
             end: None,
             load: None,
             window: window::Window::new(calls, spans, objects, SAMPLES_KEPT),
@@ -290,6 +293,9 @@ impl Run {
                 *self.folds.received.entry(r.pid).or_default() += 1;
                 self.folds.reads.device += 1;
                 self.device_read(r);
+            }
+            Event::Prediction(p) => {
+                self.predictions.insert(p.claim.clone(), p.predicted);
             }
         }
         if let Some(views) = &mut self.views
@@ -1193,6 +1199,11 @@ impl Run {
 
     pub fn claims(&self) -> &[ClaimVerdict] {
         &self.claims
+    }
+
+    /// What was predicted of each claim before the run, by claim name.
+    pub fn predictions(&self) -> &std::collections::BTreeMap<String, gpulab_events::Predicted> {
+        &self.predictions
     }
 
     pub fn end(&self) -> Option<&End> {

@@ -437,6 +437,7 @@ fn meta(req: &WatchRequest, pid: u32, t_ns: u64, gpu: Option<&Gpu0>, gpus: Optio
         watch: Some(WatchMeta {
             command: req.command.clone(),
             pid,
+            torch_history: req.torch_history,
         }),
         destruction: None,
         gpus: gpus.map(Gpus::metas).unwrap_or_default(),

@@ -91,6 +91,7 @@ fn not_agents(event: &Event) -> Option<&'static str> {
         Event::End(_) => Some("end"),
         Event::Load(_) => Some("load"),
         Event::GpuReading(_) => Some("gpu_reading"),
+        Event::Prediction(_) => Some("prediction"),
     }
 }
 

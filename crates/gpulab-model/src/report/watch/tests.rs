@@ -221,6 +221,69 @@ fn a_framework_refusal_names_the_asking_line_and_what_each_line_held_then() {
     assert!(lead.iter().any(|l| l.trim() == place), "{text}");
 }
 
+/// Where a PyTorch refusal has no look at its tensors, the text says why, and
+/// at every moment truly: how to have one without `--torch-history`; with it,
+/// that the look has not arrived while the run goes on (PyTorch's first
+/// snapshot takes seconds), then that none came; and the tensors once it came.
+#[test]
+fn a_refusal_without_its_tensors_says_why_at_every_moment() {
+    use crate::trace::{
+        AliveGroup, AliveMoment, End, EndStatus, FrameworkEvent, FrameworkSaid, Meta, PyLine,
+    };
+    let note = |history: bool, ended: bool, looked: bool| {
+        let mut watch = crate::testing::watched("python3 train.py", 7);
+        watch.torch_history = history;
+        let mut events = vec![Event::Meta(Box::new(Meta {
+            pid: 7,
+            watch: Some(watch),
+            ..crate::testing::meta()
+        }))];
+        events.extend(refused_at_line_22());
+        if looked {
+            events.push(Event::Framework(FrameworkEvent {
+                t_ns: 50,
+                pid: 7,
+                framework: gpulab_events::Framework::Pytorch,
+                device: 0,
+                said: FrameworkSaid::Alive {
+                    moment: AliveMoment::Refused,
+                    allocated: 96 << 20,
+                    groups: vec![AliveGroup {
+                        at: Some(PyLine {
+                            file: "/home/u/train.py".into(),
+                            line: 22,
+                            function: "activations".into(),
+                        }),
+                        tensors: 1,
+                        bytes: 96 << 20,
+                    }],
+                    other_tensors: 0,
+                    other_bytes: 0,
+                    took_ns: 10,
+                },
+            }));
+        }
+        if ended {
+            events.push(Event::End(End {
+                t_ns: 60,
+                status: EndStatus::Exited { code: 3 },
+                leaked: Vec::new(),
+            }));
+        }
+        let report = WatchReport::from_run(&Run::from_events(&events));
+        let f = report.framework_refused.expect("a refusal");
+        f.tensor_lines().join("\n")
+    };
+    assert!(note(false, true, false).contains("run with --torch-history"));
+    assert!(note(true, false, false).contains("has not arrived yet"));
+    assert!(note(true, true, false).contains("no look at the refusal arrived"));
+    let looked = note(true, false, true);
+    assert!(
+        looked.contains("96.00 MiB      1 tensor at activations (/home/u/train.py:22)"),
+        "{looked}"
+    );
+}
+
 /// The modules the CUDA runtime registers for a library's kernels (NCCL
 /// links its own copy) and a framework's streams are theirs for the
 /// process's life; a module the program's own code loaded and never
