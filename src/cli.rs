@@ -69,6 +69,13 @@ pub struct Cli {
     #[arg(long, value_name = "ID")]
     pub lab: Option<String>,
 
+    /// Open the dashboard in class mode (`C` toggles it): before a run the
+    /// lesson and what it expects are hidden, and each claim is predicted by
+    /// its number; the run records the predictions, and its verdicts show
+    /// beside them and the lesson.
+    #[arg(long)]
+    pub class: bool,
+
     /// With --lab: the variant the dashboard starts on.
     #[arg(long, requires = "lab", value_name = "NAME")]
     pub variant: Option<String>,

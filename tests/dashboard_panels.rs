@@ -114,6 +114,8 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
             scroll: 0,
             theme: t,
             focused: false,
+            class_mode: false,
+            predicted: None,
         }
         .render(area, b)
     });
@@ -225,6 +227,8 @@ fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
         scroll: 0,
         theme: Theme::PLAIN,
         focused: false,
+        class_mode: false,
+        predicted: None,
     }
     .render(area, &mut buf);
     let verdict = text(&buf);
@@ -393,6 +397,8 @@ fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
             scroll: 0,
             theme: Theme::PLAIN,
             focused: false,
+            class_mode: false,
+            predicted: None,
         }
         .render(area, &mut buf);
         text(&buf)

@@ -206,7 +206,7 @@ fn help_and_parameter_overlays() {
     keys(&mut a, "?");
     let help = screen(&mut a, 160, 48);
     for b in gpulab::tui::keys::KEYS {
-        assert!(help.contains(b.help), "help lists `{}`", b.help);
+        assert!(help.contains(b.help), "help lists `{}`:\n{help}", b.help);
     }
     insta::assert_snapshot!("help_160x48", help);
     // At 80x24 every key's help is there whole, scrolled into view with PgDn.

@@ -483,3 +483,67 @@ fn esc_on_a_watched_program_quits_to_stop_it_without_claiming_a_kill() {
     let said = a.message.clone().unwrap_or_default();
     assert!(!said.contains("worker was killed"), "{said}");
 }
+
+/// Class mode (#49): before the run nothing on screen gives the answer (no
+/// lesson beside a claim, no teaching text), each claim's number predicts it,
+/// the run takes the predictions after its header, and its verdicts show
+/// beside them and the lesson, with the teaching text.
+#[test]
+fn class_mode_hides_the_answer_until_the_verdicts_and_records_the_predictions() {
+    let mut a = app();
+    select(&mut a, "cl-finish");
+    let plain = common::dash::screen(&mut a, 220, 60);
+    assert!(plain.contains("the lesson expects"), "{plain}");
+    keys(&mut a, "C");
+    assert!(a.class_mode);
+    let before = common::dash::screen(&mut a, 220, 60);
+    for answer in ["the lesson expects", "Look:", "Why:", "Instead:"] {
+        assert!(
+            !before.contains(answer),
+            "{answer} before the run:\n{before}"
+        );
+    }
+    assert!(before.contains("1 host-waits"), "{before}");
+    assert!(before.contains("you predict: —"), "{before}");
+    // 1: holds; 1 again: does not hold; 2: holds.
+    keys(&mut a, "112");
+    let predicted = common::dash::screen(&mut a, 220, 60);
+    assert!(
+        predicted.contains("you predict: does not hold"),
+        "{predicted}"
+    );
+    assert!(predicted.contains("you predict: holds"), "{predicted}");
+    let fx = keys(&mut a, "\n");
+    let fx = if fx.is_empty() {
+        key(&mut a, KeyCode::Enter)
+    } else {
+        fx
+    };
+    // While it runs, still nothing of the answer.
+    feed(&mut a, &fx, &shipped("cl-finish--finish")[..1], false);
+    let running = common::dash::screen(&mut a, 220, 60);
+    assert!(
+        !running.contains("the lesson expects") && !running.contains("Look:"),
+        "{running}"
+    );
+    feed(&mut a, &fx, &shipped("cl-finish--finish")[1..], true);
+    let run = &a.slots[A].as_ref().expect("a run").run;
+    let made: Vec<(&str, &str)> = run
+        .predictions()
+        .iter()
+        .map(|(c, p)| (c.as_str(), p.as_str()))
+        .collect();
+    assert_eq!(
+        made,
+        [
+            ("host-waits", "does_not_hold"),
+            ("kernel-took-its-time", "holds")
+        ]
+    );
+    let after = common::dash::screen(&mut a, 220, 60);
+    assert!(
+        after.contains("you predicted: does not hold · the device: holds · the lesson: holds"),
+        "{after}"
+    );
+    assert!(after.contains("Look:"), "{after}");
+}

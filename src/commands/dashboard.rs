@@ -66,6 +66,7 @@ pub fn new_app(cli: &Cli, set: &LabSet) -> App {
         Theme::chosen(cli.color.into()).on_light(cli.theme.light()),
     );
     app.device = cli.device.clone();
+    app.class_mode = cli.class;
     app.invalid = set.invalid();
     app
 }

@@ -79,6 +79,39 @@ impl Variant {
     }
 }
 
+impl Variant {
+    /// The time each line's call asks the device for (a timed kernel's
+    /// length), in ms, by script line: what a device span of that line is
+    /// measured against.
+    pub fn asked_ms_by_line(&self, params: &Params) -> std::collections::BTreeMap<u32, f64> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut stack: Vec<std::slice::Iter<'_, Stmt>> = vec![self.script.iter()];
+        while let Some(top) = stack.last_mut() {
+            let Some(s) = top.next() else {
+                stack.pop();
+                continue;
+            };
+            match &s.kind {
+                StmtKind::Repeat { body, .. } => stack.push(body.iter()),
+                StmtKind::Call { args, .. } => {
+                    let asked: f64 = args
+                        .iter()
+                        .filter_map(|a| match a {
+                            Arg::Quantity(q) if q.unit.is_time() => Some(finite(q.resolve(params))),
+                            _ => None,
+                        })
+                        .sum();
+                    if asked > 0.0 {
+                        out.insert(s.line, asked);
+                    }
+                }
+                StmtKind::Sleep { .. } | StmtKind::Mark { .. } | StmtKind::Forget { .. } => {}
+            }
+        }
+        out
+    }
+}
+
 impl Plan {
     /// The default time limit of a run: generous for any driver that works
     /// (30 s, plus 100 ms a call, plus six times what the script asks for).

@@ -37,11 +37,66 @@ struct Env<'a> {
 pub fn judge(lab: &Lab, run: &Run) -> Vec<ClaimVerdict> {
     let variant = run.variant().unwrap_or_default().to_string();
     let params = params_of(lab, run);
+    let off = off_time(lab, run);
     lab.claims
         .iter()
         .filter(|c| c.applies_to(&variant))
-        .map(|c| judge_one(c, run, &params, &Others::new()))
+        .map(|c| {
+            load_decided(
+                c,
+                judge_one(c, run, &params, &Others::new()),
+                off.as_deref(),
+            )
+        })
         .collect()
+}
+
+/// How far a timed kernel may run from the time asked before its timings
+/// are not the device's: 30% either way.
+const OFF_TIME: f64 = 0.3;
+
+/// On a loaded host (more runnable tasks than CPUs, as the parent measured),
+/// the first device span that ran far from the time its line asked: "the
+/// kernel at line 42 ran 521 ms of the 200 ms asked, with load average 5.2
+/// on 2 cores". None when the host was not loaded or every kernel kept its
+/// time: the verdicts are then the device's.
+pub fn off_time(lab: &Lab, run: &Run) -> Option<String> {
+    let load = crate::run::Load::of(run.load()?);
+    if !load.loaded {
+        return None;
+    }
+    let variant = lab.variant(run.variant()?)?;
+    let params = params_of(lab, run);
+    let asked = variant.asked_ms_by_line(&params);
+    run.spans().iter().find_map(|s| {
+        let asked = *asked.get(&s.line?)?;
+        let ran = s.end_ns.saturating_sub(s.begin_ns) as f64 / 1e6;
+        ((ran - asked).abs() > OFF_TIME * asked).then(|| {
+            format!(
+                "the machine was loaded ({}) and the kernel at line {} ran {ran:.0} ms of the \
+                 {asked:.0} ms asked: its timings are the load's, not the device's",
+                load.figures(),
+                s.line.unwrap_or_default()
+            )
+        })
+    })
+}
+
+/// A verdict the load decided: a claim that reads a time (`host_ms`,
+/// `busy_ms`, `span_ms`, a lag), judged on a loaded host where a kernel ran
+/// far from the time asked, is inconclusive with that reason, its values
+/// still shown. Decided without the lesson: a holding verdict goes too.
+pub fn load_decided(claim: &Claim, mut v: ClaimVerdict, off: Option<&str>) -> ClaimVerdict {
+    let Some(off) = off else { return v };
+    let timed = std::iter::once(&claim.expr)
+        .chain(&claim.requires)
+        .flat_map(|e| e.metrics())
+        .any(|(name, _)| name.ends_with("_ms"));
+    if timed && v.verdict != Verdict::Inconclusive {
+        v.verdict = Verdict::Inconclusive;
+        v.reason = Some(off.to_string());
+    }
+    v
 }
 
 /// Gives the claims of a recording the lesson's expectation where they were

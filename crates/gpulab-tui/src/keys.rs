@@ -38,6 +38,9 @@ pub enum Action {
     /// A watched job: the objects and findings panels show the next rank
     /// alone, then every rank again.
     NextRank,
+    /// Class mode on or off: predict each claim before the run (its digit,
+    /// taken before this table), the lesson hidden until then.
+    ClassMode,
     /// Replay: play or pause (at the end: play from the start).
     PlayPause,
     /// Replay: a second back / forward.
@@ -185,6 +188,13 @@ pub const KEYS: &[Binding] = &[
         &[K::Char('n')],
         Action::NextRank,
         "a watched job: objects and findings of the next rank alone (then all)",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('C')],
+        Action::ClassMode,
+        "class mode: the lesson hidden until the verdicts; 1-9 predicts claim N (again: next answer)",
         None,
     ),
     b(

@@ -64,6 +64,9 @@ pub struct RunState {
     findings: Option<WatchReport>,
     /// Events were folded since the findings were taken.
     findings_stale: bool,
+    /// Class mode: what was predicted of each claim before the run, taken
+    /// into the run (and its recordings) right after its header.
+    pub predicted: Vec<(String, crate::trace::Predicted)>,
 }
 
 /// A live call in flight far longer than its lab asked for.
@@ -91,6 +94,7 @@ impl RunState {
             stuck: None,
             findings: None,
             findings_stale: false,
+            predicted: Vec::new(),
         }
     }
 
@@ -141,10 +145,24 @@ impl RunState {
         s
     }
 
-    /// Folds `event` and records it.
+    /// Folds `event` and records it; after the run's header, the
+    /// predictions made before it.
     pub fn take(&mut self, event: Event) {
+        let header = match &event {
+            Event::Meta(m) => Some(m.t_ns),
+            _ => None,
+        };
         self.apply(&event);
         self.keeper.push(event);
+        if let Some(t_ns) = header {
+            for (claim, predicted) in std::mem::take(&mut self.predicted) {
+                self.take(Event::Prediction(crate::trace::Prediction {
+                    t_ns,
+                    claim,
+                    predicted,
+                }));
+            }
+        }
     }
 
     /// The stream has ended: the lab's claims judged and folded in, the

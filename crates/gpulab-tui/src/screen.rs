@@ -208,6 +208,8 @@ impl<'a> FrameState<'a> {
                 scroll: app.verdict_scroll,
                 theme: t,
                 focused,
+                class_mode: app.class_mode,
+                predicted: app.predicted_here(),
             }
             .render(rect, buf),
         }

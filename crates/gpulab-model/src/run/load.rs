@@ -1,7 +1,8 @@
 //! Whether the host was busy enough during a run to bend its timings, judged from
 //! the figures the parent measured (`HostLoad`), never from this machine now, so
-//! it is tested on given numbers. It is stated next to the verdicts; it never
-//! changes one (a verdict is what was measured, load included).
+//! it is tested on given numbers. It is stated next to the verdicts; where a
+//! kernel also ran far from the time asked, the claims that read a time are
+//! inconclusive for it (`crate::verdict::off_time`).
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -52,7 +53,8 @@ impl Load {
         self.loaded.then(|| {
             format!(
                 "the machine was loaded: {}; timings (host_ms, busy_ms, spin lengths) \
-                 may differ from an idle machine's, and the verdicts are as measured",
+                 may differ from an idle machine's; a claim that reads a time is \
+                 inconclusive where a kernel ran far from the time asked",
                 self.figures()
             )
         })

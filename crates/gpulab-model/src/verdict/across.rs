@@ -9,7 +9,7 @@ use crate::run::Run;
 use crate::trace::{ClaimVerdict, EndStatus};
 use gpulab_lab::{Claim, Lab};
 
-use super::{Why, judge_one, params_of};
+use super::{Why, judge_one, load_decided, off_time, params_of};
 
 /// The runs of the other variants a claim may read, by variant name.
 #[derive(Default)]
@@ -92,12 +92,19 @@ pub fn judge_across(lab: &Lab, runs: &[&Run]) -> Vec<(usize, ClaimVerdict)> {
             continue;
         };
         let params = params_of(lab, run);
+        // A comparison is the load's where either side's timings were.
+        let off = off_time(lab, run).or_else(|| {
+            runs.iter()
+                .filter(|r| !std::ptr::eq(**r, *run))
+                .find_map(|r| off_time(lab, r))
+        });
         for claim in lab
             .claims
             .iter()
             .filter(|c| c.applies_to(variant) && compares_variants(c))
         {
-            out.push((i, judge_one(claim, run, &params, &others)));
+            let v = judge_one(claim, run, &params, &others);
+            out.push((i, load_decided(claim, v, off.as_deref())));
         }
     }
     out

@@ -543,3 +543,78 @@ fn destroy_lag_is_judged_only_for_the_kinds_the_driver_was_asked_about() {
     let old = judge_events(&d, &never_destroyed(None));
     assert_eq!(old.verdict, Verdict::Inconclusive);
 }
+
+/// PoCL's recording of `cl-finish` [no-wait] (`tests/fixtures/recordings`),
+/// its kernel made to run `ran_ms`, with the host's load average `load` on 2
+/// cores.
+fn cl_finish_under(load: f64, ran_ms: u64) -> (gpulab_lab::Lab, Run) {
+    let lab = gpulab_lab::catalog::SHIPPED
+        .iter()
+        .find(|(f, _)| f.contains("cl-finish"))
+        .map(|(f, t)| gpulab_lab::catalog::parse(f, t, gpulab_lab::Origin::Builtin))
+        .expect("shipped")
+        .expect("parses");
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl"
+    );
+    let text = std::fs::read_to_string(file).expect("the fixture");
+    let mut events = read_events(text.as_bytes()).expect("reads");
+    for e in &mut events {
+        if let Event::DeviceSpan(s) = e
+            && s.name == "spin"
+        {
+            s.end_ns = s.begin_ns + ran_ms * MS;
+        }
+    }
+    events.retain(|e| !matches!(e, Event::Load(_) | Event::Claim(_)));
+    events.push(Event::Load(HostLoad {
+        t_ns: 0,
+        load_avg: load,
+        cores: 2,
+    }));
+    (lab, Run::from_events(&events))
+}
+
+/// #49: on a loaded host where the kernel ran far from the time asked, a
+/// claim that reads a time is inconclusive with that reason, whatever it
+/// would have said; on an idle host, or where the kernel kept its time, the
+/// measurement decides as before. The lesson plays no part.
+#[test]
+fn a_verdict_the_load_decided_is_inconclusive_and_says_so() {
+    let asked = lab_param(&cl_finish_under(0.0, 1).1, "kernel_ms");
+    let far = (asked * 2.6) as u64;
+    let (lab, run) = cl_finish_under(5.2, far);
+    let why = off_time(&lab, &run).expect("the load decided");
+    assert!(
+        why.contains(&format!("ran {far} ms of the {asked:.0} ms asked")),
+        "{why}"
+    );
+    assert!(why.contains("load average 5.2 on 2 cores"), "{why}");
+    let took = judge(&lab, &run)
+        .into_iter()
+        .find(|v| v.name == "kernel-took-its-time")
+        .expect("judged");
+    assert_eq!(took.verdict, Verdict::Inconclusive, "{took:?}");
+    assert_eq!(took.reason.as_deref(), Some(why.as_str()));
+    // Its measurement is still shown.
+    assert_eq!(took.values["span_ms(kernel)"], far as f64);
+    // Idle host: the device's own behaviour, a finding.
+    let (lab, run) = cl_finish_under(0.5, far);
+    assert_eq!(off_time(&lab, &run), None);
+    let took = judge(&lab, &run)
+        .into_iter()
+        .find(|v| v.name == "kernel-took-its-time")
+        .expect("judged");
+    assert_eq!(took.verdict, Verdict::DoesNotHold, "{took:?}");
+    // Loaded, but the kernel kept its time: the verdicts stand.
+    let (lab, run) = cl_finish_under(5.2, (asked * 1.1) as u64);
+    assert_eq!(off_time(&lab, &run), None);
+}
+
+fn lab_param(run: &Run, name: &str) -> f64 {
+    run.meta()
+        .and_then(|m| m.lab.as_ref())
+        .and_then(|l| l.params.get(name).copied())
+        .expect("the parameter")
+}

@@ -164,6 +164,13 @@ pub struct App {
     /// The program `watch --dashboard` followed, once another run took slot A
     /// after it ended: kept for the report printed when the dashboard closes.
     watched_program: Option<RunState>,
+    /// Class mode (`--class`, `C`): before a run, the lesson and what it
+    /// expects are hidden and each claim is predicted (its number cycles
+    /// holds, does not hold, not sure, none); the run records the
+    /// predictions, and its verdicts show beside them.
+    pub class_mode: bool,
+    /// Predictions by lab id and variant name, then claim name.
+    pub predictions: BTreeMap<(String, String), BTreeMap<String, crate::trace::Predicted>>,
 }
 
 impl App {
@@ -204,6 +211,8 @@ impl App {
             streamed: false,
             mouse: true,
             watched_program: None,
+            class_mode: false,
+            predictions: BTreeMap::new(),
         };
         app.index_recordings();
         app
@@ -475,6 +484,13 @@ impl App {
             return Vec::new();
         }
         let mode = self.mode();
+        if mode == Mode::Main
+            && self.class_mode
+            && let KeyCode::Char(c @ '1'..='9') = k.code
+        {
+            self.predict(usize::from(c as u8 - b'1'));
+            return Vec::new();
+        }
         match mode {
             Mode::Filter => match k.code {
                 KeyCode::Char(c) if keys::action(&k, mode).is_none() && !c.is_control() => {
@@ -597,6 +613,14 @@ impl App {
             Action::OpenRecording => return self.open_lab_recording(),
             Action::Zoom => self.zoom = !self.zoom,
             Action::NextRank => self.cycle_rank(),
+            Action::ClassMode => {
+                self.class_mode = !self.class_mode;
+                self.message = Some(if self.class_mode {
+                    "class mode: predict each claim with its number, then Enter runs".into()
+                } else {
+                    "class mode off: the lesson shows before the run".into()
+                });
+            }
             Action::Mouse => {
                 self.mouse = !self.mouse;
                 self.message = Some(if self.mouse {

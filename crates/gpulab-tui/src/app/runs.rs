@@ -1,8 +1,11 @@
 //! Starting, stepping, comparing and cancelling runs, and opening recordings:
 //! the app's side of it, as effects the loop carries out.
 
+use std::collections::BTreeMap;
+
 use crate::lab::Lab;
 use crate::source::{Keeper, Recorder, RunRequest, Steer};
+use crate::trace::Predicted;
 
 use super::{A, App, B, Cmd, Entry};
 use crate::runstate::{Feed, RunState};
@@ -122,6 +125,14 @@ impl App {
         // its stream has ended.
         state.keeper = Keeper::new(Some(req.lab.clone()));
         state.stuck_after = Some(req.variant().plan(&req.params).stuck_after());
+        // Class mode: what was predicted goes into the run after its header.
+        if self.class_mode
+            && let Some(made) = self
+                .predictions
+                .get(&(req.lab.id.clone(), req.variant_name().to_string()))
+        {
+            state.predicted = made.iter().map(|(c, p)| (c.clone(), *p)).collect();
+        }
         self.slots[slot] = Some(state);
         self.script_scroll = 0;
         Cmd::Start {
@@ -235,5 +246,58 @@ impl App {
         if let Some((_, why)) = self.invalid.get(i) {
             self.message = Some(format!("cannot run: {why}"));
         }
+    }
+}
+
+impl App {
+    /// The selected lab's claims in its chosen variant, in the order the
+    /// verdict panel numbers them.
+    pub fn claims_shown(&self) -> Vec<&crate::lab::Claim> {
+        let Some(lab) = self.selected_lab() else {
+            return Vec::new();
+        };
+        let variant = lab
+            .variants
+            .get(self.variant_of(lab))
+            .map(|v| v.name.as_str());
+        lab.claims
+            .iter()
+            .filter(|c| variant.is_none_or(|v| c.applies_to(v)))
+            .collect()
+    }
+
+    /// The predictions made for the selected lab's chosen variant.
+    pub fn predicted_here(&self) -> Option<&BTreeMap<String, Predicted>> {
+        let lab = self.selected_lab()?;
+        let variant = lab.variants.get(self.variant_of(lab))?;
+        self.predictions
+            .get(&(lab.id.clone(), variant.name.clone()))
+    }
+
+    /// Class mode: claim `n` (from 0) of the selected lab's variant goes to
+    /// its next prediction: holds, does not hold, not sure, then none.
+    pub(super) fn predict(&mut self, n: usize) {
+        let Some(claim) = self.claims_shown().get(n).map(|c| c.name.clone()) else {
+            return;
+        };
+        let Some(lab) = self.selected_lab() else {
+            return;
+        };
+        let Some(variant) = lab.variants.get(self.variant_of(lab)) else {
+            return;
+        };
+        let key = (lab.id.clone(), variant.name.clone());
+        let made = self.predictions.entry(key).or_default();
+        let next = match made.get(&claim) {
+            None => Some(Predicted::Holds),
+            Some(Predicted::Holds) => Some(Predicted::DoesNotHold),
+            Some(Predicted::DoesNotHold) => Some(Predicted::NotSure),
+            Some(Predicted::NotSure) => None,
+        };
+        match next {
+            Some(p) => made.insert(claim, p),
+            None => made.remove(&claim),
+        };
+        self.dirty = true;
     }
 }

@@ -39,13 +39,14 @@ impl Widget for &HelpOverlay {
             }
         }
         let footer = "mouse wheel: scroll the panel under the pointer · any key closes this";
-        let fits = rows.len() as u16 + 3 <= area.height;
+        // The footer goes in the bottom border: every row of the keys is
+        // the body's.
+        let fits = rows.len() as u16 + 2 <= area.height;
         if fits {
-            let mut lines: Vec<Line> = rows.iter().map(|r| row_line(r, usize::MAX, t)).collect();
-            lines.push(Line::styled(footer, t.dim()));
+            let lines: Vec<Line> = rows.iter().map(|r| row_line(r, usize::MAX, t)).collect();
             let r = centered(area, 112, lines.len() as u16 + 2);
             Clear.render(r, buf);
-            let b = block("Keys", true, t);
+            let b = block("Keys", true, t).title_bottom(Line::styled(footer, t.dim()));
             let inner = b.inner(r);
             b.render(r, buf);
             Paragraph::new(lines)

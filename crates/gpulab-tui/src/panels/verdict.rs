@@ -30,6 +30,13 @@ pub struct VerdictPanel<'a> {
     pub scroll: u16,
     pub theme: Theme,
     pub focused: bool,
+    /// Class mode: nothing gives the answer before the verdicts (the
+    /// lesson's expectations and the teaching text wait), and each claim
+    /// shows what was predicted of it.
+    pub class_mode: bool,
+    /// The predictions made so far for the lab and variant shown (class
+    /// mode, before the run).
+    pub predicted: Option<&'a std::collections::BTreeMap<String, crate::trace::Predicted>>,
 }
 
 /// Who holds the program's memory at the latest reading, share by share, the
@@ -254,7 +261,10 @@ impl VerdictPanel<'_> {
             self.verdicts(claims, &mut out);
         }
         self.status(&mut out);
-        self.teaching(&mut out);
+        // Class mode: the teaching text opens with the verdicts.
+        if !self.class_mode || !claims.is_empty() {
+            self.teaching(&mut out);
+        }
         out
     }
 
@@ -279,6 +289,17 @@ impl VerdictPanel<'_> {
             head.push(Span::styled(format!("— {}: ", c.name), t.dim()));
             head.push(Span::raw(c.text.clone()));
             out.push(Line::from(head));
+            if let Some(p) = self.run.and_then(|r| r.run.predictions().get(&c.name)) {
+                let style = if p.matches(c.verdict) {
+                    t.ok()
+                } else {
+                    t.title()
+                };
+                out.push(Line::styled(
+                    format!("    {}", crate::report::prediction_line(*p, c)),
+                    style,
+                ));
+            }
             let values: Vec<String> = c
                 .values
                 .iter()
@@ -318,17 +339,32 @@ impl VerdictPanel<'_> {
                 None => "not run yet on this device",
             };
             out.push(Line::styled(format!("claims ({why}):"), t.dim()));
+            if self.class_mode {
+                out.push(Line::styled(
+                    "class mode: predict each claim with its number (again: holds, does not \
+                     hold, not sure, none), then Enter runs; the lesson waits for the verdicts",
+                    t.title(),
+                ));
+            }
             let stepped = self.run.filter(|r| r.stepped());
             let variant = lab.variants.get(self.variant).map(|v| v.name.as_str());
             // The claims of the variant shown: the others say nothing of it.
             let applies = |c: &&crate::lab::Claim| variant.is_none_or(|v| c.applies_to(v));
-            for c in lab.claims.iter().filter(applies) {
+            for (i, c) in lab.claims.iter().filter(applies).enumerate() {
                 let mut head = vec![
                     Span::styled("○ ", t.dim()),
                     Span::raw(format!("{}: {}", c.name, c.text)),
                 ];
-                // Predict, then observe: the lesson before the run says it.
-                if let Some(e) = variant.and_then(|v| c.expected(v)) {
+                if self.class_mode {
+                    // Its number, and what was predicted: never the lesson.
+                    head[0] = Span::styled(format!("{} ", i + 1), t.title());
+                    let said = self
+                        .predicted
+                        .and_then(|p| p.get(&c.name))
+                        .map_or("—", |p| p.label());
+                    head.push(Span::styled(format!(" · you predict: {said}"), t.title()));
+                } else if let Some(e) = variant.and_then(|v| c.expected(v)) {
+                    // The lesson before the run says it.
                     head.push(Span::styled(
                         format!(" (the lesson expects: {})", e.label()),
                         t.dim(),
