@@ -138,3 +138,32 @@ fn predictions_are_recorded_beside_the_verdicts_and_a_class_table_judges_each_by
         common::stderr(&out)
     );
 }
+
+/// Four busy loops on two cores while `cl-finish` [finish] ran on PoCL
+/// (`tests/fixtures/loaded/`): the claims that read a time are inconclusive,
+/// with the load the parent measured and the kernel's figures as the reason,
+/// so the class table counts nobody right or wrong on them.
+#[test]
+fn a_run_the_load_decided_leaves_its_timing_claims_inconclusive_and_judges_nobody() {
+    let file = common::repo_file("tests/fixtures/loaded/pocl--cl-finish--finish.jsonl");
+    let out = common::run(&["report", "--json", &file.display().to_string()]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let run = &report["runs"][0];
+    assert_eq!(run["load"]["loaded"], true, "{run:#}");
+    assert!(run["load"]["cpu_waiting"].as_f64() > Some(0.5), "{run:#}");
+    for claim in ["host-waits", "kernel-took-its-time"] {
+        assert_eq!(verdict(run, claim), "inconclusive", "{run:#}");
+    }
+    let why = run["claims"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("the machine was loaded") && why.contains("of the 200 ms asked"),
+        "{why}"
+    );
+    let out = common::run(&["class", &file.display().to_string(), "--json"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let class: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    for row in class["rows"].as_array().expect("rows") {
+        assert_eq!(row["judged"], 0, "{row:#}");
+    }
+}

@@ -409,6 +409,7 @@ fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
         t_ns: 0,
         load_avg: 5.2,
         cores: 2,
+        cpu_waiting: None,
     }));
     let panel = draw(&events);
     assert!(

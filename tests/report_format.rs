@@ -541,6 +541,14 @@ fn the_document_and_the_json_outputs_agree() {
         return;
     };
     let mut outputs = first_outputs(watched, oom);
+    // A run on a loaded host, whatever this machine's kernel keeps.
+    outputs.push(json_of(&[
+        "report",
+        "--json",
+        &common::repo_file("tests/fixtures/loaded/pocl--cl-finish--finish.jsonl")
+            .display()
+            .to_string(),
+    ]));
     // Reports of recordings made to end as few runs do: ran out, timed out.
     for made in [
         ran_out_recording(dir.path()),

@@ -372,6 +372,7 @@ fn a_flip_is_explained_only_by_the_runs_own_numbers() {
         load: Some(Load {
             load_avg: avg,
             cores: 2,
+            cpu_waiting: None,
             loaded: gpulab::run::loaded(avg, 2),
         }),
         rss,

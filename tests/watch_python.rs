@@ -36,6 +36,19 @@ print("argv", sys.argv)
 print("theirs", getattr(sys.modules.get("sitecustomize"), "MARK", None))
 "#;
 
+/// An OpenCL device, /usr/bin/python3 and its pyopencl (the program that
+/// loads the agent on every machine), or the test is skipped and says why.
+fn pyopencl_or_skip(test: &str) -> bool {
+    if !opencl_or_skip(test) || !python_or_skip(test) {
+        return false;
+    }
+    let has = Command::new(PYTHON)
+        .args(["-c", "import pyopencl"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    tool_or_skip(test, has, "pyopencl for /usr/bin/python3")
+}
+
 fn bare(dir: &Path, args: &[&str]) -> Output {
     Command::new(PYTHON)
         .args(args)
@@ -173,14 +186,7 @@ print("done")
 #[test]
 fn what_a_framework_says_reaches_the_report_and_a_missing_hook_is_said_once() {
     let test = "what_a_framework_says_reaches_the_report_and_a_missing_hook_is_said_once";
-    if !opencl_or_skip(test) || !python_or_skip(test) {
-        return;
-    }
-    let has = Command::new(PYTHON)
-        .args(["-c", "import pyopencl"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !tool_or_skip(test, has, "pyopencl for /usr/bin/python3") {
+    if !pyopencl_or_skip(test) {
         return;
     }
     let _device = device_lock();
@@ -227,14 +233,7 @@ fn what_a_framework_says_reaches_the_report_and_a_missing_hook_is_said_once() {
 #[test]
 fn torch_history_names_the_tensors_alive_by_the_line_that_allocated_them() {
     let test = "torch_history_names_the_tensors_alive_by_the_line_that_allocated_them";
-    if !opencl_or_skip(test) || !python_or_skip(test) {
-        return;
-    }
-    let has = Command::new(PYTHON)
-        .args(["-c", "import pyopencl"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !tool_or_skip(test, has, "pyopencl for /usr/bin/python3") {
+    if !pyopencl_or_skip(test) {
         return;
     }
     let _device = device_lock();

@@ -428,6 +428,12 @@ pub struct HostLoad {
     pub t_ns: u64,
     pub load_avg: f64,
     pub cores: u32,
+    /// The share of the run's time (0 to 1) during which some task of the
+    /// host waited for a CPU, from the kernel's pressure stall information
+    /// (`/proc/pressure/cpu`, `some`) read at the run's start and end.
+    /// Absent where the kernel keeps none, and in streams before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_waiting: Option<f64>,
 }
 
 /// What a framework inside a watched process said, when the agent took it.

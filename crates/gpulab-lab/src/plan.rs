@@ -63,14 +63,7 @@ impl Variant {
                 }
                 StmtKind::Call { args, .. } => {
                     plan.calls += times as u64;
-                    let asked: f64 = args
-                        .iter()
-                        .filter_map(|a| match a {
-                            Arg::Quantity(q) if q.unit.is_time() => Some(finite(q.resolve(params))),
-                            _ => None,
-                        })
-                        .sum();
-                    plan.asked_ms += times * asked;
+                    plan.asked_ms += times * asked_ms(args, params);
                 }
                 StmtKind::Mark { .. } | StmtKind::Forget { .. } => {}
             }
@@ -94,13 +87,7 @@ impl Variant {
             match &s.kind {
                 StmtKind::Repeat { body, .. } => stack.push(body.iter()),
                 StmtKind::Call { args, .. } => {
-                    let asked: f64 = args
-                        .iter()
-                        .filter_map(|a| match a {
-                            Arg::Quantity(q) if q.unit.is_time() => Some(finite(q.resolve(params))),
-                            _ => None,
-                        })
-                        .sum();
+                    let asked = asked_ms(args, params);
                     if asked > 0.0 {
                         out.insert(s.line, asked);
                     }
@@ -128,6 +115,16 @@ impl Plan {
     pub fn stuck_after(&self) -> Duration {
         STUCK_AT_LEAST.max(Duration::from_secs_f64(self.asked_ms * STUCK_FACTOR / 1e3))
     }
+}
+
+/// The time a call's arguments ask for (a timed kernel's length), in ms.
+fn asked_ms(args: &[Arg], params: &Params) -> f64 {
+    args.iter()
+        .filter_map(|a| match a {
+            Arg::Quantity(q) if q.unit.is_time() => Some(finite(q.resolve(params))),
+            _ => None,
+        })
+        .sum()
 }
 
 fn finite(ms: f64) -> f64 {

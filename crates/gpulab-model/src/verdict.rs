@@ -65,7 +65,8 @@ pub fn off_time(lab: &Lab, run: &Run) -> Option<String> {
     if !load.loaded {
         return None;
     }
-    let variant = lab.variant(run.variant()?)?;
+    let name = run.variant()?;
+    let variant = lab.variant(name)?;
     let params = params_of(lab, run);
     let asked = variant.asked_ms_by_line(&params);
     run.spans().iter().find_map(|s| {
@@ -73,8 +74,9 @@ pub fn off_time(lab: &Lab, run: &Run) -> Option<String> {
         let ran = s.end_ns.saturating_sub(s.begin_ns) as f64 / 1e6;
         ((ran - asked).abs() > OFF_TIME * asked).then(|| {
             format!(
-                "the machine was loaded ({}) and the kernel at line {} ran {ran:.0} ms of the \
-                 {asked:.0} ms asked: its timings are the load's, not the device's",
+                "the machine was loaded ({}) and the kernel at line {} of `{name}` ran \
+                 {ran:.0} ms of the {asked:.0} ms asked: its timings are the load's, not the \
+                 device's",
                 load.figures(),
                 s.line.unwrap_or_default()
             )

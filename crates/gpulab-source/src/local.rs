@@ -82,6 +82,7 @@ impl LocalSource {
         let before = BeforeRun::start(req.sample_hz);
         crate::clock::phase("before-run readings started");
         let load_at_start = crate::telemetry::load_avg();
+        let waiting_at_start = crate::telemetry::cpu_waiting_us().map(|us| (us, now_ns()));
         let mut cmd = Process::new(&self.exe);
         // The worker dies with its parent (`engine::worker::die_with_parent`). Linux
         // sends PR_SET_PDEATHSIG when the *thread* that spawned it exits: runs are
@@ -158,6 +159,7 @@ impl LocalSource {
             sample_hz: req.sample_hz,
             before,
             load_at_start,
+            waiting_at_start,
             timed_out,
             _gone: gone_tx,
         };
@@ -267,6 +269,8 @@ struct WorkerRun {
     before: Option<BeforeRun>,
     /// The host's 1-minute load average when the run was started.
     load_at_start: Option<f64>,
+    /// The host's CPU stall total (µs) and the time it was read, at the start.
+    waiting_at_start: Option<(u64, u64)>,
     /// The run's time limit, and when the deadline thread ended the worker
     /// for passing it (0: it did not).
     timed_out: Option<(Duration, Arc<AtomicU64>)>,
@@ -418,10 +422,18 @@ impl WorkerRun {
             .flatten()
             .reduce(f64::max)?;
         let cores = std::thread::available_parallelism().ok()?.get();
+        let t_ns = now_ns();
+        // What the run itself met, unlike the slow 1-minute average.
+        let cpu_waiting = self.waiting_at_start.and_then(|(us, at)| {
+            let waited_ns = crate::telemetry::cpu_waiting_us()?.checked_sub(us)? * 1000;
+            let wall_ns = t_ns.checked_sub(at).filter(|w| *w > 0)?;
+            Some((waited_ns as f64 / wall_ns as f64).clamp(0.0, 1.0))
+        });
         Some(trace::HostLoad {
-            t_ns: now_ns(),
+            t_ns,
             load_avg,
             cores: u32::try_from(cores).unwrap_or(u32::MAX),
+            cpu_waiting,
         })
     }
 

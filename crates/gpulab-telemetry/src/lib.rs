@@ -12,7 +12,7 @@ mod sampler;
 pub use gpus::Gpus;
 pub use nvml::{BeforeRun, Gpu0, normalize_pci_bus_id, warm_up as warm_up_nvml};
 pub use probe::Probe;
-pub use procfs::{host_rss_bytes, load_avg, process_tree, self_rss_bytes};
+pub use procfs::{cpu_waiting_us, host_rss_bytes, load_avg, process_tree, self_rss_bytes};
 pub use sampler::{IDLE_HZ, MAX_HZ, Pacer, SETTLE, Sampler, SamplerHandle};
 
 use gpulab_events::{MemorySource, Sample};

@@ -170,6 +170,21 @@ pub fn load_avg() -> Option<f64> {
     parse_loadavg(&std::fs::read_to_string("/proc/loadavg").ok()?)
 }
 
+/// How long, in µs since boot, some task has waited for a CPU (the kernel's
+/// pressure stall information, `/proc/pressure/cpu`'s `some … total=`); None
+/// where the kernel keeps none.
+pub fn cpu_waiting_us() -> Option<u64> {
+    parse_pressure(&std::fs::read_to_string("/proc/pressure/cpu").ok()?)
+}
+
+fn parse_pressure(text: &str) -> Option<u64> {
+    let some = text.lines().find(|l| l.starts_with("some "))?;
+    some.split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
 fn parse_loadavg(text: &str) -> Option<f64> {
     text.split_whitespace()
         .next()?
@@ -278,6 +293,16 @@ mod tests {
         assert_eq!(info.total, Some(16318480 * 1024));
         assert_eq!(info.available, Some(8000 * 1024));
         assert!(meminfo().and_then(|m| m.total).is_some_and(|t| t > 0));
+    }
+
+    #[test]
+    fn cpu_pressure_reads_the_some_lines_total() {
+        let text = "some avg10=25.63 avg60=24.11 avg300=17.80 total=7300284508\n\
+                    full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure(text), Some(7_300_284_508));
+        assert_eq!(parse_pressure("full avg10=0 total=5\n"), None);
+        assert_eq!(parse_pressure("some avg10=1 total=x\n"), None);
+        assert_eq!(parse_pressure(""), None);
     }
 
     #[test]

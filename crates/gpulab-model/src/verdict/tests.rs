@@ -572,6 +572,7 @@ fn cl_finish_under(load: f64, ran_ms: u64) -> (gpulab_lab::Lab, Run) {
         t_ns: 0,
         load_avg: load,
         cores: 2,
+        cpu_waiting: None,
     }));
     (lab, Run::from_events(&events))
 }
