@@ -547,3 +547,25 @@ fn class_mode_hides_the_answer_until_the_verdicts_and_records_the_predictions() 
     );
     assert!(after.contains("Look:"), "{after}");
 }
+
+/// #49: going back to a lab after another run took the screen shows its
+/// last run, not "no run yet".
+#[test]
+fn a_labs_last_run_is_shown_again_when_the_lab_is_selected_again() {
+    let mut a = app();
+    select(&mut a, "cl-finish");
+    let fx = key(&mut a, KeyCode::Enter);
+    feed(&mut a, &fx, &shipped("cl-finish--finish"), true);
+    assert!(a.shown().is_some());
+    // Another run takes slot A: a recording opened from the list.
+    open(&mut a, "nvidia-h100/cl-event-wait--finish", false);
+    select(&mut a, "cl-finish");
+    let run = a.shown().expect("the last run of cl-finish [finish]");
+    assert_eq!(run.lab_id().as_deref(), Some("cl-finish"));
+    assert!(!run.run.claims().is_empty());
+    let s = common::dash::screen(&mut a, 160, 48);
+    assert!(!s.contains("no run yet"), "{s}");
+    // Another variant of it has no run of its own.
+    keys(&mut a, "v");
+    assert!(a.shown().is_none());
+}

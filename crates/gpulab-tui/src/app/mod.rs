@@ -171,6 +171,9 @@ pub struct App {
     pub class_mode: bool,
     /// Predictions by lab id and variant name, then claim name.
     pub predictions: BTreeMap<(String, String), BTreeMap<String, crate::trace::Predicted>>,
+    /// Each lab variant's last finished run, by lab id and variant name, once
+    /// another run took slot A: going back to the lab shows it.
+    last_runs: BTreeMap<(String, String), RunState>,
 }
 
 impl App {
@@ -213,6 +216,7 @@ impl App {
             watched_program: None,
             class_mode: false,
             predictions: BTreeMap::new(),
+            last_runs: BTreeMap::new(),
         };
         app.index_recordings();
         app
@@ -317,7 +321,17 @@ impl App {
             (_, Feed::Watched { .. }) => true,
             _ => false,
         };
-        belongs.then_some(run)
+        if belongs {
+            return Some(run);
+        }
+        // The selected lab variant's last run, kept when another took A
+        // (a lab's entry: a recording's lab is found through what is shown).
+        let Entry::Lab(i) = self.selected_entry()? else {
+            return None;
+        };
+        let lab = self.labs.get(i)?;
+        let variant = lab.variants.get(self.variant_of(lab))?;
+        self.last_runs.get(&(lab.id.clone(), variant.name.clone()))
     }
 
     /// What the layout needs of the state: compare mode, and the zoomed panel.

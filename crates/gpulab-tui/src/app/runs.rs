@@ -159,6 +159,14 @@ impl App {
         {
             self.watched_program = Some(watched);
         }
+        // A lab's finished run is kept for when its lab is shown again.
+        if slot == A
+            && let Some(done) =
+                self.slots[A].take_if(|r| r.closed && matches!(r.origin, Feed::Live { .. }))
+            && let Feed::Live { lab, variant, .. } = &done.origin
+        {
+            self.last_runs.insert((lab.clone(), variant.clone()), done);
+        }
     }
 
     /// The run of the program `watch --dashboard` followed, wherever it is now.
