@@ -387,19 +387,12 @@ pub(super) fn run_variant(
                     if step {
                         show_step(&session.run, &event);
                     }
-                    let meta = match &event {
-                        Event::Meta(m) => Some(m.t_ns),
-                        _ => None,
-                    };
-                    session.apply(event);
                     // The predictions were made before the run: they follow
                     // its header, before its first line.
-                    for (claim, p) in predicted.iter().filter(|_| meta.is_some()) {
-                        session.apply(Event::Prediction(Prediction {
-                            t_ns: meta.unwrap_or_default(),
-                            claim: claim.clone(),
-                            predicted: *p,
-                        }));
+                    let after = Prediction::after(&event, predicted);
+                    session.apply(event);
+                    for e in after {
+                        session.apply(e);
                     }
                 }
             }

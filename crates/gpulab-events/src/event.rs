@@ -950,6 +950,26 @@ pub enum Predicted {
     NotSure,
 }
 
+impl Prediction {
+    /// The predictions made before a run, as the events that follow its
+    /// header (`header`, a `meta`), at its time; none after any other event.
+    pub fn after(header: &Event, predicted: &[(String, Predicted)]) -> Vec<Event> {
+        let Event::Meta(m) = header else {
+            return Vec::new();
+        };
+        predicted
+            .iter()
+            .map(|(claim, p)| {
+                Event::Prediction(Prediction {
+                    t_ns: m.t_ns,
+                    claim: claim.clone(),
+                    predicted: *p,
+                })
+            })
+            .collect()
+    }
+}
+
 impl Predicted {
     pub const ALL: [Predicted; 3] = [Predicted::Holds, Predicted::DoesNotHold, Predicted::NotSure];
 

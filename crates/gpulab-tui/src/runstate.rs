@@ -148,20 +148,14 @@ impl RunState {
     /// Folds `event` and records it; after the run's header, the
     /// predictions made before it.
     pub fn take(&mut self, event: Event) {
-        let header = match &event {
-            Event::Meta(m) => Some(m.t_ns),
-            _ => None,
-        };
+        let after = crate::trace::Prediction::after(&event, &self.predicted);
         self.apply(&event);
         self.keeper.push(event);
-        if let Some(t_ns) = header {
-            for (claim, predicted) in std::mem::take(&mut self.predicted) {
-                self.take(Event::Prediction(crate::trace::Prediction {
-                    t_ns,
-                    claim,
-                    predicted,
-                }));
-            }
+        if !after.is_empty() {
+            self.predicted.clear();
+        }
+        for e in after {
+            self.take(e);
         }
     }
 
