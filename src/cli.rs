@@ -76,6 +76,13 @@ pub struct Cli {
     #[arg(long)]
     pub class: bool,
 
+    /// Open the dashboard on a lesson, in class mode: its labs in order, a
+    /// question before each run and a hint with the verdicts (`>` next step).
+    /// A shipped lesson's id (`gpulab list` names them) or a lesson file's path.
+    /// Without a terminal: print the lesson's plan.
+    #[arg(long, value_name = "NAME|FILE", conflicts_with = "lab")]
+    pub lesson: Option<String>,
+
     /// With --lab: the variant the dashboard starts on.
     #[arg(long, requires = "lab", value_name = "NAME")]
     pub variant: Option<String>,
@@ -101,10 +108,14 @@ pub enum Cmd {
     },
     /// Run a lab on the real device and report what it measured.
     Run(RunArgs),
-    /// Validate lab files and show each mistake with its line and column.
+    /// Validate lab and lesson files and show each mistake with its line and
+    /// column (a lesson's labs are looked up among the shipped ones, the
+    /// user's and `--labs`).
     Check {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        labs: LabsArg,
     },
     /// Show OpenCL platforms, CUDA and NVML, and how to fix what is missing.
     Doctor {
@@ -181,9 +192,10 @@ impl Cmd {
     /// the command they were written on.
     pub fn take_scope(&mut self) -> (Vec<PathBuf>, Option<String>) {
         match self {
-            Cmd::List { labs, .. } | Cmd::Report { labs, .. } | Cmd::Replay { labs, .. } => {
-                (std::mem::take(&mut labs.dirs), None)
-            }
+            Cmd::List { labs, .. }
+            | Cmd::Report { labs, .. }
+            | Cmd::Replay { labs, .. }
+            | Cmd::Check { labs, .. } => (std::mem::take(&mut labs.dirs), None),
             Cmd::Export(a) => (std::mem::take(&mut a.labs.dirs), None),
             Cmd::Watch(a) => (std::mem::take(&mut a.labs.dirs), None),
             Cmd::Run(a) => (std::mem::take(&mut a.labs.dirs), a.device.take()),

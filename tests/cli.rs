@@ -284,14 +284,14 @@ fn export_without_an_output_names_the_outputs_and_exits_2() {
     );
 }
 
-/// `--labs` and `--device` are offered where they do something: `check` and
-/// `doctor` take neither, `report` and `export` only `--labs`, `run` both, on
+/// `--labs` and `--device` are offered where they do something: `doctor`
+/// takes neither, `check` only `--labs` (a lesson's labs), `report` and `export` only `--labs`, `run` both, on
 /// either side of the command.
 #[test]
 fn options_are_offered_only_where_they_apply() {
     let help = |cmd: &str| common::stdout(&common::run(&[cmd, "--help"]));
     for (cmd, labs, device) in [
-        ("check", false, false),
+        ("check", true, false),
         ("doctor", false, false),
         ("report", true, false),
         ("export", true, false),
@@ -313,4 +313,54 @@ fn options_are_offered_only_where_they_apply() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(common::stderr(&out).contains("no such folder"), "{args:?}");
     }
+}
+
+/// #49: `gpulab check` checks a lesson against the labs there are, the
+/// user's `--labs` among them, every mistake at its place; without a
+/// terminal, `gpulab --lesson` prints the teacher's plan.
+#[test]
+fn lessons_are_checked_against_the_labs_and_planned_without_a_terminal() {
+    let shipped = common::repo_file("lessons/when-memory-comes-back.toml");
+    let out = common::run(&["check", shipped.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert!(common::stdout(&out).contains("lesson when-memory-comes-back, 5 step(s), 45 min"));
+
+    // A lesson over a lab of the user's own: unknown until its folder is given.
+    let dir = common::temp_dir();
+    let labs = dir.path().join("labs");
+    std::fs::create_dir(&labs).unwrap();
+    let lab = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml"))
+        .unwrap()
+        .replace("id = \"cl-finish\"", "id = \"my-finish\"");
+    std::fs::write(labs.join("my-finish.toml"), lab).unwrap();
+    let lesson = dir.path().join("mine.toml");
+    std::fs::write(
+        &lesson,
+        "id = \"mine\"\ntitle = \"t\"\nintro = \"i\"\n\n[[steps]]\nlab = \"my-finish\"\n\
+         variant = \"no-wait\"\nminutes = 5\nquestion = \"q?\"\nhint = \"h\"\n",
+    )
+    .unwrap();
+    let path = lesson.to_str().unwrap();
+    let out = common::run(&["check", path]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains(&format!("{path}:6:7: unknown lab `my-finish`")),
+        "{err}"
+    );
+    let out = common::run(&["check", path, "--labs", labs.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+
+    let out = common::run(&["--lesson", "when-memory-comes-back"]);
+    assert_eq!(out.status.code(), Some(0));
+    let plan = common::stdout(&out);
+    assert!(
+        plan.contains("1. cl-premature-release [release-then-finish], 8 min"),
+        "{plan}"
+    );
+    assert_eq!(plan.matches("question: ").count(), 5, "{plan}");
+    assert_eq!(plan.matches("hint (after the run): ").count(), 5, "{plan}");
+    let out = common::run(&["--lesson", "when-memory-come-back"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(common::stderr(&out).contains("did you mean `when-memory-comes-back`"));
 }

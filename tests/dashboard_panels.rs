@@ -116,6 +116,7 @@ fn panels(app: &App, w: u16, h: u16) -> Vec<(&'static str, String)> {
             focused: false,
             class_mode: false,
             predicted: None,
+            step: None,
         }
         .render(area, b)
     });
@@ -229,6 +230,7 @@ fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
         focused: false,
         class_mode: false,
         predicted: None,
+        step: None,
     }
     .render(area, &mut buf);
     let verdict = text(&buf);
@@ -399,6 +401,7 @@ fn the_verdict_panel_states_the_finding_and_the_hosts_load() {
             focused: false,
             class_mode: false,
             predicted: None,
+            step: None,
         }
         .render(area, &mut buf);
         text(&buf)

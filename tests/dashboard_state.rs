@@ -569,3 +569,70 @@ fn a_labs_last_run_is_shown_again_when_the_lab_is_selected_again() {
     keys(&mut a, "v");
     assert!(a.shown().is_none());
 }
+
+/// #49: the shipped lesson in a room without the device. Each step selects
+/// its lab variant and asks its question while nothing gives the answer; the
+/// class predicts, `o` replays the shipped recording with the class's
+/// predictions beside its verdicts, and the hint opens with them; `>` and
+/// `<` move between the steps, every one of which has a recording to replay.
+#[test]
+fn the_shipped_lesson_runs_from_its_recordings_in_a_room_without_a_device() {
+    let mut a = app();
+    let set = gpulab::lab::LabSet::load(&[]);
+    let lesson = gpulab::lab::lesson::find("when-memory-comes-back", &set).unwrap();
+    let steps = lesson.steps.clone();
+    a.open_lesson(lesson);
+    assert!(a.class_mode, "a lesson is taught in class mode");
+    for (k, step) in steps.iter().enumerate() {
+        let (lab, variant) = a.selected_variant().expect("the step's lab");
+        assert_eq!(
+            (lab.id.as_str(), variant.name.as_str()),
+            (step.lab.as_str(), step.variant.as_str())
+        );
+        let before = common::dash::screen(&mut a, 160, 48);
+        assert!(
+            before.contains(&format!("step {} of {}", k + 1, steps.len())),
+            "{before}"
+        );
+        let question_start: String = step.question.chars().take(30).collect();
+        assert!(
+            before.contains(&question_start),
+            "{question_start:?} not in\n{before}"
+        );
+        let hint_start: String = step.hint.chars().take(30).collect();
+        for answer in ["the lesson expects", "Look:", "Why:", hint_start.as_str()] {
+            assert!(
+                !before.contains(answer),
+                "{answer} before the run:\n{before}"
+            );
+        }
+        // Claim 1: holds; claim 2 (where there is one): does not hold.
+        let claims = a.claims_shown().len();
+        assert!(claims >= 1);
+        keys(&mut a, "122");
+        let fx = keys(&mut a, "o");
+        assert!(
+            matches!(fx.as_slice(), [Cmd::Open { .. }]),
+            "step {}: no recording to replay: {:?}",
+            k + 1,
+            a.message
+        );
+        carry_out(&mut a, fx);
+        let run = &a.slots[A].as_ref().expect("the replay").run;
+        let made: Vec<&str> = run.predictions().values().map(|p| p.as_str()).collect();
+        assert_eq!(made.len(), claims.min(2), "step {}", k + 1);
+        assert!(made.contains(&"holds"), "{made:?}");
+        assert_eq!(claims >= 2, made.contains(&"does_not_hold"), "{made:?}");
+        let after = common::dash::screen(&mut a, 160, 48);
+        assert!(after.contains("you predicted: "), "{after}");
+        assert!(after.contains("hint:"), "{after}");
+        if k + 1 < steps.len() {
+            keys(&mut a, ">");
+        }
+    }
+    keys(&mut a, ">");
+    assert!(a.message.as_deref().unwrap_or("").contains("last step"));
+    keys(&mut a, "<");
+    let (lab, _) = a.selected_variant().unwrap();
+    assert_eq!(lab.id, steps[steps.len() - 2].lab);
+}

@@ -32,9 +32,18 @@ pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
             errln!("gpulab: skipped a lab file: {p}");
         }
     }
+    let lesson = match &cli.lesson {
+        Some(name) => Some(
+            gpulab::lab::lesson::find(name, &set).map_err(|e| fail(EXIT_USAGE, e.to_string()))?,
+        ),
+        None => None,
+    };
     let mut app = new_app(cli, &set);
     if let Some(id) = &cli.lab {
         app.select_lab(id, cli.variant.as_deref(), params);
+    }
+    if let Some(lesson) = lesson {
+        app.open_lesson(lesson);
     }
     open(app)
 }

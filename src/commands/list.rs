@@ -22,6 +22,59 @@ pub fn list(dirs: &[PathBuf], json: bool) -> anyhow::Result<i32> {
         return Ok(EXIT_OK);
     }
     out!("{}", table(set.labs()));
+    out!("{}", lessons(&set));
+    Ok(EXIT_OK)
+}
+
+/// The shipped lessons, each with how to open it.
+fn lessons(set: &gpulab::lab::LabSet) -> String {
+    let mut out =
+        String::from("\nlessons (gpulab --lesson ID: the labs in order, in class mode)\n");
+    for lesson in gpulab::lab::lesson::shipped(set) {
+        match lesson {
+            Ok(l) => out.push_str(&format!(
+                "{}  {} ({} steps, {} min)\n",
+                l.id,
+                l.title,
+                l.steps.len(),
+                l.minutes()
+            )),
+            // A shipped lesson only fails against a user's lab of the same id.
+            Err(e) => out.push_str(&format!("(a shipped lesson does not check: {e})\n")),
+        }
+    }
+    out
+}
+
+/// `gpulab --lesson NAME` without a terminal: the teacher's plan, each step's
+/// question and hint in order.
+pub fn lesson_plan(dirs: &[PathBuf], name: &str) -> anyhow::Result<i32> {
+    let set = super::load_labs(dirs);
+    let lesson =
+        gpulab::lab::lesson::find(name, &set).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    outln!(
+        "{} — {} ({} steps, {} min)\n\n{}\n",
+        lesson.id,
+        lesson.title,
+        lesson.steps.len(),
+        lesson.minutes(),
+        lesson.intro
+    );
+    for (i, s) in lesson.steps.iter().enumerate() {
+        outln!(
+            "{}. {} [{}], {} min\n   question: {}\n   hint (after the run): {}\n",
+            i + 1,
+            s.lab,
+            s.variant,
+            s.minutes,
+            s.question,
+            s.hint
+        );
+    }
+    outln!(
+        "in a terminal, `gpulab --lesson {}` opens it in the dashboard (class mode; > next step)",
+        lesson.id
+    );
     Ok(EXIT_OK)
 }
 

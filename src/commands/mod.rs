@@ -159,7 +159,7 @@ pub fn dispatch(mut cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
         Some(Cmd::Run(args)) => run::run(&cli.labs, cli.device.as_deref(), &args),
         Some(Cmd::Card(ref args)) => card::card(&cli.labs, args),
         Some(Cmd::Class(ref args)) => class::class(&cli.labs, args),
-        Some(Cmd::Check { ref files }) => check::check(files, cli.color.into()),
+        Some(Cmd::Check { ref files, .. }) => check::check(&cli.labs, files, cli.color.into()),
         Some(Cmd::Doctor { json }) => doctor::doctor(json, icd_note),
         Some(Cmd::Report {
             ref files, format, ..
@@ -176,7 +176,10 @@ pub fn dispatch(mut cli: Cli, icd_note: Option<String>) -> anyhow::Result<i32> {
                 dashboard::dashboard(&cli)
             } else {
                 // CI logs and pipes keep the plain text overview.
-                list::overview(&cli.labs, cli.lab.as_deref())
+                match &cli.lesson {
+                    Some(name) => list::lesson_plan(&cli.labs, name),
+                    None => list::overview(&cli.labs, cli.lab.as_deref()),
+                }
             }
         }
     }

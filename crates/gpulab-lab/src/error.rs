@@ -32,6 +32,12 @@ pub enum LabError {
         suggestion: Option<String>,
         known: Vec<String>,
     },
+    #[error("unknown lesson `{name}`{} (lessons: {}; or give a lesson file's path)", did_you_mean(suggestion.as_deref()), known.join(", "))]
+    UnknownLesson {
+        name: String,
+        suggestion: Option<String>,
+        known: Vec<String>,
+    },
     #[error("--param {text}: {reason}")]
     BadParam { text: String, reason: String },
 }

@@ -69,6 +69,8 @@ pub enum Mistake {
     },
     // --- header ---
     BadId {
+        /// "lab" or "lesson".
+        what: &'static str,
         id: String,
     },
     UnknownBackend {
@@ -396,6 +398,18 @@ pub enum Mistake {
     ParamInVariant {
         name: String,
     },
+    // --- lesson files ---
+    /// A lesson's step names a lab no lab file defines.
+    UnknownLab {
+        id: String,
+        suggestion: Option<String>,
+    },
+    /// A step's `minutes` is not a whole number from 1 to 120.
+    BadMinutes {
+        found: f64,
+    },
+    /// A lesson without a `[[steps]]`.
+    NoSteps,
 }
 
 fn did_you_mean(s: Option<&str>) -> Option<String> {
@@ -487,8 +501,8 @@ impl Mistake {
                 Some(format!("write each one under its own `[[{key}]]` header")),
             ),
             M::NotFinite { key } => (format!("`{key}` must be a finite number"), None),
-            M::BadId { id } => (
-                format!("lab id `{id}` may only hold lower-case letters, digits and `-`"),
+            M::BadId { what, id } => (
+                format!("{what} id `{id}` may only hold lower-case letters, digits and `-`"),
                 Some(format!(
                     "try `{}`",
                     id.to_ascii_lowercase()
@@ -901,6 +915,19 @@ impl Mistake {
                 } else {
                     format!("limit the claim with `variants = [{others}]`")
                 }),
+            ),
+            M::UnknownLab { id, suggestion } => (
+                format!("unknown lab `{id}`"),
+                did_you_mean(suggestion.as_deref())
+                    .or(Some("`gpulab list` shows the labs a lesson can use".into())),
+            ),
+            M::BadMinutes { found } => (
+                format!("`minutes` is {found}: a step takes a whole number of minutes, 1 to 120"),
+                None,
+            ),
+            M::NoSteps => (
+                "a lesson needs at least one `[[steps]]`".into(),
+                Some("each step names a `lab`, its `variant`, `minutes`, a `question` and a `hint`".into()),
             ),
             M::ParamInVariant { name } => (
                 format!("parameter `{name}` has the same value in every variant"),

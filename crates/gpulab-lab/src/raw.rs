@@ -192,7 +192,7 @@ pub fn read(text: &str) -> Res<RawLab> {
     })
 }
 
-fn toml_problem(text: &str, e: &toml::de::Error) -> Problem {
+pub(crate) fn toml_problem(text: &str, e: &toml::de::Error) -> Problem {
     let span = e.span().unwrap_or(0..0);
     if let Some(problem) = unclosed_string(text, span.start) {
         return problem;
@@ -307,7 +307,7 @@ fn multiline_strings(text: &str) -> Vec<(usize, usize, &'static str)> {
 }
 
 /// One TOML table whose keys have been checked against the known ones.
-struct Fields<'a, 'i> {
+pub(crate) struct Fields<'a, 'i> {
     text: &'a str,
     table: &'a DeTable<'i>,
     span: Span,
@@ -329,7 +329,7 @@ fn found(v: &DeValue<'_>) -> &'static str {
 }
 
 impl<'a, 'i> Fields<'a, 'i> {
-    fn new(
+    pub(crate) fn new(
         text: &'a str,
         table: &'a DeTable<'i>,
         span: Span,
@@ -359,7 +359,7 @@ impl<'a, 'i> Fields<'a, 'i> {
         })
     }
 
-    fn get(&self, key: &str) -> Option<&'a Value<'i>> {
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Value<'i>> {
         self.table.get(key)
     }
 
@@ -386,7 +386,7 @@ impl<'a, 'i> Fields<'a, 'i> {
         )
     }
 
-    fn string(&self, key: &'static str) -> Res<Sp<String>> {
+    pub(crate) fn string(&self, key: &'static str) -> Res<Sp<String>> {
         let v = self.req(key)?;
         match v.get_ref() {
             DeValue::String(s) => Ok(Sp::new(s.to_string(), v.span())),
@@ -394,14 +394,14 @@ impl<'a, 'i> Fields<'a, 'i> {
         }
     }
 
-    fn opt_string(&self, key: &'static str) -> Res<Option<Sp<String>>> {
+    pub(crate) fn opt_string(&self, key: &'static str) -> Res<Option<Sp<String>>> {
         match self.get(key) {
             Some(_) => self.string(key).map(Some),
             None => Ok(None),
         }
     }
 
-    fn text(&self, key: &'static str) -> Res<RawText> {
+    pub(crate) fn text(&self, key: &'static str) -> Res<RawText> {
         let s = self.string(key)?;
         let map = text_map(self.text, &s.span, &s.value);
         Ok(RawText {
@@ -411,7 +411,7 @@ impl<'a, 'i> Fields<'a, 'i> {
         })
     }
 
-    fn number(&self, key: &'static str) -> Res<Sp<f64>> {
+    pub(crate) fn number(&self, key: &'static str) -> Res<Sp<f64>> {
         let v = self.req(key)?;
         let n = match v.get_ref() {
             DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
@@ -484,7 +484,7 @@ impl<'a, 'i> Fields<'a, 'i> {
     }
 
     /// An array of tables; absent means none.
-    fn tables(
+    pub(crate) fn tables(
         &self,
         key: &'static str,
         name: &'static str,

@@ -25,7 +25,7 @@ const NAME_RULE: &str = "may only hold lower-case letters, digits and `-`";
 const PARAM_RULE: &str =
     "must start with a lower-case letter and hold only lower-case letters, digits and `_`";
 
-fn is_slug(s: &str) -> bool {
+pub(crate) fn is_slug(s: &str) -> bool {
     !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
@@ -102,6 +102,7 @@ fn header(raw: &RawLab) -> Res<BackendKind> {
         return Err(Problem::new(
             raw.id.span.clone(),
             Mistake::BadId {
+                what: "lab",
                 id: raw.id.value.clone(),
             },
         ));

@@ -41,6 +41,9 @@ pub enum Action {
     /// Class mode on or off: predict each claim before the run (its digit,
     /// taken before this table), the lesson hidden until then.
     ClassMode,
+    /// A lesson (`--lesson`): its next step (`<`, the previous one, is
+    /// taken before this table, as class mode's digits are).
+    NextStep,
     /// Replay: play or pause (at the end: play from the start).
     PlayPause,
     /// Replay: a second back / forward.
@@ -180,7 +183,7 @@ pub const KEYS: &[Binding] = &[
         Mode::Main,
         &[K::Char('m')],
         Action::Mouse,
-        "mouse off: the terminal selects and copies text again (m: the wheel scrolls panels again)",
+        "mouse off: the terminal selects text (m again: the wheel scrolls panels)",
         None,
     ),
     b(
@@ -194,7 +197,14 @@ pub const KEYS: &[Binding] = &[
         Mode::Main,
         &[K::Char('C')],
         Action::ClassMode,
-        "class mode: the lesson hidden until the verdicts; 1-9 predicts claim N (again: next answer)",
+        "class mode: the answer hidden till the verdicts; 1-9 predicts claim N",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::Char('>')],
+        Action::NextStep,
+        "a lesson (--lesson): its next step and its question (< the previous)",
         None,
     ),
     b(
@@ -264,7 +274,7 @@ pub const KEYS: &[Binding] = &[
         Mode::Main,
         &[K::Char('c')],
         Action::Compare,
-        "compare: this variant and the next side by side (a recording: with its lab's next variant's)",
+        "compare this variant with the next, side by side (a recording too)",
         Some("compare"),
     ),
     b(

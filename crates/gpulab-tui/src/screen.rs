@@ -210,6 +210,7 @@ impl<'a> FrameState<'a> {
                 focused,
                 class_mode: app.class_mode,
                 predicted: app.predicted_here(),
+                step: app.step_shown(),
             }
             .render(rect, buf),
         }

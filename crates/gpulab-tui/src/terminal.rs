@@ -65,7 +65,7 @@ pub fn open_with(
         Terminal::new(CrosstermBackend::new(io::stdout()))?;
     terminal.hide_cursor()?;
     let size = terminal.size()?;
-    app.size = (size.width, size.height);
+    app.update(Msg::Resize(size.width, size.height));
 
     {
         // SIGTERM and SIGHUP (and SIGINT, which raw mode turns into a key anyway)

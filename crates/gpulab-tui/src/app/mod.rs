@@ -14,9 +14,12 @@ use crate::trace::Event;
 
 mod across;
 mod edit;
+mod lesson;
 mod recorded;
 mod replay;
 mod runs;
+
+pub use lesson::{InLesson, StepShown};
 
 use super::keys::{self, Action, Mode};
 use super::layout::{Panel, Screen};
@@ -174,6 +177,8 @@ pub struct App {
     /// Each lab variant's last finished run, by lab id and variant name, once
     /// another run took slot A: going back to the lab shows it.
     last_runs: BTreeMap<(String, String), RunState>,
+    /// The lesson followed (`--lesson`), and its step.
+    pub lesson: Option<InLesson>,
 }
 
 impl App {
@@ -217,6 +222,7 @@ impl App {
             class_mode: false,
             predictions: BTreeMap::new(),
             last_runs: BTreeMap::new(),
+            lesson: None,
         };
         app.index_recordings();
         app
@@ -402,6 +408,7 @@ impl App {
             }
             Msg::Resize(w, h) => {
                 self.size = (w, h);
+                self.fit_lesson();
                 self.dirty = true;
                 Vec::new()
             }
@@ -457,6 +464,20 @@ impl App {
                 p.display()
             ));
         }
+        if self.message.is_none()
+            && let Some(s) = self.step_shown().filter(|s| s.here)
+        {
+            let next = if s.index + 1 < s.count {
+                "; > the next step"
+            } else {
+                "; that was the lesson's last step"
+            };
+            self.message = Some(format!(
+                "step {} of {}: the verdicts are in with the hint (z: on the whole screen){next}",
+                s.index + 1,
+                s.count
+            ));
+        }
         if let Some(h) = crate::history::dir() {
             for p in recorded.iter().filter(|p| p.starts_with(&h)) {
                 self.add_history(p.clone(), &h);
@@ -503,6 +524,14 @@ impl App {
             && let KeyCode::Char(c @ '1'..='9') = k.code
         {
             self.predict(usize::from(c as u8 - b'1'));
+            return Vec::new();
+        }
+        if matches!(mode, Mode::Main | Mode::Replay)
+            && self.lesson.is_some()
+            && k.code == KeyCode::Char('<')
+        {
+            self.message = None;
+            self.move_step(false);
             return Vec::new();
         }
         match mode {
@@ -627,6 +656,7 @@ impl App {
             Action::OpenRecording => return self.open_lab_recording(),
             Action::Zoom => self.zoom = !self.zoom,
             Action::NextRank => self.cycle_rank(),
+            Action::NextStep => self.move_step(true),
             Action::ClassMode => {
                 self.class_mode = !self.class_mode;
                 self.message = Some(if self.class_mode {

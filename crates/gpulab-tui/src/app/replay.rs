@@ -76,6 +76,9 @@ impl App {
     ) {
         let mut lessons = LessonFill::new(&self.labs);
         events.iter_mut().for_each(|e| lessons.fill(e));
+        if self.class_mode {
+            events = self.with_class_predictions(slot, events);
+        }
         let Some(run) = self.live_slot(slot, epoch) else {
             return;
         };
@@ -94,6 +97,38 @@ impl App {
         }
         self.judge_compared();
         self.dirty = true;
+    }
+
+    /// Class mode: a recording of a lab variant the class predicted (a room
+    /// without the device replays the shipped one) shows the class's
+    /// predictions beside its verdicts, in place of any it was recorded with.
+    /// The file itself is never changed.
+    fn with_class_predictions(&self, slot: usize, events: Vec<Event>) -> Vec<Event> {
+        let Some(Feed::Recording(path)) = self.slots[slot].as_ref().map(|r| &r.origin) else {
+            return events;
+        };
+        let Some((lab, variant)) = self
+            .recordings
+            .iter()
+            .position(|p| p == path)
+            .and_then(|i| self.recorded.get(i).cloned().flatten())
+        else {
+            return events;
+        };
+        let Some(made) = self.predictions.get(&(lab, variant)) else {
+            return events;
+        };
+        let made: Vec<_> = made.iter().map(|(c, p)| (c.clone(), *p)).collect();
+        let mut out = Vec::with_capacity(events.len() + made.len());
+        for e in events {
+            if matches!(e, Event::Prediction(_)) {
+                continue;
+            }
+            let after = crate::trace::Prediction::after(&e, &made);
+            out.push(e);
+            out.extend(after);
+        }
+        out
     }
 
     /// `gpulab replay FILE`: the recording selected, in slot A, playing from the start.

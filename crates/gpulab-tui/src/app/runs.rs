@@ -92,6 +92,11 @@ impl App {
             return Vec::new();
         }
         self.leave_compare();
+        // A lesson's step zoomed the verdict panel for the predictions: the
+        // run is watched on the whole dashboard.
+        if self.lesson.is_some() {
+            self.zoom = false;
+        }
         let v = self.variant_of(&lab);
         let Some(req) = self.request(&lab, v, step) else {
             return Vec::new();
@@ -258,26 +263,22 @@ impl App {
 }
 
 impl App {
-    /// The selected lab's claims in its chosen variant, in the order the
-    /// verdict panel numbers them.
+    /// The selected lab's claims in the variant shown (its chosen one, or
+    /// the one a selected recording ran), in the order the verdict panel
+    /// numbers them.
     pub fn claims_shown(&self) -> Vec<&crate::lab::Claim> {
-        let Some(lab) = self.selected_lab() else {
+        let Some((lab, variant)) = self.selected_variant() else {
             return Vec::new();
         };
-        let variant = lab
-            .variants
-            .get(self.variant_of(lab))
-            .map(|v| v.name.as_str());
         lab.claims
             .iter()
-            .filter(|c| variant.is_none_or(|v| c.applies_to(v)))
+            .filter(|c| c.applies_to(&variant.name))
             .collect()
     }
 
-    /// The predictions made for the selected lab's chosen variant.
+    /// The predictions made for the lab variant shown.
     pub fn predicted_here(&self) -> Option<&BTreeMap<String, Predicted>> {
-        let lab = self.selected_lab()?;
-        let variant = lab.variants.get(self.variant_of(lab))?;
+        let (lab, variant) = self.selected_variant()?;
         self.predictions
             .get(&(lab.id.clone(), variant.name.clone()))
     }
@@ -288,10 +289,7 @@ impl App {
         let Some(claim) = self.claims_shown().get(n).map(|c| c.name.clone()) else {
             return;
         };
-        let Some(lab) = self.selected_lab() else {
-            return;
-        };
-        let Some(variant) = lab.variants.get(self.variant_of(lab)) else {
+        let Some((lab, variant)) = self.selected_variant() else {
             return;
         };
         let key = (lab.id.clone(), variant.name.clone());

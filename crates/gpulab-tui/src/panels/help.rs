@@ -54,6 +54,48 @@ impl Widget for &HelpOverlay {
                 .render(inner, buf);
             return;
         }
+        // Too short for one column but wide enough for two: the dashboard's
+        // own keys on the left, the other modes' (shorter) on the right, each
+        // help whole, wrapped in its column.
+        let main = 1 + KEYS.iter().filter(|b| b.mode == Mode::Main).count();
+        let (left, right) = rows.split_at(main.min(rows.len()));
+        let inner_w = area.width.saturating_sub(2);
+        let widest = |part: &[(Option<String>, String)]| {
+            part.iter()
+                .map(|r| row_line(r, usize::MAX, t).width())
+                .max()
+                .unwrap_or(0) as u16
+        };
+        let right_w = widest(right).min(inner_w / 2);
+        let left_w = inner_w.saturating_sub(right_w + 2);
+        let tall = |part: &[(Option<String>, String)], w: u16| -> u16 {
+            part.iter()
+                .map(|r| {
+                    row_line(r, usize::MAX, t)
+                        .width()
+                        .max(1)
+                        .div_ceil(w.max(1) as usize)
+                })
+                .sum::<usize>() as u16
+        };
+        let height = tall(left, left_w).max(tall(right, right_w)) + 2;
+        if left_w >= 60 && height <= area.height {
+            let r = centered(area, inner_w + 2, height);
+            Clear.render(r, buf);
+            let b = block("Keys", true, t).title_bottom(Line::styled(footer, t.dim()));
+            let inner = b.inner(r);
+            b.render(r, buf);
+            for (part, x, w) in [
+                (left, inner.x, left_w),
+                (right, inner.x + left_w + 2, right_w),
+            ] {
+                let lines: Vec<Line> = part.iter().map(|r| row_line(r, usize::MAX, t)).collect();
+                Paragraph::new(lines)
+                    .wrap(Wrap { trim: false })
+                    .render(Rect::new(x, inner.y, w, inner.height), buf);
+            }
+            return;
+        }
         // Too short for every key at once (80x24 has 22 rows): one column, each
         // help whole (wrapped, never cut), scrolled with ↓/↑ and PgDn/PgUp.
         let b = block("Keys (↓/↑ PgDn/PgUp scroll)", true, t);

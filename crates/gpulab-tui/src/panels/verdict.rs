@@ -37,6 +37,9 @@ pub struct VerdictPanel<'a> {
     /// The predictions made so far for the lab and variant shown (class
     /// mode, before the run).
     pub predicted: Option<&'a std::collections::BTreeMap<String, crate::trace::Predicted>>,
+    /// A lesson's step (`--lesson`): its question before the verdicts, its
+    /// hint with them.
+    pub step: Option<crate::app::StepShown<'a>>,
 }
 
 /// Who holds the program's memory at the latest reading, share by share, the
@@ -255,6 +258,7 @@ impl VerdictPanel<'_> {
             out.extend(self.findings(run));
         }
         let claims = self.run.map(|r| r.run.claims()).unwrap_or(&[]);
+        self.lesson_step(claims.is_empty(), &mut out);
         if claims.is_empty() {
             self.pending(&mut out);
         } else {
@@ -266,6 +270,53 @@ impl VerdictPanel<'_> {
             self.teaching(&mut out);
         }
         out
+    }
+
+    /// Where the class is in its lesson, the step's question (at the first
+    /// step, before its run, the lesson's introduction too) and, once the
+    /// verdicts are in, its hint. Away from the step's lab variant, only where
+    /// to go.
+    fn lesson_step(&self, before_run: bool, out: &mut Vec<Line<'static>>) {
+        let Some(s) = self.step else {
+            return;
+        };
+        let t = self.theme;
+        out.push(Line::styled(
+            format!(
+                "lesson: {} · step {} of {} · {} min (> next step, < previous)",
+                s.title,
+                s.index + 1,
+                s.count,
+                s.step.minutes
+            ),
+            t.title(),
+        ));
+        if !s.here {
+            out.push(Line::styled(
+                format!(
+                    "this step is {} [{}]: > or < goes back to it",
+                    s.step.lab, s.step.variant
+                ),
+                t.dim(),
+            ));
+            out.push(Line::raw(""));
+            return;
+        }
+        if s.index == 0 && before_run {
+            out.push(Line::raw(s.intro.to_string()));
+        }
+        out.push(Line::from(vec![
+            Span::styled("question: ", t.title()),
+            Span::raw(s.step.question.clone()),
+        ]));
+        // The hint opens with the verdicts, above them, where it is read.
+        if !before_run {
+            out.push(Line::from(vec![
+                Span::styled("hint: ", t.title()),
+                Span::raw(s.step.hint.clone()),
+            ]));
+        }
+        out.push(Line::raw(""));
     }
 
     /// Each claim's verdict, with the numbers that decided it.
