@@ -72,6 +72,7 @@ RUN echo /opt/nvrtc/lib > /etc/ld.so.conf.d/gpulab-nvrtc.conf && ldconfig
 COPY --from=builder /usr/local/bin/gpulab /usr/local/bin/gpulab
 COPY assets/recordings /usr/src/gpulab/assets/recordings
 COPY assets/watch-recordings /usr/src/gpulab/assets/watch-recordings
+COPY assets/cards /usr/src/gpulab/assets/cards
 # Every licence of what the image carries of gpulab: its own, each crate's in its
 # binary (dist/licences.py) and the embedded font's.
 COPY LICENSE-MIT LICENSE-APACHE docs/THIRD-PARTY-LICENSES.md assets/fonts/DejaVuSans.LICENSE \

@@ -13,7 +13,7 @@
 #
 # Writes target/dist/gpulab-VERSION-ARCH-linux-gnu.tar.gz and SHA256SUMS:
 #   bin/gpulab
-#   share/gpulab/assets/{recordings,watch-recordings}/   (found beside the binary)
+#   share/gpulab/assets/{recordings,watch-recordings,cards}/  (found beside the binary)
 #   share/gpulab/gpulab.schema.json
 #   share/man/man1/gpulab.1
 #   share/bash-completion/completions/gpulab, share/zsh/site-functions/_gpulab,
@@ -66,7 +66,7 @@ for arch in "${ARCHES[@]}"; do
   rm -rf "$stage" "$stage.tar.gz"
   install -Dm755 "$bin" "$stage/bin/gpulab"
   mkdir -p "$stage/share/gpulab/assets" "$stage/share/doc/gpulab"
-  cp -r assets/recordings assets/watch-recordings "$stage/share/gpulab/assets/"
+  cp -r assets/recordings assets/watch-recordings assets/cards "$stage/share/gpulab/assets/"
   cp docs/gpulab.schema.json "$stage/share/gpulab/"
   cp README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE docs/THIRD-PARTY-LICENSES.md \
     "$stage/share/doc/gpulab/"

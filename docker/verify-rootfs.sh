@@ -64,7 +64,7 @@ install -m 0755 target/release/gpulab "$ROOTFS/usr/local/bin/gpulab"
 # the binary's CARGO_MANIFEST_DIR: the image's path in the image, this checkout's
 # path here, so a link from the one to the other stands in for it.
 mkdir -p "$ROOTFS/usr/src/gpulab/assets" "$ROOTFS$(dirname "$PWD")"
-cp -r assets/recordings assets/watch-recordings "$ROOTFS/usr/src/gpulab/assets/"
+cp -r assets/recordings assets/watch-recordings assets/cards "$ROOTFS/usr/src/gpulab/assets/"
 ln -s /usr/src/gpulab "$ROOTFS$PWD"
 chroot "$ROOTFS" useradd --create-home --uid 1000 --shell /bin/sh gpulab
 echo "root filesystem: $(du -sx --block-size=1M "$ROOTFS" | cut -f1) MiB"

@@ -636,3 +636,56 @@ fn the_shipped_lesson_runs_from_its_recordings_in_a_room_without_a_device() {
     let (lab, _) = a.selected_variant().unwrap();
     assert_eq!(lab.id, steps[steps.len() - 2].lab);
 }
+
+/// #49: the shipped H200 card's runs are in the list, each named by its
+/// device and backend, and `c` on one compares it with the other variant run
+/// on the same device (its own folder), never the H100's.
+#[test]
+fn the_h200_cards_runs_are_listed_and_compared_within_their_device() {
+    let mut a = app();
+    let card = "cards/nvidia-h200/recordings/";
+    let listed: Vec<&String> = a
+        .recordings
+        .iter()
+        .zip(&a.recording_labels)
+        .filter(|(p, _)| p.to_string_lossy().contains(card))
+        .map(|(_, l)| l)
+        .collect();
+    let on_disk = gpulab::tui::recordings::find(&common::repo_file(""))
+        .iter()
+        .filter(|p| p.to_string_lossy().contains(card))
+        .count();
+    assert!(on_disk >= 53, "{on_disk}");
+    assert_eq!(listed.len(), on_disk);
+    assert!(
+        listed
+            .iter()
+            .any(|l| l.as_str() == "cl-finish finish · h200 opencl"),
+        "{listed:?}"
+    );
+    for device in ["opencl-1-nvidia-h200", "cuda-0-nvidia-h200", "opencl-0-cpu"] {
+        let lab = if device.starts_with("cuda") {
+            "cuda-free-sync--free-used"
+        } else {
+            "cl-finish--finish"
+        };
+        let i = a
+            .recordings
+            .iter()
+            .position(|p| p.to_string_lossy().contains(device) && p.to_string_lossy().contains(lab))
+            .unwrap();
+        let path = a.recordings[i].to_string_lossy().into_owned();
+        open(&mut a, &path, false);
+        let fx = keys(&mut a, "c");
+        carry_out(&mut a, fx);
+        assert!(a.compare, "{:?}", a.message);
+        let Some(gpulab::tui::runstate::Feed::Recording(b)) =
+            a.slots[B].as_ref().map(|r| r.origin.clone())
+        else {
+            panic!("no recording beside it: {:?}", a.message);
+        };
+        assert_eq!(b.parent(), a.recordings[i].parent(), "{}", b.display());
+        assert_ne!(&b, &a.recordings[i]);
+        key(&mut a, KeyCode::Esc);
+    }
+}

@@ -38,6 +38,11 @@ pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
     }
     let set = super::load_labs(&cli.labs);
     let mut app = dashboard::new_app(cli, &set);
+    // The recordings beside it are listed too: `c` compares it with another
+    // variant run on the same device before any other.
+    for sibling in gpulab::tui::recordings::siblings(file) {
+        app.add_recording(sibling);
+    }
     let problems: Vec<String> = rec.problems.iter().map(ToString::to_string).collect();
     app.play(file.to_path_buf(), rec.events, &problems);
     dashboard::open(app)

@@ -872,7 +872,7 @@ pub struct ClaimVerdict {
     /// What the lab's lesson expects the claim to show in this variant, where
     /// it says: shown beside the verdict, never used to reach it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected: Option<Verdict>,
+    pub expected: Option<Expected>,
 }
 
 impl ClaimVerdict {
@@ -882,7 +882,8 @@ impl ClaimVerdict {
         let expected = self.expected?;
         Some(match self.verdict {
             Verdict::Inconclusive => Lesson::Untested,
-            v if v == expected => Lesson::AsExpected,
+            _ if expected == Expected::Either => Lesson::Either,
+            v if expected.matches(v) => Lesson::AsExpected,
             _ => Lesson::Unlike,
         })
     }
@@ -910,6 +911,7 @@ impl ClaimVerdict {
         match (self.lesson(), self.verdict) {
             (Some(Lesson::AsExpected), _) | (None, Verdict::Holds) => Tone::Good,
             (Some(Lesson::Unlike), _) => Tone::Finding,
+            (Some(Lesson::Either), _) => Tone::Neutral,
             (None, Verdict::DoesNotHold) => Tone::Bad,
             (Some(Lesson::Untested), _) | (None, Verdict::Inconclusive) => Tone::Unsure,
         }
@@ -925,6 +927,9 @@ pub enum Tone {
     Finding,
     /// Does not hold, where no lesson is stated.
     Bad,
+    /// Either outcome is the lesson's (implementations differ): this
+    /// device's finding, neither good nor bad.
+    Neutral,
     /// Inconclusive.
     Unsure,
 }
@@ -1006,6 +1011,39 @@ impl Predicted {
     }
 }
 
+/// What a lab's lesson expects a claim to show in a variant: an outcome, or
+/// either one where the lesson teaches that implementations differ (then
+/// the verdict is this device's finding, shown neutral).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Expected {
+    Holds,
+    DoesNotHold,
+    Either,
+}
+
+impl Expected {
+    pub fn label(self) -> &'static str {
+        match self {
+            Expected::Holds => "holds",
+            Expected::DoesNotHold => "does not hold",
+            Expected::Either => "either (implementations differ)",
+        }
+    }
+
+    /// Whether `verdict` is what was expected; either outcome is, where the
+    /// lesson expects either.
+    pub fn matches(self, verdict: Verdict) -> bool {
+        matches!(
+            (self, verdict),
+            (Expected::Holds, Verdict::Holds)
+                | (Expected::DoesNotHold, Verdict::DoesNotHold)
+                | (Expected::Either, Verdict::Holds | Verdict::DoesNotHold)
+        )
+    }
+}
+
 /// A verdict beside the lesson's expectation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lesson {
@@ -1015,6 +1053,9 @@ pub enum Lesson {
     Unlike,
     /// The run could not decide the claim, so it neither bears the lesson out nor contradicts it.
     Untested,
+    /// The lesson expects either outcome (implementations differ): the
+    /// verdict is this device's finding.
+    Either,
 }
 
 impl Lesson {
@@ -1023,6 +1064,7 @@ impl Lesson {
             Lesson::AsExpected => "✓",
             Lesson::Unlike => "◆",
             Lesson::Untested => "?",
+            Lesson::Either => "◇",
         }
     }
 
@@ -1032,6 +1074,7 @@ impl Lesson {
             Lesson::AsExpected => "as the lesson expects",
             Lesson::Unlike => "unlike the lesson, on this device",
             Lesson::Untested => "the lesson is untested here",
+            Lesson::Either => "implementations differ: this device's finding",
         }
     }
 }

@@ -902,8 +902,8 @@ impl Mistake {
                 Some(format!("the claim applies to {applies}")),
             ),
             M::BadExpect { found } => (
-                format!("`expect` is `{found}`: a claim is expected to be `holds` or `does not hold`"),
-                Some("write what the lesson expects the verdict to be, in the verdict's own words".into()),
+                format!("`expect` is `{found}`: a claim is expected to be `holds`, `does not hold` or `either`"),
+                Some("write what the lesson expects the verdict to be, in the verdict's own words (`either` where implementations differ)".into()),
             ),
             M::ComparesWithItself { variant, others } => (
                 format!(

@@ -16,7 +16,7 @@ pub type Params = BTreeMap<String, f64>;
 
 /// The API a lab's calls belong to: part of the event vocabulary.
 pub use gpulab_events::BackendKind;
-use gpulab_events::Verdict;
+use gpulab_events::Expected;
 
 /// Where a lab came from: shipped inside the binary or read from a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -268,9 +268,10 @@ pub struct Claim {
     /// Variants the claim applies to; all when empty.
     pub variants: Vec<String>,
     /// The lesson: what the lab's author expects the claim to show in each
-    /// variant (`holds` or `does not hold`). Shown beside the verdict, never
-    /// used to reach it; a variant without one has no stated expectation.
-    pub expect: BTreeMap<String, Verdict>,
+    /// variant (`holds`, `does not hold`, or `either` where it teaches that
+    /// implementations differ). Shown beside the verdict, never used to
+    /// reach it; a variant without one has no stated expectation.
+    pub expect: BTreeMap<String, Expected>,
 }
 
 impl Claim {
@@ -279,7 +280,7 @@ impl Claim {
     }
 
     /// What the lesson expects the claim to show in `variant`, where it says.
-    pub fn expected(&self, variant: &str) -> Option<Verdict> {
+    pub fn expected(&self, variant: &str) -> Option<Expected> {
         self.expect.get(variant).copied()
     }
 

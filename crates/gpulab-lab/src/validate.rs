@@ -14,7 +14,7 @@ use super::raw::{RawClaim, RawExpect, RawLab, RawParam, RawText, RawVariant, Sp}
 use super::script::parse_script;
 use super::simulate::Simulator;
 use super::suggest;
-use gpulab_events::Verdict;
+use gpulab_events::Expected;
 
 type Res<T> = Result<T, Problem>;
 
@@ -360,12 +360,13 @@ fn claim(
 }
 
 /// A claim's `expect`, one outcome per variant it names: each a variant of the
-/// lab that the claim applies to, each outcome `holds` or `does not hold`.
+/// lab that the claim applies to, each outcome `holds`, `does not hold` or
+/// `either`.
 fn expectations(
     raw: Option<&RawExpect>,
     applies: &[String],
     variants: &[Variant],
-) -> Res<BTreeMap<String, Verdict>> {
+) -> Res<BTreeMap<String, Expected>> {
     let applies_to = |v: &str| applies.is_empty() || applies.iter().any(|a| a == v);
     let mut out = BTreeMap::new();
     match raw {
@@ -399,11 +400,13 @@ fn expectations(
     Ok(out)
 }
 
-fn expected_outcome(s: &Sp<String>) -> Res<Verdict> {
+fn expected_outcome(s: &Sp<String>) -> Res<Expected> {
     match s.value.as_str() {
-        "holds" => Ok(Verdict::Holds),
+        "holds" => Ok(Expected::Holds),
         // As the text says it, or as the JSON and `--fail-on` spell it.
-        "does not hold" | "does_not_hold" => Ok(Verdict::DoesNotHold),
+        "does not hold" | "does_not_hold" => Ok(Expected::DoesNotHold),
+        // The lesson teaches that implementations differ.
+        "either" => Ok(Expected::Either),
         other => Err(Problem::new(
             s.span.clone(),
             Mistake::BadExpect {
@@ -696,13 +699,34 @@ mod tests {
     fn a_claim_states_its_lesson_per_variant_or_for_all_it_applies_to() {
         let (_, lab) = expecting("expect = \"does not hold\"");
         let c = &lab.unwrap().claims[0];
-        assert_eq!(c.expected("a"), Some(Verdict::DoesNotHold));
+        assert_eq!(c.expected("a"), Some(Expected::DoesNotHold));
         // Not a variant of the claim: no lesson there.
         assert_eq!(c.expected("b"), None);
         let (_, lab) = expecting("expect = { a = \"holds\" }");
-        assert_eq!(lab.unwrap().claims[0].expected("a"), Some(Verdict::Holds));
+        assert_eq!(lab.unwrap().claims[0].expected("a"), Some(Expected::Holds));
+        let (_, lab) = expecting("expect = { a = \"either\" }");
+        assert_eq!(lab.unwrap().claims[0].expected("a"), Some(Expected::Either));
         let (_, lab) = expecting("");
         assert!(lab.unwrap().claims[0].expect.is_empty());
+    }
+
+    /// #49: every shipped claim states what its lab teaches in every variant
+    /// it applies to (`either` where the text says implementations differ),
+    /// so no verdict reads as a failure for want of a lesson.
+    #[test]
+    fn every_shipped_claim_states_its_lesson_in_every_variant() {
+        let set = crate::LabSet::load(&[]);
+        let mut missing = Vec::new();
+        for lab in set.labs() {
+            for c in &lab.claims {
+                for v in lab.variants.iter().filter(|v| c.applies_to(&v.name)) {
+                    if c.expected(&v.name).is_none() {
+                        missing.push(format!("{} [{}] {}", lab.id, v.name, c.name));
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "no lesson stated: {missing:#?}");
     }
 
     #[test]

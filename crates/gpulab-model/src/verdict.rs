@@ -463,9 +463,43 @@ impl Env<'_> {
         // Readings taken after the run's end are the device's, not the run's.
         let end = self.run.end().map(|e| e.t_ns);
         let gone = watch.gone_ns.filter(|t| end.is_none_or(|end| *t <= end));
-        Ok(match gone {
-            Some(t) => ms(t - c.end_ns),
-            None => f64::INFINITY,
+        let Some(gone) = gone else {
+            return Ok(f64::INFINITY);
+        };
+        let lag = ms(gone - c.end_ns);
+        if let Some(why) = self.sampler_behind(c.end_ns, gone, lag) {
+            return Err(why);
+        }
+        Ok(lag)
+    }
+
+    /// The sampler fell behind before `gone`, the first reading that saw the
+    /// memory go: no reading for over four of its own intervals (as this run
+    /// measured them) and a quarter of the lag. The memory went somewhere in
+    /// that gap, so the lag is known only to within it: the load decided it,
+    /// not the device.
+    fn sampler_behind(&self, released_ns: u64, gone: u64, lag: f64) -> Option<Why> {
+        let readings = self.run.readings();
+        let before = readings[..readings.partition_point(|(t, _)| *t < gone)]
+            .last()
+            .map_or(released_ns, |(t, _)| (*t).max(released_ns));
+        let gap = ms(gone.saturating_sub(before));
+        // The sampler's own interval: the median between its samples, which
+        // a stall does not move.
+        let times: Vec<u64> = self.run.samples().iter().map(|s| s.t_ns).collect();
+        let mut steps: Vec<u64> = times
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .collect();
+        steps.sort_unstable();
+        let every = ms(*steps.get(steps.len() / 2)?);
+        (every > 0.0 && gap > 4.0 * every && gap > 0.25 * lag && gap > 2.0).then(|| {
+            format!(
+                "the sampler fell behind: no memory reading for {gap:.1} ms before the memory \
+                 was seen gone (it read every {every:.1} ms otherwise), so the lag is between \
+                 {:.1} and {lag:.1} ms",
+                lag - gap
+            )
         })
     }
 

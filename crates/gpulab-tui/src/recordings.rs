@@ -1,5 +1,6 @@
 //! Recordings the dashboard offers to open read-only: `assets/recordings/` (labs),
-//! `assets/watch-recordings/` (real programs under `gpulab watch`) and
+//! `assets/watch-recordings/` (real programs under `gpulab watch`), the runs of
+//! the shipped driver cards (`assets/cards/<card>/recordings/<device>/`) and
 //! `tests/fixtures/recordings/` under a checkout of gpulab, and the ones `R` made.
 //! Paths keep the root they were found under, so a recording opens whatever the
 //! working directory is.
@@ -9,8 +10,13 @@ use std::path::{Path, PathBuf};
 pub const FOLDERS: &[&str] = &[
     "assets/recordings",
     "assets/watch-recordings",
+    "assets/cards",
     "tests/fixtures/recordings",
 ];
+
+/// How deep under a folder recordings are looked for: a card's runs sit three
+/// levels down (`<card>/recordings/<device>/`).
+const DEPTH: usize = 3;
 
 /// Where the shipped recordings may be, in order: the working directory, the
 /// source tree the binary was built from, and beside the binary itself
@@ -27,45 +33,79 @@ pub fn roots(cwd: &Path, source: &Path, exe: Option<&Path>) -> Vec<PathBuf> {
     out
 }
 
-/// Every `*.jsonl` in the folders under `root` and one level below them (the
-/// shipped ones sit in `assets/recordings/<device>/`), sorted by path, each
-/// joined to `root` (never made relative: the dashboard opens them from wherever
-/// it was started).
+/// Every `*.jsonl` in the folders under `root` and up to three levels below
+/// them (the shipped ones sit in `assets/recordings/<device>/`, a card's in
+/// `assets/cards/<card>/recordings/<device>/`), sorted by path, each joined to
+/// `root` (never made relative: the dashboard opens them from wherever it was
+/// started).
 pub fn find(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for folder in FOLDERS {
         let mut files = Vec::new();
-        let top = root.join(folder);
-        collect(&top, &mut files);
-        if let Ok(entries) = std::fs::read_dir(&top) {
-            for dir in entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_dir())
-            {
-                collect(&dir, &mut files);
-            }
-        }
+        collect(&root.join(folder), DEPTH, &mut files);
         files.sort();
         out.extend(files);
     }
     out
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The recordings in `dir` and, `depth` levels down, in its folders (links
+/// are not followed: a loop of them would never end).
+fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    out.extend(
-        entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file()),
-    );
+    for e in entries.filter_map(Result::ok) {
+        let Ok(kind) = e.file_type() else { continue };
+        let path = e.path();
+        if kind.is_dir() && depth > 0 {
+            collect(&path, depth - 1, out);
+        } else if kind.is_file() && path.extension().is_some_and(|x| x == "jsonl") {
+            out.push(path);
+        }
+    }
 }
 
-/// The device folder a recording sits in (`nvidia-h100`), when it has one.
+/// The recordings beside `path` (its own folder's `*.jsonl`, itself among
+/// them), sorted: `gpulab replay` lists them so `c` finds the other variant
+/// of the same run's device.
+pub fn siblings(path: &Path) -> Vec<PathBuf> {
+    let dir = path.parent().unwrap_or(Path::new(""));
+    // `run.jsonl` names its folder as "": read `.`, keep the paths as given.
+    let read = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let mut found = Vec::new();
+    collect(read, 0, &mut found);
+    let mut out: Vec<PathBuf> = found
+        .iter()
+        .filter_map(|p| Some(dir.join(p.file_name()?)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The device folder a recording sits in (`nvidia-h100`), when it has one. A
+/// card's device folder (`opencl-1-nvidia-h200`: backend, index, device) is
+/// said as device and backend (`nvidia-h200 opencl`), a CPU's as `cpu opencl`.
 pub fn device(path: &Path) -> Option<String> {
     let dir = path.parent()?.file_name()?.to_string_lossy().into_owned();
-    (!matches!(dir.as_str(), "recordings" | "watch-recordings" | "runs")).then_some(dir)
+    if matches!(dir.as_str(), "recordings" | "watch-recordings" | "runs") {
+        return None;
+    }
+    let in_card = path.components().any(|c| c.as_os_str() == "cards");
+    let card_dir = dir.split_once('-').and_then(|(backend, rest)| {
+        let (index, name) = rest.split_once('-')?;
+        let known = matches!(backend, "opencl" | "cuda");
+        (known && index.bytes().all(|b| b.is_ascii_digit())).then_some((backend, name))
+    });
+    match card_dir.filter(|_| in_card) {
+        Some((backend, name)) if name.starts_with("cpu") => Some(format!("cpu {backend}")),
+        Some((backend, name)) => Some(format!("{name} {backend}")),
+        None => Some(dir),
+    }
 }
 
 /// The name a list shows: lab, variant and device, in the words a class would
@@ -201,6 +241,22 @@ mod tests {
             "watch torch-cache · h100"
         );
         assert_eq!(label(Path::new("tests/fixtures/recordings/x.jsonl")), "x");
+        // A card's runs: by device and backend.
+        let card = Path::new("assets/cards/nvidia-h200/recordings");
+        assert_eq!(
+            label(&card.join("opencl-1-nvidia-h200/cl-finish--finish.jsonl")),
+            "cl-finish finish · h200 opencl"
+        );
+        assert_eq!(
+            label(&card.join("cuda-0-nvidia-h200/cuda-free-sync--free-used.jsonl")),
+            "cuda-free-sync free-used · h200 cuda"
+        );
+        assert_eq!(
+            label(&card.join(
+                "opencl-0-cpu-skylake-avx512-intel-r-xeon-r-processor/cl-finish--finish.jsonl"
+            )),
+            "cl-finish finish · cpu opencl"
+        );
         assert_eq!(
             label(Path::new(
                 "tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl"

@@ -166,7 +166,7 @@ pub struct Cell {
     pub verdict: Verdict,
     /// What the lab's lesson expects, where it says.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub expected: Option<Verdict>,
+    pub expected: Option<gpulab_events::Expected>,
     /// The claim's verdict with its values, as the run judged it.
     pub claim: ClaimVerdict,
     /// The run's recording, relative to its card's folder.

@@ -1,6 +1,7 @@
 use super::*;
+use gpulab_events::Expected;
 
-fn claim(name: &str, verdict: Verdict, expected: Option<Verdict>) -> ClaimVerdict {
+fn claim(name: &str, verdict: Verdict, expected: Option<Expected>) -> ClaimVerdict {
     ClaimVerdict {
         name: name.into(),
         text: format!("{name} in words"),
@@ -36,7 +37,7 @@ fn card(host: &str, device: &str, verdicts: &[(&str, Verdict)]) -> Card {
             recording: Some("recordings/x.jsonl".into()),
             claims: verdicts
                 .iter()
-                .map(|(n, v)| claim(n, *v, Some(Verdict::Holds)))
+                .map(|(n, v)| claim(n, *v, Some(Expected::Holds)))
                 .collect(),
         }],
     }

@@ -50,9 +50,9 @@ pub struct ClassRow {
     pub claim: String,
     /// The claim's words.
     pub text: String,
-    /// What the lab's lesson expects, where it says (`holds`, `does_not_hold`).
+    /// What the lab's lesson expects, where it says (`holds`, `does_not_hold`, `either`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lesson: Option<Verdict>,
+    pub lesson: Option<gpulab_events::Expected>,
     /// Runs of this variant that judged the claim.
     pub runs: u64,
     /// How many predicted each outcome; `none`: runs without a prediction.

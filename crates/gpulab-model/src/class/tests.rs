@@ -30,7 +30,7 @@ fn student(t: u64, device: &str, verdict: Verdict, predicted: Option<Predicted>)
         values: Default::default(),
         verdict,
         reason: None,
-        expected: Some(Verdict::DoesNotHold),
+        expected: Some(gpulab_events::Expected::DoesNotHold),
     }));
     Run::from_events(&events)
 }
@@ -87,7 +87,7 @@ fn each_prediction_is_judged_by_its_own_runs_verdict_and_copies_count_once() {
         .map(|d| (d.device.as_str(), d.holds, d.does_not_hold, d.inconclusive))
         .collect();
     assert_eq!(showed, [("NVIDIA H200", 3, 0, 0), ("cpu-haswell", 0, 2, 1)]);
-    assert_eq!(row.lesson, Some(Verdict::DoesNotHold));
+    assert_eq!(row.lesson, Some(gpulab_events::Expected::DoesNotHold));
     let md = markdown(&c, "class");
     assert!(md.contains("| 2 of 4 (50%) |"), "{md}");
     assert!(

@@ -464,7 +464,7 @@ fn a_recording_without_the_lesson_gets_it_from_its_lab_and_keeps_its_verdict() {
         .iter_mut()
         .find(|c| c.name == "host-waits")
         .unwrap();
-    c.expect = [("v1".to_string(), Verdict::DoesNotHold)]
+    c.expect = [("v1".to_string(), gpulab_events::Expected::DoesNotHold)]
         .into_iter()
         .collect();
     let recorded = |name: &str, expected| {
@@ -483,7 +483,7 @@ fn a_recording_without_the_lesson_gets_it_from_its_lab_and_keeps_its_verdict() {
     let mut events = [
         meta(None),
         recorded("host-waits", None),
-        recorded("kernel-took-its-time", Some(Verdict::Holds)),
+        recorded("kernel-took-its-time", Some(gpulab_events::Expected::Holds)),
         recorded("not-in-the-lab", None),
     ];
     events.iter_mut().for_each(|e| fill.fill(e));
@@ -494,11 +494,14 @@ fn a_recording_without_the_lesson_gets_it_from_its_lab_and_keeps_its_verdict() {
             _ => None,
         })
         .collect();
-    assert_eq!(claims[0].expected, Some(Verdict::DoesNotHold));
+    assert_eq!(
+        claims[0].expected,
+        Some(gpulab_events::Expected::DoesNotHold)
+    );
     assert_eq!(claims[0].verdict, Verdict::Holds);
     assert_eq!(claims[0].lesson(), Some(Lesson::Unlike));
     // What the recording says stays; a claim the lab lacks gets nothing.
-    assert_eq!(claims[1].expected, Some(Verdict::Holds));
+    assert_eq!(claims[1].expected, Some(gpulab_events::Expected::Holds));
     assert_eq!(claims[1].lesson(), Some(Lesson::AsExpected));
     assert_eq!(claims[2].expected, None);
     assert_eq!(claims[2].lesson(), None);
@@ -618,4 +621,91 @@ fn lab_param(run: &Run, name: &str) -> f64 {
         .and_then(|m| m.lab.as_ref())
         .and_then(|l| l.params.get(name).copied())
         .expect("the parameter")
+}
+
+/// A lesson that expects either outcome (implementations differ) makes each
+/// decided verdict this device's finding, shown neutral: never ✓ as the
+/// lesson expects, never a red ✗ for want of a lesson; an undecided one is
+/// untested as any other.
+#[test]
+fn either_outcome_is_a_neutral_finding_of_the_device() {
+    use gpulab_events::{Expected, Tone};
+    let claim = |verdict, expected| ClaimVerdict {
+        name: "c".into(),
+        text: String::new(),
+        expr: String::new(),
+        requires: None,
+        values: BTreeMap::new(),
+        verdict,
+        reason: None,
+        expected,
+    };
+    for v in [Verdict::Holds, Verdict::DoesNotHold] {
+        let c = claim(v, Some(Expected::Either));
+        assert_eq!(c.lesson(), Some(Lesson::Either));
+        assert_eq!(c.tone(), Tone::Neutral);
+        assert_eq!(c.mark(), "◇");
+        // Without a lesson, "does not hold" reads as a failure.
+        let bare = claim(v, None);
+        assert_eq!(bare.tone() == Tone::Bad, v == Verdict::DoesNotHold);
+    }
+    let c = claim(Verdict::Inconclusive, Some(Expected::Either));
+    assert_eq!(c.lesson(), Some(Lesson::Untested));
+    assert!(
+        Expected::Either.matches(Verdict::Holds)
+            && !Expected::Either.matches(Verdict::Inconclusive)
+    );
+}
+
+/// #49: a release lag read across a stall of the sampler (no reading for
+/// far longer than its own interval) is inconclusive, saying so and between
+/// which figures the lag lies; the same memory read without the stall keeps
+/// its figure.
+#[test]
+fn a_lag_read_across_a_stalled_sampler_is_inconclusive_with_why() {
+    let sample = |t_ns, used_bytes| {
+        Event::Sample(Sample {
+            t_ns,
+            source: MemorySource::Rss,
+            used_bytes,
+            total_bytes: None,
+            process_bytes: None,
+            others: None,
+        })
+    };
+    let with_samples = |every_ms: u64, stall: std::ops::Range<u64>| {
+        let mut events = premature_release(true);
+        events.retain(|e| !matches!(e, Event::Sample(_)));
+        let end = events.pop();
+        let mut t = 7;
+        while t <= 110 {
+            if !stall.contains(&t) {
+                let used = if t >= 104 { 1 << 20 } else { 100 << 20 };
+                events.push(sample(t * MS, used));
+            }
+            t += every_ms;
+        }
+        events.extend(end);
+        events
+    };
+    let lag = claim(
+        bin(
+            BinOp::Gt,
+            metric("release_lag_ms", "release"),
+            Expr::Num(50.0),
+        ),
+        None,
+    );
+    // Every 3 ms: the memory is seen gone at 106 ms, 100 ms after the release.
+    let v = judge_events(&lag, &with_samples(3, 0..0));
+    assert_eq!(
+        (v.verdict, v.values["release_lag_ms(release)"]),
+        (Verdict::Holds, 100.0)
+    );
+    // The sampler stalls after 37 ms until the drop: the lag is anywhere in 31-100 ms.
+    let v = judge_events(&lag, &with_samples(3, 40..106));
+    assert_eq!(v.verdict, Verdict::Inconclusive, "{v:?}");
+    let why = v.reason.unwrap_or_default();
+    assert!(why.contains("the sampler fell behind"), "{why}");
+    assert!(why.contains("between 31.0 and 100.0 ms"), "{why}");
 }

@@ -67,7 +67,9 @@ impl App {
     }
 
     /// The recording of `lab`'s `variant`: one in the same folder as `near` when
-    /// there is one (the same device), else the first listed (shipped ones first).
+    /// there is one (the same run of cards), else one of the same device (as
+    /// its folder names it: `h200`'s OpenCL card run beside its CUDA one),
+    /// else the first listed (shipped ones first).
     pub fn recording_of(&self, lab: &str, variant: &str, near: Option<&Path>) -> Option<usize> {
         let hits: Vec<usize> = (0..self.recorded.len())
             .filter(|&i| {
@@ -77,9 +79,15 @@ impl App {
             })
             .collect();
         let folder = near.and_then(Path::parent);
+        let device = near.and_then(recordings::device);
         hits.iter()
             .copied()
             .find(|&i| folder.is_some() && self.recordings[i].parent() == folder)
+            .or_else(|| {
+                hits.iter().copied().find(|&i| {
+                    device.is_some() && recordings::device(&self.recordings[i]) == device
+                })
+            })
             .or_else(|| hits.first().copied())
     }
 

@@ -328,6 +328,7 @@ impl VerdictPanel<'_> {
                 Tone::Finding => t.finding(),
                 Tone::Bad => t.bad(),
                 Tone::Unsure => t.warn(),
+                Tone::Neutral => Style::new(),
             };
             let mut head = vec![Span::styled(
                 format!("{} {} ", c.mark(), c.verdict.label()),

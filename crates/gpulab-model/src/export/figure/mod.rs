@@ -602,6 +602,7 @@ fn claim_lines(c: &ClaimVerdict, size: f64) -> Vec<(&'static str, f64, String)> 
         Tone::Finding => "#8e24aa",
         Tone::Bad => "#b3261e",
         Tone::Unsure => "#8a6d00",
+        Tone::Neutral => "#57606a",
     };
     let chars = |w: f64| (w / (size * CHAR_WIDTH)).floor() as usize;
     let mut head = format!("{} {}", c.mark(), c.verdict.label());

@@ -52,7 +52,7 @@ svg.chart{width:100%;height:auto;display:block}
 circle.call{fill:#fff;stroke:#1f77b4;stroke-width:1.5}circle.tagged{fill:#ff7f0e;stroke:#ff7f0e}
 rect.host{fill:#777}rect.failed{fill:#d62728}rect.device{fill:#d62728;opacity:.85}
 circle:hover,rect:hover{stroke:#000;stroke-width:2}
-.good{color:#1a7f37}.bad{color:#b3261e}.unsure{color:#8a6d00}.finding{color:#8e24aa}
+.good{color:#1a7f37}.bad{color:#b3261e}.unsure{color:#8a6d00}.finding{color:#8e24aa}.neutral{color:#57606a}
 .verdict{font-weight:bold;white-space:nowrap}
 .legend span{margin-right:1.5em}.sw{display:inline-block;width:1em;height:.8em;margin-right:.3em;vertical-align:middle}
 .view{overflow-x:auto}.view>div{width:100%}
@@ -65,7 +65,7 @@ th,td{border-color:#2c2c2c}pre{background:#1e1e1e}
 .axis{stroke:#bbb}.grid{stroke:#2e2e2e}.tick,.lane,.desc{fill:#ccc}
 .memory{stroke:#6cb4ee}circle.call{fill:#121212;stroke:#6cb4ee}rect.host{fill:#9a9a9a}
 circle:hover,rect:hover{stroke:#fff}
-.good{color:#56d364}.bad{color:#ff7b72}.unsure{color:#e3b341}.finding{color:#d2a8ff}
+.good{color:#56d364}.bad{color:#ff7b72}.unsure{color:#e3b341}.finding{color:#d2a8ff}.neutral{color:#8b949e}
 line.cursor{stroke:#d2a8ff}
 }
 ";
@@ -369,6 +369,7 @@ pub(crate) fn lesson_class(c: &ClaimVerdict) -> &'static str {
         Tone::Finding => "finding",
         Tone::Bad => "bad",
         Tone::Unsure => "unsure",
+        Tone::Neutral => "neutral",
     }
 }
 
