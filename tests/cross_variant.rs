@@ -90,8 +90,10 @@ fn all_variants_judges_a_comparison_from_both_variants_own_numbers() {
             own < theirs
         };
         let want = if holds { "holds" } else { "does_not_hold" };
-        assert_eq!(c["verdict"], want, "{c:#}");
-        assert!(c["reason"].is_null(), "{c:#}");
+        if !common::load_decided(c) {
+            assert_eq!(c["verdict"], want, "{c:#}");
+            assert!(c["reason"].is_null(), "{c:#}");
+        }
     }
     // `peak_mib` over a line is at least the memory right after it: the
     // worker's reading at the line's end is one of its readings.

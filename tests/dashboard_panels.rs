@@ -507,3 +507,80 @@ fn a_watched_programs_memory_is_stacked_by_who_holds_it() {
     let plain = draw(Theme::PLAIN);
     assert!(!text(&plain).contains("■obj"), "{}", text(&plain));
 }
+
+/// #49: a lab whose setup (PoCL's buffer creation, its program build) took
+/// most of the run starts its time axis shortly before its first line that
+/// gives the device work, and both panels say from when; a run with little
+/// setup, and two runs compared, start at 0.
+#[test]
+fn a_long_setup_is_left_of_the_axis_and_said() {
+    let mut a = app();
+    open(&mut a, "pocl--cl-finish--no-wait", false);
+    let run = a.slots[A].as_ref().unwrap();
+    let axes = Axes::of(&[run]);
+    let first_work = run
+        .run
+        .calls()
+        .iter()
+        .find(|c| c.api.as_str() == "clEnqueueNDRangeKernel")
+        .unwrap()
+        .begin_ns
+        - run.t0();
+    let whole = run.duration_ns();
+    if first_work * 3 > whole {
+        assert!(axes.skip_ns > 0 && axes.skip_ns <= first_work, "{axes:?}");
+        assert_eq!(axes.skip_ns + axes.dur_ns, whole);
+        let mut buf = Buffer::empty(Rect::new(0, 0, 120, 12));
+        (&MemoryPanel {
+            run: Some(run),
+            axes: None,
+            theme: gpulab::tui::Theme::PLAIN,
+            focused: false,
+            curve: ratatui::style::Style::new(),
+        })
+            .render(buf.area, &mut buf);
+        let memory = text(&buf);
+        assert!(memory.contains(", after the setup"), "{memory}");
+        let from = gpulab::tui::panels::fmt_dur(axes.skip_ns);
+        assert!(memory.contains(&from), "{from} not on the axis:\n{memory}");
+    } else {
+        assert_eq!(axes.skip_ns, 0);
+    }
+    // Compared with another run, the axis is shared from both starts.
+    assert_eq!(Axes::of(&[run, run]).skip_ns, 0);
+    // Every shipped lab recording: the axis never starts after the first
+    // line that gave the device work, starts late only where the setup took
+    // over a third of the run, and always ends at the run's end.
+    for path in gpulab::tui::recordings::find(&common::repo_file("")) {
+        let Ok(rec) = gpulab::trace::read_recording(
+            std::fs::File::open(&path)
+                .map(std::io::BufReader::new)
+                .unwrap(),
+        ) else {
+            continue;
+        };
+        let run = gpulab::tui::runstate::RunState::from_events(
+            gpulab::tui::runstate::Feed::Recording(path.clone()),
+            &rec.events,
+        );
+        let axes = Axes::of(&[&run]);
+        let work = run
+            .run
+            .calls()
+            .iter()
+            .find(|c| {
+                c.api
+                    .api()
+                    .is_some_and(gpulab::lab::Api::queues_device_work)
+            })
+            .map(|c| c.begin_ns.saturating_sub(run.t0()));
+        let whole = run.duration_ns().max(1);
+        match work {
+            Some(w) if run.run.meta().is_some_and(|m| m.lab.is_some()) && w * 3 > whole => {
+                assert!(axes.skip_ns > 0 && axes.skip_ns <= w, "{}", path.display());
+            }
+            _ => assert_eq!(axes.skip_ns, 0, "{}", path.display()),
+        }
+        assert_eq!(axes.skip_ns + axes.dur_ns, whole, "{}", path.display());
+    }
+}

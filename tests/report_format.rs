@@ -345,6 +345,7 @@ fn class(dir: &Path) -> Value {
         &path(&file),
         &path(&file),
         &path(&common::repo_file("tests/fixtures/recordings")),
+        &path(&common::repo_file("tests/fixtures/loaded")),
         "--json",
     ])
 }
@@ -371,6 +372,15 @@ fn cards(dir: &Path) -> Vec<Value> {
             &path(&pocl),
             "--json",
         ]),
+        // A card of a run on a loaded host: its runs say the load.
+        json_of(&[
+            "card",
+            "--from",
+            &path(&common::repo_file("tests/fixtures/loaded")),
+            "-o",
+            &path(&dir.join("card-loaded")),
+            "--json",
+        ]),
         json_of(&[
             "card",
             "merge",
@@ -378,6 +388,16 @@ fn cards(dir: &Path) -> Vec<Value> {
             &path(&pocl),
             "-o",
             &path(&matrix),
+            "--json",
+        ]),
+        // The loaded run's card beside the H100's: its cells say the load.
+        json_of(&[
+            "card",
+            "merge",
+            &path(&h100),
+            &path(&dir.join("card-loaded")),
+            "-o",
+            &path(&dir.join("matrix-loaded")),
             "--json",
         ]),
     ]

@@ -165,3 +165,14 @@ pub fn gpu_used_once_back(before: u64) -> u64 {
     }
     now
 }
+
+/// Whether a claim's verdict (a report's JSON) is one the host's load
+/// decided: inconclusive, its reason the load's (`verdict::off_time`). A
+/// test that runs a timed lab on this machine accepts it in place of the
+/// verdict the numbers would give on an idle host, whatever else runs here.
+pub fn load_decided(claim: &serde_json::Value) -> bool {
+    claim["verdict"] == "inconclusive"
+        && claim["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("the machine was loaded"))
+}

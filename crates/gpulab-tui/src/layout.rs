@@ -140,12 +140,13 @@ impl Screen {
 fn column(area: Rect, lanes: u16) -> [Rect; 4] {
     let h = area.height;
     if h + 1 < COMPACT_H {
-        // 23 rows at 80x24: script 9 (a header and 7 lines), chart 6, two lanes,
-        // two lines of verdicts; every panel scrolls or zooms. A run of two
-        // streams gets its third lane from the script (a line fewer).
+        // 23 rows at 80x24: script 7 (a header and 5 lines around the one
+        // running), chart 8 (five rows of curve: a step of a lab reads), two
+        // lanes, two lines of verdicts; every panel scrolls or zooms. A run of
+        // two streams gets its third lane from the script (a line fewer).
         let timeline = (lanes + 2).clamp(4, 5);
         let verdict = 4;
-        let memory = (h.saturating_sub(timeline + verdict) * 2 / 5).max(6);
+        let memory = (h.saturating_sub(timeline + verdict) / 2 + 1).max(6);
         return Layout::vertical([
             Constraint::Min(3),
             Constraint::Length(memory),

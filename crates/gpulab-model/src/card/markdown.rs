@@ -133,7 +133,12 @@ pub(super) fn said(c: &Cell) -> String {
         .lesson()
         .map(|l| format!(" ({})", l.label()))
         .unwrap_or_default();
-    format!("{} {}{lesson}", c.claim.mark(), c.verdict.label())
+    let loaded = if c.loaded.is_some() {
+        " · on a loaded host"
+    } else {
+        ""
+    };
+    format!("{} {}{lesson}{loaded}", c.claim.mark(), c.verdict.label())
 }
 
 /// The values a claim was judged from, `name = value, …` with each name as
@@ -155,7 +160,7 @@ pub(super) fn values_said(cell: &Cell, code: impl Fn(&str) -> String) -> String 
 fn numbers(m: &Matrix, row: &Row, cell: &Cell, (i, j): (usize, usize), o: &mut String) {
     let _ = writeln!(
         o,
-        "- <a id=\"n-{i}-{j}\"></a>**{} · {} · {}** on {}: {} — {} with {}{}{}",
+        "- <a id=\"n-{i}-{j}\"></a>**{} · {} · {}** on {}: {} — {} with {}{}{}{}",
         md_text(&row.lab, false),
         md_text(&row.variant, false),
         md_text(&row.claim, false),
@@ -167,6 +172,10 @@ fn numbers(m: &Matrix, row: &Row, cell: &Cell, (i, j): (usize, usize), o: &mut S
             .reason
             .as_deref()
             .map(|r| format!("; why: {}", md_text(r, false)))
+            .unwrap_or_default(),
+        cell.loaded
+            .as_deref()
+            .map(|l| format!("; the host was loaded ({})", md_text(l, false)))
             .unwrap_or_default(),
         cell.recording
             .as_deref()

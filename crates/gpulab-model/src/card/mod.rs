@@ -64,6 +64,11 @@ pub struct CardRun {
     /// Its recording, relative to the card's folder (absent when none was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recording: Option<String>,
+    /// The host was loaded as the run ran: the load it measured (`load
+    /// average 4.1 on 2 cores, …`). Its timed claims were inconclusive where a
+    /// kernel ran far from the time asked; the rest stand, said beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded: Option<String>,
     pub claims: Vec<ClaimVerdict>,
 }
 
@@ -107,6 +112,7 @@ impl Card {
                 at: s.recorded.at.clone(),
                 gpulab_version: s.recorded.gpulab_version.clone(),
                 recording: recording.clone(),
+                loaded: s.load.as_ref().filter(|l| l.loaded).map(|l| l.figures()),
                 claims: s.claims.clone(),
             });
         }
@@ -172,6 +178,9 @@ pub struct Cell {
     /// The run's recording, relative to its card's folder.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recording: Option<String>,
+    /// The load of the run's host, where it was loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loaded: Option<String>,
 }
 
 impl Matrix {
@@ -220,6 +229,7 @@ impl Matrix {
                         expected: c.expected,
                         claim: c.clone(),
                         recording: run.recording.clone(),
+                        loaded: run.loaded.clone(),
                     });
                 }
             }

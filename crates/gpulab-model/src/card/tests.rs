@@ -35,6 +35,7 @@ fn card(host: &str, device: &str, verdicts: &[(&str, Verdict)]) -> Card {
             at: None,
             gpulab_version: "0.1.0".into(),
             recording: Some("recordings/x.jsonl".into()),
+            loaded: None,
             claims: verdicts
                 .iter()
                 .map(|(n, v)| claim(n, *v, Some(Expected::Holds)))
@@ -124,4 +125,29 @@ fn a_card_reads_back_as_it_was_written() {
     let back: Card = serde_json::from_str(&text).unwrap();
     assert_eq!(back.devices, a.devices);
     assert_eq!(back.runs[0].claims, a.runs[0].claims);
+}
+
+/// #49: a run on a loaded host says so in its card's cell and numbers; its
+/// verdict is the run's own.
+#[test]
+fn a_run_on_a_loaded_host_says_so_in_the_card() {
+    let mut c = card("h", "PoCL", &[("k", Verdict::Holds)]);
+    c.runs[0].loaded = Some("load average 4.2 on 2 cores".into());
+    let m = Matrix::merge(
+        Provenance::here("h".into()),
+        &[("c".into(), c.clone())],
+        Vec::new(),
+    );
+    let loaded: Vec<&Cell> = m
+        .rows
+        .iter()
+        .flat_map(|r| r.cells.iter().flatten())
+        .collect();
+    assert!(loaded.iter().any(|c| c.loaded.is_some()));
+    let md = markdown(&m, "card");
+    assert!(md.contains("· on a loaded host"), "{md}");
+    assert!(
+        md.contains("the host was loaded (load average 4.2 on 2 cores)"),
+        "{md}"
+    );
 }

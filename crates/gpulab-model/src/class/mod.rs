@@ -86,6 +86,33 @@ pub struct DeviceShowed {
     pub holds: u64,
     pub does_not_hold: u64,
     pub inconclusive: u64,
+    /// Of these runs, those on a host that was loaded as it ran (its load
+    /// average above its cores, or a task waiting for a CPU half the time):
+    /// their timings are the load's as much as the device's.
+    pub loaded: u64,
+}
+
+impl ClassRow {
+    /// A run on `device` showed `verdict` (on a host `loaded` or not).
+    fn showed(&mut self, device: &str, verdict: Verdict, loaded: bool) {
+        let at = match self.devices.iter().position(|d| d.device == device) {
+            Some(at) => at,
+            None => {
+                self.devices.push(DeviceShowed {
+                    device: device.to_string(),
+                    ..DeviceShowed::default()
+                });
+                self.devices.len() - 1
+            }
+        };
+        let shown = &mut self.devices[at];
+        shown.loaded += u64::from(loaded);
+        match verdict {
+            Verdict::Holds => shown.holds += 1,
+            Verdict::DoesNotHold => shown.does_not_hold += 1,
+            Verdict::Inconclusive => shown.inconclusive += 1,
+        }
+    }
 }
 
 /// One recording as `gpulab class` reads it: its file and its events' run.
@@ -130,6 +157,7 @@ impl Class {
             let predictions = e.run.predictions();
             predicting_runs += usize::from(!predictions.is_empty());
             let device = meta.device.name.clone();
+            let loaded = e.run.load().is_some_and(|l| crate::run::Load::of(l).loaded);
             for c in e.run.claims() {
                 let row = rows
                     .entry((lab.id.clone(), lab.variant.clone(), c.name.clone()))
@@ -148,22 +176,7 @@ impl Class {
                     });
                 row.runs += 1;
                 row.lesson = row.lesson.or(c.expected);
-                let shown = match row.devices.iter_mut().find(|d| d.device == device) {
-                    Some(d) => d,
-                    None => {
-                        row.devices.push(DeviceShowed {
-                            device: device.clone(),
-                            ..DeviceShowed::default()
-                        });
-                        let last = row.devices.len() - 1;
-                        &mut row.devices[last]
-                    }
-                };
-                match c.verdict {
-                    Verdict::Holds => shown.holds += 1,
-                    Verdict::DoesNotHold => shown.does_not_hold += 1,
-                    Verdict::Inconclusive => shown.inconclusive += 1,
-                }
+                row.showed(&device, c.verdict, loaded);
                 let Some(p) = predictions.get(&c.name) else {
                     row.predicted.none += 1;
                     continue;

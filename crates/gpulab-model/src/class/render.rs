@@ -38,6 +38,9 @@ fn showed(r: &ClassRow) -> String {
                     parts.push(format!("{n} {word}"));
                 }
             }
+            if d.loaded > 0 {
+                parts.push(format!("{} on a loaded host", d.loaded));
+            }
             format!("{}: {}", d.device, parts.join(", "))
         })
         .collect::<Vec<_>>()

@@ -144,3 +144,37 @@ fn the_most_missed_claim_comes_first_and_a_watch_recording_is_set_aside() {
             .any(|s| s.file == "w.jsonl" && s.why.contains("watched"))
     );
 }
+
+/// #49: a run on a loaded host is counted as such beside what its device
+/// showed, in the table and its words; an idle one is not.
+#[test]
+fn runs_on_a_loaded_host_are_counted_beside_what_their_device_showed() {
+    let with_load = |t: u64, load_avg: f64| {
+        let run = student(t, "cpu-haswell", Verdict::Inconclusive, None);
+        let mut events: Vec<Event> = Vec::new();
+        let mut meta = Meta {
+            t_ns: t,
+            lab: Some(crate::testing::lab("cl-finish", Vec::new())),
+            ..crate::testing::meta()
+        };
+        meta.device.name = "cpu-haswell".into();
+        if let Some(lab) = &mut meta.lab {
+            lab.variant = "no-wait".into();
+        }
+        events.push(Event::Meta(Box::new(meta)));
+        events.push(Event::Load(gpulab_events::HostLoad {
+            t_ns: t,
+            load_avg,
+            cores: 2,
+            cpu_waiting: None,
+        }));
+        events.extend(run.claims().iter().cloned().map(Event::Claim));
+        Run::from_events(&events)
+    };
+    let busy = with_load(1, 4.2);
+    let idle = with_load(2, 0.3);
+    let c = class(&[("busy.jsonl", &busy), ("idle.jsonl", &idle)]);
+    let d = &c.rows[0].devices[0];
+    assert_eq!((d.inconclusive, d.loaded), (2, 1));
+    assert!(markdown(&c, "t").contains("2 inconclusive, 1 on a loaded host"));
+}

@@ -112,7 +112,7 @@ impl Lanes<'_> {
             buf.set_stringn(
                 inner.x + gutter,
                 bottom,
-                axis_labels(self.axes.dur_ns, w as usize),
+                axis_labels(&self.axes, w as usize),
                 w as usize,
                 self.theme.dim(),
             );

@@ -55,16 +55,18 @@ impl MemoryPanel<'_> {
             // A watched program on no NVIDIA GPU: its resident memory is what is read.
             return "Resident host memory of the program, MiB".into();
         }
+        let skipped = super::skipped(&self.axes.unwrap_or_else(|| Axes::of(&[run])));
         if run.cpu_device() {
-            return "Host memory of the worker, MiB (CPU OpenCL device: its memory is host RAM)"
-                .into();
+            return format!(
+                "Host memory of the worker, MiB{skipped} (CPU OpenCL device: its memory is host RAM)"
+            );
         }
         let total = meta
             .device
             .total_bytes
             .map(|t| format!(" · {:.1} GiB total", t as f64 / crate::units::GIB_F64))
             .unwrap_or_default();
-        format!("Device memory, MiB · {}{total}", meta.device.name)
+        format!("Device memory, MiB{skipped} · {}{total}", meta.device.name)
     }
 }
 
@@ -89,7 +91,7 @@ impl Widget for &MemoryPanel<'_> {
             return;
         };
         let axes = self.axes.unwrap_or_else(|| Axes::of(&[run]));
-        let Some(mut chart) = Chart::new(inner, axes, run.t0()) else {
+        let Some(mut chart) = Chart::new(inner, axes, axes.origin(run)) else {
             return;
         };
         chart.draw_limits(run);
@@ -161,7 +163,7 @@ impl MemoryPanel<'_> {
         let w = chart.plot.width as usize;
         let mut marks = vec![0u8; w];
         for c in run.run.calls() {
-            if c.status == CallStatus::Directive {
+            if c.status == CallStatus::Directive || c.begin_ns < chart.t0 {
                 continue;
             }
             let x = chart.axes.col(chart.t0, c.begin_ns, w);
@@ -218,7 +220,7 @@ impl MemoryPanel<'_> {
         buf.set_stringn(
             plot.x,
             chart.inner.y + plot.height + 1,
-            axis_labels(chart.axes.dur_ns, plot.width as usize),
+            axis_labels(&chart.axes, plot.width as usize),
             plot.width as usize,
             self.theme.dim(),
         );

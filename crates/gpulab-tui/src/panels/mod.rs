@@ -52,6 +52,10 @@ pub fn block<'a>(title: impl Into<String>, focused: bool, theme: Theme) -> Block
 pub struct Axes {
     /// Length of the time axis, ns (at least 1).
     pub dur_ns: u64,
+    /// Where the time axis starts after the run's start, ns: a lab's setup
+    /// (a context, a program built by PoCL's compiler) that took most of the
+    /// run is left of it, and the panels say how long it took. 0 otherwise.
+    pub skip_ns: u64,
     /// Memory range, MiB.
     pub lo: f64,
     pub hi: f64,
@@ -86,19 +90,31 @@ impl Axes {
         if !lo.is_finite() || !hi.is_finite() {
             return Axes {
                 dur_ns: dur,
+                skip_ns: 0,
                 lo: 0.0,
                 hi: 1.0,
             };
         }
         let span = (hi - lo).max(1.0);
+        let skip = match runs {
+            [one] => setup_ns(one, dur),
+            _ => 0,
+        };
         Axes {
-            dur_ns: dur,
+            dur_ns: dur - skip,
+            skip_ns: skip,
             lo: (lo - span * 0.05).max(0.0),
             hi: hi + span * 0.08,
         }
     }
 
-    /// Column (0..width) of `t_ns` after `t0`.
+    /// Where the panels' time axis starts, in the run's time (ns since the
+    /// epoch of its clock).
+    pub fn origin(&self, run: &RunState) -> u64 {
+        run.t0() + self.skip_ns
+    }
+
+    /// Column (0..width) of `t_ns` after `t0` (the axis's [`Axes::origin`]).
     pub fn col(&self, t0: u64, t: u64, width: usize) -> usize {
         if width == 0 {
             return 0;
@@ -137,8 +153,43 @@ pub fn fmt_dur(ns: u64) -> String {
 
 pub use crate::text::fit;
 
-/// The time axis under a chart or lanes: `0`, the middle and the end.
-pub fn axis_labels(dur_ns: u64, width: usize) -> String {
+/// How much of a lab run's axis its setup takes away from the lesson: the
+/// time before its first line that gives the device work, less a twentieth
+/// of the rest as a margin, when that setup took over a third of the run;
+/// else 0. One run alone: two compared share an axis from their starts.
+fn setup_ns(run: &RunState, dur: u64) -> u64 {
+    use crate::lab::Api;
+    if run.run.meta().is_none_or(|m| m.lab.is_none()) {
+        return 0;
+    }
+    let t0 = run.t0();
+    let Some(first) = run
+        .run
+        .calls()
+        .iter()
+        .find(|c| c.api.api().is_some_and(Api::queues_device_work))
+    else {
+        return 0;
+    };
+    let setup = first.begin_ns.saturating_sub(t0);
+    if setup * 3 <= dur {
+        return 0;
+    }
+    setup.saturating_sub((dur - setup.min(dur)) / 20)
+}
+
+/// The words a panel's title adds when its axis starts after the run's start.
+pub fn skipped(axes: &Axes) -> String {
+    if axes.skip_ns == 0 {
+        return String::new();
+    }
+    format!(" · from {}, after the setup", fmt_dur(axes.skip_ns))
+}
+
+/// The time axis under a chart or lanes: its start (`0`, or where a lab's
+/// setup ended), the middle and the end, each from the run's start.
+pub fn axis_labels(axes: &Axes, width: usize) -> String {
+    let (skip, dur_ns) = (axes.skip_ns, axes.dur_ns);
     let mut row = vec![' '; width];
     let mut put = |at: usize, text: &str| {
         let n = text.chars().count();
@@ -149,13 +200,20 @@ pub fn axis_labels(dur_ns: u64, width: usize) -> String {
             }
         }
     };
-    put(0, "0");
+    put(
+        0,
+        &if skip == 0 {
+            "0".to_string()
+        } else {
+            fmt_dur(skip)
+        },
+    );
     if width >= 24 {
-        let mid = fmt_dur(dur_ns / 2);
+        let mid = fmt_dur(skip + dur_ns / 2);
         put((width / 2).saturating_sub(mid.chars().count() / 2), &mid);
     }
     if width >= 8 {
-        let end = fmt_dur(dur_ns);
+        let end = fmt_dur(skip + dur_ns);
         put(width, &end);
     }
     row.into_iter().collect()

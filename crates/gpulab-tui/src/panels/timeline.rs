@@ -42,8 +42,12 @@ const IN_FLIGHT: &str = "pending";
 
 impl Widget for &TimelinePanel<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
+        let skipped = self
+            .run
+            .map(|r| super::skipped(&self.axes.unwrap_or_else(|| Axes::of(&[r]))))
+            .unwrap_or_default();
         let b = block(
-            "Timeline · host calls and device work",
+            format!("Timeline · host calls and device work{skipped}"),
             self.focused,
             self.theme,
         );
@@ -73,7 +77,7 @@ impl Widget for &TimelinePanel<'_> {
             buf.set_stringn(
                 inner.x + gutter,
                 y,
-                axis_labels(axes.dur_ns, w),
+                axis_labels(&axes, w),
                 w,
                 self.theme.dim(),
             );
@@ -120,13 +124,14 @@ struct HostMarks {
 }
 
 fn host_marks(run: &RunState, axes: &Axes, w: usize) -> HostMarks {
-    let t0 = run.t0();
+    let t0 = axes.origin(run);
     let mut marks = HostMarks {
         starts: Vec::new(),
         tags: Vec::new(),
     };
     for c in run.run.calls() {
-        if matches!(c.status, CallStatus::Directive) {
+        // A call of the setup left of the axis marks nothing.
+        if matches!(c.status, CallStatus::Directive) || c.end_ns < t0 {
             continue;
         }
         let x = axes.col(t0, c.begin_ns, w);
@@ -157,7 +162,7 @@ pub fn lane_count(run: &RunState) -> usize {
 /// The host lane, a lane per queue or stream (by script name), and one for
 /// device work queued and not yet reported done: what each column shows.
 fn lanes(run: &RunState, axes: &Axes, w: usize) -> Vec<(String, Vec<Cell>)> {
-    let t0 = run.t0();
+    let t0 = axes.origin(run);
     // Queues with the same script name (a loop re-creating `q`) share a lane.
     let mut names: Vec<String> = Vec::new();
     for s in run.run.spans() {
@@ -179,6 +184,9 @@ fn lanes(run: &RunState, axes: &Axes, w: usize) -> Vec<(String, Vec<Cell>)> {
     let mut lanes: Vec<(String, Vec<Cell>)> = vec![("host".into(), vec![Cell::Empty; w])];
     lanes.extend(names.iter().map(|n| (n.clone(), vec![Cell::Empty; w])));
     let mark = |lane: &mut Vec<Cell>, b: u64, e: u64, c: Cell| {
+        if e < t0 {
+            return;
+        }
         let (x0, x1) = (axes.col(t0, b, w), axes.col(t0, e, w));
         for cell in &mut lane[x0..=x1.max(x0)] {
             *cell = (*cell).max(c);
