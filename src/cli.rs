@@ -400,10 +400,11 @@ pub struct RunArgs {
 
     /// Predict, then observe: what a claim will show, before the run
     /// (`--predict early=does_not_hold,late=holds`; `holds`, `does_not_hold`
-    /// or `not_sure`; may repeat). Each prediction goes into the recording
-    /// and the report beside the claim's verdict and the lesson, never into
-    /// the verdict; `gpulab class` gathers a class's recordings.
-    #[arg(long, value_name = "CLAIM=OUTCOME[,...]")]
+    /// or `not_sure`), or the range a value a claim reads will fall in
+    /// (`--predict 'host_ms(wait)=150..250'`, in the value's unit); may
+    /// repeat. Each goes into the recording and the report beside what was
+    /// measured, never into a verdict; `gpulab class` gathers a class's.
+    #[arg(long, value_name = "CLAIM=OUTCOME|VALUE=LO..HI[,...]")]
     pub predict: Vec<String>,
 
     #[command(flatten)]

@@ -364,3 +364,24 @@ fn lessons_are_checked_against_the_labs_and_planned_without_a_terminal() {
     assert_eq!(out.status.code(), Some(2));
     assert!(common::stderr(&out).contains("did you mean `when-memory-comes-back`"));
 }
+
+/// #49: a range predicted for a value must name one a claim of the lab reads
+/// in the variants run, and be a range; each mistake says what would do,
+/// before anything runs.
+#[test]
+fn a_predicted_range_names_a_value_the_claims_read() {
+    for (said, want) in [
+        (
+            "host_ms(nope)=1..2",
+            "the values they read: busy_ms(wait), host_ms(wait), span_ms(kernel)",
+        ),
+        ("host_ms(wait)=5..1", "the range 5..1 runs backwards"),
+        ("host_ms(wait)=a..1", "write LO..HI"),
+        ("host_ms(wait)=1..inf", "write LO..HI"),
+    ] {
+        let out = common::run(&["run", "cl-finish", "--predict", said]);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        let err = common::stderr(&out);
+        assert!(err.contains(want), "{said}: {err}");
+    }
+}

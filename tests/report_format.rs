@@ -313,7 +313,7 @@ fn first_outputs(watched: Value, oom: Value) -> Vec<Value> {
             "--param",
             "size_mib=4",
             "--predict",
-            "host-waits=holds,kernel-took-its-time=not_sure",
+            "host-waits=holds,kernel-took-its-time=not_sure,host_ms(wait)=0..1000,busy_ms(wait)=0..0.001",
         ]),
         json_of(&["list", "--json"]),
         json_of(&["doctor", "--json"]),
@@ -335,7 +335,7 @@ fn class(dir: &Path) -> Value {
         "--param",
         "kernel_ms=20",
         "--predict",
-        "host-waits=does_not_hold",
+        "host-waits=does_not_hold,host_ms(wait)=0..1000",
         "--record",
         &path(&file),
     ]);

@@ -153,8 +153,14 @@ fn run_everything(set: &LabSet, args: &CardArgs) -> anyhow::Result<(Vec<Carded>,
                 .map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
             req.time_limit = time_limit;
             req.device = Some(device.arg.clone());
-            let session =
-                super::run::run_variant(&source, req, false, Some(recording), &[], &cancel)?;
+            let session = super::run::run_variant(
+                &source,
+                req,
+                false,
+                Some(recording),
+                &super::run::Foretold::default(),
+                &cancel,
+            )?;
             errln!(
                 "[{done}/{total}] {} [{variant}] on {}: {} in {:.1} s",
                 lab.id,

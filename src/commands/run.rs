@@ -15,7 +15,7 @@ use gpulab::run::Run;
 use gpulab::source::{
     Keeper, LocalSource, Recorded, Recorder, RunHandle, RunRequest, Session, Workload, is_stdout,
 };
-use gpulab::trace::{CallStatus, EndStatus, Event, Predicted, Prediction, Verdict};
+use gpulab::trace::{CallStatus, EndStatus, Estimate, Event, Predicted, Prediction, Verdict};
 
 use super::{
     EXIT_ERROR, EXIT_OK, EXIT_TIMED_OUT, EXIT_UNAVAILABLE, EXIT_USAGE, EXIT_VERDICT, fail,
@@ -29,7 +29,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     let set = super::load_labs(dirs);
     gpulab::clock::phase("labs loaded");
     let (lab, params, variants) = chosen(&set, args)?;
-    let predicted = predictions(lab, &variants, &args.predict)?;
+    let foretold = predictions(lab, &variants, &args.predict)?;
     one_stdout_recording(args, variants.len())?;
     check_backend(lab)?;
 
@@ -69,7 +69,7 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
                 report::printable(&gpulab::verdict::stepping_warning(lab, variant))
             );
         }
-        let predicted = in_variant(lab, &predicted, variant);
+        let predicted = foretold.in_variant(lab, variant);
         let session = match run_variant(&source, req, args.step, record, &predicted, &cancel) {
             Ok(ran) => ran,
             Err(e) => {
@@ -175,36 +175,117 @@ fn chosen<'a>(set: &'a LabSet, args: &RunArgs) -> anyhow::Result<(&'a Lab, Param
     Ok((lab, params, variants))
 }
 
-/// The predictions of claims that apply to `variant`.
-fn in_variant(
-    lab: &Lab,
-    predicted: &[(String, Predicted)],
-    variant: &str,
-) -> Vec<(String, Predicted)> {
-    predicted
-        .iter()
-        .filter(|(claim, _)| {
-            lab.claims
+/// What was predicted before a variant's run: its claims' outcomes, and the
+/// ranges of values its claims read.
+#[derive(Default)]
+pub(super) struct Foretold {
+    pub claims: Vec<(String, Predicted)>,
+    pub estimates: Vec<(String, f64, f64)>,
+}
+
+impl Foretold {
+    /// What was said of the claims that apply to `variant` and of the values
+    /// they read.
+    fn in_variant(&self, lab: &Lab, variant: &str) -> Foretold {
+        Foretold {
+            claims: self
+                .claims
                 .iter()
-                .any(|c| c.name == *claim && c.applies_to(variant))
-        })
-        .cloned()
-        .collect()
+                .filter(|(claim, _)| {
+                    lab.claims
+                        .iter()
+                        .any(|c| c.name == *claim && c.applies_to(variant))
+                })
+                .cloned()
+                .collect(),
+            estimates: self
+                .estimates
+                .iter()
+                .filter(|(value, ..)| reads(lab, variant, value))
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// Whether a claim of `lab` that applies to `variant` reads `value`
+/// (`host_ms(wait)`): a metric with its argument, as the claim's values
+/// name it.
+fn reads(lab: &Lab, variant: &str, value: &str) -> bool {
+    lab.claims
+        .iter()
+        .filter(|c| c.applies_to(variant))
+        .flat_map(|c| std::iter::once(&c.expr).chain(&c.requires))
+        .flat_map(|e| e.metrics())
+        .any(|(name, arg)| !arg.is_empty() && format!("{name}({arg})") == value)
+}
+
+/// The values the claims of `lab` read in `variants`, for a message.
+fn values_read(lab: &Lab, variants: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = lab
+        .claims
+        .iter()
+        .filter(|c| variants.iter().any(|v| c.applies_to(v)))
+        .flat_map(|c| std::iter::once(&c.expr).chain(&c.requires))
+        .flat_map(|e| e.metrics())
+        .filter(|(_, arg)| !arg.is_empty())
+        .map(|(name, arg)| format!("{name}({arg})"))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `VALUE=LO..HI` of `--predict`: a range of a value a claim reads, in that
+/// value's own unit.
+fn estimate(
+    lab: &Lab,
+    variants: &[String],
+    pair: &str,
+    value: &str,
+    range: &str,
+) -> anyhow::Result<(String, f64, f64)> {
+    let bad = |why: String| fail(EXIT_USAGE, format!("--predict {pair}: {why}"));
+    if !variants.iter().any(|v| reads(lab, v, value)) {
+        return Err(bad(format!(
+            "no claim of {} reads `{value}` in {}; the values they read: {}",
+            lab.id,
+            variants.join(", "),
+            values_read(lab, variants).join(", ")
+        )));
+    }
+    let number = |s: &str| s.trim().parse::<f64>().ok().filter(|n| n.is_finite());
+    let Some((lo, hi)) = range
+        .split_once("..")
+        .and_then(|(lo, hi)| Some((number(lo)?, number(hi)?)))
+    else {
+        return Err(bad(format!(
+            "`{range}` is not a range: write LO..HI, two numbers in the value's unit (`150..250`)"
+        )));
+    };
+    if lo > hi {
+        return Err(bad(format!("the range {lo}..{hi} runs backwards")));
+    }
+    Ok((value.to_string(), lo, hi))
 }
 
 /// `--predict CLAIM=OUTCOME[,...]`, each claim one of the lab's that applies
-/// to a variant run; the latest word for a claim stands.
-fn predictions(
-    lab: &Lab,
-    variants: &[String],
-    said: &[String],
-) -> anyhow::Result<Vec<(String, Predicted)>> {
+/// to a variant run, and `VALUE=LO..HI`, a range of a value one of them
+/// reads; the latest word for a claim or a value stands.
+fn predictions(lab: &Lab, variants: &[String], said: &[String]) -> anyhow::Result<Foretold> {
     let mut out: Vec<(String, Predicted)> = Vec::new();
+    let mut estimates: Vec<(String, f64, f64)> = Vec::new();
     for pair in said
         .iter()
         .flat_map(|s| s.split(','))
         .filter(|p| !p.trim().is_empty())
     {
+        if let Some((value, range)) = pair.split_once('=').filter(|(v, _)| v.contains('(')) {
+            let made = estimate(lab, variants, pair, value.trim(), range)?;
+            estimates.retain(|(v, ..)| *v != made.0);
+            estimates.push(made);
+            continue;
+        }
         let Some((claim, outcome)) = pair.split_once('=') else {
             return Err(fail(
                 EXIT_USAGE,
@@ -251,7 +332,10 @@ fn predictions(
         out.retain(|(c, _)| c != claim);
         out.push((claim.to_string(), p));
     }
-    Ok(out)
+    Ok(Foretold {
+        claims: out,
+        estimates,
+    })
 }
 
 /// The reports of the runs, as asked: JSON always lists them; text and
@@ -353,7 +437,7 @@ pub(super) fn run_variant(
     req: RunRequest,
     step: bool,
     record: Option<Recorder>,
-    predicted: &[(String, Predicted)],
+    predicted: &Foretold,
     cancel: &AtomicBool,
 ) -> anyhow::Result<Session> {
     let (lab, variant) = (req.lab.id.clone(), req.variant_name().to_string());
@@ -389,7 +473,8 @@ pub(super) fn run_variant(
                     }
                     // The predictions were made before the run: they follow
                     // its header, before its first line.
-                    let after = Prediction::after(&event, predicted);
+                    let mut after = Prediction::after(&event, &predicted.claims);
+                    after.extend(Estimate::after(&event, &predicted.estimates));
                     session.apply(event);
                     for e in after {
                         session.apply(e);

@@ -57,6 +57,10 @@ pub enum Event {
     /// What someone predicted a claim would show, before the run (class mode,
     /// `gpulab run --predict`): kept beside the verdict, never used to reach it.
     Prediction(Prediction),
+    /// A range someone predicted a measured value would fall in (`gpulab run
+    /// --predict 'host_ms(wait)=150..250'`), before the run: kept beside the
+    /// value measured, never used to reach a verdict.
+    Estimate(Estimate),
 }
 
 impl Event {
@@ -74,6 +78,7 @@ impl Event {
             Event::Note(n) => n.t_ns,
             Event::Claim(_) => return None,
             Event::Prediction(p) => p.t_ns,
+            Event::Estimate(e) => e.t_ns,
             Event::End(e) => e.t_ns,
             Event::Agent(a) => a.t_ns,
             Event::Stack(s) => s.t_ns,
@@ -943,6 +948,44 @@ pub struct Prediction {
     /// The claim's name, in the run's variant.
     pub claim: String,
     pub predicted: Predicted,
+}
+
+/// A measured value's range, as someone predicted it before the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Estimate {
+    /// When it was made (CLOCK_MONOTONIC ns): before the run's first line.
+    pub t_ns: u64,
+    /// The value, as a claim of the lab reads it (`host_ms(wait)`).
+    pub value: String,
+    /// The range predicted, both ends in it, in the value's own unit.
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Estimate {
+    /// The estimates made before a run, as the events that follow its
+    /// header (`header`, a `meta`), at its time; none after any other event.
+    pub fn after(header: &Event, made: &[(String, f64, f64)]) -> Vec<Event> {
+        let Event::Meta(m) = header else {
+            return Vec::new();
+        };
+        made.iter()
+            .map(|(value, lo, hi)| {
+                Event::Estimate(Estimate {
+                    t_ns: m.t_ns,
+                    value: value.clone(),
+                    lo: *lo,
+                    hi: *hi,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether `measured` is in the range (both ends in it).
+    pub fn holds(&self, measured: f64) -> bool {
+        self.lo <= measured && measured <= self.hi
+    }
 }
 
 /// What a claim was predicted to show.

@@ -60,6 +60,7 @@ fn event_time(e: &Event) -> Option<u64> {
         Event::GpuReading(g) => g.t_ns,
         Event::DeviceRead(r) => r.t_ns,
         Event::Prediction(p) => p.t_ns,
+        Event::Estimate(e) => e.t_ns,
         Event::Claim(_) => return None,
     })
 }

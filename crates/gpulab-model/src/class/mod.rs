@@ -33,6 +33,31 @@ pub struct Class {
     pub set_aside: Vec<SetAside>,
     /// One row per lab, variant and claim, the most missed first.
     pub rows: Vec<ClassRow>,
+    /// One row per lab, variant and value whose range was predicted
+    /// (`--predict 'host_ms(wait)=150..250'`), the most missed first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub estimates: Vec<EstimateRow>,
+}
+
+/// The ranges a class predicted for one value of one lab variant, against
+/// what each run measured.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EstimateRow {
+    pub lab: String,
+    pub variant: String,
+    /// The value, as the lab's claims read it (`host_ms(wait)`).
+    pub value: String,
+    /// Runs with a range for it.
+    pub estimates: u64,
+    /// Of them, runs whose own measurement fell in their range.
+    pub within: u64,
+    /// Runs that measured no value for it (their claims could not read it).
+    pub unmeasured: u64,
+    /// The lowest and the highest value the runs measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_lo: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_hi: Option<f64>,
 }
 
 /// A recording not counted, and why.
@@ -92,6 +117,40 @@ pub struct DeviceShowed {
     pub loaded: u64,
 }
 
+impl EstimateRow {
+    /// The ranges `run` of `lab`'s variant predicted, each beside what it
+    /// measured, counted into `rows`.
+    fn tally(
+        rows: &mut BTreeMap<(String, String, String), EstimateRow>,
+        (lab, variant): (&str, &str),
+        run: &Run,
+    ) {
+        for e in crate::report::Estimated::of(run) {
+            let row = rows
+                .entry((lab.to_string(), variant.to_string(), e.value.clone()))
+                .or_insert_with(|| EstimateRow {
+                    lab: lab.to_string(),
+                    variant: variant.to_string(),
+                    value: e.value.clone(),
+                    estimates: 0,
+                    within: 0,
+                    unmeasured: 0,
+                    measured_lo: None,
+                    measured_hi: None,
+                });
+            row.estimates += 1;
+            row.within += u64::from(e.within == Some(true));
+            match e.measured {
+                Some(m) => {
+                    row.measured_lo = Some(row.measured_lo.map_or(m, |lo| lo.min(m)));
+                    row.measured_hi = Some(row.measured_hi.map_or(m, |hi| hi.max(m)));
+                }
+                None => row.unmeasured += 1,
+            }
+        }
+    }
+}
+
 impl ClassRow {
     /// A run on `device` showed `verdict` (on a host `loaded` or not).
     fn showed(&mut self, device: &str, verdict: Verdict, loaded: bool) {
@@ -128,6 +187,7 @@ impl Class {
         let mut set_aside = unreadable;
         let mut seen: BTreeMap<(String, u32, u64), String> = BTreeMap::new();
         let mut rows: BTreeMap<(String, String, String), ClassRow> = BTreeMap::new();
+        let mut estimates: BTreeMap<(String, String, String), EstimateRow> = BTreeMap::new();
         let (mut runs, mut predicting_runs) = (0, 0);
         for e in entries {
             let Some(meta) = e.run.meta() else {
@@ -155,7 +215,9 @@ impl Class {
             seen.insert(identity, e.file.clone());
             runs += 1;
             let predictions = e.run.predictions();
-            predicting_runs += usize::from(!predictions.is_empty());
+            predicting_runs +=
+                usize::from(!predictions.is_empty() || !e.run.estimates().is_empty());
+            EstimateRow::tally(&mut estimates, (&lab.id, &lab.variant), e.run);
             let device = meta.device.name.clone();
             let loaded = e.run.load().is_some_and(|l| crate::run::Load::of(l).loaded);
             for c in e.run.claims() {
@@ -204,12 +266,19 @@ impl Class {
                 .then_with(|| b.judged.cmp(&a.judged))
                 .then_with(|| (&a.lab, &a.variant, &a.claim).cmp(&(&b.lab, &b.variant, &b.claim)))
         });
+        let mut estimates: Vec<EstimateRow> = estimates.into_values().collect();
+        // The most missed first: the smallest share within its range.
+        estimates.sort_by(|a, b| {
+            let share = |r: &EstimateRow| r.within as f64 / r.estimates.max(1) as f64;
+            share(a).total_cmp(&share(b))
+        });
         Class {
             recorded,
             runs,
             predicting_runs,
             set_aside,
             rows,
+            estimates,
         }
     }
 }

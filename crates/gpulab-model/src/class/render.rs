@@ -55,6 +55,34 @@ fn right(r: &ClassRow) -> String {
     }
 }
 
+/// "5 of 8 (62%)".
+fn within(e: &super::EstimateRow) -> String {
+    format!(
+        "{} of {} ({:.0}%)",
+        e.within,
+        e.estimates,
+        e.within as f64 * 100.0 / e.estimates.max(1) as f64
+    )
+}
+
+/// "0.004 to 0.012", one figure when the runs agree, and how many measured
+/// nothing.
+fn measured(e: &super::EstimateRow) -> String {
+    let range = match (e.measured_lo, e.measured_hi) {
+        (Some(lo), Some(hi)) if lo == hi => crate::report::fmt_value(lo),
+        (Some(lo), Some(hi)) => format!(
+            "{} to {}",
+            crate::report::fmt_value(lo),
+            crate::report::fmt_value(hi)
+        ),
+        _ => "—".into(),
+    };
+    match e.unmeasured {
+        0 => range,
+        n => format!("{range} ({n} not measured)"),
+    }
+}
+
 fn lesson(r: &ClassRow) -> &'static str {
     r.lesson.map_or("—", |l| l.label())
 }
@@ -88,6 +116,24 @@ pub fn markdown(c: &Class, title: &str) -> String {
             lesson(r),
             right(r)
         );
+    }
+    if !c.estimates.is_empty() {
+        o.push_str(
+            "\n| lab · variant · value | ranges predicted | within their range | measured |\n\
+             |---|---|---|---|\n",
+        );
+        for e in &c.estimates {
+            let _ = writeln!(
+                o,
+                "| {} · {} · `{}` | {} | {} | {} |",
+                e.lab,
+                e.variant,
+                e.value,
+                e.estimates,
+                within(e),
+                measured(e)
+            );
+        }
     }
     if !c.set_aside.is_empty() {
         o.push_str("\nSet aside:\n\n");
@@ -131,6 +177,25 @@ pub fn html(c: &Class, title: &str) -> String {
         );
     }
     o.push_str("</tbody></table>\n");
+    if !c.estimates.is_empty() {
+        o.push_str(
+            "<table class=\"class\"><thead><tr><th>lab · variant · value</th>\
+             <th>ranges predicted</th><th>within their range</th><th>measured</th></tr></thead><tbody>\n",
+        );
+        for e in &c.estimates {
+            let _ = writeln!(
+                o,
+                "<tr><td><b>{} · {}</b> <code>{}</code></td><td>{}</td><td class=\"share\">{}</td><td>{}</td></tr>",
+                esc(&e.lab),
+                esc(&e.variant),
+                esc(&e.value),
+                e.estimates,
+                esc(&within(e)),
+                esc(&measured(e))
+            );
+        }
+        o.push_str("</tbody></table>\n");
+    }
     if !c.set_aside.is_empty() {
         o.push_str("<h2>Set aside</h2>\n<ul>\n");
         for s in &c.set_aside {

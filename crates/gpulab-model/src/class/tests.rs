@@ -178,3 +178,58 @@ fn runs_on_a_loaded_host_are_counted_beside_what_their_device_showed() {
     assert_eq!((d.inconclusive, d.loaded), (2, 1));
     assert!(markdown(&c, "t").contains("2 inconclusive, 1 on a loaded host"));
 }
+
+/// A class's ranges for a value: each judged by its own run's measurement,
+/// the measured spread said, a run that measured nothing counted apart.
+#[test]
+fn ranges_are_judged_by_each_runs_own_measurement() {
+    let with = |t: u64, lo: f64, hi: f64, measured: Option<f64>| {
+        let run = student(t, "NVIDIA H200", Verdict::Holds, None);
+        let mut events: Vec<Event> = Vec::new();
+        let mut meta = Meta {
+            t_ns: t,
+            lab: Some(crate::testing::lab("cl-finish", Vec::new())),
+            ..crate::testing::meta()
+        };
+        if let Some(lab) = &mut meta.lab {
+            lab.variant = "no-wait".into();
+        }
+        events.push(Event::Meta(Box::new(meta)));
+        events.push(Event::Estimate(gpulab_events::Estimate {
+            t_ns: t,
+            value: "host_ms(release)".into(),
+            lo,
+            hi,
+        }));
+        for mut c in run.claims().iter().cloned() {
+            if let Some(m) = measured {
+                c.values.insert("host_ms(release)".into(), m);
+            }
+            events.push(Event::Claim(c));
+        }
+        Run::from_events(&events)
+    };
+    let a = with(1, 0.0, 1.0, Some(0.004));
+    let b = with(2, 150.0, 250.0, Some(0.004));
+    let c = with(3, 0.0, 0.01, Some(0.009));
+    let d = with(4, 0.0, 1.0, None);
+    let class = class(&[("a", &a), ("b", &b), ("c", &c), ("d", &d)]);
+    assert_eq!(class.predicting_runs, 4);
+    let [row] = class.estimates.as_slice() else {
+        panic!("{:?}", class.estimates)
+    };
+    assert_eq!(
+        (row.estimates, row.within, row.unmeasured),
+        (4, 2, 1),
+        "{row:?}"
+    );
+    assert_eq!(
+        (row.measured_lo, row.measured_hi),
+        (Some(0.004), Some(0.009))
+    );
+    let md = markdown(&class, "t");
+    assert!(
+        md.contains("| 4 | 2 of 4 (50%) | 0.004 to 0.009 (1 not measured) |"),
+        "{md}"
+    );
+}

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::Summary;
-use super::format::{counts_said, fmt_delta, fmt_value, md_code, memory_label};
+use super::format::{counts_said, fmt_delta, fmt_value, md_code, md_text, memory_label};
 use crate::units::{mib, signed_mib};
 
 /// Markdown, for bug reports and notes.
@@ -70,36 +70,7 @@ pub fn markdown(s: &Summary) -> String {
         );
     }
     if !s.claims.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n| claim | verdict | lesson | expression | values |\n|---|---|---|---|---|"
-        );
-        for c in &s.claims {
-            let vals: Vec<String> = c
-                .values
-                .iter()
-                .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
-                .collect();
-            let verdict = match &c.reason {
-                Some(r) => format!("{} ({r})", c.verdict.label()),
-                None => c.verdict.label().to_string(),
-            };
-            let lesson = c.lesson().map_or("—", |l| l.label());
-            let verdict = match s.predicted.get(&c.name) {
-                Some(p) => format!("{verdict}; {}", super::prediction_line(*p, c)),
-                None => verdict,
-            };
-            let _ = writeln!(
-                o,
-                "| {} | {verdict} | {lesson} | {} | {} |",
-                c.name,
-                md_code(&c.expr, true),
-                vals.join(", ")
-            );
-        }
-        if let Some(w) = s.load.as_ref().and_then(|l| l.warning()) {
-            let _ = writeln!(o, "\n**Note:** {w}.");
-        }
+        claims(s, &mut o);
     }
     let counts: Vec<String> = s
         .live_at_end
@@ -108,4 +79,42 @@ pub fn markdown(s: &Summary) -> String {
         .collect();
     let _ = writeln!(o, "\nLive at end: {}.", counts.join(", "));
     o
+}
+
+/// The claims' table, each verdict beside its prediction and the lesson,
+/// then the ranges predicted and the host's load.
+fn claims(s: &Summary, o: &mut String) {
+    let _ = writeln!(
+        o,
+        "\n| claim | verdict | lesson | expression | values |\n|---|---|---|---|---|"
+    );
+    for c in &s.claims {
+        let vals: Vec<String> = c
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
+            .collect();
+        let verdict = match &c.reason {
+            Some(r) => format!("{} ({r})", c.verdict.label()),
+            None => c.verdict.label().to_string(),
+        };
+        let lesson = c.lesson().map_or("—", |l| l.label());
+        let verdict = match s.predicted.get(&c.name) {
+            Some(p) => format!("{verdict}; {}", super::prediction_line(*p, c)),
+            None => verdict,
+        };
+        let _ = writeln!(
+            o,
+            "| {} | {verdict} | {lesson} | {} | {} |",
+            c.name,
+            md_code(&c.expr, true),
+            vals.join(", ")
+        );
+    }
+    for e in &s.estimated {
+        let _ = writeln!(o, "\n{}.", md_text(&e.line(), false));
+    }
+    if let Some(w) = s.load.as_ref().and_then(|l| l.warning()) {
+        let _ = writeln!(o, "\n**Note:** {w}.");
+    }
 }

@@ -68,6 +68,10 @@ pub struct Summary {
     /// to reach it.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub predicted: BTreeMap<String, gpulab_events::Predicted>,
+    /// The ranges predicted for measured values before the run, each beside
+    /// what was measured; never used to reach a verdict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub estimated: Vec<Estimated>,
     pub notes: Vec<String>,
     pub baseline_bytes: Option<u64>,
     pub peak_above_baseline_bytes: Option<u64>,
@@ -322,6 +326,7 @@ impl Summary {
             destroyed: destroyed_rows(run),
             claims: run.claims().to_vec(),
             predicted: run.predictions().clone(),
+            estimated: Estimated::of(run),
             notes: run
                 .notes()
                 .iter()
@@ -531,6 +536,71 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// A range predicted for a measured value, and what was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Estimated {
+    /// The value, as the lab's claims read it (`host_ms(wait)`).
+    pub value: String,
+    pub lo: f64,
+    pub hi: f64,
+    /// What the run measured (as the claims that read it were given it);
+    /// absent when no claim could read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<f64>,
+    /// Whether the measured value is in the range; absent with `measured`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub within: Option<bool>,
+}
+
+impl Estimated {
+    /// Each estimate of `run` beside the value its claims were judged with.
+    pub fn of(run: &crate::run::Run) -> Vec<Estimated> {
+        run.estimates()
+            .iter()
+            .map(|e| {
+                let measured = run
+                    .claims()
+                    .iter()
+                    .find_map(|c| c.values.get(&e.value).copied())
+                    .filter(|v| v.is_finite());
+                Estimated {
+                    value: e.value.clone(),
+                    lo: e.lo,
+                    hi: e.hi,
+                    measured,
+                    within: measured.map(|m| e.holds(m)),
+                }
+            })
+            .collect()
+    }
+
+    /// "you estimated host_ms(wait) at 150 to 250 · measured 229.8 (within
+    /// your range)".
+    pub fn line(&self) -> String {
+        let name = self.value.split('(').next().unwrap_or_default();
+        let unit = if name.ends_with("_ms") {
+            " ms"
+        } else if name.ends_with("_mib") {
+            " MiB"
+        } else {
+            ""
+        };
+        let outcome = match (self.measured, self.within) {
+            (Some(m), Some(true)) => {
+                format!("measured {}{unit} (within your range)", fmt_value(m))
+            }
+            (Some(m), _) => format!("measured {}{unit} (outside your range)", fmt_value(m)),
+            (None, _) => "not measured in this run".to_string(),
+        };
+        format!(
+            "you estimated {} at {} to {}{unit} · {outcome}",
+            self.value,
+            fmt_value(self.lo),
+            fmt_value(self.hi)
+        )
+    }
 }
 
 /// A prediction beside the verdict and the lesson: "you predicted: does not

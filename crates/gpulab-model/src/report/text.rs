@@ -319,6 +319,9 @@ fn claims(s: &Summary, o: &mut String) {
             let _ = writeln!(o, "      why: {r}");
         }
     }
+    for e in &s.estimated {
+        let _ = writeln!(o, "  {}", e.line());
+    }
 }
 
 /// Several variants of one lab, one column each.

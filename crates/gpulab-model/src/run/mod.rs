@@ -110,6 +110,8 @@ pub struct Run {
     claims: Vec<ClaimVerdict>,
     /// What was predicted of each claim before the run (the latest per claim).
     predictions: std::collections::BTreeMap<String, gpulab_events::Predicted>,
+    /// Ranges predicted for measured values before the run.
+    estimates: Vec<gpulab_events::Estimate>,
     end: Option<End>,
     /// How busy the host was during the run, when the parent measured it.
     load: Option<HostLoad>,
@@ -194,6 +196,7 @@ impl Run {
             notes: Vec::new(),
             claims: Vec::new(),
             predictions: Default::default(),
+            estimates: Vec::new(),
             end: None,
             load: None,
             window: window::Window::new(calls, spans, objects, SAMPLES_KEPT),
@@ -296,6 +299,11 @@ impl Run {
             }
             Event::Prediction(p) => {
                 self.predictions.insert(p.claim.clone(), p.predicted);
+            }
+            Event::Estimate(e) => {
+                // The latest for a value stands, as for a claim's prediction.
+                self.estimates.retain(|x| x.value != e.value);
+                self.estimates.push(e.clone());
             }
         }
         if let Some(views) = &mut self.views
@@ -1204,6 +1212,12 @@ impl Run {
     /// What was predicted of each claim before the run, by claim name.
     pub fn predictions(&self) -> &std::collections::BTreeMap<String, gpulab_events::Predicted> {
         &self.predictions
+    }
+
+    /// The ranges predicted for measured values before the run, in the
+    /// order made.
+    pub fn estimates(&self) -> &[gpulab_events::Estimate] {
+        &self.estimates
     }
 
     pub fn end(&self) -> Option<&End> {

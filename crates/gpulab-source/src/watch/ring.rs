@@ -92,6 +92,7 @@ fn not_agents(event: &Event) -> Option<&'static str> {
         Event::Load(_) => Some("load"),
         Event::GpuReading(_) => Some("gpu_reading"),
         Event::Prediction(_) => Some("prediction"),
+        Event::Estimate(_) => Some("estimate"),
     }
 }
 

@@ -365,6 +365,18 @@ impl VerdictPanel<'_> {
                 out.push(Line::styled(format!("    why inconclusive: {r}"), t.warn()));
             }
         }
+        for e in self
+            .run
+            .map(|r| crate::report::Estimated::of(&r.run))
+            .unwrap_or_default()
+        {
+            let style = if e.within == Some(true) {
+                t.ok()
+            } else {
+                t.title()
+            };
+            out.push(Line::styled(e.line(), style));
+        }
         if let Some(w) = self
             .run
             .and_then(|r| r.run.load())
