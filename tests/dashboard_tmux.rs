@@ -22,12 +22,17 @@ impl Tmux {
     /// A detached 120x36 session `e2e` on a socket of its own, running `command`
     /// in `dir`; runs keep their history in `dir` too.
     fn start(name: &str, dir: &std::path::Path, command: &str) -> Tmux {
+        Tmux::sized(name, dir, command, (120, 36))
+    }
+
+    /// As [`Tmux::start`], `w`×`h`.
+    fn sized(name: &str, dir: &std::path::Path, command: &str, (w, h): (u16, u16)) -> Tmux {
         let tmux = Tmux {
             socket: format!("gpulab-{name}-{}", std::process::id()),
         };
         let out = Command::new("tmux")
             .args(["-L", &tmux.socket, "new-session", "-d", "-s", "e2e"])
-            .args(["-x", "120", "-y", "36", "-c"])
+            .args(["-x", &w.to_string(), "-y", &h.to_string(), "-c"])
             .arg(dir)
             .arg(command)
             .env("NO_COLOR", "1")
@@ -465,4 +470,63 @@ fn a_watched_program_with_piped_stdin_can_read_the_terminal() {
     let s = tmux.wait_for("gpulab to end", |s| s.contains("watch-exited-"), 30);
     assert!(s.contains("tty-yes"), "{s}");
     assert!(s.contains("watch-exited-0"), "{s}");
+}
+
+/// #49: the shipped lesson at 80x24, as a class meets it: the first step's
+/// question and its numbered claims fill the screen with nothing of the
+/// answer, a digit predicts, Enter runs it on this machine's OpenCL device,
+/// and once the verdicts are in, `z` shows the hint and the prediction
+/// beside the verdict; `>` goes to the next step's question.
+#[test]
+fn the_shipped_lesson_runs_end_to_end_at_80x24() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping the_shipped_lesson_runs_end_to_end_at_80x24: tmux is not installed");
+        return;
+    }
+    let _device = common::device_lock();
+    if !common::opencl_or_skip("the_shipped_lesson_runs_end_to_end_at_80x24") {
+        return;
+    }
+    let dir = common::temp_dir();
+    let command = format!(
+        "{} --lesson when-memory-comes-back",
+        env!("CARGO_BIN_EXE_gpulab")
+    );
+    let tmux = Tmux::sized("lesson", dir.path(), &command, (80, 24));
+    let s = tmux.wait_for(
+        "the first step's question",
+        |s| s.contains("step 1 of 5") && s.contains("question:"),
+        60,
+    );
+    for answer in ["the lesson expects", "hint:", "Look:"] {
+        assert!(!s.contains(answer), "{answer} before the run:\n{s}");
+    }
+    assert!(s.contains("1 release-does-not-wait"), "{s}");
+    tmux.keys(&["1"]);
+    tmux.wait_for("the prediction", |s| s.contains("you predict: holds"), 10);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for(
+        "the run's verdicts",
+        |s| s.contains("the verdicts are in with the hint"),
+        120,
+    );
+    tmux.keys(&["z"]);
+    let s = tmux.wait_for(
+        "the hint and the prediction beside the verdict",
+        |s| s.contains("hint:") && s.contains("you predicted: holds"),
+        10,
+    );
+    assert!(s.contains("· the device: "), "{s}");
+    tmux.keys(&["z", ">"]);
+    tmux.wait_for(
+        "the second step's question",
+        |s| s.contains("step 2 of 5") && s.contains("question:") && !s.contains("hint:"),
+        10,
+    );
+    tmux.keys(&["q"]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while tmux.cmd(&["has-session", "-t", "e2e"]).status.success() {
+        assert!(Instant::now() < until, "q did not quit:\n{}", tmux.screen());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
