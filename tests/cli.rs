@@ -385,3 +385,96 @@ fn a_predicted_range_names_a_value_the_claims_read() {
         assert!(err.contains(want), "{said}: {err}");
     }
 }
+
+/// #50: a lab file runs by its path, and `--lab PATH` prints the command
+/// that does; an id whose file is in the working folder says how to run it;
+/// the "run it:" line of a lab found through `--labs` names the folder.
+#[test]
+fn a_lab_file_is_named_by_its_path() {
+    let dir = common::temp_dir();
+    let text = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml"))
+        .unwrap()
+        .replace("id = \"cl-finish\"", "id = \"my-finish\"");
+    let file = dir.path().join("my-finish.toml");
+    std::fs::write(&file, text).unwrap();
+    let path = file.to_str().unwrap();
+    let out = common::run(&["--lab", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert!(
+        common::stdout(&out).contains(&format!("run it:  gpulab run {path}")),
+        "{}",
+        common::stdout(&out)
+    );
+    let folder = dir.path().to_str().unwrap();
+    let out = common::run(&["--labs", folder, "--lab", "my-finish"]);
+    assert!(
+        common::stdout(&out).contains(&format!("run it:  gpulab run my-finish --labs {folder}")),
+        "{}",
+        common::stdout(&out)
+    );
+    let out = common::gpulab()
+        .args(["run", "my-finish"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = common::stderr(&out);
+    assert!(err.contains("`gpulab run ./my-finish.toml`"), "{err}");
+    // A path to no file, or to a file with a mistake, says so with its place.
+    let out = common::run(&["run", &format!("{folder}/none.toml")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("cannot read"),
+        "{}",
+        common::stderr(&out)
+    );
+    std::fs::write(&file, "id = 3\n").unwrap();
+    let out = common::run(&["run", path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains(&format!("{path}:1:6")),
+        "{}",
+        common::stderr(&out)
+    );
+}
+
+/// #50: a real call the catalog lacks is told from a typo, its nearest calls
+/// of its own API only; `cudaFree` of pinned memory names `cudaFreeHost`.
+#[test]
+fn a_call_the_catalog_lacks_is_told_from_a_typo() {
+    let dir = common::temp_dir();
+    let lab = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml")).unwrap();
+    let file = dir.path().join("l.toml");
+    for (line, said, not) in [
+        (
+            "clSVMAlloc(ctx, 64 MiB)",
+            "`clSVMAlloc` is a real OpenCL call that gpulab's catalog does not have (yet)",
+            "cuda",
+        ),
+        ("clFinsh(q)", "did you mean `clFinish`?", "catalog"),
+    ] {
+        std::fs::write(
+            &file,
+            lab.replacen("clFinish(q)  ", &format!("{line}  "), 1),
+        )
+        .unwrap();
+        let out = common::run(&["check", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = common::stderr(&out);
+        assert!(err.contains(said), "{err}");
+        assert!(!err.contains(not), "{err}");
+    }
+    let cuda = std::fs::read_to_string(common::repo_file("labs/cuda-free-sync.toml")).unwrap();
+    let pinned = cuda.replacen(
+        "cudaFree(buf)",
+        "h = cudaMallocHost(1 MiB)\ncudaFree(h)\ncudaFree(buf)",
+        1,
+    );
+    std::fs::write(&file, pinned).unwrap();
+    let out = common::run(&["check", file.to_str().unwrap()]);
+    assert!(
+        common::stderr(&out).contains("pinned host memory goes back with `cudaFreeHost(h)`"),
+        "{}",
+        common::stderr(&out)
+    );
+}

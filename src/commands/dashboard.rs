@@ -11,9 +11,14 @@ use super::{EXIT_OK, EXIT_USAGE, fail};
 use crate::cli::Cli;
 
 pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
-    let set = super::load_labs(&cli.labs);
+    let mut set = super::load_labs(&cli.labs);
     let mut params = None;
-    if let Some(id) = &cli.lab {
+    // `--lab ./mine.toml`: the file's lab, by its id from here on.
+    let lab_id = match &cli.lab {
+        Some(named) => Some(super::lab_named(&mut set, named)?),
+        None => None,
+    };
+    if let Some(id) = &lab_id {
         let lab = set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
         if let Some(v) = &cli.variant {
             lab.find_variant(v)
@@ -39,7 +44,7 @@ pub fn dashboard(cli: &Cli) -> anyhow::Result<i32> {
         None => None,
     };
     let mut app = new_app(cli, &set);
-    if let Some(id) = &cli.lab {
+    if let Some(id) = &lab_id {
         app.select_lab(id, cli.variant.as_deref(), params);
     }
     if let Some(lesson) = lesson {

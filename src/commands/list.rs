@@ -95,9 +95,10 @@ fn table(labs: &[Lab]) -> String {
 
 /// `gpulab` with no command: the labs, and how to run one.
 pub fn overview(dirs: &[PathBuf], lab: Option<&str>) -> anyhow::Result<i32> {
-    let set = super::load_labs(dirs);
-    if let Some(id) = lab {
-        let lab = set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    let mut set = super::load_labs(dirs);
+    if let Some(named) = lab {
+        let id = super::lab_named(&mut set, named)?;
+        let lab = set.get(&id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
         outln!("{} — {}\n\nclaim: {}\n", lab.id, lab.title, lab.claim);
         outln!(
             "look:    {}\nwhy:     {}\ninstead: {}\n",
@@ -108,10 +109,18 @@ pub fn overview(dirs: &[PathBuf], lab: Option<&str>) -> anyhow::Result<i32> {
         for v in &lab.variants {
             outln!("variant {}: {}", v.name, v.description);
         }
-        outln!(
-            "\nrun it:  gpulab run {}   (or --all-variants, --step)",
-            lab.id
-        );
+        // The command that runs it from here: by the path it was named by,
+        // or by its id with the folders it was found in.
+        let by = if named.ends_with(".toml") || named.contains('/') {
+            named.to_string()
+        } else {
+            let folders: String = dirs
+                .iter()
+                .map(|d| format!(" --labs {}", d.display()))
+                .collect();
+            format!("{}{folders}", lab.id)
+        };
+        outln!("\nrun it:  gpulab run {by}   (or --all-variants, --step)");
         return Ok(EXIT_OK);
     }
     out!("{}", table(set.labs()));

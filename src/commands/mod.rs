@@ -96,6 +96,38 @@ pub fn load_labs(dirs: &[std::path::PathBuf]) -> gpulab::lab::LabSet {
     gpulab::lab::LabSet::load_with(user.as_deref(), dirs)
 }
 
+/// A lab named on the command line by its id, or by its file's path (one
+/// ending in `.toml`, or naming a folder): the file is loaded into `set` and
+/// its id comes back. An unknown id whose file sits in the working folder
+/// says how to run it.
+pub fn lab_named(set: &mut gpulab::lab::LabSet, named: &str) -> anyhow::Result<String> {
+    let path = std::path::Path::new(named);
+    if path.extension().is_some_and(|x| x == "toml") || path.components().count() > 1 {
+        return set
+            .add_file(path)
+            .map_err(|e| fail(EXIT_USAGE, e.to_string()));
+    }
+    match set.get(named) {
+        Ok(_) => Ok(named.to_string()),
+        Err(e) => {
+            let mut said = e.to_string();
+            if matches!(e, gpulab::lab::LabError::UnknownLab { .. }) {
+                let here = format!("{named}.toml");
+                if std::path::Path::new(&here).is_file() {
+                    said.push_str(&format!(
+                        "; a lab file {here} is in this folder: `gpulab run ./{here}`, or \
+                         `--labs .` to take every lab file here"
+                    ));
+                }
+                for p in &set.problems {
+                    said.push_str(&format!("\nskipped a lab file: {p}"));
+                }
+            }
+            Err(fail(EXIT_USAGE, said))
+        }
+    }
+}
+
 pub fn write_stderr(text: &str) {
     // What gpulab says on stderr quotes files others made (a recording's bad
     // line, a card's version, a file name): nothing in it may act on the

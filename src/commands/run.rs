@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use gpulab::lab::{BackendKind, Lab, LabError, LabSet, Params, catalog};
+use gpulab::lab::{BackendKind, Lab, LabSet, Params, catalog};
 use gpulab::output::{Body, Runs, json};
 use gpulab::report::{self, Summary};
 use gpulab::run::Run;
@@ -26,9 +26,10 @@ use crate::cli::{FailOn, Format, RunArgs};
 pub(super) const SAMPLE_HZ: f64 = 1000.0;
 
 pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Result<i32> {
-    let set = super::load_labs(dirs);
+    let mut set = super::load_labs(dirs);
     gpulab::clock::phase("labs loaded");
-    let (lab, params, variants) = chosen(&set, args)?;
+    let id = super::lab_named(&mut set, &args.id)?;
+    let (lab, params, variants) = chosen(&set, &id, args)?;
     let foretold = predictions(lab, &variants, &args.predict)?;
     one_stdout_recording(args, variants.len())?;
     check_backend(lab)?;
@@ -143,18 +144,12 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
 }
 
 /// The lab `args` names, its parameters resolved, and the variants to run.
-fn chosen<'a>(set: &'a LabSet, args: &RunArgs) -> anyhow::Result<(&'a Lab, Params, Vec<String>)> {
-    let lab = set.get(&args.id).map_err(|e| {
-        // A file that claims the id already says its own mistakes; otherwise the
-        // lab may be in a file of `--labs` that did not load: say which and why.
-        let mut said = e.to_string();
-        if matches!(e, LabError::UnknownLab { .. }) {
-            for p in &set.problems {
-                said.push_str(&format!("\nskipped a lab file: {p}"));
-            }
-        }
-        fail(EXIT_USAGE, said)
-    })?;
+fn chosen<'a>(
+    set: &'a LabSet,
+    id: &str,
+    args: &RunArgs,
+) -> anyhow::Result<(&'a Lab, Params, Vec<String>)> {
+    let lab = set.get(id).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     let params =
         catalog::resolve_params(lab, &args.params).map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     let variants: Vec<String> = if args.all_variants {

@@ -143,6 +143,16 @@ impl LabSet {
         set
     }
 
+    /// A lab file named by its path (`gpulab run ./mine.toml`): loaded and
+    /// put in the set like a `--labs` folder's, its id returned. Its mistakes
+    /// are the error, with their places.
+    pub fn add_file(&mut self, path: &Path) -> Result<String> {
+        let lab = load_file(path)?;
+        let id = lab.id.clone();
+        self.insert(lab);
+        Ok(id)
+    }
+
     fn insert(&mut self, lab: Lab) {
         match self.labs.iter_mut().find(|l| l.id == lab.id) {
             Some(old) => *old = lab,

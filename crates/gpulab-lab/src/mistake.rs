@@ -157,6 +157,14 @@ pub enum Mistake {
         name: String,
         suggestion: Option<&'static str>,
     },
+    /// A real OpenCL or CUDA call (`known_calls.txt`) that gpulab's catalog
+    /// lacks: not a typo.
+    NotInCatalog {
+        name: String,
+        api: &'static str,
+        /// The catalog's calls of the same API nearest to it.
+        nearest: Vec<&'static str>,
+    },
     OtherBackend {
         call: &'static str,
         call_backend: BackendKind,
@@ -611,6 +619,17 @@ impl Mistake {
             M::UnknownCall { name, suggestion } => {
                 (format!("unknown call `{name}`"), did_you_mean(*suggestion))
             }
+            M::NotInCatalog { name, api, nearest } => (
+                format!("`{name}` is a real {api} call that gpulab's catalog does not have (yet)"),
+                Some(if nearest.is_empty() {
+                    "`gpulab list` shows the labs, docs/lab-format.md every call a lab may make".into()
+                } else {
+                    format!(
+                        "the nearest {api} calls it has: {}",
+                        nearest.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                    )
+                }),
+            ),
             M::OtherBackend {
                 call,
                 call_backend,
@@ -712,7 +731,10 @@ impl Mistake {
                     "`{name}` is a {} handle, but `{call}` expects {expected} here",
                     is.as_str()
                 ),
-                None,
+                // The pinned host memory of `cudaMallocHost` has its own free.
+                (*call == "cudaFree" && *is == ObjKind::HostBuffer).then(|| {
+                    format!("pinned host memory goes back with `cudaFreeHost({name})`")
+                }),
             ),
             M::UseAfterRelease {
                 name,

@@ -226,8 +226,9 @@ fn param(p: RawParam, seen: &mut BTreeMap<String, u32>, text: &str) -> Res<Param
 
 /// Checks each variant's name and simulates its script; returns the variants and
 /// their tags, in the same order.
-/// The good variants and their tags; each bad one's first mistake goes to
-/// `problems`.
+/// The good variants and their tags; each bad one's mistakes go to
+/// `problems` (a script's lines that bind nothing are each checked, up to ten
+/// mistakes).
 fn variants(
     raw: &[RawVariant],
     variants_span: Span,
@@ -248,7 +249,7 @@ fn variants(
                 variants.push(variant);
                 tags.push(t);
             }
-            Err(p) => problems.push(p),
+            Err(ps) => problems.extend(ps),
         }
     }
     (variants, tags)
@@ -260,19 +261,20 @@ fn variant(
     text: &str,
     backend: BackendKind,
     params: &[Param],
-) -> Res<(Variant, Tags)> {
+) -> Result<(Variant, Tags), Vec<Problem>> {
+    let one = |p: Problem| vec![p];
     if !is_slug(&v.name.value) {
-        return Err(bad_name(&v.name, "variant", NAME_RULE));
+        return Err(one(bad_name(&v.name, "variant", NAME_RULE)));
     }
-    unique(seen, &v.name, "variant", line_of(text, &v.name.span))?;
-    let stmts = parse_script(&v.script)?;
+    unique(seen, &v.name, "variant", line_of(text, &v.name.span)).map_err(one)?;
+    let stmts = parse_script(&v.script).map_err(one)?;
     if stmts.is_empty() {
-        return Err(Problem::new(
+        return Err(one(Problem::new(
             v.script.span.clone(),
             Mistake::EmptyScript {
                 variant: v.name.value.clone(),
             },
-        ));
+        )));
     }
     let checked = Simulator::new(text, backend, params).run(&stmts)?;
     Ok((
@@ -777,6 +779,34 @@ mod tests {
         );
         let all = lab(raw::read(&claims).unwrap(), &claims, Origin::Builtin).unwrap_err();
         assert_eq!(all.len(), 2, "{all:?}");
+    }
+
+    /// #50: a variant's lines that bind nothing are each checked in one
+    /// pass, so three misspelt calls are three mistakes; a line that binds a
+    /// handle ends the pass (the lines after it would fail for want of it);
+    /// at most ten are said.
+    #[test]
+    fn a_variants_mistakes_come_in_one_pass() {
+        let all = |script: &str| {
+            let text = format!("{HEAD}[[variants]]\nname = \"v\"\nscript = '''\n{script}'''\n");
+            let problems = lab(raw::read(&text).unwrap(), &text, Origin::Builtin).unwrap_err();
+            problems
+                .into_iter()
+                .map(|p| text[p.span].to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            all(&format!(
+                "{SETUP}clFinsh(q)\nclFlsh(q)\nclReleaseMemObject(nope)\n"
+            )),
+            ["clFinsh", "clFlsh", "nope"]
+        );
+        assert_eq!(
+            all(&format!("{SETUP}k = clCreateKernl(q)\nclFinsh(q)\n")),
+            ["clCreateKernl"]
+        );
+        let many: String = (0..15).map(|_| "clFinsh(q)\n").collect();
+        assert_eq!(all(&format!("{SETUP}{many}")).len(), 10);
     }
 
     fn mistake(script: &str) -> Mistake {

@@ -89,7 +89,15 @@ pub struct Simulator<'a> {
     /// most each enclosing `repeat` can run.
     runs: f64,
     lines: LineIndex,
+    /// Mistakes of lines that bind nothing, passed over so the rest of the
+    /// script is checked in the same pass (at most [`MAX_PASSED`]).
+    passed: Vec<Problem>,
 }
+
+/// The mistakes of one variant passed over in one pass (the next ends it, so
+/// ten are said at most): past them, a script is
+/// more likely wrong as a whole than line by line.
+const MAX_PASSED: usize = 9;
 
 impl<'a> Simulator<'a> {
     pub fn new(text: &'a str, backend: BackendKind, params: &'a [Param]) -> Simulator<'a> {
@@ -104,15 +112,28 @@ impl<'a> Simulator<'a> {
             tags: BTreeMap::new(),
             runs: 1.0,
             lines: LineIndex::new(text),
+            passed: Vec::new(),
         }
     }
 
-    pub fn run(mut self, stmts: &[RawStmt]) -> Res<Checked> {
-        let script = self.block(stmts, true)?;
-        Ok(Checked {
-            script,
-            tags: self.tags,
-        })
+    /// The script checked, or every mistake found in one pass: a line that
+    /// binds nothing is passed over with its mistake, so a misspelt
+    /// `clFinsh(q)` does not hide the lines after it; a line that binds a
+    /// handle ends the pass (what follows would fail for want of it).
+    pub fn run(mut self, stmts: &[RawStmt]) -> Result<Checked, Vec<Problem>> {
+        let script = self.block(stmts, true);
+        let mut problems = std::mem::take(&mut self.passed);
+        match script {
+            Err(p) => problems.push(p),
+            Ok(script) if problems.is_empty() => {
+                return Ok(Checked {
+                    script,
+                    tags: self.tags,
+                });
+            }
+            Ok(_) => {}
+        }
+        Err(problems)
     }
 
     fn line(&self, span: &Span) -> u32 {
@@ -143,7 +164,18 @@ impl<'a> Simulator<'a> {
                     name,
                     args,
                     close,
-                } => self.call(s, line, bind.as_ref(), name, args, close)?,
+                } => match self.call(s, line, bind.as_ref(), name, args, close) {
+                    Ok(kind) => kind,
+                    Err(p) if bind.is_none() && self.passed.len() < MAX_PASSED => {
+                        // The repeat body's second pass may meet it again;
+                        // what only a second iteration shows is its own.
+                        if !self.passed.contains(&p) {
+                            self.passed.push(p);
+                        }
+                        continue;
+                    }
+                    Err(p) => return Err(p),
+                },
                 RawKind::Repeat { count, body } => {
                     let (count, many) = self.repeat_count(count)?;
                     let outer = self.runs;
@@ -263,13 +295,7 @@ impl<'a> Simulator<'a> {
         close: &Span,
     ) -> Res<StmtKind> {
         let spec = api::lookup(&name.value).ok_or_else(|| {
-            Problem::new(
-                name.span.clone(),
-                Mistake::UnknownCall {
-                    name: name.value.clone(),
-                    suggestion: api::suggest(&name.value),
-                },
-            )
+            Problem::new(name.span.clone(), api::unknown(&name.value, self.backend))
         })?;
         let spec = self.overload(spec, args);
         if spec.backend != self.backend {
