@@ -805,6 +805,16 @@ mod tests {
             all(&format!("{SETUP}k = clCreateKernl(q)\nclFinsh(q)\n")),
             ["clCreateKernl"]
         );
+        // A mistake about a handle: the lines after it that use the handle
+        // would only echo it (a write after the release, then the release
+        // again), and are not said; a mistake of another line still is.
+        assert_eq!(
+            all(&format!(
+                "{SETUP}clReleaseMemObject(b)\nclEnqueueWriteBuffer(q, b, CL_FALSE)\n\
+                 clReleaseMemObject(b)\nclFinsh(q)\n"
+            )),
+            ["b", "clFinsh"]
+        );
         let many: String = (0..15).map(|_| "clFinsh(q)\n").collect();
         assert_eq!(all(&format!("{SETUP}{many}")).len(), 10);
     }

@@ -92,6 +92,10 @@ pub struct Simulator<'a> {
     /// Mistakes of lines that bind nothing, passed over so the rest of the
     /// script is checked in the same pass (at most [`MAX_PASSED`]).
     passed: Vec<Problem>,
+    /// The names the passed-over lines used: a later mistake on a line that
+    /// uses one of them is likely that mistake's echo (a buffer used after
+    /// its release, then released again), and is not said.
+    tainted: std::collections::BTreeSet<String>,
 }
 
 /// The mistakes of one variant passed over in one pass (the next ends it, so
@@ -113,6 +117,7 @@ impl<'a> Simulator<'a> {
             runs: 1.0,
             lines: LineIndex::new(text),
             passed: Vec::new(),
+            tainted: std::collections::BTreeSet::new(),
         }
     }
 
@@ -167,9 +172,24 @@ impl<'a> Simulator<'a> {
                 } => match self.call(s, line, bind.as_ref(), name, args, close) {
                     Ok(kind) => kind,
                     Err(p) if bind.is_none() && self.passed.len() < MAX_PASSED => {
+                        let word = |a: &Sp<RawArg>| match &a.value {
+                            RawArg::Word(w) => Some(w.clone()),
+                            _ => None,
+                        };
+                        let echo = args
+                            .iter()
+                            .filter_map(word)
+                            .any(|w| self.tainted.contains(&w));
+                        // The handle the mistake is about (it points at an
+                        // argument): later mistakes of lines using it are echoes.
+                        let about = args
+                            .iter()
+                            .filter(|a| a.span.start <= p.span.start && p.span.end <= a.span.end)
+                            .filter_map(word);
+                        self.tainted.extend(about);
                         // The repeat body's second pass may meet it again;
                         // what only a second iteration shows is its own.
-                        if !self.passed.contains(&p) {
+                        if !echo && !self.passed.contains(&p) {
                             self.passed.push(p);
                         }
                         continue;
