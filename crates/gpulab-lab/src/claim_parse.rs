@@ -43,6 +43,8 @@ struct Node {
 #[derive(Debug, Clone)]
 enum Kind {
     Num(f64),
+    /// A number and its unit, converted: `1 s` is (1000, "ms").
+    Qty(f64, &'static str),
     Name(Sp<String>),
     Metric(Sp<String>, Sp<String>),
     /// A name or metric call, measured in the named variant.
@@ -142,6 +144,7 @@ fn lower(n: &Node, text: &RawText, refs: &mut Vec<NameRef>) -> Result<(Expr, Ty)
     let file = |s: &Sp<String>| Sp::new(s.value.clone(), text.file_span(s.span.clone()));
     Ok(match &n.kind {
         Kind::Num(v) => (Expr::Num(*v), Ty::Num),
+        Kind::Qty(v, unit) => (Expr::Qty(*v, unit), Ty::Num),
         Kind::Name(name) => {
             refs.push(NameRef {
                 name: file(name),
@@ -205,7 +208,7 @@ fn lower(n: &Node, text: &RawText, refs: &mut Vec<NameRef>) -> Result<(Expr, Ty)
             if rt != want {
                 return fail(r, message);
             }
-            if *op == BinOp::Div && re == Expr::Num(0.0) {
+            if *op == BinOp::Div && matches!(re, Expr::Num(z) | Expr::Qty(z, _) if z == 0.0) {
                 return fail(r, "division by zero: the claim could never be judged");
             }
             (Expr::Bin(*op, Box::new(le), Box::new(re)), out)
@@ -360,10 +363,23 @@ fn unary(i: &mut In<'_>) -> ModalResult<Node> {
 
 fn atom(i: &mut In<'_>) -> ModalResult<Node> {
     alt((
-        number.with_span().map(|(v, span)| Node {
-            span,
-            kind: Kind::Num(v),
-        }),
+        (
+            number,
+            // `5 ms`, `1 s`, `64 MiB`: a unit, as script lines write them.
+            opt(preceded(
+                space0,
+                take_while(1.., |c: char| c.is_ascii_alphabetic() || c == 'µ')
+                    .verify_map(|u: &str| crate::expr::claim_unit(u)),
+            )),
+        )
+            .with_span()
+            .map(|((v, unit), span)| Node {
+                span,
+                kind: match unit {
+                    Some((factor, unit)) => Kind::Qty(v * factor, unit),
+                    None => Kind::Num(v),
+                },
+            }),
         named,
         (
             '(',
@@ -442,6 +458,39 @@ mod tests {
 
     fn var(v: &str) -> Box<Expr> {
         Box::new(Expr::Var(v.into()))
+    }
+
+    /// #50: a number in a claim may carry a unit, as script lines do; it is
+    /// held in the unit its kind's metrics are in, and a word that is no unit
+    /// is still a mistake.
+    #[test]
+    fn numbers_carry_units() {
+        assert_eq!(
+            p("host_ms(release) < 5 ms"),
+            Expr::Bin(
+                BinOp::Lt,
+                Box::new(Expr::Metric {
+                    name: "host_ms".into(),
+                    arg: "release".into()
+                }),
+                Box::new(Expr::Qty(5.0, "ms"))
+            )
+        );
+        let Expr::Bin(_, _, r) = p("x > 1.5 s") else {
+            panic!()
+        };
+        assert_eq!(*r, Expr::Qty(1500.0, "ms"));
+        let Expr::Bin(_, _, r) = p("x > 512KiB") else {
+            panic!()
+        };
+        assert_eq!(*r, Expr::Qty(0.5, "MiB"));
+        let Expr::Bin(_, _, r) = p("x > 250 us and y < 2 GiB") else {
+            panic!()
+        };
+        assert!(matches!(*r, Expr::Bin(BinOp::Lt, _, ref q) if **q == Expr::Qty(2048.0, "MiB")));
+        assert!(matches!(p("x > 5 and y < 1"), Expr::Bin(BinOp::And, ..)));
+        e("x > 5 parsecs");
+        e("x > 5 ms / 0 s");
     }
 
     #[test]

@@ -4,6 +4,9 @@
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
     Num(f64),
+    /// A number with a unit (`5 ms`, `1 s`, `64 MiB`), held in the unit the
+    /// metrics of its kind are in (`ms`, `MiB`): `1 s` is 1000 ms.
+    Qty(f64, &'static str),
     /// A parameter (`kernel_ms`) or an argument-less metric (`bytes_live_mib`).
     Var(String),
     /// A metric over a tag or an object kind: `host_ms(release)`, `live(events)`.
@@ -257,7 +260,7 @@ impl Expr {
                 l.walk(f);
                 r.walk(f);
             }
-            Expr::Num(_) | Expr::Var(_) | Expr::Metric { .. } => {}
+            Expr::Num(_) | Expr::Qty(..) | Expr::Var(_) | Expr::Metric { .. } => {}
         }
     }
 }
@@ -326,6 +329,7 @@ pub fn mixed_units(e: &Expr, param_unit: &dyn Fn(&str) -> Option<String>) -> Opt
     ) -> Option<Dim> {
         Some(match e {
             Expr::Num(_) => Dim::Free,
+            Expr::Qty(_, unit) => Dim::of_unit(unit),
             Expr::Var(name) => match unit(name) {
                 Some(u) => Dim::of_unit(&u),
                 None => Dim::of_metric(name),
@@ -380,10 +384,26 @@ pub fn mixed_units(e: &Expr, param_unit: &dyn Fn(&str) -> Option<String>) -> Opt
     found
 }
 
+/// A unit a number in a claim may carry, and what it is worth in the unit
+/// the metrics of its kind are in (`ms` for times, `MiB` for sizes).
+pub fn claim_unit(unit: &str) -> Option<(f64, &'static str)> {
+    Some(match unit {
+        "us" | "µs" => (1e-3, "ms"),
+        "ms" => (1.0, "ms"),
+        "s" => (1e3, "ms"),
+        "B" => (1.0 / (1024.0 * 1024.0), "MiB"),
+        "KiB" => (1.0 / 1024.0, "MiB"),
+        "MiB" => (1.0, "MiB"),
+        "GiB" => (1024.0, "MiB"),
+        _ => return None,
+    })
+}
+
 impl std::fmt::Display for Expr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Expr::Num(n) => write!(f, "{n}"),
+            Expr::Qty(n, unit) => write!(f, "{n} {unit}"),
             Expr::Var(v) => f.write_str(v),
             Expr::Metric { name, arg } => write!(f, "{name}({arg})"),
             Expr::InVariant(e, v) => write!(f, "{e} in variant {v}"),
@@ -417,6 +437,22 @@ mod tests {
             "iterations" => Some("".into()),
             _ => None,
         }
+    }
+
+    /// A number with a unit has its unit's dimension: against a metric of
+    /// the other kind it is a mistake, against one of its own it is not.
+    #[test]
+    fn a_quantity_is_checked_against_what_it_is_compared_with() {
+        let time = Expr::Bin(BinOp::Lt, m("host_ms", "x"), Box::new(Expr::Qty(5.0, "ms")));
+        assert!(mixed_units(&time, &units).is_none());
+        let size = Expr::Bin(
+            BinOp::Lt,
+            m("host_ms", "x"),
+            Box::new(Expr::Qty(5.0, "MiB")),
+        );
+        let mixed = mixed_units(&size, &units).unwrap();
+        assert_eq!((mixed.left_unit, mixed.right_unit), ("ms", "MiB"));
+        assert_eq!(size.to_string(), "host_ms(x) < 5 MiB");
     }
 
     #[test]

@@ -204,7 +204,7 @@ impl<'a> Lower<'a> {
                 },
             ));
         }
-        if let Number::Param(p) = &value
+        if let Number::Param(p) | Number::Scaled(_, p) = &value
             && let Some(pu) = self.param_unit(p)
             && pu != unit
         {
@@ -223,7 +223,7 @@ impl<'a> Lower<'a> {
     fn number(&self, q: &RawQty) -> Res<Number> {
         match &q.value.value {
             RawNum::Lit(n) => Ok(Number::Lit(*n)),
-            RawNum::Param(p) => {
+            RawNum::Param(p) | RawNum::Scaled(_, p) => {
                 if !self.params.iter().any(|x| &x.name == p) {
                     let names = self.params.iter().map(|x| x.name.as_str());
                     return Err(Problem::new(
@@ -234,7 +234,10 @@ impl<'a> Lower<'a> {
                         },
                     ));
                 }
-                Ok(Number::Param(p.clone()))
+                Ok(match &q.value.value {
+                    RawNum::Scaled(f, _) => Number::Scaled(*f, p.clone()),
+                    _ => Number::Param(p.clone()),
+                })
             }
         }
     }
@@ -247,6 +250,12 @@ impl<'a> Lower<'a> {
                     .param_unit(p)
                     .map_or(if want_size { "MiB" } else { "ms" }, Unit::as_str);
                 format!("{{{p}}} {unit}")
+            }
+            (Number::Scaled(f, p), _) => {
+                let unit = self
+                    .param_unit(p)
+                    .map_or(if want_size { "MiB" } else { "ms" }, Unit::as_str);
+                format!("{f} * {{{p}}} {unit}")
             }
             (Number::Lit(n), true) => format!("{n} MiB"),
             (Number::Lit(n), false) => format!("{n} ms"),

@@ -131,6 +131,8 @@ pub struct Quantity {
 pub enum Number {
     Lit(f64),
     Param(String),
+    /// A parameter times a factor (`2 * {kernel_ms}`).
+    Scaled(f64, String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -250,6 +252,7 @@ impl Quantity {
         let v = match &self.value {
             Number::Lit(v) => *v,
             Number::Param(p) => params.get(p).copied().unwrap_or(f64::NAN),
+            Number::Scaled(f, p) => f * params.get(p).copied().unwrap_or(f64::NAN),
         };
         v * self.unit.factor()
     }

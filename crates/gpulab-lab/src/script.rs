@@ -78,6 +78,8 @@ impl RawQty {
 pub enum RawNum {
     Lit(f64),
     Param(String),
+    /// A parameter scaled by a number: `2 * {kernel_ms}`, `{size_mib} / 4`.
+    Scaled(f64, String),
 }
 
 /// What one line holds before `repeat` blocks are nested.
@@ -479,10 +481,27 @@ fn param(i: &mut In<'_>) -> ModalResult<String> {
 }
 
 fn num(i: &mut In<'_>) -> ModalResult<Sp<RawNum>> {
-    alt((number.map(RawNum::Lit), param.map(RawNum::Param)))
-        .with_span()
-        .map(|(v, span)| Sp::new(v, span))
-        .parse_next(i)
+    // `2 * {kernel_ms}` and `{kernel_ms} * 2` or `/ 2`: a parameter scaled,
+    // wherever a number goes (a sleep, a size, a repeat count).
+    let times = (space0, '*', space0);
+    let scaled_before = (number, times, param).map(|(f, _, p)| RawNum::Scaled(f, p));
+    let scaled_after = (
+        param,
+        space0,
+        alt(('*', '/')),
+        space0,
+        number.verify(|n: &f64| *n != 0.0),
+    )
+        .map(|(p, _, op, _, n)| RawNum::Scaled(if op == '*' { n } else { 1.0 / n }, p));
+    alt((
+        scaled_before,
+        scaled_after,
+        number.map(RawNum::Lit),
+        param.map(RawNum::Param),
+    ))
+    .with_span()
+    .map(|(v, span)| Sp::new(v, span))
+    .parse_next(i)
 }
 
 fn unit(i: &mut In<'_>) -> ModalResult<Sp<String>> {
@@ -633,6 +652,28 @@ mod tests {
         assert_eq!(q.value.value, RawNum::Param("kernel_ms".into()));
         assert_eq!(q.unit.as_ref().map(|u| u.value.as_str()), Some("ms"));
         assert_eq!(args[3].span, 39..53);
+    }
+
+    /// #50: a parameter scaled by a number goes wherever a number goes.
+    #[test]
+    fn a_scaled_parameter_is_a_number() {
+        let s = one("sleep 2 * {kernel_ms} ms");
+        let RawKind::Sleep { duration } = s.kind else {
+            panic!("not a sleep: {s:?}");
+        };
+        assert_eq!(
+            duration.value.value,
+            RawNum::Scaled(2.0, "kernel_ms".into())
+        );
+        assert_eq!(duration.unit.as_ref().map(|u| u.value.as_str()), Some("ms"));
+        let s = one("b = clCreateBuffer(ctx, {size_mib}/4 MiB)");
+        let RawKind::Call { args, .. } = s.kind else {
+            panic!("not a call");
+        };
+        let RawArg::Qty(q) = &args[1].value else {
+            panic!("not a quantity");
+        };
+        assert_eq!(q.value.value, RawNum::Scaled(0.25, "size_mib".into()));
     }
 
     #[test]

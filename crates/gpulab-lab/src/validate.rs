@@ -819,6 +819,38 @@ mod tests {
         assert_eq!(all(&format!("{SETUP}{many}")).len(), 10);
     }
 
+    /// #50: a scaled parameter is checked as the parameter is (it exists,
+    /// its unit), and its bound is the parameter's times the factor.
+    #[test]
+    fn a_scaled_parameter_is_checked_as_its_parameter() {
+        let lab = check(
+            &format!("{SETUP}sleep 2 * {{n}} ms\nrepeat {{n}} * 3 {{\nclFinish(q)\n}}"),
+            "",
+        )
+        .unwrap();
+        let params = lab.default_params();
+        let times: Vec<f64> = lab.variants[0]
+            .script
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::Sleep { duration } => Some(duration.resolve(&params)),
+                StmtKind::Repeat { count, .. } => Some(count.resolve(&params)),
+                _ => None,
+            })
+            .collect();
+        // n is 3: a sleep of 6 ms, a repeat of 9.
+        assert_eq!(times, [6.0, 9.0]);
+        assert!(matches!(
+            mistake(&format!("{SETUP}sleep 2 * {{m}} ms\n")),
+            Mistake::UnknownParam { .. }
+        ));
+        // Its bound is the parameter's times the factor: n is at most 10.
+        assert!(matches!(
+            mistake(&format!("{SETUP}sleep 400000 * {{n}} ms\n")),
+            Mistake::SleepTooLong { .. }
+        ));
+    }
+
     fn mistake(script: &str) -> Mistake {
         match check(script, "") {
             Ok(_) => panic!("no mistake in {script}"),

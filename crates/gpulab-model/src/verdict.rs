@@ -288,7 +288,7 @@ fn num(v: Value) -> Result<f64, Why> {
 impl Env<'_> {
     fn eval(&mut self, e: &Expr) -> Result<Value, Why> {
         Ok(match e {
-            Expr::Num(n) => Value::Num(*n),
+            Expr::Num(n) | Expr::Qty(n, _) => Value::Num(*n),
             Expr::Var(name) => {
                 let v = if let Some(p) = self.params.get(name) {
                     *p

@@ -259,7 +259,7 @@ impl<'a> Simulator<'a> {
                 }
                 *n >= 2.0
             }
-            Number::Param(_) => self.most(&q) >= 2.0,
+            Number::Param(_) | Number::Scaled(..) => self.most(&q) >= 2.0,
         };
         // Nested loops multiply: the body runs this many times in all.
         let most = self.runs * self.most(&q);
@@ -285,6 +285,13 @@ impl<'a> Simulator<'a> {
                 .iter()
                 .find(|x| &x.name == p)
                 .map_or(0.0, |x| x.max),
+            Number::Scaled(f, p) => {
+                f * self
+                    .params
+                    .iter()
+                    .find(|x| &x.name == p)
+                    .map_or(0.0, |x| x.max)
+            }
         };
         v * q.unit.factor()
     }
