@@ -255,15 +255,24 @@ pub fn parse(file: &str, text: &str, origin: Origin) -> Result<Lab> {
     raw::read(text)
         .map_err(|p| vec![p])
         .and_then(|raw| validate::lab(raw, text, origin))
-        .map_err(|problems| {
-            let mut all = problems
-                .iter()
-                .map(|p| Diagnostic::from_problem(file, text, p));
-            let first = all.next().unwrap_or_else(|| {
-                Diagnostic::at(file, text, 0..0, "the lab is not valid".into(), None)
-            });
-            LabError::Invalid(Box::new(first.with_more(all.collect())))
-        })
+        .map_err(|problems| invalid(file, text, &problems, "the lab is not valid"))
+}
+
+/// A file's mistakes as one error: the first, with the others after it
+/// (`said` stands in should there be none).
+pub(crate) fn invalid(
+    file: &str,
+    text: &str,
+    problems: &[crate::mistake::Problem],
+    said: &str,
+) -> LabError {
+    let mut all = problems
+        .iter()
+        .map(|p| Diagnostic::from_problem(file, text, p));
+    let first = all
+        .next()
+        .unwrap_or_else(|| Diagnostic::at(file, text, 0..0, said.into(), None));
+    LabError::Invalid(Box::new(first.with_more(all.collect())))
 }
 
 pub fn load_file(path: &Path) -> Result<Lab> {
@@ -288,7 +297,7 @@ pub fn parse_bytes(file: &str, bytes: Vec<u8>, origin: Origin) -> Result<Lab> {
 }
 
 /// A lab file that is not UTF-8, named at the first byte that is not.
-fn not_utf8(file: &str, e: &std::string::FromUtf8Error) -> LabError {
+pub(crate) fn not_utf8(file: &str, e: &std::string::FromUtf8Error) -> LabError {
     let at = e.utf8_error().valid_up_to();
     let byte = e.as_bytes().get(at).copied().unwrap_or(0);
     let text = String::from_utf8_lossy(e.as_bytes());
@@ -298,7 +307,7 @@ fn not_utf8(file: &str, e: &std::string::FromUtf8Error) -> LabError {
         &text,
         at..at + '\u{fffd}'.len_utf8(),
         format!("not UTF-8 text: byte 0x{byte:02x}"),
-        Some("save the lab file as UTF-8".into()),
+        Some("save the file as UTF-8".into()),
     )))
 }
 

@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use super::catalog::LabSet;
-use super::diagnostic::Diagnostic;
 use super::error::{LabError, Result};
 use super::mistake::{Mistake, Problem};
 use super::raw::{self, Fields, Sp};
@@ -65,13 +64,7 @@ pub fn looks_like_lesson(text: &str) -> bool {
 /// Parses and checks one lesson against `labs`; `file` names it in messages.
 pub fn parse(file: &str, text: &str, labs: &LabSet) -> Result<Lesson> {
     read(text, labs).map_err(|problems| {
-        let mut all = problems
-            .iter()
-            .map(|p| Diagnostic::from_problem(file, text, p));
-        let first = all.next().unwrap_or_else(|| {
-            Diagnostic::at(file, text, 0..0, "the lesson is not valid".into(), None)
-        });
-        LabError::Invalid(Box::new(first.with_more(all.collect())))
+        super::catalog::invalid(file, text, &problems, "the lesson is not valid")
     })
 }
 
@@ -84,13 +77,7 @@ pub fn load_file(path: &Path, labs: &LabSet) -> Result<Lesson> {
     let file = path.display().to_string();
     match String::from_utf8(bytes) {
         Ok(text) => parse(&file, &text, labs),
-        Err(e) => Err(LabError::Invalid(Box::new(Diagnostic::at(
-            &file,
-            &String::from_utf8_lossy(e.as_bytes()),
-            e.utf8_error().valid_up_to()..e.utf8_error().valid_up_to() + 1,
-            "not UTF-8 text".into(),
-            Some("save the lesson file as UTF-8".into()),
-        )))),
+        Err(e) => Err(super::catalog::not_utf8(&file, &e)),
     }
 }
 
