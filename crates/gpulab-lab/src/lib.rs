@@ -11,6 +11,7 @@ pub mod claim_parse;
 pub mod diagnostic;
 pub mod error;
 pub mod expr;
+pub mod known;
 pub mod lesson;
 mod lower;
 pub mod mistake;

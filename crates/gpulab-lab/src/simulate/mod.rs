@@ -322,7 +322,10 @@ impl<'a> Simulator<'a> {
         close: &Span,
     ) -> Res<StmtKind> {
         let spec = api::lookup(&name.value).ok_or_else(|| {
-            Problem::new(name.span.clone(), api::unknown(&name.value, self.backend))
+            Problem::new(
+                name.span.clone(),
+                crate::known::unknown(&name.value, self.backend),
+            )
         })?;
         let spec = self.overload(spec, args);
         if spec.backend != self.backend {
