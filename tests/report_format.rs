@@ -561,14 +561,21 @@ fn the_document_and_the_json_outputs_agree() {
         return;
     };
     let mut outputs = first_outputs(watched, oom);
-    // A run on a loaded host, whatever this machine's kernel keeps.
-    outputs.push(json_of(&[
-        "report",
-        "--json",
-        &common::repo_file("tests/fixtures/loaded/pocl--cl-finish--finish.jsonl")
-            .display()
-            .to_string(),
-    ]));
+    // A run on a loaded host, whatever this machine's kernel keeps; runs
+    // whose driver deleted an object during another call (the H100's
+    // sub-buffer: its parent went with the sub's release) and after the
+    // script's last line (PoCL's context).
+    for recording in [
+        "tests/fixtures/loaded/pocl--cl-finish--finish.jsonl",
+        "assets/recordings/nvidia-h100/cl-sub-buffer--parent-first.jsonl",
+        "tests/fixtures/recordings/pocl--cl-finish--no-wait.jsonl",
+    ] {
+        outputs.push(json_of(&[
+            "report",
+            "--json",
+            &common::repo_file(recording).display().to_string(),
+        ]));
+    }
     // Reports of recordings made to end as few runs do: ran out, timed out.
     for made in [
         ran_out_recording(dir.path()),

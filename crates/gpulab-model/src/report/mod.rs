@@ -280,6 +280,16 @@ pub struct DestroyRow {
     /// From the lab's last release to the driver's destructor callback; `None` if it
     /// never fired while the worker lived.
     pub after_release_ms: Option<f64>,
+    /// The call in flight when the driver deleted it after its release
+    /// (`clFinish at line 47`: a wait let the driver finish what held it);
+    /// absent when it went during its own release, between calls, after the
+    /// last call or never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub during: Option<String>,
+    /// The driver deleted it after the script's last call had returned (as
+    /// the worker tore down, or its context went).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub after_last_line: bool,
 }
 
 impl Summary {
@@ -529,9 +539,27 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
             handle: handle.clone().unwrap_or_else(|| format!("#{id}")),
             kind: *kind,
             after_release_ms: destroyed.map(|d| (d as f64 - released as f64) / 1e6),
+            during: destroyed
+                .filter(|d| *d > released)
+                .and_then(|d| destroyed_during(run, d)),
+            after_last_line: destroyed
+                .is_some_and(|d| d > released && run.calls().iter().all(|c| c.end_ns < d)),
         });
     }
     rows
+}
+
+/// The call in flight at `t_ns`: what let the driver delete an object after
+/// its release (a wait, another release).
+fn destroyed_during(run: &Run, t_ns: u64) -> Option<String> {
+    let c = run
+        .calls()
+        .iter()
+        .find(|c| c.begin_ns <= t_ns && t_ns <= c.end_ns && c.status != CallStatus::Directive)?;
+    Some(match c.line {
+        Some(line) => format!("{} at line {line}", c.api.as_str()),
+        None => c.api.as_str().to_string(),
+    })
 }
 
 fn is_zero(n: &u64) -> bool {

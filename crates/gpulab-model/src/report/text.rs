@@ -248,7 +248,11 @@ fn destroyed(d: &DestroyRow, n: usize, o: &mut String) {
     let when = match d.after_release_ms {
         None => "never, while the worker lived: something still held it".to_string(),
         Some(ms) if ms <= 0.0 => "during its release call".to_string(),
-        Some(ms) => format!("{ms:.3} ms after its release"),
+        Some(ms) => match (&d.during, d.after_last_line) {
+            (Some(during), _) => format!("{ms:.3} ms after its release, during {during}"),
+            (None, true) => format!("{ms:.3} ms after its release, after the script's last line"),
+            (None, false) => format!("{ms:.3} ms after its release"),
+        },
     };
     let _ = writeln!(
         o,

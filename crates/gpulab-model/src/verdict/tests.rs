@@ -709,3 +709,41 @@ fn a_lag_read_across_a_stalled_sampler_is_inconclusive_with_why() {
     assert!(why.contains("the sampler fell behind"), "{why}");
     assert!(why.contains("between 31.0 and 100.0 ms"), "{why}");
 }
+
+/// #50: a report says what let the driver delete a released object: the
+/// call in flight then (a `clFinish` the kernel held it for), or the
+/// script's end; nothing when it went in its own release.
+#[test]
+fn a_destruction_after_its_release_says_what_was_running() {
+    let during_finish = |destroyed_at: u64| {
+        let mut events = premature_release(true);
+        events.retain(|e| {
+            !matches!(e, Event::Object(o) if o.action == ObjectAction::Destroyed)
+                && !matches!(e, Event::End(_))
+        });
+        events.push(call(
+            3,
+            "finish",
+            "clFinish",
+            (7 * MS, 104 * MS),
+            None,
+            None,
+        ));
+        events.push(buffer(ObjectAction::Destroyed, destroyed_at));
+        events.push(end());
+        crate::report::Summary::of(&Run::from_events(&events))
+    };
+    let s = during_finish(103 * MS);
+    let d = &s.destroyed[0];
+    assert_eq!(
+        (d.during.as_deref(), d.after_last_line),
+        (Some("clFinish at line 4"), false)
+    );
+    let s = during_finish(150 * MS);
+    let d = &s.destroyed[0];
+    assert_eq!((d.during.as_deref(), d.after_last_line), (None, true));
+    // Gone inside its own release: nothing to add.
+    let s = during_finish(5 * MS);
+    let d = &s.destroyed[0];
+    assert_eq!((d.during.as_deref(), d.after_last_line), (None, false));
+}
