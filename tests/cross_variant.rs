@@ -110,9 +110,11 @@ fn all_variants_judges_a_comparison_from_both_variants_own_numbers() {
     assert_eq!(claim(replayed, "finish-waits-longer"), live);
     // Text, Markdown and a replay without a terminal say the same verdict,
     // with the other variant's value by its name.
+    // (Inconclusive where the host's load decided it: then said so.)
     let label = match live["verdict"].as_str() {
         Some("holds") => "holds",
-        _ => "does not hold",
+        Some("does_not_hold") => "does not hold",
+        _ => "inconclusive",
     };
     let file_s = file.display().to_string();
     for args in [
