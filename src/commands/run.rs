@@ -207,15 +207,13 @@ impl Foretold {
 /// (`host_ms(wait)`): a metric with its argument, as the claim's values
 /// name it.
 fn reads(lab: &Lab, variant: &str, value: &str) -> bool {
-    lab.claims
+    values_read(lab, &[variant.to_string()])
         .iter()
-        .filter(|c| c.applies_to(variant))
-        .flat_map(|c| std::iter::once(&c.expr).chain(&c.requires))
-        .flat_map(|e| e.metrics())
-        .any(|(name, arg)| !arg.is_empty() && format!("{name}({arg})") == value)
+        .any(|v| v == value)
 }
 
-/// The values the claims of `lab` read in `variants`, for a message.
+/// The values (metrics with their argument) the claims of `lab` read in
+/// `variants`, sorted, each once.
 fn values_read(lab: &Lab, variants: &[String]) -> Vec<String> {
     let mut out: Vec<String> = lab
         .claims

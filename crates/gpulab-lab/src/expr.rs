@@ -384,6 +384,12 @@ pub fn mixed_units(e: &Expr, param_unit: &dyn Fn(&str) -> Option<String>) -> Opt
     found
 }
 
+/// The unit a metric's values are in, from its name's suffix (`host_ms` →
+/// `ms`, `vram_mib` → `MiB`); empty for a count.
+pub fn metric_unit(name: &str) -> &'static str {
+    Dim::of_metric(name).unit()
+}
+
 /// A unit a number in a claim may carry, and what it is worth in the unit
 /// the metrics of its kind are in (`ms` for times, `MiB` for sizes).
 pub fn claim_unit(unit: &str) -> Option<(f64, &'static str)> {

@@ -608,12 +608,9 @@ impl Estimated {
     /// your range)".
     pub fn line(&self) -> String {
         let name = self.value.split('(').next().unwrap_or_default();
-        let unit = if name.ends_with("_ms") {
-            " ms"
-        } else if name.ends_with("_mib") {
-            " MiB"
-        } else {
-            ""
+        let unit = match gpulab_lab::expr::metric_unit(name) {
+            "" => String::new(),
+            u => format!(" {u}"),
         };
         let outcome = match (self.measured, self.within) {
             (Some(m), Some(true)) => {
