@@ -43,6 +43,8 @@ fn every_cuda_lab_ships() {
         "cuda-peer-copy",
         "cuda-peer-access",
         "cuda-context-per-device",
+        "cuda-pageable-copy",
+        "cuda-mapped-host",
     ] {
         assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
     }

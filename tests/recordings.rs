@@ -350,7 +350,11 @@ fn report_of_several_variants_judges_their_comparisons() {
 #[test]
 fn every_shipped_h100_recording_judges_again_as_recorded() {
     let mut files = Vec::new();
-    for (dir, at_least) in [("nvidia-h100", 40), ("nvidia-h200-x2", 5)] {
+    for (dir, at_least) in [
+        ("nvidia-h100", 40),
+        ("nvidia-h200-x2", 5),
+        ("nvidia-h200", 10),
+    ] {
         let dir = common::repo_file(&format!("assets/recordings/{dir}"));
         let mut of_dir: Vec<_> = std::fs::read_dir(dir)
             .expect("the shipped recordings")

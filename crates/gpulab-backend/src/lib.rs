@@ -55,6 +55,8 @@ pub enum Operand {
     Kernel(String),
     Bool(bool),
     Flag(ClFlag),
+    /// Flags C ORs together (`cudaHostAllocMapped | cudaHostAllocWriteCombined`).
+    Flags(Vec<ClFlag>),
     /// The events an enqueue waits for (`wait [e1, e2]`).
     Wait(Vec<ObjId>),
 }
@@ -83,6 +85,13 @@ pub enum Notice {
     },
     /// The implementation destroyed the object (destructor callback).
     Destroyed { obj: ObjId, t_ns: u64 },
+    /// A callback a lab's call installed has run, on the implementation's
+    /// thread at `t_ns`; `what` says what it did, as the report words it.
+    Callback {
+        call_seq: u64,
+        t_ns: u64,
+        what: String,
+    },
 }
 
 /// One device, driven one call at a time.

@@ -55,6 +55,12 @@ pub struct Engine<'a> {
     control: &'a mut dyn Control,
     params: &'a Params,
     names: HashMap<String, ObjId>,
+    /// Device pointers of host memory (`cudaHostGetDevicePointer`), by the
+    /// host memory's id: they are released when it is.
+    views: HashMap<ObjId, Vec<ObjId>>,
+    /// When each call that installed a callback returned, by its seq: a
+    /// callback's note says how long after it ran.
+    installed: HashMap<u64, u64>,
     ledger: Ledger,
     /// Per call seq: its line, for spans reported later.
     lines: HashMap<u64, Option<u32>>,
@@ -116,6 +122,8 @@ impl<'a> Engine<'a> {
             control,
             params,
             names: HashMap::new(),
+            views: HashMap::new(),
+            installed: HashMap::new(),
             ledger: Ledger::default(),
             lines: HashMap::new(),
             seq: 0,
@@ -293,6 +301,7 @@ impl<'a> Engine<'a> {
                 Arg::Kernel(k) => Operand::Kernel(k.clone()),
                 Arg::Bool(b) => Operand::Bool(*b),
                 Arg::Flag(f) => Operand::Flag(*f),
+                Arg::Flags(fs) => Operand::Flags(fs.clone()),
                 Arg::WaitList(names) => Operand::Wait(
                     names
                         .iter()
@@ -356,6 +365,9 @@ impl<'a> Engine<'a> {
             t_ns: now_ns(),
         }))?;
         let (result, readings) = self.timed_call(seq, api, &operands, bind.is_some());
+        if api == Api::ClSetEventCallback && result.is_ok() {
+            self.installed.insert(seq, readings.end_ns);
+        }
         let (status, object, objects) = match &result {
             Ok(out) => {
                 let (object, objects) = self.account(
@@ -575,6 +587,9 @@ impl<'a> Engine<'a> {
                 if let Some(name) = bind {
                     self.names.insert(name.to_string(), id);
                 }
+                if let (Api::CudaHostGetDevicePointer, Some(host)) = (api, first_obj) {
+                    self.views.entry(host).or_default().push(id);
+                }
                 let e = self
                     .ledger
                     .create(id, kind, bind.map(str::to_string), bytes, refs, line);
@@ -585,13 +600,26 @@ impl<'a> Engine<'a> {
                 None => (None, vec![]),
             },
             (Effect::Release(_), _) => match first_obj.and_then(|id| self.ledger.release(id)) {
-                Some(e) => (Some(e.id), vec![event(e, ObjectAction::Released)]),
+                Some(e) => {
+                    let (id, gone) = (e.id, e.state == State::Released);
+                    let mut out = vec![event(e, ObjectAction::Released)];
+                    // A device pointer of host memory goes with the memory.
+                    if gone {
+                        for view in self.views.remove(&id).unwrap_or_default() {
+                            if let Some(v) = self.ledger.release(view) {
+                                out.push(event(v, ObjectAction::Released));
+                            }
+                        }
+                    }
+                    (Some(id), out)
+                }
                 None => (None, vec![]),
             },
-            // A free node hands the allocation's free to its graph: the lab no
-            // longer holds it, and nothing of the lab's frees it again.
-            (Effect::Use, None) if api == Api::CudaGraphAddMemFreeNode => {
-                let freed = match operands.get(1) {
+            // A free node hands the allocation's free to its graph, a callback
+            // its buffer's release to the implementation: the lab no longer
+            // holds it, and nothing of the lab's frees it again.
+            (Effect::Use, None) if api.hands_over().is_some() => {
+                let freed = match api.hands_over().and_then(|i| operands.get(i)) {
                     Some(Operand::Obj(id)) => self.ledger.release(*id),
                     _ => None,
                 };
@@ -694,6 +722,27 @@ impl<'a> Engine<'a> {
                         let ev = e.event(ObjectAction::Destroyed, t_ns, None);
                         self.sink.emit(Event::Object(ev))?;
                     }
+                }
+                Notice::Callback {
+                    call_seq,
+                    t_ns,
+                    what,
+                } => {
+                    let after = match self.installed.remove(&call_seq) {
+                        Some(end) if t_ns >= end => {
+                            format!(
+                                " {:.1} ms after its call returned",
+                                (t_ns - end) as f64 / 1e6
+                            )
+                        }
+                        _ => String::new(),
+                    };
+                    self.sink.emit(Event::Note(Note {
+                        t_ns,
+                        level: NoteLevel::Info,
+                        text: format!("the callback ran{after}: {what}"),
+                        line: self.lines.get(&call_seq).copied().flatten(),
+                    }))?;
                 }
             }
         }

@@ -110,6 +110,24 @@ pub enum Api {
     CudaDeviceDisablePeerAccess,
     /// A copy from one device's buffer to another's.
     CudaMemcpyPeer,
+    /// Pageable host memory from the C library: the driver does not know it,
+    /// so a copy from or to it is staged through the driver's own pinned buffers.
+    Malloc,
+    /// Gives `malloc`'d memory back to the C library.
+    Free,
+    /// Pinned host memory with flags (`cudaHostAllocMapped`, `…WriteCombined`, `…Portable`).
+    CudaHostAlloc,
+    /// The device's address of mapped pinned memory: a buffer a kernel may take,
+    /// whose bytes stay in host memory and go when the host memory is freed.
+    CudaHostGetDevicePointer,
+    /// A callback when an event reaches a status: the callback releases a
+    /// buffer, as a program hands its last reference to it.
+    ClSetEventCallback,
+    /// A host function queued on a stream: gpulab's sleeps the asked time,
+    /// and the stream's later work waits for it.
+    CudaLaunchHostFunc,
+    /// The older form of `cudaLaunchHostFunc`, with a status argument.
+    CudaStreamAddCallback,
 }
 
 /// The name of a call in the stream: one of the vocabulary's (`Api`), or a
@@ -593,13 +611,13 @@ pub static APIS: &[ApiInfo] = &[
     cuda(
         Api::CudaMemcpyAsync,
         "cudaMemcpyAsync",
-        "cuMemcpyDtoHAsync_v2 (device to pinned host)",
+        "cuMemcpyDtoHAsync_v2 (device to host)",
         Effect::Use,
     ),
     cuda(
         Api::CudaMemcpyAsyncToDevice,
         "cudaMemcpyAsync",
-        "cuMemcpyHtoDAsync_v2 (pinned host to device)",
+        "cuMemcpyHtoDAsync_v2 (host to device)",
         Effect::Use,
     ),
     cuda(
@@ -641,13 +659,13 @@ pub static APIS: &[ApiInfo] = &[
     cuda(
         Api::CudaMemcpy,
         "cudaMemcpy",
-        "cuMemcpyDtoH_v2 (device to pinned host, legacy default stream)",
+        "cuMemcpyDtoH_v2 (device to host, legacy default stream)",
         Effect::Use,
     ),
     cuda(
         Api::CudaMemcpyToDevice,
         "cudaMemcpy",
-        "cuMemcpyHtoD_v2 (pinned host to device, legacy default stream)",
+        "cuMemcpyHtoD_v2 (host to device, legacy default stream)",
         Effect::Use,
     ),
     cuda(
@@ -836,6 +854,43 @@ pub static APIS: &[ApiInfo] = &[
         "cuMemcpyPeer (each buffer's own device's context)",
         Effect::Use,
     ),
+    cuda(
+        Api::Malloc,
+        "malloc",
+        "malloc (pageable host memory the driver is not told of; gpulab writes every page once)",
+        Effect::Create(HostBuffer),
+    ),
+    cuda(Api::Free, "free", "free", Effect::Release(HostBuffer)),
+    cuda(
+        Api::CudaHostAlloc,
+        "cudaHostAlloc",
+        "cuMemHostAlloc(flags)",
+        Effect::Create(HostBuffer),
+    ),
+    cuda(
+        Api::CudaHostGetDevicePointer,
+        "cudaHostGetDevicePointer",
+        "cuMemHostGetDevicePointer_v2(flags 0)",
+        Effect::Create(Buffer),
+    ),
+    cl(
+        Api::ClSetEventCallback,
+        "clSetEventCallback",
+        "clSetEventCallback(CL_COMPLETE; the callback calls clReleaseMemObject)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaLaunchHostFunc,
+        "cudaLaunchHostFunc",
+        "cuLaunchHostFunc (gpulab's function sleeps the asked time) (+ cuEventRecord of gpulab's span events)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaStreamAddCallback,
+        "cudaStreamAddCallback",
+        "cuStreamAddCallback(flags 0; gpulab's callback sleeps the asked time) (+ cuEventRecord of gpulab's span events)",
+        Effect::Use,
+    ),
 ];
 
 impl Api {
@@ -888,7 +943,20 @@ impl Api {
                 | Api::CudaMemsetAsyncRange
                 | Api::CudaMemPrefetchAsync
                 | Api::CudaGraphLaunch
+                | Api::CudaLaunchHostFunc
+                | Api::CudaStreamAddCallback
         )
+    }
+
+    /// The argument whose reference a `Use` call hands over to someone else
+    /// (a graph's free node, a callback that releases it): from this call on,
+    /// the lab no longer holds it.
+    pub fn hands_over(self) -> Option<usize> {
+        match self {
+            Api::CudaGraphAddMemFreeNode => Some(1),
+            Api::ClSetEventCallback => Some(3),
+            _ => None,
+        }
     }
 
     /// The call that drops one reference of an object of `kind` on `backend`
@@ -933,9 +1001,9 @@ impl Api {
     }
 }
 
-/// A flag word a call may take (how `clCreateBuffer` allocates, an out-of-order
-/// queue, a user event's status, a CUDA stream's kind); each is the C constant of
-/// the same name.
+/// A word a call may take (how `clCreateBuffer` allocates, an out-of-order
+/// queue, a user event's status, a CUDA stream's kind, the callback a call
+/// installs); each is the C constant, or the function, of the same name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClFlag {
     /// gpulab's default: the buffer is filled from zeroed host memory at creation,
@@ -955,10 +1023,25 @@ pub enum ClFlag {
     /// CUDA: a stream that neither waits for nor is waited on by the legacy
     /// default stream (a synchronous `cudaMemcpy` ignores it).
     StreamNonBlocking,
+    /// CUDA `cudaHostAlloc`: plain pinned memory (`cudaMallocHost`'s).
+    HostAllocDefault,
+    /// CUDA `cudaHostAlloc`: pinned for every context, not only the current one.
+    HostAllocPortable,
+    /// CUDA `cudaHostAlloc`: mapped into the device's address space, so a kernel
+    /// reads and writes it over the bus (`cudaHostGetDevicePointer`).
+    HostAllocMapped,
+    /// CUDA `cudaHostAlloc`: write-combined, fast for the device to read and
+    /// slow for the host to read back.
+    HostAllocWriteCombined,
+    /// The callback a CUDA host function runs: `sleep` for the duration after it.
+    CallbackSleep,
+    /// The callback `clSetEventCallback` installs: `clReleaseMemObject` of the
+    /// buffer after it.
+    CallbackRelease,
 }
 
 impl ClFlag {
-    pub const ALL: [ClFlag; 7] = [
+    pub const ALL: [ClFlag; 13] = [
         ClFlag::CopyHostPtr,
         ClFlag::UseHostPtr,
         ClFlag::AllocHostPtr,
@@ -966,6 +1049,12 @@ impl ClFlag {
         ClFlag::Complete,
         ClFlag::StreamDefault,
         ClFlag::StreamNonBlocking,
+        ClFlag::HostAllocDefault,
+        ClFlag::HostAllocPortable,
+        ClFlag::HostAllocMapped,
+        ClFlag::HostAllocWriteCombined,
+        ClFlag::CallbackSleep,
+        ClFlag::CallbackRelease,
     ];
 
     pub fn c_name(self) -> &'static str {
@@ -977,6 +1066,12 @@ impl ClFlag {
             ClFlag::Complete => "CL_COMPLETE",
             ClFlag::StreamDefault => "cudaStreamDefault",
             ClFlag::StreamNonBlocking => "cudaStreamNonBlocking",
+            ClFlag::HostAllocDefault => "cudaHostAllocDefault",
+            ClFlag::HostAllocPortable => "cudaHostAllocPortable",
+            ClFlag::HostAllocMapped => "cudaHostAllocMapped",
+            ClFlag::HostAllocWriteCombined => "cudaHostAllocWriteCombined",
+            ClFlag::CallbackSleep => "sleep",
+            ClFlag::CallbackRelease => "clReleaseMemObject",
         }
     }
 

@@ -35,6 +35,11 @@ pub enum ArgKind {
     StreamFlag,
     /// A CUDA device's ordinal (`cudaSetDevice(1)`).
     Device,
+    /// Optional, last: `cudaHostAlloc`'s flags, one or several joined by `|`
+    /// (`cudaHostAllocMapped | cudaHostAllocWriteCombined`).
+    HostAllocFlags,
+    /// The one callback the call installs, by its function's name (`sleep`).
+    Callback(ClFlag),
 }
 
 /// The argument kind that takes a flag.
@@ -44,6 +49,11 @@ pub fn flag_kind(flag: ClFlag) -> ArgKind {
         ClFlag::Complete => ArgKind::EventStatus,
         ClFlag::StreamDefault | ClFlag::StreamNonBlocking => ArgKind::StreamFlag,
         ClFlag::CopyHostPtr | ClFlag::UseHostPtr | ClFlag::AllocHostPtr => ArgKind::MemFlag,
+        ClFlag::HostAllocDefault
+        | ClFlag::HostAllocPortable
+        | ClFlag::HostAllocMapped
+        | ClFlag::HostAllocWriteCombined => ArgKind::HostAllocFlags,
+        ClFlag::CallbackSleep | ClFlag::CallbackRelease => ArgKind::Callback(flag),
     }
 }
 
@@ -60,7 +70,7 @@ impl ArgKind {
     pub fn is_optional(self) -> bool {
         matches!(
             self,
-            ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::WaitList
+            ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::WaitList | ArgKind::HostAllocFlags
         )
     }
 
@@ -83,6 +93,11 @@ impl ArgKind {
                 format!("a flag: {}", names.join(", "))
             }
             ArgKind::WaitList => "a wait list such as `wait [ev]` or `wait [e1, e2]`".into(),
+            ArgKind::Callback(f) => format!("the callback `{}`", f.c_name()),
+            ArgKind::HostAllocFlags => {
+                let names: Vec<String> = flag_names_for(self).map(|n| format!("`{n}`")).collect();
+                format!("one or more flags joined by `|`: {}", names.join(", "))
+            }
         }
     }
 }
@@ -104,8 +119,8 @@ impl Deref for ApiSpec {
 }
 
 use ArgKind::{
-    Bool, Device, Duration, EventStatus, Index, Kernel, KernelArgs, MemFlag, Obj, Objs, QueueFlag,
-    Size, StreamFlag, WaitList,
+    Bool, Callback, Device, Duration, EventStatus, HostAllocFlags, Index, Kernel, KernelArgs,
+    MemFlag, Obj, Objs, QueueFlag, Size, StreamFlag, WaitList,
 };
 use ObjKind::{
     Buffer, Context, Event, Graph, GraphExec, HostBuffer, MemHandle, Pool, Queue, Stream, VaRange,
@@ -240,6 +255,27 @@ pub static SIGNATURES: &[ApiSpec] = &[
     sig(Api::CudaDeviceEnablePeerAccess, &[Device]),
     sig(Api::CudaDeviceDisablePeerAccess, &[Device]),
     sig(Api::CudaMemcpyPeer, &[Obj(Buffer), Obj(Buffer)]),
+    sig(Api::Malloc, &[Size]),
+    sig(Api::Free, &[Obj(HostBuffer)]),
+    sig(Api::CudaHostAlloc, &[Size, HostAllocFlags]),
+    sig(Api::CudaHostGetDevicePointer, &[Obj(HostBuffer)]),
+    sig(
+        Api::ClSetEventCallback,
+        &[
+            Obj(Event),
+            EventStatus,
+            Callback(ClFlag::CallbackRelease),
+            Obj(Buffer),
+        ],
+    ),
+    sig(
+        Api::CudaLaunchHostFunc,
+        &[Obj(Stream), Callback(ClFlag::CallbackSleep), Duration],
+    ),
+    sig(
+        Api::CudaStreamAddCallback,
+        &[Obj(Stream), Callback(ClFlag::CallbackSleep), Duration],
+    ),
 ];
 
 /// The signature of a call.

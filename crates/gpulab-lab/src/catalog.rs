@@ -100,6 +100,22 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "cuda-context-per-device.toml",
         include_str!("../labs/cuda-context-per-device.toml"),
     ),
+    (
+        "cuda-pageable-copy.toml",
+        include_str!("../labs/cuda-pageable-copy.toml"),
+    ),
+    (
+        "cuda-mapped-host.toml",
+        include_str!("../labs/cuda-mapped-host.toml"),
+    ),
+    (
+        "cuda-host-func.toml",
+        include_str!("../labs/cuda-host-func.toml"),
+    ),
+    (
+        "cl-release-callback.toml",
+        include_str!("../labs/cl-release-callback.toml"),
+    ),
 ];
 
 pub struct LabSet {

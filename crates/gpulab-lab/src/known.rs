@@ -37,7 +37,8 @@ fn camel_words(name: &str) -> Vec<String> {
 }
 
 /// The API a call's name belongs to, by its prefix: `cl…` OpenCL, `cuda…` or
-/// `cu…` CUDA; None for a name of neither.
+/// `cu…` CUDA; a C library call the catalog has (`malloc`) is its entry's;
+/// None for any other name.
 pub fn api_of(name: &str) -> Option<BackendKind> {
     let upper_after = |p: &str| {
         name.strip_prefix(p)
@@ -48,7 +49,7 @@ pub fn api_of(name: &str) -> Option<BackendKind> {
     } else if upper_after("cuda") || upper_after("cu") {
         Some(BackendKind::Cuda)
     } else {
-        None
+        crate::api::Api::named(name).map(crate::api::Api::backend)
     }
 }
 

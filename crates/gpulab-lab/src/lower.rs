@@ -131,6 +131,25 @@ impl<'a> Lower<'a> {
                 Some(f) => Ok(Arg::Flag(f)),
                 None => Err(wrong(format!("`{w}`"))),
             },
+            (RawArg::Word(w), ArgKind::Callback(f)) if w == f.c_name() => Ok(Arg::Flag(f)),
+            (RawArg::Word(w), ArgKind::HostAllocFlags) => {
+                Ok(Arg::Flags(vec![self.flag(a, w, kind, &wrong)?]))
+            }
+            (RawArg::Flags(fs), ArgKind::HostAllocFlags) => {
+                let mut flags = Vec::with_capacity(fs.len());
+                for f in fs {
+                    let one = Sp::new(RawArg::Word(f.value.clone()), f.span.clone());
+                    flags.push(self.flag(&one, &f.value, kind, &wrong)?);
+                }
+                Ok(Arg::Flags(flags))
+            }
+            (RawArg::Flags(fs), _) => Err(wrong(format!(
+                "flags joined by `|` ({}): only `cudaHostAlloc` takes more than one",
+                fs.iter()
+                    .map(|f| f.value.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ))),
             (RawArg::Wait(evs), ArgKind::WaitList) => {
                 Ok(Arg::WaitList(evs.iter().map(|e| e.value.clone()).collect()))
             }
@@ -144,8 +163,10 @@ impl<'a> Lower<'a> {
                 | ArgKind::WaitList
                 | ArgKind::KernelArgs
                 | ArgKind::Index
-                | ArgKind::Device,
+                | ArgKind::Device
+                | ArgKind::Callback(_),
             ) => Err(wrong(format!("`{w}`"))),
+            (RawArg::Qty(q), ArgKind::HostAllocFlags) => Err(wrong(describe_qty(self.text, q))),
             (RawArg::Qty(q), ArgKind::Size | ArgKind::Duration) => {
                 Ok(Arg::Quantity(self.quantity(q, kind)?))
             }
@@ -160,6 +181,24 @@ impl<'a> Lower<'a> {
                 _ => Err(wrong(describe_qty(self.text, q))),
             },
             (RawArg::Qty(q), _) => Err(wrong(describe_qty(self.text, q))),
+        }
+    }
+
+    /// One flag word of `kind`; a word of another kind or none is said at its own span.
+    fn flag(
+        &self,
+        a: &Sp<RawArg>,
+        w: &str,
+        kind: ArgKind,
+        wrong: &dyn Fn(String) -> Problem,
+    ) -> Res<ClFlag> {
+        match ClFlag::parse(w).filter(|f| super::api::flag_kind(*f) == kind) {
+            Some(f) => Ok(f),
+            None => {
+                let mut p = wrong(format!("`{w}`"));
+                p.span = a.span.clone();
+                Err(p)
+            }
         }
     }
 
@@ -321,6 +360,8 @@ pub fn signature_of(name: &str, sig: &[ArgKind], kernel: Option<&str>) -> String
             ArgKind::QueueFlag => "CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE".into(),
             ArgKind::WaitList => "wait [event, …]".into(),
             ArgKind::StreamFlag => "cudaStreamNonBlocking".into(),
+            ArgKind::HostAllocFlags => "cudaHostAllocMapped".into(),
+            ArgKind::Callback(f) => f.c_name().into(),
         };
         if a.is_optional() {
             optional.push_str(&format!("[, {text}]"));

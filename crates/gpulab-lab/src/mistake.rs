@@ -220,6 +220,8 @@ pub enum Mistake {
         is: ObjKind,
         call: &'static str,
         expected: String,
+        /// Host memory given to a release of another kind: the call that frees it.
+        goes_back: Option<&'static str>,
     },
     UseAfterRelease {
         name: String,
@@ -289,8 +291,19 @@ pub enum Mistake {
         name: String,
         line: u32,
     },
-    /// Pinned host memory released by the call that does not pair with the one
-    /// that made it (`cudaFreeHost` of registered memory).
+    /// `cudaHostGetDevicePointer` of `malloc`'d memory: the driver does not know it.
+    PageableHasNoDevicePointer {
+        name: String,
+    },
+    /// A device pointer of pinned host memory given to a free: it has no
+    /// allocation of its own.
+    FreeOfDevicePointer {
+        name: String,
+        host: String,
+        release: &'static str,
+    },
+    /// Host memory released by the call that does not pair with the one
+    /// that made it (`cudaFreeHost` of registered memory, `free` of pinned).
     WrongHostRelease {
         name: String,
         made_by: &'static str,
@@ -726,15 +739,14 @@ impl Mistake {
                 is,
                 call,
                 expected,
+                goes_back,
             } => (
                 format!(
                     "`{name}` is a {} handle, but `{call}` expects {expected} here",
                     is.as_str()
                 ),
-                // The pinned host memory of `cudaMallocHost` has its own free.
-                (*call == "cudaFree" && *is == ObjKind::HostBuffer).then(|| {
-                    format!("pinned host memory goes back with `cudaFreeHost({name})`")
-                }),
+                // Host memory has its own free, by how it was made.
+                goes_back.map(|free| format!("this host memory goes back with `{free}({name})`")),
             ),
             M::UseAfterRelease {
                 name,
@@ -821,6 +833,14 @@ impl Mistake {
             M::RangeFreedWhileMapped { name, line } => (
                 format!("`{name}` is freed while the allocation mapped at line {line} is still in it; cuMemAddressFree needs the range unmapped"),
                 Some(format!("unmap it first: `cuMemUnmap({name})`, or end the line with `# expect-error`")),
+            ),
+            M::PageableHasNoDevicePointer { name } => (
+                format!("`{name}` is pageable memory from `malloc`, which the driver does not know: only pinned memory has a device pointer"),
+                Some("allocate it with `cudaHostAlloc(…, cudaHostAllocMapped)`, or end the line with `# expect-error` to see the driver's answer".into()),
+            ),
+            M::FreeOfDevicePointer { name, host, release } => (
+                format!("`{name}` is the device's address of `{host}`'s host memory: it has no allocation of its own to free"),
+                Some(format!("free the host memory instead: `{release}({host})`; `{name}` goes with it")),
             ),
             M::WrongHostRelease {
                 name,

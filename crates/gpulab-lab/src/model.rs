@@ -119,6 +119,8 @@ pub enum Arg {
     Flag(ClFlag),
     /// `wait [e1, e2]`: the events an enqueue waits for, in order.
     WaitList(Vec<String>),
+    /// Flags C ORs together (`cudaHostAllocMapped | cudaHostAllocWriteCombined`).
+    Flags(Vec<ClFlag>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

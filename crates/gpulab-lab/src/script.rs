@@ -56,6 +56,9 @@ pub enum RawArg {
     Qty(RawQty),
     /// `wait [e1, e2]`, each event name with its span.
     Wait(Vec<Sp<String>>),
+    /// Flags joined by `|` (`cudaHostAllocMapped | cudaHostAllocWriteCombined`),
+    /// each with its span.
+    Flags(Vec<Sp<String>>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -387,6 +390,7 @@ fn map_spans(line: Line, file: &impl Fn(Span) -> Span) -> Line {
                     let value = match a.value {
                         RawArg::Qty(q) => RawArg::Qty(qty(q)),
                         RawArg::Wait(evs) => RawArg::Wait(evs.into_iter().map(sp).collect()),
+                        RawArg::Flags(fs) => RawArg::Flags(fs.into_iter().map(sp).collect()),
                         w @ RawArg::Word(_) => w,
                     };
                     Sp::new(value, span)
@@ -536,10 +540,25 @@ fn wait_list(i: &mut In<'_>) -> ModalResult<Vec<Sp<String>>> {
     Ok(std::iter::once(first).chain(rest).collect())
 }
 
+/// `A | B [| C …]`: two or more flag words joined by `|`, as C ORs them.
+fn flag_words(i: &mut In<'_>) -> ModalResult<Vec<Sp<String>>> {
+    let first = ident.parse_next(i)?;
+    let rest: Vec<Sp<String>> = repeat(
+        1..,
+        preceded(
+            (space0, '|', space0),
+            cut_err(ident).context(expected("a flag after `|`")),
+        ),
+    )
+    .parse_next(i)?;
+    Ok(std::iter::once(first).chain(rest).collect())
+}
+
 fn arg(i: &mut In<'_>) -> ModalResult<Sp<RawArg>> {
     alt((
         qty.map(RawArg::Qty),
         wait_list.map(RawArg::Wait),
+        flag_words.map(RawArg::Flags),
         ident.map(|s| RawArg::Word(s.value)),
     ))
     .with_span()

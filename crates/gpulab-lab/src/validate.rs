@@ -1596,6 +1596,160 @@ mod tests {
     }
 
     #[test]
+    fn host_memory_goes_back_the_way_it_came() {
+        // Pageable memory is the C library's, pinned memory the driver's.
+        assert_eq!(
+            cuda(
+                "h = malloc(1 MiB)\nd = cudaMalloc(1 MiB)\ns = cudaStreamCreate()\n\
+                  cudaMemcpyAsync(d, h, s)\ncudaMemcpyAsync(h, d, s)\nfree(h)"
+            ),
+            Ok(vec![
+                Api::Malloc,
+                Api::CudaMalloc,
+                Api::CudaStreamCreate,
+                Api::CudaMemcpyAsyncToDevice,
+                Api::CudaMemcpyAsync,
+                Api::Free
+            ])
+        );
+        for (made, wrong, right) in [
+            ("malloc(1 MiB)", "cudaFreeHost", "free"),
+            ("cudaHostAlloc(1 MiB)", "free", "cudaFreeHost"),
+            ("cudaMallocHost(1 MiB)", "free", "cudaFreeHost"),
+            ("cudaHostRegister(1 MiB)", "free", "cudaHostUnregister"),
+        ] {
+            assert!(
+                matches!(
+                    cuda(&format!("h = {made}\n{wrong}(h)")),
+                    Err(Mistake::WrongHostRelease { release, .. }) if release == right
+                ),
+                "{made} then {wrong}"
+            );
+            assert!(cuda(&format!("h = {made}\n{right}(h)")).is_ok(), "{made}");
+            // A device free names the host memory's own.
+            let m = cuda(&format!("h = {made}\ncudaFree(h)")).unwrap_err();
+            assert!(
+                matches!(m, Mistake::WrongKind { goes_back: Some(r), .. } if r == right),
+                "{m:?}"
+            );
+        }
+        assert!(matches!(
+            cuda("h = malloc(1 MiB)\nfree(h)\nfree(h)"),
+            Err(Mistake::DoubleRelease { .. })
+        ));
+    }
+
+    #[test]
+    fn host_alloc_takes_flags_as_c_ors_them() {
+        for flags in [
+            "",
+            ", cudaHostAllocDefault",
+            ", cudaHostAllocMapped",
+            ", cudaHostAllocMapped | cudaHostAllocWriteCombined",
+            ", cudaHostAllocPortable|cudaHostAllocMapped | cudaHostAllocWriteCombined",
+        ] {
+            assert!(
+                cuda(&format!("h = cudaHostAlloc(1 MiB{flags})\ncudaFreeHost(h)")).is_ok(),
+                "{flags}"
+            );
+        }
+        // A flag of another call, or flags where one call takes a single one.
+        assert!(matches!(
+            cuda("h = cudaHostAlloc(1 MiB, cudaHostAllocMapped | cudaStreamNonBlocking)"),
+            Err(Mistake::ArgType { position: 2, .. })
+        ));
+        assert!(matches!(
+            cuda("s = cudaStreamCreateWithFlags(cudaStreamNonBlocking | cudaHostAllocMapped)"),
+            Err(Mistake::ArgType { position: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_device_pointer_of_host_memory_dies_with_it() {
+        let head = "s = cudaStreamCreate()\nh = cudaHostAlloc(1 MiB, cudaHostAllocMapped)\n\
+                    dp = cudaHostGetDevicePointer(h)\n";
+        assert!(
+            cuda(&format!(
+                "{head}cudaLaunchKernel(s, pattern, dp)\ncudaStreamSynchronize(s)\ncudaFreeHost(h)"
+            ))
+            .is_ok()
+        );
+        assert!(matches!(
+            cuda(&format!("{head}cudaFreeHost(h)\ncudaLaunchKernel(s, pattern, dp)")),
+            Err(Mistake::UseAfterRelease { ref name, .. }) if name == "dp"
+        ));
+        assert!(matches!(
+            cuda(&format!("{head}cudaFree(dp)")),
+            Err(Mistake::FreeOfDevicePointer {
+                release: "cudaFreeHost",
+                ..
+            })
+        ));
+        // Pageable memory has none; the driver's answer is there to be seen.
+        assert!(matches!(
+            cuda("h = malloc(1 MiB)\ndp = cudaHostGetDevicePointer(h)"),
+            Err(Mistake::PageableHasNoDevicePointer { .. })
+        ));
+        assert!(cuda("h = malloc(1 MiB)\ndp = cudaHostGetDevicePointer(h) # expect-error").is_ok());
+    }
+
+    #[test]
+    fn a_callback_that_releases_a_buffer_holds_the_labs_reference() {
+        let kernel = "p = clCreateProgramWithSource(ctx, spin)\nclBuildProgram(p)\n\
+                      k = clCreateKernel(p, spin)\nev = clEnqueueNDRangeKernel(q, k, b, 10 ms)\n\
+                      clSetEventCallback(ev, CL_COMPLETE, clReleaseMemObject, b)\n";
+        assert!(
+            check(
+                &format!("{SETUP}{kernel}clFinish(q)\nclReleaseEvent(ev)"),
+                ""
+            )
+            .is_ok()
+        );
+        // The lab no longer holds it: a use or a release of its own is a mistake.
+        assert!(matches!(
+            mistake(&format!("{SETUP}{kernel}clEnqueueFillBuffer(q, b)")),
+            Mistake::UseAfterRelease { .. }
+        ));
+        assert!(matches!(
+            mistake(&format!("{SETUP}{kernel}clReleaseMemObject(b)")),
+            Mistake::DoubleRelease { .. }
+        ));
+        // A retained buffer keeps the reference the callback did not take.
+        let retained = kernel.replace("ev = ", "clRetainMemObject(b)\nev = ");
+        assert!(
+            check(
+                &format!("{SETUP}{retained}clReleaseMemObject(b)\nclFinish(q)"),
+                ""
+            )
+            .is_ok()
+        );
+        // The callback is the one the call installs, by its C name.
+        assert!(matches!(
+            mistake(&format!(
+                "{SETUP}{}",
+                kernel.replace("clReleaseMemObject, b", "sleep, b")
+            )),
+            Mistake::ArgType { position: 3, .. }
+        ));
+        // CUDA's host functions sleep.
+        assert_eq!(
+            cuda(
+                "s = cudaStreamCreate()\ncudaLaunchHostFunc(s, sleep, 5 ms)\n\
+                  cudaStreamAddCallback(s, sleep, 10 ms)"
+            ),
+            Ok(vec![
+                Api::CudaStreamCreate,
+                Api::CudaLaunchHostFunc,
+                Api::CudaStreamAddCallback
+            ])
+        );
+        assert!(matches!(
+            cuda("s = cudaStreamCreate()\ncudaLaunchHostFunc(s, clReleaseMemObject, 5 ms)"),
+            Err(Mistake::ArgType { position: 2, .. })
+        ));
+    }
+
+    #[test]
     fn stream_flags_are_cuda_words() {
         assert_eq!(
             cuda("s = cudaStreamCreateWithFlags(cudaStreamNonBlocking)"),

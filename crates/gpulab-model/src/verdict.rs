@@ -430,7 +430,7 @@ impl Env<'_> {
         let is_release = c
             .api
             .api()
-            .is_some_and(|a| matches!(a.effect(), Effect::Release(_)));
+            .is_some_and(|a| matches!(a.effect(), Effect::Release(_)) || a.hands_over().is_some());
         if !is_release {
             return Err(format!("`{tag}` is not a release call"));
         }

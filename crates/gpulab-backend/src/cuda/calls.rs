@@ -28,7 +28,7 @@ pub(super) fn bytes_at(ops: &[Operand], i: usize) -> Result<u64, DriverError> {
     }
 }
 
-fn ms_at(ops: &[Operand], i: usize) -> Result<f64, DriverError> {
+pub(super) fn ms_at(ops: &[Operand], i: usize) -> Result<f64, DriverError> {
     match ops.get(i) {
         Some(Operand::Ms(ms)) => Ok(*ms),
         _ => Err(bad("expected a duration")),
@@ -270,12 +270,12 @@ impl CudaBackend {
                 let (qid, s) = self.raw(ops, 2, K::Stream)?;
                 let n = size(self.bytes_of(hid).min(self.bytes_of(bid)))?;
                 self.timed(seq, qid, stream(s), "memcpy DtoH", None, || {
-                    // SAFETY: `h` is pinned host memory of at least `n` bytes the lab
-                    // holds, `p` a device allocation of at least `n` bytes. (cudarc's
+                    // SAFETY: `h` is host memory (pinned, or `malloc`'s) of at least `n`
+                    // bytes the lab holds, `p` a device allocation of at least `n` bytes. (cudarc's
                     // result layer copies into a slice; the lab's memory is a raw
                     // pointer, and may already be freed, which is the lab's point.)
                     let dst = h as usize as *mut c_void;
-                    // SAFETY: as said above: `h` pinned host memory, `p` device memory, `n` bytes.
+                    // SAFETY: as said above: `h` host memory, `p` device memory, `n` bytes.
                     unsafe { sys::cuMemcpyDtoHAsync_v2(dst, p, n, stream(s)) }.result()?;
                     Ok(())
                 })
@@ -287,10 +287,10 @@ impl CudaBackend {
                 let n = size(self.bytes_of(hid).min(self.bytes_of(bid)))?;
                 self.timed(seq, qid, stream(s), "memcpy HtoD", None, || {
                     // SAFETY: `p` is a device allocation of at least `n` bytes, `h`
-                    // pinned host memory of at least `n` bytes the lab holds (raw, as
-                    // for the copy to the host).
+                    // host memory (pinned, or `malloc`'s) of at least `n` bytes the lab
+                    // holds (raw, as for the copy to the host).
                     let src = h as usize as *const c_void;
-                    // SAFETY: as said above: `p` device memory, `h` pinned host memory, `n` bytes.
+                    // SAFETY: as said above: `p` device memory, `h` host memory, `n` bytes.
                     unsafe { sys::cuMemcpyHtoDAsync_v2(p, src, n, stream(s)) }.result()?;
                     Ok(())
                 })
@@ -340,6 +340,7 @@ impl CudaBackend {
                 .dispatch_memory(seq, other, ops)
                 .or_else(|| self.dispatch_graph(seq, other, ops))
                 .or_else(|| self.dispatch_peer(other, ops))
+                .or_else(|| self.dispatch_host(seq, other, ops))
                 .unwrap_or_else(|| Err(bad(&format!("{} is not a CUDA call", other.name())))),
         }
     }

@@ -20,7 +20,7 @@ use gpulab_events::api::{Api, ClFlag};
 /// what no lab may do to a shared GPU.
 pub const GPULAB_REFUSED: i64 = -90_003;
 
-fn refused(why: String) -> DriverError {
+pub(super) fn refused(why: String) -> DriverError {
     DriverError {
         code: GPULAB_REFUSED,
         name: format!("GPULAB_REFUSED ({why})"),
@@ -156,17 +156,8 @@ impl CudaBackend {
     fn host_register(&mut self, api: Api, ops: &[Operand]) -> Result<Outcome, DriverError> {
         if api == Api::CudaHostRegister {
             let bytes = bytes_at(ops, 0)?;
-            let n = size(bytes)?;
             // A size the host cannot give is the lab's answer, not an abort.
-            let mut host = Vec::new();
-            host.try_reserve_exact(n).map_err(|_| {
-                refused(format!(
-                    "cudaHostRegister needs {:.1} MiB of host memory, and the host has not got it",
-                    gpulab_events::units::mib(bytes)
-                ))
-            })?;
-            host.resize(n, 0u8);
-            let mut host = host.into_boxed_slice();
+            let mut host = super::host::host_bytes("cudaHostRegister", bytes)?;
             let p = host.as_mut_ptr();
             // SAFETY: `host` is `bytes` bytes of this process's memory, kept in
             // `self.registered` (its heap block never moves) until unregistered.

@@ -10,6 +10,7 @@
 
 mod calls;
 mod graph;
+mod host;
 pub mod load;
 mod memory;
 mod peer;
@@ -70,6 +71,8 @@ pub struct CudaBackend {
     pools: Vec<ObjId>,
     /// Host memory of each `cudaHostRegister`, kept until its unregister.
     registered: HashMap<ObjId, Box<[u8]>>,
+    /// Host memory of each `malloc`, kept until its `free`.
+    pageable: host::Pageable,
     /// Bytes mapped into each virtual address range (`cuMemMap`), until unmapped.
     mapped: HashMap<ObjId, u64>,
     /// Each graph's last node: the next node added to it depends on it.
@@ -221,6 +224,7 @@ impl CudaBackend {
             funcs,
             pools: Vec::new(),
             registered: HashMap::new(),
+            pageable: HashMap::new(),
             mapped: HashMap::new(),
             graph_tail: HashMap::new(),
             graphs_made: false,

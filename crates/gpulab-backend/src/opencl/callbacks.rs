@@ -39,6 +39,14 @@ pub enum Arrival {
         obj: ObjId,
         t_ns: u64,
     },
+    /// The callback of a lab's `clSetEventCallback` ran at `t_ns`: the event
+    /// reached `status`, and its `clReleaseMemObject` returned `released`.
+    Released {
+        seq: u64,
+        t_ns: u64,
+        status: cl_int,
+        released: cl_int,
+    },
 }
 
 /// Where callbacks leave what they saw; the backend drains it on its own thread.
@@ -68,6 +76,40 @@ impl Arrivals {
 pub struct EventCtx {
     pub sink: Arc<Arrivals>,
     pub token: u64,
+}
+
+/// `user_data` of a lab's `clSetEventCallback`: the buffer whose reference
+/// the lab handed to the callback, and the call that did.
+pub struct ReleaseCtx {
+    pub sink: Arc<Arrivals>,
+    pub seq: u64,
+    pub mem: cl_mem,
+}
+
+/// A lab's `clSetEventCallback(ev, CL_COMPLETE, clReleaseMemObject, buf)`
+/// target: releases the buffer, as a program's callback would, and says when.
+pub extern "C" fn on_complete_release(_ev: cl_event, status: cl_int, user_data: *mut c_void) {
+    if user_data.is_null() {
+        return;
+    }
+    // SAFETY: user_data is the `Box<ReleaseCtx>` leaked for this one
+    // registration; the implementation calls us once, so we own it now.
+    let ctx = unsafe { Box::from_raw(user_data.cast::<ReleaseCtx>()) };
+    let t_ns = now_ns();
+    // SAFETY: the lab's reference to the buffer, handed to this callback by
+    // the call that registered it (the ledger released it there).
+    let released = match unsafe { cl3::memory::release_mem_object(ctx.mem) } {
+        Ok(()) => 0,
+        Err(code) => code,
+    };
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        ctx.sink.push(Arrival::Released {
+            seq: ctx.seq,
+            t_ns,
+            status,
+            released,
+        });
+    }));
 }
 
 /// `user_data` of a destructor callback (fires once, when the object is destroyed).

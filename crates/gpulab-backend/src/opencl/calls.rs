@@ -518,6 +518,7 @@ impl OpenClBackend {
                 let (_, ev) = self.arg(ops, 0, K::Event)?;
                 ok(set_user_event_status(ev, CL_COMPLETE)).map(|()| Outcome::default())
             }
+            Api::ClSetEventCallback => self.release_on_complete(seq, ops),
             Api::ClFinish => ok(finish(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
             Api::ClFlush => ok(flush(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
             Api::ClWaitForEvents => {
@@ -625,6 +626,30 @@ impl OpenClBackend {
     /// One retain or release on the lab's behalf. The closures are `unsafe` calls
     /// whose one precondition (a handle of the right kind the lab holds a
     /// reference on) `arg` checked just before.
+    /// `clSetEventCallback(ev, CL_COMPLETE, clReleaseMemObject, buf)`: the lab
+    /// hands its reference to `buf` to a callback that releases it when the
+    /// event completes (`callbacks::on_complete_release`).
+    fn release_on_complete(&mut self, seq: u64, ops: &[Operand]) -> Result<Outcome, DriverError> {
+        let (_, ev) = self.arg(ops, 0, ObjKind::Event)?;
+        let (bid, mem) = self.arg(ops, 3, ObjKind::Buffer)?;
+        let data = callbacks::leak(callbacks::ReleaseCtx {
+            sink: self.sink.clone(),
+            seq,
+            mem,
+        });
+        match set_event_callback(ev, CL_COMPLETE, callbacks::on_complete_release, data) {
+            Ok(()) => {
+                self.refs(bid, -1);
+                Ok(Outcome::default())
+            }
+            Err(code) => {
+                // SAFETY: `data` came from `leak`, and the driver refused it.
+                unsafe { callbacks::reclaim::<callbacks::ReleaseCtx>(data) };
+                Err(driver_error(code))
+            }
+        }
+    }
+
     fn lifetime(
         &mut self,
         ops: &[Operand],

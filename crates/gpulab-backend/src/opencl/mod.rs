@@ -311,6 +311,24 @@ impl OpenClBackend {
                     drop(self.backing.remove(&obj));
                     self.ready.push(Notice::Destroyed { obj, t_ns })
                 }
+                Arrival::Released {
+                    seq,
+                    t_ns,
+                    status,
+                    released,
+                } => self.ready.push(Notice::Callback {
+                    call_seq: seq,
+                    t_ns,
+                    what: format!(
+                        "the event reached {}; the callback's clReleaseMemObject returned {}",
+                        if status == 0 {
+                            "CL_COMPLETE".to_string()
+                        } else {
+                            errors::name(status)
+                        },
+                        errors::name(released)
+                    ),
+                }),
                 Arrival::Completed { token, stamps, .. } => {
                     let Some(p) = self.pending.remove(&token) else {
                         continue;

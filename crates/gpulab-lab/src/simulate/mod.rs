@@ -6,6 +6,7 @@
 
 mod edges;
 mod graph;
+mod host;
 
 use std::collections::BTreeMap;
 
@@ -56,6 +57,9 @@ struct Handle {
     /// An allocation a graph's alloc node names: whether it has memory now is
     /// the graph's business, apart from the name's own count.
     alloc: Option<graph::GraphAlloc>,
+    /// A device pointer's host memory (`cudaHostGetDevicePointer(h)`): the
+    /// pointer has no memory of its own and dies with it.
+    view_of: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,6 +381,7 @@ impl<'a> Simulator<'a> {
         }
         self.range_edges(s, line, spec, args, &out)?;
         self.host_release(s, spec, args, &out)?;
+        self.host_pointer(s, spec, args, &out)?;
         self.graph_edges(s, line, spec, args, &out)?;
         self.effect(spec, line, bind, &out);
         self.graph_made(spec, line, bind, &out);
@@ -468,6 +473,10 @@ impl<'a> Simulator<'a> {
                     is: h.kind,
                     call: spec.name,
                     expected: kind.describe(),
+                    // Host memory given to a device free: the call that frees it.
+                    goes_back: (h.kind == ObjKind::HostBuffer
+                        && matches!(spec.effect, Effect::Release(_)))
+                    .then(|| host::release_of_host(h.made_by).name()),
                 },
             ));
         }
@@ -559,39 +568,6 @@ impl<'a> Simulator<'a> {
         }
     }
 
-    /// Pinned host memory is released by the call that pairs with the one that
-    /// made it; the other one is the driver's error (or the process's crash, for
-    /// `cudaFreeHost` of memory the program allocated itself).
-    fn host_release(
-        &self,
-        s: &RawStmt,
-        spec: &ApiSpec,
-        raw: &[Sp<RawArg>],
-        args: &[Arg],
-    ) -> Res<()> {
-        let pair = |made: Api| match made {
-            Api::CudaHostRegister => Api::CudaHostUnregister,
-            _ => Api::CudaFreeHost,
-        };
-        if !matches!(spec.api, Api::CudaFreeHost | Api::CudaHostUnregister) || s.expect_error {
-            return Ok(());
-        }
-        let (Some(Arg::Handle(name)), Some(a)) = (args.first(), raw.first()) else {
-            return Ok(());
-        };
-        match self.handles.get(name) {
-            Some(h) if pair(h.made_by) != spec.api => Err(Problem::new(
-                a.span.clone(),
-                Mistake::WrongHostRelease {
-                    name: name.clone(),
-                    made_by: h.made_by.name(),
-                    release: pair(h.made_by).name(),
-                },
-            )),
-            _ => Ok(()),
-        }
-    }
-
     fn effect(&mut self, spec: &ApiSpec, line: u32, bind: Option<&Sp<String>>, args: &[Arg]) {
         let created = match spec.effect {
             Effect::Create(kind) => Some(kind),
@@ -625,16 +601,34 @@ impl<'a> Simulator<'a> {
                     unmapped_at: None,
                     made_by: spec.api,
                     alloc: None,
+                    view_of: match (spec.api, args.first()) {
+                        (Api::CudaHostGetDevicePointer, Some(Arg::Handle(h))) => Some(h.clone()),
+                        _ => None,
+                    },
                 },
             );
         }
-        let Some(Arg::Handle(first)) = args.first() else {
+        // A callback that releases a buffer holds the lab's reference from
+        // here on (a graph's free node is the graph edges' to follow).
+        let hands_over = match spec.effect {
+            Effect::Use if spec.api != Api::CudaGraphAddMemFreeNode => spec.api.hands_over(),
+            _ => None,
+        };
+        let released = match hands_over {
+            Some(i) => args.get(i),
+            None => args.first(),
+        };
+        let Some(Arg::Handle(first)) = released else {
             return;
         };
         let Some(h) = self.handles.get_mut(first) else {
             return;
         };
-        match spec.effect {
+        let effect = match hands_over {
+            Some(_) => Effect::Release(h.kind),
+            None => spec.effect,
+        };
+        match effect {
             Effect::Retain(_) if h.refs > 0 => h.refs += 1,
             // A graph allocation's frees are the graph edges' to follow: its
             // name lives as long as its graph could map it again.
@@ -642,6 +636,8 @@ impl<'a> Simulator<'a> {
                 h.refs -= 1;
                 if h.refs == 0 {
                     h.released_at = Some(line);
+                    let first = first.clone();
+                    self.views_die_with(&first, line);
                 }
             }
             // `# expect-error` lines on dead handles change nothing.
