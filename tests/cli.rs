@@ -473,7 +473,8 @@ fn a_call_the_catalog_lacks_is_told_from_a_typo() {
     std::fs::write(&file, pinned).unwrap();
     let out = common::run(&["check", file.to_str().unwrap()]);
     assert!(
-        common::stderr(&out).contains("pinned host memory goes back with `cudaFreeHost(h)`"),
+        common::stderr(&out)
+            .contains("memory from `cudaMallocHost` goes back with `cudaFreeHost(h)`"),
         "{}",
         common::stderr(&out)
     );

@@ -45,6 +45,9 @@ fn every_cuda_lab_ships() {
         "cuda-context-per-device",
         "cuda-pageable-copy",
         "cuda-mapped-host",
+        "cuda-host-func",
+        "cuda-copy-lands",
+        "cuda-event-timing",
     ] {
         assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
     }

@@ -6,6 +6,7 @@
 pub mod cuda;
 pub mod discover;
 pub mod opencl;
+pub mod pattern;
 
 use gpulab_events::BackendKind;
 use gpulab_events::CudaMemory;
@@ -69,6 +70,10 @@ pub struct Outcome {
     pub created: Option<ObjId>,
     /// Bytes the new object holds on the device.
     pub bytes: u64,
+    /// What the call answered beside its status, for a claim to read
+    /// (`gpulab_events::Call::returned`); a read-back's pattern check comes
+    /// later, from `Backend::read_back`.
+    pub returned: Option<f64>,
 }
 
 /// Things the driver tells us after the fact, collected by `Backend::drain`.
@@ -113,6 +118,21 @@ pub trait Backend {
         operands: &[Operand],
         want_event: bool,
     ) -> std::result::Result<Outcome, DriverError>;
+
+    /// What the call just made read back (a blocking read, a synchronous copy
+    /// to the host), checked against the pattern kernel's values: asked once
+    /// the call's end has been timed, so gpulab's check never counts as the
+    /// call's time. `None` when the call read nothing back.
+    fn read_back(&mut self) -> Option<f64> {
+        None
+    }
+
+    /// The share of the words of host buffer `obj` that hold the pattern
+    /// kernel's values (`verify h`); `None` when `obj` is no host buffer of
+    /// this backend's.
+    fn verify_pattern(&self, _obj: ObjId) -> Option<f64> {
+        None
+    }
 
     /// Spans and destructor callbacks that arrived since the last drain.
     fn drain(&mut self) -> Vec<Notice>;

@@ -116,6 +116,7 @@ impl Backend for FakeBackend {
                 Ok(Outcome {
                     created: Some(id),
                     bytes,
+                    returned: None,
                 })
             }
             Effect::Retain(_) => {
@@ -154,6 +155,7 @@ impl Backend for FakeBackend {
                     return Ok(Outcome {
                         created: Some(id),
                         bytes: 0,
+                        returned: None,
                     });
                 }
                 Ok(Outcome::default())

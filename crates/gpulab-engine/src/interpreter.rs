@@ -208,12 +208,14 @@ impl<'a> Engine<'a> {
                     }
                     StmtKind::Sleep { duration } => {
                         let ms = duration.resolve(self.params).max(0.0);
-                        self.directive(stmt, "sleep", format!("{ms} ms"), || {
-                            std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3))
+                        self.directive(stmt, "sleep", format!("{ms} ms"), |_| {
+                            std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3));
+                            None
                         })
                     }
-                    StmtKind::Mark { text } => self.directive(stmt, "mark", text.clone(), || {}),
+                    StmtKind::Mark { text } => self.directive(stmt, "mark", text.clone(), |_| None),
                     StmtKind::Forget { handle } => self.forget(stmt, handle),
+                    StmtKind::Verify { handle } => self.verify(stmt, handle),
                     StmtKind::Repeat { .. } => Ok(()),
                 }
             }
@@ -390,7 +392,8 @@ impl<'a> Engine<'a> {
                 Vec::new(),
             ),
         };
-        let call = self.call_event(stmt, api, seq, readings, status, object);
+        let mut call = self.call_event(stmt, api, seq, readings, status, object);
+        call.returned = result.as_ref().ok().and_then(|o| o.returned);
         self.sink.emit(Event::Call(call))?;
         for o in objects {
             self.sink.emit(Event::Object(o))?;
@@ -455,8 +458,16 @@ impl<'a> Engine<'a> {
         let begin_ns = now_ns();
         let result = self.backend.call(seq, api, operands, want_event);
         let end_ns = now_ns();
+        // The data a read-back brought, checked now that its time is taken,
+        // and let go before the reading after (on a CPU device gpulab's own
+        // copy of it would count as the device's memory).
+        let checked = self.backend.read_back();
         let mem_after = self.read_memory();
         let cuda = self.backend.cuda_memory(self.last.map(|m| m.device));
+        let result = result.map(|mut out| {
+            out.returned = out.returned.or(checked);
+            out
+        });
         let readings = Readings {
             begin_ns,
             end_ns,
@@ -496,6 +507,7 @@ impl<'a> Engine<'a> {
             memory_step: None,
             refused: None,
             freed_unseen: false,
+            returned: None,
         }
     }
 
@@ -634,7 +646,7 @@ impl<'a> Engine<'a> {
 
     fn forget(&mut self, stmt: &Stmt, handle: &str) -> Result<(), Stop> {
         let t = now_ns();
-        self.directive(stmt, "forget", handle.to_string(), || {})?;
+        self.directive(stmt, "forget", handle.to_string(), |_| None)?;
         if let Some(id) = self.names.remove(handle)
             && let Some(e) = self.ledger.forget(id)
         {
@@ -644,19 +656,34 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// `verify h`: reads host buffer `h` as the program would check its data,
+    /// for the share of its words that hold the pattern kernel's values. A
+    /// buffer the lab no longer holds is not read (an `# expect-error` line).
+    fn verify(&mut self, stmt: &Stmt, handle: &str) -> Result<(), Stop> {
+        let live = self
+            .names
+            .get(handle)
+            .copied()
+            .filter(|id| self.ledger.get(*id).is_some_and(|e| e.state == State::Live));
+        self.directive(stmt, "verify", handle.to_string(), |backend| {
+            live.and_then(|id| backend.verify_pattern(id))
+        })
+    }
+
     /// A line gpulab does itself; recorded as a call so the timeline shows it.
+    /// `act` may answer with a value a claim reads (`Call::returned`).
     fn directive(
         &mut self,
         stmt: &Stmt,
         name: &str,
         detail: String,
-        act: impl FnOnce(),
+        act: impl FnOnce(&dyn Backend) -> Option<f64>,
     ) -> Result<(), Stop> {
         let seq = self.seq;
         self.seq += 1;
         let mem_before = self.read_memory();
         let begin_ns = now_ns();
-        act();
+        let returned = act(&*self.backend);
         let end_ns = now_ns();
         let mem_after = self.read_memory();
         self.sink.emit(Event::Call(Call {
@@ -679,6 +706,7 @@ impl<'a> Engine<'a> {
             memory_step: None,
             refused: None,
             freed_unseen: false,
+            returned,
         }))?;
         self.drain()?;
         Ok(())

@@ -128,6 +128,12 @@ pub enum Api {
     CudaLaunchHostFunc,
     /// The older form of `cudaLaunchHostFunc`, with a status argument.
     CudaStreamAddCallback,
+    /// An event's execution status: whether its command has completed.
+    ClGetEventInfo,
+    /// The time between two recorded events, ms.
+    CudaEventElapsedTime,
+    /// An event with flags (`cudaEventDisableTiming`, `cudaEventBlockingSync`).
+    CudaEventCreateWithFlags,
 }
 
 /// The name of a call in the stream: one of the vocabulary's (`Api`), or a
@@ -891,6 +897,24 @@ pub static APIS: &[ApiInfo] = &[
         "cuStreamAddCallback(flags 0; gpulab's callback sleeps the asked time) (+ cuEventRecord of gpulab's span events)",
         Effect::Use,
     ),
+    cl(
+        Api::ClGetEventInfo,
+        "clGetEventInfo",
+        "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaEventElapsedTime,
+        "cudaEventElapsedTime",
+        "cuEventElapsedTime_v2",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaEventCreateWithFlags,
+        "cudaEventCreateWithFlags",
+        "cuEventCreate(flags)",
+        Effect::Create(Event),
+    ),
 ];
 
 impl Api {
@@ -948,6 +972,17 @@ impl Api {
         )
     }
 
+    /// What the call answers with beside its status, that a claim reads.
+    pub fn returns(self) -> Option<Returns> {
+        Some(match self {
+            Api::ClGetEventInfo | Api::CudaEventQuery => Returns::Complete,
+            Api::CudaMemGetInfo => Returns::FreeMib,
+            Api::CudaEventElapsedTime => Returns::ElapsedMs,
+            Api::ClEnqueueReadBuffer | Api::CudaMemcpy => Returns::Pattern,
+            _ => return None,
+        })
+    }
+
     /// The argument whose reference a `Use` call hands over to someone else
     /// (a graph's free node, a callback that releases it): from this call on,
     /// the lab no longer holds it.
@@ -1001,6 +1036,35 @@ impl Api {
     }
 }
 
+/// What a call answers with beside its status (`Call::returned`), and the
+/// metric that reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returns {
+    /// Whether the event's command had completed: 1 or 0 (`complete(tag)`).
+    /// `cudaEventQuery` says it by its status (`cudaErrorNotReady` for 0).
+    Complete,
+    /// The device's free memory, MiB (`free_mib(tag)`).
+    FreeMib,
+    /// The time between two events, ms (`elapsed_ms(tag)`).
+    ElapsedMs,
+    /// The share of a blocking read-back's words that hold the pattern
+    /// kernel's values, 0 to 1 (`pattern(tag)`); `verify h` says the same of
+    /// a host buffer.
+    Pattern,
+}
+
+impl Returns {
+    /// The claim metric that reads it.
+    pub fn metric(self) -> &'static str {
+        match self {
+            Returns::Complete => "complete",
+            Returns::FreeMib => "free_mib",
+            Returns::ElapsedMs => "elapsed_ms",
+            Returns::Pattern => "pattern",
+        }
+    }
+}
+
 /// A word a call may take (how `clCreateBuffer` allocates, an out-of-order
 /// queue, a user event's status, a CUDA stream's kind, the callback a call
 /// installs); each is the C constant, or the function, of the same name.
@@ -1038,10 +1102,18 @@ pub enum ClFlag {
     /// The callback `clSetEventCallback` installs: `clReleaseMemObject` of the
     /// buffer after it.
     CallbackRelease,
+    /// What `clGetEventInfo` asks: the command's execution status.
+    ExecutionStatus,
+    /// CUDA `cudaEventCreateWithFlags`: a plain event (`cudaEventCreate`'s).
+    EventDefault,
+    /// CUDA: a synchronize on the event blocks the thread instead of spinning.
+    EventBlockingSync,
+    /// CUDA: the event records no time (cheaper; `cudaEventElapsedTime` refuses it).
+    EventDisableTiming,
 }
 
 impl ClFlag {
-    pub const ALL: [ClFlag; 13] = [
+    pub const ALL: [ClFlag; 17] = [
         ClFlag::CopyHostPtr,
         ClFlag::UseHostPtr,
         ClFlag::AllocHostPtr,
@@ -1055,6 +1127,10 @@ impl ClFlag {
         ClFlag::HostAllocWriteCombined,
         ClFlag::CallbackSleep,
         ClFlag::CallbackRelease,
+        ClFlag::ExecutionStatus,
+        ClFlag::EventDefault,
+        ClFlag::EventBlockingSync,
+        ClFlag::EventDisableTiming,
     ];
 
     pub fn c_name(self) -> &'static str {
@@ -1072,6 +1148,10 @@ impl ClFlag {
             ClFlag::HostAllocWriteCombined => "cudaHostAllocWriteCombined",
             ClFlag::CallbackSleep => "sleep",
             ClFlag::CallbackRelease => "clReleaseMemObject",
+            ClFlag::ExecutionStatus => "CL_EVENT_COMMAND_EXECUTION_STATUS",
+            ClFlag::EventDefault => "cudaEventDefault",
+            ClFlag::EventBlockingSync => "cudaEventBlockingSync",
+            ClFlag::EventDisableTiming => "cudaEventDisableTiming",
         }
     }
 

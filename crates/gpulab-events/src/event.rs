@@ -615,6 +615,14 @@ pub struct Call {
     /// graph's launch). Absent when not.
     #[serde(default, skip_serializing_if = "is_false")]
     pub freed_unseen: bool,
+    /// A lab's call that answers with a value a claim reads: the device's free
+    /// memory (`cudaMemGetInfo`, MiB), the time between two events
+    /// (`cudaEventElapsedTime`, ms), whether an event had completed
+    /// (`clGetEventInfo`, `cudaEventQuery`: 1 or 0), or the share of a
+    /// read-back's words that hold the pattern kernel's values (0 to 1).
+    /// Absent for every other call and in older streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned: Option<f64>,
 }
 
 /// An allocation the driver refused, as the agent saw it inside the call.

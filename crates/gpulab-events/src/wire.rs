@@ -146,6 +146,7 @@ impl<'a> CallRecord<'a> {
             object: self.object,
             memory_step: self.memory_step,
             freed_unseen: self.freed_unseen,
+            returned: None,
             ..Call::default()
         })
     }

@@ -5,7 +5,7 @@
 
 use std::ops::Deref;
 
-pub use gpulab_events::api::{APIS, Api, ApiInfo, ClFlag, Effect, KERNELS, KernelSpec};
+pub use gpulab_events::api::{APIS, Api, ApiInfo, ClFlag, Effect, KERNELS, KernelSpec, Returns};
 pub use gpulab_events::{BackendKind, ObjKind};
 
 /// What kind of value an argument position takes.
@@ -38,8 +38,11 @@ pub enum ArgKind {
     /// Optional, last: `cudaHostAlloc`'s flags, one or several joined by `|`
     /// (`cudaHostAllocMapped | cudaHostAllocWriteCombined`).
     HostAllocFlags,
-    /// The one callback the call installs, by its function's name (`sleep`).
-    Callback(ClFlag),
+    /// The one word the call takes here: the callback it installs, by its
+    /// function's name (`sleep`), or what it asks (`CL_EVENT_COMMAND_EXECUTION_STATUS`).
+    Fixed(ClFlag),
+    /// Optional, last: `cudaEventCreateWithFlags`'s flags, one or several joined by `|`.
+    EventFlags,
 }
 
 /// The argument kind that takes a flag.
@@ -53,7 +56,12 @@ pub fn flag_kind(flag: ClFlag) -> ArgKind {
         | ClFlag::HostAllocPortable
         | ClFlag::HostAllocMapped
         | ClFlag::HostAllocWriteCombined => ArgKind::HostAllocFlags,
-        ClFlag::CallbackSleep | ClFlag::CallbackRelease => ArgKind::Callback(flag),
+        ClFlag::CallbackSleep | ClFlag::CallbackRelease | ClFlag::ExecutionStatus => {
+            ArgKind::Fixed(flag)
+        }
+        ClFlag::EventDefault | ClFlag::EventBlockingSync | ClFlag::EventDisableTiming => {
+            ArgKind::EventFlags
+        }
     }
 }
 
@@ -70,7 +78,11 @@ impl ArgKind {
     pub fn is_optional(self) -> bool {
         matches!(
             self,
-            ArgKind::MemFlag | ArgKind::QueueFlag | ArgKind::WaitList | ArgKind::HostAllocFlags
+            ArgKind::MemFlag
+                | ArgKind::QueueFlag
+                | ArgKind::WaitList
+                | ArgKind::HostAllocFlags
+                | ArgKind::EventFlags
         )
     }
 
@@ -93,8 +105,8 @@ impl ArgKind {
                 format!("a flag: {}", names.join(", "))
             }
             ArgKind::WaitList => "a wait list such as `wait [ev]` or `wait [e1, e2]`".into(),
-            ArgKind::Callback(f) => format!("the callback `{}`", f.c_name()),
-            ArgKind::HostAllocFlags => {
+            ArgKind::Fixed(f) => format!("`{}`", f.c_name()),
+            ArgKind::HostAllocFlags | ArgKind::EventFlags => {
                 let names: Vec<String> = flag_names_for(self).map(|n| format!("`{n}`")).collect();
                 format!("one or more flags joined by `|`: {}", names.join(", "))
             }
@@ -119,8 +131,8 @@ impl Deref for ApiSpec {
 }
 
 use ArgKind::{
-    Bool, Callback, Device, Duration, EventStatus, HostAllocFlags, Index, Kernel, KernelArgs,
-    MemFlag, Obj, Objs, QueueFlag, Size, StreamFlag, WaitList,
+    Bool, Device, Duration, EventFlags, EventStatus, Fixed, HostAllocFlags, Index, Kernel,
+    KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size, StreamFlag, WaitList,
 };
 use ObjKind::{
     Buffer, Context, Event, Graph, GraphExec, HostBuffer, MemHandle, Pool, Queue, Stream, VaRange,
@@ -264,18 +276,24 @@ pub static SIGNATURES: &[ApiSpec] = &[
         &[
             Obj(Event),
             EventStatus,
-            Callback(ClFlag::CallbackRelease),
+            Fixed(ClFlag::CallbackRelease),
             Obj(Buffer),
         ],
     ),
     sig(
         Api::CudaLaunchHostFunc,
-        &[Obj(Stream), Callback(ClFlag::CallbackSleep), Duration],
+        &[Obj(Stream), Fixed(ClFlag::CallbackSleep), Duration],
     ),
     sig(
         Api::CudaStreamAddCallback,
-        &[Obj(Stream), Callback(ClFlag::CallbackSleep), Duration],
+        &[Obj(Stream), Fixed(ClFlag::CallbackSleep), Duration],
     ),
+    sig(
+        Api::ClGetEventInfo,
+        &[Obj(Event), Fixed(ClFlag::ExecutionStatus)],
+    ),
+    sig(Api::CudaEventElapsedTime, &[Obj(Event), Obj(Event)]),
+    sig(Api::CudaEventCreateWithFlags, &[EventFlags]),
 ];
 
 /// The signature of a call.

@@ -116,6 +116,18 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "cl-release-callback.toml",
         include_str!("../labs/cl-release-callback.toml"),
     ),
+    (
+        "cl-event-status.toml",
+        include_str!("../labs/cl-event-status.toml"),
+    ),
+    (
+        "cuda-copy-lands.toml",
+        include_str!("../labs/cuda-copy-lands.toml"),
+    ),
+    (
+        "cuda-event-timing.toml",
+        include_str!("../labs/cuda-event-timing.toml"),
+    ),
 ];
 
 pub struct LabSet {

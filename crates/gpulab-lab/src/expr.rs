@@ -192,6 +192,30 @@ pub static METRICS: &[MetricSpec] = &[
         paced: true,
     },
     MetricSpec {
+        name: "complete",
+        arg: MetricArg::Tag,
+        help: "1 when the event the tagged call asked about had completed (`clGetEventInfo` reading `CL_COMPLETE`, `cudaEventQuery` answering `cudaSuccess`), 0 when not (its first execution): what the driver said, not a timing",
+        paced: true,
+    },
+    MetricSpec {
+        name: "free_mib",
+        arg: MetricArg::Tag,
+        help: "the device's free memory the tagged `cudaMemGetInfo` answered (its first execution), MiB",
+        paced: true,
+    },
+    MetricSpec {
+        name: "elapsed_ms",
+        arg: MetricArg::Tag,
+        help: "the time between two events the tagged `cudaEventElapsedTime` answered (its first execution), ms",
+        paced: false,
+    },
+    MetricSpec {
+        name: "pattern",
+        arg: MetricArg::Tag,
+        help: "the share (0 to 1) of the words that hold the pattern kernel's values in what the tagged line read back (its first execution): a blocking `clEnqueueReadBuffer`, a `cudaMemcpy` to the host, or `verify h` of a host buffer",
+        paced: true,
+    },
+    MetricSpec {
         name: "live",
         arg: MetricArg::Kind,
         help: "objects of that kind alive in the ledger at the end of the script",

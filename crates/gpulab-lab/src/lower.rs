@@ -131,11 +131,11 @@ impl<'a> Lower<'a> {
                 Some(f) => Ok(Arg::Flag(f)),
                 None => Err(wrong(format!("`{w}`"))),
             },
-            (RawArg::Word(w), ArgKind::Callback(f)) if w == f.c_name() => Ok(Arg::Flag(f)),
-            (RawArg::Word(w), ArgKind::HostAllocFlags) => {
+            (RawArg::Word(w), ArgKind::Fixed(f)) if w == f.c_name() => Ok(Arg::Flag(f)),
+            (RawArg::Word(w), ArgKind::HostAllocFlags | ArgKind::EventFlags) => {
                 Ok(Arg::Flags(vec![self.flag(a, w, kind, &wrong)?]))
             }
-            (RawArg::Flags(fs), ArgKind::HostAllocFlags) => {
+            (RawArg::Flags(fs), ArgKind::HostAllocFlags | ArgKind::EventFlags) => {
                 let mut flags = Vec::with_capacity(fs.len());
                 for f in fs {
                     let one = Sp::new(RawArg::Word(f.value.clone()), f.span.clone());
@@ -144,7 +144,7 @@ impl<'a> Lower<'a> {
                 Ok(Arg::Flags(flags))
             }
             (RawArg::Flags(fs), _) => Err(wrong(format!(
-                "flags joined by `|` ({}): only `cudaHostAlloc` takes more than one",
+                "flags joined by `|` ({}): only `cudaHostAlloc` and `cudaEventCreateWithFlags` take more than one",
                 fs.iter()
                     .map(|f| f.value.as_str())
                     .collect::<Vec<_>>()
@@ -164,9 +164,8 @@ impl<'a> Lower<'a> {
                 | ArgKind::KernelArgs
                 | ArgKind::Index
                 | ArgKind::Device
-                | ArgKind::Callback(_),
+                | ArgKind::Fixed(_),
             ) => Err(wrong(format!("`{w}`"))),
-            (RawArg::Qty(q), ArgKind::HostAllocFlags) => Err(wrong(describe_qty(self.text, q))),
             (RawArg::Qty(q), ArgKind::Size | ArgKind::Duration) => {
                 Ok(Arg::Quantity(self.quantity(q, kind)?))
             }
@@ -361,7 +360,8 @@ pub fn signature_of(name: &str, sig: &[ArgKind], kernel: Option<&str>) -> String
             ArgKind::WaitList => "wait [event, …]".into(),
             ArgKind::StreamFlag => "cudaStreamNonBlocking".into(),
             ArgKind::HostAllocFlags => "cudaHostAllocMapped".into(),
-            ArgKind::Callback(f) => f.c_name().into(),
+            ArgKind::Fixed(f) => f.c_name().into(),
+            ArgKind::EventFlags => "cudaEventDisableTiming".into(),
         };
         if a.is_optional() {
             optional.push_str(&format!("[, {text}]"));

@@ -220,8 +220,9 @@ pub enum Mistake {
         is: ObjKind,
         call: &'static str,
         expected: String,
-        /// Host memory given to a release of another kind: the call that frees it.
-        goes_back: Option<&'static str>,
+        /// Host memory given to a release of another kind: the call that
+        /// made it and the call that frees it.
+        goes_back: Option<(&'static str, &'static str)>,
     },
     UseAfterRelease {
         name: String,
@@ -290,6 +291,14 @@ pub enum Mistake {
     RangeFreedWhileMapped {
         name: String,
         line: u32,
+    },
+    /// A metric that reads what a call answered, on a tag whose line answers
+    /// nothing it reads (`pattern(t)` where `t` is a `clFinish`).
+    MetricReadsNothing {
+        metric: &'static str,
+        tag: String,
+        line_is: &'static str,
+        reads: String,
     },
     /// `cudaHostGetDevicePointer` of `malloc`'d memory: the driver does not know it.
     PageableHasNoDevicePointer {
@@ -746,7 +755,9 @@ impl Mistake {
                     is.as_str()
                 ),
                 // Host memory has its own free, by how it was made.
-                goes_back.map(|free| format!("this host memory goes back with `{free}({name})`")),
+                goes_back.map(|(made, free)| {
+                    format!("memory from `{made}` goes back with `{free}({name})`")
+                }),
             ),
             M::UseAfterRelease {
                 name,
@@ -833,6 +844,10 @@ impl Mistake {
             M::RangeFreedWhileMapped { name, line } => (
                 format!("`{name}` is freed while the allocation mapped at line {line} is still in it; cuMemAddressFree needs the range unmapped"),
                 Some(format!("unmap it first: `cuMemUnmap({name})`, or end the line with `# expect-error`")),
+            ),
+            M::MetricReadsNothing { metric, tag, line_is, reads } => (
+                format!("`{metric}({tag})` reads what a call answered, but `{tag}` is a `{line_is}` line, which answers nothing it reads"),
+                Some(format!("tag a line of `{reads}`")),
             ),
             M::PageableHasNoDevicePointer { name } => (
                 format!("`{name}` is pageable memory from `malloc`, which the driver does not know: only pinned memory has a device pointer"),

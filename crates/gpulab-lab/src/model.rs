@@ -105,6 +105,11 @@ pub enum StmtKind {
     Forget {
         handle: String,
     },
+    /// Read a host buffer as the program checks its data: the share of its
+    /// words holding the pattern kernel's values (`pattern(tag)`).
+    Verify {
+        handle: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -65,7 +65,7 @@ impl Variant {
                     plan.calls += times as u64;
                     plan.asked_ms += times * asked_ms(args, params);
                 }
-                StmtKind::Mark { .. } | StmtKind::Forget { .. } => {}
+                StmtKind::Mark { .. } | StmtKind::Forget { .. } | StmtKind::Verify { .. } => {}
             }
         }
         plan
@@ -92,7 +92,10 @@ impl Variant {
                         out.insert(s.line, asked);
                     }
                 }
-                StmtKind::Sleep { .. } | StmtKind::Mark { .. } | StmtKind::Forget { .. } => {}
+                StmtKind::Sleep { .. }
+                | StmtKind::Mark { .. }
+                | StmtKind::Forget { .. }
+                | StmtKind::Verify { .. } => {}
             }
         }
         out

@@ -46,6 +46,9 @@ pub enum RawKind {
     Forget {
         handle: Sp<String>,
     },
+    Verify {
+        handle: Sp<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -307,7 +310,7 @@ fn parse_line(script: &RawText, at: usize, line: &str) -> Result<Option<Line>, P
     let keyword = code
         .split(|c: char| c.is_whitespace())
         .next()
-        .filter(|w| matches!(*w, "repeat" | "sleep" | "mark" | "forget"))
+        .filter(|w| matches!(*w, "repeat" | "sleep" | "mark" | "forget" | "verify"))
         .filter(|w| {
             let rest = code[w.len()..].trim_start();
             !rest.is_empty() && !rest.starts_with(['=', '('])
@@ -325,6 +328,9 @@ fn parse_line(script: &RawText, at: usize, line: &str) -> Result<Option<Line>, P
         Some("mark") => run(mark_line, code).map(|text| Line::Stmt(stmt(RawKind::Mark { text }))),
         Some("forget") => {
             run(forget_line, code).map(|handle| Line::Stmt(stmt(RawKind::Forget { handle })))
+        }
+        Some("verify") => {
+            run(verify_line, code).map(|handle| Line::Stmt(stmt(RawKind::Verify { handle })))
         }
         _ => run(call_line, code).map(|(bind, name, args, close)| {
             Line::Stmt(stmt(RawKind::Call {
@@ -406,6 +412,7 @@ fn map_spans(line: Line, file: &impl Fn(Span) -> Span) -> Line {
             duration: qty(duration),
         },
         RawKind::Forget { handle } => RawKind::Forget { handle: sp(handle) },
+        RawKind::Verify { handle } => RawKind::Verify { handle: sp(handle) },
         m @ RawKind::Mark { .. } => m,
     };
     match line {
@@ -623,6 +630,14 @@ fn forget_line(i: &mut In<'_>) -> ModalResult<Sp<String>> {
     preceded(
         ("forget", space1),
         cut_err(ident).context(expected("a handle name")),
+    )
+    .parse_next(i)
+}
+
+fn verify_line(i: &mut In<'_>) -> ModalResult<Sp<String>> {
+    preceded(
+        ("verify", space1),
+        cut_err(ident).context(expected("a host buffer's name")),
     )
     .parse_next(i)
 }

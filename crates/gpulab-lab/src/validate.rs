@@ -9,7 +9,9 @@ use super::claim_parse::{NameRef, ParsedExpr, parse_expr};
 use super::diagnostic::line_col;
 use super::expr::{self, METRICS, MetricArg};
 use super::mistake::{Mistake, Problem, Span};
-use super::model::{BackendKind, Claim, Lab, Origin, Param, ParamUnit, Teaching, Unit, Variant};
+use super::model::{
+    BackendKind, Claim, Lab, Origin, Param, ParamUnit, Stmt, StmtKind, Teaching, Unit, Variant,
+};
 use super::raw::{RawClaim, RawExpect, RawLab, RawParam, RawText, RawVariant, Sp};
 use super::script::parse_script;
 use super::simulate::Simulator;
@@ -626,11 +628,63 @@ impl Scope<'_> {
                             },
                         ));
                     }
+                    if applies && let Some(problem) = reads_nothing(m.name, arg, &v.script) {
+                        return Err(problem);
+                    }
                 }
                 Ok(())
             }
         }
     }
+}
+
+/// A metric that reads what a call answered (`pattern`, `complete`, …) on a
+/// tag whose line answers nothing it reads: said at the tag.
+fn reads_nothing(metric: &'static str, tag: &Sp<String>, script: &[Stmt]) -> Option<Problem> {
+    let readers: Vec<&'static str> = crate::api::APIS
+        .iter()
+        .filter(|s| s.api.returns().is_some_and(|r| r.metric() == metric))
+        .map(|s| s.name)
+        .collect();
+    if readers.is_empty() {
+        return None;
+    }
+    let stmt = tagged(script, &tag.value)?;
+    let (line_is, answers) = match &stmt.kind {
+        StmtKind::Call { api, .. } => (
+            api.name(),
+            api.returns().is_some_and(|r| r.metric() == metric),
+        ),
+        StmtKind::Verify { .. } => ("verify", metric == "pattern"),
+        StmtKind::Repeat { .. } => ("repeat", false),
+        StmtKind::Sleep { .. } => ("sleep", false),
+        StmtKind::Mark { .. } => ("mark", false),
+        StmtKind::Forget { .. } => ("forget", false),
+    };
+    let mut reads = readers.join("`, `");
+    if metric == "pattern" {
+        reads.push_str("`, `verify");
+    }
+    (!answers).then(|| {
+        Problem::new(
+            tag.span.clone(),
+            Mistake::MetricReadsNothing {
+                metric,
+                tag: tag.value.clone(),
+                line_is,
+                reads,
+            },
+        )
+    })
+}
+
+/// The statement a tag names, inside `repeat` blocks too.
+fn tagged<'s>(script: &'s [Stmt], tag: &str) -> Option<&'s Stmt> {
+    script.iter().find_map(|s| match &s.kind {
+        _ if s.tag.as_deref() == Some(tag) => Some(s),
+        StmtKind::Repeat { body, .. } => tagged(body, tag),
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -1629,7 +1683,7 @@ mod tests {
             // A device free names the host memory's own.
             let m = cuda(&format!("h = {made}\ncudaFree(h)")).unwrap_err();
             assert!(
-                matches!(m, Mistake::WrongKind { goes_back: Some(r), .. } if r == right),
+                matches!(m, Mistake::WrongKind { goes_back: Some((_, r)), .. } if r == right),
                 "{m:?}"
             );
         }
@@ -1747,6 +1801,54 @@ mod tests {
             cuda("s = cudaStreamCreate()\ncudaLaunchHostFunc(s, clReleaseMemObject, 5 ms)"),
             Err(Mistake::ArgType { position: 2, .. })
         ));
+    }
+
+    #[test]
+    fn a_metric_of_what_a_call_answered_needs_a_line_that_answers_it() {
+        let kernel = "p = clCreateProgramWithSource(ctx, pattern)\nclBuildProgram(p)\n\
+                      k = clCreateKernel(p, pattern)\nev = clEnqueueNDRangeKernel(q, k, b)\n";
+        let claim = |expr: &str| {
+            format!(
+                "[[claims]]\nname = \"c\"\ntext = \"t\"\nexpr = \"{expr}\"\nexpect = \"holds\"\n"
+            )
+        };
+        let script = format!(
+            "{SETUP}{kernel}clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS)  # name: st\n\
+             clFinish(q)  # name: fin\nclEnqueueReadBuffer(q, b, CL_TRUE)  # name: rb"
+        );
+        assert!(check(&script, &claim("complete(st) == 1 and pattern(rb) == 1")).is_ok());
+        for (expr, line_is) in [
+            ("pattern(fin) == 1", "clFinish"),
+            ("complete(rb) == 1", "clEnqueueReadBuffer"),
+        ] {
+            let m = check(&script, &claim(expr)).unwrap_err().mistake;
+            assert!(
+                matches!(&m, Mistake::MetricReadsNothing { line_is: l, .. } if *l == line_is),
+                "{expr}: {m:?}"
+            );
+        }
+        // `verify` reads a host buffer the lab holds, as the program would.
+        assert!(cuda("h = cudaMallocHost(1 MiB)\nverify h\ncudaFreeHost(h)").is_ok());
+        assert!(matches!(
+            cuda("h = cudaMallocHost(1 MiB)\ncudaFreeHost(h)\nverify h"),
+            Err(Mistake::UseAfterRelease { .. })
+        ));
+        assert!(matches!(
+            cuda("d = cudaMalloc(1 MiB)\nverify d"),
+            Err(Mistake::WrongKind { call: "verify", .. })
+        ));
+        // Events take flags as C ORs them.
+        assert_eq!(
+            cuda(
+                "e = cudaEventCreateWithFlags(cudaEventDisableTiming | cudaEventBlockingSync)\n\
+                  f = cudaEventCreate()\ncudaEventElapsedTime(f, e)"
+            ),
+            Ok(vec![
+                Api::CudaEventCreateWithFlags,
+                Api::CudaEventCreate,
+                Api::CudaEventElapsedTime
+            ])
+        );
     }
 
     #[test]

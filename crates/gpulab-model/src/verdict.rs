@@ -411,6 +411,9 @@ impl Env<'_> {
             "custom_pool_used_mib" => cuda::custom_pool_mib(run, arg, false),
             "graph_mem_reserved_mib" => cuda::graph_mem_mib(run, arg, true),
             "graph_mem_used_mib" => cuda::graph_mem_mib(run, arg, false),
+            "complete" | "free_mib" | "elapsed_ms" | "pattern" => {
+                returned::returned(run, name, arg)
+            }
             "bytes_live_mib" => {
                 let end = run.end().ok_or("the run did not finish")?;
                 Ok(end.leaked.iter().map(|l| l.bytes).sum::<u64>() as f64 / MIB)
@@ -563,6 +566,7 @@ fn no_memory() -> Why {
 mod across;
 mod cuda;
 mod memory;
+mod returned;
 use across::Others;
 pub use across::judge_across;
 #[cfg(test)]

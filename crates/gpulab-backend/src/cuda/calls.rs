@@ -11,7 +11,7 @@ use super::load::GPULAB_BAD_OPERANDS;
 use super::{CudaBackend, Entry, Pending, spin};
 use crate::{DriverError, ObjId, Operand, Outcome};
 use gpulab_events::ObjKind;
-use gpulab_events::api::{Api, KernelSpec};
+use gpulab_events::api::{Api, ClFlag, KernelSpec};
 use gpulab_host::clock::now_ns;
 
 pub(super) fn bad(what: &str) -> DriverError {
@@ -75,6 +75,7 @@ impl CudaBackend {
         Outcome {
             created: Some(id),
             bytes,
+            returned: None,
         }
     }
 
@@ -333,8 +334,46 @@ impl CudaBackend {
                 Ok(Outcome::default())
             }
             Api::CudaMemGetInfo => {
-                result::mem_get_info()?;
-                Ok(Outcome::default())
+                let (free, _) = result::mem_get_info()?;
+                Ok(Outcome {
+                    returned: Some(free as f64 / (1024.0 * 1024.0)),
+                    ..Outcome::default()
+                })
+            }
+            Api::CudaEventElapsedTime => {
+                let (_, a) = self.raw(ops, 0, K::Event)?;
+                let (_, b) = self.raw(ops, 1, K::Event)?;
+                let mut ms = 0f32;
+                // SAFETY: a valid out-pointer; the lab's events (the driver
+                // answers one without timing or not yet recorded).
+                unsafe { sys::cuEventElapsedTime_v2(&mut ms, event(a), event(b)) }.result()?;
+                Ok(Outcome {
+                    returned: Some(f64::from(ms)),
+                    ..Outcome::default()
+                })
+            }
+            Api::CudaEventCreateWithFlags => {
+                let mut flags = 0;
+                let words: &[ClFlag] = match ops.first() {
+                    Some(Operand::Flags(fs)) => fs,
+                    Some(Operand::Flag(f)) => std::slice::from_ref(f),
+                    _ => &[],
+                };
+                for f in words {
+                    flags |= match f {
+                        ClFlag::EventBlockingSync => {
+                            sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32
+                        }
+                        ClFlag::EventDisableTiming => {
+                            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
+                        }
+                        _ => 0,
+                    };
+                }
+                let mut e = std::ptr::null_mut();
+                // SAFETY: a valid out-pointer; the flags are cuEventCreate's own bits.
+                unsafe { sys::cuEventCreate(&mut e, flags) }.result()?;
+                Ok(self.created(K::Event, e as usize as u64, 0))
             }
             other => self
                 .dispatch_memory(seq, other, ops)

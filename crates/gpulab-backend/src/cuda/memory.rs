@@ -84,6 +84,10 @@ impl CudaBackend {
             }
         }
         .result()?;
+        // What came back to the host, checked once the call is timed.
+        if api == Api::CudaMemcpy {
+            self.readback = Some((h, n));
+        }
         Ok(Outcome::default())
     }
 

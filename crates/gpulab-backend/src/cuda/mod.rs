@@ -73,6 +73,9 @@ pub struct CudaBackend {
     registered: HashMap<ObjId, Box<[u8]>>,
     /// Host memory of each `malloc`, kept until its `free`.
     pageable: host::Pageable,
+    /// The host memory the last call copied into synchronously, and how many
+    /// bytes: `read_back` checks it.
+    readback: Option<(u64, usize)>,
     /// Bytes mapped into each virtual address range (`cuMemMap`), until unmapped.
     mapped: HashMap<ObjId, u64>,
     /// Each graph's last node: the next node added to it depends on it.
@@ -225,6 +228,7 @@ impl CudaBackend {
             pools: Vec::new(),
             registered: HashMap::new(),
             pageable: HashMap::new(),
+            readback: None,
             mapped: HashMap::new(),
             graph_tail: HashMap::new(),
             graphs_made: false,
@@ -415,6 +419,24 @@ impl Backend for CudaBackend {
 
     fn clock_error_ns(&self) -> Option<u64> {
         Some(self.clock.error_ns())
+    }
+
+    fn read_back(&mut self) -> Option<f64> {
+        let (h, n) = self.readback.take()?;
+        // SAFETY: the lab's host memory the call just returned from copying
+        // `n` bytes into; no line has run since to free it.
+        unsafe { crate::pattern::share_of(h as usize as *const u8, n) }
+    }
+
+    fn verify_pattern(&self, obj: ObjId) -> Option<f64> {
+        let e = self.objects.get(&obj)?;
+        if e.kind != ObjKind::HostBuffer {
+            return None;
+        }
+        let bytes = usize::try_from(e.bytes).ok()?;
+        // SAFETY: the host memory of a host buffer, `bytes` long, that the lab
+        // still holds: the engine asks only of one its ledger has live.
+        unsafe { crate::pattern::share_of(e.raw as usize as *const u8, bytes) }
     }
 
     fn call(

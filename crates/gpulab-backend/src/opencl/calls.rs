@@ -17,8 +17,9 @@ use cl3::error_codes::{
     CL_INVALID_MEM_OBJECT, CL_INVALID_PROGRAM, CL_OUT_OF_HOST_MEMORY,
 };
 use cl3::event::{
-    CL_COMPLETE, CL_EVENT_REFERENCE_COUNT, create_user_event, get_event_info, release_event,
-    retain_event, set_event_callback, set_user_event_status, wait_for_events,
+    CL_COMPLETE, CL_EVENT_COMMAND_EXECUTION_STATUS, CL_EVENT_REFERENCE_COUNT, create_user_event,
+    get_event_info, release_event, retain_event, set_event_callback, set_user_event_status,
+    wait_for_events,
 };
 use cl3::info_type::InfoType;
 use cl3::kernel::{create_kernel, release_kernel, retain_kernel};
@@ -48,6 +49,15 @@ pub struct HostBuf {
 }
 
 impl HostBuf {
+    /// The share of its first `len` bytes' words that hold the pattern.
+    ///
+    /// # Safety
+    /// `len` must be at most the size it was made with.
+    pub unsafe fn pattern_share(&self, len: usize) -> Option<f64> {
+        // SAFETY: the caller keeps `len` within the allocation.
+        unsafe { crate::pattern::share_of(self.ptr.cast::<u8>(), len) }
+    }
+
     pub fn zeroed(len: usize) -> Result<HostBuf, DriverError> {
         // SAFETY: calloc with a nonzero size; a null result is handled below.
         let ptr = unsafe { libc::calloc(len.max(1), 1) };
@@ -151,6 +161,7 @@ impl OpenClBackend {
         Outcome {
             created: Some(self.insert(kind, handle, bytes)),
             bytes,
+            returned: None,
         }
     }
 
@@ -283,6 +294,7 @@ impl OpenClBackend {
                 Ok(Outcome {
                     created: Some(id),
                     bytes: 0,
+                    returned: None,
                 })
             }
             Api::ClCreateProgramWithSource => {
@@ -384,7 +396,15 @@ impl OpenClBackend {
                 })?;
                 let h1 = now_ns();
                 let name = if read { "read" } else { "write" };
-                Ok(self.track(seq, qid, name, ev, h0, h1, Some(host), want_event, blocking))
+                // A blocking read has landed: its data is kept for `read_back`
+                // to check once the call is timed (the command needs it no more).
+                let host = if read && blocking {
+                    self.readback = Some((host, size));
+                    None
+                } else {
+                    Some(host)
+                };
+                Ok(self.track(seq, qid, name, ev, h0, h1, host, want_event, blocking))
             }
             Api::ClEnqueueCopyBuffer => {
                 let (qid, q) = self.arg(ops, 0, K::Queue)?;
@@ -519,6 +539,18 @@ impl OpenClBackend {
                 ok(set_user_event_status(ev, CL_COMPLETE)).map(|()| Outcome::default())
             }
             Api::ClSetEventCallback => self.release_on_complete(seq, ops),
+            Api::ClGetEventInfo => {
+                let (_, ev) = self.arg(ops, 0, K::Event)?;
+                let status = match get_event_info(ev, CL_EVENT_COMMAND_EXECUTION_STATUS) {
+                    Ok(InfoType::Int(s)) => s,
+                    Ok(_) => return Err(bad("CL_EVENT_COMMAND_EXECUTION_STATUS is not a cl_int")),
+                    Err(code) => return Err(driver_error(code)),
+                };
+                Ok(Outcome {
+                    returned: Some(if status == CL_COMPLETE { 1.0 } else { 0.0 }),
+                    ..Outcome::default()
+                })
+            }
             Api::ClFinish => ok(finish(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
             Api::ClFlush => ok(flush(self.arg(ops, 0, K::Queue)?.1)).map(|()| Outcome::default()),
             Api::ClWaitForEvents => {

@@ -82,6 +82,9 @@ pub struct OpenClBackend {
     pass_released: bool,
     /// Host memory of commands whose completion gpulab cannot observe; leaked on drop.
     orphans: Vec<HostBuf>,
+    /// The host memory of the last blocking read and its size: `read_back`
+    /// checks it, then lets it go.
+    readback: Option<(HostBuf, usize)>,
     /// The host memory of each `CL_MEM_USE_HOST_PTR` buffer, freed when its
     /// destructor callback says the driver is done with it (leaked on drop).
     backing: HashMap<ObjId, HostBuf>,
@@ -239,6 +242,7 @@ impl OpenClBackend {
             last_build_log: None,
             pass_released: true,
             orphans: Vec::new(),
+            readback: None,
             backing: HashMap::new(),
             maps: HashMap::new(),
             destructors,
@@ -358,6 +362,12 @@ impl OpenClBackend {
 impl Backend for OpenClBackend {
     fn device(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    fn read_back(&mut self) -> Option<f64> {
+        let (host, size) = self.readback.take()?;
+        // SAFETY: `size` is the size `host` was made with, for the read.
+        unsafe { host.pattern_share(size) }
     }
 
     fn clock_error_ns(&self) -> Option<u64> {

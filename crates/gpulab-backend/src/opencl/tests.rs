@@ -83,6 +83,7 @@ fn mini_script_reports_spans_destructors_and_refcounts() {
         Ok(Outcome {
             created: Some(id),
             bytes,
+            ..
         }) if bytes == 64 << 20 => id,
         other => panic!("clCreateBuffer: {other:?}"),
     };

@@ -6,7 +6,7 @@
 use super::{Res, Simulator};
 use crate::api::{Api, ApiSpec, Effect, ObjKind};
 use crate::mistake::{Mistake, Problem};
-use crate::model::Arg;
+use crate::model::{Arg, StmtKind};
 use crate::raw::Sp;
 use crate::script::{RawArg, RawStmt};
 
@@ -89,6 +89,58 @@ impl Simulator<'_> {
             _ => return Ok(()),
         };
         Err(Problem::new(a.span.clone(), mistake))
+    }
+
+    /// `verify h`: a host buffer the lab holds, read as the program checks
+    /// its data.
+    pub(super) fn verify(&self, s: &RawStmt, line: u32, handle: &Sp<String>) -> Res<StmtKind> {
+        let name = &handle.value;
+        let span = handle.span.clone();
+        let Some(h) = self.handles.get(name) else {
+            return Err(Problem::new(
+                span,
+                Mistake::UndefinedHandle {
+                    name: name.clone(),
+                    suggestion: self.nearest_handle(name),
+                },
+            ));
+        };
+        if h.kind != ObjKind::HostBuffer {
+            return Err(Problem::new(
+                span,
+                Mistake::WrongKind {
+                    name: name.clone(),
+                    is: h.kind,
+                    call: "verify",
+                    expected: "a host buffer handle (`cudaMallocHost`, `cudaHostAlloc`, `malloc`, `cudaHostRegister`)".into(),
+                    goes_back: None,
+                },
+            ));
+        }
+        if !s.expect_error {
+            if let Some(at) = h.forgotten_at {
+                return Err(Problem::new(
+                    span,
+                    Mistake::UseAfterForget {
+                        name: name.clone(),
+                        line: at,
+                    },
+                ));
+            }
+            if let (0, Some(at)) = (h.refs, h.released_at) {
+                return Err(Problem::new(
+                    span,
+                    Mistake::UseAfterRelease {
+                        name: name.clone(),
+                        line: at,
+                        earlier_iteration: at >= line,
+                    },
+                ));
+            }
+        }
+        Ok(StmtKind::Verify {
+            handle: name.clone(),
+        })
     }
 
     /// The device pointers into host memory `host` die with it, on `line`.

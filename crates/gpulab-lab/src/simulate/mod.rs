@@ -233,6 +233,7 @@ impl<'a> Simulator<'a> {
                         handle: handle.value.clone(),
                     }
                 }
+                RawKind::Verify { handle } => self.verify(s, line, handle)?,
             };
             out.push(Stmt {
                 line,
@@ -476,7 +477,7 @@ impl<'a> Simulator<'a> {
                     // Host memory given to a device free: the call that frees it.
                     goes_back: (h.kind == ObjKind::HostBuffer
                         && matches!(spec.effect, Effect::Release(_)))
-                    .then(|| host::release_of_host(h.made_by).name()),
+                    .then(|| (h.made_by.name(), host::release_of_host(h.made_by).name())),
                 },
             ));
         }

@@ -190,6 +190,7 @@ mod tests {
             memory_step: None,
             refused: None,
             freed_unseen: false,
+            returned: None,
         })
     }
 

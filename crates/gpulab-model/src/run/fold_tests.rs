@@ -106,6 +106,7 @@ fn generated(seed: u64, n: u64) -> Vec<Event> {
             memory_step: None,
             refused: None,
             freed_unseen: false,
+            returned: None,
         }));
         if !span_first && r.chance(40) {
             events.push(Event::DeviceSpan(span));

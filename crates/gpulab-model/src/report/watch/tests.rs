@@ -67,6 +67,7 @@ fn a_refused_allocation_says_its_size_its_caller_and_the_free_memory() {
             stack: Some(stack),
         })),
         freed_unseen: false,
+        returned: None,
     });
     let named = Event::Stack(Stack {
         t_ns: 5,
@@ -452,6 +453,7 @@ fn frees_of_memory_no_agent_saw_made_are_said_with_their_likely_maker() {
             status: CallStatus::Ok,
             cuda,
             freed_unseen,
+            returned: None,
             ..Call::default()
         })
     };
