@@ -48,6 +48,7 @@ fn every_cuda_lab_ships() {
         "cuda-host-func",
         "cuda-copy-lands",
         "cuda-event-timing",
+        "cuda-managed-both-ways",
     ] {
         assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
     }

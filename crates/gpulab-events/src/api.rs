@@ -134,6 +134,13 @@ pub enum Api {
     CudaEventElapsedTime,
     /// An event with flags (`cudaEventDisableTiming`, `cudaEventBlockingSync`).
     CudaEventCreateWithFlags,
+    /// `cudaMemPrefetchAsync` to the host (`cudaCpuDeviceId`).
+    CudaMemPrefetchAsyncToHost,
+    /// Advice on where managed memory should live and who reads it.
+    CudaMemAdvise,
+    /// The C library's `memset` on the host: writes every byte of managed
+    /// memory from the CPU, which faults its pages to the host.
+    HostMemset,
 }
 
 /// The name of a call in the stream: one of the vocabulary's (`Api`), or a
@@ -915,6 +922,24 @@ pub static APIS: &[ApiInfo] = &[
         "cuEventCreate(flags)",
         Effect::Create(Event),
     ),
+    cuda(
+        Api::CudaMemPrefetchAsyncToHost,
+        "cudaMemPrefetchAsync",
+        "cuMemPrefetchAsync_v2(to the host) (+ cuEventRecord of gpulab's span events)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaMemAdvise,
+        "cudaMemAdvise",
+        "cuMemAdvise_v2(the whole buffer)",
+        Effect::Use,
+    ),
+    cuda(
+        Api::HostMemset,
+        "memset",
+        "memset (the host writes every byte; no driver call)",
+        Effect::Use,
+    ),
 ];
 
 impl Api {
@@ -966,6 +991,7 @@ impl Api {
                 | Api::CudaMemsetAsync
                 | Api::CudaMemsetAsyncRange
                 | Api::CudaMemPrefetchAsync
+                | Api::CudaMemPrefetchAsyncToHost
                 | Api::CudaGraphLaunch
                 | Api::CudaLaunchHostFunc
                 | Api::CudaStreamAddCallback
@@ -1110,10 +1136,18 @@ pub enum ClFlag {
     EventBlockingSync,
     /// CUDA: the event records no time (cheaper; `cudaEventElapsedTime` refuses it).
     EventDisableTiming,
+    /// CUDA: the host, as a memory location (`cudaMemPrefetchAsync`, `cudaMemAdvise`).
+    CpuDeviceId,
+    /// CUDA `cudaMemAdvise`: the data is mostly read, so each reader may keep a copy.
+    AdviseReadMostly,
+    /// CUDA `cudaMemAdvise`: where the pages should live.
+    AdvisePreferredLocation,
+    /// CUDA `cudaMemAdvise`: the location maps the pages, wherever they live.
+    AdviseAccessedBy,
 }
 
 impl ClFlag {
-    pub const ALL: [ClFlag; 17] = [
+    pub const ALL: [ClFlag; 21] = [
         ClFlag::CopyHostPtr,
         ClFlag::UseHostPtr,
         ClFlag::AllocHostPtr,
@@ -1131,6 +1165,10 @@ impl ClFlag {
         ClFlag::EventDefault,
         ClFlag::EventBlockingSync,
         ClFlag::EventDisableTiming,
+        ClFlag::CpuDeviceId,
+        ClFlag::AdviseReadMostly,
+        ClFlag::AdvisePreferredLocation,
+        ClFlag::AdviseAccessedBy,
     ];
 
     pub fn c_name(self) -> &'static str {
@@ -1152,6 +1190,10 @@ impl ClFlag {
             ClFlag::EventDefault => "cudaEventDefault",
             ClFlag::EventBlockingSync => "cudaEventBlockingSync",
             ClFlag::EventDisableTiming => "cudaEventDisableTiming",
+            ClFlag::CpuDeviceId => "cudaCpuDeviceId",
+            ClFlag::AdviseReadMostly => "cudaMemAdviseSetReadMostly",
+            ClFlag::AdvisePreferredLocation => "cudaMemAdviseSetPreferredLocation",
+            ClFlag::AdviseAccessedBy => "cudaMemAdviseSetAccessedBy",
         }
     }
 

@@ -43,6 +43,10 @@ pub enum ArgKind {
     Fixed(ClFlag),
     /// Optional, last: `cudaEventCreateWithFlags`'s flags, one or several joined by `|`.
     EventFlags,
+    /// `cudaMemAdvise`'s advice (`cudaMemAdviseSetPreferredLocation`, …).
+    Advice,
+    /// A memory location: `cudaCpuDeviceId` (the host) or a device's number.
+    Location,
 }
 
 /// The argument kind that takes a flag.
@@ -61,6 +65,10 @@ pub fn flag_kind(flag: ClFlag) -> ArgKind {
         }
         ClFlag::EventDefault | ClFlag::EventBlockingSync | ClFlag::EventDisableTiming => {
             ArgKind::EventFlags
+        }
+        ClFlag::CpuDeviceId => ArgKind::Location,
+        ClFlag::AdviseReadMostly | ClFlag::AdvisePreferredLocation | ClFlag::AdviseAccessedBy => {
+            ArgKind::Advice
         }
     }
 }
@@ -106,6 +114,13 @@ impl ArgKind {
             }
             ArgKind::WaitList => "a wait list such as `wait [ev]` or `wait [e1, e2]`".into(),
             ArgKind::Fixed(f) => format!("`{}`", f.c_name()),
+            ArgKind::Location => {
+                "`cudaCpuDeviceId` (the host) or a device's number such as `0`".into()
+            }
+            ArgKind::Advice => {
+                let names: Vec<String> = flag_names_for(self).map(|n| format!("`{n}`")).collect();
+                format!("an advice: {}", names.join(", "))
+            }
             ArgKind::HostAllocFlags | ArgKind::EventFlags => {
                 let names: Vec<String> = flag_names_for(self).map(|n| format!("`{n}`")).collect();
                 format!("one or more flags joined by `|`: {}", names.join(", "))
@@ -131,7 +146,7 @@ impl Deref for ApiSpec {
 }
 
 use ArgKind::{
-    Bool, Device, Duration, EventFlags, EventStatus, Fixed, HostAllocFlags, Index, Kernel,
+    Advice, Bool, Device, Duration, EventFlags, EventStatus, Fixed, HostAllocFlags, Index, Kernel,
     KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size, StreamFlag, WaitList,
 };
 use ObjKind::{
@@ -294,6 +309,15 @@ pub static SIGNATURES: &[ApiSpec] = &[
     ),
     sig(Api::CudaEventElapsedTime, &[Obj(Event), Obj(Event)]),
     sig(Api::CudaEventCreateWithFlags, &[EventFlags]),
+    sig(
+        Api::CudaMemPrefetchAsyncToHost,
+        &[Obj(Buffer), Fixed(ClFlag::CpuDeviceId), Obj(Stream)],
+    ),
+    sig(
+        Api::CudaMemAdvise,
+        &[Obj(Buffer), Advice, ArgKind::Location],
+    ),
+    sig(Api::HostMemset, &[Obj(Buffer)]),
 ];
 
 /// The signature of a call.

@@ -128,6 +128,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "cuda-event-timing.toml",
         include_str!("../labs/cuda-event-timing.toml"),
     ),
+    (
+        "cuda-managed-both-ways.toml",
+        include_str!("../labs/cuda-managed-both-ways.toml"),
+    ),
 ];
 
 pub struct LabSet {

@@ -132,6 +132,9 @@ impl<'a> Lower<'a> {
                 None => Err(wrong(format!("`{w}`"))),
             },
             (RawArg::Word(w), ArgKind::Fixed(f)) if w == f.c_name() => Ok(Arg::Flag(f)),
+            (RawArg::Word(w), ArgKind::Advice | ArgKind::Location) => {
+                Ok(Arg::Flag(self.flag(a, w, kind, &wrong)?))
+            }
             (RawArg::Word(w), ArgKind::HostAllocFlags | ArgKind::EventFlags) => {
                 Ok(Arg::Flags(vec![self.flag(a, w, kind, &wrong)?]))
             }
@@ -170,15 +173,17 @@ impl<'a> Lower<'a> {
                 Ok(Arg::Quantity(self.quantity(q, kind)?))
             }
             // A plain whole number, as C writes the index.
-            (RawArg::Qty(q), ArgKind::Index | ArgKind::Device) => match (&q.value.value, &q.unit) {
-                (RawNum::Lit(n), None) if *n >= 0.0 && n.fract() == 0.0 && *n < 64.0 => {
-                    Ok(Arg::Quantity(Quantity {
-                        value: Number::Lit(*n),
-                        unit: Unit::None,
-                    }))
+            (RawArg::Qty(q), ArgKind::Index | ArgKind::Device | ArgKind::Location) => {
+                match (&q.value.value, &q.unit) {
+                    (RawNum::Lit(n), None) if *n >= 0.0 && n.fract() == 0.0 && *n < 64.0 => {
+                        Ok(Arg::Quantity(Quantity {
+                            value: Number::Lit(*n),
+                            unit: Unit::None,
+                        }))
+                    }
+                    _ => Err(wrong(describe_qty(self.text, q))),
                 }
-                _ => Err(wrong(describe_qty(self.text, q))),
-            },
+            }
             (RawArg::Qty(q), _) => Err(wrong(describe_qty(self.text, q))),
         }
     }
@@ -362,6 +367,8 @@ pub fn signature_of(name: &str, sig: &[ArgKind], kernel: Option<&str>) -> String
             ArgKind::HostAllocFlags => "cudaHostAllocMapped".into(),
             ArgKind::Fixed(f) => f.c_name().into(),
             ArgKind::EventFlags => "cudaEventDisableTiming".into(),
+            ArgKind::Advice => "cudaMemAdviseSetPreferredLocation".into(),
+            ArgKind::Location => "cudaCpuDeviceId".into(),
         };
         if a.is_optional() {
             optional.push_str(&format!("[, {text}]"));

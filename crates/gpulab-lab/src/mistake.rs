@@ -300,6 +300,12 @@ pub enum Mistake {
         line_is: &'static str,
         reads: String,
     },
+    /// The host's `memset` of device memory that is not managed: a C program
+    /// would crash on it.
+    HostTouchOfDeviceMemory {
+        name: String,
+        made_by: &'static str,
+    },
     /// `cudaHostGetDevicePointer` of `malloc`'d memory: the driver does not know it.
     PageableHasNoDevicePointer {
         name: String,
@@ -848,6 +854,10 @@ impl Mistake {
             M::MetricReadsNothing { metric, tag, line_is, reads } => (
                 format!("`{metric}({tag})` reads what a call answered, but `{tag}` is a `{line_is}` line, which answers nothing it reads"),
                 Some(format!("tag a line of `{reads}`")),
+            ),
+            M::HostTouchOfDeviceMemory { name, made_by } => (
+                format!("`{name}` is device memory from `{made_by}`: the host cannot write it with `memset` (a C program would crash)"),
+                Some("only managed memory (`cudaMallocManaged`) is the host's to touch; from the device, write `cudaMemsetAsync`".into()),
             ),
             M::PageableHasNoDevicePointer { name } => (
                 format!("`{name}` is pageable memory from `malloc`, which the driver does not know: only pinned memory has a device pointer"),

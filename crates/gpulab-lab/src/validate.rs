@@ -1852,6 +1852,39 @@ mod tests {
     }
 
     #[test]
+    fn managed_memory_goes_both_ways_and_only_it_is_the_hosts_to_write() {
+        let managed = "s = cudaStreamCreate()\nm = cudaMallocManaged(2 MiB)\n";
+        assert_eq!(
+            cuda(&format!(
+                "{managed}cudaMemPrefetchAsync(m, s)\ncudaMemPrefetchAsync(m, cudaCpuDeviceId, s)\n\
+                 cudaMemAdvise(m, cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)\n\
+                 cudaMemAdvise(m, cudaMemAdviseSetAccessedBy, 0)\nmemset(m)\ncudaFree(m)"
+            )),
+            Ok(vec![
+                Api::CudaStreamCreate,
+                Api::CudaMallocManaged,
+                Api::CudaMemPrefetchAsync,
+                Api::CudaMemPrefetchAsyncToHost,
+                Api::CudaMemAdvise,
+                Api::CudaMemAdvise,
+                Api::HostMemset,
+                Api::CudaFree
+            ])
+        );
+        assert!(matches!(
+            cuda("d = cudaMalloc(2 MiB)\nmemset(d)"),
+            Err(Mistake::HostTouchOfDeviceMemory {
+                made_by: "cudaMalloc",
+                ..
+            })
+        ));
+        assert!(matches!(
+            cuda(&format!("{managed}cudaMemAdvise(m, cudaCpuDeviceId, 0)")),
+            Err(Mistake::ArgType { position: 2, .. })
+        ));
+    }
+
+    #[test]
     fn stream_flags_are_cuda_words() {
         assert_eq!(
             cuda("s = cudaStreamCreateWithFlags(cudaStreamNonBlocking)"),

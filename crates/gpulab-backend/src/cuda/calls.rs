@@ -152,10 +152,11 @@ impl CudaBackend {
                 Ok(self.created(K::Buffer, p, bytes))
             }
             Api::CudaFree => {
-                let (_, p) = self.raw(ops, 0, K::Buffer)?;
+                let (id, p) = self.raw(ops, 0, K::Buffer)?;
                 // SAFETY: `p` is the pointer the lab allocated (or already freed:
                 // the driver checks device pointers and answers INVALID_VALUE).
                 unsafe { result::free_sync(p) }?;
+                self.managed.remove(&id);
                 Ok(Outcome::default())
             }
             Api::CudaMallocAsync => {

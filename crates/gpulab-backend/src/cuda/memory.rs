@@ -53,7 +53,11 @@ impl CudaBackend {
             | Api::CudaMemPoolDestroy => self.pool_call(api, ops),
             Api::CudaHostRegister | Api::CudaHostUnregister => self.host_register(api, ops),
             Api::CudaMallocManaged => self.malloc_managed(ops),
-            Api::CudaMemPrefetchAsync => self.prefetch(seq, ops),
+            Api::CudaMemPrefetchAsync | Api::CudaMemPrefetchAsyncToHost => {
+                self.prefetch(seq, api, ops)
+            }
+            Api::CudaMemAdvise => self.advise(ops),
+            Api::HostMemset => self.host_memset(ops),
             Api::CuMemCreate
             | Api::CuMemAddressReserve
             | Api::CuMemMap
@@ -196,14 +200,29 @@ impl CudaBackend {
         let flags = sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL;
         // SAFETY: the backend's context is current; the memory is the lab's.
         let p = unsafe { result::malloc_managed(size(bytes)?, flags) }?;
-        Ok(self.created(ObjKind::Buffer, p, bytes))
+        let out = self.created(ObjKind::Buffer, p, bytes);
+        if let Some(id) = out.created {
+            self.managed.insert(id);
+        }
+        Ok(out)
     }
 
-    fn prefetch(&mut self, seq: u64, ops: &[Operand]) -> Result<Outcome, DriverError> {
+    /// The host as a memory location (`cudaCpuDeviceId`).
+    fn host_location() -> sys::CUmemLocation {
+        sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        }
+    }
+
+    fn prefetch(&mut self, seq: u64, api: Api, ops: &[Operand]) -> Result<Outcome, DriverError> {
         let (bid, p) = self.raw(ops, 0, ObjKind::Buffer)?;
-        let (qid, s) = self.raw(ops, 1, ObjKind::Stream)?;
+        let (loc, stream_at) = match api {
+            Api::CudaMemPrefetchAsyncToHost => (Self::host_location(), 2),
+            _ => (self.location(), 1),
+        };
+        let (qid, s) = self.raw(ops, stream_at, ObjKind::Stream)?;
         let n = size(self.bytes_of(bid))?;
-        let loc = self.location();
         self.timed(
             seq,
             qid,
@@ -217,6 +236,50 @@ impl CudaBackend {
                 Ok(())
             },
         )
+    }
+
+    /// `cudaMemAdvise(buf, advice, location)` over the whole buffer.
+    fn advise(&mut self, ops: &[Operand]) -> Result<Outcome, DriverError> {
+        use sys::CUmem_advise as A;
+        let (bid, p) = self.raw(ops, 0, ObjKind::Buffer)?;
+        let advice = match ops.get(1) {
+            Some(Operand::Flag(ClFlag::AdviseReadMostly)) => A::CU_MEM_ADVISE_SET_READ_MOSTLY,
+            Some(Operand::Flag(ClFlag::AdvisePreferredLocation)) => {
+                A::CU_MEM_ADVISE_SET_PREFERRED_LOCATION
+            }
+            Some(Operand::Flag(ClFlag::AdviseAccessedBy)) => A::CU_MEM_ADVISE_SET_ACCESSED_BY,
+            _ => return Err(bad("expected an advice")),
+        };
+        let location = match ops.get(2) {
+            Some(Operand::Flag(ClFlag::CpuDeviceId)) => Self::host_location(),
+            Some(Operand::Index(n)) => sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: i32::try_from(*n).map_err(|_| bad("device number"))?,
+            },
+            _ => return Err(bad("expected a location")),
+        };
+        let n = size(self.bytes_of(bid))?;
+        // SAFETY: the lab's allocation of `n` bytes (the driver answers one that
+        // is not managed, or freed).
+        unsafe { result::mem_advise(p, n, advice, location) }?;
+        Ok(Outcome::default())
+    }
+
+    /// The host writes every byte of a managed buffer, as a C program's
+    /// `memset` does: each page the device held faults back to the host.
+    fn host_memset(&mut self, ops: &[Operand]) -> Result<Outcome, DriverError> {
+        let (bid, p) = self.raw(ops, 0, ObjKind::Buffer)?;
+        if !self.managed.contains(&bid) {
+            return Err(refused(
+                "memset of device memory that is not managed: the host cannot write it".into(),
+            ));
+        }
+        let n = size(self.bytes_of(bid))?;
+        // SAFETY: `p` is a managed allocation of `n` bytes the lab holds (the
+        // ledger's own check: a freed one is not in `managed`), addressable
+        // from the host.
+        unsafe { std::ptr::write_bytes(p as usize as *mut u8, 0, n) };
+        Ok(Outcome::default())
     }
 
     fn vmm(&mut self, seq: u64, api: Api, ops: &[Operand]) -> Result<Outcome, DriverError> {

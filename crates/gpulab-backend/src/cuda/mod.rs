@@ -73,6 +73,8 @@ pub struct CudaBackend {
     registered: HashMap<ObjId, Box<[u8]>>,
     /// Host memory of each `malloc`, kept until its `free`.
     pageable: host::Pageable,
+    /// Managed allocations not yet freed: the host may write these (`memset`).
+    managed: std::collections::HashSet<ObjId>,
     /// The host memory the last call copied into synchronously, and how many
     /// bytes: `read_back` checks it.
     readback: Option<(u64, usize)>,
@@ -229,6 +231,7 @@ impl CudaBackend {
             registered: HashMap::new(),
             pageable: HashMap::new(),
             readback: None,
+            managed: std::collections::HashSet::new(),
             mapped: HashMap::new(),
             graph_tail: HashMap::new(),
             graphs_made: false,

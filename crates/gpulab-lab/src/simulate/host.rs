@@ -72,6 +72,12 @@ impl Simulator<'_> {
             return Ok(());
         }
         let mistake = match (spec.api, spec.effect, &h.view_of) {
+            (Api::HostMemset, ..) if h.made_by != Api::CudaMallocManaged => {
+                Mistake::HostTouchOfDeviceMemory {
+                    name: name.clone(),
+                    made_by: h.made_by.name(),
+                }
+            }
             (Api::CudaHostGetDevicePointer, ..) if h.made_by == Api::Malloc => {
                 Mistake::PageableHasNoDevicePointer { name: name.clone() }
             }
