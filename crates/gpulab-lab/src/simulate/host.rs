@@ -124,25 +124,7 @@ impl Simulator<'_> {
             ));
         }
         if !s.expect_error {
-            if let Some(at) = h.forgotten_at {
-                return Err(Problem::new(
-                    span,
-                    Mistake::UseAfterForget {
-                        name: name.clone(),
-                        line: at,
-                    },
-                ));
-            }
-            if let (0, Some(at)) = (h.refs, h.released_at) {
-                return Err(Problem::new(
-                    span,
-                    Mistake::UseAfterRelease {
-                        name: name.clone(),
-                        line: at,
-                        earlier_iteration: at >= line,
-                    },
-                ));
-            }
+            super::alive(h, name, span, line, false)?;
         }
         Ok(StmtKind::Verify {
             handle: name.clone(),

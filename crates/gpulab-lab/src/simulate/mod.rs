@@ -62,6 +62,39 @@ struct Handle {
     view_of: Option<String>,
 }
 
+/// A handle named on `line` still holds its object: not forgotten, not
+/// released (a release of it then is a double release).
+fn alive(h: &Handle, name: &str, span: Span, line: u32, releases: bool) -> Res<()> {
+    if let Some(at) = h.forgotten_at {
+        return Err(Problem::new(
+            span,
+            Mistake::UseAfterForget {
+                name: name.to_owned(),
+                line: at,
+            },
+        ));
+    }
+    if let (0, Some(at)) = (h.refs, h.released_at) {
+        let earlier_iteration = at >= line;
+        let name = name.to_owned();
+        let mistake = if releases {
+            Mistake::DoubleRelease {
+                name,
+                line: at,
+                earlier_iteration,
+            }
+        } else {
+            Mistake::UseAfterRelease {
+                name,
+                line: at,
+                earlier_iteration,
+            }
+        };
+        return Err(Problem::new(span, mistake));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum UserStatus {
     Unset,
@@ -484,34 +517,7 @@ impl<'a> Simulator<'a> {
         if s.expect_error {
             return Ok(());
         }
-        if let Some(at) = h.forgotten_at {
-            return Err(Problem::new(
-                span,
-                Mistake::UseAfterForget {
-                    name: name.to_owned(),
-                    line: at,
-                },
-            ));
-        }
-        if let (0, Some(at)) = (h.refs, h.released_at) {
-            let earlier_iteration = at >= line;
-            let name = name.to_owned();
-            let mistake = if releases {
-                Mistake::DoubleRelease {
-                    name,
-                    line: at,
-                    earlier_iteration,
-                }
-            } else {
-                Mistake::UseAfterRelease {
-                    name,
-                    line: at,
-                    earlier_iteration,
-                }
-            };
-            return Err(Problem::new(span, mistake));
-        }
-        Ok(())
+        alive(h, name, span, line, releases)
     }
 
     /// The virtual memory API's mapping state of a range: a use, an unmap or a
