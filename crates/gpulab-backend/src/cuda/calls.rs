@@ -21,6 +21,17 @@ pub(super) fn bad(what: &str) -> DriverError {
     }
 }
 
+/// A status gpulab answers itself, before the driver is asked: the call would do
+/// what no lab may do to a shared GPU, or to the worker's own memory.
+pub const GPULAB_REFUSED: i64 = -90_003;
+
+pub(super) fn refused(why: String) -> DriverError {
+    DriverError {
+        code: GPULAB_REFUSED,
+        name: format!("GPULAB_REFUSED ({why})"),
+    }
+}
+
 pub(super) fn bytes_at(ops: &[Operand], i: usize) -> Result<u64, DriverError> {
     match ops.get(i) {
         Some(Operand::Bytes(b)) => Ok(*b),

@@ -9,8 +9,7 @@ use std::ffi::c_void;
 use cudarc::driver::sys;
 
 use super::CudaBackend;
-use super::calls::{bad, bytes_at, ms_at, size};
-use super::memory::refused;
+use super::calls::{bad, bytes_at, ms_at, refused, size};
 use crate::{DriverError, ObjId, Operand, Outcome};
 use gpulab_events::ObjKind;
 use gpulab_events::api::{Api, ClFlag};

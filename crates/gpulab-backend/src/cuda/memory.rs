@@ -11,21 +11,10 @@ use cudarc::driver::result::{self, stream::StreamKind};
 use cudarc::driver::sys;
 
 use super::CudaBackend;
-use super::calls::{bad, bytes_at, size};
+use super::calls::{bad, bytes_at, refused, size};
 use crate::{DriverError, ObjId, Operand, Outcome};
 use gpulab_events::ObjKind;
 use gpulab_events::api::{Api, ClFlag};
-
-/// A status gpulab answers itself, before the driver is asked: the call would do
-/// what no lab may do to a shared GPU.
-pub const GPULAB_REFUSED: i64 = -90_003;
-
-pub(super) fn refused(why: String) -> DriverError {
-    DriverError {
-        code: GPULAB_REFUSED,
-        name: format!("GPULAB_REFUSED ({why})"),
-    }
-}
 
 impl CudaBackend {
     /// This device as a memory location (pools, allocations, access, prefetch).
