@@ -58,6 +58,9 @@ pub struct Engine<'a> {
     /// Device pointers of host memory (`cudaHostGetDevicePointer`), by the
     /// host memory's id: they are released when it is.
     views: HashMap<ObjId, Vec<ObjId>>,
+    /// The call that made each object, where the object's kind alone does not
+    /// say how it goes back (host memory, device pointers of it).
+    made_by: HashMap<ObjId, Api>,
     /// When each call that installed a callback returned, by its seq: a
     /// callback's note says how long after it ran.
     installed: HashMap<u64, u64>,
@@ -124,6 +127,7 @@ impl<'a> Engine<'a> {
             names: HashMap::new(),
             views: HashMap::new(),
             installed: HashMap::new(),
+            made_by: HashMap::new(),
             ledger: Ledger::default(),
             lines: HashMap::new(),
             seq: 0,
@@ -602,6 +606,9 @@ impl<'a> Engine<'a> {
                 if let (Api::CudaHostGetDevicePointer, Some(host)) = (api, first_obj) {
                     self.views.entry(host).or_default().push(id);
                 }
+                if api.host_release().is_some() || api == Api::CudaHostGetDevicePointer {
+                    self.made_by.insert(id, api);
+                }
                 let e = self
                     .ledger
                     .create(id, kind, bind.map(str::to_string), bytes, refs, line);
@@ -615,13 +622,8 @@ impl<'a> Engine<'a> {
                 Some(e) => {
                     let (id, gone) = (e.id, e.state == State::Released);
                     let mut out = vec![event(e, ObjectAction::Released)];
-                    // A device pointer of host memory goes with the memory.
                     if gone {
-                        for view in self.views.remove(&id).unwrap_or_default() {
-                            if let Some(v) = self.ledger.release(view) {
-                                out.push(event(v, ObjectAction::Released));
-                            }
-                        }
+                        out.extend(self.views_go(id, ObjectAction::Released, t_ns, line));
                     }
                     (Some(id), out)
                 }
@@ -642,6 +644,24 @@ impl<'a> Engine<'a> {
             }
             _ => (None, vec![]),
         }
+    }
+
+    /// The device pointers of host memory `host`, released with it: they have
+    /// no allocation of their own.
+    fn views_go(
+        &mut self,
+        host: ObjId,
+        action: ObjectAction,
+        t_ns: u64,
+        line: Option<u32>,
+    ) -> Vec<ObjectEvent> {
+        let mut out = Vec::new();
+        for view in self.views.remove(&host).unwrap_or_default() {
+            if let Some(v) = self.ledger.release(view) {
+                out.push(v.event(action, t_ns, line));
+            }
+        }
+        out
     }
 
     fn forget(&mut self, stmt: &Stmt, handle: &str) -> Result<(), Stop> {
@@ -808,7 +828,14 @@ impl<'a> Engine<'a> {
             .map(|e| (e.id, e.kind))
             .collect();
         for (id, kind) in live.into_iter().rev() {
-            let Some(release) = Api::release_of(kind, self.backend.kind()) else {
+            // Host memory goes back the way it came; a device pointer of it
+            // goes with it and is never freed itself.
+            let release = match self.made_by.get(&id) {
+                Some(Api::CudaHostGetDevicePointer) => continue,
+                Some(made) => made.host_release(),
+                None => Api::release_of(kind, self.backend.kind()),
+            };
+            let Some(release) = release else {
                 continue;
             };
             let refcount = self.ledger.get(id).map_or(0, |e| e.refcount);
@@ -817,9 +844,16 @@ impl<'a> Engine<'a> {
                 self.seq += 1;
                 match self.backend.call(seq, release, &[Operand::Obj(id)], false) {
                     Ok(_) => {
+                        let t = now_ns();
                         if let Some(e) = self.ledger.release(id) {
-                            let ev = e.event(ObjectAction::CleanedUp, now_ns(), None);
+                            let gone = e.state == State::Released;
+                            let ev = e.event(ObjectAction::CleanedUp, t, None);
                             self.sink.emit(Event::Object(ev))?;
+                            if gone {
+                                for ev in self.views_go(id, ObjectAction::CleanedUp, t, None) {
+                                    self.sink.emit(Event::Object(ev))?;
+                                }
+                            }
                         }
                     }
                     Err(err) => {

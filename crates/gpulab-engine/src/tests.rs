@@ -262,6 +262,34 @@ fn forget_is_a_leak_the_report_names() {
 }
 
 #[test]
+fn clean_up_gives_host_memory_back_the_way_it_came_and_leaves_device_pointers_to_it() {
+    let mut backend = FakeBackend::new();
+    backend.fail_at.insert(
+        4,
+        DriverError {
+            code: 2,
+            name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+        },
+    );
+    let script = vec![
+        call(1, Some("p"), "malloc", vec![q(1.0, Unit::MiB)]),
+        call(2, Some("r"), "cudaHostRegister", vec![q(1.0, Unit::MiB)]),
+        call(3, Some("m"), "cudaHostAlloc", vec![q(1.0, Unit::MiB)]),
+        call(4, Some("dp"), "cudaHostGetDevicePointer", vec![h("m")]),
+        call(5, Some("d"), "cudaMalloc", vec![q(1.0, Unit::MiB)]),
+    ];
+    let o = run_with(&script, backend, None);
+    assert!(matches!(&o.status, EndStatus::Failed { line: Some(5), .. }));
+    // Newest first; `dp` is not freed: its memory's free takes it.
+    assert_eq!(
+        apis(&o)[5..],
+        [Api::CudaFreeHost, Api::CudaHostUnregister, Api::Free]
+    );
+    // …and `dp` went with `m`: nothing leaks.
+    assert!(leaked(&o).is_empty(), "{:?}", leaked(&o));
+}
+
+#[test]
 fn an_error_mid_script_stops_it_and_cleans_up_newest_first() {
     let mut backend = FakeBackend::new();
     backend.fail_at.insert(

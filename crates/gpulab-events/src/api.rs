@@ -1028,6 +1028,21 @@ impl Api {
             .map(|s| s.api)
     }
 
+    /// The call that gives back what this call made, where the kind alone does
+    /// not say it: host memory goes back the way it came (`free` for `malloc`,
+    /// `cudaHostUnregister` for `cudaHostRegister`, `cudaFreeHost` for the
+    /// driver's pinned memory). `None` for a device pointer of host memory,
+    /// which goes with its memory and is never freed itself, and for every
+    /// other call (`release_of` its kind says it).
+    pub fn host_release(self) -> Option<Api> {
+        match self {
+            Api::Malloc => Some(Api::Free),
+            Api::CudaHostRegister => Some(Api::CudaHostUnregister),
+            Api::CudaMallocHost | Api::CudaHostAlloc => Some(Api::CudaFreeHost),
+            _ => None,
+        }
+    }
+
     /// Object kinds the calls of one backend can create, in `ObjKind::ALL` order:
     /// what a live-objects view lists for a run of that backend. CUDA's
     /// include managed memory, which only a watched program's agent tells

@@ -12,11 +12,7 @@ use crate::script::{RawArg, RawStmt};
 
 /// The call that gives back host memory `made` by this call.
 pub(crate) fn release_of_host(made: Api) -> Api {
-    match made {
-        Api::CudaHostRegister => Api::CudaHostUnregister,
-        Api::Malloc => Api::Free,
-        _ => Api::CudaFreeHost,
-    }
+    made.host_release().unwrap_or(Api::CudaFreeHost)
 }
 
 impl Simulator<'_> {
