@@ -57,7 +57,7 @@ fn every_cuda_lab_ships() {
 #[test]
 fn without_a_driver_every_cuda_lab_exits_3_and_says_why() {
     if gpulab::backend::cuda::load::driver_present().is_ok() {
-        eprintln!("skipping: this machine has a CUDA driver");
+        common::say_skipped(format_args!("skipping: this machine has a CUDA driver"));
         return;
     }
     for lab in cuda_labs() {

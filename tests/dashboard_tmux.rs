@@ -92,7 +92,9 @@ impl Drop for Tmux {
 #[test]
 fn dashboard_runs_cl_finish_in_tmux() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping dashboard_runs_cl_finish_in_tmux: tmux is not installed");
+        common::say_skipped(format_args!(
+            "skipping dashboard_runs_cl_finish_in_tmux: tmux is not installed"
+        ));
         return;
     }
     let _device = common::device_lock();
@@ -187,7 +189,9 @@ fn dashboard_runs_cl_finish_in_tmux() {
 #[test]
 fn shipped_recordings_open_from_another_working_directory() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping shipped_recordings_open_from_another_working_directory: no tmux");
+        common::say_skipped(format_args!(
+            "skipping shipped_recordings_open_from_another_working_directory: no tmux"
+        ));
         return;
     }
     let dir = common::temp_dir();
@@ -210,7 +214,9 @@ fn shipped_recordings_open_from_another_working_directory() {
 #[test]
 fn sigterm_gives_the_terminal_back() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping sigterm_gives_the_terminal_back: tmux is not installed");
+        common::say_skipped(format_args!(
+            "skipping sigterm_gives_the_terminal_back: tmux is not installed"
+        ));
         return;
     }
     let dir = common::temp_dir();
@@ -291,7 +297,9 @@ fn forgotten_events(dir: &std::path::Path, test: &str) -> Option<std::path::Path
 #[test]
 fn watch_dashboard_shows_the_program_live_then_reports() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping watch_dashboard_shows_the_program_live_then_reports: no tmux");
+        common::say_skipped(format_args!(
+            "skipping watch_dashboard_shows_the_program_live_then_reports: no tmux"
+        ));
         return;
     }
     let _device = common::device_lock();
@@ -338,7 +346,9 @@ fn watch_dashboard_shows_the_program_live_then_reports() {
 #[test]
 fn watch_dashboard_quit_stops_the_program_and_keeps_its_events() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping watch_dashboard_quit_stops_the_program_and_keeps_its_events: no tmux");
+        common::say_skipped(format_args!(
+            "skipping watch_dashboard_quit_stops_the_program_and_keeps_its_events: no tmux"
+        ));
         return;
     }
     let _device = common::device_lock();
@@ -380,7 +390,9 @@ fn watch_dashboard_quit_stops_the_program_and_keeps_its_events() {
 #[test]
 fn m_turns_mouse_reporting_off_and_on() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping m_turns_mouse_reporting_off_and_on: tmux is not installed");
+        common::say_skipped(format_args!(
+            "skipping m_turns_mouse_reporting_off_and_on: tmux is not installed"
+        ));
         return;
     }
     let dir = common::temp_dir();
@@ -407,7 +419,9 @@ fn m_turns_mouse_reporting_off_and_on() {
 #[test]
 fn watch_dashboard_killed_leaves_no_file() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping watch_dashboard_killed_leaves_no_file: no tmux");
+        common::say_skipped(format_args!(
+            "skipping watch_dashboard_killed_leaves_no_file: no tmux"
+        ));
         return;
     }
     let dir = common::temp_dir();
@@ -456,7 +470,9 @@ fn watch_dashboard_killed_leaves_no_file() {
 #[test]
 fn a_watched_program_with_piped_stdin_can_read_the_terminal() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping a_watched_program_with_piped_stdin_can_read_the_terminal: no tmux");
+        common::say_skipped(format_args!(
+            "skipping a_watched_program_with_piped_stdin_can_read_the_terminal: no tmux"
+        ));
         return;
     }
     let dir = common::temp_dir();
@@ -480,7 +496,9 @@ fn a_watched_program_with_piped_stdin_can_read_the_terminal() {
 #[test]
 fn the_shipped_lesson_runs_end_to_end_at_80x24() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping the_shipped_lesson_runs_end_to_end_at_80x24: tmux is not installed");
+        common::say_skipped(format_args!(
+            "skipping the_shipped_lesson_runs_end_to_end_at_80x24: tmux is not installed"
+        ));
         return;
     }
     let _device = common::device_lock();

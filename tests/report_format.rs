@@ -517,7 +517,9 @@ fn watched_program(dir: &Path) -> Option<(Value, Value)> {
         if std::env::var("GPULAB_REQUIRE_OPENCL").as_deref() == Ok("1") {
             panic!("GPULAB_REQUIRE_OPENCL=1 requires {why}: {built:?}");
         }
-        eprintln!("skipping the_document_and_the_json_outputs_agree: no {why}");
+        common::say_skipped(format_args!(
+            "skipping the_document_and_the_json_outputs_agree: no {why}"
+        ));
         return None;
     }
     // The report goes to a file: the program's stdout stays its own.

@@ -320,7 +320,7 @@ fn a_program_that_holds_cupti_first_is_named_in_the_report() {
 fn a_profiler_inside_the_program_is_told_of_when_cupti_refuses_it() {
     require_cuda();
     if !python_has("torch") {
-        eprintln!("skipping: python3 has no torch");
+        common::say_skipped(format_args!("skipping: python3 has no torch"));
         return;
     }
     let script = repo_file("tests/watch/torch_profiled.py");
@@ -364,7 +364,7 @@ fn a_profiler_inside_the_program_is_told_of_when_cupti_refuses_it() {
 fn pytorch_gives_memory_back_only_on_empty_cache() {
     require_cuda();
     if !python_has("torch") {
-        eprintln!("skipping: python3 has no torch");
+        common::say_skipped(format_args!("skipping: python3 has no torch"));
         return;
     }
     let dir = temp_dir();
@@ -412,7 +412,7 @@ fn pytorch_gives_memory_back_only_on_empty_cache() {
 fn watch_refused(script: &str, module: &str) -> Option<(Output, Value, String)> {
     require_cuda();
     if !python_has(module) {
-        eprintln!("skipping: python3 has no {module}");
+        common::say_skipped(format_args!("skipping: python3 has no {module}"));
         return None;
     }
     let dir = temp_dir();
@@ -493,7 +493,7 @@ fn watch_python(flags: &[&str], script: &str, args: &[&str]) -> (Option<i32>, Va
 fn torch_history_names_the_tensors_at_a_refusal_and_the_forward_that_grew() {
     require_cuda();
     if !python_has("torch") {
-        eprintln!("skipping: python3 has no torch");
+        common::say_skipped(format_args!("skipping: python3 has no torch"));
         return;
     }
     let (status, report, script) =
@@ -538,7 +538,7 @@ fn torch_history_names_the_tensors_at_a_refusal_and_the_forward_that_grew() {
 fn cupy_keeps_freed_arrays_in_its_pool_until_free_all_blocks() {
     require_cuda();
     if !python_has("cupy") {
-        eprintln!("skipping: python3 has no cupy");
+        common::say_skipped(format_args!("skipping: python3 has no cupy"));
         return;
     }
     let script = repo_file("tests/watch/cupy_pool.py");

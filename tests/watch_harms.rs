@@ -402,7 +402,7 @@ fn a_static_binary_is_named_as_one() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !built {
-        eprintln!("skipping: no static C library here");
+        common::say_skipped(format_args!("skipping: no static C library here"));
         return;
     }
     let out_file = dir.path().join("report.json");

@@ -17,9 +17,9 @@ pub fn find(test: &str) -> Option<std::path::PathBuf> {
                 "{test}: no headless Chromium, and CI (GPULAB_REQUIRE_OPENCL=1) requires one (apt-get install chromium-headless-shell)"
             );
         }
-        eprintln!(
+        super::say_skipped(format_args!(
             "skipping {test}: no headless Chromium (apt-get install chromium-headless-shell)"
-        );
+        ));
     }
     found
 }

@@ -48,6 +48,14 @@ pub fn device_lock() -> std::sync::MutexGuard<'static, ()> {
 
 /// True when an OpenCL device exists. Without one the caller skips with a printed
 /// notice, unless `GPULAB_REQUIRE_OPENCL=1` (CI), where a missing platform fails.
+/// Says that a test did not run, and why, where the user sees it: on the
+/// process's stderr itself, past the test harness's capture (which hides what
+/// a passing test prints), so a skip never reads as a pass (#51).
+pub fn say_skipped(what: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "NOT RUN: {what}");
+}
+
 pub fn opencl_or_skip(test: &str) -> bool {
     // Asked once per test binary: concurrent first calls into an ICD loader are
     // not something to rely on.
@@ -62,7 +70,9 @@ pub fn opencl_or_skip(test: &str) -> bool {
             "{test}: no OpenCL platform, and GPULAB_REQUIRE_OPENCL=1 requires one (install pocl-opencl-icd)"
         );
     }
-    eprintln!("skipping {test}: no OpenCL platform found (install pocl-opencl-icd to run it)");
+    say_skipped(format_args!(
+        "skipping {test}: no OpenCL platform found (install pocl-opencl-icd to run it)"
+    ));
     false
 }
 
@@ -146,7 +156,7 @@ pub fn gpu_used_or_skip(test: &str) -> Option<u64> {
             !required,
             "{test}: GPULAB_REQUIRE_CUDA=1 but NVML sees no GPU"
         );
-        eprintln!("skipping {test}: NVML sees no GPU");
+        say_skipped(format_args!("skipping {test}: NVML sees no GPU"));
     }
     used
 }

@@ -74,7 +74,7 @@ pub fn tool_or_skip(test: &str, ok: bool, what: &str) -> bool {
             "{test}: {what} is missing, and GPULAB_REQUIRE_OPENCL=1 requires it (.ci/run installs it)"
         );
     }
-    eprintln!("skipping {test}: {what} is missing");
+    super::say_skipped(format_args!("skipping {test}: {what} is missing"));
     false
 }
 
