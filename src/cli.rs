@@ -112,6 +112,7 @@ pub enum Cmd {
     /// column (a lesson's labs are looked up among the shipped ones, the
     /// user's and `--labs`).
     Check {
+        /// Lab or lesson files (`-`: one read from stdin).
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
         #[command(flatten)]
@@ -150,7 +151,8 @@ pub enum Cmd {
     Class(ClassArgs),
     /// Play a recorded run back in the dashboard (without a terminal: print its report).
     Replay {
-        /// A recording (`gpulab run … --record FILE`, or the dashboard's history).
+        /// A recording (`gpulab run … --record FILE`, or the dashboard's
+        /// history; `-`: read from stdin).
         file: PathBuf,
         #[command(flatten)]
         labs: LabsArg,
@@ -308,7 +310,9 @@ pub enum CardCmd {
 /// `gpulab export FILE`: at least one output; `-` writes it to stdout.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// A recording (`gpulab run … --record FILE`, or `gpulab watch --record FILE`).
+    /// A recording (`gpulab run … --record FILE`, or `gpulab watch --record
+    /// FILE`; `-`: read from stdin, and held, since a page or figure reads it
+    /// more than once).
     pub file: PathBuf,
     /// Where the lab's teaching text comes from for a page (`--html`).
     #[command(flatten)]

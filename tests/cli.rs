@@ -479,3 +479,44 @@ fn a_call_the_catalog_lacks_is_told_from_a_typo() {
         common::stderr(&out)
     );
 }
+
+/// #51: `-` reads stdin wherever a command reads a file, as `report -` did:
+/// `check -` (a lab or a lesson), `replay -` without a terminal, `export -`.
+/// stdin is read once: a second `-` is a clear error.
+#[test]
+fn a_dash_reads_stdin_wherever_a_file_is_read() {
+    let lab = std::fs::read(common::repo_file("labs/cl-finish.toml")).unwrap();
+    let out = common::run_with_stdin(&["check", "-"], &lab);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert!(common::stdout(&out).contains("ok    <stdin> (cl-finish,"));
+    let lesson = std::fs::read(common::repo_file("lessons/when-memory-comes-back.toml")).unwrap();
+    let out = common::run_with_stdin(&["check", "-"], &lesson);
+    assert!(common::stdout(&out).contains("(lesson when-memory-comes-back,"));
+    let typo = String::from_utf8(lab.clone())
+        .unwrap()
+        .replacen("clFinish(q)  ", "clFinsh(q)  ", 1);
+    let out = common::run_with_stdin(&["check", "-"], typo.as_bytes());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).contains("<stdin>:"),
+        "{}",
+        common::stderr(&out)
+    );
+    let out = common::run_with_stdin(&["check", "-", "-"], &lab);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(common::stderr(&out).contains("stdin was read already"));
+
+    let rec = std::fs::read(common::repo_file(
+        "assets/recordings/nvidia-h200/cuda-host-func--same-stream.jsonl",
+    ))
+    .unwrap();
+    let out = common::run_with_stdin(&["replay", "-"], &rec);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert!(common::stdout(&out).contains("cuda-host-func"));
+    let out = common::run_with_stdin(&["export", "-", "--svg", "-"], &rec);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert!(common::stdout(&out).starts_with("<svg") || common::stdout(&out).contains("<svg"));
+    let out = common::run_with_stdin(&["export", "-", "--compare", "-", "--svg", "-"], &rec);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(common::stderr(&out).contains("only one of the two recordings"));
+}

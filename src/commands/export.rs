@@ -1,6 +1,6 @@
 //! `gpulab export FILE`: a recording for Perfetto (`--chrome`), for a slide
 //! (`--svg`, `--png`, optionally `--compare OTHER` stacked beneath) or as a page to
-//! share (`--html`). `-` as OUT writes to stdout.
+//! share (`--html`). `-` as OUT writes to stdout; `-` as FILE reads stdin.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -29,10 +29,17 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
     // Every export streams the recordings, each read more than once, never
     // held whole.
     let set = super::load_labs(labs);
+    let stdin = Path::new("-");
+    if args.file == stdin && args.compare.as_deref() == Some(stdin) {
+        return Err(fail(
+            EXIT_USAGE,
+            "only one of the two recordings can come from stdin (`-`)".to_string(),
+        ));
+    }
     let recordings: Vec<_> = std::iter::once(args.file.as_path())
         .chain(args.compare.as_deref())
         .map(|p| recording(p, set.labs()))
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     if let Some(out) = &args.chrome {
         chrome_trace(&recordings, out)?;
     }
@@ -89,18 +96,31 @@ pub fn export(labs: &[PathBuf], args: &ExportArgs) -> anyhow::Result<i32> {
 /// A recording file as an export reads it: a function that hands over its events
 /// in order, from the start, each time it is called. A damaged line is named on
 /// stderr once, by the first read. Claims recorded without the lesson's
-/// expectation get it from `labs`.
+/// expectation get it from `labs`. `-` is stdin, read once and held (a pipe
+/// cannot be read from the start again; a file is streamed each time).
 fn recording<'l>(
     path: &Path,
     labs: &'l [Lab],
-) -> impl Fn(&mut dyn FnMut(Event)) -> std::io::Result<()> + 'l {
+) -> anyhow::Result<impl Fn(&mut dyn FnMut(Event)) -> std::io::Result<()> + 'l> {
     let path = path.to_path_buf();
+    let held = if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
+            .map_err(|e| fail(EXIT_USAGE, format!("cannot read stdin: {e}")))?;
+        Some(std::rc::Rc::new(bytes))
+    } else {
+        None
+    };
     let first = Cell::new(true);
-    move |each: &mut dyn FnMut(Event)| -> std::io::Result<()> {
-        let f = File::open(&path)
-            .map_err(|e| std::io::Error::other(format!("cannot open {}: {e}", path.display())))?;
+    Ok(move |each: &mut dyn FnMut(Event)| -> std::io::Result<()> {
+        let input: Box<dyn std::io::BufRead> = match &held {
+            Some(bytes) => Box::new(std::io::Cursor::new(bytes.as_slice())),
+            None => Box::new(BufReader::new(File::open(&path).map_err(|e| {
+                std::io::Error::other(format!("cannot open {}: {e}", path.display()))
+            })?)),
+        };
         let mut lessons = LessonFill::new(labs);
-        let problems = stream_recording(BufReader::new(f), |mut e| {
+        let problems = stream_recording(input, |mut e| {
             lessons.fill(&mut e);
             each(e);
         })
@@ -115,7 +135,7 @@ fn recording<'l>(
             }
         }
         Ok(())
-    }
+    })
 }
 
 /// The Chrome trace of the recordings (the second a `--compare`), streamed.

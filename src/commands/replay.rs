@@ -12,10 +12,18 @@ use super::{EXIT_OK, EXIT_USAGE, dashboard, fail};
 use crate::cli::{Cli, Format};
 
 pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
-    let f = std::fs::File::open(file)
-        .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;
-    let rec = read_recording(std::io::BufReader::new(f))
-        .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
+    // `-` is stdin (`gpulab run … --record - | gpulab replay -`): the dashboard
+    // then reads its keys from the terminal itself.
+    let from_stdin = file == Path::new("-");
+    let input: Box<dyn std::io::BufRead> = if from_stdin {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(file)
+            .map_err(|e| fail(EXIT_USAGE, format!("cannot open {}: {e}", file.display())))?;
+        Box::new(std::io::BufReader::new(f))
+    };
+    let rec =
+        read_recording(input).map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
     for p in &rec.problems {
         errln!("gpulab: {}: skipped {p}", file.display());
     }
@@ -40,8 +48,10 @@ pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
     let mut app = dashboard::new_app(cli, &set);
     // The recordings beside it are listed too: `c` compares it with another
     // variant run on the same device before any other.
-    for sibling in gpulab::tui::recordings::siblings(file) {
-        app.add_recording(sibling);
+    if !from_stdin {
+        for sibling in gpulab::tui::recordings::siblings(file) {
+            app.add_recording(sibling);
+        }
     }
     let problems: Vec<String> = rec.problems.iter().map(ToString::to_string).collect();
     app.play(file.to_path_buf(), rec.events, &problems);

@@ -30,6 +30,23 @@ pub fn run(args: &[&str]) -> Output {
         .expect("the gpulab binary starts")
 }
 
+/// gpulab with `input` on its stdin (`check -`, `replay -`, `export -`).
+pub fn run_with_stdin(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = gpulab()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the gpulab binary starts");
+    if let Some(mut stdin) = child.stdin.take() {
+        // A reader that stops early closes the pipe: that is its answer.
+        let _ = stdin.write_all(input);
+    }
+    child.wait_with_output().expect("gpulab ends")
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
