@@ -197,6 +197,15 @@ fn all_variants_print_side_by_side() {
     for v in ["wait-for-event", "finish", "release-then-finish"] {
         assert!(header.contains(v), "{header}");
     }
+    // Each variant is counted as it starts, on stderr (#51).
+    let said = common::stderr(&out);
+    for (i, v) in ["wait-for-event", "finish", "release-then-finish"]
+        .iter()
+        .enumerate()
+    {
+        let step = format!("gpulab: [{}/3] cl-event-wait [{v}]", i + 1);
+        assert!(said.contains(&step), "{said}");
+    }
     assert!(text.contains("wait-blocks"));
 }
 

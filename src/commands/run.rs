@@ -46,7 +46,8 @@ pub fn run(dirs: &[PathBuf], device: Option<&str>, args: &RunArgs) -> anyhow::Re
     // once every variant ran: a claim that compares variants is judged then,
     // and its verdict goes into the recordings too.
     let mut sessions: Vec<Session> = Vec::new();
-    for variant in &variants {
+    for (i, variant) in variants.iter().enumerate() {
+        say_step(i, &variants, &lab.id);
         // Created before the run, so a path that cannot be written costs no run.
         let record = match &args.record {
             Some(r) => {
@@ -421,6 +422,19 @@ fn record_path(base: &Path, variant: &str, several: bool) -> PathBuf {
         .map(|e| format!(".{}", e.to_string_lossy()))
         .unwrap_or_default();
     base.with_file_name(format!("{stem}--{variant}{ext}"))
+}
+
+/// `gpulab: [2/3] cl-event-wait [finish]`: which of several variants runs
+/// now, as cargo counts its steps.
+fn say_step(i: usize, variants: &[String], lab: &str) {
+    if variants.len() > 1 {
+        errln!(
+            "gpulab: [{}/{}] {lab} [{}]",
+            i + 1,
+            variants.len(),
+            variants[i]
+        );
+    }
 }
 
 /// Runs one variant to its end, folded and (with `record`) recorded as its
