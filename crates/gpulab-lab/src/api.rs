@@ -320,6 +320,21 @@ pub static SIGNATURES: &[ApiSpec] = &[
     sig(Api::HostMemset, &[Obj(Buffer)]),
 ];
 
+/// What answers what `metric` reads (`pattern`: `clEnqueueReadBuffer`,
+/// `cudaMemcpy`, and the directive `verify`), by C name; empty for a metric
+/// that reads no answer.
+pub fn answered_by(metric: &str) -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = APIS
+        .iter()
+        .filter(|s| s.api.returns().is_some_and(|r| r.metric() == metric))
+        .map(|s| s.name)
+        .collect();
+    if metric == Returns::Pattern.metric() {
+        names.push("verify");
+    }
+    names
+}
+
 /// The signature of a call.
 pub fn spec(api: Api) -> &'static ApiSpec {
     &SIGNATURES[api as usize]

@@ -641,11 +641,7 @@ impl Scope<'_> {
 /// A metric that reads what a call answered (`pattern`, `complete`, …) on a
 /// tag whose line answers nothing it reads: said at the tag.
 fn reads_nothing(metric: &'static str, tag: &Sp<String>, script: &[Stmt]) -> Option<Problem> {
-    let readers: Vec<&'static str> = crate::api::APIS
-        .iter()
-        .filter(|s| s.api.returns().is_some_and(|r| r.metric() == metric))
-        .map(|s| s.name)
-        .collect();
+    let readers = crate::api::answered_by(metric);
     if readers.is_empty() {
         return None;
     }
@@ -661,10 +657,7 @@ fn reads_nothing(metric: &'static str, tag: &Sp<String>, script: &[Stmt]) -> Opt
         StmtKind::Mark { .. } => ("mark", false),
         StmtKind::Forget { .. } => ("forget", false),
     };
-    let mut reads = readers.join("`, `");
-    if metric == "pattern" {
-        reads.push_str("`, `verify");
-    }
+    let reads = readers.join("`, `");
     (!answers).then(|| {
         Problem::new(
             tag.span.clone(),

@@ -26,20 +26,10 @@ pub fn returned(run: &Run, metric: &str, tag: &str) -> Result<f64, String> {
         None => None,
     };
     if gives.map(Returns::metric) != Some(metric) {
-        let reads: Vec<&str> = gpulab_lab::api::APIS
-            .iter()
-            .filter(|s| s.api.returns().is_some_and(|r| r.metric() == metric))
-            .map(|s| s.name)
-            .collect();
-        let verify = if metric == "pattern" {
-            ", `verify`"
-        } else {
-            ""
-        };
         return Err(format!(
-            "`{tag}` is a `{}`, which answers nothing `{metric}` reads (it reads what `{}`{verify} answer)",
+            "`{tag}` is a `{}`, which answers nothing `{metric}` reads (it reads what `{}` answer)",
             c.api,
-            reads.join("`, `")
+            gpulab_lab::api::answered_by(metric).join("`, `")
         ));
     }
     // An event not yet complete is `cudaEventQuery`'s answer, not a failure.
