@@ -71,14 +71,14 @@ fn main() {
         cc: (cc0, cc1),
         driver: drv,
     };
-    let ptx = match spin::ptx(&key) {
+    let ptx = match spin::ptx(&key, spin::Module::Lab) {
         Ok((p, _)) => p,
         Err(e) => {
             eprintln!("{e}");
             std::process::exit(4);
         }
     };
-    let Ok((_m, funcs)) = spin::load(&ptx) else {
+    let Ok((_m, funcs)) = spin::load(&ptx, spin::Module::Lab) else {
         eprintln!("module load failed");
         std::process::exit(4);
     };

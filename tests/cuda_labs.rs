@@ -49,6 +49,7 @@ fn every_cuda_lab_ships() {
         "cuda-copy-lands",
         "cuda-event-timing",
         "cuda-managed-both-ways",
+        "cuda-device-heap",
     ] {
         assert!(ids.iter().any(|i| i == id), "{id} missing from {ids:?}");
     }
@@ -173,7 +174,7 @@ fn every_kernel_runs_with_its_buffers() {
         lines.iter().all(|l| l.calls == 1 && l.errors == 0),
         "{lines:?}"
     );
-    for name in ["pattern", "copy", "spin", "spin2"] {
+    for name in ["pattern", "copy", "spin", "spin2", "heap"] {
         let spans: Vec<_> = run.spans().iter().filter(|s| s.name == name).collect();
         assert_eq!(spans.len(), 1, "`{name}` spans: {:?}", run.spans());
         eprintln!(

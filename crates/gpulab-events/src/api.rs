@@ -141,6 +141,11 @@ pub enum Api {
     /// The C library's `memset` on the host: writes every byte of managed
     /// memory from the CPU, which faults its pages to the host.
     HostMemset,
+    /// Sets one of the device's limits (`cudaLimitMallocHeapSize`,
+    /// `cudaLimitStackSize`, `cudaLimitPrintfFifoSize`), in bytes.
+    CudaDeviceSetLimit,
+    /// Reads one of the device's limits back, as the driver holds it.
+    CudaDeviceGetLimit,
 }
 
 /// The name of a call in the stream: one of the vocabulary's (`Api`), or a
@@ -940,6 +945,18 @@ pub static APIS: &[ApiInfo] = &[
         "memset (the host writes every byte; no driver call)",
         Effect::Use,
     ),
+    cuda(
+        Api::CudaDeviceSetLimit,
+        "cudaDeviceSetLimit",
+        "cuCtxSetLimit",
+        Effect::Use,
+    ),
+    cuda(
+        Api::CudaDeviceGetLimit,
+        "cudaDeviceGetLimit",
+        "cuCtxGetLimit",
+        Effect::Use,
+    ),
 ];
 
 impl Api {
@@ -1004,6 +1021,7 @@ impl Api {
             Api::ClGetEventInfo | Api::CudaEventQuery => Returns::Complete,
             Api::CudaMemGetInfo => Returns::FreeMib,
             Api::CudaEventElapsedTime => Returns::ElapsedMs,
+            Api::CudaDeviceGetLimit => Returns::LimitMib,
             Api::ClEnqueueReadBuffer | Api::CudaMemcpy => Returns::Pattern,
             _ => return None,
         })
@@ -1088,6 +1106,8 @@ pub enum Returns {
     FreeMib,
     /// The time between two events, ms (`elapsed_ms(tag)`).
     ElapsedMs,
+    /// A device limit as the driver holds it, MiB (`limit_mib(tag)`).
+    LimitMib,
     /// The share of a blocking read-back's words that hold the pattern
     /// kernel's values, 0 to 1 (`pattern(tag)`); `verify h` says the same of
     /// a host buffer.
@@ -1095,12 +1115,26 @@ pub enum Returns {
 }
 
 impl Returns {
+    pub const ALL: [Returns; 5] = [
+        Returns::Complete,
+        Returns::FreeMib,
+        Returns::ElapsedMs,
+        Returns::LimitMib,
+        Returns::Pattern,
+    ];
+
+    /// What the claim metric `name` reads, when it reads an answer.
+    pub fn read_by(name: &str) -> Option<Returns> {
+        Returns::ALL.into_iter().find(|r| r.metric() == name)
+    }
+
     /// The claim metric that reads it.
     pub fn metric(self) -> &'static str {
         match self {
             Returns::Complete => "complete",
             Returns::FreeMib => "free_mib",
             Returns::ElapsedMs => "elapsed_ms",
+            Returns::LimitMib => "limit_mib",
             Returns::Pattern => "pattern",
         }
     }
@@ -1159,10 +1193,16 @@ pub enum ClFlag {
     AdvisePreferredLocation,
     /// CUDA `cudaMemAdvise`: the location maps the pages, wherever they live.
     AdviseAccessedBy,
+    /// CUDA: the heap a kernel's `malloc` takes from, carved out of device memory.
+    LimitMallocHeapSize,
+    /// CUDA: each thread's stack, reserved for every thread the device can hold.
+    LimitStackSize,
+    /// CUDA: the buffer a kernel's `printf` writes into.
+    LimitPrintfFifoSize,
 }
 
 impl ClFlag {
-    pub const ALL: [ClFlag; 21] = [
+    pub const ALL: [ClFlag; 24] = [
         ClFlag::CopyHostPtr,
         ClFlag::UseHostPtr,
         ClFlag::AllocHostPtr,
@@ -1184,6 +1224,9 @@ impl ClFlag {
         ClFlag::AdviseReadMostly,
         ClFlag::AdvisePreferredLocation,
         ClFlag::AdviseAccessedBy,
+        ClFlag::LimitMallocHeapSize,
+        ClFlag::LimitStackSize,
+        ClFlag::LimitPrintfFifoSize,
     ];
 
     pub fn c_name(self) -> &'static str {
@@ -1209,6 +1252,9 @@ impl ClFlag {
             ClFlag::AdviseReadMostly => "cudaMemAdviseSetReadMostly",
             ClFlag::AdvisePreferredLocation => "cudaMemAdviseSetPreferredLocation",
             ClFlag::AdviseAccessedBy => "cudaMemAdviseSetAccessedBy",
+            ClFlag::LimitMallocHeapSize => "cudaLimitMallocHeapSize",
+            ClFlag::LimitStackSize => "cudaLimitStackSize",
+            ClFlag::LimitPrintfFifoSize => "cudaLimitPrintfFifoSize",
         }
     }
 
@@ -1229,6 +1275,11 @@ pub struct KernelSpec {
     /// Whether the kernel runs for a requested time, passed after its buffers
     /// (such a kernel is calibrated per device when a run starts).
     pub timed: bool,
+    /// The kernel calls the device's `malloc`: CUDA only (OpenCL C has no
+    /// heap), and in a module of its own, loaded at its first launch, so the
+    /// heap the driver carves out for it is taken when a program's would be,
+    /// and no other lab's device memory counts it.
+    pub device_heap: bool,
 }
 
 pub static KERNELS: &[KernelSpec] = &[
@@ -1236,21 +1287,31 @@ pub static KERNELS: &[KernelSpec] = &[
         name: "spin",
         buffers: 1,
         timed: true,
+        device_heap: false,
     },
     KernelSpec {
         name: "spin2",
         buffers: 2,
         timed: true,
+        device_heap: false,
     },
     KernelSpec {
         name: "copy",
         buffers: 2,
         timed: false,
+        device_heap: false,
     },
     KernelSpec {
         name: "pattern",
         buffers: 1,
         timed: false,
+        device_heap: false,
+    },
+    KernelSpec {
+        name: "heap",
+        buffers: 1,
+        timed: false,
+        device_heap: true,
     },
 ];
 

@@ -47,6 +47,8 @@ pub enum ArgKind {
     Advice,
     /// A memory location: `cudaCpuDeviceId` (the host) or a device's number.
     Location,
+    /// A device limit: `cudaLimitMallocHeapSize`, `cudaLimitStackSize`, `cudaLimitPrintfFifoSize`.
+    Limit,
 }
 
 /// The argument kind that takes a flag.
@@ -69,6 +71,9 @@ pub fn flag_kind(flag: ClFlag) -> ArgKind {
         ClFlag::CpuDeviceId => ArgKind::Location,
         ClFlag::AdviseReadMostly | ClFlag::AdvisePreferredLocation | ClFlag::AdviseAccessedBy => {
             ArgKind::Advice
+        }
+        ClFlag::LimitMallocHeapSize | ClFlag::LimitStackSize | ClFlag::LimitPrintfFifoSize => {
+            ArgKind::Limit
         }
     }
 }
@@ -121,6 +126,10 @@ impl ArgKind {
                 let names: Vec<String> = flag_names_for(self).map(|n| format!("`{n}`")).collect();
                 format!("an advice: {}", names.join(", "))
             }
+            ArgKind::Limit => {
+                let names: Vec<String> = flag_names_for(self).map(|n| format!("`{n}`")).collect();
+                format!("a device limit: {}", names.join(", "))
+            }
             ArgKind::HostAllocFlags | ArgKind::EventFlags => {
                 let names: Vec<String> = flag_names_for(self).map(|n| format!("`{n}`")).collect();
                 format!("one or more flags joined by `|`: {}", names.join(", "))
@@ -147,7 +156,7 @@ impl Deref for ApiSpec {
 
 use ArgKind::{
     Advice, Bool, Device, Duration, EventFlags, EventStatus, Fixed, HostAllocFlags, Index, Kernel,
-    KernelArgs, MemFlag, Obj, Objs, QueueFlag, Size, StreamFlag, WaitList,
+    KernelArgs, Limit, MemFlag, Obj, Objs, QueueFlag, Size, StreamFlag, WaitList,
 };
 use ObjKind::{
     Buffer, Context, Event, Graph, GraphExec, HostBuffer, MemHandle, Pool, Queue, Stream, VaRange,
@@ -318,6 +327,8 @@ pub static SIGNATURES: &[ApiSpec] = &[
         &[Obj(Buffer), Advice, ArgKind::Location],
     ),
     sig(Api::HostMemset, &[Obj(Buffer)]),
+    sig(Api::CudaDeviceSetLimit, &[Limit, Size]),
+    sig(Api::CudaDeviceGetLimit, &[Limit]),
 ];
 
 /// What answers what `metric` reads (`pattern`: `clEnqueueReadBuffer`,

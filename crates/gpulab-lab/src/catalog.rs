@@ -132,6 +132,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "cuda-managed-both-ways.toml",
         include_str!("../labs/cuda-managed-both-ways.toml"),
     ),
+    (
+        "cuda-device-heap.toml",
+        include_str!("../labs/cuda-device-heap.toml"),
+    ),
 ];
 
 pub struct LabSet {

@@ -210,6 +210,12 @@ pub static METRICS: &[MetricSpec] = &[
         paced: false,
     },
     MetricSpec {
+        name: "limit_mib",
+        arg: MetricArg::Tag,
+        help: "the device limit the tagged `cudaDeviceGetLimit` answered (its first execution), MiB (a stack size is per thread)",
+        paced: true,
+    },
+    MetricSpec {
         name: "pattern",
         arg: MetricArg::Tag,
         help: "the share (0 to 1) of the words that hold the pattern kernel's values in what the tagged line read back (its first execution): a blocking `clEnqueueReadBuffer`, a `cudaMemcpy` to the host, or `verify h` of a host buffer",

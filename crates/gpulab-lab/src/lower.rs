@@ -132,7 +132,7 @@ impl<'a> Lower<'a> {
                 None => Err(wrong(format!("`{w}`"))),
             },
             (RawArg::Word(w), ArgKind::Fixed(f)) if w == f.c_name() => Ok(Arg::Flag(f)),
-            (RawArg::Word(w), ArgKind::Advice | ArgKind::Location) => {
+            (RawArg::Word(w), ArgKind::Advice | ArgKind::Location | ArgKind::Limit) => {
                 Ok(Arg::Flag(self.flag(a, w, kind, &wrong)?))
             }
             (RawArg::Word(w), ArgKind::HostAllocFlags | ArgKind::EventFlags) => {
@@ -369,6 +369,7 @@ pub fn signature_of(name: &str, sig: &[ArgKind], kernel: Option<&str>) -> String
             ArgKind::EventFlags => "cudaEventDisableTiming".into(),
             ArgKind::Advice => "cudaMemAdviseSetPreferredLocation".into(),
             ArgKind::Location => "cudaCpuDeviceId".into(),
+            ArgKind::Limit => "cudaLimitMallocHeapSize".into(),
         };
         if a.is_optional() {
             optional.push_str(&format!("[, {text}]"));

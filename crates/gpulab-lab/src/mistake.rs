@@ -211,6 +211,10 @@ pub enum Mistake {
         name: String,
         suggestion: Option<&'static str>,
     },
+    /// A kernel that calls the device's `malloc`, in a lab whose API has none.
+    KernelNeedsDeviceHeap {
+        name: &'static str,
+    },
     UndefinedHandle {
         name: String,
         suggestion: Option<String>,
@@ -744,6 +748,12 @@ impl Mistake {
                     let names: Vec<&str> = crate::api::KERNELS.iter().map(|k| k.name).collect();
                     Some(format!("the kernels are: {}", names.join(", ")))
                 }),
+            ),
+            M::KernelNeedsDeviceHeap { name } => (
+                format!("kernel `{name}` calls `malloc` in device code, which OpenCL C does not have"),
+                Some(format!(
+                    "use it in a CUDA lab: `cudaLaunchKernel(s, {name}, buf)`, after `cudaDeviceSetLimit(cudaLimitMallocHeapSize, 64 MiB)` if its heap should be larger"
+                )),
             ),
             M::UndefinedHandle { name, suggestion } => (
                 format!("`{name}` is not defined"),

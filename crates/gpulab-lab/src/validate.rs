@@ -1878,6 +1878,52 @@ mod tests {
     }
 
     #[test]
+    fn limits_are_set_and_read_and_only_cuda_has_a_device_heap() {
+        assert_eq!(
+            cuda(
+                "cudaDeviceSetLimit(cudaLimitMallocHeapSize, 256 MiB)\n\
+                 cudaDeviceGetLimit(cudaLimitMallocHeapSize)\n\
+                 cudaDeviceSetLimit(cudaLimitStackSize, 16 KiB)\n\
+                 s = cudaStreamCreate()\nb = cudaMalloc(1 MiB)\ncudaLaunchKernel(s, heap, b)\n\
+                 cudaStreamSynchronize(s)\ncudaFree(b)"
+            ),
+            Ok(vec![
+                Api::CudaDeviceSetLimit,
+                Api::CudaDeviceGetLimit,
+                Api::CudaDeviceSetLimit,
+                Api::CudaStreamCreate,
+                Api::CudaMalloc,
+                Api::CudaLaunchKernel,
+                Api::CudaStreamSynchronize,
+                Api::CudaFree
+            ])
+        );
+        for (script, position) in [
+            ("cudaDeviceSetLimit(cudaMemAdviseSetReadMostly, 1 MiB)", 1),
+            (
+                "cudaDeviceSetLimit(cudaLimitStackSize, cudaLimitStackSize)",
+                2,
+            ),
+            ("cudaDeviceGetLimit(64 MiB)", 1),
+        ] {
+            assert!(
+                matches!(cuda(script), Err(Mistake::ArgType { position: p, .. }) if p == position),
+                "{script}: {:?}",
+                cuda(script)
+            );
+        }
+        assert!(matches!(
+            cuda("x = cudaDeviceGetLimit(cudaLimitStackSize)"),
+            Err(Mistake::BindsNothing { .. })
+        ));
+        // OpenCL C has no `malloc`: the heap kernel is CUDA's alone.
+        assert!(matches!(
+            mistake(&format!("{SETUP}p = clCreateProgramWithSource(ctx, heap)")),
+            Mistake::KernelNeedsDeviceHeap { name: "heap" }
+        ));
+    }
+
+    #[test]
     fn stream_flags_are_cuda_words() {
         assert_eq!(
             cuda("s = cudaStreamCreateWithFlags(cudaStreamNonBlocking)"),

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::run::{Run, TagFold};
 use crate::trace::{CallStatus, ClaimVerdict, Event, Verdict};
+use gpulab_lab::api::Returns;
 use gpulab_lab::{BinOp, Claim, Effect, Expr, Lab, ObjKind, Params, expr};
 
 use crate::units::MIB_F64 as MIB;
@@ -411,9 +412,7 @@ impl Env<'_> {
             "custom_pool_used_mib" => cuda::custom_pool_mib(run, arg, false),
             "graph_mem_reserved_mib" => cuda::graph_mem_mib(run, arg, true),
             "graph_mem_used_mib" => cuda::graph_mem_mib(run, arg, false),
-            "complete" | "free_mib" | "elapsed_ms" | "pattern" => {
-                returned::returned(run, name, arg)
-            }
+            name if Returns::read_by(name).is_some() => returned::returned(run, name, arg),
             "bytes_live_mib" => {
                 let end = run.end().ok_or("the run did not finish")?;
                 Ok(end.leaked.iter().map(|l| l.bytes).sum::<u64>() as f64 / MIB)

@@ -32,6 +32,20 @@ pub(super) fn refused(why: String) -> DriverError {
     }
 }
 
+/// The device limit a call names (`cudaLimitMallocHeapSize`, …).
+fn limit_at(ops: &[Operand], i: usize) -> Result<sys::CUlimit, DriverError> {
+    match ops.get(i) {
+        Some(Operand::Flag(ClFlag::LimitMallocHeapSize)) => {
+            Ok(sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE)
+        }
+        Some(Operand::Flag(ClFlag::LimitStackSize)) => Ok(sys::CUlimit::CU_LIMIT_STACK_SIZE),
+        Some(Operand::Flag(ClFlag::LimitPrintfFifoSize)) => {
+            Ok(sys::CUlimit::CU_LIMIT_PRINTF_FIFO_SIZE)
+        }
+        _ => Err(bad("expected a device limit")),
+    }
+}
+
 pub(super) fn bytes_at(ops: &[Operand], i: usize) -> Result<u64, DriverError> {
     match ops.get(i) {
         Some(Operand::Bytes(b)) => Ok(*b),
@@ -250,12 +264,7 @@ impl CudaBackend {
                     _ => None,
                 };
                 let spec = spec.ok_or_else(|| bad("unknown kernel"))?;
-                let func = self
-                    .funcs
-                    .iter()
-                    .find(|(n, _)| *n == spec.name)
-                    .map(|(_, f)| *f)
-                    .ok_or_else(|| bad("kernel not loaded"))?;
+                let func = self.function(spec.name)?;
                 let mut bufs = Vec::with_capacity(spec.buffers);
                 for i in 0..spec.buffers {
                     let (bid, p) = self.raw(ops, 2 + i, K::Buffer)?;
@@ -386,6 +395,23 @@ impl CudaBackend {
                 // SAFETY: a valid out-pointer; the flags are cuEventCreate's own bits.
                 unsafe { sys::cuEventCreate(&mut e, flags) }.result()?;
                 Ok(self.created(K::Event, e as usize as u64, 0))
+            }
+            Api::CudaDeviceSetLimit => {
+                let limit = limit_at(ops, 0)?;
+                let bytes = size(bytes_at(ops, 1)?)?;
+                // SAFETY: a limit the driver defines, set on the current context.
+                unsafe { sys::cuCtxSetLimit(limit, bytes) }.result()?;
+                Ok(Outcome::default())
+            }
+            Api::CudaDeviceGetLimit => {
+                let limit = limit_at(ops, 0)?;
+                let mut bytes = 0usize;
+                // SAFETY: a valid out-pointer; a limit the driver defines.
+                unsafe { sys::cuCtxGetLimit(&mut bytes, limit) }.result()?;
+                Ok(Outcome {
+                    returned: Some(bytes as f64 / (1024.0 * 1024.0)),
+                    ..Outcome::default()
+                })
             }
             other => self
                 .dispatch_memory(seq, other, ops)

@@ -23,7 +23,7 @@ use cudarc::driver::result::{self, stream::StreamKind};
 use cudarc::driver::sys;
 
 use self::load::guard;
-use self::spin::{Calibration, PtxKey};
+use self::spin::{Calibration, Module, PtxKey};
 use self::timing::EventClock;
 use super::{
     Backend, BackendError, DeviceInfo, DeviceKind, DriverError, Notice, ObjId, Operand, Outcome,
@@ -54,6 +54,15 @@ struct Pending {
     end: sys::CUevent,
 }
 
+/// The module of the kernels that call `malloc`.
+enum HeapModule {
+    Ptx(String),
+    /// NVRTC could not compile it: a launch of its kernel says why, no other
+    /// lab is kept from running.
+    Unavailable(String),
+    Loaded(spin::Functions),
+}
+
 /// Dropping it frees nothing on purpose: lab objects are never freed behind the
 /// script's back (a leak is the lesson), and the worker's exit hands all device
 /// memory back.
@@ -65,8 +74,11 @@ pub struct CudaBackend {
     dev: sys::CUdevice,
     ctx: sys::CUcontext,
     pool: sys::CUmemoryPool,
-    /// Every kernel's function, loaded at open (`spin::load`).
+    /// Every kernel's function but the heap's, loaded at open (`spin::load`).
     funcs: spin::Functions,
+    /// The heap kernel's module: its PTX, read or compiled at open, until the
+    /// kernel's first launch loads it (`spin::HEAP_SOURCE` says why then).
+    heap: HeapModule,
     /// The lab's own pools (`cudaMemPoolCreate`) not yet destroyed, oldest first.
     pools: Vec<ObjId>,
     /// Host memory of each `cudaHostRegister`, kept until its unregister.
@@ -202,6 +214,10 @@ impl CudaBackend {
             driver,
         };
         let funcs = Self::kernels(&key)?;
+        let heap = match spin::ptx(&key, Module::Heap) {
+            Ok((ptx, _)) => HeapModule::Ptx(ptx),
+            Err(why) => HeapModule::Unavailable(why),
+        };
         let cal = Calibration {
             clock_khz,
             factor: 1.0,
@@ -227,6 +243,7 @@ impl CudaBackend {
             ctx,
             pool,
             funcs,
+            heap,
             pools: Vec::new(),
             registered: HashMap::new(),
             pageable: HashMap::new(),
@@ -277,21 +294,50 @@ impl CudaBackend {
     /// The lab kernels, compiled (or read from the cache) for this device and
     /// loaded into the current context.
     fn kernels(key: &PtxKey) -> Result<spin::Functions, BackendError> {
-        let (ptx, from_cache) = spin::ptx(key).map_err(BackendError::Setup)?;
+        let (ptx, from_cache) = spin::ptx(key, Module::Lab).map_err(BackendError::Setup)?;
         gpulab_host::clock::phase("worker: kernels compiled or cached");
-        let (_module, funcs) = match spin::load(&ptx) {
+        let (_module, funcs) = match spin::load(&ptx, Module::Lab) {
             Ok(loaded) => loaded,
             // A cached PTX this driver refuses (written by a newer NVRTC than
             // the driver knows): compile it again, once.
             Err(_) if from_cache => {
-                spin::forget_ptx(key);
-                let (ptx, _) = spin::ptx(key).map_err(BackendError::Setup)?;
-                spin::load(&ptx).map_err(setup("cuModuleLoadData"))?
+                spin::forget_ptx(key, Module::Lab);
+                let (ptx, _) = spin::ptx(key, Module::Lab).map_err(BackendError::Setup)?;
+                spin::load(&ptx, Module::Lab).map_err(setup("cuModuleLoadData"))?
             }
             Err(e) => return Err(setup("cuModuleLoadData")(e)),
         };
         gpulab_host::clock::phase("worker: module loaded");
         Ok(funcs)
+    }
+
+    /// The function of kernel `name`; a heap kernel's module is loaded at its
+    /// first launch (the load's time is that launch's, as a lazily loaded
+    /// module's is a program's).
+    fn function(&mut self, name: &str) -> Result<sys::CUfunction, DriverError> {
+        let heap_kernel =
+            gpulab_events::api::KernelSpec::lookup(name).is_some_and(|k| k.device_heap);
+        if !heap_kernel {
+            return self
+                .funcs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, f)| *f)
+                .ok_or_else(|| calls::bad("kernel not loaded"));
+        }
+        if let HeapModule::Ptx(ptx) = &self.heap {
+            let (_module, funcs) = spin::load(ptx, Module::Heap)?;
+            self.heap = HeapModule::Loaded(funcs);
+        }
+        match &self.heap {
+            HeapModule::Loaded(funcs) => funcs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, f)| *f)
+                .ok_or_else(|| calls::bad("kernel not loaded")),
+            HeapModule::Unavailable(why) => Err(calls::bad(why)),
+            HeapModule::Ptx(_) => Err(calls::bad("the heap module did not load")),
+        }
     }
 
     /// The spin kernel's calibration (cached per device, or measured on a

@@ -14,7 +14,8 @@ use super::load::GPULAB_BAD_OPERANDS;
 use crate::DriverError;
 use gpulab_events::api::KERNELS;
 
-/// Every kernel's source in one module, so one compile and one load serve all.
+/// Every kernel's source but the heap's, in one module, so one compile and one
+/// load serve all.
 pub const SOURCE: &str = concat!(
     include_str!("../../kernels/spin.cu"),
     "\n",
@@ -25,7 +26,45 @@ pub const SOURCE: &str = concat!(
     include_str!("../../kernels/pattern.cu"),
 );
 
-/// The loaded module's functions, one per entry of `KERNELS`, in that order.
+/// The heap kernel's source, a module of its own: a module whose code calls
+/// `malloc` makes the driver carve out the device heap when it is loaded, so
+/// gpulab loads it only at the heap kernel's first launch, as a program's
+/// lazily loaded module would be (no other lab's memory counts a heap).
+pub const HEAP_SOURCE: &str = include_str!("../../kernels/heap.cu");
+
+/// gpulab's two CUDA modules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Module {
+    /// Loaded at open: every kernel that needs no device heap.
+    Lab,
+    /// Loaded at the first launch of a kernel that calls `malloc`.
+    Heap,
+}
+
+impl Module {
+    pub fn source(self) -> &'static str {
+        match self {
+            Module::Lab => SOURCE,
+            Module::Heap => HEAP_SOURCE,
+        }
+    }
+
+    /// The kernels this module defines.
+    pub fn kernels(self) -> impl Iterator<Item = &'static gpulab_events::api::KernelSpec> {
+        KERNELS
+            .iter()
+            .filter(move |k| k.device_heap == (self == Module::Heap))
+    }
+
+    fn prefix(self) -> &'static str {
+        match self {
+            Module::Lab => "spin",
+            Module::Heap => "heap",
+        }
+    }
+}
+
+/// The loaded module's functions, one per kernel of the module, in `KERNELS` order.
 pub type Functions = Vec<(&'static str, sys::CUfunction)>;
 /// Threads per block; the grid has one block per SM, so two spin kernels on two
 /// streams can run side by side (an SM holds many such blocks).
@@ -43,9 +82,9 @@ pub struct PtxKey {
 }
 
 impl PtxKey {
-    /// `spin-<device>-sm90-drv13000-<source hash>.ptx`
-    pub fn file_name(&self) -> String {
-        format!("{}.ptx", self.stem())
+    /// `spin-<device>-sm90-drv13000-<source hash>.ptx` (`heap-…` for the heap's module)
+    pub fn file_name(&self, module: Module) -> String {
+        format!("{}.ptx", self.stem(module))
     }
 
     /// The spin calibration's file for a device with this clock rate and SM
@@ -53,24 +92,25 @@ impl PtxKey {
     pub fn calibration_name(&self, cal: &Calibration) -> String {
         format!(
             "{}-{}khz-{}sm.cal",
-            self.stem(),
+            self.stem(Module::Lab),
             cal.clock_khz.round() as i64,
             cal.sms
         )
     }
 
-    fn stem(&self) -> String {
+    fn stem(&self, module: Module) -> String {
         let dev: String = self
             .device
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
             .collect();
         format!(
-            "spin-{dev}-sm{}{}-drv{}-{:016x}",
+            "{}-{dev}-sm{}{}-drv{}-{:016x}",
+            module.prefix(),
             self.cc.0,
             self.cc.1,
             self.driver,
-            fnv1a(SOURCE.as_bytes())
+            fnv1a(module.source().as_bytes())
         )
     }
 
@@ -91,14 +131,14 @@ pub fn cache_dir() -> Option<PathBuf> {
     gpulab_host::dirs::cache().map(|d| d.join("cuda"))
 }
 
-/// The PTX for `key`: from the cache, else compiled with NVRTC and written back (a
-/// cache that cannot be written only costs the next run a compile).
-pub fn ptx(key: &PtxKey) -> Result<(String, bool), String> {
-    let path = cache_dir().map(|d| d.join(key.file_name()));
+/// The PTX of `module` for `key`: from the cache, else compiled with NVRTC and
+/// written back (a cache that cannot be written only costs the next run a compile).
+pub fn ptx(key: &PtxKey, module: Module) -> Result<(String, bool), String> {
+    let path = cache_dir().map(|d| d.join(key.file_name(module)));
     if let Some(p) = &path
         && let Ok(text) = std::fs::read_to_string(p)
-        && KERNELS
-            .iter()
+        && module
+            .kernels()
             .all(|k| text.contains(&format!(".entry {}(", k.name)))
     {
         return Ok((text, true));
@@ -108,7 +148,7 @@ pub fn ptx(key: &PtxKey) -> Result<(String, bool), String> {
         options: vec![key.arch()],
         ..Default::default()
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(module.source(), opts)
         .map_err(|e| format!("NVRTC could not compile labs/kernels/*.cu: {e:?}"))?;
     let text = ptx.to_src();
     if let Some(p) = &path {
@@ -119,10 +159,10 @@ pub fn ptx(key: &PtxKey) -> Result<(String, bool), String> {
     Ok((text, false))
 }
 
-/// Forgets the cached PTX for `key` (the driver refused it).
-pub fn forget_ptx(key: &PtxKey) {
+/// Forgets the cached PTX of `module` for `key` (the driver refused it).
+pub fn forget_ptx(key: &PtxKey, module: Module) {
     if let Some(d) = cache_dir() {
-        let _ = std::fs::remove_file(d.join(key.file_name()));
+        let _ = std::fs::remove_file(d.join(key.file_name(module)));
     }
 }
 
@@ -147,25 +187,26 @@ pub fn calibration_is_off(asked_ms: f64, ms: f64) -> bool {
     asked_ms >= 5.0 && ((ms / asked_ms) - 1.0).abs() > 0.10
 }
 
-/// Loads `ptx` into the current context and returns every kernel's function.
-pub fn load(ptx: &str) -> Result<(sys::CUmodule, Functions), DriverError> {
+/// Loads `ptx`, the PTX of `module`, into the current context and returns
+/// every kernel's function.
+pub fn load(ptx: &str, module: Module) -> Result<(sys::CUmodule, Functions), DriverError> {
     let image = std::ffi::CString::new(ptx).map_err(|_| DriverError {
         code: GPULAB_BAD_OPERANDS,
         name: "GPULAB_BAD_OPERANDS (PTX with a NUL byte)".into(),
     })?;
     // SAFETY: `image` is a NUL-terminated PTX text that lives across the call.
-    let module = unsafe { result::module::load_data(image.as_ptr().cast()) }?;
+    let loaded = unsafe { result::module::load_data(image.as_ptr().cast()) }?;
     let mut funcs = Vec::with_capacity(KERNELS.len());
-    for k in KERNELS {
+    for k in module.kernels() {
         let name = std::ffi::CString::new(k.name).map_err(|_| DriverError {
             code: GPULAB_BAD_OPERANDS,
             name: "GPULAB_BAD_OPERANDS (kernel name with a NUL byte)".into(),
         })?;
-        // SAFETY: `module` was just loaded.
-        let func = unsafe { result::module::get_function(module, name) }?;
+        // SAFETY: `loaded` was just loaded.
+        let func = unsafe { result::module::get_function(loaded, name) }?;
         funcs.push((k.name, func));
     }
-    Ok((module, funcs))
+    Ok((loaded, funcs))
 }
 
 /// Milliseconds to SM clock cycles: the clock rate the device reports, corrected by
@@ -242,29 +283,35 @@ mod tests {
 
     #[test]
     fn ptx_cache_key_names_device_arch_and_driver() {
-        let name = key().file_name();
+        let name = key().file_name(Module::Lab);
         assert!(name.starts_with("spin-NVIDIA_H100_80GB_HBM3-sm90-drv13000-"));
         assert!(name.ends_with(".ptx"));
-        assert_eq!(name, key().file_name(), "the key is deterministic");
+        assert_eq!(
+            name,
+            key().file_name(Module::Lab),
+            "the key is deterministic"
+        );
         assert_eq!(key().arch(), "--gpu-architecture=compute_90");
     }
 
     #[test]
     fn any_change_of_driver_or_device_changes_the_key() {
-        let base = key().file_name();
+        let base = key().file_name(Module::Lab);
         let mut k = key();
         k.driver = 12080;
-        assert_ne!(k.file_name(), base);
+        assert_ne!(k.file_name(Module::Lab), base);
         let mut k = key();
         k.cc = (8, 0);
-        assert_ne!(k.file_name(), base);
+        assert_ne!(k.file_name(Module::Lab), base);
     }
 
     #[test]
     fn the_calibration_is_kept_per_clock_rate_and_sm_count() {
         let base = key().calibration_name(&cal(1_980_000.0, 132));
         assert!(base.ends_with("-1980000khz-132sm.cal"), "{base}");
-        assert!(base.starts_with(key().file_name().trim_end_matches(".ptx")));
+        assert!(base.starts_with(key().file_name(Module::Lab).trim_end_matches(".ptx")));
+        assert!(key().file_name(Module::Heap).starts_with("heap-"));
+        assert_ne!(key().file_name(Module::Heap), key().file_name(Module::Lab));
         assert_ne!(key().calibration_name(&cal(1_755_000.0, 132)), base);
         assert_ne!(key().calibration_name(&cal(1_980_000.0, 114)), base);
         let mut k = key();
@@ -314,12 +361,18 @@ mod tests {
     fn the_kernel_source_touches_its_buffer_and_reads_the_clock() {
         assert!(SOURCE.contains("clock64()"));
         assert!(SOURCE.contains("buf[i] ="));
-        for k in KERNELS {
-            assert!(
-                SOURCE.contains(&format!("extern \"C\" __global__ void {}(", k.name)),
-                "{}",
-                k.name
-            );
+        for module in [Module::Lab, Module::Heap] {
+            for k in module.kernels() {
+                let entry = format!("extern \"C\" __global__ void {}(", k.name);
+                assert!(module.source().contains(&entry), "{}", k.name);
+            }
         }
+        // Only the heap's module calls `malloc`: loading the other takes no heap.
+        assert!(!SOURCE.contains("malloc("));
+        assert!(HEAP_SOURCE.contains("malloc("));
+        assert_eq!(
+            Module::Lab.kernels().count() + Module::Heap.kernels().count(),
+            KERNELS.len()
+        );
     }
 }

@@ -35,6 +35,25 @@ impl Simulator<'_> {
         }
     }
 
+    /// A kernel that calls the device's `malloc` exists only where the API has
+    /// a device heap (CUDA).
+    pub(super) fn kernel_on_backend(&self, raw: &[Sp<RawArg>], args: &[Arg]) -> Res<()> {
+        if self.backend != crate::api::BackendKind::OpenCl {
+            return Ok(());
+        }
+        for (a, r) in args.iter().zip(raw) {
+            if let Arg::Kernel(k) = a
+                && let Some(spec) = KernelSpec::lookup(k).filter(|s| s.device_heap)
+            {
+                return Err(Problem::new(
+                    r.span.clone(),
+                    Mistake::KernelNeedsDeviceHeap { name: spec.name },
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// `clCreateKernel(prog, name)` finds only the kernel its program's source
     /// defines (each file of `labs/kernels/` defines one).
     pub(super) fn kernel_of_program(

@@ -395,6 +395,7 @@ impl<'a> Simulator<'a> {
             out.push(self.arg(s, line, spec, &sig, i, a)?);
         }
         self.kernel_of_program(spec, args, &out)?;
+        self.kernel_on_backend(args, &out)?;
         let binds_object = match spec.effect {
             Effect::Create(_) => true,
             Effect::Use => spec.may_return_event,

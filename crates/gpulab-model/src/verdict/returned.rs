@@ -12,7 +12,8 @@ use crate::trace::CallStatus;
 const CUDA_ERROR_NOT_READY: i64 = 600;
 
 /// What the tagged line's first execution answered, read by `metric`
-/// (`complete`, `free_mib`, `elapsed_ms` or `pattern`).
+/// (one of `Returns`' metrics: `complete`, `free_mib`, `elapsed_ms`,
+/// `limit_mib`, `pattern`).
 pub fn returned(run: &Run, metric: &str, tag: &str) -> Result<f64, String> {
     let t = run
         .tagged(tag)
