@@ -447,8 +447,8 @@ fn a_call_the_catalog_lacks_is_told_from_a_typo() {
     let file = dir.path().join("l.toml");
     for (line, said, not) in [
         (
-            "clSVMAlloc(ctx, 64 MiB)",
-            "`clSVMAlloc` is a real OpenCL call that gpulab's catalog does not have (yet)",
+            "clEnqueueSVMMemFill(q, 64 MiB)",
+            "`clEnqueueSVMMemFill` is a real OpenCL call that gpulab's catalog does not have (yet)",
             "cuda",
         ),
         ("clFinsh(q)", "did you mean `clFinish`?", "catalog"),

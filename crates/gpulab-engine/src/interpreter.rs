@@ -606,7 +606,7 @@ impl<'a> Engine<'a> {
                 if let (Api::CudaHostGetDevicePointer, Some(host)) = (api, first_obj) {
                     self.views.entry(host).or_default().push(id);
                 }
-                if api.host_release().is_some() || api == Api::CudaHostGetDevicePointer {
+                if api.freed_by().is_some() || api == Api::CudaHostGetDevicePointer {
                     self.made_by.insert(id, api);
                 }
                 let e = self
@@ -809,7 +809,13 @@ impl<'a> Engine<'a> {
         loop {
             self.drain()?;
             let waiting = self.ledger.all().any(|e| {
-                e.state == State::Released && e.destroyed_ns.is_none() && watched.contains(&e.kind)
+                e.state == State::Released
+                    && e.destroyed_ns.is_none()
+                    && watched.contains(&e.kind)
+                    && self
+                        .made_by
+                        .get(&e.id)
+                        .is_none_or(|made| made.destruction_observable())
             });
             if !waiting || std::time::Instant::now() >= deadline {
                 return Ok(());
@@ -832,17 +838,22 @@ impl<'a> Engine<'a> {
             // goes with it and is never freed itself.
             let release = match self.made_by.get(&id) {
                 Some(Api::CudaHostGetDevicePointer) => continue,
-                Some(made) => made.host_release(),
+                Some(made) => made.freed_by(),
                 None => Api::release_of(kind, self.backend.kind()),
             };
             let Some(release) = release else {
                 continue;
             };
             let refcount = self.ledger.get(id).map_or(0, |e| e.refcount);
+            // `clSVMFree` names the context the memory was made in first.
+            let operands = match (release, self.ledger.get(id).and_then(|e| e.refs.first())) {
+                (Api::ClSVMFree, Some(ctx)) => vec![Operand::Obj(*ctx), Operand::Obj(id)],
+                _ => vec![Operand::Obj(id)],
+            };
             for _ in 0..refcount {
                 let seq = self.seq;
                 self.seq += 1;
-                match self.backend.call(seq, release, &[Operand::Obj(id)], false) {
+                match self.backend.call(seq, release, &operands, false) {
                     Ok(_) => {
                         let t = now_ns();
                         if let Some(e) = self.ledger.release(id) {

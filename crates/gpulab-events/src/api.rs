@@ -146,6 +146,19 @@ pub enum Api {
     CudaDeviceSetLimit,
     /// Reads one of the device's limits back, as the driver holds it.
     CudaDeviceGetLimit,
+    /// Shared virtual memory: a pointer both the host and the kernels use,
+    /// with no reference count (a `Buffer` in the lab's ledger).
+    ClSVMAlloc,
+    /// Frees SVM at once, whatever still uses it.
+    ClSVMFree,
+    /// Queues the free of SVM behind the queue's earlier commands.
+    ClEnqueueSVMFree,
+    /// Sets a kernel's argument to an SVM pointer.
+    ClSetKernelArgSVMPointer,
+    /// Moves a buffer to the queue's device ahead of its use.
+    ClEnqueueMigrateMemObjects,
+    /// Moves a buffer to the host (`CL_MIGRATE_MEM_OBJECT_HOST`).
+    ClEnqueueMigrateMemObjectsToHost,
 }
 
 /// The name of a call in the stream: one of the vocabulary's (`Api`), or a
@@ -957,6 +970,37 @@ pub static APIS: &[ApiInfo] = &[
         "cuCtxGetLimit",
         Effect::Use,
     ),
+    cl(
+        Api::ClSVMAlloc,
+        "clSVMAlloc",
+        "clSVMAlloc(CL_MEM_READ_WRITE, alignment 0)",
+        Effect::Create(Buffer),
+    ),
+    cl(Api::ClSVMFree, "clSVMFree", "clSVMFree", Effect::Use),
+    cl(
+        Api::ClEnqueueSVMFree,
+        "clEnqueueSVMFree",
+        "clEnqueueSVMFree(one pointer, no callback: the implementation frees it)",
+        Effect::Use,
+    ),
+    cl(
+        Api::ClSetKernelArgSVMPointer,
+        "clSetKernelArgSVMPointer",
+        "clSetKernelArgSVMPointer",
+        Effect::Use,
+    ),
+    with_event(cl(
+        Api::ClEnqueueMigrateMemObjects,
+        "clEnqueueMigrateMemObjects",
+        "clEnqueueMigrateMemObjects(one buffer, to the queue's device)",
+        Effect::Use,
+    )),
+    with_event(cl(
+        Api::ClEnqueueMigrateMemObjectsToHost,
+        "clEnqueueMigrateMemObjects",
+        "clEnqueueMigrateMemObjects(one buffer, CL_MIGRATE_MEM_OBJECT_HOST)",
+        Effect::Use,
+    )),
 ];
 
 impl Api {
@@ -1032,7 +1076,7 @@ impl Api {
     /// the lab no longer holds it.
     pub fn hands_over(self) -> Option<usize> {
         match self {
-            Api::CudaGraphAddMemFreeNode => Some(1),
+            Api::CudaGraphAddMemFreeNode | Api::ClSVMFree | Api::ClEnqueueSVMFree => Some(1),
             Api::ClSetEventCallback => Some(3),
             _ => None,
         }
@@ -1049,16 +1093,25 @@ impl Api {
     /// The call that gives back what this call made, where the kind alone does
     /// not say it: host memory goes back the way it came (`free` for `malloc`,
     /// `cudaHostUnregister` for `cudaHostRegister`, `cudaFreeHost` for the
-    /// driver's pinned memory). `None` for a device pointer of host memory,
+    /// driver's pinned memory), and shared virtual memory by `clSVMFree`
+    /// (it has no reference count). `None` for a device pointer of host memory,
     /// which goes with its memory and is never freed itself, and for every
     /// other call (`release_of` its kind says it).
-    pub fn host_release(self) -> Option<Api> {
+    pub fn freed_by(self) -> Option<Api> {
         match self {
             Api::Malloc => Some(Api::Free),
             Api::CudaHostRegister => Some(Api::CudaHostUnregister),
             Api::CudaMallocHost | Api::CudaHostAlloc => Some(Api::CudaFreeHost),
+            Api::ClSVMAlloc => Some(Api::ClSVMFree),
             _ => None,
         }
+    }
+
+    /// Whether what this call makes can carry a destructor callback: an SVM
+    /// pointer is no `cl_mem`, so no driver can say when it is destroyed,
+    /// and "never destroyed" would be a false finding.
+    pub fn destruction_observable(self) -> bool {
+        self != Api::ClSVMAlloc
     }
 
     /// Object kinds the calls of one backend can create, in `ObjKind::ALL` order:
@@ -1199,10 +1252,12 @@ pub enum ClFlag {
     LimitStackSize,
     /// CUDA: the buffer a kernel's `printf` writes into.
     LimitPrintfFifoSize,
+    /// `clEnqueueMigrateMemObjects`: to the host, not the queue's device.
+    MigrateHost,
 }
 
 impl ClFlag {
-    pub const ALL: [ClFlag; 24] = [
+    pub const ALL: [ClFlag; 25] = [
         ClFlag::CopyHostPtr,
         ClFlag::UseHostPtr,
         ClFlag::AllocHostPtr,
@@ -1227,6 +1282,7 @@ impl ClFlag {
         ClFlag::LimitMallocHeapSize,
         ClFlag::LimitStackSize,
         ClFlag::LimitPrintfFifoSize,
+        ClFlag::MigrateHost,
     ];
 
     pub fn c_name(self) -> &'static str {
@@ -1255,6 +1311,7 @@ impl ClFlag {
             ClFlag::LimitMallocHeapSize => "cudaLimitMallocHeapSize",
             ClFlag::LimitStackSize => "cudaLimitStackSize",
             ClFlag::LimitPrintfFifoSize => "cudaLimitPrintfFifoSize",
+            ClFlag::MigrateHost => "CL_MIGRATE_MEM_OBJECT_HOST",
         }
     }
 

@@ -62,9 +62,10 @@ pub fn flag_kind(flag: ClFlag) -> ArgKind {
         | ClFlag::HostAllocPortable
         | ClFlag::HostAllocMapped
         | ClFlag::HostAllocWriteCombined => ArgKind::HostAllocFlags,
-        ClFlag::CallbackSleep | ClFlag::CallbackRelease | ClFlag::ExecutionStatus => {
-            ArgKind::Fixed(flag)
-        }
+        ClFlag::CallbackSleep
+        | ClFlag::CallbackRelease
+        | ClFlag::ExecutionStatus
+        | ClFlag::MigrateHost => ArgKind::Fixed(flag),
         ClFlag::EventDefault | ClFlag::EventBlockingSync | ClFlag::EventDisableTiming => {
             ArgKind::EventFlags
         }
@@ -329,6 +330,26 @@ pub static SIGNATURES: &[ApiSpec] = &[
     sig(Api::HostMemset, &[Obj(Buffer)]),
     sig(Api::CudaDeviceSetLimit, &[Limit, Size]),
     sig(Api::CudaDeviceGetLimit, &[Limit]),
+    sig(Api::ClSVMAlloc, &[Obj(Context), Size]),
+    sig(Api::ClSVMFree, &[Obj(Context), Obj(Buffer)]),
+    sig(Api::ClEnqueueSVMFree, &[Obj(Queue), Obj(Buffer), WaitList]),
+    sig(
+        Api::ClSetKernelArgSVMPointer,
+        &[Obj(ObjKind::Kernel), Index, Obj(Buffer)],
+    ),
+    sig(
+        Api::ClEnqueueMigrateMemObjects,
+        &[Obj(Queue), Obj(Buffer), WaitList],
+    ),
+    sig(
+        Api::ClEnqueueMigrateMemObjectsToHost,
+        &[
+            Obj(Queue),
+            Obj(Buffer),
+            Fixed(ClFlag::MigrateHost),
+            WaitList,
+        ],
+    ),
 ];
 
 /// What answers what `metric` reads (`pattern`: `clEnqueueReadBuffer`,

@@ -136,6 +136,8 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "cuda-device-heap.toml",
         include_str!("../labs/cuda-device-heap.toml"),
     ),
+    ("cl-svm-free.toml", include_str!("../labs/cl-svm-free.toml")),
+    ("cl-migrate.toml", include_str!("../labs/cl-migrate.toml")),
 ];
 
 pub struct LabSet {

@@ -55,7 +55,7 @@ pub fn api_of(name: &str) -> Option<BackendKind> {
 
 /// What to say of a call the catalog lacks: a real call of its API (with the
 /// catalog's nearest calls of that API), or a typo, suggested only among the
-/// calls of its own API (the lab's, when the name says none): `clSVMAlloc`
+/// calls of its own API (the lab's, when the name says none): `clCreateImage`
 /// never suggests `cudaMalloc`.
 pub fn unknown(name: &str, lab_backend: BackendKind) -> crate::mistake::Mistake {
     let api = api_of(name).unwrap_or(lab_backend);

@@ -328,6 +328,18 @@ pub enum Mistake {
         made_by: &'static str,
         release: &'static str,
     },
+    /// An SVM pointer given to a call that takes a `cl_mem`.
+    SvmIsNotAMemObject {
+        name: String,
+        call: &'static str,
+        instead: &'static str,
+    },
+    /// A `cl_mem` given to a call that takes an SVM pointer.
+    NotSvm {
+        name: String,
+        call: &'static str,
+        made_by: &'static str,
+    },
     /// A use outside its graph of an allocation that no launch has mapped yet.
     GraphAllocNotLaunched {
         name: String,
@@ -884,6 +896,25 @@ impl Mistake {
             } => (
                 format!("`{name}` was made by {made_by}: {release} gives it back, not this call"),
                 Some(format!("write `{release}({name})`, or end the line with `# expect-error` if the mistake is the lesson")),
+            ),
+            M::SvmIsNotAMemObject {
+                name,
+                call,
+                instead,
+            } => (
+                format!("`{name}` is shared virtual memory (clSVMAlloc): a pointer, not a cl_mem, so {call} cannot take it"),
+                Some(format!("{instead}; or end the line with `# expect-error` if the mistake is the lesson")),
+            ),
+            M::NotSvm {
+                name,
+                call,
+                made_by,
+            } => (
+                format!("`{name}` was made by {made_by}: a cl_mem, not shared virtual memory, so {call} cannot take it"),
+                Some(match *call {
+                    "clSetKernelArgSVMPointer" => format!("set it with `clSetKernelArg(k, i, {name})`"),
+                    _ => format!("release it with `clReleaseMemObject({name})`, or make it with `clSVMAlloc(ctx, 64 MiB)`"),
+                }),
             ),
             M::GraphAllocNotLaunched { name, node_line } => (
                 format!("`{name}` is the allocation of the alloc node at line {node_line}: it has memory only once its graph has been launched"),

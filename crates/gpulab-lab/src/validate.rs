@@ -1923,6 +1923,121 @@ mod tests {
         ));
     }
 
+    /// An OpenCL variant's calls, or its first mistake.
+    fn opencl(script: &str) -> Result<Vec<Api>, Mistake> {
+        let lab = check(script, "").map_err(|p| p.mistake)?;
+        Ok(lab.variants[0]
+            .script
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::Call { api, .. } => Some(*api),
+                _ => None,
+            })
+            .collect())
+    }
+
+    #[test]
+    fn shared_virtual_memory_is_a_pointer_without_a_reference_count() {
+        let svm = "p = clSVMAlloc(ctx, 1 MiB)
+pr = clCreateProgramWithSource(ctx, spin)
+\
+                   k = clCreateKernel(pr, spin)
+";
+        let calls = opencl(&format!(
+            "{SETUP}{svm}clSetKernelArgSVMPointer(k, 0, p)
+\
+             clEnqueueNDRangeKernel(q, k, p, 5 ms)
+clEnqueueSVMFree(q, p)
+clFinish(q)"
+        ))
+        .unwrap();
+        assert_eq!(calls[3], Api::ClSVMAlloc);
+        assert_eq!(
+            calls[6..],
+            [
+                Api::ClSetKernelArgSVMPointer,
+                Api::ClEnqueueNDRangeKernel,
+                Api::ClEnqueueSVMFree,
+                Api::ClFinish
+            ]
+        );
+        // The calls of a cl_mem refuse the pointer, and say what C writes instead.
+        for (line, instead) in [
+            ("clReleaseMemObject(p)", "clSVMFree"),
+            ("clRetainMemObject(p)", "no reference count"),
+            ("clSetKernelArg(k, 0, p)", "clSetKernelArgSVMPointer"),
+            ("clEnqueueReadBuffer(q, p, CL_TRUE)", "only a kernel"),
+        ] {
+            let m = mistake(&format!("{SETUP}{svm}{line}"));
+            assert!(
+                matches!(&m, Mistake::SvmIsNotAMemObject { instead: i, .. } if i.contains(instead)),
+                "{line}: {m:?}"
+            );
+        }
+        // The SVM calls refuse a cl_mem.
+        for line in [
+            "clSVMFree(ctx, b)",
+            "clEnqueueSVMFree(q, b)",
+            "clSetKernelArgSVMPointer(k, 0, b)",
+        ] {
+            let m = mistake(&format!("{SETUP}{svm}{line}"));
+            assert!(
+                matches!(
+                    &m,
+                    Mistake::NotSvm {
+                        made_by: "clCreateBuffer",
+                        ..
+                    }
+                ),
+                "{line}: {m:?}"
+            );
+        }
+        // Freed is freed: a launch or a second free after it uses freed memory.
+        for after in ["clEnqueueNDRangeKernel(q, k, p, 5 ms)", "clSVMFree(ctx, p)"] {
+            let m = mistake(&format!(
+                "{SETUP}{svm}clSVMFree(ctx, p)
+{after}"
+            ));
+            assert!(
+                matches!(m, Mistake::UseAfterRelease { .. }),
+                "{after}: {m:?}"
+            );
+        }
+        // Unless the line says the mistake is the lesson.
+        assert!(
+            opencl(&format!(
+                "{SETUP}{svm}clReleaseMemObject(p)  # expect-error"
+            ))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_migration_goes_to_the_device_or_with_its_flag_to_the_host() {
+        assert_eq!(
+            opencl(&format!(
+                "{SETUP}e = clEnqueueMigrateMemObjects(q, b)
+\
+                 clEnqueueMigrateMemObjects(q, b, CL_MIGRATE_MEM_OBJECT_HOST, wait [e])
+\
+                 clEnqueueMigrateMemObjects(q, b, wait [e])
+clReleaseEvent(e)"
+            ))
+            .unwrap()[3..6],
+            [
+                Api::ClEnqueueMigrateMemObjects,
+                Api::ClEnqueueMigrateMemObjectsToHost,
+                Api::ClEnqueueMigrateMemObjects
+            ]
+        );
+        assert!(matches!(
+            mistake(&format!(
+                "{SETUP}clEnqueueMigrateMemObjects(q, b, CL_COMPLETE)"
+            )),
+            Mistake::ArgType { .. }
+        ));
+    }
+
     #[test]
     fn stream_flags_are_cuda_words() {
         assert_eq!(

@@ -7,9 +7,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::report::destruction_watched;
 use crate::run::{Run, TagFold};
 use crate::trace::{CallStatus, ClaimVerdict, Event, Verdict};
-use gpulab_lab::api::Returns;
+use gpulab_lab::api::{Api, Returns};
 use gpulab_lab::{BinOp, Claim, Effect, Expr, Lab, ObjKind, Params, expr};
 
 use crate::units::MIB_F64 as MIB;
@@ -511,13 +512,18 @@ impl Env<'_> {
         let object = self.run.ledger().get(&id);
         // The worker says which kinds it asked the driver about; a stream from
         // before it said so asked about every kind that has a callback.
-        let watched = match self.run.meta().and_then(|m| m.destruction.as_ref()) {
-            Some(kinds) => object.is_some_and(|o| kinds.contains(&o.kind)),
-            None => !self.run.folds().destroyed_kinds.is_empty(),
-        };
+        let asked = self.run.meta().and_then(|m| m.destruction.clone());
+        let watched = object.is_some_and(|o| destruction_watched(asked.as_deref(), o))
+            && (asked.is_some() || !self.run.folds().destroyed_kinds.is_empty());
+        let svm = object
+            .and_then(|o| o.made_by.as_ref())
+            .is_some_and(|m| m.api == Api::ClSVMAlloc.name());
         match object.and_then(|o| o.destroyed_ns) {
             Some(t_ns) => Ok(ms(t_ns.saturating_sub(c.end_ns))),
             None if watched => Ok(f64::INFINITY),
+            None if svm => Err(
+                "shared virtual memory is a pointer, not a cl_mem: no destructor callback can say when it goes (read `release_lag_ms`)".into(),
+            ),
             None => Err(match object {
                 Some(o)
                     if self

@@ -6,8 +6,8 @@ use std::ptr;
 
 use cl3::command_queue::{
     enqueue_barrier_with_wait_list, enqueue_copy_buffer, enqueue_fill_buffer, enqueue_map_buffer,
-    enqueue_marker_with_wait_list, enqueue_read_buffer, enqueue_unmap_mem_object,
-    enqueue_write_buffer, finish, flush,
+    enqueue_marker_with_wait_list, enqueue_migrate_mem_object, enqueue_read_buffer,
+    enqueue_svm_free, enqueue_unmap_mem_object, enqueue_write_buffer, finish, flush,
 };
 use cl3::context::{
     create_context, release_context, retain_context, set_context_destructor_callback,
@@ -25,8 +25,9 @@ use cl3::info_type::InfoType;
 use cl3::kernel::{create_kernel, release_kernel, retain_kernel};
 use cl3::memory::{
     CL_BUFFER_CREATE_TYPE_REGION, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_ALLOC_HOST_PTR,
-    CL_MEM_COPY_HOST_PTR, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR, create_buffer, create_sub_buffer,
-    release_mem_object, retain_mem_object, set_mem_object_destructor_callback,
+    CL_MEM_COPY_HOST_PTR, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR, CL_MIGRATE_MEM_OBJECT_HOST,
+    create_buffer, create_sub_buffer, release_mem_object, retain_mem_object,
+    set_mem_object_destructor_callback, svm_alloc, svm_free,
 };
 use cl3::program::{
     CL_PROGRAM_BUILD_LOG, build_program, create_program_with_source, get_program_build_data,
@@ -152,6 +153,7 @@ impl OpenClBackend {
                 handle,
                 refs: 1,
                 bytes,
+                svm: false,
             },
         );
         id
@@ -346,7 +348,12 @@ impl OpenClBackend {
                 let mut bufs = Vec::with_capacity(spec.buffers);
                 for i in 0..spec.buffers {
                     let (bid, buf) = self.arg(ops, 2 + i, K::Buffer)?;
-                    bufs.push((buf, self.objects.get(&bid).map_or(0, |e| e.bytes)));
+                    let e = self.objects.get(&bid);
+                    let arg = match e.is_some_and(|e| e.svm) {
+                        true => spin::BufArg::Svm(buf),
+                        false => spin::BufArg::Mem(buf),
+                    };
+                    bufs.push((arg, e.map_or(0, |e| e.bytes)));
                 }
                 let (iters, shape) = if spec.timed {
                     let Some(&Operand::Ms(ms)) = ops.get(2 + bufs.len()) else {
@@ -539,6 +546,12 @@ impl OpenClBackend {
                 ok(set_user_event_status(ev, CL_COMPLETE)).map(|()| Outcome::default())
             }
             Api::ClSetEventCallback => self.release_on_complete(seq, ops),
+            Api::ClSVMAlloc
+            | Api::ClSVMFree
+            | Api::ClEnqueueSVMFree
+            | Api::ClSetKernelArgSVMPointer
+            | Api::ClEnqueueMigrateMemObjects
+            | Api::ClEnqueueMigrateMemObjectsToHost => self.dispatch_svm(seq, api, ops, want_event),
             Api::ClGetEventInfo => {
                 let (_, ev) = self.arg(ops, 0, K::Event)?;
                 let status = match get_event_info(ev, CL_EVENT_COMMAND_EXECUTION_STATUS) {
@@ -613,6 +626,105 @@ impl OpenClBackend {
             }
             // Validation keeps CUDA calls out of OpenCL labs; this answers anything else.
             other => Err(bad(&format!("{} is not an OpenCL call", other.name()))),
+        }
+    }
+
+    /// OpenCL 2.x memory: shared virtual memory and migrations.
+    fn dispatch_svm(
+        &mut self,
+        seq: u64,
+        api: Api,
+        ops: &[Operand],
+        want_event: bool,
+    ) -> Result<Outcome, DriverError> {
+        use ObjKind as K;
+        match api {
+            Api::ClSVMAlloc => {
+                let (_, ctx) = self.arg(ops, 0, K::Context)?;
+                let Some(&Operand::Bytes(bytes)) = ops.get(1) else {
+                    return Err(bad("expected a size"));
+                };
+                let size =
+                    usize::try_from(bytes).map_err(|_| driver_error(CL_OUT_OF_HOST_MEMORY))?;
+                // SAFETY: `ctx` is a live context; READ_WRITE is a valid SVM flag.
+                let p = ok(unsafe { svm_alloc(ctx, CL_MEM_READ_WRITE, size, 0) })?;
+                let out = self.created(K::Buffer, p, bytes);
+                if let Some(e) = out.created.and_then(|id| self.objects.get_mut(&id)) {
+                    e.svm = true;
+                }
+                Ok(out)
+            }
+            Api::ClSVMFree => {
+                let (_, ctx) = self.arg(ops, 0, K::Context)?;
+                let (bid, p) = self.svm_arg(ops, 1)?;
+                // SAFETY: `p` came from clSVMAlloc on a context of this platform;
+                // freeing what a kernel still uses is the lab's point (the spec
+                // makes it the program's duty to wait first).
+                ok(unsafe { svm_free(ctx, p) })?;
+                self.refs(bid, -1);
+                Ok(Outcome::default())
+            }
+            Api::ClEnqueueSVMFree => {
+                let (qid, q) = self.arg(ops, 0, K::Queue)?;
+                let (bid, p) = self.svm_arg(ops, 1)?;
+                let wait = self.wait_list(ops)?;
+                let (n_wait, wait_ptr) = callbacks::wait_ptr(&wait);
+                let pointers = [p.cast_const()];
+                let h0 = now_ns();
+                // SAFETY: `q` is a live queue, `pointers` one SVM pointer of its
+                // context that outlives the call (the implementation copies the
+                // list), no callback: the implementation frees it.
+                let ev = ok(unsafe {
+                    enqueue_svm_free(
+                        q,
+                        1,
+                        pointers.as_ptr(),
+                        None,
+                        ptr::null_mut(),
+                        n_wait,
+                        wait_ptr,
+                    )
+                })?;
+                let h1 = now_ns();
+                self.refs(bid, -1);
+                Ok(self.track(seq, qid, "svm free", ev, h0, h1, None, false, false))
+            }
+            Api::ClSetKernelArgSVMPointer => {
+                let (_, k) = self.arg(ops, 0, K::Kernel)?;
+                let Some(&Operand::Index(index)) = ops.get(1) else {
+                    return Err(bad("expected an argument index"));
+                };
+                let (_, p) = self.svm_arg(ops, 2)?;
+                ok(spin::set_buf_arg(k, index, spin::BufArg::Svm(p))).map(|()| Outcome::default())
+            }
+            _ => {
+                let (qid, q) = self.arg(ops, 0, K::Queue)?;
+                let (_, mem) = self.arg(ops, 1, K::Buffer)?;
+                let flags = match api {
+                    Api::ClEnqueueMigrateMemObjectsToHost => CL_MIGRATE_MEM_OBJECT_HOST,
+                    _ => 0,
+                };
+                let wait = self.wait_list(ops)?;
+                let (n_wait, wait_ptr) = callbacks::wait_ptr(&wait);
+                let mems = [mem];
+                let h0 = now_ns();
+                // SAFETY: `q` a live queue, `mems` one live buffer of its context,
+                // read during the call only; the flags are the spec's.
+                let ev = ok(unsafe {
+                    enqueue_migrate_mem_object(q, 1, mems.as_ptr(), flags, n_wait, wait_ptr)
+                })?;
+                let h1 = now_ns();
+                Ok(self.track(seq, qid, "migrate", ev, h0, h1, None, want_event, false))
+            }
+        }
+    }
+
+    /// Argument `i`, a buffer of shared virtual memory.
+    fn svm_arg(&self, ops: &[Operand], i: usize) -> Result<(ObjId, *mut c_void), DriverError> {
+        let (id, p) = self.arg(ops, i, ObjKind::Buffer)?;
+        match self.objects.get(&id) {
+            Some(e) if e.svm => Ok((id, p)),
+            _ => Err(bad("a cl_mem where an SVM pointer goes")),
         }
     }
 

@@ -46,6 +46,9 @@ struct Entry {
     handle: *mut c_void,
     refs: u64,
     bytes: u64,
+    /// A buffer of shared virtual memory: `handle` is its pointer, which a
+    /// kernel takes through `clSetKernelArgSVMPointer` and `clSVMFree` frees.
+    svm: bool,
 }
 
 /// An enqueued command whose completion callback has not arrived yet.

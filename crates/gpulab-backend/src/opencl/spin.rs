@@ -13,7 +13,7 @@ use std::ptr;
 use cl3::command_queue::{enqueue_nd_range_kernel, finish};
 use cl3::context::{create_context, release_context};
 use cl3::event::{release_event, wait_for_events};
-use cl3::kernel::{create_kernel, release_kernel, set_kernel_arg};
+use cl3::kernel::{create_kernel, release_kernel, set_kernel_arg, set_kernel_arg_svm_pointer};
 use cl3::memory::{CL_MEM_COPY_HOST_PTR, CL_MEM_READ_WRITE, create_buffer, release_mem_object};
 use cl3::program::{build_program, create_program_with_source, release_program};
 use cl3::types::{
@@ -134,6 +134,25 @@ impl Run {
     }
 }
 
+/// A kernel's buffer argument: a `cl_mem`, or a pointer of shared virtual
+/// memory (`clSVMAlloc`), which C sets through another call.
+#[derive(Debug, Clone, Copy)]
+pub enum BufArg {
+    Mem(cl_mem),
+    Svm(*mut c_void),
+}
+
+/// Sets buffer argument `index` to `buf` with the call its kind takes.
+pub fn set_buf_arg(k: cl_kernel, index: u32, buf: BufArg) -> Result<(), cl_int> {
+    match buf {
+        BufArg::Mem(mem) => set_buffer_arg(k, index, mem),
+        // SAFETY: arguments below the kernel's buffer count are `__global uint *`;
+        // `p` is an SVM pointer of the kernel's context (or freed, the lab's point:
+        // the call takes the value, never reads through it).
+        BufArg::Svm(p) => unsafe { set_kernel_arg_svm_pointer(k, index, p) },
+    }
+}
+
 /// Sets buffer argument `index` (a kernel's buffers come first), the one
 /// `clSetKernelArg` a script line may make itself.
 pub fn set_buffer_arg(k: cl_kernel, index: u32, buf: cl_mem) -> Result<(), cl_int> {
@@ -154,12 +173,12 @@ pub fn set_buffer_arg(k: cl_kernel, index: u32, buf: cl_mem) -> Result<(), cl_in
 /// buffer's size in 32-bit words. `bufs` are live buffers with their bytes.
 pub fn set_args(
     k: cl_kernel,
-    bufs: &[(cl_mem, u64)],
+    bufs: &[(BufArg, u64)],
     iters: Option<cl_ulong>,
 ) -> Result<(), cl_int> {
     let mut index = 0;
     for &(buf, _) in bufs {
-        set_buffer_arg(k, index, buf)?;
+        set_buf_arg(k, index, buf)?;
         index += 1;
     }
     let ulongs = iters
@@ -260,7 +279,7 @@ fn timed_bytes(
     iters: u64,
     bytes: u64,
 ) -> Result<Run, String> {
-    let bufs = vec![(buf, bytes); launch.buffers];
+    let bufs = vec![(BufArg::Mem(buf), bytes); launch.buffers];
     set_args(k, &bufs, Some(iters)).map_err(|e| step("clSetKernelArg", e))?;
     let (ev, h0, h1) =
         enqueue(q, k, launch.shape, &[]).map_err(|e| step("clEnqueueNDRangeKernel", e))?;

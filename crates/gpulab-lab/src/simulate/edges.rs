@@ -90,7 +90,11 @@ impl Simulator<'_> {
         raw: &[Sp<RawArg>],
         args: &[Arg],
     ) -> Res<()> {
-        let (Api::ClSetKernelArg, [Arg::Handle(k), Arg::Quantity(q), _]) = (spec.api, args) else {
+        let (
+            Api::ClSetKernelArg | Api::ClSetKernelArgSVMPointer,
+            [Arg::Handle(k), Arg::Quantity(q), _],
+        ) = (spec.api, args)
+        else {
             return Ok(());
         };
         let Some(kernel) = self.handles.get(k).and_then(|h| h.kernel) else {

@@ -12,7 +12,7 @@ use crate::script::{RawArg, RawStmt};
 
 /// The call that gives back host memory `made` by this call.
 pub(crate) fn release_of_host(made: Api) -> Api {
-    made.host_release().unwrap_or(Api::CudaFreeHost)
+    made.freed_by().unwrap_or(Api::CudaFreeHost)
 }
 
 impl Simulator<'_> {

@@ -7,6 +7,7 @@
 mod edges;
 mod graph;
 mod host;
+mod svm;
 
 use std::collections::BTreeMap;
 
@@ -416,6 +417,7 @@ impl<'a> Simulator<'a> {
         }
         self.range_edges(s, line, spec, args, &out)?;
         self.host_release(s, spec, args, &out)?;
+        self.svm_edges(s, spec, args, &out)?;
         self.host_pointer(s, spec, args, &out)?;
         self.graph_edges(s, line, spec, args, &out)?;
         self.effect(spec, line, bind, &out);
@@ -461,8 +463,11 @@ impl<'a> Simulator<'a> {
     /// For an overloaded call, the entry whose handle arguments name objects of the
     /// kinds it takes; the first entry when none fits (its messages then explain).
     fn overload(&self, first: &'static ApiSpec, args: &[Sp<RawArg>]) -> &'static ApiSpec {
+        // Optional arguments may be left out; a fixed word and a wait list
+        // are told apart by how they are written.
         let fits = |spec: &ApiSpec| {
-            spec.args.len() == args.len()
+            let required = spec.args.iter().filter(|a| !a.is_optional()).count();
+            (required..=spec.args.len()).contains(&args.len())
                 && spec
                     .args
                     .iter()
@@ -471,6 +476,8 @@ impl<'a> Simulator<'a> {
                         (ArgKind::Obj(k), RawArg::Word(w)) => {
                             self.handles.get(w.as_str()).is_some_and(|h| h.kind == *k)
                         }
+                        (ArgKind::Fixed(f), a) => matches!(a, RawArg::Word(w) if w == f.c_name()),
+                        (ArgKind::WaitList, a) => matches!(a, RawArg::Wait(_)),
                         _ => true,
                     })
         };

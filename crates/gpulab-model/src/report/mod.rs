@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::run::{Finding, Load, Run};
+use crate::run::{Finding, Load, ObjState, Run};
 use crate::trace::{CallStatus, ClaimVerdict, EndStatus, MemorySource, Verdict};
 use gpulab_lab::{Api, BackendKind, ObjKind};
 
@@ -527,6 +527,8 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
     {
         return rows;
     }
+    // Only what gpulab asked the driver about can be said never destroyed.
+    let asked = run.meta().and_then(|m| m.destruction.clone());
     for (id, kind, handle) in &run.folds().created {
         let Some(state) = run.ledger().get(id) else {
             continue;
@@ -534,6 +536,9 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
         let Some(released) = state.last_release_ns else {
             continue;
         };
+        if !destruction_watched(asked.as_deref(), state) {
+            continue;
+        }
         let destroyed = state.destroyed_ns;
         rows.push(DestroyRow {
             handle: handle.clone().unwrap_or_else(|| format!("#{id}")),
@@ -547,6 +552,19 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
         });
     }
     rows
+}
+
+/// Whether the driver was asked to say when `state` is destroyed: its kind
+/// is one the worker watched (a stream from before it said so watched every
+/// kind), and its making call made something a callback can watch.
+pub(crate) fn destruction_watched(asked: Option<&[ObjKind]>, state: &ObjState) -> bool {
+    let kind_asked = asked.is_none_or(|kinds| kinds.contains(&state.kind));
+    let observable = state
+        .made_by
+        .as_ref()
+        .and_then(|m| Api::named(&m.api))
+        .is_none_or(Api::destruction_observable);
+    kind_asked && observable
 }
 
 /// The call in flight at `t_ns`: what let the driver delete an object after
