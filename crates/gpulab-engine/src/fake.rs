@@ -150,6 +150,23 @@ impl Backend for FakeBackend {
                 }
             }
             Effect::Use => {
+                // A free node, a releasing callback, an SVM free: the object
+                // handed over goes, as a release of it would.
+                let handed = api.hands_over().and_then(|i| match ops.get(i) {
+                    Some(Operand::Obj(id)) => Some(*id),
+                    _ => None,
+                });
+                if let Some(id) = handed {
+                    match self.alive.get_mut(&id) {
+                        Some(c) if *c > 0 => {
+                            *c -= 1;
+                            if *c == 0 {
+                                self.memory -= self.bytes.get(&id).copied().unwrap_or(0);
+                            }
+                        }
+                        _ => return Err(invalid()),
+                    }
+                }
                 if want_event {
                     let id = self.new_obj(ObjKind::Event, 0);
                     return Ok(Outcome {

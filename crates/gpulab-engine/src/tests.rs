@@ -290,6 +290,57 @@ fn clean_up_gives_host_memory_back_the_way_it_came_and_leaves_device_pointers_to
 }
 
 #[test]
+fn shared_virtual_memory_is_freed_in_its_context_by_its_own_call() {
+    let mut backend = FakeBackend::new();
+    backend.fail_at.insert(
+        5,
+        DriverError {
+            code: -5,
+            name: "CL_OUT_OF_RESOURCES".into(),
+        },
+    );
+    let script = vec![
+        call(1, Some("ctx"), "clCreateContext", vec![]),
+        call(2, Some("q"), "clCreateCommandQueue", vec![h("ctx")]),
+        call(
+            3,
+            Some("p"),
+            "clSVMAlloc",
+            vec![h("ctx"), q(4.0, Unit::MiB)],
+        ),
+        call(
+            4,
+            Some("s"),
+            "clSVMAlloc",
+            vec![h("ctx"), q(2.0, Unit::MiB)],
+        ),
+        call(5, None, "clSVMFree", vec![h("ctx"), h("s")]),
+        call(6, None, "clFinish", vec![h("q")]),
+    ];
+    let o = run_with(&script, backend, None);
+    assert!(matches!(&o.status, EndStatus::Failed { line: Some(6), .. }));
+    // `s` went at its own free (the ledger let go of it there); the clean-up
+    // frees `p` with clSVMFree in the context it was made in, never with
+    // clReleaseMemObject, then the queue and the context.
+    assert_eq!(
+        apis(&o)[6..],
+        [
+            Api::ClSVMFree,
+            Api::ClReleaseCommandQueue,
+            Api::ClReleaseContext
+        ]
+    );
+    let (ctx, p) = (o.backend.calls[0].0, &o.backend.calls[6].1);
+    assert_eq!(ctx, Api::ClCreateContext);
+    assert!(
+        matches!(p.as_slice(), [Operand::Obj(c), Operand::Obj(_)] if *c == 1),
+        "{p:?}"
+    );
+    assert!(leaked(&o).is_empty(), "{:?}", leaked(&o));
+    assert_eq!(o.backend.memory, 0);
+}
+
+#[test]
 fn an_error_mid_script_stops_it_and_cleans_up_newest_first() {
     let mut backend = FakeBackend::new();
     backend.fail_at.insert(

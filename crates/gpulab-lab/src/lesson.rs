@@ -12,10 +12,16 @@ use super::raw::{self, Fields, Sp};
 use super::suggest;
 
 /// Shipped lessons, compiled in as the labs are.
-pub const SHIPPED: &[(&str, &str)] = &[(
-    "when-memory-comes-back.toml",
-    include_str!("../lessons/when-memory-comes-back.toml"),
-)];
+pub const SHIPPED: &[(&str, &str)] = &[
+    (
+        "when-memory-comes-back.toml",
+        include_str!("../lessons/when-memory-comes-back.toml"),
+    ),
+    (
+        "calls-teachers-asked-for.toml",
+        include_str!("../lessons/calls-teachers-asked-for.toml"),
+    ),
+];
 
 /// A lesson: its steps in the order the class takes them.
 #[derive(Debug, Clone, PartialEq)]
