@@ -18,7 +18,7 @@ Examples:
 Exit status:
     0  ok (also a run that ended on the error its lab looks for)
     1  run: a claim ended with a verdict named by --fail-on; watch: the report
-       found what --fail-on names (a leak, an out-of-memory, a failed call)
+       found what --fail-on names (a leak, an out-of-memory, a failed call, a misuse)
     2  bad input: unknown lab or variant, bad parameter, malformed or missing file,
        an output path that cannot be written (stdout full included)
     3  no device, platform or driver library to run on (`gpulab doctor` explains,
@@ -41,7 +41,8 @@ Exit status:
 #[command(
     name = "gpulab",
     version,
-    about = "A terminal laboratory for GPU memory lifetime: run real OpenCL/CUDA calls, watch memory live and die, and check each lab's claim on this device.",
+    about = "A terminal laboratory for GPU memory lifetime.",
+    long_about = "A terminal laboratory for GPU memory lifetime: run real OpenCL/CUDA calls, watch memory live and die, and check each lab's claim on this device.",
     after_help = AFTER_HELP
 )]
 pub struct Cli {
@@ -108,6 +109,8 @@ pub enum Cmd {
     },
     /// Run a lab on the real device and report what it measured.
     Run(RunArgs),
+    /// Validate lab and lesson files: each mistake at its line and column.
+    ///
     /// Validate lab and lesson files and show each mistake with its line and
     /// column (a lesson's labs are looked up among the shipped ones, the
     /// user's and `--labs`).
@@ -125,6 +128,8 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print the report of recorded runs (`--record FILE`).
+    ///
     /// Print the report of a recorded run (`--record FILE`). Given several, of any
     /// labs and devices: grouped by lab and device, each group's variants side by
     /// side, the claims that compare them judged from that group's own numbers.
@@ -137,11 +142,15 @@ pub enum Cmd {
         #[command(flatten)]
         labs: LabsArg,
     },
+    /// The driver card: every lab and variant on every device here, in one table.
+    ///
     /// The driver card: every lab, every variant, on every device here (each
     /// OpenCL device, each CUDA device), one table of each claim's verdict and the
     /// numbers that decided it, with the runs' recordings beside it. `card merge`
     /// puts several cards (a fleet's, a course's) into one matrix.
     Card(CardArgs),
+    /// Predict, then observe: a class's recordings of a lab in one table.
+    ///
     /// Predict, then observe, as a class: each student's recording of a lab
     /// run (`gpulab run LAB --predict …`, or the dashboard's class mode) read
     /// together into one table, per lab, variant and claim: how many
@@ -157,11 +166,16 @@ pub enum Cmd {
         #[command(flatten)]
         labs: LabsArg,
     },
-    /// Run your own program with gpulab's agent inside it: every OpenCL object it
-    /// creates and releases, and what it left alive at exit (`gpulab watch -- ./app`).
+    /// Run your own program with gpulab's agent inside it (`gpulab watch -- ./app`).
+    ///
+    /// Run your own program with gpulab's agent inside it: every OpenCL and CUDA
+    /// object it creates and releases, the device memory it takes and who holds
+    /// it, and what it left alive at exit (`gpulab watch -- ./app`).
     Watch(WatchArgs),
     /// Export a recorded run for other tools, a slide or a page to share.
     Export(ExportArgs),
+    /// Print a completion script for SHELL on stdout.
+    ///
     /// Print a completion script for SHELL on stdout, e.g.
     /// `gpulab completions bash > ~/.local/share/bash-completion/completions/gpulab`.
     Completions {
@@ -463,8 +477,10 @@ pub struct WatchArgs {
     /// Exit with status 1 when the report finds this, for a CI job to fail on
     /// (comma-separated or repeated): `leak` objects alive at exit that no
     /// allocator or runtime keeps, `oom` an allocation the driver or a
-    /// framework refused, `error` a call that failed. A program that exited
-    /// non-zero keeps its own status.
+    /// framework refused, `error` a call that failed, `misuse` a call that
+    /// named an object the program had released (OpenCL: a use after release,
+    /// a second release, a retain too late). A program that exited non-zero
+    /// keeps its own status.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT")]
     pub fail_on: Vec<WatchFailOn>,
 
@@ -613,6 +629,9 @@ pub enum WatchFailOn {
     Oom,
     /// A call that failed.
     Error,
+    /// A call that named an object the program had already released (a use
+    /// after release, a second release, a retain too late).
+    Misuse,
 }
 
 #[cfg(test)]

@@ -520,3 +520,37 @@ fn a_dash_reads_stdin_wherever_a_file_is_read() {
     assert_eq!(out.status.code(), Some(2));
     assert!(common::stderr(&out).contains("only one of the two recordings"));
 }
+
+/// #51: `--help` fits 100 columns without a terminal, as cargo's and
+/// ripgrep's do, and each summary in the command list is one line.
+#[test]
+fn help_fits_in_a_hundred_columns() {
+    let mut pages = vec![vec!["--help".to_string()]];
+    for c in subcommands() {
+        pages.push(vec![c, "--help".to_string()]);
+    }
+    pages.push(vec!["card".into(), "merge".into(), "--help".into()]);
+    for page in pages {
+        let args: Vec<&str> = page.iter().map(String::as_str).collect();
+        let out = run_env(&args, &[("COLUMNS", None)]);
+        assert!(out.status.success(), "{page:?}");
+        let text = common::stdout(&out);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{page:?}: {} columns: {line}",
+                line.chars().count()
+            );
+        }
+    }
+    let top = common::stdout(&run_env(&["--help"], &[("COLUMNS", None)]));
+    let listed = top
+        .split_once("Commands:\n")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| !l.starts_with("  ") || l.starts_with("   "))
+        .count();
+    assert_eq!(listed, 0, "a summary ran onto a second line: {top}");
+}

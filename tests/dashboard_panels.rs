@@ -235,7 +235,7 @@ fn a_watched_pytorch_program_mid_run_holds_its_cached_gib() {
     .render(area, &mut buf);
     let verdict = text(&buf);
     assert!(
-        verdict.contains("1 buffers alive now (1024.00 MiB), made by cuMemAlloc"),
+        verdict.contains("1 buffer alive now (1024.00 MiB), made by cuMemAlloc"),
         "{verdict}"
     );
     assert!(!verdict.contains("at exit"), "{verdict}");

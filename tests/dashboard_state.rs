@@ -42,6 +42,24 @@ fn filter_narrows_the_list_and_esc_clears_it() {
     assert_eq!(a.entries().len(), all);
 }
 
+/// #51: the list goes to its ends as less and htop do: Home/End, g/G.
+#[test]
+fn home_end_g_and_shift_g_go_to_the_lists_ends() {
+    let mut a = app();
+    let last = a.entries().len() - 1;
+    assert!(last > 2);
+    key(&mut a, KeyCode::End);
+    assert_eq!(a.selected, last);
+    key(&mut a, KeyCode::Home);
+    assert_eq!(a.selected, 0);
+    keys(&mut a, "G");
+    assert_eq!(a.selected, last);
+    keys(&mut a, "g");
+    assert_eq!(a.selected, 0);
+    key(&mut a, KeyCode::Down);
+    assert_eq!(a.selected, 1);
+}
+
 #[test]
 fn run_step_and_cancel_ask_the_worker() {
     let mut a = app();

@@ -1143,3 +1143,105 @@ fn a_wait_for_a_kernels_first_run_is_read_with_the_buffers_it_touched_first() {
         "{reads:#?}"
     );
 }
+
+/// #51: a C program that names objects after its last reference to them is
+/// gone (a read of a released buffer, a kernel whose argument was released, a
+/// released event in a wait list) gets each named in the report, with the
+/// source line of the call (read from the C file) and the object's maker,
+/// and `--fail-on misuse` fails on it; the same calls in their right order
+/// get none. The driver answered CL_SUCCESS to every one of them.
+#[test]
+fn a_use_after_release_is_named_with_its_line_and_fails_the_gate() {
+    let test = "a_use_after_release_is_named_with_its_line_and_fails_the_gate";
+    let Some((_dir, exe)) = program(test, "misuse") else {
+        return;
+    };
+    let exe = exe.to_string_lossy().into_owned();
+    let _device = device_lock();
+    let source = std::fs::read_to_string(repo_file("tests/watch/misuse.c")).unwrap();
+    let read_line = source
+        .lines()
+        .position(|l| l.contains("/* READ */"))
+        .map(|i| i + 1)
+        .expect("the READ line");
+
+    let (out, report) = watch_json(&[exe.as_str()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["misuse_count"], 3, "{}", report["misuse"]);
+    let rows = report["misuse"].as_array().expect("misuse");
+    let named: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["what"].as_str().unwrap_or_default().to_string(),
+                r["call"].as_str().unwrap_or_default().to_string(),
+                r["kind"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let expect = |call: &str, kind: &str| {
+        (
+            "use_after_release".to_string(),
+            call.to_string(),
+            kind.to_string(),
+        )
+    };
+    assert_eq!(
+        named,
+        [
+            expect("clEnqueueReadBuffer", "buffer"),
+            expect("clEnqueueNDRangeKernel", "buffer"),
+            expect("clEnqueueBarrierWithWaitList", "event"),
+        ]
+    );
+    // The read's own line, and the buffer's history: made by clCreateBuffer,
+    // released before the read.
+    let read = &rows[0];
+    let at = read["backtrace"][0]["location"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(at.ends_with(&format!("misuse.c:{read_line}")), "{read}");
+    assert!(
+        read["made_by"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("clCreateBuffer")),
+        "{read}"
+    );
+    assert!(
+        read["released_ms"]
+            .as_f64()
+            .is_some_and(|r| r <= read["at_ms"].as_f64().unwrap()),
+        "{read}"
+    );
+
+    // The text report says it; the gate fails on it with its line.
+    let text = gpulab()
+        .args(["watch", "--fail-on", "misuse", "--", exe.as_str()])
+        .output()
+        .unwrap();
+    assert_eq!(text.status.code(), Some(1), "{}", stderr(&text));
+    // The report goes to stderr: stdout is the program's.
+    let said = stderr(&text);
+    assert!(said.contains("misuse: 3 calls named an object"), "{said}");
+    assert!(!said.contains("arrived"), "every record counted: {said}");
+    assert!(
+        stderr(&text).contains("use after release: clEnqueueReadBuffer named buffer"),
+        "{}",
+        stderr(&text)
+    );
+    assert!(
+        stderr(&text).contains(&format!("misuse.c:{read_line}")),
+        "{}",
+        stderr(&text)
+    );
+
+    // The same calls in their right order: nothing to say, and the gate passes.
+    let (out, report) = watch_json(&[exe.as_str(), "clean"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["misuse_count"], 0, "{}", report["misuse"]);
+    let clean = gpulab()
+        .args(["watch", "--fail-on", "misuse", "--", exe.as_str(), "clean"])
+        .output()
+        .unwrap();
+    assert_eq!(clean.status.code(), Some(0), "{}", stderr(&clean));
+}

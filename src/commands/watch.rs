@@ -147,7 +147,7 @@ fn gate(r: &WatchReport, fail_on: &[WatchFailOn]) -> Vec<String> {
                     format!(
                         "{} {} made by {}{at}",
                         g.count,
-                        g.kind.plural(),
+                        g.kind.counted(g.count),
                         g.created_by
                     )
                 })
@@ -170,6 +170,21 @@ fn gate(r: &WatchReport, fail_on: &[WatchFailOn]) -> Vec<String> {
     }
     if fail_on.contains(&WatchFailOn::Error) && r.failed_calls > 0 {
         out.push(format!("error: {} calls failed", r.failed_calls));
+    }
+    if fail_on.contains(&WatchFailOn::Misuse)
+        && let Some(first) = r.misuse.first()
+    {
+        let at = first
+            .backtrace
+            .first()
+            .map(|f| format!(" at {}", f.describe()))
+            .unwrap_or_default();
+        out.push(format!(
+            "misuse: {} call{} named a released object; the first: {}{at}",
+            r.misuse_count,
+            if r.misuse_count == 1 { "" } else { "s" },
+            first.headline()
+        ));
     }
     out
 }

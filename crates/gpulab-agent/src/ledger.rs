@@ -46,6 +46,30 @@ type Objects = Option<HashMap<Key, Entry>>;
 static OBJECTS: Mutex<Objects> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
+/// OpenCL handles the program released to its last reference, with the
+/// object each named, until the driver hands the handle out again: a call
+/// that names one uses an object that is no longer the program's. At most
+/// [`GONE_KEPT`], the oldest forgotten first (a use of one that old goes
+/// unseen, never misnamed).
+struct Gone {
+    by_handle: HashMap<usize, (u64, ObjKind)>,
+    order: std::collections::VecDeque<usize>,
+}
+
+const GONE_KEPT: usize = 1 << 16;
+
+static GONE: Mutex<Option<Gone>> = Mutex::new(None);
+
+/// Under the ledger's lock (taken first, always in this order).
+fn with_gone<R>(f: impl FnOnce(&mut Gone) -> R) -> R {
+    let mut guard = GONE.lock().unwrap_or_else(|e| e.into_inner());
+    let gone = guard.get_or_insert_with(|| Gone {
+        by_handle: HashMap::new(),
+        order: std::collections::VecDeque::new(),
+    });
+    f(gone)
+}
+
 /// Set in a child forked without exec: the parent's objects are not the
 /// child's to release, so its first use of the ledger starts it empty.
 static FORKED: AtomicBool = AtomicBool::new(false);
@@ -91,6 +115,10 @@ fn with<R>(f: impl FnOnce(&mut HashMap<Key, Entry>) -> R) -> R {
     let objects = guard.get_or_insert_with(HashMap::new);
     if FORKED.swap(false, Ordering::Relaxed) {
         objects.clear();
+        with_gone(|g| {
+            g.by_handle.clear();
+            g.order.clear();
+        });
     }
     f(objects)
 }
@@ -147,6 +175,9 @@ fn create(key: Key, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
         // that one last is still inside the release call on another thread, and
         // books nothing when it returns (`released_as`). The old object's end
         // goes out here, before the new one's start.
+        if let (Space::OpenCl, handle) = key {
+            with_gone(|g| g.by_handle.remove(&handle));
+        }
         if let Some(old) = objects.remove(&key)
             && old.refs > 0
         {
@@ -225,10 +256,60 @@ fn release_of(key: Key, expected: Option<u64>) -> Option<u64> {
         let (id, kind, bytes, refs) = (e.id, e.kind, e.bytes, e.refs);
         if refs == 0 {
             objects.remove(&key);
+            if let (Space::OpenCl, handle) = key {
+                with_gone(|g| {
+                    if g.by_handle.insert(handle, (id, kind)).is_none() {
+                        g.order.push_back(handle);
+                    }
+                    while g.order.len() > GONE_KEPT {
+                        if let Some(old) = g.order.pop_front() {
+                            g.by_handle.remove(&old);
+                        }
+                    }
+                });
+            }
         }
         transport::object(id, kind, ObjectAction::Released, bytes, refs, Vec::new());
         Some(id)
     })
+}
+
+/// The object of `kind` an OpenCL handle named when the program released
+/// it to its last reference, if the handle names no object since.
+pub fn gone(handle: usize, kind: ObjKind) -> Option<u64> {
+    with(|objects| {
+        if objects.contains_key(&(Space::OpenCl, handle)) {
+            return None;
+        }
+        with_gone(|g| g.by_handle.get(&handle).copied())
+            .filter(|(_, k)| *k == kind)
+            .map(|(id, _)| id)
+    })
+}
+
+/// A call uses OpenCL handles `handles` as objects of `kind`: each one the
+/// program had released is said to be used after its release.
+pub fn check_used(handles: &[usize], kind: ObjKind) {
+    for &h in handles {
+        if let Some(id) = gone(h, kind) {
+            transport::misused(gpulab_events::MisuseKind::UseAfterRelease, id, kind);
+        }
+    }
+}
+
+/// A kernel is enqueued: each buffer its arguments were set to that the
+/// program has released since is said used after its release.
+pub fn check_kernel_args(kernel: usize) {
+    let args = kernel_buffers(kernel);
+    for a in args {
+        if gone(a.handle, ObjKind::Buffer) == Some(a.id) {
+            transport::misused(
+                gpulab_events::MisuseKind::UseAfterRelease,
+                a.id,
+                ObjKind::Buffer,
+            );
+        }
+    }
 }
 
 /// The id of a live handle of `kind`.
@@ -317,6 +398,53 @@ mod tests {
         );
         let b = created(0x10, ObjKind::Buffer, 64, Vec::new());
         assert_ne!(a, b);
+    }
+
+    /// #51: a handle released to its last reference is remembered with the
+    /// object it named until the driver hands it out again; a use of it as
+    /// that kind is a use after release (once per call), of another kind or
+    /// after its reuse it is none.
+    #[test]
+    fn a_released_handle_is_known_gone_until_it_is_given_again() {
+        let _ = crate::transport::take_misused();
+        let a = created(0x70, ObjKind::Buffer, 64, Vec::new());
+        assert_eq!(gone(0x70, ObjKind::Buffer), None, "alive");
+        assert_eq!(released(0x70), Some(a));
+        assert_eq!(gone(0x70, ObjKind::Buffer), Some(a));
+        assert_eq!(gone(0x70, ObjKind::Event), None, "another kind");
+        check_used(&[0x70, 0x70], ObjKind::Buffer);
+        check_used(&[0x70], ObjKind::Queue);
+        assert_eq!(
+            crate::transport::take_misused(),
+            [(
+                gpulab_events::MisuseKind::UseAfterRelease,
+                a,
+                ObjKind::Buffer
+            )]
+        );
+        // A kernel whose argument was set to it, enqueued after its release.
+        let k = created(0x71, ObjKind::Kernel, 0, Vec::new());
+        let b = created(0x72, ObjKind::Buffer, 8, Vec::new());
+        set_arg(0x71, 0, Some(0x72));
+        check_kernel_args(0x71);
+        assert!(crate::transport::take_misused().is_empty(), "b is alive");
+        assert_eq!(released(0x72), Some(b));
+        check_kernel_args(0x71);
+        assert_eq!(
+            crate::transport::take_misused(),
+            [(
+                gpulab_events::MisuseKind::UseAfterRelease,
+                b,
+                ObjKind::Buffer
+            )]
+        );
+        assert_eq!(released(0x71), Some(k));
+        // The driver gives the handle to a new object: it is that one's.
+        let c = created(0x70, ObjKind::Buffer, 64, Vec::new());
+        assert_eq!(gone(0x70, ObjKind::Buffer), None);
+        check_used(&[0x70], ObjKind::Buffer);
+        assert!(crate::transport::take_misused().is_empty());
+        assert_eq!(released(0x70), Some(c));
     }
 
     /// Thread A releases a buffer; inside A's call the driver frees it and

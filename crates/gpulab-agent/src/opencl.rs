@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Mutex;
 
 use gpulab_events::api::{Api, Effect};
-use gpulab_events::{ObjKind, ReadSide};
+use gpulab_events::{MisuseKind, ObjKind, ReadSide};
 
 use crate::clock::now_ns;
 use crate::dispatch::{self as d, target};
@@ -87,6 +87,9 @@ macro_rules! enqueuing {
             let waits = false $(|| $blocking != 0)?;
             let read = waits && first_runs_waited($api);
             let begin = now_ns();
+            ledger::check_used(&[$q as usize], ObjKind::Queue);
+            // SAFETY: the program's wait list, which the driver reads next.
+            unsafe { check_waits(nwait, wait) };
             let f = target!($index, fn(Handle, $($ty,)* u32, *const Handle, *mut Handle) -> i32);
             // SAFETY: the program's arguments, passed through unchanged.
             let status = unsafe { f($q, $($arg,)* nwait, wait, event) };
@@ -172,6 +175,8 @@ fn made_buffer(handle: Handle, flags: u64) {
 /// Kernel `k` was enqueued with `uses` (its id, then its arguments'): its
 /// first run is noted, and the buffers it is the first to use.
 fn ran(k: Handle, uses: Vec<u64>) -> Vec<u64> {
+    ledger::check_used(&[k as usize], ObjKind::Kernel);
+    ledger::check_kernel_args(k as usize);
     let Some(&id) = uses.first() else {
         return uses;
     };
@@ -515,7 +520,26 @@ fn plain(api: &'static str, begin: u64, status: i32) -> i32 {
     status
 }
 
+/// The events of a wait list, each one the program released said used after
+/// its release.
+///
+/// # Safety
+/// `list` is null or points to `n` event handles (what the driver reads).
+unsafe fn check_waits(n: u32, list: *const Handle) {
+    if n == 0 || list.is_null() {
+        return;
+    }
+    // SAFETY: as the caller says.
+    let events = unsafe { std::slice::from_raw_parts(list, n as usize) };
+    let handles: Vec<usize> = events.iter().map(|e| *e as usize).collect();
+    ledger::check_used(&handles, ObjKind::Event);
+}
+
+/// The ledger ids of the live buffers among `handles`; a released one is
+/// said used after its release.
 fn buffers(handles: &[Handle]) -> Vec<u64> {
+    let raw: Vec<usize> = handles.iter().map(|h| *h as usize).collect();
+    ledger::check_used(&raw, ObjKind::Buffer);
     handles
         .iter()
         .filter_map(|h| ledger::id_of(*h as usize, ObjKind::Buffer))
@@ -577,9 +601,19 @@ macro_rules! refcount_hook {
             // Which object the handle names now: once the call returns, the
             // driver may have given it to another thread's new object.
             let id = ledger::opencl_id(object as usize);
+            let retain = matches!($api.effect(), Effect::Retain(_));
+            if let (None, Effect::Retain(kind) | Effect::Release(kind)) = (id, $api.effect())
+                && let Some(gone) = ledger::gone(object as usize, kind)
+            {
+                let what = if retain {
+                    MisuseKind::RetainAfterRelease
+                } else {
+                    MisuseKind::DoubleRelease
+                };
+                transport::misused(what, gone, kind);
+            }
             // SAFETY: the program's argument, passed through unchanged.
             let status = unsafe { f(object) };
-            let retain = matches!($api.effect(), Effect::Retain(_));
             counted($api.name(), begin, status, (object, id), retain)
         }
     };
@@ -884,6 +918,8 @@ creating!(
 unsafe extern "C" fn wait_for_events(n: u32, list: *const Handle) -> i32 {
     let read = first_runs_waited("clWaitForEvents");
     let begin = now_ns();
+    // SAFETY: the program's list, which the driver reads next.
+    unsafe { check_waits(n, list) };
     let f = target!(d::WAIT_FOR_EVENTS, fn(u32, *const Handle) -> i32);
     // SAFETY: the program's arguments, passed through unchanged.
     let status = plain("clWaitForEvents", begin, unsafe { f(n, list) });

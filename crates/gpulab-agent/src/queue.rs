@@ -4,7 +4,7 @@
 use gpulab_events::wire::{CallRecord, ObjectRecord};
 use gpulab_events::{
     AgentEvent, AgentState, CudaMemory, DeviceRead, DeviceSpan, Event, Frame, Framework,
-    FrameworkEvent, FrameworkSaid, ReadSide, Refusal, Stack,
+    FrameworkEvent, FrameworkSaid, Misuse, MisuseKind, ObjKind, ReadSide, Refusal, Stack,
 };
 
 use crate::clock::now_ns;
@@ -57,6 +57,18 @@ pub enum Record {
         /// The refused thread's stacks, as deep as an object's are taken.
         stack: Option<crate::stack::Captured>,
     },
+    /// A call named an object the program had released ([`Misuse`]).
+    Misuse {
+        t_ns: u64,
+        thread: u64,
+        api: &'static str,
+        what: MisuseKind,
+        object: u64,
+        kind: ObjKind,
+        /// The call's stacks; its id is set once they are named.
+        stack: Option<crate::stack::Captured>,
+        stack_id: Option<u64>,
+    },
 }
 
 /// An allocation the driver refused, read inside the refused call.
@@ -81,6 +93,7 @@ impl Record {
             Record::Span(_) => true,
             Record::Framework { said, .. } => matches!(said, FrameworkSaid::Memory { .. }),
             Record::Object { .. }
+            | Record::Misuse { .. }
             | Record::Agent { .. }
             | Record::Stack { .. }
             | Record::Read { .. } => false,
@@ -168,6 +181,25 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             framework: *framework,
             device: *device,
             said: said.clone(),
+        }),
+        Record::Misuse {
+            t_ns,
+            thread,
+            api,
+            what,
+            object,
+            kind,
+            stack_id,
+            ..
+        } => Event::Misuse(Misuse {
+            t_ns: *t_ns,
+            pid,
+            thread: *thread,
+            api: (*api).into(),
+            what: *what,
+            object: *object,
+            kind: *kind,
+            stack: *stack_id,
         }),
         Record::Agent { api, state } => Event::Agent(AgentEvent {
             t_ns: now_ns(),

@@ -70,6 +70,7 @@ impl Staging {
             | Record::Span(_)
             | Record::Read { .. }
             | Record::Agent { .. }
+            | Record::Misuse { .. }
             | Record::Framework { .. } => {}
         }
         self.items.push_back(record);

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use gpulab_events::ring::{Region, Segment};
 use gpulab_events::wire::{self, CallRecord, ObjectRecord};
-use gpulab_events::{AgentState, DeviceSpan, FrameworkSaid, ObjKind, ObjectAction, to_line};
+use gpulab_events::{
+    AgentState, DeviceSpan, FrameworkSaid, MisuseKind, ObjKind, ObjectAction, to_line,
+};
 
 use crate::clock::{now_ns, thread_id};
 pub use crate::queue::{Family, Record, Refused, Status};
@@ -289,6 +291,9 @@ fn name_stack(agent: &Agent, record: &mut Record) {
             stack,
             ..
         } => (stack.take(), id),
+        Record::Misuse {
+            stack, stack_id, ..
+        } => (stack.take(), stack_id),
         _ => return,
     };
     let Some(addrs) = addrs else { return };
@@ -514,6 +519,45 @@ pub fn object(
     });
 }
 
+/// A misuse a hook found: what, of which object and kind, and the call's stacks.
+type Found = (MisuseKind, u64, ObjKind, Option<crate::stack::Captured>);
+
+thread_local! {
+    /// What this thread's hook found the call it is in doing to objects the
+    /// program had released: sent, named by the call, when its record goes.
+    static MISUSED: std::cell::RefCell<Vec<Found>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The call this thread's hook is in named object `object` (of `kind`),
+/// which the program had released: `what` it did. Said with the call's
+/// record ([`call_measured`]), with the caller's stack as an object's.
+pub fn misused(what: MisuseKind, object: u64, kind: ObjKind) {
+    if quiet() {
+        return;
+    }
+    let said = MISUSED.with(|m| {
+        m.borrow()
+            .iter()
+            .any(|(w, o, ..)| *w == what && *o == object)
+    });
+    if said {
+        return;
+    }
+    let stack = crate::stack::capture(ObjKind::Buffer);
+    MISUSED.with(|m| m.borrow_mut().push((what, object, kind, stack)));
+}
+
+/// What this thread's hooks found and no call record has said yet (tests).
+#[cfg(test)]
+pub fn take_misused() -> Vec<(MisuseKind, u64, ObjKind)> {
+    MISUSED.with(|m| {
+        std::mem::take(&mut *m.borrow_mut())
+            .into_iter()
+            .map(|(w, o, k, _)| (w, o, k))
+            .collect()
+    })
+}
+
 /// Records one call that returned to the program.
 pub fn call(api: &'static str, begin_ns: u64, status: Status, object: Option<u64>) {
     call_as(api, api, begin_ns, status, object);
@@ -629,6 +673,19 @@ pub fn call_measured(
         return 0;
     }
     let end_ns = now_ns();
+    let misused = MISUSED.with(|m| std::mem::take(&mut *m.borrow_mut()));
+    for (what, object, kind, stack) in misused {
+        send(Record::Misuse {
+            t_ns: begin_ns,
+            thread: thread_id(),
+            api,
+            what,
+            object,
+            kind,
+            stack,
+            stack_id: None,
+        });
+    }
     let seq = next_seq();
     send(Record::Call {
         call: CallRecord {

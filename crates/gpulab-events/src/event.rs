@@ -61,6 +61,10 @@ pub enum Event {
     /// --predict 'host_ms(wait)=150..250'`), before the run: kept beside the
     /// value measured, never used to reach a verdict.
     Estimate(Estimate),
+    /// `gpulab watch`: a call of the program named an object the program had
+    /// already released (as compute-sanitizer's API checks and CLIntercept's
+    /// error checks find them).
+    Misuse(Misuse),
 }
 
 impl Event {
@@ -86,6 +90,7 @@ impl Event {
             Event::Framework(f) => f.t_ns,
             Event::GpuReading(g) => g.t_ns,
             Event::DeviceRead(r) => r.t_ns,
+            Event::Misuse(m) => m.t_ns,
         })
     }
 }
@@ -736,6 +741,49 @@ pub struct Stack {
     pub t_ns: u64,
     pub id: u64,
     pub frames: Vec<Frame>,
+}
+
+/// What a call did wrong with an object the program no longer held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MisuseKind {
+    /// A call used it (an enqueue, a kernel's argument, a wait).
+    UseAfterRelease,
+    /// A release of it again.
+    DoubleRelease,
+    /// A retain of it: too late to keep it.
+    RetainAfterRelease,
+}
+
+impl MisuseKind {
+    pub fn words(self) -> &'static str {
+        match self {
+            MisuseKind::UseAfterRelease => "use after release",
+            MisuseKind::DoubleRelease => "release after release",
+            MisuseKind::RetainAfterRelease => "retain after release",
+        }
+    }
+}
+
+/// `gpulab watch`: a call named object `object` after the program's last
+/// reference to it was gone. The object's history (made, released) is in
+/// the stream's object events; the call's own record follows this one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Misuse {
+    pub t_ns: u64,
+    pub pid: u32,
+    pub thread: u64,
+    /// The call that named it, as the agent hooked it.
+    pub api: crate::api::CallName,
+    pub what: MisuseKind,
+    /// The ledger id of the released object, and its kind.
+    pub object: u64,
+    pub kind: ObjKind,
+    /// The call's stack (`--backtrace`), as a [`Stack`]'s id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<u64>,
 }
 
 /// One return address of a [`Stack`], as the process had it mapped.

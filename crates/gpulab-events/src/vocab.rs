@@ -129,6 +129,15 @@ impl ObjKind {
         ObjKind::ALL.into_iter().filter(|k| *k != ObjKind::Managed)
     }
 
+    /// The name for `n` of them: `1 context`, `2 contexts`.
+    pub fn counted(self, n: impl TryInto<u64>) -> &'static str {
+        if n.try_into().is_ok_and(|n| n == 1) {
+            self.as_str()
+        } else {
+            self.plural()
+        }
+    }
+
     pub fn plural(self) -> &'static str {
         match self {
             ObjKind::Context => "contexts",

@@ -223,6 +223,20 @@ pub const KEYS: &[Binding] = &[
     ),
     b(
         Mode::Main,
+        &[K::Home, K::Char('g')],
+        Action::First,
+        "first lab or recording (as less and htop)",
+        None,
+    ),
+    b(
+        Mode::Main,
+        &[K::End, K::Char('G')],
+        Action::Last,
+        "last lab or recording",
+        None,
+    ),
+    b(
+        Mode::Main,
         &[K::Char('/')],
         Action::Filter,
         "filter the labs list by typing",

@@ -61,6 +61,7 @@ fn event_time(e: &Event) -> Option<u64> {
         Event::DeviceRead(r) => r.t_ns,
         Event::Prediction(p) => p.t_ns,
         Event::Estimate(e) => e.t_ns,
+        Event::Misuse(m) => m.t_ns,
         Event::Claim(_) => return None,
     })
 }

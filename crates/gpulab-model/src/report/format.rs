@@ -38,7 +38,7 @@ pub(crate) fn counts_said(
 ) -> String {
     let said: Vec<String> = counts
         .iter()
-        .map(|(k, n)| format!("{n} {}", if *n == 1 { k.as_str() } else { k.plural() }))
+        .map(|(k, n)| format!("{n} {}", k.counted(*n)))
         .collect();
     said.join(", ")
 }

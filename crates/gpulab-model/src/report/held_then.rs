@@ -84,7 +84,7 @@ impl HeldThenReport {
             out.push(format!(
                 "    {:>5} {:<12} {:>10.2} MiB{by}{at}",
                 h.count,
-                h.kind.plural(),
+                h.kind.counted(h.count),
                 mib(h.bytes)
             ));
         }

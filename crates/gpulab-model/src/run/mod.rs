@@ -81,6 +81,9 @@ pub const SPANS_KEPT: usize = 10_000;
 /// Object events a run keeps whole: the most recent ones.
 pub const OBJECTS_KEPT: usize = 10_000;
 
+/// Misuses a run keeps one by one; past it they are only counted.
+pub const MISUSES_KEPT: usize = 1000;
+
 /// A run as its events told it so far.
 ///
 /// What is kept of every event, however long the run: the per-line, per-tag and
@@ -112,6 +115,10 @@ pub struct Run {
     predictions: std::collections::BTreeMap<String, gpulab_events::Predicted>,
     /// Ranges predicted for measured values before the run.
     estimates: Vec<gpulab_events::Estimate>,
+    /// `gpulab watch`: calls that named an object the program had released,
+    /// the first [`MISUSES_KEPT`] of them, and how many there were in all.
+    misuses: Vec<gpulab_events::Misuse>,
+    misuses_seen: u64,
     end: Option<End>,
     /// How busy the host was during the run, when the parent measured it.
     load: Option<HostLoad>,
@@ -197,6 +204,8 @@ impl Run {
             claims: Vec::new(),
             predictions: Default::default(),
             estimates: Vec::new(),
+            misuses: Vec::new(),
+            misuses_seen: 0,
             end: None,
             load: None,
             window: window::Window::new(calls, spans, objects, SAMPLES_KEPT),
@@ -304,6 +313,13 @@ impl Run {
                 // The latest for a value stands, as for a claim's prediction.
                 self.estimates.retain(|x| x.value != e.value);
                 self.estimates.push(e.clone());
+            }
+            Event::Misuse(m) => {
+                *self.folds.received.entry(m.pid).or_default() += 1;
+                self.misuses_seen += 1;
+                if self.misuses.len() < MISUSES_KEPT {
+                    self.misuses.push(m.clone());
+                }
             }
         }
         if let Some(views) = &mut self.views
@@ -1218,6 +1234,12 @@ impl Run {
     /// order made.
     pub fn estimates(&self) -> &[gpulab_events::Estimate] {
         &self.estimates
+    }
+
+    /// Calls that named an object the program had released (the first
+    /// [`MISUSES_KEPT`]), and how many there were in all.
+    pub fn misuses(&self) -> (&[gpulab_events::Misuse], u64) {
+        (&self.misuses, self.misuses_seen)
     }
 
     pub fn end(&self) -> Option<&End> {

@@ -81,6 +81,7 @@ fn not_agents(event: &Event) -> Option<&'static str> {
         | Event::Agent(_)
         | Event::Stack(_)
         | Event::Framework(_)
+        | Event::Misuse(_)
         | Event::DeviceRead(_) => None,
         Event::Meta(_) => Some("meta"),
         Event::Calling(_) => Some("calling"),

@@ -604,7 +604,7 @@ impl App {
                 return self.cancel_all();
             }
             Action::Help => self.overlay = Overlay::Help,
-            Action::Up | Action::Down => self.move_selection(a),
+            Action::Up | Action::Down | Action::First | Action::Last => self.move_selection(a),
             Action::Filter => self.filtering = true,
             Action::Run => return self.run_or_continue(),
             Action::Step => return self.step(),
@@ -685,6 +685,8 @@ impl App {
         }
         self.selected = match a {
             Action::Up => self.selected.saturating_sub(1),
+            Action::First => 0,
+            Action::Last => n - 1,
             _ => (self.selected + 1).min(n - 1),
         };
         self.script_scroll = 0;

@@ -243,7 +243,7 @@ impl VerdictPanel<'_> {
                 format!(
                     "{} {} deleted {:.2} ms (median) after their release",
                     o.count,
-                    o.kind.plural().replace('_', " "),
+                    o.kind.counted(o.count).replace('_', " "),
                     o.median_ms
                 ),
                 t.dim(),
@@ -605,7 +605,11 @@ fn alive_line(g: &AliveGroup, now: &str, t: Theme) -> Line<'static> {
         .unwrap_or_default();
     Line::from(vec![
         Span::styled(
-            format!("{} {} {now}", g.count, g.kind.plural().replace('_', " ")),
+            format!(
+                "{} {} {now}",
+                g.count,
+                g.kind.counted(g.count).replace('_', " ")
+            ),
             if g.kept_by_allocator || g.kept_by_runtime {
                 t.dim()
             } else {

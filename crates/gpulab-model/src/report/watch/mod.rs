@@ -26,6 +26,7 @@ pub use super::out_of_memory::{KnownShares, OtherProcessReport, OutOfMemory, Wat
 use super::ranks::{GpuReport, RankReport};
 
 mod findings;
+mod misuse;
 mod observer;
 mod render;
 #[cfg(test)]
@@ -34,6 +35,7 @@ mod tests;
 use findings::{
     alive_groups, ended, held, held_groups, kinds, notes_and_warnings, outlived, processes,
 };
+pub use misuse::MisuseRow;
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WatchReport {
@@ -113,6 +115,12 @@ pub struct WatchReport {
     pub ranks: Vec<RankReport>,
     /// Every NVIDIA GPU of the host, as the watch read it.
     pub gpus: Vec<GpuReport>,
+    /// Calls that named an object the program had already released (a use
+    /// after release, a second release), oldest first: the first
+    /// [`crate::run::MISUSES_KEPT`] of them.
+    pub misuse: Vec<MisuseRow>,
+    /// How many such calls there were in all.
+    pub misuse_count: u64,
     /// What gpulab did to watch the program (a loader preloaded, say).
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
@@ -354,12 +362,7 @@ impl HeldGroup {
 
     /// `6 contexts`.
     pub fn what(&self) -> String {
-        let kind = if self.count == 1 {
-            self.kind.as_str()
-        } else {
-            self.kind.plural()
-        };
-        format!("{} {kind}", self.count)
+        format!("{} {}", self.count, self.kind.counted(self.count))
     }
 }
 
@@ -437,6 +440,7 @@ impl WatchReport {
     pub fn from_run(run: &Run) -> WatchReport {
         let meta = run.meta();
         let start = meta.map_or(0, |m| m.t_ns);
+        let (misuse_rows, misuse_count) = misuse::rows(run, start);
         let watch = meta.and_then(|m| m.watch.as_ref());
         let processes = processes(run);
         let incomplete: BTreeSet<u32> = processes
@@ -486,6 +490,8 @@ impl WatchReport {
                 count: run.folds().freed_unseen,
                 graph_memory: run.folds().graph_memory_seen,
             },
+            misuse: misuse_rows,
+            misuse_count,
             observer: ObserverCost::of(run, &processes),
             processes,
             peak_memory_bytes: one_gpu(peak_objects.map(|(_, b)| b).or(measured_peak)),

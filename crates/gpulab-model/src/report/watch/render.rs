@@ -110,21 +110,31 @@ impl WatchReport {
         if !self.kinds.is_empty() {
             let _ = write!(s, "\n{}", self.kinds_table().text());
         }
+        self.misuse_text(&mut s);
         self.alive_text(&mut s);
         if let Some(line) = self.freed_unseen.line() {
             let _ = writeln!(s, "\n{line}");
         }
         self.held_text(&mut s);
         for o in &self.outlived_release {
-            let _ = writeln!(
-                s,
-                "\n{} {} deleted by the driver after the program released them: median {:.2} ms, \
-                 longest {:.2} ms after the release",
-                o.count,
-                o.kind.plural(),
-                o.median_ms,
-                o.max_ms
-            );
+            let _ = if o.count == 1 {
+                writeln!(
+                    s,
+                    "\n1 {} deleted by the driver {:.2} ms after the program released it",
+                    o.kind.as_str().replace('_', " "),
+                    o.max_ms
+                )
+            } else {
+                writeln!(
+                    s,
+                    "\n{} {} deleted by the driver after the program released them: median \
+                     {:.2} ms, longest {:.2} ms after the release",
+                    o.count,
+                    o.kind.plural(),
+                    o.median_ms,
+                    o.max_ms
+                )
+            };
         }
         for n in &self.notes {
             let _ = writeln!(s, "\nnote: {n}");
@@ -136,6 +146,29 @@ impl WatchReport {
     }
 
     /// What the program left alive, by maker (the uncertain ones apart).
+    /// Calls on objects the program had released, each with where it was
+    /// made and what made the object.
+    fn misuse_text(&self, s: &mut String) {
+        if self.misuse_count == 0 {
+            return;
+        }
+        let n = self.misuse_count;
+        let _ = writeln!(
+            s,
+            "\nmisuse: {n} call{} named an object the program had already released (the \
+             driver may have answered, or done anything: the object was no longer the \
+             program's):",
+            if n == 1 { "" } else { "s" }
+        );
+        for m in &self.misuse {
+            m.text(s);
+        }
+        let shown = self.misuse.len() as u64;
+        if shown < n {
+            let _ = writeln!(s, "  … and {} more", n - shown);
+        }
+    }
+
     fn alive_text(&self, s: &mut String) {
         for section in [
             AliveSection::Leaked,
@@ -181,7 +214,7 @@ impl WatchReport {
                     s,
                     "  {:>5} {:<12} {:>10.2} MiB  made by {}",
                     g.count,
-                    g.kind.plural(),
+                    g.kind.counted(g.count),
                     mib(g.bytes),
                     crate::run::maker_text(&g.created_by, &by, g.pid, g.thread),
                 );
@@ -339,7 +372,7 @@ impl WatchReport {
                     s,
                     "| {} | {}{} | {:.2} | {} | {} | {} |",
                     g.count,
-                    g.kind.plural(),
+                    g.kind.counted(g.count),
                     match g.section() {
                         AliveSection::Leaked => "",
                         AliveSection::Allocator => " (its allocator's)",
@@ -361,7 +394,7 @@ impl WatchReport {
                     "\nRow {}: {} {} made at\n",
                     i + 1,
                     g.count,
-                    g.kind.plural()
+                    g.kind.counted(g.count)
                 );
                 for f in &g.backtrace {
                     let _ = writeln!(s, "- {}", md_code(&f.describe(), false));
