@@ -1514,14 +1514,19 @@ mod tests {
             + &format!("[[variants]]\nname = \"v\"\nscript = '''\n{script}\n'''\n");
         let lab =
             first(lab(raw::read(&text).unwrap(), &text, Origin::Builtin)).map_err(|p| p.mistake)?;
-        Ok(lab.variants[0]
+        Ok(calls_of(&lab))
+    }
+
+    /// The calls of a lab's first variant, in order.
+    fn calls_of(lab: &Lab) -> Vec<Api> {
+        lab.variants[0]
             .script
             .iter()
             .filter_map(|s| match &s.kind {
                 StmtKind::Call { api, .. } => Some(*api),
                 _ => None,
             })
-            .collect())
+            .collect()
     }
 
     const VMM: &str = "s = cudaStreamCreate()\nmem = cuMemCreate(2 MiB)\n\
@@ -1925,15 +1930,9 @@ mod tests {
 
     /// An OpenCL variant's calls, or its first mistake.
     fn opencl(script: &str) -> Result<Vec<Api>, Mistake> {
-        let lab = check(script, "").map_err(|p| p.mistake)?;
-        Ok(lab.variants[0]
-            .script
-            .iter()
-            .filter_map(|s| match &s.kind {
-                StmtKind::Call { api, .. } => Some(*api),
-                _ => None,
-            })
-            .collect())
+        check(script, "")
+            .map(|lab| calls_of(&lab))
+            .map_err(|p| p.mistake)
     }
 
     #[test]

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::destruction_watched;
 use crate::run::{Run, TagFold};
 use crate::trace::{CallStatus, ClaimVerdict, Event, Verdict};
 use gpulab_lab::api::{Api, Returns};
@@ -513,7 +512,7 @@ impl Env<'_> {
         // The worker says which kinds it asked the driver about; a stream from
         // before it said so asked about every kind that has a callback.
         let asked = self.run.meta().and_then(|m| m.destruction.clone());
-        let watched = object.is_some_and(|o| destruction_watched(asked.as_deref(), o))
+        let watched = object.is_some_and(|o| o.destruction_watched(asked.as_deref()))
             && (asked.is_some() || !self.run.folds().destroyed_kinds.is_empty());
         let svm = object
             .and_then(|o| o.made_by.as_ref())

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::run::{Finding, Load, ObjState, Run};
+use crate::run::{Finding, Load, Run};
 use crate::trace::{CallStatus, ClaimVerdict, EndStatus, MemorySource, Verdict};
 use gpulab_lab::{Api, BackendKind, ObjKind};
 
@@ -536,7 +536,7 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
         let Some(released) = state.last_release_ns else {
             continue;
         };
-        if !destruction_watched(asked.as_deref(), state) {
+        if !state.destruction_watched(asked.as_deref()) {
             continue;
         }
         let destroyed = state.destroyed_ns;
@@ -552,19 +552,6 @@ fn destroyed_rows(run: &Run) -> Vec<DestroyRow> {
         });
     }
     rows
-}
-
-/// Whether the driver was asked to say when `state` is destroyed: its kind
-/// is one the worker watched (a stream from before it said so watched every
-/// kind), and its making call made something a callback can watch.
-pub(crate) fn destruction_watched(asked: Option<&[ObjKind]>, state: &ObjState) -> bool {
-    let kind_asked = asked.is_none_or(|kinds| kinds.contains(&state.kind));
-    let observable = state
-        .made_by
-        .as_ref()
-        .and_then(|m| Api::named(&m.api))
-        .is_none_or(Api::destruction_observable);
-    kind_asked && observable
 }
 
 /// The call in flight at `t_ns`: what let the driver delete an object after

@@ -78,6 +78,20 @@ impl ObjState {
         self.destroyed_ns.is_some()
     }
 
+    /// Whether the driver was asked to say when it is destroyed: its kind is
+    /// one the worker watched (`asked`; a stream from before it said so
+    /// watched every kind), and its making call made something a destructor
+    /// callback can watch (not an SVM pointer).
+    pub fn destruction_watched(&self, asked: Option<&[ObjKind]>) -> bool {
+        let kind_asked = asked.is_none_or(|kinds| kinds.contains(&self.kind));
+        let observable = self
+            .made_by
+            .as_ref()
+            .and_then(|m| gpulab_events::Api::named(&m.api))
+            .is_none_or(gpulab_events::Api::destruction_observable);
+        kind_asked && observable
+    }
+
     /// Still the program's: neither released by it nor freed by the driver.
     pub fn held(&self) -> bool {
         self.refcount > 0 && !self.destroyed()
