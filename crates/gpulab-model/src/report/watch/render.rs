@@ -221,6 +221,19 @@ impl WatchReport {
                 for f in &g.backtrace {
                     let _ = writeln!(s, "          at {}", fit(&f.describe(), FRAME_WIDTH));
                 }
+                // Events and kernels carry no stack unless asked: say how to
+                // find where a leaked one was made.
+                if g.backtrace.is_empty()
+                    && section == AliveSection::Leaked
+                    && matches!(g.kind, ObjKind::Event | ObjKind::Kernel)
+                {
+                    let _ = writeln!(
+                        s,
+                        "          (where: `gpulab watch --backtrace` takes the making call's \
+                         stack for {} too)",
+                        g.kind.plural()
+                    );
+                }
             }
         }
     }
