@@ -80,7 +80,10 @@ fn prepare_and_run(
             req.device.as_deref(),
             &variant.kernels(),
         )?),
-        BackendKind::Cuda => Box::new(CudaBackend::open(req.device.as_deref())?),
+        BackendKind::Cuda => Box::new(CudaBackend::open_for(
+            req.device.as_deref(),
+            &variant.kernels(),
+        )?),
     };
     gpulab_host::clock::phase("worker: backend open");
     let pid = std::process::id();

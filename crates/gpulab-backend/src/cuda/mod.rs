@@ -57,8 +57,9 @@ struct Pending {
 /// The module of the kernels that call `malloc`.
 enum HeapModule {
     Ptx(String),
-    /// NVRTC could not compile it: a launch of its kernel says why, no other
-    /// lab is kept from running.
+    /// Not readied (the lab launches no such kernel), or NVRTC could not
+    /// compile it: a launch of its kernel says why, no other lab is kept
+    /// from running.
     Unavailable(String),
     Loaded(spin::Functions),
 }
@@ -76,8 +77,9 @@ pub struct CudaBackend {
     pool: sys::CUmemoryPool,
     /// Every kernel's function but the heap's, loaded at open (`spin::load`).
     funcs: spin::Functions,
-    /// The heap kernel's module: its PTX, read or compiled at open, until the
-    /// kernel's first launch loads it (`spin::HEAP_SOURCE` says why then).
+    /// The heap kernel's module: its PTX, read or compiled at open when the
+    /// lab launches the kernel, until its first launch loads it
+    /// (`spin::HEAP_SOURCE` says why then).
     heap: HeapModule,
     /// The lab's own pools (`cudaMemPoolCreate`) not yet destroyed, oldest first.
     pools: Vec<ObjId>,
@@ -163,10 +165,24 @@ impl CudaBackend {
     /// context, loads the spin kernel and calibrates it. A missing driver is
     /// `BackendError::Unavailable` ("no CUDA driver"), never a panic.
     pub fn open(selector: Option<&str>) -> Result<Self, BackendError> {
+        Self::open_for(selector, &[])
+    }
+
+    /// As `open`, and readies the module of each kernel of `kernels` that
+    /// calls the device's `malloc` (the ones a lab's script launches): its PTX
+    /// read or compiled now, so no script line hides a compile, and no lab
+    /// that launches none pays for it.
+    pub fn open_for(
+        selector: Option<&str>,
+        kernels: &[&'static gpulab_events::api::KernelSpec],
+    ) -> Result<Self, BackendError> {
         gpulab_host::clock::phase("worker: backend opening");
         load::driver_present()?;
         gpulab_host::clock::phase("worker: libcuda loaded");
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Self::open_inner(selector)))
+        let heap = kernels.iter().any(|k| k.device_heap);
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Self::open_inner(selector, heap)
+        }))
             .unwrap_or_else(|_| {
                 Err(BackendError::Setup(
                     "CUDA: the driver library lacks a symbol gpulab needs (cudarc panicked); update the NVIDIA driver".into(),
@@ -174,7 +190,7 @@ impl CudaBackend {
             })
     }
 
-    fn open_inner(selector: Option<&str>) -> Result<Self, BackendError> {
+    fn open_inner(selector: Option<&str>, heap: bool) -> Result<Self, BackendError> {
         let (index, dev, name) = Self::device(selector)?;
         let attr = |a: sys::CUdevice_attribute| {
             // SAFETY: `dev` is a valid device.
@@ -214,9 +230,12 @@ impl CudaBackend {
             driver,
         };
         let funcs = Self::kernels(&key)?;
-        let heap = match spin::ptx(&key, Module::Heap) {
-            Ok((ptx, _)) => HeapModule::Ptx(ptx),
-            Err(why) => HeapModule::Unavailable(why),
+        let heap = match heap.then(|| spin::ptx(&key, Module::Heap)) {
+            Some(Ok((ptx, _))) => HeapModule::Ptx(ptx),
+            Some(Err(why)) => HeapModule::Unavailable(why),
+            None => HeapModule::Unavailable(
+                "the heap kernel's module was not readied: the lab's script launches no kernel that calls malloc".into(),
+            ),
         };
         let cal = Calibration {
             clock_khz,
