@@ -214,6 +214,65 @@ fn backtraces_name_each_leaks_line_where_compute_sanitizer_names_its_function() 
     );
 }
 
+/// Each mistake of `cuda_misuse.cu` is said with its own line and what it
+/// did, where the program makes it; the same calls in the right order say
+/// nothing. The steps that crash the program bare (a destroyed stream or
+/// event named again) are said before the crash, which the program's status
+/// keeps. compute-sanitizer, beside it, says only the refused calls' errors.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn each_use_of_what_a_cuda_program_gave_up_is_said_at_its_line() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/cuda_misuse.cu");
+    let exe = exe.to_string_lossy().into_owned();
+    let source = std::fs::read_to_string(repo_file("tests/watch/cuda_misuse.cu")).expect("source");
+    // The program's own words for each step's mistake, at its line.
+    let steps: Vec<(String, usize, &str)> = source
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let step = l.split("said(\"").nth(1)?.split('"').next()?;
+            let what = match l.split("// misuse: ").nth(1)? {
+                "double free" | "destroyed twice" => "double_release",
+                "use after free" | "use after destroy" => "use_after_release",
+                "sync free of ordered memory" => "sync_free_of_stream_ordered",
+                other => panic!("cuda_misuse.cu:{}: unknown mistake {other:?}", i + 1),
+            };
+            Some((step.to_string(), i + 1, what))
+        })
+        .collect();
+    assert_eq!(steps.len(), 8, "cuda_misuse.cu's steps: {steps:?}");
+    for (step, line, what) in &steps {
+        let (out, report) = watch_json_with(&["--fail-on", "misuse"], &[&exe, step]);
+        let rows = report["misuse"].as_array().expect("misuse[]");
+        let at = format!("cuda_misuse.cu:{line}");
+        let found = rows.iter().find(|r| {
+            r["what"] == *what
+                && r["backtrace"].as_array().is_some_and(|fs| {
+                    fs.iter()
+                        .any(|f| f["location"].as_str().is_some_and(|l| l.ends_with(&at)))
+                })
+        });
+        assert!(
+            found.is_some(),
+            "{step}: no {what} at {at} in {rows:#?}\n{}",
+            stderr(&out)
+        );
+        assert_eq!(report["misuse_count"], rows.len(), "{step}");
+        assert_ne!(out.status.code(), Some(0), "{step}: --fail-on misuse passed");
+        eprintln!(
+            "{step}: {} ({} row(s)), status {:?}",
+            found.map_or(String::new(), |r| r["call"].to_string()),
+            rows.len(),
+            out.status
+        );
+    }
+    let (out, report) = watch_json_with(&["--fail-on", "misuse"], &[&exe, "clean"]);
+    assert_eq!(report["misuse_count"], 0, "{report:#}");
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 /// The leak is in the stream while the program still runs: each kept buffer
 /// arrives before the program's exit by at least the pauses after it.
 #[test]

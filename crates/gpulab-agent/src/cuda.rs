@@ -206,6 +206,30 @@ const WATCHED: &[(&str, Role)] = &[
             size: Size::None,
         },
     ),
+    // Streams and events made by calls other than their own creating ones:
+    // each destroyed as any other, and a handle one of them hands out may be
+    // one a destroyed object had ([`crate::cuda_misuse`]).
+    (
+        "cuEventCreateFromEGLSync",
+        Make {
+            kind: Event,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuIpcOpenEventHandle",
+        Make {
+            kind: Event,
+            size: Size::None,
+        },
+    ),
+    (
+        "cuGreenCtxStreamCreate",
+        Make {
+            kind: Stream,
+            size: Size::None,
+        },
+    ),
     (
         "cuStreamCreate",
         Make {
@@ -413,6 +437,12 @@ fn hook_for(name: &str) -> Option<(&'static str, Role)> {
             .find(|(n, e)| *n == unversioned && matches!(e, Call | Launch { .. }))
     })?;
     Some((unversioned_name(found.0), found.1))
+}
+
+/// Whether the agent hooks the driver call CUPTI names `api` (unversioned).
+#[cfg(test)]
+pub fn watches(api: &str) -> bool {
+    WATCHED.iter().any(|(n, _)| unversioned_name(n) == api)
 }
 
 /// `cuMemAlloc_v2` -> `cuMemAlloc`: what the program's source says.
@@ -777,6 +807,14 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
             }
             _ => None,
         });
+        let (freeing, stream) = match hook.role {
+            Free(kind) => (Some(kind), None),
+            // SAFETY: the caller's contract: a launch's parameter block.
+            Launch { stream_at } => (None, Some(unsafe { launch_stream(params, stream_at) })),
+            _ => (None, None),
+        };
+        // SAFETY: the caller's contract: this function's parameter block.
+        unsafe { crate::cuda_misuse::at_entry(hook.api, freeing, stream, params) };
         // SAFETY: the caller's contract: this function's parameter block.
         if let Some(read) = unsafe { read_before(hook.api, params) } {
             transport::read(hook.api, ReadSide::Before, read);
@@ -831,9 +869,10 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         None
     } else {
         // SAFETY: the caller's contract; `role` matches this function.
-        unsafe { apply(hook.role, params, data.context) }
+        unsafe { apply(hook.api, hook.role, params, data.context) }
     };
     let object = object.or_else(|| MADE_CONTEXT.take());
+    crate::cuda_misuse::at_return(status);
     let freed_unseen = FREED_UNSEEN.take();
     let name = (status != 0).then(|| error_name(status)).flatten();
     let refused = (status == CUDA_ERROR_OUT_OF_MEMORY).then(|| {
@@ -1334,7 +1373,12 @@ unsafe fn asked_bytes(role: Role, params: *const usize) -> Option<u64> {
 ///
 /// # Safety
 /// `params` points to the parameter block of a function with this role.
-unsafe fn apply(role: Role, params: *const usize, context: *mut c_void) -> Option<u64> {
+unsafe fn apply(
+    api: &str,
+    role: Role,
+    params: *const usize,
+    context: *mut c_void,
+) -> Option<u64> {
     match role {
         Make { kind, size } => {
             // SAFETY: parameter 0 of a creating call is the out-pointer.
@@ -1363,7 +1407,11 @@ unsafe fn apply(role: Role, params: *const usize, context: *mut c_void) -> Optio
             let refs = ledger::cuda_id_of(ObjKind::Context, context as usize)
                 .into_iter()
                 .collect();
-            Some(ledger::cuda_created(kind, handle, bytes, refs))
+            Some(if matches!(api, "cuMemAllocAsync" | "cuMemAllocFromPoolAsync") {
+                ledger::cuda_created_ordered(kind, handle, bytes, refs)
+            } else {
+                ledger::cuda_created(kind, handle, bytes, refs)
+            })
         }
         Free(kind) => {
             // SAFETY: parameter 0 of a freeing call is the handle.
@@ -1374,7 +1422,11 @@ unsafe fn apply(role: Role, params: *const usize, context: *mut c_void) -> Optio
                 Some((h, id)) if h == handle => id,
                 _ => ledger::cuda_id_of(kind, handle),
             };
-            let released = ledger::cuda_released_as(kind, handle, id);
+            // Kept as gone where a later call may name it as the program's:
+            // a stream, an event, memory freed by its address.
+            let remember = matches!(kind, Stream | Event)
+                || (kind == Buffer && matches!(api, "cuMemFree" | "cuMemFreeAsync"));
+            let released = ledger::cuda_released_as(kind, handle, id, remember);
             if released.is_none() && kind == Buffer && handle != 0 {
                 FREED_UNSEEN.set(true);
             }
@@ -1879,24 +1931,24 @@ mod tests {
             size: Size::At(1),
         };
         // SAFETY: a parameter block of cuMemAlloc_v2's layout.
-        let id = unsafe { apply(make, (&raw const alloc).cast(), std::ptr::null_mut()) };
+        let id = unsafe { apply("cuMemAlloc", make, (&raw const alloc).cast(), std::ptr::null_mut()) };
         let id = id.expect("created");
         assert_eq!(ledger::cuda_id_of(Buffer, 0x7f00_0000_1000), Some(id));
 
         let free: [usize; 1] = [0x7f00_0000_1000];
         // SAFETY: cuMemFree_v2's block: the device pointer.
-        let freed = unsafe { apply(Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
+        let freed = unsafe { apply("cuMemFree", Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
         assert_eq!(freed, Some(id));
         assert!(!FREED_UNSEEN.take(), "the agent saw it made");
         assert_eq!(ledger::cuda_id_of(Buffer, 0x7f00_0000_1000), None);
         // SAFETY: as above; the pointer is no longer the program's.
-        let again = unsafe { apply(Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
+        let again = unsafe { apply("cuMemFree", Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
         assert_eq!(again, None, "a second free is not a second release");
         assert!(FREED_UNSEEN.take(), "a pointer no allocation it saw made");
         // The runtime's `cudaFree(0)` frees a null pointer, which is nothing.
         let null: [usize; 1] = [0];
         // SAFETY: cuMemFree_v2's block.
-        let nothing = unsafe { apply(Free(Buffer), null.as_ptr(), std::ptr::null_mut()) };
+        let nothing = unsafe { apply("cuMemFree", Free(Buffer), null.as_ptr(), std::ptr::null_mut()) };
         assert_eq!((nothing, FREED_UNSEEN.take()), (None, false));
     }
 
@@ -1916,7 +1968,7 @@ mod tests {
             size: Size::Pitch,
         };
         // SAFETY: cuMemAllocPitch_v2's layout.
-        let id = unsafe { apply(make, block.as_ptr(), std::ptr::null_mut()) };
+        let id = unsafe { apply("cuMemAlloc", make, block.as_ptr(), std::ptr::null_mut()) };
         assert!(id.is_some());
         assert_eq!(ledger::cuda_released(Buffer, 0x9000), id);
     }

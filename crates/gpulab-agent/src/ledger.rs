@@ -3,7 +3,7 @@
 //! Every change goes out as an object record while the ledger is locked, so
 //! records of one object never overtake each other.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,6 +20,8 @@ struct Entry {
     bytes: u64,
     /// For a kernel: the buffer set as each argument, by argument index.
     args: Vec<(u32, Arg)>,
+    /// CUDA memory a stream-ordered allocation made (`cuMemAllocAsync`).
+    ordered: bool,
 }
 
 /// Where a handle is unique. OpenCL handles are pointers to distinct driver
@@ -33,7 +35,7 @@ pub struct Arg {
     pub handle: usize,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Space {
     OpenCl,
     Cuda(ObjKind),
@@ -46,14 +48,16 @@ type Objects = Option<HashMap<Key, Entry>>;
 static OBJECTS: Mutex<Objects> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
-/// OpenCL handles the program released to its last reference, with the
-/// object each named, until the driver hands the handle out again: a call
-/// that names one uses an object that is no longer the program's. At most
+/// Handles the program released to its last reference, with the object each
+/// named, until the driver hands the handle out again: a call that names one
+/// uses an object that is no longer the program's. Every OpenCL handle; CUDA
+/// streams, events and device memory when the program destroyed or freed them
+/// ([`cuda_released_as`] says which). At most
 /// [`GONE_KEPT`], the oldest forgotten first (a use of one that old goes
 /// unseen, never misnamed).
 struct Gone {
-    by_handle: HashMap<usize, (u64, ObjKind)>,
-    order: std::collections::VecDeque<usize>,
+    by_handle: BTreeMap<Key, (u64, ObjKind)>,
+    order: std::collections::VecDeque<Key>,
 }
 
 const GONE_KEPT: usize = 1 << 16;
@@ -64,7 +68,7 @@ static GONE: Mutex<Option<Gone>> = Mutex::new(None);
 fn with_gone<R>(f: impl FnOnce(&mut Gone) -> R) -> R {
     let mut guard = GONE.lock().unwrap_or_else(|e| e.into_inner());
     let gone = guard.get_or_insert_with(|| Gone {
-        by_handle: HashMap::new(),
+        by_handle: BTreeMap::new(),
         order: std::collections::VecDeque::new(),
     });
     f(gone)
@@ -132,12 +136,18 @@ fn new_id() -> u64 {
 
 /// The driver gave the program a new OpenCL object. Returns its id.
 pub fn created(handle: usize, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
-    create((Space::OpenCl, handle), kind, bytes, refs)
+    create((Space::OpenCl, handle), kind, bytes, refs, false)
 }
 
 /// The driver gave the program a new CUDA object. Returns its id.
 pub fn cuda_created(kind: ObjKind, handle: usize, bytes: u64, refs: Vec<u64>) -> u64 {
-    create((Space::Cuda(handles_of(kind)), handle), kind, bytes, refs)
+    create((Space::Cuda(handles_of(kind)), handle), kind, bytes, refs, false)
+}
+
+/// [`cuda_created`], of memory a stream-ordered allocation made: a
+/// synchronous free of it is said ([`cuda_ordered`]).
+pub fn cuda_created_ordered(kind: ObjKind, handle: usize, bytes: u64, refs: Vec<u64>) -> u64 {
+    create((Space::Cuda(handles_of(kind)), handle), kind, bytes, refs, true)
 }
 
 /// The kind whose handles `kind`'s share: managed memory's pointers are
@@ -157,9 +167,54 @@ pub fn cuda_released(kind: ObjKind, handle: usize) -> Option<u64> {
 
 /// [`cuda_released`], of object `id`, which the handle named when the freeing
 /// call entered: when a new allocation got the handle since, that one ended
-/// `id` already ([`create`]), and this books nothing.
-pub fn cuda_released_as(kind: ObjKind, handle: usize, id: Option<u64>) -> Option<u64> {
-    release_of((Space::Cuda(kind), handle), Some(id?))
+/// `id` already ([`create`]), and this books nothing. With `remember`, the
+/// handle is kept as gone ([`cuda_gone`]) until the driver gives it again.
+pub fn cuda_released_as(
+    kind: ObjKind,
+    handle: usize,
+    id: Option<u64>,
+    remember: bool,
+) -> Option<u64> {
+    let key = (Space::Cuda(kind), handle);
+    let released = release_of(key, Some(id?))?;
+    if remember {
+        with(|objects| {
+            if !objects.contains_key(&key) {
+                keep_gone(key, released, kind);
+            }
+        });
+    }
+    Some(released)
+}
+
+/// The object a CUDA handle of `kind` named when the program freed or
+/// destroyed it, if the driver has not given the handle out again since.
+pub fn cuda_gone(kind: ObjKind, handle: usize) -> Option<u64> {
+    let key = (Space::Cuda(handles_of(kind)), handle);
+    with(|objects| {
+        if objects.contains_key(&key) {
+            return None;
+        }
+        with_gone(|g| g.by_handle.get(&key).map(|(id, _)| *id))
+    })
+}
+
+/// The driver took a CUDA handle of `kind` the ledger kept as gone for a
+/// live one (something the agent does not see gave it out again): it is no
+/// longer gone.
+pub fn cuda_not_gone(kind: ObjKind, handle: usize) {
+    let key = (Space::Cuda(handles_of(kind)), handle);
+    with(|_| with_gone(|g| g.by_handle.remove(&key)));
+}
+
+/// The id of live CUDA memory that a stream-ordered allocation made.
+pub fn cuda_ordered(kind: ObjKind, handle: usize) -> Option<u64> {
+    with(|objects| {
+        objects
+            .get(&(Space::Cuda(handles_of(kind)), handle))
+            .filter(|e| e.ordered)
+            .map(|e| e.id)
+    })
 }
 
 /// The id of a live CUDA handle of `kind`.
@@ -167,7 +222,7 @@ pub fn cuda_id_of(kind: ObjKind, handle: usize) -> Option<u64> {
     with(|objects| objects.get(&(Space::Cuda(kind), handle)).map(|e| e.id))
 }
 
-fn create(key: Key, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
+fn create(key: Key, kind: ObjKind, bytes: u64, refs: Vec<u64>, ordered: bool) -> u64 {
     let id = new_id();
     with(|objects| {
         // A handle the driver hands out again belongs to a new object, and the
@@ -175,9 +230,24 @@ fn create(key: Key, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
         // that one last is still inside the release call on another thread, and
         // books nothing when it returns (`released_as`). The old object's end
         // goes out here, before the new one's start.
-        if let (Space::OpenCl, handle) = key {
-            with_gone(|g| g.by_handle.remove(&handle));
-        }
+        with_gone(|g| {
+            g.by_handle.remove(&key);
+            // New device memory covers its whole range: an address inside it
+            // that named freed memory names this allocation now.
+            if let (Space::Cuda(ObjKind::Buffer), start) = key
+                && bytes > 0
+            {
+                let end = start.saturating_add(usize::try_from(bytes).unwrap_or(usize::MAX));
+                let inside: Vec<Key> = g
+                    .by_handle
+                    .range(key..(key.0, end))
+                    .map(|(k, _)| *k)
+                    .collect();
+                for k in inside {
+                    g.by_handle.remove(&k);
+                }
+            }
+        });
         if let Some(old) = objects.remove(&key)
             && old.refs > 0
         {
@@ -198,6 +268,7 @@ fn create(key: Key, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 {
                 refs: 1,
                 bytes,
                 args: Vec::new(),
+                ordered,
             },
         );
         transport::object(id, kind, ObjectAction::Created, bytes, 1, refs);
@@ -256,22 +327,27 @@ fn release_of(key: Key, expected: Option<u64>) -> Option<u64> {
         let (id, kind, bytes, refs) = (e.id, e.kind, e.bytes, e.refs);
         if refs == 0 {
             objects.remove(&key);
-            if let (Space::OpenCl, handle) = key {
-                with_gone(|g| {
-                    if g.by_handle.insert(handle, (id, kind)).is_none() {
-                        g.order.push_back(handle);
-                    }
-                    while g.order.len() > GONE_KEPT {
-                        if let Some(old) = g.order.pop_front() {
-                            g.by_handle.remove(&old);
-                        }
-                    }
-                });
+            if key.0 == Space::OpenCl {
+                keep_gone(key, id, kind);
             }
         }
         transport::object(id, kind, ObjectAction::Released, bytes, refs, Vec::new());
         Some(id)
     })
+}
+
+/// Keeps `key` as gone, naming object `id` (under the ledger's lock).
+fn keep_gone(key: Key, id: u64, kind: ObjKind) {
+    with_gone(|g| {
+        if g.by_handle.insert(key, (id, kind)).is_none() {
+            g.order.push_back(key);
+        }
+        while g.order.len() > GONE_KEPT {
+            if let Some(old) = g.order.pop_front() {
+                g.by_handle.remove(&old);
+            }
+        }
+    });
 }
 
 /// The object of `kind` an OpenCL handle named when the program released
@@ -281,7 +357,7 @@ pub fn gone(handle: usize, kind: ObjKind) -> Option<u64> {
         if objects.contains_key(&(Space::OpenCl, handle)) {
             return None;
         }
-        with_gone(|g| g.by_handle.get(&handle).copied())
+        with_gone(|g| g.by_handle.get(&(Space::OpenCl, handle)).copied())
             .filter(|(_, k)| *k == kind)
             .map(|(id, _)| id)
     })
@@ -477,10 +553,10 @@ mod tests {
         let entered = cuda_id_of(ObjKind::Buffer, 0x5_0000);
         let b = cuda_created(ObjKind::Buffer, 0x5_0000, 128, Vec::new());
         assert_ne!(a, b);
-        assert_eq!(cuda_released_as(ObjKind::Buffer, 0x5_0000, entered), None);
+        assert_eq!(cuda_released_as(ObjKind::Buffer, 0x5_0000, entered, true), None);
         assert_eq!(cuda_id_of(ObjKind::Buffer, 0x5_0000), Some(b));
         assert_eq!(
-            cuda_released_as(ObjKind::Buffer, 0x5_0000, Some(b)),
+            cuda_released_as(ObjKind::Buffer, 0x5_0000, Some(b), true),
             Some(b)
         );
     }

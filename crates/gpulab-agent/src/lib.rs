@@ -42,6 +42,7 @@
 mod clock;
 mod cost;
 mod cuda;
+mod cuda_misuse;
 mod dispatch;
 mod framework;
 mod got;

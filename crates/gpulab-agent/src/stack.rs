@@ -81,6 +81,21 @@ pub fn capture(kind: ObjKind) -> Option<Captured> {
     })
 }
 
+/// The whole stack of a call found misusing an object ([`crate::transport::misused`]),
+/// unless backtraces are off: misuse is rare, so its cost is nothing to the
+/// program, and the calling frame alone may be a runtime linked into the
+/// program (nvcc links `libcudart_static` into the executable) rather than
+/// the line that made the mistake.
+pub fn capture_misuse() -> Option<Captured> {
+    if depth() == Depth::Off {
+        return None;
+    }
+    Some(Captured {
+        native: walk(Walk::whole()),
+        python: crate::python::frames(true).into(),
+    })
+}
+
 /// Frames walked past the last one seen in the agent or the driver before a
 /// walk for the calling frame stops: the caller is the first of them, and one
 /// more lets a single frame of another file between two of the driver's (a

@@ -543,8 +543,28 @@ pub fn misused(what: MisuseKind, object: u64, kind: ObjKind) {
     if said {
         return;
     }
-    let stack = crate::stack::capture(ObjKind::Buffer);
+    let stack = crate::stack::capture_misuse();
     MISUSED.with(|m| m.borrow_mut().push((what, object, kind, stack)));
+}
+
+/// [`misused`], sent now rather than with the call's record: the call may
+/// not return (a driver that dereferences a destroyed stream crashes the
+/// program), and what was found must reach gpulab before it does, as
+/// valgrind says an invalid access before the fault it causes.
+pub fn misused_now(api: &'static str, what: MisuseKind, object: u64, kind: ObjKind) {
+    if quiet() {
+        return;
+    }
+    send(Record::Misuse {
+        t_ns: now_ns(),
+        thread: thread_id(),
+        api,
+        what,
+        object,
+        kind,
+        stack: crate::stack::capture_misuse(),
+        stack_id: None,
+    });
 }
 
 /// What this thread's hooks found and no call record has said yet (tests).

@@ -754,14 +754,29 @@ pub enum MisuseKind {
     DoubleRelease,
     /// A retain of it: too late to keep it.
     RetainAfterRelease,
+    /// A synchronous free (`cudaFree`) of memory a stream-ordered allocation
+    /// made (`cudaMallocAsync`): allowed, but it waits for the device where
+    /// `cudaFreeAsync` would not. The object was still the program's.
+    SyncFreeOfStreamOrdered,
 }
 
 impl MisuseKind {
+    /// As the stream and the report's JSON name it (`use_after_release`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MisuseKind::UseAfterRelease => "use_after_release",
+            MisuseKind::DoubleRelease => "double_release",
+            MisuseKind::RetainAfterRelease => "retain_after_release",
+            MisuseKind::SyncFreeOfStreamOrdered => "sync_free_of_stream_ordered",
+        }
+    }
+
     pub fn words(self) -> &'static str {
         match self {
             MisuseKind::UseAfterRelease => "use after release",
             MisuseKind::DoubleRelease => "release after release",
             MisuseKind::RetainAfterRelease => "retain after release",
+            MisuseKind::SyncFreeOfStreamOrdered => "synchronous free of stream-ordered memory",
         }
     }
 }
@@ -1288,7 +1303,7 @@ impl EndStatus {
             } => format!("failed at line {l}: {error}"),
             EndStatus::Failed { line: None, error } => format!("failed: {error}"),
             EndStatus::Cancelled => "cancelled".into(),
-            EndStatus::Crashed { detail, .. } => format!("worker crashed: {detail}"),
+            EndStatus::Crashed { detail, .. } => format!("crashed: {detail}"),
             EndStatus::Exited { code } => format!("exited with status {code}"),
             EndStatus::TimedOut {
                 limit_ms,
@@ -1375,5 +1390,24 @@ mod values_serde {
                 Ok((k, v))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MisuseKind;
+
+    /// `name` is what serde writes: a suppression rule and the JSON agree.
+    #[test]
+    fn a_misuse_is_named_as_the_stream_names_it() {
+        for what in [
+            MisuseKind::UseAfterRelease,
+            MisuseKind::DoubleRelease,
+            MisuseKind::RetainAfterRelease,
+            MisuseKind::SyncFreeOfStreamOrdered,
+        ] {
+            let json = serde_json::to_string(&what).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", what.name()));
+        }
     }
 }

@@ -157,7 +157,7 @@ impl WatchReport {
             s,
             "\nmisuse: {n} call{} named an object the program had already released (the \
              driver may have answered, or done anything: the object was no longer the \
-             program's):",
+             program's), or freed stream-ordered memory synchronously:",
             if n == 1 { "" } else { "s" }
         );
         for m in &self.misuse {
@@ -251,7 +251,7 @@ impl WatchReport {
                 let pins = if h.pinned_by.is_empty() {
                     "nothing the program holds refers to it".to_string()
                 } else {
-                    format!("pinned by {}", h.pinned_by.join(", "))
+                    format!("pinned by {}", h.pins_text())
                 };
                 let _ = writeln!(
                     s,
@@ -287,7 +287,7 @@ impl WatchReport {
                 if h.pinned_by.is_empty() {
                     "nothing the program holds".to_string()
                 } else {
-                    h.pinned_by.join(", ")
+                    h.pins_text()
                 }
             );
         }
