@@ -478,11 +478,32 @@ pub struct WatchArgs {
     /// (comma-separated or repeated): `leak` objects alive at exit that no
     /// allocator or runtime keeps, `oom` an allocation the driver or a
     /// framework refused, `error` a call that failed, `misuse` a call that
-    /// named an object the program had released (OpenCL: a use after release,
-    /// a second release, a retain too late). A program that exited non-zero
-    /// keeps its own status.
+    /// named an object the program had released (a use after release or
+    /// destroy, a second release or free, a retain too late) or a `cudaFree`
+    /// of stream-ordered memory. A program that exited non-zero keeps its own
+    /// status.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT")]
     pub fail_on: Vec<WatchFailOn>,
+
+    /// The status --fail-on exits with when it finds something (valgrind's
+    /// --error-exitcode), so a CI job can tell the program's own failure from
+    /// gpulab's finding.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        value_parser = clap::value_parser!(u8).range(1..),
+        requires = "fail_on"
+    )]
+    pub error_exitcode: u8,
+
+    /// Rules for findings --fail-on lets pass (as valgrind's
+    /// --suppressions): one a line, `leak` or `misuse` then `key=pattern`
+    /// tests (kind, made_by, call, what, frame; `*` and `?` wildcards), e.g.
+    /// `leak kind=event frame=*/third_party/*`. May be given more than once;
+    /// the report still lists what they suppress.
+    #[arg(long, value_name = "FILE", requires = "fail_on")]
+    pub suppressions: Vec<PathBuf>,
 
     /// Watch it live in the dashboard (memory, objects, calls, the gap). The
     /// program's output goes to --log; the report comes when you quit.
@@ -630,7 +651,8 @@ pub enum WatchFailOn {
     /// A call that failed.
     Error,
     /// A call that named an object the program had already released (a use
-    /// after release, a second release, a retain too late).
+    /// after release, a second release, a retain too late), or a `cudaFree`
+    /// of stream-ordered memory.
     Misuse,
 }
 

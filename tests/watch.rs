@@ -1245,3 +1245,68 @@ fn a_use_after_release_is_named_with_its_line_and_fails_the_gate() {
         .unwrap();
     assert_eq!(clean.status.code(), Some(0), "{}", stderr(&clean));
 }
+
+/// valgrind's --error-exitcode and --suppressions, on the misuses of
+/// `misuse.c`: the gate's status is the user's, a rule that matches lets its
+/// findings pass and says so, one that matches some leaves the rest failing,
+/// and a mistake in a rules file stops gpulab before the program runs.
+#[test]
+fn the_gate_takes_its_status_and_suppressions_as_valgrind_does() {
+    let test = "the_gate_takes_its_status_and_suppressions_as_valgrind_does";
+    let Some((dir, exe)) = program(test, "misuse") else {
+        return;
+    };
+    let exe = exe.to_string_lossy().into_owned();
+    let _device = device_lock();
+    let gate = |extra: &[&str]| {
+        gpulab()
+            .args(["watch", "--fail-on", "misuse"])
+            .args(extra)
+            .args(["--", exe.as_str()])
+            .output()
+            .unwrap()
+    };
+    let out = gate(&["--error-exitcode", "7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+
+    let rules = dir.path().join("judged.supp");
+    std::fs::write(
+        &rules,
+        "# the events' waits are judged\nmisuse kind=event call=clEnqueue*\n",
+    )
+    .unwrap();
+    let rules = rules.to_string_lossy().into_owned();
+    let out = gate(&["--suppressions", &rules]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("--fail-on: misuse: 2 calls"), "{said}");
+    assert!(
+        said.contains(&format!("--suppressions: {rules}:2 let 1 finding pass")),
+        "{said}"
+    );
+
+    std::fs::write(&rules, "misuse frame=misuse.c:*\n").unwrap();
+    let out = gate(&["--suppressions", &rules]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{rules}:1 let 3 findings pass")),
+        "{}",
+        stderr(&out)
+    );
+    // The report still lists what the rules let pass.
+    assert!(stderr(&out).contains("misuse: 3 calls named"), "{}", stderr(&out));
+
+    std::fs::write(&rules, "misuse\tframe=misuse.c:*\nmisuse coulour=red\n").unwrap();
+    let out = gate(&["--suppressions", &rules]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{rules}:2:8: `coulour` is not a key")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !stdout(&out).contains("done"),
+        "the program ran: {}",
+        stdout(&out)
+    );
+}

@@ -10,6 +10,7 @@ use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
 
 use gpulab::output::{Body, json};
 use gpulab::report::WatchReport;
+use gpulab::report::watch::suppress::Suppressions;
 use gpulab::run::Run;
 use gpulab::source::{
     Keeper, LocalSource, Recorded, Recorder, RunHandle, RunSource, Session, SourceError, Workload,
@@ -19,7 +20,7 @@ use gpulab::trace::EndStatus;
 use gpulab::tui;
 use gpulab::watch::{self, Stdio, WatchError, WatchRequest};
 
-use super::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_VERDICT, fail, say};
+use super::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_USAGE, fail, say};
 use crate::cli::{Cli, WatchArgs, WatchFailOn};
 
 /// Lines of the program's output shown after the dashboard, when its log was a
@@ -28,6 +29,7 @@ const LOG_TAIL_LINES: usize = 20;
 
 pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
     check_args(args)?;
+    let suppressions = read_suppressions(&args.suppressions)?;
     // A file the program would grow past `ulimit -f` must cost gpulab an
     // EFBIG, not its life (and the report). A handler, not SIG_IGN: an ignored
     // signal would be inherited by the program through exec.
@@ -113,27 +115,73 @@ pub fn watch(cli: &Cli, args: &WatchArgs) -> anyhow::Result<i32> {
     }
     deliver(&report, report_file, args);
     let code = exit_code(&run);
-    let found = gate(&summary, &args.fail_on);
-    for f in &found {
+    let found = gate(&summary, &args.fail_on, &suppressions);
+    for f in &found.findings {
         say(format_args!("gpulab: --fail-on: {f}"));
     }
+    for (rule, n) in &found.suppressed {
+        say(format_args!(
+            "gpulab: --suppressions: {rule} let {n} finding{} pass",
+            if *n == 1 { "" } else { "s" }
+        ));
+    }
     // The program's own failure stands; a finding fails a clean exit.
-    Ok(if code == 0 && !found.is_empty() {
-        EXIT_VERDICT
+    Ok(if code == 0 && !found.findings.is_empty() {
+        i32::from(args.error_exitcode)
     } else {
         code
     })
 }
 
-/// What the report found of what `--fail-on` names, each said in a line.
-fn gate(r: &WatchReport, fail_on: &[WatchFailOn]) -> Vec<String> {
-    let mut out = Vec::new();
+/// The suppression files named, read before the program starts: a mistake in
+/// one is the user's to fix before anything runs.
+fn read_suppressions(paths: &[std::path::PathBuf]) -> anyhow::Result<Suppressions> {
+    let mut all = Suppressions::default();
+    for p in paths {
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| fail(EXIT_USAGE, format!("cannot read {}: {e}", p.display())))?;
+        let rules = Suppressions::parse(&p.display().to_string(), &text)
+            .map_err(|e| fail(EXIT_USAGE, e))?;
+        all.extend(rules);
+    }
+    Ok(all)
+}
+
+/// What the gate found, and what the suppressions let pass.
+struct Gated {
+    findings: Vec<String>,
+    /// Each rule that suppressed something (`file:line`), with how many.
+    suppressed: Vec<(String, u64)>,
+}
+
+impl Gated {
+    fn suppressed_by(&mut self, rule: &str, n: u64) {
+        match self.suppressed.iter_mut().find(|(r, _)| r == rule) {
+            Some((_, c)) => *c += n,
+            None => self.suppressed.push((rule.to_string(), n)),
+        }
+    }
+}
+
+/// What the report found of what `--fail-on` names, each said in a line, less
+/// what `suppress` lets pass.
+fn gate(r: &WatchReport, fail_on: &[WatchFailOn], suppress: &Suppressions) -> Gated {
+    let mut gated = Gated {
+        findings: Vec::new(),
+        suppressed: Vec::new(),
+    };
     if fail_on.contains(&WatchFailOn::Leak) {
-        let leaked: Vec<_> = r
+        let mut leaked = Vec::new();
+        for g in r
             .alive_at_exit
             .iter()
             .filter(|g| !g.kept_by_allocator && !g.kept_by_runtime)
-            .collect();
+        {
+            match suppress.leak(g) {
+                Some(rule) => gated.suppressed_by(rule, g.count),
+                None => leaked.push(g),
+            }
+        }
         if !leaked.is_empty() {
             let what: Vec<String> = leaked
                 .iter()
@@ -152,7 +200,7 @@ fn gate(r: &WatchReport, fail_on: &[WatchFailOn]) -> Vec<String> {
                     )
                 })
                 .collect();
-            out.push(format!(
+            gated.findings.push(format!(
                 "leak: alive at exit, kept by no allocator: {}",
                 what.join(", ")
             ));
@@ -160,33 +208,53 @@ fn gate(r: &WatchReport, fail_on: &[WatchFailOn]) -> Vec<String> {
     }
     if fail_on.contains(&WatchFailOn::Oom) {
         if let Some(o) = &r.ran_out {
-            out.push(format!(
+            gated.findings.push(format!(
                 "oom: {} returned {} (pid {}, at {:.1} ms)",
                 o.api, o.status, o.pid, o.t_ms
             ));
         } else if r.framework_refused.is_some() {
-            out.push("oom: a framework refused an allocation (the report says which)".into());
+            gated
+                .findings
+                .push("oom: a framework refused an allocation (the report says which)".into());
         }
     }
     if fail_on.contains(&WatchFailOn::Error) && r.failed_calls > 0 {
-        out.push(format!("error: {} calls failed", r.failed_calls));
+        gated
+            .findings
+            .push(format!("error: {} calls failed", r.failed_calls));
     }
-    if fail_on.contains(&WatchFailOn::Misuse)
-        && let Some(first) = r.misuse.first()
-    {
-        let at = first
-            .backtrace
-            .first()
-            .map(|f| format!(" at {}", f.describe()))
-            .unwrap_or_default();
-        out.push(format!(
-            "misuse: {} call{} named a released object; the first: {}{at}",
-            r.misuse_count,
-            if r.misuse_count == 1 { "" } else { "s" },
-            first.headline()
-        ));
+    if fail_on.contains(&WatchFailOn::Misuse) {
+        let mut left = Vec::new();
+        for m in &r.misuse {
+            match suppress.misuse(m) {
+                Some(rule) => gated.suppressed_by(rule, 1),
+                None => left.push(m),
+            }
+        }
+        // Past the rows the report keeps, no rule can be asked: they count.
+        let unkept = r.misuse_count.saturating_sub(r.misuse.len() as u64);
+        let n = left.len() as u64 + unkept;
+        if n > 0 {
+            let first = left
+                .first()
+                .map(|m| {
+                    let at = m
+                        .backtrace
+                        .first()
+                        .map(|f| format!(" at {}", f.describe()))
+                        .unwrap_or_default();
+                    format!("; the first: {}{at}", m.headline())
+                })
+                .unwrap_or_else(|| {
+                    format!("; {unkept} past the report's first {}, which no rule can be asked of", r.misuse.len())
+                });
+            gated.findings.push(format!(
+                "misuse: {n} call{} misused an object{first}",
+                if n == 1 { "" } else { "s" },
+            ));
+        }
     }
-    out
+    gated
 }
 
 fn check_args(args: &WatchArgs) -> anyhow::Result<()> {

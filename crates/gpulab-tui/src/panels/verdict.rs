@@ -565,7 +565,7 @@ fn held_lines(r: &WatchReport, ended: bool, t: Theme) -> Vec<Line<'static>> {
         let pins = if h.pinned_by.is_empty() {
             "nothing the program holds".to_string()
         } else {
-            h.pinned_by.join(", ")
+            h.pins_text()
         };
         out.push(Line::from(vec![
             Span::styled(

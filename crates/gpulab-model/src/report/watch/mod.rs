@@ -29,6 +29,7 @@ mod findings;
 mod misuse;
 mod observer;
 mod render;
+pub mod suppress;
 #[cfg(test)]
 mod tests;
 
@@ -373,7 +374,46 @@ pub struct HeldReserve {
     pub with: Vec<String>,
 }
 
+/// Chains of a held object's `pinned_by` listed in full; past that, the
+/// rest is counted by shape.
+const PINS_SHOWN: usize = 3;
+
 impl HeldObject {
+    /// What pins it, in one line of bounded length: up to [`PINS_SHOWN`]
+    /// chains in full; more are summed by their shape (the kinds along the
+    /// chain), the commonest first: `400 chains (398 event -> queue, 2
+    /// kernel): event #12 -> queue #3, event #13 -> queue #3, event #14 ->
+    /// queue #3, … and 397 more`. Empty when nothing pins it.
+    pub fn pins_text(&self) -> String {
+        let n = self.pinned_by.len();
+        if n <= PINS_SHOWN {
+            return self.pinned_by.join(", ");
+        }
+        let mut shapes: Vec<(String, usize)> = Vec::new();
+        for chain in &self.pinned_by {
+            let shape = chain
+                .split(" -> ")
+                .map(|link| link.split(' ').next().unwrap_or(link))
+                .collect::<Vec<_>>()
+                .join(" -> ");
+            match shapes.iter_mut().find(|(s, _)| *s == shape) {
+                Some((_, c)) => *c += 1,
+                None => shapes.push((shape, 1)),
+            }
+        }
+        shapes.sort_by(|a, b| b.1.cmp(&a.1));
+        let by_shape = shapes
+            .iter()
+            .map(|(s, c)| format!("{c} {s}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "{n} chains ({by_shape}): {}, … and {} more",
+            self.pinned_by[..PINS_SHOWN].join(", "),
+            n - PINS_SHOWN
+        )
+    }
+
     /// `buffer #31 (64.00 MiB), released at 12.5 ms`; a context says its
     /// measured reserve: `context #1 (reserve 532.00 MiB, with queue #2),
     /// released at 1.2 ms`.

@@ -1,6 +1,6 @@
-use super::{WatchReport, md_code};
+use super::{HeldObject, WatchReport, md_code};
 use crate::run::{OPENCL_SET_UP, Run};
-use crate::trace::{AgentEvent, AgentState, Event, Note, NoteLevel};
+use crate::trace::{AgentEvent, AgentState, Event, Note, NoteLevel, ObjKind};
 
 fn note(text: String) -> Event {
     Event::Note(Note {
@@ -561,4 +561,34 @@ fn a_peak_no_reading_caught_is_at_least_what_the_objects_held() {
         text.contains("the table's peak is its highest reading"),
         "{text}"
     );
+}
+
+/// 400 forgotten events pinning one queue made one 9,730-character line:
+/// past three chains the rest are counted by shape, in a line of bounded
+/// length whatever their number.
+#[test]
+fn many_chains_pinning_an_object_are_summed_by_shape() {
+    let held = |pinned_by: Vec<String>| HeldObject {
+        id: 1,
+        kind: ObjKind::Queue,
+        bytes: 0,
+        released_ms: 1.0,
+        reserve: None,
+        pinned_by,
+        uncertain: false,
+    };
+    let few = held(vec!["event #2".into(), "event #3 -> kernel #4".into()]);
+    assert_eq!(few.pins_text(), "event #2, event #3 -> kernel #4");
+    let mut chains: Vec<String> = (0..398).map(|i| format!("event #{}", 10 + i)).collect();
+    chains.insert(1, "event #5 -> kernel #6".into());
+    chains.push("event #7 -> kernel #8".into());
+    let many = held(chains);
+    let text = many.pins_text();
+    assert_eq!(
+        text,
+        "400 chains (398 event, 2 event -> kernel): event #10, event #5 -> kernel #6, \
+         event #11, … and 397 more"
+    );
+    let more = held((0..40_000).map(|i| format!("event #{i}")).collect());
+    assert!(more.pins_text().len() < 120, "{}", more.pins_text());
 }
