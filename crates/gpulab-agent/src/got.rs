@@ -1,50 +1,22 @@
 //! Redirects the program's imports of a function: each loaded file's slots
-//! for it (its global offset table: `JUMP_SLOT` and `GLOB_DAT` relocations) are
-//! pointed at a function of the agent's, which calls the real one. Used to see
-//! a second CUPTI client in the program ([`crate::cuda`]): the agent cannot be
-//! preloaded before the program's libraries, and CUPTI tells no subscriber
-//! about another.
+//! for it (its global offset table: `JUMP_SLOT` and `GLOB_DAT` relocations,
+//! read by [`elf`]) are pointed at a function of the agent's, which calls the
+//! real one. Used to see a second CUPTI client in the program
+//! ([`crate::rival`]): the agent cannot be preloaded before the program's
+//! libraries, and CUPTI tells no subscriber about another.
 //!
 //! Only slots are written, never code, one aligned pointer at a time, so a
 //! thread calling through a slot sees the old function or the new one.
+//! Built for a machine [`elf`] has no relocation kinds for, it looks nowhere
+//! and says so ([`redirect`] returns none).
+
+mod elf;
 
 use std::collections::HashSet;
-use std::ffi::{CStr, CString, c_void};
+use std::ffi::{CString, c_void};
 
 use crate::loaded::{Loaded, each, loaded};
-
-const DT_NULL: i64 = 0;
-const DT_PLTRELSZ: i64 = 2;
-const DT_STRTAB: i64 = 5;
-const DT_SYMTAB: i64 = 6;
-const DT_RELA: i64 = 7;
-const DT_RELASZ: i64 = 8;
-const DT_JMPREL: i64 = 23;
-const R_X86_64_GLOB_DAT: u32 = 6;
-const R_X86_64_JUMP_SLOT: u32 = 7;
-
-#[repr(C)]
-struct Dyn {
-    tag: i64,
-    val: u64,
-}
-
-#[repr(C)]
-struct Rela {
-    offset: u64,
-    info: u64,
-    addend: i64,
-}
-
-#[repr(C)]
-struct Sym {
-    name: u32,
-    info: u8,
-    other: u8,
-    shndx: u16,
-    value: u64,
-    size: u64,
-}
+use elf::{Import, Machine, Memory};
 
 /// One slot pointed at the agent's function: where it was, and what it held.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,19 +27,20 @@ pub struct Redirected {
     pub real: usize,
 }
 
-/// A slot not yet bound (lazy binding) when it was first seen: it holds its
-/// file's PLT stub, and its real function is asked of the file's scope.
+/// A slot that held an address inside its own file when it was first seen:
+/// one not yet bound (lazy binding), whose real function is asked of the
+/// file's scope.
 struct Unbound {
     path: String,
     bias: usize,
     slot: usize,
-    stub: usize,
+    defined: bool,
 }
 
 /// Points every import of `name` in the loaded files `skip` does not exclude at
 /// `to`, unless the slot was seen in `done`. Only slots whose real function is
-/// known are changed: the one the slot holds when it is bound, else the one the
-/// file's own scope resolves `name` to. Returns what it changed.
+/// known are changed ([`real_function`]). Returns what it changed; none where
+/// the agent was built for a machine whose files it cannot read.
 ///
 /// A file's tables are read and its slots written only while the loader holds
 /// it loaded ([`each`]): another thread may unload any library at any moment.
@@ -76,38 +49,42 @@ pub fn redirect(
     to: usize,
     skip: impl Fn(&str) -> bool,
     done: &mut HashSet<usize>,
-) -> Vec<Redirected> {
-    let Ok(wanted) = CString::new(name) else {
-        return Vec::new();
-    };
+) -> Option<Vec<Redirected>> {
+    let machine = elf::HERE?;
     let mut out = Vec::new();
     let mut unbound = Vec::new();
     each(|file| {
         if skip(&file.path) || file.dynamic == 0 {
             return;
         }
-        for slot in slots(&file, &wanted) {
+        for import in slots(&file, machine, name) {
+            let Some(slot) = slot_of(&file, &import) else {
+                continue;
+            };
             if !done.insert(slot) {
                 continue;
             }
-            // SAFETY: `slot` is a relocated pointer slot of a file kept loaded.
-            let was = unsafe { std::ptr::read_volatile(slot as *const usize) };
-            if was == to {
+            // SAFETY: an aligned pointer slot inside a file kept loaded.
+            let held = unsafe { std::ptr::read_volatile(slot as *const usize) };
+            if held == to {
                 continue;
             }
-            if file.holds(was) {
-                unbound.push(Unbound {
+            match real_function(held, None, |a| file.holds(a), import.defined) {
+                Some(real) if write_slot(slot, to, &file) => out.push(Redirected {
+                    path: file.path.clone(),
+                    slot,
+                    real,
+                }),
+                // Its page would not be made writable: left as it was.
+                Some(_) => {}
+                None if file.holds(held) => unbound.push(Unbound {
                     path: file.path.clone(),
                     bias: file.bias,
                     slot,
-                    stub: was,
-                });
-            } else if write_slot(slot, to, &file) {
-                out.push(Redirected {
-                    path: file.path.clone(),
-                    slot,
-                    real: was,
-                });
+                    defined: import.defined,
+                }),
+                // An unresolved weak import: the file tests it for null.
+                None => {}
             }
         }
     });
@@ -119,18 +96,20 @@ pub fn redirect(
         .filter_map(|u| resolve(&u.path, name).map(|real| (u, real)))
         .collect();
     if resolved.is_empty() {
-        return out;
+        return Some(out);
     }
     each(|file| {
-        for (u, real) in &resolved {
+        for (u, resolved) in &resolved {
             if file.path != u.path || file.bias != u.bias {
                 continue;
             }
             // SAFETY: as above: the same file, loaded where it was.
             let now = unsafe { std::ptr::read_volatile(u.slot as *const usize) };
-            // Bound since: the slot now holds its real function.
-            let real = if now == u.stub { *real } else { now };
-            if now != to && write_slot(u.slot, to, &file) {
+            // Bound since, the slot holds its real function; else the scope's.
+            let real = real_function(now, Some(*resolved), |a| file.holds(a), u.defined);
+            if let Some(real) = real.filter(|_| now != to)
+                && write_slot(u.slot, to, &file)
+            {
                 out.push(Redirected {
                     path: file.path.clone(),
                     slot: u.slot,
@@ -139,7 +118,30 @@ pub fn redirect(
             }
         }
     });
-    out
+    Some(out)
+}
+
+/// The function the calls through a slot that holds `held` reach: `held`,
+/// where it lies outside the slot's file (bound); else `resolved`, the name
+/// as the file's scope binds it. Never an address inside the file for a name
+/// the file does not define: a slot not yet bound holds a stub there (on
+/// x86_64 the name's own PLT entry, on aarch64 PLT0, the same for every
+/// slot), and an executable's PLT entry may stand as the function's address,
+/// which would call back through the slot. None for a null slot (an
+/// unresolved weak import, which must stay null).
+fn real_function(
+    held: usize,
+    resolved: Option<usize>,
+    in_file: impl Fn(usize) -> bool,
+    defined: bool,
+) -> Option<usize> {
+    if held == 0 {
+        None
+    } else if !in_file(held) {
+        Some(held)
+    } else {
+        resolved.filter(|r| *r != 0 && (defined || !in_file(*r)))
+    }
 }
 
 /// The real `name` as the file at `path` would bind it: its own scope (itself,
@@ -176,65 +178,44 @@ fn is_executable(path: &str) -> bool {
     std::fs::read_link("/proc/self/exe").is_ok_and(|exe| exe.as_os_str() == path)
 }
 
-/// The slots of `file` that import `wanted`.
-fn slots(file: &Loaded, wanted: &CStr) -> Vec<usize> {
-    let mut tables = [0u64; 24];
-    // SAFETY: PT_DYNAMIC is mapped and ends with DT_NULL.
-    unsafe {
-        let mut d = file.dynamic as *const Dyn;
-        while (*d).tag != DT_NULL {
-            if let Ok(i) = usize::try_from((*d).tag)
-                && i < tables.len()
-            {
-                tables[i] = (*d).val;
-            }
-            d = d.add(1);
-        }
+/// A loaded file's memory, readable where its segments lie. Made only inside
+/// [`each`], which keeps the file loaded while it is read.
+struct Mapped<'a>(&'a Loaded);
+
+impl Memory for Mapped<'_> {
+    fn bytes(&self, addr: u64, len: u64) -> Option<&[u8]> {
+        let (addr, len) = (usize::try_from(addr).ok()?, usize::try_from(len).ok()?);
+        let end = addr.checked_add(len)?;
+        let inside = self
+            .0
+            .ranges
+            .iter()
+            .any(|&(lo, hi)| lo <= addr && end <= hi);
+        // SAFETY: within one of the file's loaded segments, which stay mapped
+        // while `each` hands the file out; relocation is over, so nothing
+        // writes the tables read through it.
+        inside.then(|| unsafe { std::slice::from_raw_parts(addr as *const u8, len) })
     }
-    // glibc relocates the dynamic section's addresses in place; other loaders
-    // leave them file-relative.
-    let at = |v: u64| -> usize {
-        let v = v as usize;
-        if v != 0 && v < file.bias {
-            v + file.bias
-        } else {
-            v
-        }
-    };
-    let (symtab, strtab) = (
-        at(tables[DT_SYMTAB as usize]),
-        at(tables[DT_STRTAB as usize]),
-    );
-    if symtab == 0 || strtab == 0 {
-        return Vec::new();
-    }
-    let mut found = Vec::new();
-    for (table, size) in [(DT_JMPREL, DT_PLTRELSZ), (DT_RELA, DT_RELASZ)] {
-        let start = at(tables[table as usize]);
-        let count = tables[size as usize] as usize / size_of::<Rela>();
-        if start == 0 {
-            continue;
-        }
-        // SAFETY: the loader mapped `count` relocations at `start`.
-        let relas = unsafe { std::slice::from_raw_parts(start as *const Rela, count) };
-        for r in relas {
-            let kind = (r.info & 0xffff_ffff) as u32;
-            if kind != R_X86_64_JUMP_SLOT && kind != R_X86_64_GLOB_DAT {
-                continue;
-            }
-            let index = (r.info >> 32) as usize;
-            // SAFETY: a relocation's symbol index is in the file's symbol table,
-            // and its name offset in the string table.
-            let name = unsafe {
-                let sym = &*(symtab as *const Sym).add(index);
-                CStr::from_ptr((strtab + sym.name as usize) as *const libc::c_char)
-            };
-            if name == wanted {
-                found.push(file.bias + r.offset as usize);
-            }
-        }
-    }
-    found
+}
+
+/// The imports of `wanted` in a loaded `file`.
+fn slots(file: &Loaded, machine: Machine, wanted: &str) -> Vec<Import> {
+    elf::imports(
+        &Mapped(file),
+        file.dynamic as u64,
+        file.bias as u64,
+        machine,
+        wanted.as_bytes(),
+    )
+}
+
+/// The runtime address of an import's slot, if it is an aligned pointer
+/// inside its file.
+fn slot_of(file: &Loaded, import: &Import) -> Option<usize> {
+    let slot = file.bias.checked_add(usize::try_from(import.slot).ok()?)?;
+    let end = slot.checked_add(size_of::<usize>())?;
+    let inside = file.ranges.iter().any(|&(lo, hi)| lo <= slot && end <= hi);
+    (inside && slot % align_of::<usize>() == 0).then_some(slot)
 }
 
 /// Writes `to` into `slot`, making its page writable for the moment if it is
@@ -242,7 +223,10 @@ fn slots(file: &Loaded, wanted: &CStr) -> Vec<usize> {
 /// file's for as long as the loader holds it.
 fn write_slot(slot: usize, to: usize, file: &Loaded) -> bool {
     // SAFETY: sysconf has no preconditions.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|p| p.is_power_of_two())
+        .unwrap_or(4096);
     let start = slot & !(page - 1);
     let read_only = file.relro.is_some_and(|(lo, hi)| (lo..hi).contains(&slot));
     // SAFETY: the page holds the file's slots; it stays mapped.
@@ -268,15 +252,16 @@ fn write_slot(slot: usize, to: usize, file: &Loaded) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    extern "C" fn fake_getpgrp() -> libc::pid_t {
-        4242
-    }
+    use std::ffi::CStr;
 
     /// The test binary's own import of `getpgrp` is redirected and put back;
     /// the real function is found again through the file's scope.
     #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     fn an_import_is_redirected_and_the_real_function_found() {
+        extern "C" fn fake_getpgrp() -> libc::pid_t {
+            4242
+        }
         let exe = std::fs::read_link("/proc/self/exe")
             .expect("exe")
             .display()
@@ -290,7 +275,8 @@ mod tests {
             fake_getpgrp as *const () as usize,
             only_exe,
             &mut done,
-        );
+        )
+        .expect("this machine's files are read");
         assert!(!changed.is_empty(), "the test binary imports getpgrp");
         // SAFETY: as above; the call goes through the redirected slot.
         assert_eq!(unsafe { libc::getpgrp() }, 4242);
@@ -306,7 +292,7 @@ mod tests {
                 only_exe,
                 &mut done
             )
-            .is_empty()
+            .is_some_and(|changed| changed.is_empty())
         );
         let mut back = HashSet::new();
         redirect("getpgrp", original, only_exe, &mut back);
@@ -359,10 +345,95 @@ mod tests {
         });
         for _ in 0..3000 {
             let changed = redirect("gpulab_imported_nowhere", 1, |_| false, &mut HashSet::new());
-            assert!(changed.is_empty());
+            assert!(changed.unwrap_or_default().is_empty());
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let loads = churn.join().expect("the loading thread ends");
         assert!(loads > 0);
+    }
+
+    /// The test binary's imports of `getpgrp` as the agent reads them in
+    /// memory are the ones it reads in the executable's file, moved by the
+    /// executable's bias: one reader, two views.
+    #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn the_executable_in_memory_and_on_disk_import_the_same_slots() {
+        let bytes = std::fs::read("/proc/self/exe").unwrap();
+        let view = elf::FileView::new(&bytes).unwrap();
+        let machine = view.machine.unwrap();
+        assert_eq!(elf::HERE, Some(machine));
+        let on_disk = elf::imports(&view, view.dynamic, 0, machine, b"getpgrp");
+        assert!(!on_disk.is_empty(), "the test binary imports getpgrp");
+        let mut in_memory = Vec::new();
+        let mut first = true;
+        each(|file| {
+            if std::mem::take(&mut first) {
+                in_memory = slots(&file, machine, "getpgrp")
+                    .iter()
+                    .map(|i| (file.bias, slot_of(&file, i)))
+                    .collect();
+            }
+        });
+        let bias = in_memory[0].0;
+        let expected: Vec<_> = on_disk
+            .iter()
+            .map(|i| (bias, Some(bias + i.slot as usize)))
+            .collect();
+        assert_eq!(in_memory, expected);
+    }
+
+    /// An aarch64 file's slots not yet bound all hold PLT0, an x86_64 file's
+    /// each its own stub: either way an address in the file, which is never
+    /// taken for the real function; the name as the file's scope binds it is.
+    #[test]
+    fn a_slot_not_yet_bound_is_never_taken_for_the_function() {
+        let fixtures: [(&[u8], bool); 2] = [
+            (
+                include_bytes!("../tests/fixtures/elf/imports-aarch64.so"),
+                true,
+            ),
+            (
+                include_bytes!("../tests/fixtures/elf/imports-x86_64.so"),
+                false,
+            ),
+        ];
+        for (bytes, one_stub) in fixtures {
+            let view = elf::FileView::new(bytes).unwrap();
+            let machine = view.machine.unwrap();
+            // The file as if loaded at `bias`, its slots as relocation left them.
+            let bias = 0x7f00_0000_0000_usize;
+            let end = bias + bytes.len().max(0x40000);
+            let in_file = |a: usize| (bias..end).contains(&a);
+            let elsewhere = 0x7e00_0000_1000_usize;
+            let mut held = Vec::new();
+            for name in ["_exit", "cuptiSubscribe", "cuptiUnsubscribe"] {
+                for import in elf::imports(&view, view.dynamic, 0, machine, name.as_bytes()) {
+                    let at = view.bytes(import.slot, 8).unwrap();
+                    let stub = u64::from_le_bytes(at.try_into().unwrap()) as usize;
+                    if stub == 0 {
+                        continue; // a GLOB_DAT slot: filled at load, never lazily
+                    }
+                    let stub = bias + stub;
+                    held.push(stub);
+                    let real = |resolved| real_function(stub, resolved, in_file, import.defined);
+                    assert_eq!(real(Some(elsewhere)), Some(elsewhere), "{name}");
+                    assert_eq!(real(None), None, "{name}");
+                    // An executable's PLT entry standing for the function.
+                    assert_eq!(real(Some(stub)), None, "{name}");
+                }
+            }
+            held.dedup();
+            assert_eq!(held.len(), if one_stub { 1 } else { 3 }, "{held:x?}");
+        }
+        let in_file = |a: usize| (0x1000..0x2000).contains(&a);
+        // Bound: the slot's function, wherever the scope would bind it.
+        assert_eq!(real_function(0x9000, None, in_file, false), Some(0x9000));
+        // The file's own definition, called through its PLT.
+        assert_eq!(
+            real_function(0x1800, Some(0x1100), in_file, true),
+            Some(0x1100)
+        );
+        // An unresolved weak import stays null.
+        assert_eq!(real_function(0, Some(0x9000), in_file, false), None);
     }
 }

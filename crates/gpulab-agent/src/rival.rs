@@ -70,6 +70,8 @@ static GENERATION: AtomicU64 = AtomicU64::new(u64::MAX);
 /// Slots already pointed at the agent, and the loader's count of unloads when
 /// they were: an address of an unloaded file may be another file's slot now.
 static DONE: Mutex<Option<(u64, HashSet<usize>)>> = Mutex::new(None);
+/// Whether the process was told that the agent cannot look here.
+static UNSEEN_SAID: AtomicBool = AtomicBool::new(false);
 
 /// Starts watching for other CUPTI clients: now, and on later looks.
 /// `result_string` names CUPTI's answers; `spans` says whether the agent
@@ -101,7 +103,18 @@ pub fn look() {
     };
     let mut routes = ROUTES.lock().unwrap_or_else(|e| e.into_inner());
     for call in Watched::ALL {
-        for r in got::redirect(call.name(), call.ours(), skip, done) {
+        let Some(changed) = got::redirect(call.name(), call.ours(), skip, done) else {
+            if !UNSEEN_SAID.swap(true, Ordering::Relaxed) {
+                transport::rivals_unseen(format!(
+                    "the agent finds a library's imports on x86_64 and aarch64 only, not on {}, \
+                     so a CUPTI client of the program's own (a profiler such as torch.profiler) \
+                     that CUPTI refuses while gpulab holds its subscriber goes unnamed",
+                    std::env::consts::ARCH
+                ));
+            }
+            return;
+        };
+        for r in changed {
             routes.push((call, r.path, r.real));
         }
     }

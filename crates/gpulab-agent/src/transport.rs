@@ -249,6 +249,16 @@ pub fn python_unread(reason: String) {
     });
 }
 
+/// The agent cannot look for another CUPTI client in this process (it was
+/// built for a machine whose files it cannot read): said once, as what goes
+/// unseen.
+pub fn rivals_unseen(reason: String) {
+    send(Record::Agent {
+        api: "cupti-clients",
+        state: AgentState::Unavailable { reason },
+    });
+}
+
 /// This process's id, once the agent runs.
 pub fn pid() -> Option<u32> {
     agent().map(|a| a.pid)
