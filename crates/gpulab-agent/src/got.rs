@@ -218,6 +218,18 @@ fn slot_of(file: &Loaded, import: &Import) -> Option<usize> {
     (inside && slot % align_of::<usize>() == 0).then_some(slot)
 }
 
+/// Whether the loader left the page at `start` read-only after relocation.
+/// It protects `relro` rounded down to pages at both ends (glibc's
+/// `_dl_protect_relro`; musl alike), so where pages are larger than the
+/// linker aligned the range for (64 KiB pages on aarch64 servers, linked for
+/// 4 KiB), the range's last page stays writable and may hold the file's data.
+fn left_read_only(start: usize, relro: Option<(usize, usize)>, page: usize) -> bool {
+    relro.is_some_and(|(lo, hi)| {
+        let down = |a: usize| a & !(page - 1);
+        down(lo) <= start && start < down(hi)
+    })
+}
+
 /// Writes `to` into `slot`, making its page writable for the moment if it is
 /// read-only after relocation (RELRO). Only inside [`each`]: the page is the
 /// file's for as long as the loader holds it.
@@ -228,7 +240,7 @@ fn write_slot(slot: usize, to: usize, file: &Loaded) -> bool {
         .filter(|p| p.is_power_of_two())
         .unwrap_or(4096);
     let start = slot & !(page - 1);
-    let read_only = file.relro.is_some_and(|(lo, hi)| (lo..hi).contains(&slot));
+    let read_only = left_read_only(start, file.relro, page);
     // SAFETY: the page holds the file's slots; it stays mapped.
     if unsafe {
         libc::mprotect(
@@ -435,5 +447,25 @@ mod tests {
         );
         // An unresolved weak import stays null.
         assert_eq!(real_function(0, Some(0x9000), in_file, false), None);
+    }
+
+    /// With the aarch64 fixture's RELRO range, the page of its `GLOB_DAT`
+    /// slots is read-only after relocation on 4 KiB pages, and left writable
+    /// on 64 KiB pages, where the loader rounds the range down to nothing:
+    /// the slot's page is put back as the loader left it.
+    #[test]
+    fn a_relro_page_is_one_the_loader_protected() {
+        let bytes = include_bytes!("../tests/fixtures/elf/imports-aarch64.so");
+        let view = elf::FileView::new(bytes).unwrap();
+        let (lo, hi) = view.relro.unwrap();
+        let relro = Some((lo as usize, hi as usize));
+        let slot = 0x206e8_usize;
+        assert!((lo..hi).contains(&(slot as u64)));
+        for (page, protected) in [(0x1000, true), (0x10000, false)] {
+            let start = slot & !(page - 1);
+            assert_eq!(left_read_only(start, relro, page), protected, "{page:#x}");
+        }
+        assert!(!left_read_only(0x30000, relro, 0x1000));
+        assert!(!left_read_only(0x20000, None, 0x1000));
     }
 }
