@@ -13,8 +13,8 @@
 //! A rule is the finding it suppresses (`leak` or `misuse`) and tests that
 //! must all hold, each `key=pattern`; a pattern matches the whole value, `*`
 //! any run of characters and `?` one. `frame` holds when any frame of the
-//! finding's stack matches by function, `file:line` location, module path or
-//! module name.
+//! finding's stack matches by function, `file:line` location (its path, or
+//! the file's name alone: `train.cu:*`), module path or module name.
 
 use crate::trace::Frame;
 
@@ -202,7 +202,9 @@ fn any_frame(pattern: &str, frames: &[Frame]) -> bool {
     frames.iter().any(|f| {
         let module_name = f.module.rsplit('/').next().unwrap_or(&f.module);
         f.function.as_deref().is_some_and(|x| glob(pattern, x))
-            || f.location.as_deref().is_some_and(|x| glob(pattern, x))
+            || f.location.as_deref().is_some_and(|x| {
+                glob(pattern, x) || glob(pattern, x.rsplit('/').next().unwrap_or(x))
+            })
             || glob(pattern, &f.module)
             || glob(pattern, module_name)
     })
