@@ -49,6 +49,10 @@ for arch in "${ARCHES[@]}"; do
     *) echo "unknown architecture $arch (x86_64 or aarch64)" >&2; exit 2 ;;
   esac
   triple="$arch-unknown-linux-gnu"
+  if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx "$triple"; then
+    echo "the Rust standard library for $triple is not installed: rustup target add $triple" >&2
+    exit 2
+  fi
   echo "== $triple, glibc $GLIBC"
   cargo zigbuild --release --locked --target "$triple.$GLIBC"
   bin="target/$triple/release/gpulab"
