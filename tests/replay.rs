@@ -226,6 +226,33 @@ fn replay_of_a_damaged_file_names_the_skipped_lines_and_plays_the_rest() {
     assert!(out.contains("cl-finish"), "{out}");
 }
 
+/// Without a terminal, a watched program's recording gets the report `gpulab
+/// watch` printed (who held the memory, what was alive at exit), not a lab's
+/// claims and verdicts: it printed "lab: -" and no finding of the program.
+#[test]
+fn replay_of_a_watch_recording_without_a_terminal_prints_the_watch_report() {
+    let path = common::repo_file("assets/watch-recordings/nvidia-h200/cuda-leaks.jsonl");
+    let o = common::gpulab()
+        .arg("replay")
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+    let out = common::stdout(&o);
+    assert!(out.contains("who holds it"), "{out}");
+    assert!(out.contains("alive at exit"), "{out}");
+    let report = common::gpulab()
+        .arg("report")
+        .arg(&path)
+        .output()
+        .expect("runs");
+    // The same report as `gpulab report` gives, after the line that says what was replayed.
+    assert_eq!(
+        out.split_once('\n').map(|(_, rest)| rest),
+        Some(common::stdout(&report).as_str())
+    );
+}
+
 #[test]
 fn capital_r_records_the_next_run_only() {
     use gpulab::tui::app::Cmd;

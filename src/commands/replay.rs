@@ -38,10 +38,14 @@ pub fn replay(cli: &Cli, file: &Path) -> anyhow::Result<i32> {
             }
         );
         let run = Run::from_events(&rec.events);
-        out!(
-            "{}",
+        // A watched program's recording gets the report `gpulab watch` printed,
+        // as `gpulab report` gives it; a lab's, the lab's.
+        let report = if run.meta().is_some_and(|m| m.watch.is_some()) {
+            super::report::watch_report(&run, &Format::default())?
+        } else {
             super::report::render(&Summary::of(&run), Format::default())?
-        );
+        };
+        out!("{report}");
         return Ok(EXIT_OK);
     }
     let set = super::load_labs(&cli.labs);
