@@ -244,6 +244,28 @@ fn quit_with_q_or_ctrl_c_cancels_running_workers() {
     assert!(b.quit);
 }
 
+/// A click focuses the panel under the pointer; a click outside every panel
+/// (the status bar) changes nothing.
+#[test]
+fn a_click_focuses_the_panel_under_the_pointer() {
+    let mut a = app();
+    a.update(Msg::Resize(160, 48));
+    let screen = Screen::new(160, 48, View::default());
+    let click = |r: ratatui::layout::Rect| MouseEvent {
+        kind: MouseEventKind::Down(ratatui::crossterm::event::MouseButton::Left),
+        column: r.x + 2,
+        row: r.y + 2,
+        modifiers: KeyModifiers::NONE,
+    };
+    for panel in [Panel::Verdict, Panel::Timeline, Panel::Labs] {
+        let r = screen.get(panel, 0).expect("the panel is on screen");
+        a.update(Msg::Mouse(click(r)));
+        assert_eq!(a.focus, panel);
+    }
+    a.update(Msg::Mouse(click(screen.status)));
+    assert_eq!(a.focus, Panel::Labs);
+}
+
 #[test]
 fn the_mouse_wheel_scrolls_the_panel_under_the_pointer() {
     let mut a = app();
@@ -706,4 +728,26 @@ fn the_h200_cards_runs_are_listed_and_compared_within_their_device() {
         assert_ne!(&b, &a.recordings[i]);
         key(&mut a, KeyCode::Esc);
     }
+}
+
+/// A watched program's objects get the left column; the lab list keeps a few
+/// rows (it took half of it, with nothing of the program in it).
+#[test]
+fn a_watched_programs_objects_fill_the_left_column() {
+    let lab = Screen::new(160, 48, View::default());
+    let watched = Screen::new(
+        160,
+        48,
+        View {
+            watched: true,
+            ..View::default()
+        },
+    );
+    let rows = |s: &Screen, p: Panel| s.get(p, 0).expect("on screen").height;
+    assert!(rows(&watched, Panel::Objects) > 2 * rows(&lab, Panel::Objects));
+    assert_eq!(rows(&watched, Panel::Labs), 5);
+    assert_eq!(
+        rows(&watched, Panel::Labs) + rows(&watched, Panel::Objects),
+        rows(&lab, Panel::Labs) + rows(&lab, Panel::Objects)
+    );
 }

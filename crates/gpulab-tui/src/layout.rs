@@ -49,7 +49,13 @@ pub struct View {
     pub banner: bool,
     /// The most timeline lanes a run shown draws (host, queues, in flight).
     pub lanes: u16,
+    /// A program `watch --dashboard` started is shown: its objects, not the
+    /// lab list, get the left column (the list keeps a few rows to pick a lab).
+    pub watched: bool,
 }
+
+/// Rows the lab list keeps while a watched program's objects fill the column.
+const LABS_WHILE_WATCHED: u16 = 5;
 
 /// Below this height the column gives the script most of the room and the
 /// verdicts and timeline their fewest useful rows (80x24 has 23 under the bar).
@@ -100,7 +106,11 @@ impl Screen {
             let lw = (w / 4).clamp(24, 40);
             let [left, right] =
                 Layout::horizontal([Constraint::Length(lw), Constraint::Min(1)]).areas(body);
-            let objects_h = (body.height / 2).min(20);
+            let objects_h = if view.watched {
+                body.height.saturating_sub(LABS_WHILE_WATCHED)
+            } else {
+                (body.height / 2).min(20)
+            };
             let [labs, objects] =
                 Layout::vertical([Constraint::Min(3), Constraint::Length(objects_h)]).areas(left);
             panels.push((Panel::Labs, 0, labs));

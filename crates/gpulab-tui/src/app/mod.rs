@@ -353,6 +353,9 @@ impl App {
                 .map(|r| crate::panels::timeline::lane_count(r) as u16)
                 .max()
                 .unwrap_or(1),
+            watched: self.slots[A]
+                .as_ref()
+                .is_some_and(|r| matches!(r.origin, super::runstate::Feed::Watched { .. })),
         }
     }
 
@@ -708,17 +711,27 @@ impl App {
         self.dirty = true;
     }
 
+    /// The wheel scrolls the panel under the pointer; a click focuses it, as
+    /// Tab would (htop and gitui: the keys then act on what was clicked).
     fn mouse(&mut self, m: MouseEvent) {
-        let by = match m.kind {
-            MouseEventKind::ScrollUp => -1,
-            MouseEventKind::ScrollDown => 1,
-            _ => return,
-        };
         // A replay's banner takes the top row.
         let top = u16::from(self.replaying());
         let screen = Screen::new(self.size.0, self.size.1.saturating_sub(top), self.view());
-        if let Some(panel) = screen.panel_at(m.column, m.row.saturating_sub(top)) {
-            self.scroll(panel, by * if panel == Panel::Labs { 1 } else { 3 });
-        }
+        let Some(panel) = screen.panel_at(m.column, m.row.saturating_sub(top)) else {
+            return;
+        };
+        let by = match m.kind {
+            MouseEventKind::ScrollUp => -1,
+            MouseEventKind::ScrollDown => 1,
+            MouseEventKind::Down(ratatui::crossterm::event::MouseButton::Left) => {
+                if self.focus != panel {
+                    self.focus = panel;
+                    self.dirty = true;
+                }
+                return;
+            }
+            _ => return,
+        };
+        self.scroll(panel, by * if panel == Panel::Labs { 1 } else { 3 });
     }
 }
