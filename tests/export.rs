@@ -759,3 +759,185 @@ fn a_watched_programs_trace_stacks_who_holds_its_memory() {
             .any(|e| e["name"] == "who holds the program's memory (MiB)")
     );
 }
+
+/// Every recording gpulab ships, as fixtures or assets.
+fn shipped_recordings() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for dir in [
+        "tests/fixtures",
+        "assets/recordings",
+        "assets/watch-recordings",
+    ] {
+        walk(&common::repo_file(dir), &mut out);
+    }
+    out.sort();
+    out
+}
+
+/// A recording's events, as `export` streams them (damaged lines left out).
+fn streamed(path: &std::path::Path) -> Option<Vec<gpulab::trace::Event>> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut events = Vec::new();
+    gpulab::trace::stream_recording(std::io::BufReader::new(f), |e| events.push(e)).ok()?;
+    Some(events)
+}
+
+/// The Chrome trace of `events`, parsed.
+fn trace_of(events: &[gpulab::trace::Event]) -> Value {
+    let each = |f: &mut dyn FnMut(gpulab::trace::Event)| {
+        events.iter().cloned().for_each(f);
+        Ok(())
+    };
+    let mut out = Vec::new();
+    gpulab::export::chrome::Trace::outline(vec![each])
+        .unwrap()
+        .write(&mut out)
+        .unwrap();
+    serde_json::from_slice(&out).expect("valid JSON")
+}
+
+/// The thread a track's name says it draws (`thread 798`, `thread 764
+/// (main)`, `thread 798, overlapping calls 1`), or `host` for a lab's.
+fn thread_of(name: &str) -> Option<String> {
+    if name == "host" {
+        return Some(name.to_string());
+    }
+    let rest = name.strip_prefix("thread ")?;
+    Some(rest.split([' ', ',']).next()?.to_string())
+}
+
+/// A trace's time in whole ns, as a reader converts the µs it says.
+fn ns(us: f64) -> i64 {
+    (us * 1e3).round() as i64
+}
+
+/// Property over every shipped recording: each process is named, each
+/// process's threads are tracks of their own (named by their thread id, and
+/// the process by its pid and rank), every call lands on the track of its
+/// process and thread, and on one track complete slices nest: two either hold
+/// one another or are disjoint, never partly overlap (Perfetto draws such
+/// slices wrong).
+#[test]
+fn every_shipped_recordings_trace_has_a_nesting_track_per_process_and_thread() {
+    use gpulab::trace::Event;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    let recordings = shipped_recordings();
+    assert!(recordings.len() > 100, "{} recordings", recordings.len());
+    let mut checked = 0;
+    for path in &recordings {
+        let name = path.display().to_string();
+        let Some(events) = streamed(path) else {
+            continue;
+        };
+        let watched = events
+            .iter()
+            .any(|e| matches!(e, Event::Meta(m) if m.watch.is_some()));
+        let mut recorded: BTreeMap<(u64, String), usize> = BTreeMap::new();
+        for e in &events {
+            if let Event::Call(c) = e {
+                let track = if watched {
+                    (u64::from(c.pid), c.thread.to_string())
+                } else {
+                    (0, "host".to_string())
+                };
+                *recorded.entry(track).or_default() += 1;
+            }
+        }
+        let doc = trace_of(&events);
+        let all = doc["traceEvents"].as_array().unwrap();
+        let mut processes: BTreeMap<u64, String> = BTreeMap::new();
+        let mut threads: BTreeMap<(u64, u64), String> = BTreeMap::new();
+        for e in all.iter().filter(|e| e["ph"] == "M") {
+            let (pid, tid) = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+            let said = e["args"]["name"].as_str().unwrap_or("").to_string();
+            match e["name"].as_str() {
+                Some("process_name") => {
+                    assert!(
+                        processes.insert(pid, said).is_none(),
+                        "{name}: process {pid} named twice"
+                    );
+                }
+                Some("thread_name") => {
+                    threads.insert((pid, tid), said);
+                }
+                _ => {}
+            }
+        }
+        let mut slices: BTreeMap<(u64, u64), Vec<(i64, i64)>> = BTreeMap::new();
+        let mut calls: BTreeMap<(u64, String), usize> = BTreeMap::new();
+        for e in all.iter().filter(|e| e["ph"] != "M") {
+            let pid = e["pid"].as_u64().unwrap();
+            assert!(
+                processes.contains_key(&pid),
+                "{name}: unnamed process {pid}: {e}"
+            );
+            if e["ph"] != "X" {
+                continue;
+            }
+            let tid = e["tid"].as_u64().unwrap();
+            let track = threads
+                .get(&(pid, tid))
+                .unwrap_or_else(|| panic!("{name}: unnamed track {pid}/{tid}: {e}"));
+            let begin = ns(e["ts"].as_f64().unwrap());
+            let end = begin + ns(e["dur"].as_f64().unwrap());
+            slices.entry((pid, tid)).or_default().push((begin, end));
+            if e["cat"] == "call" {
+                let thread = thread_of(track)
+                    .unwrap_or_else(|| panic!("{name}: call on track {track:?}: {e}"));
+                let process = if watched { pid } else { 0 };
+                *calls.entry((process, thread)).or_default() += 1;
+            }
+        }
+        assert_eq!(calls, recorded, "{name}: calls by process and thread");
+        if watched {
+            // A process that made calls says its pid, and its rank where it had one.
+            for e in &events {
+                if let Event::Agent(a) = e
+                    && let gpulab::trace::AgentState::Attached { rank: Some(r), .. } = &a.state
+                    && recorded.keys().any(|(p, _)| *p == u64::from(a.pid))
+                {
+                    let said = &processes[&u64::from(a.pid)];
+                    assert!(
+                        said.contains(&format!("rank {} (pid {})", r.rank, a.pid)),
+                        "{name}: {said}"
+                    );
+                }
+            }
+        }
+        for ((pid, tid), mut v) in slices {
+            v.sort_by_key(|&(b, e)| (b, std::cmp::Reverse(e)));
+            let mut open: Vec<i64> = Vec::new();
+            for (b, e) in v {
+                while open.last().is_some_and(|&end| end <= b) {
+                    open.pop();
+                }
+                if let Some(&end) = open.last() {
+                    assert!(
+                        e <= end,
+                        "{name}: on {:?} a slice {b}..{e} ns partly overlaps one ending at {end}",
+                        threads.get(&(pid, tid))
+                    );
+                }
+                open.push(e);
+            }
+        }
+        let tracks: BTreeSet<_> = calls.keys().collect();
+        assert_eq!(tracks.len(), recorded.len(), "{name}");
+        checked += 1;
+    }
+    assert!(checked > 100, "{checked} recordings checked");
+}

@@ -4,13 +4,14 @@
 //! device spans lie far from their call), and its claims. Its size does not
 //! grow with the recording's calls. For a watched program it also folds the
 //! run once for who held its memory over time (the run's composition series,
-//! bounded; the fold keeps the program's objects while it reads).
+//! bounded; the fold keeps the program's objects while it reads), and its
+//! processes and the threads that made calls, each a track of the trace.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::run::Run;
 use crate::run::composition::SharePoint;
-use crate::trace::{ClaimVerdict, Event, Meta};
+use crate::trace::{AgentState, ClaimVerdict, Event, Meta, Rank};
 
 /// Calls whose times a pass keeps at hand for the device spans that follow them:
 /// a worker sends a call's spans within a few calls of it.
@@ -37,6 +38,19 @@ pub(super) struct Outline {
     pub claims: Vec<ClaimVerdict>,
     /// A watched program's memory by share over time ([`Run::composition`]).
     pub composition: Vec<SharePoint>,
+    /// Each process that made a call or whose agent attached, by pid.
+    pub processes: BTreeMap<u32, Process>,
+}
+
+/// A process of the recording, as its agent and its calls said it.
+#[derive(Debug, Default)]
+pub(super) struct Process {
+    /// Its executable, as its agent said it when it attached.
+    pub exe: Option<String>,
+    /// Its rank in a distributed job, where its launcher set one.
+    pub rank: Option<Rank>,
+    /// The threads that made its calls.
+    pub threads: BTreeSet<u64>,
 }
 
 impl Outline {
@@ -60,11 +74,25 @@ impl Outline {
             }
             match e {
                 Event::Meta(m) => o.meta = Some(*m),
+                Event::Agent(a) => {
+                    if let AgentState::Attached { exe, rank, .. } = a.state {
+                        let p = o.processes.entry(a.pid).or_default();
+                        p.exe = Some(exe);
+                        if rank.is_some() {
+                            p.rank = rank;
+                        }
+                    }
+                }
                 Event::Call(c) => {
+                    o.processes
+                        .entry(c.pid)
+                        .or_default()
+                        .threads
+                        .insert(c.thread);
                     o.first_begin.get_or_insert(c.begin_ns);
                     o.last_call_end = Some(c.end_ns);
                     o.calls_end = o.calls_end.max(Some(c.end_ns));
-                    near.push(c.seq, (c.begin_ns, c.end_ns));
+                    near.push(c.seq, ());
                 }
                 Event::DeviceSpan(s) => {
                     o.spans_end = o.spans_end.max(Some(s.end_ns));
@@ -162,16 +190,27 @@ impl Outline {
     }
 }
 
-/// The latest [`CALLS_NEAR`] calls' times by seq.
-#[derive(Debug, Default)]
-pub(super) struct NearCalls {
+/// What a pass keeps of the latest [`CALLS_NEAR`] calls, by seq (their times
+/// and tracks for the trace, nothing for the outline).
+#[derive(Debug)]
+pub(super) struct NearCalls<T = ()> {
     order: VecDeque<u64>,
-    /// Times of the latest call of each seq, and how many of `order` carry it.
-    times: HashMap<u64, ((u64, u64), u32)>,
+    /// What is kept of the latest call of each seq, and how many of `order`
+    /// carry it.
+    times: HashMap<u64, (T, u32)>,
 }
 
-impl NearCalls {
-    pub fn push(&mut self, seq: u64, times: (u64, u64)) {
+impl<T> Default for NearCalls<T> {
+    fn default() -> Self {
+        NearCalls {
+            order: VecDeque::new(),
+            times: HashMap::new(),
+        }
+    }
+}
+
+impl<T: Copy> NearCalls<T> {
+    pub fn push(&mut self, seq: u64, times: T) {
         let e = self.times.entry(seq).or_insert((times, 0));
         *e = (times, e.1 + 1);
         self.order.push_back(seq);
@@ -186,7 +225,7 @@ impl NearCalls {
         }
     }
 
-    pub fn get(&self, seq: u64) -> Option<(u64, u64)> {
+    pub fn get(&self, seq: u64) -> Option<T> {
         self.times.get(&seq).map(|e| e.0)
     }
 }

@@ -1,6 +1,8 @@
 //! Chrome trace-event JSON (what chrome://tracing and Perfetto open) from a Run:
-//! the host lane with every call and its arguments, one track per queue or stream
-//! with the device spans, device memory as a counter track (named by what it
+//! the host lane with every call and its arguments (a watched program: a
+//! process per process, named by its rank and pid, and a track per thread that
+//! made calls, see `layout`), one track per queue or stream with the device
+//! spans, slices that nest on each track (`nesting`), device memory as a counter track (named by what it
 //! reads: NVML's device memory, or the worker's RSS on a CPU device), a flow arrow
 //! from each enqueue or launch to the device work it started (as Nsight Systems
 //! links them), and each object's life as async slices (held by the lab, then held
@@ -14,148 +16,25 @@
 //! and the objects alive at a time, whatever the recording's length: a 58 MB
 //! recording (200,000 calls) took 411 MB held whole in a `Run`.
 
+mod counters;
+mod event;
+mod layout;
+mod nesting;
 mod sorted;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, BufWriter, Write};
-
-use serde::Serialize;
 
 use super::outline::{NearCalls, Outline};
 use crate::run::ObjState;
 use crate::run::objects;
-use crate::trace::{CallStatus, Event, MemorySource, Meta};
-use sorted::{Key, Sorted};
-
-const HOST_TID: u64 = 1;
-/// Queue tracks sit above every plausible host thread id.
-const QUEUE_TID_BASE: u64 = 1000;
-
-/// One trace event; fields a phase does not use are left out.
-#[derive(Serialize)]
-struct TraceEvent<'a> {
-    name: Cow<'a, str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cat: Option<&'a str>,
-    ph: &'static str,
-    pid: u32,
-    tid: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ts: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dur: Option<f64>,
-    /// Instant events: their scope (`p`, the process).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    s: Option<&'static str>,
-    /// Async slices and flows: the id pairing a begin with its end.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    /// Flow ends: bind to the slice that encloses them (`e`), the device span.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    bp: Option<&'static str>,
-    #[serde(skip_serializing_if = "Args::is_none")]
-    args: Args<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Args<'a> {
-    None,
-    Name {
-        name: Cow<'a, str>,
-    },
-    Call {
-        line: Option<u32>,
-        text: Option<&'a str>,
-        driver: &'a str,
-        status: Cow<'a, str>,
-        tag: Option<&'a str>,
-        iteration: &'a [u32],
-        mem_before: Option<u64>,
-        mem_after: Option<u64>,
-    },
-    Span {
-        line: Option<u32>,
-        call_seq: u64,
-        queued_us: f64,
-    },
-    Counter {
-        #[serde(rename = "MiB")]
-        mib: f64,
-    },
-    /// A CUDA pool's bookkeeping at a call, MiB: what it holds from the
-    /// device, and of that what is handed out (the rest is its cache).
-    Pool {
-        reserved: f64,
-        used: f64,
-    },
-    /// Who held a watched program's memory, MiB by share: a counter track
-    /// whose series Perfetto and chrome://tracing stack.
-    Shares {
-        objects: f64,
-        cache: f64,
-        reserves: f64,
-        kept_by_driver: f64,
-        /// The reading less the shares: negative when they add up to more.
-        unexplained: f64,
-    },
-    Object {
-        bytes: u64,
-        line: Option<u32>,
-        refs: &'a [u64],
-        /// A watched program's: the stack that made it, innermost first (its
-        /// Python line first, where it has one), each frame as the report
-        /// says it.
-        #[serde(skip_serializing_if = "<[String]>::is_empty")]
-        made_at: &'a [String],
-    },
-}
-
-impl Args<'_> {
-    fn is_none(&self) -> bool {
-        matches!(self, Args::None)
-    }
-}
-
-impl<'a> TraceEvent<'a> {
-    fn new(name: impl Into<Cow<'a, str>>, ph: &'static str, pid: u32, tid: u64) -> Self {
-        TraceEvent {
-            name: name.into(),
-            cat: None,
-            ph,
-            pid,
-            tid,
-            ts: None,
-            dur: None,
-            s: None,
-            id: None,
-            bp: None,
-            args: Args::None,
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct Claim<'a> {
-    name: &'a str,
-    /// Whose claim, in a trace of several runs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    variant: Option<&'a str>,
-    verdict: &'a str,
-    /// How the verdict stands to the lab's lesson, where it states one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lesson: Option<&'static str>,
-    values: BTreeMap<&'a str, serde_json::Value>,
-}
-
-#[derive(Serialize)]
-struct OtherData<'a> {
-    gpulab_version: Option<&'a str>,
-    device: Option<&'a str>,
-    driver: Option<&'a str>,
-    claims: Vec<Claim<'a>>,
-}
+use crate::trace::{CallStatus, Event};
+use counters::counter_name;
+use event::{Args, OtherData, TraceEvent, other_data};
+use layout::{HOST_TID, Layout, OVERLAP_TID_BASE};
+use nesting::{Nesting, Placed};
+use sorted::{Key, Slice, Sorted};
 
 /// A trace's parts, as the trace built in memory ordered events of equal time.
 /// The counter track of a watched program's memory by share.
@@ -195,18 +74,22 @@ where
     /// The second pass: the whole trace as one JSON document to `out`, its events
     /// in time order.
     pub fn write(&self, out: impl Write) -> io::Result<()> {
-        // Two recordings may carry the same worker pid; a process is one track.
-        let mut pids: Vec<u32> = Vec::new();
-        for o in &self.outlines {
-            let mut pid = o.meta.as_ref().map_or(0, |m| m.pid);
-            while pids.contains(&pid) {
-                pid = pid.wrapping_add(1);
-            }
-            pids.push(pid);
-        }
+        // Two recordings may carry the same pids; a process is one of them.
+        let mut taken = BTreeSet::new();
+        let layouts: Vec<Layout> = self
+            .outlines
+            .iter()
+            .map(|o| Layout::new(o, &mut taken))
+            .collect();
         let mut sorted = Sorted::default();
-        for (run, (r, o)) in self.recordings.iter().zip(&self.outlines).enumerate() {
-            let mut tracks = Tracks::new(o, pids[run], run as u32);
+        for (run, ((r, o), layout)) in self
+            .recordings
+            .iter()
+            .zip(&self.outlines)
+            .zip(&layouts)
+            .enumerate()
+        {
+            let mut tracks = Tracks::new(o, layout, run as u32);
             let mut failed = None;
             r(&mut |e| {
                 if failed.is_none()
@@ -230,86 +113,63 @@ where
             first = false;
             out.write_all(bytes)
         };
-        for (o, pid) in self.outlines.iter().zip(&pids) {
-            for e in header(o, *pid) {
+        let mut names: HashMap<(u32, u64), String> = HashMap::new();
+        for (o, layout) in self.outlines.iter().zip(&layouts) {
+            for e in layout.header(o) {
+                if let (Args::Name { name }, "thread_name") = (&e.args, &*e.name) {
+                    names.insert((e.pid, e.tid), name.to_string());
+                }
                 put(&mut out, &serde_json::to_vec(&e)?)?;
             }
         }
-        sorted.drain(|bytes| put(&mut out, bytes))?;
+        let mut nesting = Nesting::default();
+        let mut overlaps: HashMap<((u32, u64), usize), u64> = HashMap::new();
+        sorted.drain(|key, bytes| {
+            let Some(slice) = key.slice else {
+                return put(&mut out, bytes);
+            };
+            let n = match nesting.place(slice.track, slice.begin, slice.end) {
+                Placed::OnItsTrack => return put(&mut out, bytes),
+                Placed::Overlapping(n) => n,
+            };
+            let (pid, tid) = slice.track;
+            let next = OVERLAP_TID_BASE + overlaps.len() as u64;
+            let lane = *overlaps.entry((slice.track, n)).or_insert(next);
+            if lane == next {
+                let own = names.get(&slice.track).map_or("a track", String::as_str);
+                let e = TraceEvent {
+                    args: Args::Name {
+                        name: layout::overlap_name(own, n),
+                    },
+                    ..TraceEvent::new("thread_name", "M", pid, lane)
+                };
+                put(&mut out, &serde_json::to_vec(&e)?)?;
+            }
+            let mut e: serde_json::Value = serde_json::from_slice(bytes)?;
+            e["tid"] = lane.into();
+            if let Some(args) = e.get_mut("args").and_then(|a| a.as_object_mut()) {
+                args.insert("moved_from_tid".into(), tid.into());
+            }
+            put(&mut out, &serde_json::to_vec(&e)?)
+        })?;
         out.write_all(b"],\"displayTimeUnit\":\"ms\",\"otherData\":")?;
-        serde_json::to_writer(&mut out, &other_data(&self.outlines))?;
+        let other = OtherData {
+            overlapping_slices_moved: nesting.moved(),
+            ..other_data(&self.outlines)
+        };
+        serde_json::to_writer(&mut out, &other)?;
         out.write_all(b"}")?;
         out.flush()
     }
 }
 
-/// The process's and its tracks' names.
-fn header(o: &Outline, pid: u32) -> Vec<TraceEvent<'_>> {
-    // Named after what was run: the lab and variant, or the watched program.
-    let watch = o.meta.as_ref().and_then(|m| m.watch.as_ref());
-    let title = match (&o.meta, o.meta.as_ref().and_then(|m| m.lab.as_ref()), watch) {
-        (Some(m), Some(l), _) => format!("gpulab · {} [{}] · {}", l.id, l.variant, m.device.name),
-        (Some(m), None, Some(w)) => {
-            format!("gpulab watch · {} · {}", w.command.join(" "), m.device.name)
-        }
-        (Some(m), None, None) => format!("gpulab · {}", m.device.name),
-        _ => "gpulab".to_string(),
-    };
-    let named = |name: &'static str, tid: u64, value: Cow<'static, str>| TraceEvent {
-        args: Args::Name { name: value },
-        ..TraceEvent::new(name, "M", pid, tid)
-    };
-    let mut events = vec![
-        named("process_name", 0, title.into()),
-        named("thread_name", HOST_TID, "host".into()),
-    ];
-    for (q, name) in &o.queues {
-        events.push(named(
-            "thread_name",
-            QUEUE_TID_BASE + q,
-            format!("queue {name}").into(),
-        ));
-    }
-    events
-}
-
-fn other_data(outlines: &[Outline]) -> OtherData<'_> {
-    let first = outlines.first().and_then(|o| o.meta.as_ref());
-    let several = outlines.len() > 1;
-    OtherData {
-        gpulab_version: first.map(|m| m.gpulab_version.as_str()),
-        device: first.map(|m| m.device.name.as_str()),
-        driver: first.map(|m| m.device.driver_version.as_str()),
-        claims: outlines
-            .iter()
-            .flat_map(|o| {
-                let variant = o
-                    .meta
-                    .as_ref()
-                    .and_then(|m| m.lab.as_ref())
-                    .map(|l| l.variant.as_str())
-                    .filter(|_| several);
-                o.claims.iter().map(move |c| Claim {
-                    name: &c.name,
-                    variant,
-                    verdict: c.verdict.label(),
-                    lesson: c.lesson().map(|l| l.label()),
-                    values: c
-                        .values
-                        .iter()
-                        .map(|(k, v)| {
-                            let v = if v.is_finite() {
-                                serde_json::json!(v)
-                            } else {
-                                serde_json::json!("never")
-                            };
-                            (k.as_str(), v)
-                        })
-                        .collect(),
-                })
-            })
-            .collect(),
-    }
+/// What the trace keeps of a call for the device spans it started: its
+/// times and its track.
+#[derive(Debug, Clone, Copy)]
+struct Near {
+    begin: u64,
+    end: u64,
+    track: (u32, u64),
 }
 
 /// A device span whose call has not come yet.
@@ -327,6 +187,8 @@ struct Waiting {
 /// life as async slices (held by the lab, then by the driver until destroyed).
 struct Tracks<'a> {
     outline: &'a Outline,
+    layout: &'a Layout,
+    /// The process of the whole run (counters, notes).
     pid: u32,
     run: u32,
     t0: u64,
@@ -339,9 +201,9 @@ struct Tracks<'a> {
     spans: u64,
     readings: u64,
     notes: u64,
-    near: NearCalls,
+    near: NearCalls<Near>,
     /// Times of the calls the outline found far from their spans.
-    pinned: HashMap<u64, (u64, u64)>,
+    pinned: HashMap<u64, Near>,
     waiting: HashMap<u64, Vec<Waiting>>,
     /// Objects whose life has not ended (the driver has not destroyed them).
     open: BTreeMap<u64, ObjState>,
@@ -351,7 +213,7 @@ struct Tracks<'a> {
 }
 
 impl<'a> Tracks<'a> {
-    fn new(outline: &'a Outline, pid: u32, run: u32) -> Self {
+    fn new(outline: &'a Outline, layout: &'a Layout, run: u32) -> Self {
         let script = outline
             .meta
             .as_ref()
@@ -360,7 +222,8 @@ impl<'a> Tracks<'a> {
             .unwrap_or_default();
         Tracks {
             outline,
-            pid,
+            layout,
+            pid: layout.program,
             run,
             t0: outline.t0(),
             end_ns: outline.end_ns(),
@@ -390,6 +253,23 @@ impl<'a> Tracks<'a> {
             part,
             idx,
             sub,
+            slice: None,
+        }
+    }
+
+    /// The key of a complete slice `begin..end` on `track`.
+    fn slice_key(&self, (begin, end): (u64, u64), track: (u32, u64), part: u8, idx: u64) -> Key {
+        let rel = |t: u64| {
+            (i128::from(t) - i128::from(self.t0)).clamp(i128::from(i64::MIN), i128::from(i64::MAX))
+                as i64
+        };
+        Key {
+            slice: Some(Slice {
+                track,
+                begin: rel(begin),
+                end: rel(end.max(begin)),
+            }),
+            ..self.key(begin, part, idx, 0)
         }
     }
 
@@ -409,6 +289,7 @@ impl<'a> Tracks<'a> {
                 if let Some(m) = c.mem_after {
                     self.reading(index, c.end_ns, m, false, out)?;
                 }
+                let track = self.layout.call(c.pid, c.thread);
                 let status: Cow<str> = match &c.status {
                     CallStatus::Ok => "ok".into(),
                     CallStatus::Directive => "directive".into(),
@@ -428,16 +309,19 @@ impl<'a> Tracks<'a> {
                         mem_before: c.mem_before,
                         mem_after: c.mem_after,
                     },
-                    ..TraceEvent::new(c.api.as_str(), "X", pid, HOST_TID)
+                    ..TraceEvent::new(c.api.as_str(), "X", track.0, track.1)
                 };
-                out.push(self.key(c.begin_ns, CALLS, self.calls, 0), |b| {
-                    serde_json::to_writer(b, &e)
-                })?;
+                let key = self.slice_key((c.begin_ns, c.end_ns), track, CALLS, self.calls);
+                out.push(key, |b| serde_json::to_writer(b, &e))?;
                 if let Some(m) = &c.cuda {
                     self.pools(c.end_ns, m, out)?;
                 }
                 self.calls += 1;
-                let times = (c.begin_ns, c.end_ns);
+                let times = Near {
+                    begin: c.begin_ns,
+                    end: c.end_ns,
+                    track,
+                };
                 self.near.push(c.seq, times);
                 if self.outline.far.contains(&c.seq) {
                     self.pinned.insert(c.seq, times);
@@ -447,6 +331,7 @@ impl<'a> Tracks<'a> {
                 }
             }
             Event::DeviceSpan(s) => {
+                let track = self.layout.queue(s.queue);
                 let e = TraceEvent {
                     cat: Some("device"),
                     ts: Some(self.us(s.begin_ns)),
@@ -456,11 +341,10 @@ impl<'a> Tracks<'a> {
                         call_seq: s.call_seq,
                         queued_us: self.us(s.queued_ns),
                     },
-                    ..TraceEvent::new(s.name.as_str(), "X", pid, QUEUE_TID_BASE + s.queue)
+                    ..TraceEvent::new(s.name.as_str(), "X", track.0, track.1)
                 };
-                out.push(self.key(s.begin_ns, SPANS, self.spans, 0), |b| {
-                    serde_json::to_writer(b, &e)
-                })?;
+                let key = self.slice_key((s.begin_ns, s.end_ns), track, SPANS, self.spans);
+                out.push(key, |b| serde_json::to_writer(b, &e))?;
                 let w = Waiting {
                     span: self.spans,
                     name: s.name.clone(),
@@ -533,98 +417,10 @@ impl<'a> Tracks<'a> {
         self.shares(out)
     }
 
-    /// A watched program's memory by share at each composition the run took.
-    fn shares(&self, out: &mut Sorted) -> io::Result<()> {
-        let mib = crate::units::mib;
-        for (i, p) in self.outline.composition.iter().enumerate() {
-            let explained = p.stacked().iter().sum::<u64>();
-            let e = TraceEvent {
-                ts: Some(self.us(p.t_ns)),
-                args: Args::Shares {
-                    objects: mib(p.held),
-                    cache: mib(p.cached),
-                    reserves: mib(p.reserves),
-                    kept_by_driver: mib(p.kept),
-                    unexplained: (p.total as f64 - explained as f64) / crate::units::MIB_F64,
-                },
-                ..TraceEvent::new(SHARES_COUNTER, "C", self.pid, 0)
-            };
-            // After the memory readings' counter events of the same moment.
-            out.push(
-                self.key(p.t_ns, COUNTERS, u64::MAX / 2 + i as u64, 0),
-                |b| serde_json::to_writer(b, &e),
-            )?;
-        }
-        Ok(())
-    }
-
-    /// The CUDA pools read right after a call: the default pool's, the
-    /// lab's own pool's and the graph memory's, each a counter track of two
-    /// series (reserved from the device, used of it).
-    fn pools(&self, t: u64, m: &crate::trace::CudaMemory, out: &mut Sorted) -> io::Result<()> {
-        let mib = crate::units::mib;
-        let tracks = [
-            (
-                "CUDA default pool, MiB",
-                Some((m.pool_reserved, m.pool_used)),
-            ),
-            (
-                "CUDA own pool, MiB",
-                m.custom_pool.map(|p| (p.reserved, p.used)),
-            ),
-            (
-                "CUDA graph memory, MiB",
-                m.graph_mem.map(|p| (p.reserved, p.used)),
-            ),
-        ];
-        for (sub, (name, pool)) in tracks.into_iter().enumerate() {
-            let Some((reserved, used)) = pool else {
-                continue;
-            };
-            let e = TraceEvent {
-                ts: Some(self.us(t)),
-                args: Args::Pool {
-                    reserved: mib(reserved),
-                    used: mib(used),
-                },
-                ..TraceEvent::new(name, "C", self.pid, 0)
-            };
-            out.push(
-                self.key(t, COUNTERS, u64::MAX / 4 + self.calls, sub as u8),
-                |b| serde_json::to_writer(b, &e),
-            )?;
-        }
-        Ok(())
-    }
-
-    fn reading(
-        &mut self,
-        index: u64,
-        t: u64,
-        bytes: u64,
-        sample: bool,
-        out: &mut Sorted,
-    ) -> io::Result<()> {
-        let idx = self.readings;
-        self.readings += 1;
-        if !self.outline.keeps_reading(index, t, sample) {
-            return Ok(());
-        }
-        let e = TraceEvent {
-            ts: Some(self.us(t)),
-            args: Args::Counter {
-                mib: crate::units::mib(bytes),
-            },
-            ..TraceEvent::new(self.counter, "C", self.pid, 0)
-        };
-        out.push(self.key(t, COUNTERS, idx, 0), |b| {
-            serde_json::to_writer(b, &e)
-        })
-    }
-
     /// An arrow from the enqueue or launch on the host lane to the device span it
     /// started: a flow start inside the call's slice, its end bound to the span.
-    fn flow(&self, w: &Waiting, (begin, end): (u64, u64), out: &mut Sorted) -> io::Result<()> {
+    fn flow(&self, w: &Waiting, call: Near, out: &mut Sorted) -> io::Result<()> {
+        let (begin, end) = (call.begin, call.end);
         let id = format!("flow-{}", w.span);
         // Inside the call's slice (Perfetto binds the start to it), and never
         // after the work it started began: a launch the device starts while
@@ -636,17 +432,18 @@ impl<'a> Tracks<'a> {
             cat: Some("flow"),
             ts: Some(self.us(at)),
             id: Some(id.clone()),
-            ..TraceEvent::new(w.name.as_str(), "s", self.pid, HOST_TID)
+            ..TraceEvent::new(w.name.as_str(), "s", call.track.0, call.track.1)
         };
         out.push(self.key(at, FLOWS, w.span, 0), |b| {
             serde_json::to_writer(b, &start)
         })?;
+        let (pid, tid) = self.layout.queue(w.queue);
         let finish = TraceEvent {
             cat: Some("flow"),
             ts: Some(self.us(w.begin_ns)),
             id: Some(id),
             bp: Some("e"),
-            ..TraceEvent::new(w.name.as_str(), "f", self.pid, QUEUE_TID_BASE + w.queue)
+            ..TraceEvent::new(w.name.as_str(), "f", pid, tid)
         };
         out.push(self.key(w.begin_ns, FLOWS, w.span, 1), |b| {
             serde_json::to_writer(b, &finish)
@@ -663,6 +460,8 @@ impl<'a> Tracks<'a> {
                 .clone()
                 .unwrap_or_else(|| format!("#{}", life.id))
         );
+        // A watched process's object carries its pid in its id's upper bits.
+        let pid = self.layout.owner(life.id);
         let made_at = life
             .stack
             .and_then(|id| self.stacks.get(&id))
@@ -681,7 +480,7 @@ impl<'a> Tracks<'a> {
                     refs: &life.refs,
                     made_at,
                 },
-                ..TraceEvent::new(name.as_str(), "b", self.pid, HOST_TID)
+                ..TraceEvent::new(name.as_str(), "b", pid, HOST_TID)
             };
             out.push(self.key(from, LIVES, life.id, sub), |b| {
                 serde_json::to_writer(b, &begin)
@@ -690,7 +489,7 @@ impl<'a> Tracks<'a> {
                 cat: Some(label),
                 ts: Some(self.us(to)),
                 id: Some(idv),
-                ..TraceEvent::new(name.as_str(), "e", self.pid, HOST_TID)
+                ..TraceEvent::new(name.as_str(), "e", pid, HOST_TID)
             };
             out.push(self.key(to, LIVES, life.id, sub + 1), |b| {
                 serde_json::to_writer(b, &end)
@@ -719,243 +518,5 @@ impl<'a> Tracks<'a> {
     }
 }
 
-/// What the memory counter reads, by the run's memory source: NVML's device memory,
-/// or on a CPU device (and for a watched program) a process's resident memory.
-fn counter_name(meta: Option<&Meta>) -> &'static str {
-    let Some(meta) = meta else {
-        return "device memory";
-    };
-    match (meta.device.memory_source, meta.watch.is_some()) {
-        (MemorySource::Rss, true) => "program RSS",
-        (MemorySource::Rss, false) => "worker RSS",
-        _ => "device memory",
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::trace::{Call, DeviceSpan, End, EndStatus, ObjKind, ObjectAction, ObjectEvent};
-
-    fn call(seq: u64) -> Event {
-        Event::Call(Call {
-            seq,
-            pid: 1,
-            api: "clEnqueueNDRangeKernel".into(),
-            driver: "clEnqueueNDRangeKernel".into(),
-            begin_ns: seq * 100,
-            end_ns: seq * 100 + 10,
-            ..Default::default()
-        })
-    }
-
-    fn span(call_seq: u64) -> Event {
-        Event::DeviceSpan(DeviceSpan {
-            queue: 0,
-            queue_name: None,
-            name: "spin".into(),
-            call_seq,
-            line: None,
-            queued_ns: call_seq * 100,
-            begin_ns: call_seq * 100 + 50,
-            end_ns: call_seq * 100 + 60,
-        })
-    }
-
-    fn object(t_ns: u64, action: ObjectAction, refcount: u32) -> Event {
-        Event::Object(ObjectEvent {
-            t_ns,
-            id: 7,
-            kind: ObjKind::Buffer,
-            action,
-            handle: Some("buf".into()),
-            bytes: 64,
-            refcount,
-            refs: vec![],
-            line: None,
-            stack: None,
-        })
-    }
-
-    fn trace(events: Vec<Event>) -> Vec<serde_json::Value> {
-        let each = |f: &mut dyn FnMut(Event)| {
-            events.iter().cloned().for_each(f);
-            Ok(())
-        };
-        let mut out = Vec::new();
-        Trace::outline(vec![each]).unwrap().write(&mut out).unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        doc["traceEvents"].as_array().cloned().unwrap_or_default()
-    }
-
-    /// What the CUDA pools held at each call is a counter track, as the
-    /// report's JSON has it: reserved from the device, and used of it.
-    #[test]
-    fn cuda_pools_are_counter_tracks() {
-        let with_pool = Event::Call(Call {
-            seq: 0,
-            pid: 1,
-            api: "cudaFreeAsync".into(),
-            driver: "cuMemFreeAsync".into(),
-            begin_ns: 0,
-            end_ns: 1_000,
-            cuda: Some(crate::trace::CudaMemory {
-                pool_reserved: 64 << 20,
-                pool_used: 0,
-                free: 0,
-                total: 0,
-                custom_pool: None,
-                graph_mem: None,
-            }),
-            ..Default::default()
-        });
-        let t = trace(vec![with_pool]);
-        let pool: Vec<_> = t
-            .iter()
-            .filter(|e| e["ph"] == "C" && e["name"] == "CUDA default pool, MiB")
-            .collect();
-        assert_eq!(pool.len(), 1, "{t:?}");
-        assert_eq!(pool[0]["args"]["reserved"], 64.0);
-        assert_eq!(pool[0]["args"]["used"], 0.0);
-        // No own pool, no graph: no track for them.
-        assert!(!t.iter().any(|e| e["name"] == "CUDA own pool, MiB"));
-    }
-
-    /// A launch the device starts before the call returns (a graph launch):
-    /// its arrow starts inside the call, at or before the work begins, never
-    /// after it.
-    #[test]
-    fn a_flow_never_points_back_in_time() {
-        let long = Event::Call(Call {
-            seq: 0,
-            pid: 1,
-            api: "cudaGraphLaunch".into(),
-            driver: "cuGraphLaunch".into(),
-            begin_ns: 0,
-            end_ns: 10_000_000,
-            ..Default::default()
-        });
-        let early = Event::DeviceSpan(DeviceSpan {
-            queue: 0,
-            queue_name: None,
-            name: "spin".into(),
-            call_seq: 0,
-            line: None,
-            queued_ns: 0,
-            begin_ns: 1_000_000,
-            end_ns: 2_000_000,
-        });
-        let t = trace(vec![long, early]);
-        let at = |ph: &str| {
-            t.iter()
-                .find(|e| e["cat"] == "flow" && e["ph"] == ph)
-                .and_then(|e| e["ts"].as_f64())
-                .unwrap()
-        };
-        assert!(at("s") <= at("f"), "{} after {}", at("s"), at("f"));
-        assert!(at("s") >= 0.0);
-    }
-
-    /// A span long after its call, and one before its call, still get their arrows,
-    /// and the trace stays in time order.
-    #[test]
-    fn spans_far_from_their_calls_keep_their_flows() {
-        let mut events = vec![call(0)];
-        events.extend((1..25_000).map(call));
-        events.push(span(0));
-        events.push(span(30_000));
-        events.push(span(40_000));
-        events.push(call(30_000));
-        let t = trace(events);
-        let flows: Vec<_> = t.iter().filter(|e| e["cat"] == "flow").collect();
-        assert_eq!(flows.len(), 4, "{flows:?}");
-        let ts = |ph: &str, id: &str| {
-            flows
-                .iter()
-                .find(|e| e["ph"] == ph && e["id"] == id)
-                .and_then(|e| e["ts"].as_f64())
-        };
-        assert_eq!(ts("s", "flow-0"), Some(0.005));
-        assert_eq!(ts("f", "flow-0"), Some(0.05));
-        assert_eq!(ts("s", "flow-1"), Some(3_000.005));
-        // A span whose call never came has no arrow.
-        assert_eq!(ts("s", "flow-2"), None);
-        let times: Vec<f64> = t.iter().filter_map(|e| e["ts"].as_f64()).collect();
-        assert!(times.is_sorted_by(|a, b| a <= b));
-    }
-
-    /// A destructor callback that comes before the release that fired it (a
-    /// watched program's order) still gives one life: the lab's, then nothing.
-    #[test]
-    fn an_objects_life_is_whole_whichever_of_release_and_destroy_comes_first() {
-        for order in [[1, 2], [2, 1]] {
-            let mut events = vec![object(1_000, ObjectAction::Created, 1)];
-            for i in order {
-                events.push(match i {
-                    1 => object(5_000, ObjectAction::Released, 0),
-                    _ => object(5_000, ObjectAction::Destroyed, 0),
-                });
-            }
-            events.push(Event::End(End {
-                t_ns: 9_000,
-                status: EndStatus::Finished,
-                leaked: vec![],
-            }));
-            let lives: Vec<_> = trace(events)
-                .into_iter()
-                .filter(|e| e["ph"] == "b" || e["ph"] == "e")
-                .map(|e| (e["ph"].clone(), e["cat"].clone(), e["ts"].clone()))
-                .collect();
-            let want = |ph: &str, ts: f64| {
-                (
-                    serde_json::json!(ph),
-                    serde_json::json!("held by the lab"),
-                    serde_json::json!(ts),
-                )
-            };
-            assert_eq!(lives, vec![want("b", 1.0), want("e", 5.0)], "{order:?}");
-        }
-    }
-
-    /// A watched program's object carries the stack that made it, its Python
-    /// line first, as the report says each frame.
-    #[test]
-    fn an_objects_life_says_where_it_was_made() {
-        let frames = vec![
-            crate::trace::Frame {
-                module: String::new(),
-                address: 0,
-                build_id: None,
-                function: Some("activations".into()),
-                location: Some("/home/u/train.py:21".into()),
-                python: true,
-            },
-            crate::trace::Frame {
-                module: "/venv/torch/lib/libc10_cuda.so".into(),
-                address: 0x10,
-                build_id: None,
-                function: Some("alloc_block".into()),
-                location: None,
-                python: false,
-            },
-        ];
-        let named = Event::Stack(crate::trace::Stack {
-            t_ns: 500,
-            id: 42,
-            frames,
-        });
-        let mut made = object(1_000, ObjectAction::Created, 1);
-        if let Event::Object(o) = &mut made {
-            o.stack = Some(42);
-        }
-        let t = trace(vec![named, made]);
-        let begins: Vec<_> = t.iter().filter(|e| e["ph"] == "b").collect();
-        assert_eq!(
-            begins[0]["args"]["made_at"],
-            serde_json::json!([
-                "activations (/home/u/train.py:21)",
-                "alloc_block in libc10_cuda.so"
-            ])
-        );
-    }
-}
+mod tests;

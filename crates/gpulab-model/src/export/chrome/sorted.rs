@@ -16,7 +16,9 @@ use std::os::unix::fs::FileExt;
 const CHUNK_BYTES: usize = 16 << 20;
 
 /// Where an event sorts: by time, then as the trace built in memory ordered
-/// events of equal time (run, then kind of event, then arrival).
+/// events of equal time (run, then kind of event, then arrival). A complete
+/// slice of equal time and kind sorts the longer first, as slices that nest
+/// must come (the enclosing one first).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Key {
     pub ts: f64,
@@ -27,10 +29,21 @@ pub(super) struct Key {
     pub idx: u64,
     /// The order of the events one item makes (a flow's start and end).
     pub sub: u8,
+    /// A complete slice: where it is drawn and when, for `Nesting`.
+    pub slice: Option<Slice>,
+}
+
+/// A complete slice: its track (pid, tid) and its times, ns from its run's
+/// start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Slice {
+    pub track: (u32, u64),
+    pub begin: i64,
+    pub end: i64,
 }
 
 impl Key {
-    const LEN: usize = 8 + 4 + 1 + 8 + 1;
+    const LEN: usize = 8 + 4 + 1 + 8 + 1 + 1 + 4 + 8 + 8 + 8;
 
     fn to_bytes(self) -> [u8; Key::LEN] {
         let mut b = [0; Key::LEN];
@@ -39,6 +52,13 @@ impl Key {
         b[12] = self.part;
         b[13..21].copy_from_slice(&self.idx.to_le_bytes());
         b[21] = self.sub;
+        if let Some(s) = self.slice {
+            b[22] = 1;
+            b[23..27].copy_from_slice(&s.track.0.to_le_bytes());
+            b[27..35].copy_from_slice(&s.track.1.to_le_bytes());
+            b[35..43].copy_from_slice(&s.begin.to_le_bytes());
+            b[43..51].copy_from_slice(&s.end.to_le_bytes());
+        }
         b
     }
 
@@ -48,15 +68,28 @@ impl Key {
             x.copy_from_slice(&b[i..i + 8]);
             u64::from_le_bytes(x)
         };
-        let mut run = [0; 4];
-        run.copy_from_slice(&b[8..12]);
+        let u32_at = |i: usize| {
+            let mut x = [0; 4];
+            x.copy_from_slice(&b[i..i + 4]);
+            u32::from_le_bytes(x)
+        };
         Key {
             ts: f64::from_bits(u64_at(0)),
-            run: u32::from_le_bytes(run),
+            run: u32_at(8),
             part: b[12],
             idx: u64_at(13),
             sub: b[21],
+            slice: (b[22] == 1).then(|| Slice {
+                track: (u32_at(23), u64_at(27)),
+                begin: u64_at(35) as i64,
+                end: u64_at(43) as i64,
+            }),
         }
+    }
+
+    /// Longer slices first: a slice's end, latest first.
+    fn longer_first(&self) -> std::cmp::Reverse<Option<i64>> {
+        std::cmp::Reverse(self.slice.map(|s| s.end))
     }
 }
 
@@ -66,6 +99,7 @@ impl Ord for Key {
             .total_cmp(&other.ts)
             .then(self.run.cmp(&other.run))
             .then(self.part.cmp(&other.part))
+            .then(self.longer_first().cmp(&other.longer_first()))
             .then(self.idx.cmp(&other.idx))
             .then(self.sub.cmp(&other.sub))
     }
@@ -135,12 +169,12 @@ impl Sorted {
         Ok(())
     }
 
-    /// Hands each event's bytes to `each`, in key order.
-    pub fn drain(mut self, mut each: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+    /// Hands each event's key and bytes to `each`, in key order.
+    pub fn drain(mut self, mut each: impl FnMut(&Key, &[u8]) -> io::Result<()>) -> io::Result<()> {
         if self.spill.is_none() {
             self.entries.sort_by_key(|e| e.0);
-            for &(_, start, len) in &self.entries {
-                each(&self.bytes[start..start + len])?;
+            for &(key, start, len) in &self.entries {
+                each(&key, &self.bytes[start..start + len])?;
             }
             return Ok(());
         }
@@ -171,8 +205,8 @@ impl Sorted {
                 heads.push(std::cmp::Reverse((key, i)));
             }
         }
-        while let Some(std::cmp::Reverse((_, i))) = heads.pop() {
-            each(&bodies[i])?;
+        while let Some(std::cmp::Reverse((key, i))) = heads.pop() {
+            each(&key, &bodies[i])?;
             if let Some(key) = next(&mut readers[i], &mut bodies[i])? {
                 heads.push(std::cmp::Reverse((key, i)));
             }
@@ -230,12 +264,13 @@ mod tests {
             part: 0,
             idx,
             sub: 0,
+            slice: None,
         }
     }
 
     fn drained(s: Sorted) -> Vec<String> {
         let mut out = Vec::new();
-        s.drain(|b| {
+        s.drain(|_, b| {
             out.push(String::from_utf8_lossy(b).into_owned());
             Ok(())
         })
@@ -271,9 +306,15 @@ mod tests {
             part: 5,
             idx: u64::MAX - 1,
             sub: 2,
+            slice: Some(Slice {
+                track: (7, 1 << 31),
+                begin: -5,
+                end: i64::MAX,
+            }),
         };
         let back = Key::from_bytes(&k.to_bytes());
         assert_eq!(back, k);
         assert_eq!(back.ts.to_bits(), k.ts.to_bits());
+        assert_eq!(back.slice, k.slice);
     }
 }
