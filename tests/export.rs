@@ -941,3 +941,87 @@ fn every_shipped_recordings_trace_has_a_nesting_track_per_process_and_thread() {
     }
     assert!(checked > 100, "{checked} recordings checked");
 }
+
+/// The figure of the two-rank torchrun OOM draws a panel for each GPU the
+/// program held memory on, the GPU of the refused rank first, marks the
+/// refusal, and keeps its long command inside the slide.
+#[test]
+fn a_two_rank_figure_draws_each_gpu_the_refused_one_first_and_marks_the_refusal() {
+    use gpulab::trace::Event;
+    let rec = "assets/watch-recordings/nvidia-h200-x2/torchrun-oom.jsonl";
+    let path = common::repo_file(rec);
+    let events = streamed(&path).unwrap();
+    // The GPUs NVML listed the program's processes on, and the refused pid.
+    let mut used = std::collections::BTreeSet::new();
+    for e in &events {
+        if let Event::GpuReading(g) = e
+            && g.processes.as_ref().is_some_and(|p| !p.is_empty())
+        {
+            used.insert(g.gpu);
+        }
+    }
+    assert_eq!(used.len(), 2, "{used:?}");
+    let dir = common::temp_dir();
+    let out = dir.path().join("fig.svg");
+    let r = common::run(&[
+        "export",
+        &path.display().to_string(),
+        "--svg",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+    let text = std::fs::read_to_string(out).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let texts: Vec<(f64, f64, String)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| {
+            let num = |a: &str| n.attribute(a).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            (
+                num("x"),
+                num("font-size"),
+                n.text().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let panels: Vec<&str> = texts
+        .iter()
+        .filter(|t| t.2.starts_with("GPU "))
+        .map(|t| t.2.as_str())
+        .collect();
+    assert_eq!(panels.len(), used.len(), "{panels:?}");
+    assert!(
+        panels[0].starts_with("GPU 1 · "),
+        "the refused GPU first: {panels:?}"
+    );
+    assert!(panels[1].starts_with("GPU 0 · "), "{panels:?}");
+    let refused: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("line") && n.attribute("class") == Some("refused"))
+        .collect();
+    assert_eq!(refused.len(), 1);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.2.starts_with("out of memory: cuMemAlloc refused") && t.2.contains("rank 1")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.2.contains("rank 0 (pid"))
+            && texts.iter().any(|t| t.2.contains("rank 1 (pid")),
+        "each rank named in its panel"
+    );
+    // The title: whole words, within the slide, the full command kept in a <title>.
+    let width = f64::from(gpulab::export::figure::WIDTH);
+    for (x, size, t) in texts
+        .iter()
+        .filter(|t| t.2.contains("torch.distributed") || t.2.contains("nccl_ranks"))
+    {
+        let half = t.chars().count() as f64 * size * 0.6 / 2.0;
+        assert!(
+            x - half >= 0.0 && x + half <= width,
+            "{t:?} runs off the slide"
+        );
+    }
+    assert!(text.contains("<title>program: python3 -m torch.distributed.run"));
+}

@@ -10,6 +10,7 @@ mod decimate;
 pub mod figure;
 pub mod html;
 mod outline;
+mod program;
 mod svg;
 
 pub(crate) use svg::esc;

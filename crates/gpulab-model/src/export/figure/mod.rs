@@ -16,6 +16,7 @@ use std::fmt::Write;
 use std::io;
 
 mod labels;
+mod watch;
 
 use labels::{Marker, place};
 
@@ -205,10 +206,10 @@ fn draw(runs: &[Decimated], axis: Axis) -> String {
         out,
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif"><rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>"##
     );
-    legend(&mut out, &shared.sizes, &Drawn::of(runs));
-    let panel = (HEIGHT as f64 - LEGEND) / n as f64;
+    let legend_h = legend(&mut out, &shared.sizes, &Drawn::of(runs));
+    let panel = (HEIGHT as f64 - legend_h) / n as f64;
     for (i, d) in runs.iter().enumerate() {
-        draw_run(&mut out, d, LEGEND + i as f64 * panel, panel, &shared);
+        draw_run(&mut out, d, legend_h + i as f64 * panel, panel, &shared);
     }
     out.push_str("</svg>\n");
     out
@@ -221,10 +222,17 @@ struct Drawn {
     markers: bool,
     host: bool,
     device: bool,
+    /// A run's memory by share is stacked under its curve.
+    shares: bool,
+    /// A run is drawn as a panel per GPU.
+    gpus: bool,
+    /// A run had an allocation refused.
+    refused: bool,
 }
 
 impl Drawn {
     fn of(runs: &[Decimated]) -> Drawn {
+        let program = crate::export::program::refusals;
         Drawn {
             watched: runs
                 .iter()
@@ -234,38 +242,73 @@ impl Drawn {
                 .iter()
                 .any(|d| d.host.iter().next().is_some() || !d.run.calls().is_empty()),
             device: runs.iter().any(|d| !d.lanes.is_empty()),
+            shares: runs.iter().any(|d| {
+                d.run.meta().is_some_and(|m| m.watch.is_some())
+                    && !d.run.composition().points().is_empty()
+                    && crate::export::program::gpus(&d.run, &program(&d.run)).is_empty()
+            }),
+            gpus: runs
+                .iter()
+                .any(|d| !crate::export::program::gpus(&d.run, &program(&d.run)).is_empty()),
+            refused: runs.iter().any(|d| !program(&d.run).is_empty()),
         }
     }
 }
 
-fn legend(out: &mut String, s: &Sizes, drawn: &Drawn) {
-    let y = LEGEND / 2.0 + s.text / 3.0;
+/// One legend entry: how its swatch is drawn, and its words.
+enum Swatch {
+    Line(&'static str),
+    Dashed,
+    Bar(&'static str),
+}
+
+/// The legend, in as many rows as its entries need; returns its height.
+fn legend(out: &mut String, s: &Sizes, drawn: &Drawn) -> f64 {
+    let line = match (drawn.watched, drawn.gpus) {
+        (_, true) => "memory in use on the GPU (every process); bands: each process's",
+        (true, false) => "memory above its level before the program started",
+        (false, false) => "memory above baseline",
+    };
+    let mut items: Vec<(Swatch, &str)> = vec![(Swatch::Line(MEMORY), line)];
+    if drawn.shares {
+        for (name, fill) in crate::export::program::SHARES {
+            items.push((Swatch::Bar(fill), name));
+        }
+    }
+    if drawn.refused {
+        items.push((
+            Swatch::Line(crate::export::program::REFUSED),
+            "allocation refused (out of memory)",
+        ));
+    }
+    if drawn.markers {
+        items.push((Swatch::Dashed, "a call a claim names"));
+    }
+    if drawn.host {
+        items.push((Swatch::Bar(HOST), "host call"));
+    }
+    if drawn.device {
+        items.push((Swatch::Bar(DEVICE), "device work"));
+    }
+    let row_h = s.text * 1.5;
     let mut x = LEFT;
-    let items: [(&str, &str, bool); 4] = [
-        (
-            "line",
-            if drawn.watched {
-                "memory above its level before the program started"
-            } else {
-                "memory above baseline"
-            },
-            true,
-        ),
-        ("marker", "a call a claim names", drawn.markers),
-        ("host", "host call", drawn.host),
-        ("device", "device work", drawn.device),
-    ];
-    for (kind, label, _) in items.into_iter().filter(|(_, _, shown)| *shown) {
+    let mut y = LEGEND / 2.0 + s.text / 3.0;
+    for (swatch, label) in items {
+        let width = 38.0 + label.chars().count() as f64 * s.text * CHAR_WIDTH;
+        if x > LEFT && x + width > W - RIGHT {
+            x = LEFT;
+            y += row_h;
+        }
         let mid = y - s.text / 3.0;
-        match kind {
-            "line" => {
+        match swatch {
+            Swatch::Line(colour) => {
                 let _ = write!(
                     out,
-                    r#"<line x1="{x}" y1="{mid}" x2="{}" y2="{mid}" stroke="{MEMORY}" stroke-width="3"/>"#,
+                    r#"<line x1="{x}" y1="{mid}" x2="{}" y2="{mid}" stroke="{colour}" stroke-width="3"/>"#,
                     x + 30.0
                 );
             }
-            "marker" => {
+            Swatch::Dashed => {
                 let _ = write!(
                     out,
                     r#"<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="{MARKER}" stroke-width="2" stroke-dasharray="5 4"/>"#,
@@ -274,8 +317,7 @@ fn legend(out: &mut String, s: &Sizes, drawn: &Drawn) {
                     mid + s.text / 2.0
                 );
             }
-            _ => {
-                let fill = if kind == "host" { HOST } else { DEVICE };
+            Swatch::Bar(fill) => {
                 let _ = write!(
                     out,
                     r#"<rect x="{x}" y="{}" width="30" height="{}" fill="{fill}"/>"#,
@@ -285,8 +327,9 @@ fn legend(out: &mut String, s: &Sizes, drawn: &Drawn) {
             }
         }
         text(out, x + 38.0, y, s.text, "start", "#222222", label);
-        x += 38.0 + label.chars().count() as f64 * s.text * CHAR_WIDTH + 40.0;
+        x += width + 40.0;
     }
+    LEGEND + (y - (LEGEND / 2.0 + s.text / 3.0))
 }
 
 /// What every panel of one figure shares: its axes, its sizes, and room for as
@@ -313,12 +356,12 @@ struct Place {
 }
 
 impl Place {
-    fn of(d: &Decimated, top: f64, height: f64, shared: &Shared) -> (Place, f64) {
+    fn of(d: &Decimated, top: f64, height: f64, shared: &Shared, titles: usize) -> (Place, f64) {
         let s = &shared.sizes;
         let row = s.row();
         let lanes = 1 + d.lanes.len();
         let title_y = top + s.title;
-        let band_top = title_y + s.text * 0.6;
+        let band_top = title_y + (titles.max(1) - 1) as f64 * s.title * 1.2 + s.text * 0.6;
         let plot_top = band_top + s.label_rows as f64 * row + 4.0;
         let fixed_below =
             lanes as f64 * s.lane + 8.0 + row * 2.2 + shared.claim_rows as f64 * row + 8.0;
@@ -343,19 +386,33 @@ impl Place {
 }
 
 fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Shared) {
-    let (at, title_y) = Place::of(d, top, height, shared);
-    text(
-        out,
-        W / 2.0,
-        title_y,
-        shared.sizes.title,
-        "middle",
-        "#111111",
-        &title(&d.run),
-    );
-    draw_grid(out, d, shared, &at);
-    draw_curve(out, d, shared, &at);
+    let size = shared.sizes.title;
+    let full = title(&d.run);
+    let lines = watch::title_lines(&full, W - 40.0, size);
+    let (at, title_y) = Place::of(d, top, height, shared, lines.len());
+    // The whole title on hover where its lines wrapped or shortened it.
+    let whole = lines.len() == 1 && lines[0] == full;
+    if !whole {
+        let _ = write!(out, "<g><title>{}</title>", esc(&full));
+    }
+    for (i, line) in lines.iter().enumerate() {
+        let y = title_y + i as f64 * size * 1.2;
+        text(out, W / 2.0, y, size, "middle", "#111111", line);
+    }
+    if !whole {
+        out.push_str("</g>");
+    }
+    let refusals = crate::export::program::refusals(&d.run);
+    let gpus = crate::export::program::gpus(&d.run, &refusals);
+    if gpus.is_empty() {
+        draw_grid(out, d, shared, &at);
+        watch::draw_shares(out, d, shared, &at);
+        draw_curve(out, d, shared, &at);
+    } else {
+        watch::draw_gpus(out, d, &gpus, shared, &at);
+    }
     draw_markers(out, d, shared, &at);
+    watch::draw_refusals(out, &refusals, shared, &at);
     let ticks_y = draw_timeline(out, d, shared, &at);
     draw_claims(out, d, shared, ticks_y);
 }
@@ -621,12 +678,15 @@ fn claim_lines(c: &ClaimVerdict, size: f64) -> Vec<(&'static str, f64, String)> 
     let lead = format!("{head} — {}: ", c.name);
     let all = values.join(", ");
     let words_room = chars(room).saturating_sub(lead.chars().count() + 3 + all.chars().count());
-    if words_room >= 16 && c.reason.is_none() {
-        let words = fit(&c.text, words_room as f64 * size * CHAR_WIDTH, size);
-        return vec![(colour, x0, format!("{lead}{words} — {all}"))];
+    if c.text.chars().count() <= words_room && c.reason.is_none() {
+        return vec![(colour, x0, format!("{lead}{} — {all}", c.text))];
     }
+    // The claim's words whole, wrapped between words: a slide never cuts them.
     let words = format!("{lead}{}", c.text);
-    let mut lines = vec![(colour, x0, fit(&words, room, size))];
+    let mut lines: Vec<_> = wrap(&words, chars(room))
+        .into_iter()
+        .map(|l| (colour, x0, l))
+        .collect();
     let width = chars(W - RIGHT - x1).max(1);
     let mut cur = String::new();
     for v in values {
@@ -642,11 +702,41 @@ fn claim_lines(c: &ClaimVerdict, size: f64) -> Vec<(&'static str, f64, String)> 
         lines.push(("#222222", x1, cur));
     }
     if let Some(r) = &c.reason {
-        lines.push((
-            "#8a6d00",
-            x1,
-            fit(&format!("why inconclusive: {r}"), W - RIGHT - x1, size),
-        ));
+        let why = format!("why inconclusive: {r}");
+        for l in wrap(&why, chars(W - RIGHT - x1)) {
+            lines.push(("#8a6d00", x1, l));
+        }
+    }
+    lines
+}
+
+/// `text` in lines of at most `max` characters, broken between words (a
+/// word longer than a line is broken where the line ends).
+fn wrap(text: &str, max: usize) -> Vec<String> {
+    let max = max.max(1);
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in text.split(' ') {
+        let mut word = word.to_string();
+        while word.chars().count() > max {
+            if !cur.is_empty() {
+                lines.push(std::mem::take(&mut cur));
+            }
+            let head: String = word.chars().take(max).collect();
+            word = word.chars().skip(max).collect();
+            lines.push(head);
+        }
+        let n = cur.chars().count();
+        if n > 0 && n + 1 + word.chars().count() > max {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(&word);
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
     }
     lines
 }
@@ -686,6 +776,24 @@ pub fn png(svg: &str) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claims_and_titles_wrap_at_words_and_keep_every_word() {
+        let text = "the release waits for the kernel that still uses the buffer";
+        let lines = wrap(text, 20);
+        assert!(lines.iter().all(|l| l.chars().count() <= 20), "{lines:?}");
+        assert_eq!(lines.join(" "), text);
+        let long = "python3 -m torch.distributed.run --nproc-per-node 2 x.py ".repeat(6);
+        let t = watch::title_lines(&long, 600.0, 30.0);
+        assert_eq!(t.len(), 2);
+        assert!(t.iter().all(|l| l.chars().count() <= 33), "{t:?}");
+        assert!(t[1].ends_with(" …"));
+        assert!(long.starts_with(&t[0]));
+        assert_eq!(
+            watch::title_lines("short title", 600.0, 30.0),
+            ["short title"]
+        );
+    }
 
     #[test]
     fn long_text_is_cut_to_its_width() {
