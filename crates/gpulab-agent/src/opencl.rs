@@ -896,12 +896,19 @@ unsafe extern "C" fn set_kernel_arg(
         d::SET_KERNEL_ARG,
         fn(Handle, u32, usize, *const c_void) -> i32
     );
+    let handle = (size == size_of::<usize>() && !value.is_null())
+        // SAFETY: the API lets the driver read `size` bytes at `value`.
+        .then(|| unsafe { (value as *const usize).read_unaligned() });
+    // A buffer the program released, set as an argument: said whatever the
+    // driver answers (one that still holds it for queued work takes it). A
+    // pointer-sized scalar equal to a released handle's address would be
+    // mistaken for it; no program passes one.
+    if let Some(h) = handle {
+        ledger::check_used(&[h], ObjKind::Buffer);
+    }
     // SAFETY: the program's arguments, passed through unchanged.
     let status = unsafe { f(k, index, size, value) };
     if status == CL_SUCCESS {
-        let handle = (size == size_of::<usize>() && !value.is_null())
-            // SAFETY: the API lets the driver read `size` bytes at `value`.
-            .then(|| unsafe { (value as *const usize).read_unaligned() });
         ledger::set_arg(k as usize, index, handle);
     }
     plain("clSetKernelArg", begin, status)

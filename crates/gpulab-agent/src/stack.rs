@@ -78,6 +78,7 @@ pub fn capture(kind: ObjKind) -> Option<Captured> {
     Some(Captured {
         native,
         python: crate::python::frames(depth() == Depth::Full).into(),
+        whole: false,
     })
 }
 
@@ -93,6 +94,7 @@ pub fn capture_misuse() -> Option<Captured> {
     Some(Captured {
         native: walk(Walk::whole()),
         python: crate::python::frames(true).into(),
+        whole: true,
     })
 }
 
@@ -292,6 +294,8 @@ fn between_at(ret: usize) -> Option<bool> {
 pub struct Captured {
     pub native: Box<[usize]>,
     pub python: Box<[PyFrame]>,
+    /// Kept whole whatever `--backtrace` asks ([`capture_misuse`]).
+    pub whole: bool,
 }
 
 /// The agent thread's stacks: ids by return addresses, and the mapped files.
@@ -318,7 +322,7 @@ impl Stacks {
     /// Python frames come first, innermost first: where the program's own
     /// code was, then the native frames from its call into the API.
     pub fn intern(&mut self, pid: u32, mut taken: Captured) -> (u64, Option<Vec<Frame>>) {
-        if depth() != Depth::Full {
+        if depth() != Depth::Full && !taken.whole {
             taken.native = self
                 .caller(&taken.native)
                 .map(|a| vec![a].into())
@@ -439,6 +443,7 @@ mod tests {
         let addrs = Captured {
             native: [here as usize + 4].into(),
             python: Box::default(),
+            whole: false,
         };
         let (id, frames) = stacks.intern(7, addrs.clone());
         assert_eq!(id >> 32, 7);
