@@ -391,6 +391,9 @@ struct Hook {
     api: &'static str,
     driver: &'static str,
     role: Role,
+    /// The handles the call names that a misuse check reads
+    /// ([`crate::cuda_misuse`]), looked up once here, not at every call.
+    names: crate::cuda_misuse::Names,
 }
 
 /// Hooks by driver callback id.
@@ -466,7 +469,13 @@ fn table(names: impl IntoIterator<Item = (u32, String)>) -> Vec<Option<Hook>> {
         }
         // A few dozen names, kept for the life of the process.
         let driver: &'static str = Box::leak(name.into_boxed_str());
-        hooks[i] = Some(Hook { api, driver, role });
+        let names = crate::cuda_misuse::names_of(api);
+        hooks[i] = Some(Hook {
+            api,
+            driver,
+            role,
+            names,
+        });
     }
     hooks
 }
@@ -814,7 +823,7 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
             _ => (None, None),
         };
         // SAFETY: the caller's contract: this function's parameter block.
-        unsafe { crate::cuda_misuse::at_entry(hook.api, freeing, stream, params) };
+        unsafe { crate::cuda_misuse::at_entry(hook.api, hook.names, freeing, stream, params) };
         // SAFETY: the caller's contract: this function's parameter block.
         if let Some(read) = unsafe { read_before(hook.api, params) } {
             transport::read(hook.api, ReadSide::Before, read);
@@ -1991,6 +2000,7 @@ mod tests {
             api: "cuCtxSynchronize",
             driver: "cuCtxSynchronize",
             role: Call,
+            names: &[],
         };
         let before = now_ns();
         // SAFETY: a well-formed enter block.

@@ -25,7 +25,7 @@ use crate::{ledger, transport};
 
 /// What a parameter of a call names.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Named {
+pub enum Named {
     Stream,
     Event,
     /// A device address (the typed copies and sets: never a host pointer).
@@ -38,7 +38,7 @@ enum Named {
 /// stream, which the caller passes. `cuMemcpy` and `cuMemcpyAsync` are
 /// absent: their pointers may be host memory at an address device memory
 /// once had.
-const NAMES: &[(&str, &[(usize, Named)])] = &[
+const NAMES: &[(&str, Names)] = &[
     ("cuMemFreeAsync", &[(1, Named::Stream)]),
     ("cuMemAllocAsync", &[(2, Named::Stream)]),
     ("cuMemAllocFromPoolAsync", &[(3, Named::Stream)]),
@@ -93,15 +93,22 @@ thread_local! {
     static PENDING: RefCell<Vec<Found>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The handles one call names: (parameter index, what it names).
+pub type Names = &'static [(usize, Named)];
+
+/// What the driver function `api` (unversioned) names, by [`NAMES`].
+pub fn names_of(api: &str) -> Names {
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == api)
+        .map_or(&[], |(_, at)| *at)
+}
+
 /// The handles a call names, read from its parameter block.
 ///
 /// # Safety
-/// `params` is null or the parameter block of the driver function `api`
-/// (unversioned), whose layout [`NAMES`] describes.
-unsafe fn named(api: &str, params: *const usize) -> Vec<(usize, Named)> {
-    let Some((_, at)) = NAMES.iter().find(|(n, _)| *n == api) else {
-        return Vec::new();
-    };
+/// `params` is null or a parameter block with the layout `at` describes.
+unsafe fn named(at: Names, params: *const usize) -> Vec<(usize, Named)> {
     if params.is_null() {
         return Vec::new();
     }
@@ -116,17 +123,27 @@ unsafe fn named(api: &str, params: *const usize) -> Vec<(usize, Named)> {
 /// return ([`at_return`]). `freeing` is the kind a freeing call gives up
 /// (its handle is parameter 0); `stream` a launch's stream.
 ///
+/// Costs a launch one atomic load while the program has destroyed no stream
+/// or event and freed no memory: the ledger is asked only once it has.
+///
 /// # Safety
-/// `params` is null or the parameter block of the driver function `api`.
+/// `params` is null or the parameter block of the driver function `api`,
+/// whose names are `at` ([`names_of`]).
 pub unsafe fn at_entry(
     api: &'static str,
+    at: Names,
     freeing: Option<ObjKind>,
     stream: Option<usize>,
     params: *const usize,
 ) {
+    let ordered_free = api == "cuMemFree";
+    if !ledger::cuda_any_gone() && !ordered_free {
+        PENDING.with(|p| p.borrow_mut().clear());
+        return;
+    }
     let mut found = Vec::new();
     // SAFETY: the caller's contract.
-    let mut names = unsafe { named(api, params) };
+    let mut names = unsafe { named(at, params) };
     names.extend(stream.map(|s| (s, Named::Stream)));
     let freed = match freeing {
         // SAFETY: parameter 0 of a freeing call is the handle it gives up.
@@ -149,7 +166,7 @@ pub unsafe fn at_entry(
                         handle,
                         gate: Gate::IfRefused,
                     });
-                } else if api == "cuMemFree"
+                } else if ordered_free
                     && let Some(id) = ledger::cuda_ordered(kind, handle)
                 {
                     found.push(Found {
@@ -239,7 +256,7 @@ mod tests {
         // cuMemsetD8(p, 0, n): refused, as the H200's driver refuses it.
         let block = [p, 0, 1 << 20];
         // SAFETY: cuMemsetD8's parameter block.
-        unsafe { at_entry("cuMemsetD8", None, None, block.as_ptr()) };
+        unsafe { at_entry("cuMemsetD8", names_of("cuMemsetD8"), None, None, block.as_ptr()) };
         assert_eq!(pending(), vec![(MisuseKind::UseAfterRelease, id)]);
         at_return(1);
         assert_eq!(
@@ -249,7 +266,7 @@ mod tests {
         // Taken by the driver: the address names memory the agent did not
         // see made, and is forgotten as gone.
         // SAFETY: as above.
-        unsafe { at_entry("cuMemsetD8", None, None, block.as_ptr()) };
+        unsafe { at_entry("cuMemsetD8", names_of("cuMemsetD8"), None, None, block.as_ptr()) };
         at_return(0);
         assert!(transport::take_misused().is_empty());
         assert_eq!(ledger::cuda_gone(ObjKind::Buffer, p), None);
@@ -263,7 +280,7 @@ mod tests {
         ledger::cuda_released_as(ObjKind::Buffer, p, Some(id), true);
         let block = [p];
         // SAFETY: cuMemFree's parameter block.
-        unsafe { at_entry("cuMemFree", Some(ObjKind::Buffer), None, block.as_ptr()) };
+        unsafe { at_entry("cuMemFree", &[], Some(ObjKind::Buffer), None, block.as_ptr()) };
         at_return(1);
         assert_eq!(
             transport::take_misused(),
@@ -273,7 +290,7 @@ mod tests {
         let ordered = ledger::cuda_created_ordered(ObjKind::Buffer, q, 4096, Vec::new());
         let block = [q];
         // SAFETY: as above.
-        unsafe { at_entry("cuMemFree", Some(ObjKind::Buffer), None, block.as_ptr()) };
+        unsafe { at_entry("cuMemFree", &[], Some(ObjKind::Buffer), None, block.as_ptr()) };
         at_return(0);
         assert_eq!(
             transport::take_misused(),
@@ -284,7 +301,7 @@ mod tests {
         ledger::cuda_created_ordered(ObjKind::Buffer, r, 4096, Vec::new());
         let block = [r, 0];
         // SAFETY: cuMemFreeAsync's parameter block.
-        unsafe { at_entry("cuMemFreeAsync", Some(ObjKind::Buffer), None, block.as_ptr()) };
+        unsafe { at_entry("cuMemFreeAsync", names_of("cuMemFreeAsync"), Some(ObjKind::Buffer), None, block.as_ptr()) };
         at_return(0);
         assert!(transport::take_misused().is_empty());
     }

@@ -336,8 +336,21 @@ fn release_of(key: Key, expected: Option<u64>) -> Option<u64> {
     })
 }
 
+/// Whether a CUDA handle was ever kept as gone: until one is, no CUDA call
+/// can name one, and the hooks need not ask ([`cuda_any_gone`]).
+static CUDA_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Whether the program ever destroyed a CUDA stream or event or freed memory
+/// by its address (one atomic load).
+pub fn cuda_any_gone() -> bool {
+    CUDA_GONE.load(Ordering::Relaxed)
+}
+
 /// Keeps `key` as gone, naming object `id` (under the ledger's lock).
 fn keep_gone(key: Key, id: u64, kind: ObjKind) {
+    if matches!(key.0, Space::Cuda(_)) {
+        CUDA_GONE.store(true, Ordering::Relaxed);
+    }
     with_gone(|g| {
         if g.by_handle.insert(key, (id, kind)).is_none() {
             g.order.push_back(key);
