@@ -401,7 +401,7 @@ impl HeldObject {
                 None => shapes.push((shape, 1)),
             }
         }
-        shapes.sort_by(|a, b| b.1.cmp(&a.1));
+        shapes.sort_by_key(|s| std::cmp::Reverse(s.1));
         let by_shape = shapes
             .iter()
             .map(|(s, c)| format!("{c} {s}"))
