@@ -1025,3 +1025,179 @@ fn a_two_rank_figure_draws_each_gpu_the_refused_one_first_and_marks_the_refusal(
     }
     assert!(text.contains("<title>program: python3 -m torch.distributed.run"));
 }
+
+/// Each inline `<svg>` of a page, parsed.
+fn page_svgs(html: &str) -> Vec<String> {
+    html.split("<svg")
+        .skip(1)
+        .filter_map(|s| {
+            s.split_once("</svg>")
+                .map(|(body, _)| format!("<svg{body}</svg>"))
+        })
+        .collect()
+}
+
+/// The page of `recording` (a path in the repository).
+fn page_of(recording: &str) -> String {
+    let r = common::run(&[
+        "export",
+        &common::repo_file(recording).display().to_string(),
+        "--html",
+        "-",
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", common::stderr(&r));
+    common::stdout(&r)
+}
+
+/// The page of the two-rank torchrun OOM shows what its figure shows: a
+/// chart for each GPU the program's processes were on, the refused rank's
+/// GPU first, each rank's bytes stacked in its colour and named, and the
+/// refusal marked with its words, on every chart and the timeline.
+#[test]
+fn a_two_rank_page_draws_each_gpu_the_refused_one_first_and_marks_the_refusal() {
+    let rec = "assets/watch-recordings/nvidia-h200-x2/torchrun-oom.jsonl";
+    let events = streamed(&common::repo_file(rec)).unwrap();
+    let run = gpulab::run::Run::from_events(&events);
+    let ranks = run.ranks();
+    let refused = ranks
+        .members
+        .values()
+        .find(|m| m.ran_out.is_some())
+        .expect("a rank was refused");
+    let (pid, rank) = (refused.pid, refused.rank.as_ref().unwrap().rank);
+    assert_eq!(rank, 1);
+    let html = page_of(rec);
+    let svgs = page_svgs(&html);
+    let mut gpu_labels = Vec::new();
+    let mut refusal_lines = 0;
+    let mut refusal_words = Vec::new();
+    let mut bands = std::collections::BTreeSet::new();
+    for s in &svgs {
+        let doc = roxmltree::Document::parse(s).expect("well-formed SVG");
+        let class = doc.root_element().attribute("class").unwrap_or("");
+        for n in doc.descendants() {
+            let text = n.text().unwrap_or("").to_string();
+            match (n.tag_name().name(), n.attribute("class")) {
+                ("text", _) if class.contains("gpu-chart") && text.starts_with("GPU ") => {
+                    gpu_labels.push(text)
+                }
+                ("line", Some("refused")) => refusal_lines += 1,
+                ("text", Some("refused")) => refusal_words.push(text),
+                ("path", Some("share")) if class.contains("gpu-chart") => {
+                    let title = n.children().find(|c| c.has_tag_name("title"));
+                    bands.insert(title.and_then(|t| t.text()).unwrap_or("").to_string());
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(gpu_labels.len(), 2, "{gpu_labels:?}");
+    assert!(gpu_labels[0].starts_with("GPU 1 · "), "{gpu_labels:?}");
+    assert!(gpu_labels[1].starts_with("GPU 0 · "), "{gpu_labels:?}");
+    // A line on each GPU's chart and across the timeline; its words once.
+    assert_eq!(refusal_lines, 3, "{refusal_lines} refusal lines");
+    assert_eq!(refusal_words.len(), 1, "{refusal_words:?}");
+    let words = &refusal_words[0];
+    assert!(
+        words.starts_with("out of memory: cuMemAlloc refused")
+            && words.contains(&format!("rank 1 (pid {pid})"))
+            && words.ends_with("on GPU 1"),
+        "{words}"
+    );
+    // The MiB it asked for, as recorded.
+    let asked = refused.ran_out.as_ref().unwrap().asked_bytes.unwrap();
+    let mib = asked.div_ceil(1 << 20);
+    assert!(
+        words.replace(',', "").contains(&format!(" {mib} MiB")),
+        "{words} asks {mib} MiB"
+    );
+    // Both ranks' bytes stacked, each named, and in the legend.
+    for m in ranks.members.values().filter(|m| !m.gpus_used.is_empty()) {
+        let r = m.rank.as_ref().unwrap().rank;
+        let name = format!("rank {r} (pid {})", m.pid);
+        assert!(bands.contains(&name), "{name} not stacked: {bands:?}");
+        assert!(
+            html.contains(&format!("</i>{name}</span>")),
+            "{name} not in the legend"
+        );
+    }
+}
+
+/// A single-GPU watched program's page stacks who held its memory under the
+/// curve, each share the run's compositions name and the gap no share
+/// explains; a lab's page draws none of it.
+#[test]
+fn a_watched_programs_page_stacks_who_holds_its_memory() {
+    let rec = "assets/watch-recordings/nvidia-h200/torch-losses.jsonl";
+    let events = streamed(&common::repo_file(rec)).unwrap();
+    let run = gpulab::run::Run::from_events(&events);
+    let points = run.composition().points();
+    assert!(!points.is_empty());
+    let names = [
+        "objects it held",
+        "its allocators' cache",
+        "reserves (contexts, code)",
+        "kept by the driver",
+    ];
+    let mut expected: std::collections::BTreeSet<&str> = names
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| points.iter().any(|p| p.stacked()[*i] > 0))
+        .map(|(_, n)| *n)
+        .collect();
+    if points
+        .iter()
+        .any(|p| p.total > p.stacked().iter().sum::<u64>() + (1 << 20))
+    {
+        expected.insert("not explained by any share");
+    }
+    assert!(expected.len() >= 3, "{expected:?}");
+    let html = page_of(rec);
+    let svgs = page_svgs(&html);
+    let memory = svgs
+        .iter()
+        .find(|s| s.contains("memory-chart"))
+        .expect("a memory chart");
+    assert!(
+        !svgs.iter().any(|s| s.contains("gpu-chart")),
+        "one GPU, one chart"
+    );
+    let doc = roxmltree::Document::parse(memory).expect("well-formed SVG");
+    let drawn: std::collections::BTreeSet<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("path") && n.attribute("class") == Some("share"))
+        .filter_map(|n| n.children().find(|c| c.has_tag_name("title"))?.text())
+        .collect();
+    assert_eq!(drawn, expected);
+    // Under the curve: the curve is drawn after (over) the bands.
+    let curve = memory.find("<polyline class=\"memory\"").unwrap();
+    assert!(memory.rfind("class=\"share\"").unwrap() < curve);
+    for name in &expected {
+        assert!(
+            html.contains(&format!("</i>{}</span>", name.replace('\'', "&#39;"))),
+            "{name} not in the legend"
+        );
+    }
+
+    // A framework's refusal (PyTorch at its own limit, no driver call
+    // refused) is marked with its words too.
+    let rec = "assets/watch-recordings/nvidia-h200/torch-oom--lines.jsonl";
+    let run = gpulab::run::Run::from_events(&streamed(&common::repo_file(rec)).unwrap());
+    let f = run.frameworks().first_refusal().expect("PyTorch refused");
+    let html = page_of(rec);
+    let words = format!(
+        "out of memory: PyTorch refused {} MiB, pid {}",
+        f.asked.div_ceil(1 << 20),
+        f.allocator.pid
+    );
+    assert!(html.contains(&words), "{words} not on the page");
+    assert_eq!(html.matches("<line class=\"refused\"").count(), 2);
+
+    let lab = page_of(
+        "tests/fixtures/recordings/h100-opencl--cl-premature-release--release-then-finish.jsonl",
+    );
+    assert!(!lab.contains("class=\"share\""));
+    let svgs = page_svgs(&lab);
+    assert!(!svgs.iter().any(|s| s.contains("gpu-chart")));
+    assert_eq!(svgs.len(), 2, "a lab's memory chart and timeline");
+}

@@ -25,6 +25,8 @@ pub(crate) const SHARES: [(&str, &str); 4] = [
 pub(crate) const PROCESSES: [&str; 6] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948",
 ];
+/// What no share explains, stacked on the shares up to the run's reading.
+pub(crate) const UNEXPLAINED: (&str, &str) = ("not explained by any share", "#f4a6b7");
 /// A refused allocation.
 pub(crate) const REFUSED: &str = "#c00000";
 
@@ -110,6 +112,35 @@ pub(crate) fn shares(out: &mut String, run: &Run, plot: &Plot, y: &dyn Fn(f64) -
     true
 }
 
+/// What no share explains: a band from the shares' top up to the reading
+/// each composition was taken of, `y` placing MiB. False when no column has
+/// a gap (the shares explain all of it, or the run took no composition).
+pub(crate) fn unexplained(
+    out: &mut String,
+    run: &Run,
+    plot: &Plot,
+    y: &dyn Fn(f64) -> f64,
+) -> bool {
+    let points = run.composition().points();
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return false;
+    };
+    let mut gap = false;
+    let stacked: Vec<(f64, f64, f64)> = plot
+        .columns(first.t_ns, last.t_ns.max(first.t_ns + 1))
+        .into_iter()
+        .filter_map(|(x, t)| {
+            let p = run.composition().at(t)?;
+            let explained: u64 = p.stacked().iter().sum();
+            gap |= p.total > explained;
+            let top = p.total.max(explained);
+            Some((x, y(explained as f64 / MIB), y(top as f64 / MIB)))
+        })
+        .collect();
+    band(out, &stacked, UNEXPLAINED.1, UNEXPLAINED.0);
+    gap && stacked.iter().any(|(_, lo, hi)| (lo - hi).abs() >= 0.05)
+}
+
 /// A refused allocation: when, what, and the GPU its process was on.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Refusal {
@@ -118,8 +149,10 @@ pub(crate) struct Refusal {
     pub gpu: Option<u32>,
 }
 
-/// Each process's first refused allocation, in time order; a lab's refused
-/// call where the run has no processes to tell apart.
+/// Each process's first refused allocation, in time order: the call the
+/// driver refused, or where none was, its framework's first refusal (an
+/// allocator that refused before asking the driver, at its own limit); a
+/// lab's refused call where the run has no processes to tell apart.
 pub(crate) fn refusals(run: &Run) -> Vec<Refusal> {
     let ranks = run.ranks();
     let mut out: Vec<Refusal> = ranks
@@ -127,25 +160,18 @@ pub(crate) fn refusals(run: &Run) -> Vec<Refusal> {
         .values()
         .filter_map(|m| {
             let r = m.ran_out.as_ref()?;
-            let asked = r
-                .asked_bytes
-                .map(|b| format!(" {} MiB", grouped(b.div_ceil(1 << 20))))
-                .unwrap_or_default();
-            let who = match &m.rank {
-                Some(k) => format!("rank {} (pid {})", k.rank, m.pid),
-                None => format!("pid {}", m.pid),
-            };
-            let gpu = (m.gpus_used.len() == 1)
-                .then(|| m.gpus_used.first().copied())
-                .flatten();
-            let on = gpu.map(|g| format!(" on GPU {g}")).unwrap_or_default();
-            Some(Refusal {
-                t_ns: r.end_ns,
-                label: format!("out of memory: {} refused{asked}, {who}{on}", r.api),
-                gpu,
-            })
+            Some(refusal(ranks, m.pid, &r.api, r.asked_bytes, r.end_ns))
         })
         .collect();
+    if let Some(f) = run.frameworks().first_refusal()
+        && ranks
+            .members
+            .get(&f.allocator.pid)
+            .is_none_or(|m| m.ran_out.is_none())
+    {
+        let who = f.allocator.framework.label();
+        out.push(refusal(ranks, f.allocator.pid, who, Some(f.asked), f.t_ns));
+    }
     if out.is_empty()
         && let Some(c) = run.folds().ran_out.as_ref()
     {
@@ -159,13 +185,36 @@ pub(crate) fn refusals(run: &Run) -> Vec<Refusal> {
     out
 }
 
+/// Process `pid`'s refusal by `what` (a call, or a framework), its words
+/// naming the MiB asked, the process and its GPU where it used one only.
+fn refusal(ranks: &Ranks, pid: u32, what: &str, asked: Option<u64>, t_ns: u64) -> Refusal {
+    let asked = asked
+        .map(|b| format!(" {} MiB", grouped(b.div_ceil(1 << 20))))
+        .unwrap_or_default();
+    let gpu = ranks
+        .members
+        .get(&pid)
+        .filter(|m| m.gpus_used.len() == 1)
+        .and_then(|m| m.gpus_used.first().copied());
+    let on = gpu.map(|g| format!(" on GPU {g}")).unwrap_or_default();
+    Refusal {
+        t_ns,
+        label: format!(
+            "out of memory: {what} refused{asked}, {}{on}",
+            process_name(ranks, pid)
+        ),
+        gpu,
+    }
+}
+
 /// A line across the plot at each refusal, its words in rows from
-/// `label_top` down (left of the line, near the right edge).
+/// `label_top` down (left of the line, near the right edge); without a
+/// `label_top`, the line alone from the plot's top, its words on hover.
 pub(crate) fn refusal_marks(
     out: &mut String,
     refusals: &[Refusal],
     plot: &Plot,
-    label_top: f64,
+    label_top: Option<f64>,
     size: f64,
 ) {
     for (i, r) in refusals.iter().enumerate() {
@@ -173,10 +222,13 @@ pub(crate) fn refusal_marks(
         let _ = write!(
             out,
             r#"<line class="refused" x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{REFUSED}" stroke-width="2.5"><title>{}</title></line>"#,
-            label_top + size * 0.2,
+            label_top.map_or(plot.top, |t| t + size * 0.2),
             plot.bottom,
             esc(&r.label)
         );
+        let Some(label_top) = label_top else {
+            continue;
+        };
         let width = r.label.chars().count() as f64 * size * 0.6;
         let (tx, anchor) = if x + 6.0 + width <= plot.right {
             (x + 6.0, "start")

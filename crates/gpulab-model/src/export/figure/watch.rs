@@ -142,5 +142,5 @@ pub(super) fn draw_refusals(out: &mut String, refusals: &[Refusal], shared: &Sha
     let p = plot(shared, at, at.plot_top, at.lanes_bottom);
     // Their words in the band above the plot, which a watched program's
     // figure leaves to them (no claim names its calls).
-    program::refusal_marks(out, refusals, &p, at.band_top, shared.sizes.text);
+    program::refusal_marks(out, refusals, &p, Some(at.band_top), shared.sizes.text);
 }

@@ -3,12 +3,15 @@
 //! queue or stream). Every call and device span carries a `<title>`, which a
 //! browser shows on hover with no script. Past a few per column of the plot, the
 //! calls and spans that share a column are one mark, whose title says how many
-//! it stands for and what they did.
+//! it stands for and what they did. A watched program's findings (who held
+//! its memory, its refusals) are drawn on them from `findings`.
 
 use std::fmt::Write;
 
+use super::findings::{self, Findings};
 use crate::export::decimate::{Decimated, MIN_BAR, Mark};
 use crate::export::outline::Outline;
+use crate::export::program::{self, Plot, Refusal};
 use crate::export::svg::{esc, lane_label, merged_title, tick_label, ticks};
 use crate::report::fmt_delta;
 use crate::run::Run;
@@ -16,14 +19,15 @@ use crate::trace::{Call, CallStatus, DeviceSpan};
 use crate::units::MIB_F64 as MIB;
 
 /// Drawing units of the view box; the page scales it to its width.
-const WIDTH: f64 = 1000.0;
-const LEFT: f64 = 150.0;
+pub(super) const WIDTH: f64 = 1000.0;
+pub(super) const LEFT: f64 = 150.0;
 const RIGHT: f64 = 20.0;
 /// The plot's width in drawing units: the columns lanes and the line are kept at.
 pub(super) const COLUMNS: usize = (WIDTH - LEFT - RIGHT) as usize;
 const MEMORY_HEIGHT: f64 = 300.0;
-const TOP: f64 = 16.0;
-const AXIS: f64 = 36.0;
+pub(super) const TOP: f64 = 16.0;
+/// Room under a plot for the time axis's ticks and words (and 14 more).
+pub(super) const AXIS: f64 = 36.0;
 const LANE: f64 = 30.0;
 /// What fits left of the plot at the page's font size.
 const LANE_LABEL_CHARS: usize = 20;
@@ -64,12 +68,24 @@ impl TimeAxis {
         self.x_ms(self.ms(t))
     }
 
+    /// The plot between `top` and `bottom`, for the drawing the figure shares.
+    pub(super) fn plot(&self, top: f64, bottom: f64) -> Plot {
+        Plot {
+            left: LEFT,
+            right: WIDTH - RIGHT,
+            top,
+            bottom,
+            t0: self.t0,
+            span_ns: self.span_ms * 1e6,
+        }
+    }
+
     fn x_ms(&self, ms: f64) -> f64 {
         LEFT + (ms / self.span_ms).clamp(0.0, 1.0) * (WIDTH - LEFT - RIGHT)
     }
 
     /// Tick marks and their labels along the bottom at `y`.
-    fn draw(&self, out: &mut String, y: f64) {
+    pub(super) fn draw(&self, out: &mut String, y: f64) {
         let _ = write!(
             out,
             r#"<line class="axis" x1="{LEFT}" y1="{y}" x2="{}" y2="{y}"/>"#,
@@ -160,20 +176,23 @@ fn readings_title(m: &Mark, above: impl Fn(u64) -> f64) -> String {
 }
 
 /// Memory above the run's baseline over time, one dot per call that read it
-/// (per column, where they are too many).
-pub(super) fn memory(d: &Decimated, axis: &TimeAxis, unit_label: &str) -> String {
+/// (per column, where they are too many); a watched program's shares stacked
+/// under it, and each refusal marked, its words in a band above the plot.
+pub(super) fn memory(d: &Decimated, axis: &TimeAxis, unit_label: &str, f: &Findings) -> String {
     let run = &d.run;
     let base = run.baseline().unwrap_or(0) as f64 / MIB;
     let above = |bytes: u64| (bytes as f64 / MIB - base).max(0.0);
     let peak = d.memory.peak().map_or(0.0, above);
     let y_max = if peak > 0.0 { peak * 1.1 } else { 1.0 };
-    let bottom = MEMORY_HEIGHT - AXIS - 14.0;
-    let y = |mib: f64| bottom - (mib / y_max) * (bottom - TOP);
+    let words = findings::words_height(f.refusals.len());
+    let (top, height) = (TOP + words, MEMORY_HEIGHT + words);
+    let bottom = height - AXIS - 14.0;
+    let y = |mib: f64| bottom - (mib / y_max) * (bottom - top);
 
     let mut out = String::new();
     let _ = write!(
         out,
-        r#"<svg class="chart memory-chart" viewBox="0 0 {WIDTH} {MEMORY_HEIGHT}" data-top="{TOP}" data-bottom="{bottom}" data-max="{y_max}" role="img" aria-label="memory above baseline over time">"#
+        r#"<svg class="chart memory-chart" viewBox="0 0 {WIDTH} {height}" data-top="{top}" data-bottom="{bottom}" data-max="{y_max}" role="img" aria-label="memory above baseline over time">"#
     );
     for v in ticks(y_max) {
         let _ = write!(
@@ -189,9 +208,16 @@ pub(super) fn memory(d: &Decimated, axis: &TimeAxis, unit_label: &str) -> String
     let _ = write!(
         out,
         r#"<text class="desc" x="14" y="{0:.1}" transform="rotate(-90 14 {0:.1})" text-anchor="middle">{1}</text>"#,
-        (TOP + bottom) / 2.0,
+        (top + bottom) / 2.0,
         esc(unit_label)
     );
+    let plot = axis.plot(top, bottom);
+    if f.shares {
+        // A share past the top of the curve's scale stops at its top.
+        let y_share = |mib: f64| y(mib.min(y_max));
+        program::shares(&mut out, run, &plot, &y_share);
+        program::unexplained(&mut out, run, &plot, &y_share);
+    }
     let points: Vec<String> = d
         .memory
         .points()
@@ -230,17 +256,18 @@ pub(super) fn memory(d: &Decimated, axis: &TimeAxis, unit_label: &str) -> String
             }
         }
     }
+    program::refusal_marks(&mut out, &f.refusals, &plot, Some(TOP), findings::SIZE);
     axis.draw(&mut out, bottom);
-    cursor(&mut out, bottom);
+    cursor(&mut out, top, bottom);
     out.push_str("</svg>");
     out
 }
 
 /// The scrub cursor, hidden until the page's script moves it.
-fn cursor(out: &mut String, bottom: f64) {
+pub(super) fn cursor(out: &mut String, top: f64, bottom: f64) {
     let _ = write!(
         out,
-        r#"<line class="cursor" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}"/>"#
+        r#"<line class="cursor" x1="{LEFT}" y1="{top}" x2="{LEFT}" y2="{bottom}"/>"#
     );
 }
 
@@ -254,8 +281,9 @@ pub(super) fn view_attributes(axis: &TimeAxis) -> String {
     )
 }
 
-/// The host lane above one lane per queue or stream, on the memory chart's axis.
-pub(super) fn timeline(d: &Decimated, axis: &TimeAxis) -> String {
+/// The host lane above one lane per queue or stream, on the memory chart's
+/// axis, each refusal a line across them.
+pub(super) fn timeline(d: &Decimated, axis: &TimeAxis, refusals: &[Refusal]) -> String {
     let run = &d.run;
     // One lane per queue name: a lab that makes a queue `q` in each iteration of a
     // loop draws one lane `q`, as its script reads.
@@ -343,8 +371,15 @@ pub(super) fn timeline(d: &Decimated, axis: &TimeAxis) -> String {
             }
         }
     }
+    program::refusal_marks(
+        &mut out,
+        refusals,
+        &axis.plot(TOP, bottom),
+        None,
+        findings::SIZE,
+    );
     axis.draw(&mut out, bottom);
-    cursor(&mut out, bottom);
+    cursor(&mut out, TOP, bottom);
     out.push_str("</svg>");
     out
 }

@@ -1,7 +1,8 @@
 //! `export --html`: one self-contained page to share a run, for a reader with no
 //! GPU and no gpulab. The memory chart and the timeline as inline SVG (each
 //! call's numbers on hover, through `<title>`), the script table, the claims with
-//! their verdicts (beside the lab's lesson), and the lab's teaching text. One
+//! their verdicts (beside the lab's lesson), and the lab's teaching text; a
+//! watched program's findings on its charts (`findings`). One
 //! small inline script zooms and scrubs the charts; no network, no font but
 //! the reader's own, a dark variant where the reader's system asks for one. Every string from a recording or a lab file is escaped:
 //! both are shared files. The recording is read twice (`Outline`, then
@@ -11,6 +12,7 @@
 
 mod chart;
 mod compare;
+mod findings;
 
 pub use compare::compare;
 
@@ -26,6 +28,7 @@ use crate::teaching::Inline;
 use crate::trace::{ClaimVerdict, Event, Tone};
 use crate::units::{MIB_F64 as MIB, mib, signed_mib};
 use chart::TimeAxis;
+use findings::Findings;
 use gpulab_lab::Teaching;
 
 /// What a page shows beside the recording, which holds neither.
@@ -44,7 +47,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px soli
 table{border-collapse:collapse;width:100%;font-size:.95em}
 th,td{border-bottom:1px solid #e3e3e3;padding:.3em .5em;text-align:left;vertical-align:top}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-code,pre{font-family:ui-monospace,monospace}pre{background:#f6f6f6;padding:1em;white-space:pre-wrap}
+code,pre{font-family:ui-monospace,monospace}pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}
 .facts th{width:14em}
 svg.chart{width:100%;height:auto;display:block}
 .axis{stroke:#444}.grid{stroke:#e6e6e6}.tick,.lane,.desc{font-size:13px;fill:#333}.desc{fill:#555}
@@ -54,11 +57,12 @@ rect.host{fill:#777}rect.failed{fill:#d62728}rect.device{fill:#d62728;opacity:.8
 circle:hover,rect:hover{stroke:#000;stroke-width:2}
 .good{color:#1a7f37}.bad{color:#b3261e}.unsure{color:#8a6d00}.finding{color:#8e24aa}.neutral{color:#57606a}
 .verdict{font-weight:bold;white-space:nowrap}
-.legend span{margin-right:1.5em}.sw{display:inline-block;width:1em;height:.8em;margin-right:.3em;vertical-align:middle}
+.legend span{margin-right:1.5em;white-space:nowrap;display:inline-block}.sw{display:inline-block;width:1em;height:.8em;margin-right:.3em;vertical-align:middle}
 .view{overflow-x:auto}.view>div{width:100%}
 .controls{display:flex;gap:1.5em;align-items:center;flex-wrap:wrap;margin:.5em 0}
 .controls input[type=range]{width:16em}.readout{font-variant-numeric:tabular-nums}
 line.cursor{stroke:#8e24aa;stroke-width:1.5;visibility:hidden}
+.sw.refused{width:.25em}
 @media (prefers-color-scheme:dark){
 body{background:#121212;color:#e4e4e4}h2{border-color:#333}.sub,.desc{color:#aaa}
 th,td{border-color:#2c2c2c}pre{background:#1e1e1e}
@@ -67,6 +71,7 @@ th,td{border-color:#2c2c2c}pre{background:#1e1e1e}
 circle:hover,rect:hover{stroke:#fff}
 .good{color:#56d364}.bad{color:#ff7b72}.unsure{color:#e3b341}.finding{color:#d2a8ff}.neutral{color:#8b949e}
 line.cursor{stroke:#d2a8ff}
+svg.gpu-chart text:not(.refused):not(.tick):not(.desc){fill:#ccc}
 }
 ";
 
@@ -81,16 +86,20 @@ var out=document.getElementById('readout'), span=parseFloat(view.dataset.spanMs)
 var left=parseFloat(view.dataset.left), plot=parseFloat(view.dataset.plot);
 var cursors=view.querySelectorAll('line.cursor');
 var runs=[].map.call(view.querySelectorAll('.run'),function(run){
-  var mem=run.querySelector('svg.memory-chart'), line=run.querySelector('polyline.memory');
-  var pts=(line?line.getAttribute('points'):'').trim().split(/\s+/).filter(Boolean).map(function(p){var a=p.split(',');return [parseFloat(a[0]),parseFloat(a[1])];});
-  return {name:run.dataset.name, pts:pts, top:parseFloat(mem.dataset.top), bottom:parseFloat(mem.dataset.bottom), max:parseFloat(mem.dataset.max), bars:run.querySelectorAll('svg.timeline rect')};
+  var charts=[].map.call(run.querySelectorAll('svg.memory-chart'),function(mem){
+    var line=mem.querySelector('polyline.memory,polyline.gpu-used');
+    var pts=(line?line.getAttribute('points'):'').trim().split(/\s+/).filter(Boolean).map(function(p){var a=p.split(',');return [parseFloat(a[0]),parseFloat(a[1])];});
+    return {name:mem.dataset.name||'', pts:pts, top:parseFloat(mem.dataset.top), bottom:parseFloat(mem.dataset.bottom), max:parseFloat(mem.dataset.max)};
+  });
+  return {name:run.dataset.name, charts:charts, bars:run.querySelectorAll('svg.timeline rect')};
 });
-function at(r,x){var v=null;for(var i=0;i<r.pts.length&&r.pts[i][0]<=x;i++){v=r.pts[i][1];}return v===null?null:(r.bottom-v)/(r.bottom-r.top)*r.max;}
+function at(c,x){var v=null;for(var i=0;i<c.pts.length&&c.pts[i][0]<=x;i++){v=c.pts[i][1];}return v===null?null:(c.bottom-v)/(c.bottom-c.top)*c.max;}
 function under(r,x){var hit=[];[].forEach.call(r.bars,function(b){var a=parseFloat(b.getAttribute('x')),w=parseFloat(b.getAttribute('width'));if(x>=a-0.5&&x<=a+w+0.5){var t=b.querySelector('title');if(t)hit.push(t.textContent.split('\n')[0]);}});return hit;}
 function place(){var f=parseFloat(scrub.value)/1000, x=left+f*plot;
 [].forEach.call(cursors,function(c){c.setAttribute('x1',x);c.setAttribute('x2',x);c.style.visibility='visible';});
-var parts=runs.map(function(r){var m=at(r,x), calls=under(r,x);
-  return (r.name?r.name+': ':'')+(m===null?'no reading yet':m.toFixed(1)+' MiB above baseline')+(calls.length?' · '+calls.join(' | '):'');});
+var parts=runs.map(function(r){var calls=under(r,x);
+  var mem=r.charts.map(function(c){var m=at(c,x);return (m===null?'no reading yet':m.toFixed(1)+' MiB above baseline')+(c.name?' on '+c.name:'');}).join(', ');
+  return (r.name?r.name+': ':'')+mem+(calls.length?' · '+calls.join(' | '):'');});
 out.textContent=(f*span).toFixed(3)+' ms · '+parts.join(' — ');
 var w=inner.getBoundingClientRect().width; view.scrollLeft=Math.max(0,(x/1000)*w-view.clientWidth/2);}
 zoom.addEventListener('input',function(){var z=parseFloat(zoom.value);inner.style.width=(z*100)+'%';document.getElementById('zoomed').textContent=z+'×';place();});
@@ -173,9 +182,10 @@ fn page(drawn: &Decimated, axis: &TimeAxis, extras: Extras) -> String {
     } else {
         r#"<span><i class="sw" style="background:#ff7f0e"></i>a call a claim names</span>"#
     };
+    let curve = findings::curve_words(&Findings::of(run), watch.is_some());
     let _ = writeln!(
         out,
-        r#"<p class="legend"><span><i class="sw" style="background:#1f77b4"></i>memory above baseline</span>{tagged}<span>hover a dot or a bar for the call's numbers</span></p>"#
+        r#"<p class="legend"><span><i class="sw" style="background:#1f77b4"></i>{curve}</span>{tagged}<span>hover a dot, a band or a bar for its numbers</span></p>"#
     );
     charts(&mut out, &[(drawn, axis, "")]);
 
@@ -254,11 +264,18 @@ fn charts(out: &mut String, runs: &[(&Decimated, &TimeAxis, &str)]) {
         if !name.is_empty() {
             let _ = writeln!(out, "<h3>{}</h3>", esc(name));
         }
-        out.push_str(&chart::memory(drawn, axis, "MiB above baseline"));
+        // A watched program's findings, as its figure draws them.
+        let f = Findings::of(&drawn.run);
+        out.push_str(&findings::legend(&drawn.run, &f));
+        if f.gpus.is_empty() {
+            out.push_str(&chart::memory(drawn, axis, "MiB above baseline", &f));
+        } else {
+            out.push_str(&findings::gpu_charts(drawn, axis, &f));
+        }
         out.push_str(
             r#"<p class="legend"><span><i class="sw" style="background:#777"></i>host call</span><span><i class="sw" style="background:#d62728"></i>device work (or a call that failed, in the host lane)</span></p>"#,
         );
-        out.push_str(&chart::timeline(drawn, axis));
+        out.push_str(&chart::timeline(drawn, axis, &f.refusals));
         out.push_str("</div>\n");
     }
     out.push_str("</div></div>\n");
