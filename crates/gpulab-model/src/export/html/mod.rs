@@ -72,6 +72,7 @@ circle:hover,rect:hover{stroke:#fff}
 .good{color:#56d364}.bad{color:#ff7b72}.unsure{color:#e3b341}.finding{color:#d2a8ff}.neutral{color:#8b949e}
 line.cursor{stroke:#d2a8ff}
 svg.gpu-chart text:not(.refused):not(.tick):not(.desc){fill:#ccc}
+svg.chart text.refused{fill:#ff8a80}svg.chart line.refused{stroke:#ff8a80}
 }
 ";
 
