@@ -15,17 +15,22 @@
 use std::fmt::Write;
 use std::io;
 
+mod claims;
 mod labels;
+mod layout;
+mod legend;
 mod watch;
 
+use claims::{claim_lines, draw_claims};
 use labels::{Marker, place};
+use layout::{Axis, Place, Shared, Sizes};
+use legend::{Drawn, legend};
 
 use crate::export::decimate::{Decimated, MIN_BAR, Mark};
 use crate::export::outline::Outline;
 use crate::export::svg::{esc, lane_label, merged_title, tick_label, ticks};
-use crate::report::fmt_value;
 use crate::run::Run;
-use crate::trace::{ClaimVerdict, Event, MemorySource, Tone};
+use crate::trace::{Event, MemorySource};
 use crate::units::MIB_F64 as MIB;
 
 pub type Result<T, E = FigureError> = std::result::Result<T, E>;
@@ -55,50 +60,6 @@ const MARKER: &str = "#e86a00";
 /// DejaVu Sans's mean advance is a little over half its size: labels are
 /// placed with this, and a little room to spare.
 const CHAR_WIDTH: f64 = 0.6;
-
-/// Text sizes and heights of one run's panel: a figure of two runs has half the
-/// height for each.
-struct Sizes {
-    title: f64,
-    text: f64,
-    lane: f64,
-    label_rows: usize,
-}
-
-impl Sizes {
-    fn for_runs(n: usize) -> Sizes {
-        if n <= 1 {
-            Sizes {
-                title: 30.0,
-                text: 20.0,
-                lane: 40.0,
-                label_rows: 4,
-            }
-        } else {
-            Sizes {
-                title: 22.0,
-                text: 16.0,
-                lane: 24.0,
-                label_rows: 3,
-            }
-        }
-    }
-
-    fn row(&self) -> f64 {
-        self.text * 1.35
-    }
-}
-
-/// Where the runs' shared time falls across the figure.
-struct Axis {
-    t_max: f64,
-}
-
-impl Axis {
-    fn x(&self, ms: f64) -> f64 {
-        LEFT + (ms / self.t_max).clamp(0.0, 1.0) * (W - LEFT - RIGHT)
-    }
-}
 
 /// `t` in ms from a run's start `t0`.
 fn rel_ms(t0: u64, t: u64) -> f64 {
@@ -213,176 +174,6 @@ fn draw(runs: &[Decimated], axis: Axis) -> String {
     }
     out.push_str("</svg>\n");
     out
-}
-
-/// Which marks a figure draws, so its legend names those and no others.
-struct Drawn {
-    /// Every run is a watched program: its baseline is the device before it started.
-    watched: bool,
-    markers: bool,
-    host: bool,
-    device: bool,
-    /// A run's memory by share is stacked under its curve.
-    shares: bool,
-    /// A run is drawn as a panel per GPU.
-    gpus: bool,
-    /// A run had an allocation refused.
-    refused: bool,
-}
-
-impl Drawn {
-    fn of(runs: &[Decimated]) -> Drawn {
-        let program = crate::export::program::refusals;
-        Drawn {
-            watched: runs
-                .iter()
-                .all(|d| d.run.meta().is_some_and(|m| m.watch.is_some())),
-            markers: runs.iter().any(|d| !d.tagged().is_empty()),
-            host: runs
-                .iter()
-                .any(|d| d.host.iter().next().is_some() || !d.run.calls().is_empty()),
-            device: runs.iter().any(|d| !d.lanes.is_empty()),
-            shares: runs.iter().any(|d| {
-                d.run.meta().is_some_and(|m| m.watch.is_some())
-                    && !d.run.composition().points().is_empty()
-                    && crate::export::program::gpus(&d.run, &program(&d.run)).is_empty()
-            }),
-            gpus: runs
-                .iter()
-                .any(|d| !crate::export::program::gpus(&d.run, &program(&d.run)).is_empty()),
-            refused: runs.iter().any(|d| !program(&d.run).is_empty()),
-        }
-    }
-}
-
-/// One legend entry: how its swatch is drawn, and its words.
-enum Swatch {
-    Line(&'static str),
-    Dashed,
-    Bar(&'static str),
-}
-
-/// The legend, in as many rows as its entries need; returns its height.
-fn legend(out: &mut String, s: &Sizes, drawn: &Drawn) -> f64 {
-    let line = match (drawn.watched, drawn.gpus) {
-        (_, true) => "memory in use on the GPU (every process); bands: each process's",
-        (true, false) => "memory above its level before the program started",
-        (false, false) => "memory above baseline",
-    };
-    let mut items: Vec<(Swatch, &str)> = vec![(Swatch::Line(MEMORY), line)];
-    if drawn.shares {
-        for (name, fill) in crate::export::program::SHARES {
-            items.push((Swatch::Bar(fill), name));
-        }
-    }
-    if drawn.refused {
-        items.push((
-            Swatch::Line(crate::export::program::REFUSED),
-            "allocation refused (out of memory)",
-        ));
-    }
-    if drawn.markers {
-        items.push((Swatch::Dashed, "a call a claim names"));
-    }
-    if drawn.host {
-        items.push((Swatch::Bar(HOST), "host call"));
-    }
-    if drawn.device {
-        items.push((Swatch::Bar(DEVICE), "device work"));
-    }
-    let row_h = s.text * 1.5;
-    let mut x = LEFT;
-    let mut y = LEGEND / 2.0 + s.text / 3.0;
-    for (swatch, label) in items {
-        let width = 38.0 + label.chars().count() as f64 * s.text * CHAR_WIDTH;
-        if x > LEFT && x + width > W - RIGHT {
-            x = LEFT;
-            y += row_h;
-        }
-        let mid = y - s.text / 3.0;
-        match swatch {
-            Swatch::Line(colour) => {
-                let _ = write!(
-                    out,
-                    r#"<line x1="{x}" y1="{mid}" x2="{}" y2="{mid}" stroke="{colour}" stroke-width="3"/>"#,
-                    x + 30.0
-                );
-            }
-            Swatch::Dashed => {
-                let _ = write!(
-                    out,
-                    r#"<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="{MARKER}" stroke-width="2" stroke-dasharray="5 4"/>"#,
-                    x + 15.0,
-                    mid - s.text / 2.0,
-                    mid + s.text / 2.0
-                );
-            }
-            Swatch::Bar(fill) => {
-                let _ = write!(
-                    out,
-                    r#"<rect x="{x}" y="{}" width="30" height="{}" fill="{fill}"/>"#,
-                    mid - s.text / 3.0,
-                    s.text * 2.0 / 3.0
-                );
-            }
-        }
-        text(out, x + 38.0, y, s.text, "start", "#222222", label);
-        x += width + 40.0;
-    }
-    LEGEND + (y - (LEGEND / 2.0 + s.text / 3.0))
-}
-
-/// What every panel of one figure shares: its axes, its sizes, and room for as
-/// many claims as the run with the most, so stacked plots have one height.
-struct Shared {
-    axis: Axis,
-    y_max: f64,
-    claim_rows: usize,
-    sizes: Sizes,
-}
-
-/// Where the parts of one run's figure go, from the top down.
-struct Place {
-    /// Height of a row of text.
-    row: f64,
-    /// The band of call labels above the chart.
-    band_top: f64,
-    plot_top: f64,
-    plot_bottom: f64,
-    lanes_top: f64,
-    lanes_bottom: f64,
-    /// The run's start, time 0 of the x axis.
-    t0: u64,
-}
-
-impl Place {
-    fn of(d: &Decimated, top: f64, height: f64, shared: &Shared, titles: usize) -> (Place, f64) {
-        let s = &shared.sizes;
-        let row = s.row();
-        let lanes = 1 + d.lanes.len();
-        let title_y = top + s.title;
-        let band_top = title_y + (titles.max(1) - 1) as f64 * s.title * 1.2 + s.text * 0.6;
-        let plot_top = band_top + s.label_rows as f64 * row + 4.0;
-        let fixed_below =
-            lanes as f64 * s.lane + 8.0 + row * 2.2 + shared.claim_rows as f64 * row + 8.0;
-        let plot_bottom = (top + height - fixed_below).max(plot_top + 40.0);
-        let lanes_top = plot_bottom + 8.0;
-        let place = Place {
-            row,
-            band_top,
-            plot_top,
-            plot_bottom,
-            lanes_top,
-            lanes_bottom: lanes_top + lanes as f64 * s.lane,
-            t0: d.run.t0(),
-        };
-        (place, title_y)
-    }
-
-    /// The height of `mib` above the baseline on the chart.
-    fn y(&self, mib: f64, y_max: f64) -> f64 {
-        self.plot_bottom - (mib / y_max) * (self.plot_bottom - self.plot_top)
-    }
 }
 
 fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Shared) {
@@ -636,111 +427,6 @@ fn draw_timeline(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) -
     ticks_y
 }
 
-/// The claims and their verdicts on this device, each beside the lesson's
-/// expectation where the lab states one.
-fn draw_claims(out: &mut String, d: &Decimated, shared: &Shared, ticks_y: f64) {
-    let (s, run) = (&shared.sizes, &d.run);
-    let row = s.row();
-    let mut y = ticks_y + row * 2.0;
-    for c in run.claims() {
-        for (colour, x, line) in claim_lines(c, s.text) {
-            text(out, x, y, s.text, "start", colour, &line);
-            y += row;
-        }
-    }
-}
-
-/// The rows of one claim: its verdict (and how it stands to the lesson), its
-/// name and words, then the measured values that decided it, wrapped between
-/// values so that no number is ever cut. Only the claim's words give way.
-fn claim_lines(c: &ClaimVerdict, size: f64) -> Vec<(&'static str, f64, String)> {
-    let colour = match c.tone() {
-        Tone::Good => "#1a7f37",
-        Tone::Finding => "#8e24aa",
-        Tone::Bad => "#b3261e",
-        Tone::Unsure => "#8a6d00",
-        Tone::Neutral => "#57606a",
-    };
-    let chars = |w: f64| (w / (size * CHAR_WIDTH)).floor() as usize;
-    let mut head = format!("{} {}", c.mark(), c.verdict.label());
-    if let Some(l) = c.lesson() {
-        head.push_str(&format!(" ({})", l.label()));
-    }
-    let (x0, x1) = (20.0, 20.0 + 4.0 * size * CHAR_WIDTH);
-    let room = W - RIGHT - x0;
-    let values: Vec<String> = c
-        .values
-        .iter()
-        .map(|(k, v)| format!("{k} = {}", fmt_value(*v)))
-        .collect();
-    // One row where the values fit whole beside the verdict and some of the
-    // claim's words; else the words on one row and the values beneath.
-    let lead = format!("{head} — {}: ", c.name);
-    let all = values.join(", ");
-    let words_room = chars(room).saturating_sub(lead.chars().count() + 3 + all.chars().count());
-    if c.text.chars().count() <= words_room && c.reason.is_none() {
-        return vec![(colour, x0, format!("{lead}{} — {all}", c.text))];
-    }
-    // The claim's words whole, wrapped between words: a slide never cuts them.
-    let words = format!("{lead}{}", c.text);
-    let mut lines: Vec<_> = wrap(&words, chars(room))
-        .into_iter()
-        .map(|l| (colour, x0, l))
-        .collect();
-    let width = chars(W - RIGHT - x1).max(1);
-    let mut cur = String::new();
-    for v in values {
-        if !cur.is_empty() && cur.chars().count() + 2 + v.chars().count() > width {
-            lines.push(("#222222", x1, std::mem::take(&mut cur) + ","));
-        }
-        if !cur.is_empty() {
-            cur.push_str(", ");
-        }
-        cur.push_str(&v);
-    }
-    if !cur.is_empty() {
-        lines.push(("#222222", x1, cur));
-    }
-    if let Some(r) = &c.reason {
-        let why = format!("why inconclusive: {r}");
-        for l in wrap(&why, chars(W - RIGHT - x1)) {
-            lines.push(("#8a6d00", x1, l));
-        }
-    }
-    lines
-}
-
-/// `text` in lines of at most `max` characters, broken between words (a
-/// word longer than a line is broken where the line ends).
-fn wrap(text: &str, max: usize) -> Vec<String> {
-    let max = max.max(1);
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    for word in text.split(' ') {
-        let mut word = word.to_string();
-        while word.chars().count() > max {
-            if !cur.is_empty() {
-                lines.push(std::mem::take(&mut cur));
-            }
-            let head: String = word.chars().take(max).collect();
-            word = word.chars().skip(max).collect();
-            lines.push(head);
-        }
-        let n = cur.chars().count();
-        if n > 0 && n + 1 + word.chars().count() > max {
-            lines.push(std::mem::take(&mut cur));
-        }
-        if !cur.is_empty() {
-            cur.push(' ');
-        }
-        cur.push_str(&word);
-    }
-    if !cur.is_empty() || lines.is_empty() {
-        lines.push(cur);
-    }
-    lines
-}
-
 /// DejaVu Sans (Bitstream Vera license, `assets/fonts/DejaVuSans.LICENSE`).
 const FONT: &[u8] = include_bytes!("../../../fonts/DejaVuSans.ttf");
 const FONT_FAMILY: &str = "DejaVu Sans";
@@ -776,6 +462,8 @@ pub fn png(svg: &str) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use claims::wrap;
 
     #[test]
     fn claims_and_titles_wrap_at_words_and_keep_every_word() {
