@@ -824,6 +824,54 @@ fn ns(us: f64) -> i64 {
     (us * 1e3).round() as i64
 }
 
+/// The names a trace gives its processes and its tracks, each process named once.
+fn named_tracks(
+    name: &str,
+    all: &[serde_json::Value],
+) -> (
+    std::collections::BTreeMap<u64, String>,
+    std::collections::BTreeMap<(u64, u64), String>,
+) {
+    let mut processes = std::collections::BTreeMap::new();
+    let mut threads = std::collections::BTreeMap::new();
+    for e in all.iter().filter(|e| e["ph"] == "M") {
+        let (pid, tid) = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        let said = e["args"]["name"].as_str().unwrap_or("").to_string();
+        match e["name"].as_str() {
+            Some("process_name") => {
+                assert!(
+                    processes.insert(pid, said).is_none(),
+                    "{name}: process {pid} named twice"
+                );
+            }
+            Some("thread_name") => {
+                threads.insert((pid, tid), said);
+            }
+            _ => {}
+        }
+    }
+    (processes, threads)
+}
+
+/// The slices of one track (begin, end in ns) nest: two either hold one
+/// another or are disjoint.
+fn assert_nested(name: &str, track: Option<&String>, mut v: Vec<(i64, i64)>) {
+    v.sort_by_key(|&(b, e)| (b, std::cmp::Reverse(e)));
+    let mut open: Vec<i64> = Vec::new();
+    for (b, e) in v {
+        while open.last().is_some_and(|&end| end <= b) {
+            open.pop();
+        }
+        if let Some(&end) = open.last() {
+            assert!(
+                e <= end,
+                "{name}: on {track:?} a slice {b}..{e} ns partly overlaps one ending at {end}"
+            );
+        }
+        open.push(e);
+    }
+}
+
 /// Property over every shipped recording: each process is named, each
 /// process's threads are tracks of their own (named by their thread id, and
 /// the process by its pid and rank), every call lands on the track of its
@@ -859,24 +907,7 @@ fn every_shipped_recordings_trace_has_a_nesting_track_per_process_and_thread() {
         }
         let doc = trace_of(&events);
         let all = doc["traceEvents"].as_array().unwrap();
-        let mut processes: BTreeMap<u64, String> = BTreeMap::new();
-        let mut threads: BTreeMap<(u64, u64), String> = BTreeMap::new();
-        for e in all.iter().filter(|e| e["ph"] == "M") {
-            let (pid, tid) = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
-            let said = e["args"]["name"].as_str().unwrap_or("").to_string();
-            match e["name"].as_str() {
-                Some("process_name") => {
-                    assert!(
-                        processes.insert(pid, said).is_none(),
-                        "{name}: process {pid} named twice"
-                    );
-                }
-                Some("thread_name") => {
-                    threads.insert((pid, tid), said);
-                }
-                _ => {}
-            }
-        }
+        let (processes, threads) = named_tracks(&name, all);
         let mut slices: BTreeMap<(u64, u64), Vec<(i64, i64)>> = BTreeMap::new();
         let mut calls: BTreeMap<(u64, String), usize> = BTreeMap::new();
         for e in all.iter().filter(|e| e["ph"] != "M") {
@@ -918,22 +949,8 @@ fn every_shipped_recordings_trace_has_a_nesting_track_per_process_and_thread() {
                 }
             }
         }
-        for ((pid, tid), mut v) in slices {
-            v.sort_by_key(|&(b, e)| (b, std::cmp::Reverse(e)));
-            let mut open: Vec<i64> = Vec::new();
-            for (b, e) in v {
-                while open.last().is_some_and(|&end| end <= b) {
-                    open.pop();
-                }
-                if let Some(&end) = open.last() {
-                    assert!(
-                        e <= end,
-                        "{name}: on {:?} a slice {b}..{e} ns partly overlaps one ending at {end}",
-                        threads.get(&(pid, tid))
-                    );
-                }
-                open.push(e);
-            }
+        for (track, v) in slices {
+            assert_nested(&name, threads.get(&track), v);
         }
         let tracks: BTreeSet<_> = calls.keys().collect();
         assert_eq!(tracks.len(), recorded.len(), "{name}");

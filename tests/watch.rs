@@ -1295,7 +1295,11 @@ fn the_gate_takes_its_status_and_suppressions_as_valgrind_does() {
         stderr(&out)
     );
     // The report still lists what the rules let pass.
-    assert!(stderr(&out).contains("misuse: 4 calls named"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("misuse: 4 calls named"),
+        "{}",
+        stderr(&out)
+    );
 
     std::fs::write(&rules, "misuse\tframe=misuse.c:*\nmisuse coulour=red\n").unwrap();
     let out = gate(&["--suppressions", &rules]);

@@ -260,7 +260,11 @@ fn each_use_of_what_a_cuda_program_gave_up_is_said_at_its_line() {
             stderr(&out)
         );
         assert_eq!(report["misuse_count"], rows.len(), "{step}");
-        assert_ne!(out.status.code(), Some(0), "{step}: --fail-on misuse passed");
+        assert_ne!(
+            out.status.code(),
+            Some(0),
+            "{step}: --fail-on misuse passed"
+        );
         eprintln!(
             "{step}: {} ({} row(s)), status {:?}",
             found.map_or(String::new(), |r| r["call"].to_string()),

@@ -246,7 +246,10 @@ fn gate(r: &WatchReport, fail_on: &[WatchFailOn], suppress: &Suppressions) -> Ga
                     format!("; the first: {}{at}", m.headline())
                 })
                 .unwrap_or_else(|| {
-                    format!("; {unkept} past the report's first {}, which no rule can be asked of", r.misuse.len())
+                    format!(
+                        "; {unkept} past the report's first {}, which no rule can be asked of",
+                        r.misuse.len()
+                    )
                 });
             gated.findings.push(format!(
                 "misuse: {n} call{} misused an object{first}",

@@ -1382,12 +1382,7 @@ unsafe fn asked_bytes(role: Role, params: *const usize) -> Option<u64> {
 ///
 /// # Safety
 /// `params` points to the parameter block of a function with this role.
-unsafe fn apply(
-    api: &str,
-    role: Role,
-    params: *const usize,
-    context: *mut c_void,
-) -> Option<u64> {
+unsafe fn apply(api: &str, role: Role, params: *const usize, context: *mut c_void) -> Option<u64> {
     match role {
         Make { kind, size } => {
             // SAFETY: parameter 0 of a creating call is the out-pointer.
@@ -1416,11 +1411,13 @@ unsafe fn apply(
             let refs = ledger::cuda_id_of(ObjKind::Context, context as usize)
                 .into_iter()
                 .collect();
-            Some(if matches!(api, "cuMemAllocAsync" | "cuMemAllocFromPoolAsync") {
-                ledger::cuda_created_ordered(kind, handle, bytes, refs)
-            } else {
-                ledger::cuda_created(kind, handle, bytes, refs)
-            })
+            Some(
+                if matches!(api, "cuMemAllocAsync" | "cuMemAllocFromPoolAsync") {
+                    ledger::cuda_created_ordered(kind, handle, bytes, refs)
+                } else {
+                    ledger::cuda_created(kind, handle, bytes, refs)
+                },
+            )
         }
         Free(kind) => {
             // SAFETY: parameter 0 of a freeing call is the handle.
@@ -1940,24 +1937,52 @@ mod tests {
             size: Size::At(1),
         };
         // SAFETY: a parameter block of cuMemAlloc_v2's layout.
-        let id = unsafe { apply("cuMemAlloc", make, (&raw const alloc).cast(), std::ptr::null_mut()) };
+        let id = unsafe {
+            apply(
+                "cuMemAlloc",
+                make,
+                (&raw const alloc).cast(),
+                std::ptr::null_mut(),
+            )
+        };
         let id = id.expect("created");
         assert_eq!(ledger::cuda_id_of(Buffer, 0x7f00_0000_1000), Some(id));
 
         let free: [usize; 1] = [0x7f00_0000_1000];
         // SAFETY: cuMemFree_v2's block: the device pointer.
-        let freed = unsafe { apply("cuMemFree", Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
+        let freed = unsafe {
+            apply(
+                "cuMemFree",
+                Free(Buffer),
+                free.as_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
         assert_eq!(freed, Some(id));
         assert!(!FREED_UNSEEN.take(), "the agent saw it made");
         assert_eq!(ledger::cuda_id_of(Buffer, 0x7f00_0000_1000), None);
         // SAFETY: as above; the pointer is no longer the program's.
-        let again = unsafe { apply("cuMemFree", Free(Buffer), free.as_ptr(), std::ptr::null_mut()) };
+        let again = unsafe {
+            apply(
+                "cuMemFree",
+                Free(Buffer),
+                free.as_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
         assert_eq!(again, None, "a second free is not a second release");
         assert!(FREED_UNSEEN.take(), "a pointer no allocation it saw made");
         // The runtime's `cudaFree(0)` frees a null pointer, which is nothing.
         let null: [usize; 1] = [0];
         // SAFETY: cuMemFree_v2's block.
-        let nothing = unsafe { apply("cuMemFree", Free(Buffer), null.as_ptr(), std::ptr::null_mut()) };
+        let nothing = unsafe {
+            apply(
+                "cuMemFree",
+                Free(Buffer),
+                null.as_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
         assert_eq!((nothing, FREED_UNSEEN.take()), (None, false));
     }
 

@@ -43,7 +43,10 @@ const NAMES: &[(&str, Names)] = &[
     ("cuMemAllocAsync", &[(2, Named::Stream)]),
     ("cuMemAllocFromPoolAsync", &[(3, Named::Stream)]),
     ("cuStreamSynchronize", &[(0, Named::Stream)]),
-    ("cuStreamWaitEvent", &[(0, Named::Stream), (1, Named::Event)]),
+    (
+        "cuStreamWaitEvent",
+        &[(0, Named::Stream), (1, Named::Event)],
+    ),
     ("cuEventRecord", &[(0, Named::Event), (1, Named::Stream)]),
     (
         "cuEventRecordWithFlags",
@@ -54,8 +57,14 @@ const NAMES: &[(&str, Names)] = &[
     ("cuMemcpyHtoD", &[(0, Named::Memory)]),
     ("cuMemcpyDtoH", &[(1, Named::Memory)]),
     ("cuMemcpyDtoD", &[(0, Named::Memory), (1, Named::Memory)]),
-    ("cuMemcpyHtoDAsync", &[(0, Named::Memory), (3, Named::Stream)]),
-    ("cuMemcpyDtoHAsync", &[(1, Named::Memory), (3, Named::Stream)]),
+    (
+        "cuMemcpyHtoDAsync",
+        &[(0, Named::Memory), (3, Named::Stream)],
+    ),
+    (
+        "cuMemcpyDtoHAsync",
+        &[(1, Named::Memory), (3, Named::Stream)],
+    ),
     (
         "cuMemcpyDtoDAsync",
         &[(0, Named::Memory), (1, Named::Memory), (3, Named::Stream)],
@@ -66,7 +75,10 @@ const NAMES: &[(&str, Names)] = &[
     ("cuMemsetD8", &[(0, Named::Memory)]),
     ("cuMemsetD32", &[(0, Named::Memory)]),
     ("cuMemsetD8Async", &[(0, Named::Memory), (3, Named::Stream)]),
-    ("cuMemsetD32Async", &[(0, Named::Memory), (3, Named::Stream)]),
+    (
+        "cuMemsetD32Async",
+        &[(0, Named::Memory), (3, Named::Stream)],
+    ),
 ];
 
 /// When a finding is said.
@@ -166,9 +178,7 @@ pub unsafe fn at_entry(
                         handle,
                         gate: Gate::IfRefused,
                     });
-                } else if ordered_free
-                    && let Some(id) = ledger::cuda_ordered(kind, handle)
-                {
+                } else if ordered_free && let Some(id) = ledger::cuda_ordered(kind, handle) {
                     found.push(Found {
                         what: MisuseKind::SyncFreeOfStreamOrdered,
                         object: id,
@@ -256,7 +266,15 @@ mod tests {
         // cuMemsetD8(p, 0, n): refused, as the H200's driver refuses it.
         let block = [p, 0, 1 << 20];
         // SAFETY: cuMemsetD8's parameter block.
-        unsafe { at_entry("cuMemsetD8", names_of("cuMemsetD8"), None, None, block.as_ptr()) };
+        unsafe {
+            at_entry(
+                "cuMemsetD8",
+                names_of("cuMemsetD8"),
+                None,
+                None,
+                block.as_ptr(),
+            )
+        };
         assert_eq!(pending(), vec![(MisuseKind::UseAfterRelease, id)]);
         at_return(1);
         assert_eq!(
@@ -266,7 +284,15 @@ mod tests {
         // Taken by the driver: the address names memory the agent did not
         // see made, and is forgotten as gone.
         // SAFETY: as above.
-        unsafe { at_entry("cuMemsetD8", names_of("cuMemsetD8"), None, None, block.as_ptr()) };
+        unsafe {
+            at_entry(
+                "cuMemsetD8",
+                names_of("cuMemsetD8"),
+                None,
+                None,
+                block.as_ptr(),
+            )
+        };
         at_return(0);
         assert!(transport::take_misused().is_empty());
         assert_eq!(ledger::cuda_gone(ObjKind::Buffer, p), None);
@@ -280,7 +306,15 @@ mod tests {
         ledger::cuda_released_as(ObjKind::Buffer, p, Some(id), true);
         let block = [p];
         // SAFETY: cuMemFree's parameter block.
-        unsafe { at_entry("cuMemFree", &[], Some(ObjKind::Buffer), None, block.as_ptr()) };
+        unsafe {
+            at_entry(
+                "cuMemFree",
+                &[],
+                Some(ObjKind::Buffer),
+                None,
+                block.as_ptr(),
+            )
+        };
         at_return(1);
         assert_eq!(
             transport::take_misused(),
@@ -290,18 +324,38 @@ mod tests {
         let ordered = ledger::cuda_created_ordered(ObjKind::Buffer, q, 4096, Vec::new());
         let block = [q];
         // SAFETY: as above.
-        unsafe { at_entry("cuMemFree", &[], Some(ObjKind::Buffer), None, block.as_ptr()) };
+        unsafe {
+            at_entry(
+                "cuMemFree",
+                &[],
+                Some(ObjKind::Buffer),
+                None,
+                block.as_ptr(),
+            )
+        };
         at_return(0);
         assert_eq!(
             transport::take_misused(),
-            vec![(MisuseKind::SyncFreeOfStreamOrdered, ordered, ObjKind::Buffer)]
+            vec![(
+                MisuseKind::SyncFreeOfStreamOrdered,
+                ordered,
+                ObjKind::Buffer
+            )]
         );
         // The same memory freed in stream order: nothing to say.
         let r = 0x7b00_2000_0000usize;
         ledger::cuda_created_ordered(ObjKind::Buffer, r, 4096, Vec::new());
         let block = [r, 0];
         // SAFETY: cuMemFreeAsync's parameter block.
-        unsafe { at_entry("cuMemFreeAsync", names_of("cuMemFreeAsync"), Some(ObjKind::Buffer), None, block.as_ptr()) };
+        unsafe {
+            at_entry(
+                "cuMemFreeAsync",
+                names_of("cuMemFreeAsync"),
+                Some(ObjKind::Buffer),
+                None,
+                block.as_ptr(),
+            )
+        };
         at_return(0);
         assert!(transport::take_misused().is_empty());
     }

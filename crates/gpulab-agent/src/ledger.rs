@@ -141,13 +141,25 @@ pub fn created(handle: usize, kind: ObjKind, bytes: u64, refs: Vec<u64>) -> u64 
 
 /// The driver gave the program a new CUDA object. Returns its id.
 pub fn cuda_created(kind: ObjKind, handle: usize, bytes: u64, refs: Vec<u64>) -> u64 {
-    create((Space::Cuda(handles_of(kind)), handle), kind, bytes, refs, false)
+    create(
+        (Space::Cuda(handles_of(kind)), handle),
+        kind,
+        bytes,
+        refs,
+        false,
+    )
 }
 
 /// [`cuda_created`], of memory a stream-ordered allocation made: a
 /// synchronous free of it is said ([`cuda_ordered`]).
 pub fn cuda_created_ordered(kind: ObjKind, handle: usize, bytes: u64, refs: Vec<u64>) -> u64 {
-    create((Space::Cuda(handles_of(kind)), handle), kind, bytes, refs, true)
+    create(
+        (Space::Cuda(handles_of(kind)), handle),
+        kind,
+        bytes,
+        refs,
+        true,
+    )
 }
 
 /// The kind whose handles `kind`'s share: managed memory's pointers are
@@ -566,7 +578,10 @@ mod tests {
         let entered = cuda_id_of(ObjKind::Buffer, 0x5_0000);
         let b = cuda_created(ObjKind::Buffer, 0x5_0000, 128, Vec::new());
         assert_ne!(a, b);
-        assert_eq!(cuda_released_as(ObjKind::Buffer, 0x5_0000, entered, true), None);
+        assert_eq!(
+            cuda_released_as(ObjKind::Buffer, 0x5_0000, entered, true),
+            None
+        );
         assert_eq!(cuda_id_of(ObjKind::Buffer, 0x5_0000), Some(b));
         assert_eq!(
             cuda_released_as(ObjKind::Buffer, 0x5_0000, Some(b), true),

@@ -172,9 +172,10 @@ impl Suppressions {
     pub fn misuse(&self, m: &MisuseRow) -> Option<&str> {
         self.first(Finding::Misuse, |key, pattern| match key {
             Key::Kind => glob(pattern, m.kind.as_str()),
-            Key::MadeBy => m.made_by.as_deref().is_some_and(|b| {
-                glob(pattern, b.split_whitespace().next().unwrap_or(b))
-            }),
+            Key::MadeBy => m
+                .made_by
+                .as_deref()
+                .is_some_and(|b| glob(pattern, b.split_whitespace().next().unwrap_or(b))),
             Key::Call => glob(pattern, &m.call),
             Key::What => glob(pattern, m.what.name()),
             Key::Frame => any_frame(pattern, &m.backtrace),
