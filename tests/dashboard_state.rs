@@ -10,7 +10,7 @@
 
 use crate::common;
 
-use common::dash::{app, carry_out, feed, key, keys, open, select};
+use common::dash::{app, carry_out, feed, key, keys, open, screen, select};
 use gpulab::source::Steer;
 use gpulab::tui::app::{A, B, Cmd, Msg, Overlay};
 use gpulab::tui::layout::{Panel, Screen, View};
@@ -750,4 +750,27 @@ fn a_watched_programs_objects_fill_the_left_column() {
         rows(&watched, Panel::Labs) + rows(&watched, Panel::Objects),
         rows(&lab, Panel::Labs) + rows(&lab, Panel::Objects)
     );
+}
+
+/// PgDn stops where the verdict panel's last line reaches its bottom, as a
+/// pager does: it scrolled on past the end, and PgUp then took as many
+/// presses to come back. The last page stays in view.
+#[test]
+fn pgdn_stops_at_the_end_of_the_verdict_panel() {
+    let mut a = app();
+    a.update(Msg::Resize(80, 24));
+    common::dash::select(&mut a, "cl-finish");
+    while a.focus != Panel::Verdict {
+        key(&mut a, KeyCode::Tab);
+    }
+    let end = gpulab::tui::screen::verdict_scroll_max(&a);
+    assert!(end > 0, "cl-finish's teaching text fills more than 80x24");
+    for _ in 0..500 {
+        key(&mut a, KeyCode::PageDown);
+    }
+    assert_eq!(a.verdict_scroll, end);
+    let last = screen(&mut a, 80, 24);
+    key(&mut a, KeyCode::PageUp);
+    assert!(a.verdict_scroll < end);
+    assert_ne!(screen(&mut a, 80, 24), last, "one PgUp moves the text back");
 }

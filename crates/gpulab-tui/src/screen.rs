@@ -90,6 +90,37 @@ fn too_small(area: Rect, theme: Theme, buf: &mut Buffer) {
         .render(area, buf);
 }
 
+/// How far the verdict panels scroll at the app's size before the longest's
+/// last line is at its bottom (PgDn stops there, as a pager does).
+pub fn verdict_scroll_max(app: &App) -> u16 {
+    let f = FrameState::new(app);
+    let top = u16::from(app.replaying());
+    let screen = Screen::new(app.size.0, app.size.1.saturating_sub(top), app.view());
+    (0..2)
+        .filter_map(|slot| {
+            let rect = screen.get(Panel::Verdict, slot)?;
+            let run = f.runs[slot];
+            let (lab, variant) = f.lab_and_variant(run);
+            Some(
+                VerdictPanel {
+                    lab,
+                    variant,
+                    run,
+                    rank: app.rank,
+                    scroll: 0,
+                    theme: app.theme,
+                    focused: false,
+                    class_mode: app.class_mode,
+                    predicted: app.predicted_here(),
+                    step: app.step_shown(),
+                }
+                .max_scroll(rect),
+            )
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// What every panel of one frame reads, worked out once per frame.
 struct FrameState<'a> {
     app: &'a App,

@@ -705,7 +705,10 @@ impl App {
                 }
             }
             Panel::Script => self.script_scroll = apply(self.script_scroll),
-            Panel::Verdict => self.verdict_scroll = apply(self.verdict_scroll),
+            Panel::Verdict => {
+                self.verdict_scroll =
+                    apply(self.verdict_scroll).min(crate::screen::verdict_scroll_max(self));
+            }
             _ => {}
         }
         self.dirty = true;

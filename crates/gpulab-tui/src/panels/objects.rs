@@ -212,16 +212,22 @@ fn came_back(run: &RunState) -> Option<String> {
         .map(|s| s.used_bytes)?;
     let diff = *after as i64 - start as i64;
     let cancelled = matches!(end.status, EndStatus::Cancelled);
+    // What ran: gpulab's worker for a lab, the user's own program watched.
+    let who = if watched { "the program" } else { "worker" };
     // Below the start counts as back: other processes may have freed memory too.
     Some(if diff as f64 <= 4.0 * MIB {
         format!(
-            "worker {}: device memory back to its level at the start ({})",
-            if cancelled { "killed" } else { "exited" },
+            "{who} {}: device memory back to its level at the start ({})",
+            match (cancelled, watched) {
+                (false, _) => "exited",
+                (true, false) => "killed",
+                (true, true) => "stopped by gpulab",
+            },
             fmt_signed_mib(diff)
         )
     } else {
         format!(
-            "worker exited: device memory {} from the start, still coming back",
+            "{who} exited: device memory {} from the start, still coming back",
             fmt_signed_mib(diff)
         )
     })

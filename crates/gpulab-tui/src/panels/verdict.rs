@@ -533,11 +533,30 @@ impl Widget for &VerdictPanel<'_> {
         let inner = b.inner(area);
         b.render(area, buf);
         let Some(inner) = usable(inner) else { return };
-        Paragraph::new(self.lines())
-            .wrap(Wrap { trim: false })
-            .scroll((self.scroll, 0))
-            .render(inner, buf);
+        let text = Paragraph::new(self.lines()).wrap(Wrap { trim: false });
+        // Never past the end: the last page stays in view.
+        let last = rows_past(&text, inner);
+        text.scroll((self.scroll.min(last), 0)).render(inner, buf);
     }
+}
+
+impl VerdictPanel<'_> {
+    /// How far it scrolls in `area` before its last line is at the bottom.
+    pub fn max_scroll(&self, area: Rect) -> u16 {
+        let inner = block("", false, self.theme).inner(area);
+        usable(inner).map_or(0, |inner| {
+            rows_past(
+                &Paragraph::new(self.lines()).wrap(Wrap { trim: false }),
+                inner,
+            )
+        })
+    }
+}
+
+/// The rows of wrapped `text` beyond what `area` shows.
+fn rows_past(text: &Paragraph<'_>, area: Rect) -> u16 {
+    let rows = text.line_count(area.width);
+    u16::try_from(rows.saturating_sub(usize::from(area.height))).unwrap_or(u16::MAX)
 }
 
 /// What the driver still holds after the program released it: a line for each
