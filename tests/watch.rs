@@ -1315,3 +1315,33 @@ fn the_gate_takes_its_status_and_suppressions_as_valgrind_does() {
         stdout(&out)
     );
 }
+
+/// A program that releases its objects from a destructor at exit, after
+/// glibc ran the main thread's thread-local destructors: the agent's hooks
+/// touched a thread-local there and Rust aborted the program (SIGABRT, "cannot
+/// access a Thread Local Storage value during or after destruction"), as
+/// cuFFT's and CuPy's frees at exit did on the H200. Watched, it ends as
+/// bare, says the same, and each release is counted.
+#[test]
+fn calls_from_a_destructor_at_exit_run_as_bare_and_are_counted() {
+    let test = "calls_from_a_destructor_at_exit_run_as_bare_and_are_counted";
+    let Some((_dir, exe)) = program(test, "exit_calls") else {
+        return;
+    };
+    let _device = device_lock();
+    let bare = Command::new(&exe).output().unwrap();
+    assert!(bare.status.success(), "bare: {}", stderr(&bare));
+    let exe = exe.to_string_lossy().into_owned();
+    let (out, report) = watch_json(&[exe.as_str()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), stdout(&bare));
+    assert!(
+        !stderr(&out).contains("panicked"),
+        "the agent panicked: {}",
+        stderr(&out)
+    );
+    let buffers = kind(&report, "buffer");
+    assert_eq!(buffers["created"], 2, "{buffers}");
+    assert_eq!(buffers["released"], 2, "{buffers}");
+    assert_eq!(report["alive_at_exit"].as_array().map(Vec::len), Some(0));
+}

@@ -6,7 +6,8 @@
  * references can see the mistake.
  *
  *   1. a buffer released while a kernel uses it, then read (line READ);
- *   2. a kernel whose argument was set to a buffer released since, enqueued;
+ *   2. a buffer released, then set as a kernel argument (line SETARG), and
+ *      a kernel whose argument was set to a buffer released since, enqueued;
  *   3. an event released, then named in a wait list.
  *
  * usage: misuse [clean]   (clean: the same calls, each in its right order)

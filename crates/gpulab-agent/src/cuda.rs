@@ -956,7 +956,12 @@ unsafe fn measured(role: Role, params: *const usize) -> bool {
         Load { handle_at } => unsafe { *params.add(handle_at) },
         _ => return false,
     };
-    if KNOWN.with(|k| !k.borrow_mut().insert(function)) {
+    // After the thread's locals are gone (a launch from a static destructor
+    // at exit), the process's set alone answers.
+    if KNOWN
+        .try_with(|k| !k.borrow_mut().insert(function))
+        .unwrap_or(false)
+    {
         return false;
     }
     let mut seen = LAUNCHED.lock().unwrap_or_else(|e| e.into_inner());

@@ -150,7 +150,7 @@ pub unsafe fn at_entry(
 ) {
     let ordered_free = api == "cuMemFree";
     if !ledger::cuda_any_gone() && !ordered_free {
-        PENDING.with(|p| p.borrow_mut().clear());
+        let _ = PENDING.try_with(|p| p.borrow_mut().clear());
         return;
     }
     let mut found = Vec::new();
@@ -212,7 +212,10 @@ pub unsafe fn at_entry(
             transport::misused_now(api, MisuseKind::UseAfterRelease, id, kind);
         }
     }
-    PENDING.with(|p| *p.borrow_mut() = found);
+    // A call made after the thread's locals were destroyed (a static
+    // destructor's free at exit, after glibc ran the thread's destructors):
+    // what it found goes unsaid rather than abort the program.
+    let _ = PENDING.try_with(|p| *p.borrow_mut() = found);
 }
 
 /// The calls that free device memory by its address (`cuMemRelease` gives up
@@ -224,7 +227,9 @@ fn frees_address(api: &str) -> bool {
 /// The call returned `status`: what its entry found is said with its record
 /// ([`transport::misused`]) where its gate lets it.
 pub fn at_return(status: i32) {
-    let found = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    let found = PENDING
+        .try_with(|p| std::mem::take(&mut *p.borrow_mut()))
+        .unwrap_or_default();
     for f in found {
         let say = match f.gate {
             Gate::IfRefused => status != 0,

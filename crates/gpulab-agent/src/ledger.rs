@@ -88,17 +88,19 @@ thread_local! {
 /// by a thread that does not exist there.
 extern "C" fn before_fork() {
     let guard = OBJECTS.lock().unwrap_or_else(|e| e.into_inner());
-    HELD.with(|h| *h.borrow_mut() = Some(guard));
+    // Past the thread's locals (a fork from a static destructor at exit) the
+    // lock is let go at once: the child may then inherit it held.
+    let _ = HELD.try_with(|h| *h.borrow_mut() = Some(guard));
 }
 
 /// After `fork`, in the parent: gives the lock back.
 extern "C" fn after_fork_in_parent() {
-    HELD.with(|h| h.borrow_mut().take());
+    let _ = HELD.try_with(|h| h.borrow_mut().take());
 }
 
 /// After `fork`, in the child: gives the lock back and marks the ledger stale.
 extern "C" fn after_fork_in_child() {
-    HELD.with(|h| h.borrow_mut().take());
+    let _ = HELD.try_with(|h| h.borrow_mut().take());
     FORKED.store(true, Ordering::Relaxed);
 }
 

@@ -488,13 +488,17 @@ fn named(rt: &Runtime, code: usize, at: At) -> Option<PyFrame> {
             unit
         }
     };
-    let known = CODES.with(|c| {
-        c.borrow()
-            .0
-            .get(&code)
-            .filter(|k| k.fields == fields && k.firstlineno == firstlineno)
-            .cloned()
-    });
+    // After the thread's locals are gone (at exit), every code is read anew.
+    let known = CODES
+        .try_with(|c| {
+            c.borrow()
+                .0
+                .get(&code)
+                .filter(|k| k.fields == fields && k.firstlineno == firstlineno)
+                .cloned()
+        })
+        .ok()
+        .flatten();
     let c = match known {
         Some(c) => c,
         None => {
@@ -505,7 +509,7 @@ fn named(rt: &Runtime, code: usize, at: At) -> Option<PyFrame> {
                 firstlineno,
                 table: bytes(fields.2)?,
             };
-            CODES.with(|m| {
+            let _ = CODES.try_with(|m| {
                 let (m, bytes) = &mut *m.borrow_mut();
                 let size = c.file.len() + c.function.len() + c.table.len();
                 if *bytes + size > KEPT_BYTES {

@@ -545,16 +545,24 @@ pub fn misused(what: MisuseKind, object: u64, kind: ObjKind) {
     if quiet() {
         return;
     }
-    let said = MISUSED.with(|m| {
+    let said = MISUSED.try_with(|m| {
         m.borrow()
             .iter()
             .any(|(w, o, ..)| *w == what && *o == object)
     });
-    if said {
+    if said == Ok(true) {
         return;
     }
     let stack = crate::stack::capture_misuse();
-    MISUSED.with(|m| m.borrow_mut().push((what, object, kind, stack)));
+    // After the thread's locals are destroyed (a call from a static
+    // destructor at exit), nothing could carry it to the call's record: it
+    // goes now, ahead of the record, as the record's would.
+    if MISUSED
+        .try_with(|m| m.borrow_mut().push((what, object, kind, stack.clone())))
+        .is_err()
+    {
+        send_misuse(what, object, kind, stack);
+    }
 }
 
 /// [`misused`], sent now rather than with the call's record: the call may
@@ -577,15 +585,37 @@ pub fn misused_now(api: &'static str, what: MisuseKind, object: u64, kind: ObjKi
     });
 }
 
+/// A misuse whose call is not known here, sent now.
+fn send_misuse(
+    what: MisuseKind,
+    object: u64,
+    kind: ObjKind,
+    stack: Option<crate::stack::Captured>,
+) {
+    send(Record::Misuse {
+        t_ns: now_ns(),
+        thread: thread_id(),
+        // The hook that found it is not known here: only that it ran at exit.
+        api: "(a call at exit)",
+        what,
+        object,
+        kind,
+        stack,
+        stack_id: None,
+    });
+}
+
 /// What this thread's hooks found and no call record has said yet (tests).
 #[cfg(test)]
 pub fn take_misused() -> Vec<(MisuseKind, u64, ObjKind)> {
-    MISUSED.with(|m| {
-        std::mem::take(&mut *m.borrow_mut())
-            .into_iter()
-            .map(|(w, o, k, _)| (w, o, k))
-            .collect()
-    })
+    MISUSED
+        .try_with(|m| {
+            std::mem::take(&mut *m.borrow_mut())
+                .into_iter()
+                .map(|(w, o, k, _)| (w, o, k))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Records one call that returned to the program.
@@ -703,7 +733,9 @@ pub fn call_measured(
         return 0;
     }
     let end_ns = now_ns();
-    let misused = MISUSED.with(|m| std::mem::take(&mut *m.borrow_mut()));
+    let misused = MISUSED
+        .try_with(|m| std::mem::take(&mut *m.borrow_mut()))
+        .unwrap_or_default();
     for (what, object, kind, stack) in misused {
         send(Record::Misuse {
             t_ns: begin_ns,
