@@ -8,7 +8,10 @@ Which crates: from Cargo.lock and the workspace's manifests, the crates the
 workspace's members depend on outside their dev-dependencies, then everything
 those depend on as the lock records it (a registry crate's lock entry names its
 normal and build dependencies, for every platform). So build-time crates and
-other platforms' crates are listed too, and none the binary has is missed.
+other platforms' crates are listed too, and none the binary has is missed. An
+optional dependency counts only when a feature such a build turns on names it
+(a member's `default`, or one another member's normal dependency asks for):
+schemars, behind the `schema` features gpulab's tests alone turn on, does not.
 tests/packaging.rs computes the same set from the same files and fails when the
 document lists another: run this again after a dependency changes.
 
@@ -41,20 +44,63 @@ def members(root):
     return out
 
 
+def normal_tables(manifest):
+    tables = [manifest.get(k, {}) for k in ("dependencies", "build-dependencies")]
+    for target in manifest.get("target", {}).values():
+        tables += [target.get(k, {}) for k in ("dependencies", "build-dependencies")]
+    return tables
+
+
+def optional_on(manifests, root):
+    """(member, dependency) of every optional dependency a feature turns on that
+    a member's `default` or another member's normal dependency on it asks for."""
+    inherited = root.get("workspace", {}).get("dependencies", {})
+    asked = [(m, "default") for m in manifests]
+    for manifest in manifests.values():
+        for table in normal_tables(manifest):
+            for name, spec in table.items():
+                if name in manifests and isinstance(spec, dict):
+                    features = list(spec.get("features", []))
+                    if spec.get("workspace"):
+                        features += inherited.get(name, {}).get("features", [])
+                    asked += [(name, f) for f in features]
+    seen, on = set(), set()
+    while asked:
+        member, feature = asked.pop()
+        if (member, feature) in seen:
+            continue
+        seen.add((member, feature))
+        for item in manifests[member].get("features", {}).get(feature, []):
+            dep, _, sub = item.removeprefix("dep:").partition("/")
+            if item.startswith("dep:") or (not sub and item not in manifests[member].get("features", {})):
+                on.add((member, dep))
+            elif not sub:
+                asked.append((member, item))
+            else:
+                if not dep.endswith("?"):
+                    on.add((member, dep))
+                if dep.rstrip("?") in manifests:
+                    asked.append((dep.rstrip("?"), sub))
+    return on
+
+
 def shipped(lock, root):
     """(name, version) of every registry crate in the set the module doc says."""
     by_name = {}
     for p in lock["package"]:
         by_name.setdefault(p["name"], []).append(p)
     local = {p["name"] for p in lock["package"] if "source" not in p}
-    wanted = []
+    manifests = {}
     for d in members(root):
         manifest = load(os.path.join(d, "Cargo.toml"))
-        tables = [manifest.get(k, {}) for k in ("dependencies", "build-dependencies")]
-        for target in manifest.get("target", {}).values():
-            tables += [target.get(k, {}) for k in ("dependencies", "build-dependencies")]
-        for table in tables:
+        manifests[manifest["package"]["name"]] = manifest
+    on = optional_on(manifests, root)
+    wanted = []
+    for member, manifest in manifests.items():
+        for table in normal_tables(manifest):
             for name, spec in table.items():
+                if isinstance(spec, dict) and spec.get("optional") and (member, name) not in on:
+                    continue
                 if isinstance(spec, dict) and spec.get("package"):
                     name = spec["package"]
                 wanted.append(name)

@@ -1,12 +1,12 @@
 //! Every `--json` output (`run`, `report`, `watch`, `list`, `doctor`) in one
 //! envelope: `schema_version`, `gpulab_version`, `kind`, then the body's fields
 //! beside them. The type that writes an output is the type its JSON Schema is
-//! made from ([`schema`]), so `docs/gpulab.schema.json` cannot drift from what
+//! made from (`schema`, built for the tests alone: the binary carries neither
+//! schemars nor the derives), so `docs/gpulab.schema.json` cannot drift from what
 //! gpulab prints: a test regenerates it and fails when it differs, and the
 //! outputs of real runs are validated against it (`tests/report_format.rs`).
 //! `docs/report-format.md` says what each field means.
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::backend::discover::DoctorReport;
@@ -21,7 +21,8 @@ use crate::report::{Provenance, Summary, WatchReport};
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// What an output holds, named by its `kind`.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Body<'a> {
     /// `runs`: one report per lab variant run (`run`, or `report` of lab
@@ -44,11 +45,12 @@ pub enum Body<'a> {
 }
 
 /// One output: the envelope's fields, then the body's.
-#[derive(Debug, Serialize, JsonSchema)]
-#[schemars(title = "gpulab JSON output")]
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(title = "gpulab JSON output"))]
 pub struct Envelope<'a> {
     /// The schema this output follows (docs/report-format.md says what changed).
-    #[schemars(range(min = 2, max = 2))]
+    #[cfg_attr(test, schemars(range(min = 2, max = 2)))]
     pub schema_version: u32,
     /// The gpulab that wrote this output (a report of a recording may be
     /// written by a newer gpulab than the one that recorded it:
@@ -69,13 +71,15 @@ impl<'a> Envelope<'a> {
 }
 
 /// The body of a `run` output.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Runs<'a> {
     pub runs: &'a [Summary],
 }
 
 /// The body of `list --json`.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Labs<'a> {
     /// Where and when the labs were listed.
     pub recorded: Provenance,
@@ -83,7 +87,8 @@ pub struct Labs<'a> {
 }
 
 /// One lab of `list --json`.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct LabRow<'a> {
     pub id: &'a str,
     pub backend: &'a str,
@@ -108,7 +113,8 @@ impl<'a> LabRow<'a> {
 
 /// The body of `doctor --json`: where and when the machine was checked, then
 /// what was found.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Doctor<'a> {
     pub recorded: Provenance,
     #[serde(flatten)]
@@ -129,6 +135,7 @@ pub fn json_line(body: Body<'_>) -> serde_json::Result<String> {
 /// newline: what `docs/gpulab.schema.json` holds. Open to new fields (a new
 /// field keeps `schema_version`), so an older consumer's schema still takes a
 /// newer output.
+#[cfg(test)]
 pub fn schema() -> String {
     let mut schema = schemars::generate::SchemaSettings::draft2020_12()
         .for_serialize()
@@ -142,6 +149,7 @@ pub fn schema() -> String {
 
 /// Drops `additionalProperties: false` (which serde's `deny_unknown_fields` on
 /// the event stream's types puts there): an output may gain fields.
+#[cfg(test)]
 fn open_objects(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(map) => {

@@ -17,7 +17,7 @@
     reason = "a test or a benchmark fails by panicking"
 )]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -695,9 +695,101 @@ fn every_crate_packages_with_what_it_embeds() {
     );
 }
 
+/// Every member's manifest, by its package's name.
+fn member_manifests(root: &toml::Table) -> BTreeMap<String, toml::Table> {
+    members(root)
+        .iter()
+        .map(|member| {
+            let text = std::fs::read_to_string(member.join("Cargo.toml")).unwrap();
+            let manifest: toml::Table = toml::from_str(&text).unwrap();
+            let name = manifest["package"]["name"].as_str().unwrap().to_string();
+            (name, manifest)
+        })
+        .collect()
+}
+
+/// A manifest's dependency tables outside its dev-dependencies, every target's.
+fn normal_tables(manifest: &toml::Table) -> Vec<&toml::Table> {
+    let mut tables: Vec<&toml::Table> = Vec::new();
+    for kind in ["dependencies", "build-dependencies"] {
+        tables.extend(manifest.get(kind).and_then(|t| t.as_table()));
+        if let Some(targets) = manifest.get("target").and_then(|t| t.as_table()) {
+            tables.extend(
+                targets
+                    .values()
+                    .filter_map(|t| t.get(kind).and_then(|d| d.as_table())),
+            );
+        }
+    }
+    tables
+}
+
+/// (member, dependency) of every optional dependency turned on by a feature a
+/// member's `default` or another member's normal dependency on it asks for (its
+/// `features`, with those of its `[workspace.dependencies]` entry), features that
+/// name other features or members' features followed: `dist/licences.py`'s rule.
+fn optional_on(
+    manifests: &BTreeMap<String, toml::Table>,
+    root: &toml::Table,
+) -> BTreeSet<(String, String)> {
+    let strings = |v: Option<&toml::Value>| -> Vec<String> {
+        v.and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str().map(str::to_string))
+            .collect()
+    };
+    let features_of = |member: &str| manifests[member].get("features").and_then(|f| f.as_table());
+    let inherited = root["workspace"].get("dependencies");
+    let mut asked: Vec<(String, String)> = manifests
+        .keys()
+        .map(|m| (m.clone(), "default".to_string()))
+        .collect();
+    for manifest in manifests.values() {
+        for (name, spec) in normal_tables(manifest).iter().flat_map(|t| t.iter()) {
+            if !manifests.contains_key(name) {
+                continue;
+            }
+            let mut features = strings(spec.get("features"));
+            if spec.get("workspace").and_then(toml::Value::as_bool) == Some(true) {
+                features.extend(strings(
+                    inherited.and_then(|d| d.get(name)?.get("features")),
+                ));
+            }
+            asked.extend(features.into_iter().map(|f| (name.clone(), f)));
+        }
+    }
+    let (mut seen, mut on) = (BTreeSet::new(), BTreeSet::new());
+    while let Some((member, feature)) = asked.pop() {
+        if !seen.insert((member.clone(), feature.clone())) {
+            continue;
+        }
+        let items = strings(features_of(&member).and_then(|f| f.get(&feature)));
+        for item in items {
+            let is_feature = features_of(&member).is_some_and(|f| f.contains_key(&item));
+            match (item.strip_prefix("dep:"), item.split_once('/')) {
+                (Some(dep), _) => _ = on.insert((member.clone(), dep.to_string())),
+                (None, Some((dep, sub))) => {
+                    if !dep.ends_with('?') {
+                        on.insert((member.clone(), dep.to_string()));
+                    }
+                    let dep = dep.trim_end_matches('?');
+                    if manifests.contains_key(dep) {
+                        asked.push((dep.to_string(), sub.to_string()));
+                    }
+                }
+                (None, None) if is_feature => asked.push((member.clone(), item)),
+                (None, None) => _ = on.insert((member.clone(), item)),
+            }
+        }
+    }
+    on
+}
+
 /// `docs/THIRD-PARTY-LICENSES.md` (shipped in the release archives and the
 /// image) lists exactly the crates `dist/licences.py` takes from `Cargo.lock`:
-/// those the members depend on outside their dev-dependencies, and everything
+/// those the members depend on outside their dev-dependencies (an optional one
+/// only when a feature they turn on names it: `optional_on`), and everything
 /// those depend on as the lock records it. A dependency added or updated
 /// without running the script again fails here.
 #[test]
@@ -715,22 +807,15 @@ fn the_third_party_licences_list_every_crate_the_lock_ships() {
             .map(|p| (p.name.clone(), p.version.to_string()))
             .collect()
     };
+    let manifests = member_manifests(&root);
+    let on = optional_on(&manifests, &root);
     let mut stack: Vec<(String, String)> = Vec::new();
-    for member in members(&root) {
-        let text = std::fs::read_to_string(member.join("Cargo.toml")).unwrap();
-        let manifest: toml::Table = toml::from_str(&text).unwrap();
-        let mut tables: Vec<&toml::Table> = Vec::new();
-        for kind in ["dependencies", "build-dependencies"] {
-            tables.extend(manifest.get(kind).and_then(|t| t.as_table()));
-            if let Some(targets) = manifest.get("target").and_then(|t| t.as_table()) {
-                tables.extend(
-                    targets
-                        .values()
-                        .filter_map(|t| t.get(kind).and_then(|d| d.as_table())),
-                );
+    for (member, manifest) in &manifests {
+        for (name, spec) in normal_tables(manifest).iter().flat_map(|t| t.iter()) {
+            let optional = spec.get("optional").and_then(toml::Value::as_bool) == Some(true);
+            if optional && !on.contains(&(member.clone(), name.clone())) {
+                continue;
             }
-        }
-        for (name, spec) in tables.iter().flat_map(|t| t.iter()) {
             let name = spec.get("package").and_then(|p| p.as_str()).unwrap_or(name);
             if !local.contains(name) {
                 stack.extend(versions_of(name));

@@ -3,13 +3,13 @@
 
 use std::ffi::{c_char, c_int, c_uint};
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ClDevice, IcdState, icd_state, opencl_devices};
 use gpulab_host::machine::{LoaderPlan, Loaders, cupti};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Ok,
@@ -17,7 +17,8 @@ pub enum Status {
     Error,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Check {
     pub name: String,
     pub status: Status,
@@ -26,14 +27,16 @@ pub struct Check {
     pub fix: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Section {
     pub name: String,
     pub checks: Vec<Check>,
 }
 
 /// What `gpulab doctor --json` prints, and what the run source reads back.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DoctorReport {
     pub sections: Vec<Section>,
     pub opencl_devices: Vec<ClDevice>,
@@ -43,7 +46,8 @@ pub struct DoctorReport {
 }
 
 /// A CUDA device the driver lists.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CudaDevice {
     /// Its ordinal (`cuDeviceGet`), the index `--device` takes for a CUDA lab.
     pub ordinal: u32,

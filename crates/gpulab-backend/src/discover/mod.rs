@@ -11,14 +11,14 @@ use cl3::device::{CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU, cl
 use cl3::types::cl_device_id;
 use opencl3::device::Device;
 use opencl3::platform::{Platform, get_platforms};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::opencl::errors;
 use super::{BackendError, DeviceKind};
 
 /// One OpenCL device as `gpulab doctor` and `--device` list them.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ClDevice {
     /// Position in this list; `--device 1` picks it.
     pub index: usize,

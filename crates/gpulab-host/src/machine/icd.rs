@@ -18,7 +18,6 @@
 
 use std::path::{Path, PathBuf};
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 const NVIDIA_LIB: &str = "libnvidia-opencl.so.1";
@@ -27,7 +26,8 @@ const NVIDIA_LIB: &str = "libnvidia-opencl.so.1";
 const ADDED_MARK: &str = "GPULAB_ICD_ADDED";
 
 /// What the OpenCL loader will see, as `doctor` reports it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct IcdState {
     /// The directory of `.icd` files the system registers (`/etc/OpenCL/vendors`).
     pub vendors_dir: String,

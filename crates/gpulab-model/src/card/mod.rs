@@ -13,7 +13,6 @@ mod markdown;
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::report::{Provenance, Summary};
@@ -23,7 +22,8 @@ pub use html::html;
 pub use markdown::markdown;
 
 /// One machine's card.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Card {
     /// Where, when and by which gpulab the card was made.
     pub recorded: Provenance,
@@ -34,7 +34,8 @@ pub struct Card {
 }
 
 /// A device of a card, as its runs said it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CardDevice {
     /// Its key in the card (`host/name`), which each run names.
     pub id: String,
@@ -48,7 +49,8 @@ pub struct CardDevice {
 }
 
 /// One run of a lab's variant on a device.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CardRun {
     /// The device's `id`.
     pub device: String,
@@ -126,7 +128,8 @@ impl Card {
 
 /// Several cards as one table: a column per device, a row per claim of a lab's
 /// variant, the rows whose verdicts differ between devices first.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Matrix {
     /// Where, when and by which gpulab the matrix was made.
     pub recorded: Provenance,
@@ -142,7 +145,8 @@ pub struct Matrix {
 }
 
 /// A device: one column.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Column {
     #[serde(flatten)]
     pub device: CardDevice,
@@ -151,7 +155,8 @@ pub struct Column {
 }
 
 /// One claim of one lab's variant, on every device.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Row {
     pub lab: String,
     pub variant: String,
@@ -167,7 +172,8 @@ pub struct Row {
 }
 
 /// A claim's verdict on one device, and what decided it.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Cell {
     pub verdict: Verdict,
     /// What the lab's lesson expects, where it says.

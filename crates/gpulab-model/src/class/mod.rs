@@ -10,7 +10,6 @@ mod render;
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::report::Provenance;
@@ -20,7 +19,8 @@ use crate::trace::{Predicted, Verdict};
 pub use render::{html, markdown};
 
 /// The class's table.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Class {
     /// Where and when this table was made.
     pub recorded: Provenance,
@@ -41,7 +41,8 @@ pub struct Class {
 
 /// The ranges a class predicted for one value of one lab variant, against
 /// what each run measured.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EstimateRow {
     pub lab: String,
     pub variant: String,
@@ -61,14 +62,16 @@ pub struct EstimateRow {
 }
 
 /// A recording not counted, and why.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SetAside {
     pub file: String,
     pub why: String,
 }
 
 /// One claim of one lab variant, across the class.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ClassRow {
     pub lab: String,
     pub variant: String,
@@ -96,7 +99,8 @@ pub struct ClassRow {
     pub right_share: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Predictions {
     pub holds: u64,
     pub does_not_hold: u64,
@@ -105,7 +109,8 @@ pub struct Predictions {
 }
 
 /// What the runs on one device showed of a claim.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceShowed {
     pub device: String,
     pub holds: u64,

@@ -5,14 +5,14 @@
 
 use std::fmt::Write;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
 
 use crate::units::mib;
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PoolRow {
     pub line: u32,
     /// The pool's reserved bytes (held from the device).
@@ -32,7 +32,8 @@ pub struct PoolRow {
 }
 
 /// What a pool holds from the device, and how much of it is handed out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReservedUsed {
     pub reserved_bytes: u64,
     pub used_bytes: u64,

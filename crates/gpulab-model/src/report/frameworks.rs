@@ -2,7 +2,6 @@
 //! each allocator's figures at exit and at its highest, and the first
 //! allocation one refused ([`crate::run::frameworks`]).
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
@@ -15,7 +14,8 @@ use super::format::FRAME_WIDTH;
 pub use super::held_then::HeldThenReport;
 use super::tensors::TensorsByLine;
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AllocatorReport {
     /// `pytorch`, `cupy` or `jax`.
     pub framework: String,
@@ -33,7 +33,8 @@ pub struct AllocatorReport {
 }
 
 /// An allocator's figures at one moment, in bytes.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FiguresReport {
     /// When the hook read them, from the program's start.
     pub t_ms: f64,
@@ -60,7 +61,8 @@ impl FiguresReport {
 }
 
 /// The first allocation a framework refused.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FrameworkRefusal {
     pub framework: String,
     pub pid: u32,
@@ -93,7 +95,7 @@ pub struct FrameworkRefusal {
     /// What the text says where `tensors_then` is absent: how to have them,
     /// or that the look was asked for and has not arrived.
     #[serde(skip)]
-    #[schemars(skip)]
+    #[cfg_attr(feature = "schema", schemars(skip))]
     pub tensors_note: Option<String>,
 }
 

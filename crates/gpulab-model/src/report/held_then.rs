@@ -3,7 +3,6 @@
 //! framework's (`framework_refused`) both say it, from objects the run folded
 //! up to that moment ([`crate::run::HeldThen`]).
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::HeldThen;
@@ -19,7 +18,8 @@ use super::format::FRAME_WIDTH;
 pub const LISTED: usize = 12;
 
 /// Objects of one kind made at one place, alive at a refusal.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HeldThenReport {
     pub kind: ObjKind,
     pub count: u64,

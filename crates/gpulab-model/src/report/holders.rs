@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
@@ -18,7 +17,8 @@ use super::format::{Table, short_id};
 /// Reserves a text or Markdown report lists one by one; the JSON has them all.
 const RESERVES_LISTED: usize = 10;
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HoldersReport {
     /// At the highest reading of the program's memory (the latest at that value).
     pub at_peak: Option<Shares>,
@@ -30,7 +30,8 @@ pub struct HoldersReport {
 }
 
 /// One reading, share by share, in bytes.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Shares {
     /// When, from the program's start.
     pub t_ms: f64,
@@ -139,7 +140,8 @@ impl Shares {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReserveReport {
     /// The objects it belongs to (`context #3`); several when they were made
     /// with no reading between them.

@@ -25,7 +25,6 @@ pub use watch::WatchReport;
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::{Finding, Load, Run};
@@ -37,7 +36,8 @@ mod cuda;
 use crate::units::MIB_F64 as MIB;
 
 /// Everything a report shows, measured in the run it came from.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Summary {
     /// Where, when and by which gpulab the run was made.
     pub recorded: Provenance,
@@ -106,7 +106,8 @@ pub struct Summary {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Finished,
@@ -135,7 +136,8 @@ impl Outcome {
 }
 
 /// The call a run that timed out was in.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct InFlightRow {
     /// The C name as the script wrote it.
     pub api: String,
@@ -168,7 +170,8 @@ impl InFlightRow {
 }
 
 /// How often memory was read during the run, from the readings in the stream.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Readings {
     pub count: usize,
     pub per_s: f64,
@@ -190,7 +193,8 @@ impl Readings {
 
 /// The state of the run when a call failed with an out-of-memory or
 /// out-of-resources status, from its own measurements.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RanOut {
     pub line: Option<u32>,
     pub api: String,
@@ -237,7 +241,8 @@ fn ran_out(run: &Run) -> Option<RanOut> {
     })
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LineRow {
     pub line: u32,
     pub text: String,
@@ -250,7 +255,8 @@ pub struct LineRow {
     pub mem_delta_bytes: Option<i64>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SpanRow {
     pub queue: String,
     pub name: String,
@@ -261,7 +267,8 @@ pub struct SpanRow {
     pub duration_ms: f64,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LeakRow {
     pub handle: String,
     pub kind: ObjKind,
@@ -273,7 +280,8 @@ pub struct LeakRow {
     pub refcount: u32,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DestroyRow {
     pub handle: String,
     pub kind: ObjKind,
@@ -450,7 +458,8 @@ fn leak_rows(run: &Run) -> Vec<LeakRow> {
 
 /// Where a run was made, by which gpulab and when, from its `meta`: what a
 /// table of many runs (a fleet's) needs to tell them apart.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Provenance {
     /// The gpulab that ran it (the recording's; the output's own is the
     /// envelope's `gpulab_version`).
@@ -572,7 +581,8 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// A range predicted for a measured value, and what was measured.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Estimated {
     /// The value, as the lab's claims read it (`host_ms(wait)`).
     pub value: String,

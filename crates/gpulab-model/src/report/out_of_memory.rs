@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
@@ -22,7 +21,8 @@ use super::ranks::RankReport;
 /// The moment a watched program ran out of memory, apart from the rest of its
 /// report (`watch --oom FILE`): the refused driver call and the framework's
 /// refusal, each None when there was none.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OutOfMemory<'a> {
     /// Where, when and by which gpulab the program was watched.
     pub recorded: &'a super::Provenance,
@@ -42,7 +42,8 @@ pub struct OutOfMemory<'a> {
 }
 
 /// The process of a program of many that ran out first.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FirstToRunOut {
     pub pid: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,7 +51,8 @@ pub struct FirstToRunOut {
 }
 
 /// The first call refused for want of memory, and the memory at that moment.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WatchRanOut {
     pub api: String,
     /// What the driver returned (`CUDA_ERROR_OUT_OF_MEMORY`).
@@ -102,7 +104,8 @@ pub struct WatchRanOut {
 
 /// What the objects and reserves of a program held at a moment without a
 /// reading of its memory: no total, so nothing is unexplained or explained.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KnownShares {
     /// Objects it held whose size their making call said, less what its
     /// frameworks' allocators kept cached in them.
@@ -118,7 +121,8 @@ pub struct KnownShares {
 }
 
 /// A process outside the program that held device memory.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OtherProcessReport {
     pub pid: u32,
     /// Its name, where gpulab's host could read it.

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
@@ -17,7 +16,8 @@ use crate::trace::Rank;
 use crate::units::mib;
 
 /// One process of the program that held memory on a GPU or said its rank.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RankReport {
     pub pid: u32,
     pub parent_pid: u32,
@@ -56,7 +56,8 @@ pub struct RankReport {
 
 /// A process at one moment: NVML's bytes of it on each GPU, and what its own
 /// objects held then.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MomentReport {
     /// ms in the run.
     pub t_ms: f64,
@@ -77,14 +78,16 @@ pub struct MomentReport {
     pub outside_objects_bytes: i64,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OnGpu {
     pub gpu: u32,
     pub bytes: u64,
 }
 
 /// A process's first refused call.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RankRanOut {
     pub api: String,
     pub status: String,
@@ -100,7 +103,8 @@ pub struct RankRanOut {
 }
 
 /// A GPU of the host, as the watch read it.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GpuReport {
     /// NVML's index.
     pub index: u32,

@@ -4,7 +4,6 @@
 //! at the allocator's highest look, with each line's change since the first
 //! look, and as it refused.
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::frameworks::{AliveAtHighest, AliveTaking};
@@ -14,7 +13,8 @@ use crate::units::mib;
 use super::format::FRAME_WIDTH;
 
 /// A framework's live tensors at one look, by line.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TensorsByLine {
     /// When the hook's look began, from the program's start.
     pub t_ms: f64,
@@ -42,14 +42,16 @@ pub struct TensorsByLine {
 }
 
 /// Tensors of lines summed rather than listed.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OtherTensors {
     pub tensors: u64,
     pub bytes: u64,
 }
 
 /// Live tensors one line allocated.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TensorsAtLine {
     /// The innermost frame of the program's own code that allocated them:
     /// its file, line and function. All three are absent for the tensors no

@@ -4,14 +4,14 @@
 //! an `--until-failure` run went on until. Nothing here knows which codes are
 //! sticky: the calls say so, so a replay finds the same.
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::Run;
 use crate::trace::{Call, CallStatus, EndStatus};
 
 /// Why the failure is the run's point rather than its breakdown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
     /// A line marked `# expect-error` returned an error.
@@ -21,7 +21,8 @@ pub enum FindingKind {
 }
 
 /// A failure the lab (or the user) went looking for.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Finding {
     pub kind: FindingKind,
     pub line: u32,

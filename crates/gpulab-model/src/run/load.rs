@@ -4,13 +4,13 @@
 //! kernel also ran far from the time asked, the claims that read a time are
 //! inconclusive for it (`crate::verdict::off_time`).
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::trace::HostLoad;
 
 /// The host's load during a run, as the reports and the dashboard state it.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Load {
     /// The highest 1-minute load average read during the run.
     pub load_avg: f64,

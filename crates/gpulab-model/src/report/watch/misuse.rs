@@ -4,7 +4,6 @@
 
 use std::fmt::Write as _;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
@@ -14,7 +13,8 @@ use crate::trace::{Frame, MisuseKind, ObjKind};
 use crate::report::format::FRAME_WIDTH;
 
 /// One call that named an object the program had released.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MisuseRow {
     pub what: MisuseKind,
     /// The call, as the agent hooked it (`clEnqueueReadBuffer`).

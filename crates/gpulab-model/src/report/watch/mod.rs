@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::owners::Owner;
@@ -38,7 +37,8 @@ use findings::{
 };
 pub use misuse::MisuseRow;
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WatchReport {
     /// Where, when and by which gpulab the program was watched.
     pub recorded: super::Provenance,
@@ -128,7 +128,8 @@ pub struct WatchReport {
 }
 
 /// Frees of memory no agent saw made.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FreedUnseen {
     /// How many (`cuMemFree`, `cuMemFreeAsync`).
     pub count: u64,
@@ -162,7 +163,8 @@ impl FreedUnseen {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProcessReport {
     pub pid: u32,
     pub parent_pid: u32,
@@ -210,7 +212,8 @@ impl ProcessReport {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KindReport {
     pub kind: ObjKind,
     pub created: u64,
@@ -221,7 +224,8 @@ pub struct KindReport {
     pub peak_alive: u64,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AliveGroup {
     pub kind: ObjKind,
     pub count: u64,
@@ -281,7 +285,8 @@ impl AliveGroup {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HeldObject {
     pub id: u64,
     pub kind: ObjKind,
@@ -300,7 +305,8 @@ pub struct HeldObject {
 
 /// Objects the driver holds after their release that are alike: one kind,
 /// pinned by the same chain of kinds, made by the same call from one place.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HeldGroup {
     pub kind: ObjKind,
     pub count: u64,
@@ -367,7 +373,8 @@ impl HeldGroup {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HeldReserve {
     pub bytes: u64,
     /// The other objects of the measurement (`queue #2`), if any.
@@ -439,7 +446,8 @@ impl HeldObject {
 /// An agent's read of the device taken as the program's memory: the device's
 /// free memory (`cuMemGetInfo`) around `api`, less what the rest of the
 /// device held at NVML's latest sample that listed the program.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PeakRead {
     pub api: String,
     /// `before` or `after` the call.
@@ -464,7 +472,8 @@ impl PeakRead {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Outlived {
     pub kind: ObjKind,
     pub count: u64,

@@ -3,7 +3,6 @@
 //! scaled to the calls it saw, beside the program's time inside those calls,
 //! and whether every record arrived. Every figure is the run's own.
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::run::Run;
@@ -12,7 +11,8 @@ use crate::trace::Observed;
 use super::ProcessReport;
 
 /// What observing cost the program.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ObserverCost {
     /// Calls the agents recorded, and the kernel launches among them.
     pub calls: u64,
