@@ -270,18 +270,6 @@ pub(crate) fn gpus(run: &Run, refusals: &[Refusal]) -> Vec<u32> {
     used
 }
 
-/// The program's processes in colour order: by rank, then pid.
-pub(crate) fn process_order(ranks: &Ranks) -> Vec<u32> {
-    let mut pids: Vec<(u32, u32)> = ranks
-        .members
-        .values()
-        .filter(|m| !m.gpus_used.is_empty())
-        .map(|m| (m.rank.as_ref().map_or(u32::MAX, |r| r.rank), m.pid))
-        .collect();
-    pids.sort_unstable();
-    pids.into_iter().map(|(_, pid)| pid).collect()
-}
-
 /// A process as a legend names it: `rank 1 (pid 937)`.
 pub(crate) fn process_name(ranks: &Ranks, pid: u32) -> String {
     match ranks.members.get(&pid).and_then(|m| m.rank.as_ref()) {
@@ -306,7 +294,7 @@ pub(crate) fn gpu_panel(out: &mut String, run: &Run, gpu: u32, plot: &Plot, y_ma
         return;
     };
     let y = |mib: f64| plot.bottom - (mib / y_max).clamp(0.0, 1.0) * (plot.bottom - plot.top);
-    let order = process_order(ranks);
+    let order = ranks.colour_order();
     let on: Vec<(usize, u32)> = order
         .iter()
         .copied()

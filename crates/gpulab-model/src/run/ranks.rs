@@ -132,6 +132,19 @@ impl GpuLane {
 }
 
 impl Ranks {
+    /// The processes that used a GPU in the order their colours go, in the
+    /// dashboard and the exports alike: by rank, then pid.
+    pub fn colour_order(&self) -> Vec<u32> {
+        let mut pids: Vec<(u32, u32)> = self
+            .members
+            .values()
+            .filter(|m| !m.gpus_used.is_empty())
+            .map(|m| (m.rank.as_ref().map_or(u32::MAX, |r| r.rank), m.pid))
+            .collect();
+        pids.sort_unstable();
+        pids.into_iter().map(|(_, pid)| pid).collect()
+    }
+
     /// The GPUs of a stream's `meta`.
     pub fn start(&mut self, gpus: &[GpuMeta]) {
         self.gpus = gpus

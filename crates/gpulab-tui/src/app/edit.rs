@@ -127,7 +127,7 @@ impl App {
             return;
         };
         let ranks = &run.run.ranks();
-        let order = crate::panels::gpus::order(ranks);
+        let order = ranks.colour_order();
         if order.len() < 2 {
             self.rank = None;
             self.message = Some(

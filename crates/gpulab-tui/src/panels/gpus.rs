@@ -33,18 +33,6 @@ pub fn wanted(ranks: &Ranks) -> bool {
     ranks.spread() || on_gpus > 1
 }
 
-/// The processes in the order their colours go: by rank, then pid.
-pub fn order(ranks: &Ranks) -> Vec<u32> {
-    let mut pids: Vec<(u32, u32)> = ranks
-        .members
-        .values()
-        .filter(|m| !m.gpus_used.is_empty())
-        .map(|m| (m.rank.as_ref().map_or(u32::MAX, |r| r.rank), m.pid))
-        .collect();
-    pids.sort_unstable();
-    pids.into_iter().map(|(_, pid)| pid).collect()
-}
-
 /// `r1` for rank 1, the pid outside a job.
 pub fn short_name(ranks: &Ranks, pid: u32) -> String {
     match ranks.members.get(&pid).and_then(|m| m.rank.as_ref()) {
@@ -71,7 +59,7 @@ impl Lanes<'_> {
         if lanes.is_empty() || inner.height < LANE_ROWS {
             return;
         }
-        let order = order(ranks);
+        let order = ranks.colour_order();
         // One scale for every lane: the GPUs side by side compare.
         let hi = lanes
             .iter()

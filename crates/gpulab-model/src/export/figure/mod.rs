@@ -208,27 +208,31 @@ fn draw_run(out: &mut String, d: &Decimated, top: f64, height: f64, shared: &Sha
     draw_claims(out, d, shared, ticks_y);
 }
 
+/// One memory tick: its grid line across the plot at `y`, and `mib` beside it.
+pub(super) fn memory_tick(out: &mut String, y: f64, mib: f64, size: f64) {
+    let _ = write!(
+        out,
+        r##"<line x1="{LEFT}" y1="{y:.1}" x2="{right}" y2="{y:.1}" stroke="#e4e4e4"/>"##,
+        right = W - RIGHT
+    );
+    text(
+        out,
+        LEFT - 10.0,
+        y + size / 3.0,
+        size,
+        "end",
+        "#333333",
+        &tick_label(mib),
+    );
+}
+
 /// Grid, axes and tick labels.
 fn draw_grid(out: &mut String, d: &Decimated, shared: &Shared, at: &Place) {
     let (axis, y_max, s, run) = (&shared.axis, shared.y_max, &shared.sizes, &d.run);
     let y = |mib: f64| at.y(mib, y_max);
     let (plot_top, plot_bottom, lanes_bottom) = (at.plot_top, at.plot_bottom, at.lanes_bottom);
     for v in ticks(y_max) {
-        let _ = write!(
-            out,
-            r##"<line x1="{LEFT}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#e4e4e4"/>"##,
-            y(v),
-            W - RIGHT
-        );
-        text(
-            out,
-            LEFT - 10.0,
-            y(v) + s.text / 3.0,
-            s.text,
-            "end",
-            "#333333",
-            &tick_label(v),
-        );
+        memory_tick(out, y(v), v, s.text);
     }
     let watched = run.meta().is_some_and(|m| m.watch.is_some());
     let source = match (run.meta().map(|m| m.device.memory_source), watched) {

@@ -6,9 +6,9 @@
 
 use std::fmt::Write;
 
-use super::{CHAR_WIDTH, Decimated, LEFT, Place, RIGHT, Shared, W, text};
+use super::{CHAR_WIDTH, Decimated, LEFT, Place, RIGHT, Shared, W};
 use crate::export::program::{self, Plot, Refusal};
-use crate::export::svg::{esc, tick_label, ticks};
+use crate::export::svg::{esc, ticks};
 
 /// Lines a title is drawn in, at most.
 const TITLE_LINES: usize = 2;
@@ -16,25 +16,11 @@ const TITLE_LINES: usize = 2;
 /// `full` in lines of at most `width` at `size`, broken between words; past
 /// [`TITLE_LINES`] the last is shortened at a word and ends in `…` (the
 /// figure keeps the whole title in a `<title>`). A word longer than a line
-/// is cut where the line ends.
+/// is broken where the line ends, as a claim's is ([`super::claims::wrap`]).
 pub(super) fn title_lines(full: &str, width: f64, size: f64) -> Vec<String> {
     let max = ((width / (size * CHAR_WIDTH)).floor() as usize).max(8);
-    let mut lines: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    for word in full.split_whitespace() {
-        let word: String = word.chars().take(max).collect();
-        let n = cur.chars().count();
-        if n > 0 && n + 1 + word.chars().count() > max {
-            lines.push(std::mem::take(&mut cur));
-        }
-        if !cur.is_empty() {
-            cur.push(' ');
-        }
-        cur.push_str(&word);
-    }
-    if !cur.is_empty() {
-        lines.push(cur);
-    }
+    let words = full.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut lines = super::claims::wrap(&words, max);
     if lines.len() > TITLE_LINES {
         let rest = lines.split_off(TITLE_LINES - 1).join(" ");
         let mut last = String::new();
@@ -95,21 +81,7 @@ pub(super) fn draw_gpus(
         let room = (p.bottom - p.top) / (s.text * 1.4);
         let step = (ticks(y_max).len() as f64 / room.max(1.0)).ceil().max(1.0) as usize;
         for v in ticks(y_max).into_iter().step_by(step) {
-            let _ = write!(
-                out,
-                r##"<line x1="{LEFT}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#e4e4e4"/>"##,
-                y(v),
-                W - RIGHT
-            );
-            text(
-                out,
-                LEFT - 10.0,
-                y(v) + s.text / 3.0,
-                s.text,
-                "end",
-                "#333333",
-                &tick_label(v),
-            );
+            super::memory_tick(out, y(v), v, s.text);
         }
         for ms in ticks(shared.axis.t_max) {
             let x = shared.axis.x(ms);

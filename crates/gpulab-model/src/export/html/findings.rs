@@ -104,7 +104,7 @@ pub(super) fn legend(run: &Run, f: &Findings) -> String {
     if !f.gpus.is_empty() {
         items.push("<span>under it, each process's own bytes:</span>".to_string());
         let ranks = run.ranks();
-        for (i, pid) in program::process_order(ranks).into_iter().enumerate() {
+        for (i, pid) in ranks.colour_order().into_iter().enumerate() {
             let fill = program::PROCESSES[i % program::PROCESSES.len()];
             items.push(swatch(fill, &program::process_name(ranks, pid)));
         }
