@@ -753,8 +753,8 @@ fn a_watched_programs_objects_fill_the_left_column() {
 }
 
 /// PgDn stops where the verdict panel's last line reaches its bottom, as a
-/// pager does: it scrolled on past the end, and PgUp then took as many
-/// presses to come back. The last page stays in view.
+/// pager does (at the next frame): it scrolled on past the end, and PgUp
+/// then took as many presses to come back. The last page stays in view.
 #[test]
 fn pgdn_stops_at_the_end_of_the_verdict_panel() {
     let mut a = app();
@@ -768,8 +768,8 @@ fn pgdn_stops_at_the_end_of_the_verdict_panel() {
     for _ in 0..500 {
         key(&mut a, KeyCode::PageDown);
     }
-    assert_eq!(a.verdict_scroll, end);
     let last = screen(&mut a, 80, 24);
+    assert_eq!(a.verdict_scroll, end);
     key(&mut a, KeyCode::PageUp);
     assert!(a.verdict_scroll < end);
     assert_ne!(screen(&mut a, 80, 24), last, "one PgUp moves the text back");

@@ -127,6 +127,13 @@ pub fn draw<B: Backend>(terminal: &mut Terminal<B>, app: &mut App) -> Result<(),
     }
     // What the panels read is made here, once a frame; they draw with `&self`.
     app.refresh_findings();
+    // PgDn stops where the verdicts' last line reaches the panel's bottom, as
+    // a pager does: PgUp then moves the text at once.
+    if app.verdict_scroll > 0 {
+        app.verdict_scroll = app
+            .verdict_scroll
+            .min(crate::screen::verdict_scroll_max(app));
+    }
     terminal.draw(|f| f.render_widget(&Dashboard { app }, f.area()))?;
     app.dirty = false;
     app.streamed = false;

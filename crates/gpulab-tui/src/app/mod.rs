@@ -705,10 +705,9 @@ impl App {
                 }
             }
             Panel::Script => self.script_scroll = apply(self.script_scroll),
-            Panel::Verdict => {
-                self.verdict_scroll =
-                    apply(self.verdict_scroll).min(crate::screen::verdict_scroll_max(self));
-            }
+            // Stopped at the text's end when the frame is drawn
+            // ([`crate::event_loop::draw`]): the layout knows its length.
+            Panel::Verdict => self.verdict_scroll = apply(self.verdict_scroll),
             _ => {}
         }
         self.dirty = true;

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use super::chart::{self, AXIS, LEFT, TOP, TimeAxis, WIDTH};
+use super::axis::{self, AXIS, LEFT, TOP, TimeAxis, WIDTH};
 use crate::export::decimate::Decimated;
 use crate::export::program::{self, Refusal};
 use crate::export::svg::{esc, tick_label, ticks};
@@ -165,7 +165,7 @@ pub(super) fn gpu_charts(d: &Decimated, axis: &TimeAxis, f: &Findings) -> String
         let label_top = (i == 0).then_some(TOP);
         program::refusal_marks(&mut out, &f.refusals, &plot, label_top, SIZE);
         axis.draw(&mut out, bottom);
-        chart::cursor(&mut out, top, bottom);
+        axis::cursor(&mut out, top, bottom);
         out.push_str("</svg>");
     }
     out

@@ -10,6 +10,7 @@
 //! per-line and per-API folds, so a page of a million calls costs what one of
 //! ten thousand does. Renders to a string; never prints.
 
+mod axis;
 mod chart;
 mod compare;
 mod findings;
@@ -27,7 +28,7 @@ use crate::run::Run;
 use crate::teaching::Inline;
 use crate::trace::{ClaimVerdict, Event, Tone};
 use crate::units::{MIB_F64 as MIB, mib, signed_mib};
-use chart::TimeAxis;
+use axis::TimeAxis;
 use findings::Findings;
 use gpulab_lab::Teaching;
 
@@ -124,7 +125,7 @@ impl Page {
     {
         let outline = Outline::of(&recording)?;
         let axis = TimeAxis::of(&outline);
-        let drawn = Decimated::fold(&recording, &outline, chart::COLUMNS, |t| axis.x(t))?;
+        let drawn = Decimated::fold(&recording, &outline, axis::COLUMNS, |t| axis.x(t))?;
         Ok(Page { axis, drawn })
     }
 
@@ -147,8 +148,8 @@ impl Page {
         let (oa, ob) = (Outline::of(a)?, Outline::of(b)?);
         let axes = TimeAxis::shared(&[&oa, &ob]);
         let (xa, xb) = (axes[0], axes[1]);
-        let da = Decimated::fold(a, &oa, chart::COLUMNS, |t| xa.x(t))?;
-        let db = Decimated::fold(b, &ob, chart::COLUMNS, |t| xb.x(t))?;
+        let da = Decimated::fold(a, &oa, axis::COLUMNS, |t| xa.x(t))?;
+        let db = Decimated::fold(b, &ob, axis::COLUMNS, |t| xb.x(t))?;
         Ok((
             Page {
                 axis: xa,
@@ -258,7 +259,7 @@ fn charts(out: &mut String, runs: &[(&Decimated, &TimeAxis, &str)]) {
     let _ = writeln!(
         out,
         r#"<div class="view" {}><div>"#,
-        chart::view_attributes(axis)
+        axis::view_attributes(axis)
     );
     for (drawn, axis, name) in runs {
         let _ = writeln!(out, r#"<div class="run" data-name="{}">"#, esc(name));
@@ -568,9 +569,9 @@ mod tests {
         let page = page_of(&events);
         let html = page.html(Extras::default());
         let bars = html.matches("<rect class=\"host").count();
-        assert!((1..=chart::COLUMNS).contains(&bars), "{bars} host bars");
+        assert!((1..=axis::COLUMNS).contains(&bars), "{bars} host bars");
         let dots = html.matches("<circle class=\"call").count();
-        assert!((1..=chart::COLUMNS).contains(&dots), "{dots} dots");
+        assert!((1..=axis::COLUMNS).contains(&dots), "{dots} dots");
         let counted: u64 = html
             .split("<rect class=\"host")
             .skip(1)
