@@ -272,6 +272,29 @@ fn a_watched_programs_recording_shows_its_calls_and_what_it_holds() {
     insta::assert_snapshot!("watch_forgotten_160x48", s);
 }
 
+/// The misuses of a watched program are in its panel as in its report: each
+/// call, what it named and where it was made (`misuse.c` on PoCL: a read of a
+/// released buffer, the buffer set as an argument, a wait on a released
+/// event). The dashboard showed none of them.
+#[test]
+fn a_watched_programs_misuses_are_in_its_panel() {
+    let mut a = app();
+    a.add_recording(std::path::PathBuf::from(
+        "tests/fixtures/corpus-pocl/misuse-c.jsonl",
+    ));
+    open(&mut a, "misuse-c", false);
+    let s = screen(&mut a, 200, 60);
+    assert!(
+        s.contains("misuse: use after release: clEnqueueReadBuffer named buffer"),
+        "{s}"
+    );
+    assert!(s.contains("at main (/"), "{s}");
+    assert!(
+        s.contains("misuse: use after release: clEnqueueBarrierWithWaitList named event"),
+        "{s}"
+    );
+}
+
 /// A Python program the driver refused (CuPy on the H200, issue #48): the
 /// findings lead with the refused call, the script's line that asked, and
 /// what the process held then by the line that made it.

@@ -197,6 +197,7 @@ impl VerdictPanel<'_> {
                 held(&mut out);
             }
         }
+        out.extend(misuse_lines(r, &shown, t));
         if let Some(h) = r.holders.as_ref().and_then(|h| h.at_exit.as_ref()) {
             out.push(holders_line(h, ended, t));
         }
@@ -557,6 +558,33 @@ impl VerdictPanel<'_> {
 fn rows_past(text: &Paragraph<'_>, area: Rect) -> u16 {
     let rows = text.line_count(area.width);
     u16::try_from(rows.saturating_sub(usize::from(area.height))).unwrap_or(u16::MAX)
+}
+
+/// Misuses shown in the panel; the report lists them all.
+const MISUSES_SHOWN: usize = 5;
+
+/// The calls that named what the program had given up, as the report says
+/// them: the first few, each with where it was made (its first two frames),
+/// and how many more.
+fn misuse_lines(r: &WatchReport, shown: &dyn Fn(u32) -> bool, t: Theme) -> Vec<Line<'static>> {
+    let rows: Vec<_> = r.misuse.iter().filter(|m| shown(m.pid)).collect();
+    let mut out = Vec::new();
+    for m in rows.iter().take(MISUSES_SHOWN) {
+        out.push(Line::styled(format!("misuse: {}", m.headline()), t.bad()));
+        for f in m.backtrace.iter().take(2) {
+            out.push(Line::styled(format!("  at {}", f.describe()), t.dim()));
+        }
+    }
+    // Rows the report kept past those shown, and any past what it keeps.
+    let more = (rows.len().saturating_sub(MISUSES_SHOWN) as u64)
+        + r.misuse_count.saturating_sub(r.misuse.len() as u64);
+    if more > 0 {
+        out.push(Line::styled(
+            format!("… and {more} more misuse(s): the report lists them"),
+            t.dim(),
+        ));
+    }
+    out
 }
 
 /// What the driver still holds after the program released it: a line for each
