@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use crate::export::outline::Outline;
 use crate::export::program::Plot;
-use crate::export::svg::{tick_label, ticks};
+use crate::export::svg::{esc, tick_label, ticks};
 
 /// Drawing units of the view box; the page scales it to its width.
 pub(super) const WIDTH: f64 = 1000.0;
@@ -113,4 +113,27 @@ pub(super) fn view_attributes(axis: &TimeAxis) -> String {
         axis.span_ms,
         WIDTH - LEFT - RIGHT
     )
+}
+
+/// One memory tick of a chart: its grid line across the plot at `y`, and
+/// `mib` left of it.
+pub(super) fn memory_tick(out: &mut String, y: f64, mib: f64) {
+    let _ = write!(
+        out,
+        r#"<line class="grid" x1="{LEFT}" y1="{y:.1}" x2="{right}" y2="{y:.1}"/><text class="tick" x="{label}" y="{at:.1}" text-anchor="end">{tick}</text>"#,
+        right = WIDTH - RIGHT,
+        label = LEFT - 8.0,
+        at = y + 5.0,
+        tick = tick_label(mib)
+    );
+}
+
+/// A memory chart's unit, upright along its left edge between `top` and `bottom`.
+pub(super) fn memory_label(out: &mut String, top: f64, bottom: f64, unit: &str) {
+    let _ = write!(
+        out,
+        r#"<text class="desc" x="14" y="{0:.1}" transform="rotate(-90 14 {0:.1})" text-anchor="middle">{1}</text>"#,
+        (top + bottom) / 2.0,
+        esc(unit)
+    );
 }

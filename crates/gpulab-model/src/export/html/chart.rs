@@ -8,11 +8,11 @@
 
 use std::fmt::Write;
 
-use super::axis::{AXIS, LEFT, RIGHT, TOP, TimeAxis, WIDTH, cursor};
+use super::axis::{self, AXIS, LEFT, TOP, TimeAxis, WIDTH, cursor};
 use super::findings::{self, Findings};
 use crate::export::decimate::{Decimated, MIN_BAR, Mark};
 use crate::export::program::{self, Refusal};
-use crate::export::svg::{esc, lane_label, merged_title, tick_label, ticks};
+use crate::export::svg::{esc, lane_label, merged_title, ticks};
 use crate::report::fmt_delta;
 use crate::run::Run;
 use crate::trace::{Call, CallStatus, DeviceSpan};
@@ -108,22 +108,9 @@ pub(super) fn memory(d: &Decimated, axis: &TimeAxis, unit_label: &str, f: &Findi
         r#"<svg class="chart memory-chart" viewBox="0 0 {WIDTH} {height}" data-top="{top}" data-bottom="{bottom}" data-max="{y_max}" role="img" aria-label="memory above baseline over time">"#
     );
     for v in ticks(y_max) {
-        let _ = write!(
-            out,
-            r#"<line class="grid" x1="{LEFT}" y1="{0:.1}" x2="{1}" y2="{0:.1}"/><text class="tick" x="{2}" y="{3:.1}" text-anchor="end">{4}</text>"#,
-            y(v),
-            WIDTH - RIGHT,
-            LEFT - 8.0,
-            y(v) + 5.0,
-            tick_label(v)
-        );
+        axis::memory_tick(&mut out, y(v), v);
     }
-    let _ = write!(
-        out,
-        r#"<text class="desc" x="14" y="{0:.1}" transform="rotate(-90 14 {0:.1})" text-anchor="middle">{1}</text>"#,
-        (top + bottom) / 2.0,
-        esc(unit_label)
-    );
+    axis::memory_label(&mut out, top, bottom, unit_label);
     let plot = axis.plot(top, bottom);
     if f.shares {
         // A share past the top of the curve's scale stops at its top.

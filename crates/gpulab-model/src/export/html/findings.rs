@@ -7,10 +7,10 @@
 
 use std::fmt::Write;
 
-use super::axis::{self, AXIS, LEFT, TOP, TimeAxis, WIDTH};
+use super::axis::{self, AXIS, TOP, TimeAxis, WIDTH};
 use crate::export::decimate::Decimated;
 use crate::export::program::{self, Refusal};
-use crate::export::svg::{esc, tick_label, ticks};
+use crate::export::svg::{esc, ticks};
 use crate::run::Run;
 
 /// The charts' text size, in drawing units (the `.tick` class's 13px).
@@ -146,21 +146,9 @@ pub(super) fn gpu_charts(d: &Decimated, axis: &TimeAxis, f: &Findings) -> String
             r#"<svg class="chart memory-chart gpu-chart" viewBox="0 0 {WIDTH} {height}" data-top="{top}" data-bottom="{bottom}" data-max="{y_max}" data-name="GPU {gpu}" role="img" aria-label="memory in use on GPU {gpu} over time, by process">"#
         );
         for v in ticks(y_max) {
-            let _ = write!(
-                out,
-                r#"<line class="grid" x1="{LEFT}" y1="{0:.1}" x2="{1}" y2="{0:.1}"/><text class="tick" x="{2}" y="{3:.1}" text-anchor="end">{4}</text>"#,
-                y(v),
-                plot.right,
-                LEFT - 8.0,
-                y(v) + 5.0,
-                tick_label(v)
-            );
+            axis::memory_tick(&mut out, y(v), v);
         }
-        let _ = write!(
-            out,
-            r#"<text class="desc" x="14" y="{0:.1}" transform="rotate(-90 14 {0:.1})" text-anchor="middle">MiB above baseline</text>"#,
-            (top + bottom) / 2.0
-        );
+        axis::memory_label(&mut out, top, bottom, "MiB above baseline");
         program::gpu_panel(&mut out, run, *gpu, &plot, y_max, SIZE);
         let label_top = (i == 0).then_some(TOP);
         program::refusal_marks(&mut out, &f.refusals, &plot, label_top, SIZE);
