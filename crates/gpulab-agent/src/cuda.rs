@@ -115,6 +115,9 @@ enum Role {
     /// its kernels' attributes at start-up, loading 190 MiB of code with no
     /// launch).
     Load { handle_at: usize },
+    /// Read for the streams' order only ([`crate::cuda_order::ORDER_ONLY`]):
+    /// not on the timeline.
+    Order,
 }
 
 /// Where a launch names its stream.
@@ -137,7 +140,7 @@ enum Size {
 }
 
 use ObjKind::{Buffer, Event, HostBuffer, Program, Stream};
-use Role::{Call, Free, Launch, Load, Make};
+use Role::{Call, Free, Launch, Load, Make, Order};
 
 /// The driver calls the agent enables, by the name CUPTI gives them. A creating
 /// or freeing call names its exact version (parameters differ between versions);
@@ -438,8 +441,14 @@ fn hook_for(name: &str) -> Option<(&'static str, Role)> {
         WATCHED
             .iter()
             .find(|(n, e)| *n == unversioned && matches!(e, Call | Launch { .. }))
-    })?;
-    Some((unversioned_name(found.0), found.1))
+    });
+    match found {
+        Some(found) => Some((unversioned_name(found.0), found.1)),
+        None => crate::cuda_order::ORDER_ONLY
+            .iter()
+            .find(|n| **n == unversioned)
+            .map(|n| (*n, Order)),
+    }
 }
 
 /// Whether the agent hooks the driver call CUPTI names `api` (unversioned).
@@ -805,6 +814,10 @@ unsafe extern "C" fn on_cupti(_user: *mut c_void, domain: u32, cbid: u32, data: 
 /// `data` is CUPTI's for this call: its parameter block has the layout of the
 /// hooked function's parameters, and at exit its out-parameters are written.
 unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
+    if hook.role == Order {
+        // SAFETY: the caller's contract.
+        return unsafe { order_only(hook, data) };
+    }
     if data.site == API_ENTER {
         MADE_CONTEXT.set(None);
         let params = data.params.cast::<usize>();
@@ -880,6 +893,8 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         // SAFETY: the caller's contract; `role` matches this function.
         unsafe { apply(hook.api, hook.role, params, data.context) }
     };
+    // SAFETY: the caller's contract: this function's parameter block.
+    unsafe { crate::cuda_order::at_return(hook.api, params, object, status) };
     let object = object.or_else(|| MADE_CONTEXT.take());
     crate::cuda_misuse::at_return(status);
     let freed_unseen = FREED_UNSEEN.take();
@@ -918,6 +933,21 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         // SAFETY: the caller's contract: a launch's parameter block.
         let stream = unsafe { launch_stream(params, stream_at) };
         launched(data.correlation_id, seq, begin, stream);
+    }
+}
+
+/// A call read for the streams' order only, at its return.
+///
+/// # Safety
+/// As [`driver_call`].
+unsafe fn order_only(hook: &Hook, data: &CallbackData) {
+    if data.site != API_ENTER && !data.return_value.is_null() {
+        // SAFETY: a driver call returns a CUresult; the block is this
+        // function's.
+        unsafe {
+            let status = *data.return_value.cast::<i32>();
+            crate::cuda_order::at_return(hook.api, data.params.cast(), None, status);
+        }
     }
 }
 
@@ -1318,7 +1348,7 @@ fn current_device() -> Option<i32> {
 /// A function of the loaded CUDA driver, or null. The driver is loaded (it
 /// loaded the agent), often privately (the runtime opens it RTLD_LOCAL): this
 /// asks for its handle, never loads it.
-fn driver_symbol(name: &CStr) -> *mut c_void {
+pub(crate) fn driver_symbol(name: &CStr) -> *mut c_void {
     // SAFETY: RTLD_NOLOAD only looks among the loaded libraries.
     let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW) };
     let scope = if lib.is_null() {
@@ -1443,7 +1473,7 @@ unsafe fn apply(api: &str, role: Role, params: *const usize, context: *mut c_voi
             }
             released
         }
-        Call | Launch { .. } | Load { .. } => None,
+        Call | Launch { .. } | Load { .. } | Order => None,
     }
 }
 

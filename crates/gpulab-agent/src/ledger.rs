@@ -125,8 +125,20 @@ fn with<R>(f: impl FnOnce(&mut HashMap<Key, Entry>) -> R) -> R {
             g.by_handle.clear();
             g.order.clear();
         });
+        *ORDER.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
     f(objects)
+}
+
+static ORDER: Mutex<Option<crate::stream_order::Order>> = Mutex::new(None);
+
+/// The streams' order ([`crate::stream_order`]), under the ledger's lock
+/// (taken first, always in this order), so a fork never leaves it held.
+pub fn with_order<R>(f: impl FnOnce(&mut crate::stream_order::Order) -> R) -> R {
+    with(|_| {
+        let mut guard = ORDER.lock().unwrap_or_else(|e| e.into_inner());
+        f(guard.get_or_insert_with(Default::default))
+    })
 }
 
 /// Ids carry the process id in their upper half, so the objects of a program's

@@ -4,7 +4,7 @@
 use gpulab_events::wire::{CallRecord, ObjectRecord};
 use gpulab_events::{
     AgentEvent, AgentState, CudaMemory, DeviceRead, DeviceSpan, Event, Frame, Framework,
-    FrameworkEvent, FrameworkSaid, Misuse, MisuseKind, ObjKind, ReadSide, Refusal, Stack,
+    FrameworkEvent, FrameworkSaid, Misuse, MisuseKind, ObjKind, ReadSide, Refusal, Stack, UnorderedUse,
 };
 
 use crate::clock::now_ns;
@@ -68,6 +68,8 @@ pub enum Record {
         /// The call's stacks; its id is set once they are named.
         stack: Option<crate::stack::Captured>,
         stack_id: Option<u64>,
+        /// An unordered free's use ([`MisuseKind::UnorderedFree`]).
+        after: Option<UnorderedUse>,
     },
 }
 
@@ -190,6 +192,7 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             object,
             kind,
             stack_id,
+            after,
             ..
         } => Event::Misuse(Misuse {
             t_ns: *t_ns,
@@ -200,6 +203,7 @@ pub fn to_event(record: &Record, pid: u32, parent_pid: u32) -> Event {
             object: *object,
             kind: *kind,
             stack: *stack_id,
+            after: after.clone(),
         }),
         Record::Agent { api, state } => Event::Agent(AgentEvent {
             t_ns: now_ns(),

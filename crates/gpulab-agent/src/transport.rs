@@ -582,6 +582,27 @@ pub fn misused_now(api: &'static str, what: MisuseKind, object: u64, kind: ObjKi
         kind,
         stack: crate::stack::capture_misuse(),
         stack_id: None,
+        after: None,
+    });
+}
+
+/// A stream-ordered free not ordered after a use on another stream
+/// ([`MisuseKind::UnorderedFree`]), found as the free returns: sent now, so
+/// the use goes with it; the free's own record follows.
+pub fn unordered_free(api: &'static str, object: u64, after: gpulab_events::UnorderedUse) {
+    if quiet() {
+        return;
+    }
+    send(Record::Misuse {
+        t_ns: now_ns(),
+        thread: thread_id(),
+        api,
+        what: MisuseKind::UnorderedFree,
+        object,
+        kind: ObjKind::Buffer,
+        stack: crate::stack::capture_misuse(),
+        stack_id: None,
+        after: Some(after),
     });
 }
 
@@ -602,6 +623,7 @@ fn send_misuse(
         kind,
         stack,
         stack_id: None,
+        after: None,
     });
 }
 
@@ -746,6 +768,7 @@ pub fn call_measured(
             kind,
             stack,
             stack_id: None,
+            after: None,
         });
     }
     let seq = next_seq();

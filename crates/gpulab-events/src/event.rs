@@ -758,6 +758,12 @@ pub enum MisuseKind {
     /// made (`cudaMallocAsync`): allowed, but it waits for the device where
     /// `cudaFreeAsync` would not. The object was still the program's.
     SyncFreeOfStreamOrdered,
+    /// A stream-ordered free (`cudaFreeAsync`) on one stream of memory a
+    /// call on another stream used, with nothing the agent saw ordering the
+    /// use before the free (an event recorded after the use and waited by
+    /// the freeing stream, the host waiting for it): the memory may be freed
+    /// while the use runs. The use is the misuse's `after`.
+    UnorderedFree,
 }
 
 impl MisuseKind {
@@ -768,6 +774,7 @@ impl MisuseKind {
             MisuseKind::DoubleRelease => "double_release",
             MisuseKind::RetainAfterRelease => "retain_after_release",
             MisuseKind::SyncFreeOfStreamOrdered => "sync_free_of_stream_ordered",
+            MisuseKind::UnorderedFree => "unordered_free",
         }
     }
 
@@ -777,6 +784,7 @@ impl MisuseKind {
             MisuseKind::DoubleRelease => "release after release",
             MisuseKind::RetainAfterRelease => "retain after release",
             MisuseKind::SyncFreeOfStreamOrdered => "synchronous free of stream-ordered memory",
+            MisuseKind::UnorderedFree => "free not ordered after a use on another stream",
         }
     }
 }
@@ -799,6 +807,22 @@ pub struct Misuse {
     /// The call's stack (`--backtrace`), as a [`Stack`]'s id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<u64>,
+    /// [`MisuseKind::UnorderedFree`]: the use the free is not ordered after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<UnorderedUse>,
+}
+
+/// A use of memory on one stream that a free on another is not ordered
+/// after ([`MisuseKind::UnorderedFree`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnorderedUse {
+    /// The call that used it (`cuLaunchKernel`, `cuMemAllocAsync`).
+    pub api: crate::api::CallName,
+    /// The stream it used it on, by the stream's ledger id; absent for a
+    /// default stream or one the agent did not see made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u64>,
 }
 
 /// One return address of a [`Stack`], as the process had it mapped.
@@ -1405,6 +1429,7 @@ mod tests {
             MisuseKind::DoubleRelease,
             MisuseKind::RetainAfterRelease,
             MisuseKind::SyncFreeOfStreamOrdered,
+            MisuseKind::UnorderedFree,
         ] {
             let json = serde_json::to_string(&what).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", what.name()));

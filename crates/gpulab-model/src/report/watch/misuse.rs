@@ -34,6 +34,10 @@ pub struct MisuseRow {
     pub released_ms: Option<f64>,
     /// Where the misusing call was made.
     pub backtrace: Vec<Frame>,
+    /// `unordered_free`: the use the free is not ordered after, and its
+    /// stream (`cuLaunchKernel on stream #3`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
 }
 
 /// The misuses of `run`, oldest first, and how many there were in all.
@@ -63,6 +67,16 @@ pub(super) fn rows(run: &Run, start_ns: u64) -> (Vec<MisuseRow>, u64) {
                 made_at: frames(state.and_then(|s| s.stack)),
                 released_ms: state.and_then(|s| s.released_ns).map(ms),
                 backtrace: frames(m.stack),
+                after: m.after.as_ref().map(|u| {
+                    let on = match u.stream {
+                        Some(id) => run.ledger().get(&id).map_or_else(
+                            || format!("stream #{}", id & 0xffff_ffff),
+                            |s| format!("stream {}", s.name()),
+                        ),
+                        None => "a default stream".to_owned(),
+                    };
+                    format!("{} on {on}", u.api)
+                }),
             }
         })
         .collect();
@@ -87,6 +101,14 @@ impl MisuseRow {
     /// The report's lines for it.
     pub(super) fn text(&self, s: &mut String) {
         let _ = writeln!(s, "  {}", self.headline());
+        if let Some(after) = &self.after {
+            let _ = writeln!(
+                s,
+                "      the free is not ordered after its use by {after} \
+                 (no event recorded after the use and waited by the freeing stream, \
+                 no wait of the host)"
+            );
+        }
         for f in &self.backtrace {
             let _ = writeln!(s, "      at {}", fit(&f.describe(), FRAME_WIDTH));
         }

@@ -326,6 +326,7 @@ mod tests {
             made_at: vec![],
             released_ms: None,
             backtrace: vec![frame("main", at)],
+            after: None,
         };
         assert_eq!(
             s.misuse(&row(MisuseKind::SyncFreeOfStreamOrdered, "train.cu:40")),
