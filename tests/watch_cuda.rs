@@ -237,12 +237,13 @@ fn each_use_of_what_a_cuda_program_gave_up_is_said_at_its_line() {
                 "double free" | "destroyed twice" => "double_release",
                 "use after free" | "use after destroy" => "use_after_release",
                 "sync free of ordered memory" => "sync_free_of_stream_ordered",
+                "unordered free" => "unordered_free",
                 other => panic!("cuda_misuse.cu:{}: unknown mistake {other:?}", i + 1),
             };
             Some((step.to_string(), i + 1, what))
         })
         .collect();
-    assert_eq!(steps.len(), 8, "cuda_misuse.cu's steps: {steps:?}");
+    assert_eq!(steps.len(), 9, "cuda_misuse.cu's steps: {steps:?}");
     for (step, line, what) in &steps {
         let (out, report) = watch_json_with(&["--fail-on", "misuse"], &[&exe, step]);
         let rows = report["misuse"].as_array().expect("misuse[]");
@@ -953,4 +954,133 @@ fn children_forked_by_a_cuda_program_exit_as_they_do_bare() {
 fn a_program_that_unloads_libraries_while_cuda_is_watched_runs_as_bare() {
     require_cuda();
     runs_as_bare("tests/watch/cuda_dlclose.cu", "20000", &[&[], &[], &[]]);
+}
+
+/// A stream program in `stream_order.cu`'s words, and how many of its frees
+/// a happens-before graph of it says are not ordered after a use of their
+/// memory. The graph is drawn here, apart from the agent's clocks: a node
+/// per operation, an edge from each operation that comes before it (its
+/// stream's last, a waited event's record, what the host waited for, and
+/// the legacy default stream's waits on blocking streams and theirs on it).
+fn stream_program(rng: &mut fastrand::Rng) -> (Vec<String>, usize) {
+    #[derive(Default)]
+    struct Graph {
+        before: Vec<Vec<usize>>,
+        last: [Option<usize>; 4],
+        host: Vec<usize>,
+    }
+    impl Graph {
+        fn preds(&self, s: usize) -> Vec<usize> {
+            let mut p: Vec<usize> = self.last[s].into_iter().chain(self.host.clone()).collect();
+            match s {
+                0 => p.extend(self.last[1..3].iter().flatten()),
+                1 | 2 => p.extend(self.last[0]),
+                _ => {}
+            }
+            p
+        }
+        fn node(&mut self, s: usize, extra: Option<usize>) -> usize {
+            let mut p = self.preds(s);
+            p.extend(extra);
+            self.before.push(p);
+            self.last[s] = Some(self.before.len() - 1);
+            self.before.len() - 1
+        }
+        fn reaches(&self, from: usize, to: usize) -> bool {
+            let mut seen = vec![false; self.before.len()];
+            let mut todo = vec![to];
+            while let Some(n) = todo.pop() {
+                if n == from {
+                    return true;
+                }
+                if !std::mem::replace(&mut seen[n], true) {
+                    todo.extend(&self.before[n]);
+                }
+            }
+            false
+        }
+    }
+    let mut g = Graph::default();
+    let mut events: [Option<usize>; 2] = [None; 2];
+    let mut uses: [Option<Vec<usize>>; 3] = Default::default();
+    let (mut words, mut unordered) = (Vec::new(), 0);
+    for _ in 0..rng.usize(12..30) {
+        let (s, m, e) = (rng.usize(..4), rng.usize(..3), rng.usize(..2));
+        let word = match (rng.u8(..14), uses[m].is_some()) {
+            (0..=2, false) => {
+                uses[m] = Some(vec![g.node(s, None)]);
+                format!("a{s}{m}")
+            }
+            (3..=5, true) => {
+                let n = g.node(s, None);
+                uses[m].get_or_insert_default().push(n);
+                format!("{}{s}{m}", ['k', 'm', 'c'][rng.usize(..3)])
+            }
+            (6, _) => {
+                events[e] = Some(g.node(s, None));
+                format!("r{e}{s}")
+            }
+            (7, _) => {
+                g.node(s, events[e]);
+                format!("w{s}{e}")
+            }
+            (8, _) => {
+                let p = g.preds(s);
+                g.host.extend(p);
+                format!("{}{s}", ['s', 'p'][rng.usize(..2)])
+            }
+            (9, _) => {
+                g.host.extend(events[e]);
+                format!("e{e}")
+            }
+            (10, _) if rng.u8(..4) == 0 => {
+                g.host.extend(0..g.before.len());
+                "d".to_owned()
+            }
+            (11..=13, true) => {
+                let n = g.node(s, None);
+                let used = uses[m].take().unwrap_or_default();
+                unordered += usize::from(used.iter().any(|&u| !g.reaches(u, n)));
+                format!("f{s}{m}")
+            }
+            _ => continue,
+        };
+        words.push(word);
+    }
+    (words, unordered)
+}
+
+/// Stream programs nobody wrote, run on the device and watched: gpulab says
+/// an unordered free exactly where the happens-before graph finds one, and
+/// nothing else. The graph is the one the rules draw (as the CUDA
+/// programming guide states them); the programs cover the default stream,
+/// blocking and non-blocking streams, events, host waits and polls.
+#[test]
+#[ignore = "needs an NVIDIA GPU, nvcc and libcupti: run with GPULAB_REQUIRE_CUDA=1 -- --ignored"]
+fn each_unordered_free_of_a_generated_stream_program_is_said_and_no_other() {
+    require_cuda();
+    let dir = temp_dir();
+    let exe = build(dir.path(), "tests/watch/stream_order.cu");
+    let exe = exe.to_string_lossy().into_owned();
+    let mut rng = fastrand::Rng::with_seed(51);
+    let (mut frees_said, mut programs_with) = (0, 0);
+    for program in 0..40 {
+        let (words, expected) = stream_program(&mut rng);
+        let mut args = vec![exe.as_str()];
+        args.extend(words.iter().map(String::as_str));
+        let (out, report) = watch_json_with(&[], &args);
+        assert!(out.status.success(), "{words:?}: {}", stderr(&out));
+        let rows = report["misuse"].as_array().expect("misuse[]");
+        let said = rows.iter().filter(|r| r["what"] == "unordered_free").count();
+        assert_eq!(
+            (said, rows.len()),
+            (expected, expected),
+            "program {program}: {}\n{rows:#?}",
+            words.join(" ")
+        );
+        frees_said += said;
+        programs_with += usize::from(said > 0);
+    }
+    eprintln!("{frees_said} unordered frees said in {programs_with} of 40 programs");
+    assert!((8..=36).contains(&programs_with), "{programs_with}");
 }

@@ -16,6 +16,8 @@
 //   stream-after    cudaStreamSynchronize of a destroyed stream
 //   event-twice     cudaEventDestroy of a destroyed event
 //   event-after     cudaEventSynchronize of a destroyed event
+//   unordered-free  cudaFreeAsync on one stream of memory a kernel on another
+//                   stream uses, with no event between them
 // `all` runs each in turn; `clean` makes the same calls in the right order.
 
 #include <cstdio>
@@ -116,6 +118,31 @@ static void event_after(cudaStream_t s, bool clean) {
   }
 }
 
+__global__ void fill(int *p, size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] = 1;
+}
+
+static void unordered_free(cudaStream_t s, bool clean) {
+  cudaStream_t other;
+  cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+  int *f = nullptr;
+  cudaMallocAsync((void **)&f, N, s);
+  fill<<<64, 256, 0, s>>>(f, N / sizeof(int));
+  if (clean) {
+    cudaEvent_t used;
+    cudaEventCreateWithFlags(&used, cudaEventDisableTiming);
+    cudaEventRecord(used, s);
+    cudaStreamWaitEvent(other, used, 0);
+    cudaFreeAsync(f, other);
+    cudaEventDestroy(used);
+  } else {
+    said("unordered-free", cudaFreeAsync(f, other));  // misuse: unordered free
+  }
+  cudaStreamSynchronize(other);
+  cudaStreamSynchronize(s);
+  cudaStreamDestroy(other);
+}
+
 int main(int argc, char **argv) {
   const char *step = argc > 1 ? argv[1] : "all";
   bool clean = strcmp(step, "clean") == 0;
@@ -134,6 +161,7 @@ int main(int argc, char **argv) {
   if (on("stream-after")) stream_after(clean);
   if (on("event-twice")) event_twice(clean);
   if (on("event-after")) event_after(s, clean);
+  if (on("unordered-free")) unordered_free(s, clean);
   cudaStreamDestroy(s);
   printf("done\n");
   return 0;

@@ -397,6 +397,8 @@ struct Hook {
     /// The handles the call names that a misuse check reads
     /// ([`crate::cuda_misuse`]), looked up once here, not at every call.
     names: crate::cuda_misuse::Names,
+    /// Whether the streams' order reads it ([`crate::cuda_order::reads`]).
+    orders: bool,
 }
 
 /// Hooks by driver callback id.
@@ -484,6 +486,7 @@ fn table(names: impl IntoIterator<Item = (u32, String)>) -> Vec<Option<Hook>> {
             driver,
             role,
             names,
+            orders: crate::cuda_order::reads(api),
         });
     }
     hooks
@@ -893,8 +896,10 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         // SAFETY: the caller's contract; `role` matches this function.
         unsafe { apply(hook.api, hook.role, params, data.context) }
     };
-    // SAFETY: the caller's contract: this function's parameter block.
-    unsafe { crate::cuda_order::at_return(hook.api, params, object, status) };
+    if hook.orders {
+        // SAFETY: the caller's contract: this function's parameter block.
+        unsafe { crate::cuda_order::at_return(hook.api, params, object, status) };
+    }
     let object = object.or_else(|| MADE_CONTEXT.take());
     crate::cuda_misuse::at_return(status);
     let freed_unseen = FREED_UNSEEN.take();
@@ -1877,7 +1882,12 @@ mod tests {
             Some(("cuDevicePrimaryCtxRelease", Call))
         );
         assert_eq!(hook_for("cuMemGetInfo_v2"), None);
-        assert_eq!(hook_for("cuEventQuery"), None);
+        assert_eq!(hook_for("cuEventGetDevice"), None);
+        // Read for the streams' order only, any version.
+        assert_eq!(
+            hook_for("cuStreamBeginCapture_v2_ptsz"),
+            Some(("cuStreamBeginCapture", Order))
+        );
     }
 
     /// cuLaunchKernel's block: f, 7 unsigned ints, then hStream at byte 40;
@@ -2061,6 +2071,7 @@ mod tests {
             driver: "cuCtxSynchronize",
             role: Call,
             names: &[],
+            orders: true,
         };
         let before = now_ns();
         // SAFETY: a well-formed enter block.

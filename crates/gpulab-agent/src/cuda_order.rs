@@ -45,6 +45,52 @@ pub const ORDER_ONLY: &[&str] = &[
     "cuMemcpyPeerAsync",
 ];
 
+/// Every call [`at_return`] reads, beside [`ORDER_ONLY`]'s: a hook asks
+/// once, at its table, so the others never reach this module.
+const READ: &[&str] = &[
+    "cuCtxSynchronize",
+    "cuCtxDestroy",
+    "cuDevicePrimaryCtxReset",
+    "cuStreamCreate",
+    "cuStreamCreateWithPriority",
+    "cuGreenCtxStreamCreate",
+    "cuMemAllocAsync",
+    "cuMemAllocFromPoolAsync",
+    "cuMemFree",
+    "cuMemFreeAsync",
+    "cuEventDestroy",
+    "cuEventRecord",
+    "cuEventRecordWithFlags",
+    "cuStreamWaitEvent",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cuGraphLaunch",
+    "cuLaunchKernel",
+    "cuLaunchCooperativeKernel",
+    "cuLaunchKernelEx",
+    "cuMemcpyHtoDAsync",
+    "cuMemsetD8Async",
+    "cuMemsetD32Async",
+    "cuMemcpyDtoHAsync",
+    "cuMemcpyDtoDAsync",
+    "cuMemcpyAsync",
+    "cuMemcpy2DAsync",
+    "cuMemcpy3DAsync",
+    "cuMemcpy",
+    "cuMemcpyHtoD",
+    "cuMemcpyDtoH",
+    "cuMemcpyDtoD",
+    "cuMemcpy2D",
+    "cuMemcpy3D",
+    "cuMemsetD8",
+    "cuMemsetD32",
+];
+
+/// Whether [`at_return`] reads the call `api` (unversioned).
+pub fn reads(api: &str) -> bool {
+    READ.contains(&api) || ORDER_ONLY.contains(&api)
+}
+
 fn with<R>(f: impl FnOnce(&mut Order) -> R) -> R {
     ledger::with_order(|o| {
         let r = f(o);
@@ -424,4 +470,21 @@ fn layout_of(function: usize) -> Vec<(usize, usize)> {
     }
     let _ = LAYOUTS.try_with(|l| l.borrow_mut().insert(function, layout.clone()));
     layout
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each call read is one the agent hooks by that name, so none is
+    /// silently never seen.
+    #[test]
+    fn every_call_read_is_hooked_by_that_name() {
+        for api in READ {
+            assert!(crate::cuda::watches(api), "{api} is read but not hooked");
+        }
+        for api in ORDER_ONLY {
+            assert!(!crate::cuda::watches(api), "{api} is hooked twice");
+        }
+    }
 }
