@@ -8,6 +8,8 @@ use clap::Parser;
 
 fn main() {
     gpulab::clock::phase("process start");
+    // A shell asking for completions is answered here, before anything else.
+    commands::shell::complete_if_asked();
     let cli = cli::Cli::parse();
     // Before any OpenCL call and before any thread exists: make an installed but
     // unregistered NVIDIA OpenCL driver visible to the ICD loader, except where

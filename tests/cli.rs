@@ -60,50 +60,121 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
+/// What gpulab offers a shell for the last word of `line` (after `gpulab`),
+/// asked as the registered script asks it at a TAB; user labs from `config`.
+fn complete(shell: &str, config: &std::path::Path, line: &[&str]) -> Vec<String> {
+    let out = common::gpulab()
+        .env("GPULAB_COMPLETE", shell)
+        .env("_CLAP_COMPLETE_INDEX", line.len().to_string())
+        .env("XDG_CONFIG_HOME", config)
+        .arg("--")
+        .arg("gpulab")
+        .args(line)
+        .output()
+        .expect("gpulab starts");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{line:?}: {}",
+        common::stderr(&out)
+    );
+    common::stdout(&out)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Each shell's script registers gpulab's completions, which it asks of
+/// gpulab at each TAB: every subcommand is offered, the hidden worker never.
 #[test]
-fn completion_scripts_name_every_subcommand() {
+fn completion_scripts_register_and_offer_every_subcommand() {
+    let config = common::temp_dir();
     let commands = subcommands();
     for (shell, marker) in [
-        ("bash", "complete -F"),
+        ("bash", "complete -o nospace -o bashdefault"),
         ("zsh", "#compdef gpulab"),
-        ("fish", "complete -c gpulab"),
+        ("fish", "complete --keep-order --exclusive --command gpulab"),
+        ("elvish", "set edit:completion:arg-completer[gpulab]"),
+        (
+            "powershell",
+            "Register-ArgumentCompleter -Native -CommandName gpulab",
+        ),
     ] {
         let out = common::run(&["completions", shell]);
         assert_eq!(out.status.code(), Some(0), "{shell}");
         let script = common::stdout(&out);
         assert!(script.contains(marker), "{shell}: {script}");
-        for c in &commands {
-            assert!(script.contains(c.as_str()), "{shell} script lacks `{c}`");
-        }
-        // `worker` is gpulab's own (it starts it); no shell offers it.
-        assert!(
-            !script.contains("-a \"worker\"") && !script.contains("gpulab,worker)"),
-            "{shell}: the hidden worker is offered"
-        );
+        assert!(script.contains("GPULAB_COMPLETE"), "{shell}: {script}");
     }
+    let offered = complete("bash", config.path(), &[""]);
+    for c in &commands {
+        assert!(offered.contains(c), "`{c}` is not offered: {offered:?}");
+    }
+    // `worker` is gpulab's own (it starts it); no shell offers it.
+    assert!(!offered.iter().any(|c| c == "worker"), "{offered:?}");
     let out = common::run(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2), "an unknown shell is bad input");
 }
 
-/// `gpulab run <TAB>` offers the catalog's lab ids, `--variant <TAB>` their
-/// variants (fish and zsh with the lab's title or the variant's description).
+/// `gpulab run <TAB>` offers the catalog's lab ids (fish with each lab's
+/// title), and `--variant <TAB>` the variants of the lab the line names, by
+/// `run ID` or `--lab ID`; a user's own lab and one in `--labs DIR` too.
 #[test]
-fn completion_scripts_offer_the_lab_ids_and_variants() {
+fn completion_offers_the_lab_ids_and_the_named_labs_variants() {
+    let config = common::temp_dir();
     let set = gpulab::lab::LabSet::load(&[]);
-    for shell in ["bash", "zsh", "fish"] {
-        let script = common::stdout(&common::run(&["completions", shell]));
-        for lab in set.labs() {
-            assert!(script.contains(&lab.id), "{shell}: no {}", lab.id);
-            for v in &lab.variants {
-                assert!(script.contains(&v.name), "{shell}: no variant {}", v.name);
-            }
-        }
+    let ids = complete("bash", config.path(), &["run", ""]);
+    for lab in set.labs() {
+        assert!(ids.contains(&lab.id), "no {}: {ids:?}", lab.id);
+        let names: Vec<String> = lab.variants.iter().map(|v| v.name.clone()).collect();
+        let by_run = complete("bash", config.path(), &["run", &lab.id, "--variant", ""]);
+        assert_eq!(by_run, names, "run {} --variant", lab.id);
+        let by_lab = complete("bash", config.path(), &["--lab", &lab.id, "--variant", ""]);
+        assert_eq!(by_lab, names, "--lab {} --variant", lab.id);
     }
-    let fish = common::stdout(&common::run(&["completions", "fish"]));
+    let fish = complete("fish", config.path(), &["run", "cl-f"]);
     assert!(
-        fish.contains("cl-finish\\t'Who waits for the kernel"),
-        "fish names each lab with its title"
+        fish.iter()
+            .any(|l| l.starts_with("cl-finish\tWho waits for the kernel")),
+        "fish names each lab with its title: {fish:?}"
     );
+    // A prefix narrows the variants; an unknown lab offers every name.
+    let finish = complete(
+        "bash",
+        config.path(),
+        &["run", "cl-finish", "--variant", "no"],
+    );
+    assert_eq!(finish, ["no-wait"]);
+    let any = complete(
+        "bash",
+        config.path(),
+        &["run", "no-such-lab", "--variant", ""],
+    );
+    assert!(any.len() > 10, "{any:?}");
+    // A lab of the user's own, and one in a folder the line names: cl-finish
+    // under other ids.
+    let text = std::fs::read_to_string(common::repo_file("labs/cl-finish.toml")).expect("lab");
+    let user = config.path().join("gpulab/labs");
+    let folder = common::temp_dir();
+    std::fs::create_dir_all(&user).expect("user lab folder");
+    for (dir, id) in [
+        (user.as_path(), "my-finish"),
+        (folder.path(), "their-finish"),
+    ] {
+        let own = text.replacen("id = \"cl-finish\"", &format!("id = \"{id}\""), 1);
+        std::fs::write(dir.join(format!("{id}.toml")), own).expect("a lab file");
+    }
+    let dir = folder.path().display().to_string();
+    let with_dir = complete("bash", config.path(), &["--labs", &dir, "run", ""]);
+    assert!(with_dir.iter().any(|l| l == "my-finish"), "{with_dir:?}");
+    assert!(with_dir.iter().any(|l| l == "their-finish"), "{with_dir:?}");
+    let theirs = complete(
+        "bash",
+        config.path(),
+        &["--labs", &dir, "run", "their-finish", "--variant", ""],
+    );
+    assert_eq!(theirs, ["finish", "no-wait", "blocking-read"]);
 }
 
 #[test]

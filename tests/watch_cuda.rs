@@ -1071,7 +1071,10 @@ fn each_unordered_free_of_a_generated_stream_program_is_said_and_no_other() {
         let (out, report) = watch_json_with(&[], &args);
         assert!(out.status.success(), "{words:?}: {}", stderr(&out));
         let rows = report["misuse"].as_array().expect("misuse[]");
-        let said = rows.iter().filter(|r| r["what"] == "unordered_free").count();
+        let said = rows
+            .iter()
+            .filter(|r| r["what"] == "unordered_free")
+            .count();
         assert_eq!(
             (said, rows.len()),
             (expected, expected),

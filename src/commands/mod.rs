@@ -39,7 +39,7 @@ mod list;
 mod replay;
 mod report;
 mod run;
-mod shell;
+pub mod shell;
 mod watch;
 mod worker;
 

@@ -3,47 +3,155 @@
 
 use std::io::Write;
 
-use clap::builder::{PossibleValue, PossibleValuesParser};
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
 use clap::{Command, CommandFactory};
+use clap_complete::engine::{ArgValueCandidates, ArgValueCompleter, CompletionCandidate};
 
 use super::EXIT_OK;
 use crate::cli::Cli;
 
+/// The variable a shell sets when it asks gpulab for completions.
+pub const COMPLETE_VAR: &str = "GPULAB_COMPLETE";
+
+/// `gpulab completions SHELL`: the script that registers gpulab's completions
+/// with SHELL. At each TAB the shell asks gpulab itself (with
+/// [`COMPLETE_VAR`] set, which [`complete_if_asked`] answers), so the lab ids
+/// offered are those installed now, the user's own and any `--labs DIR` on
+/// the line among them, and `--variant` offers the variants of the lab the
+/// line names.
 pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
+    let shells = clap_complete::env::Shells::builtins();
+    let Some(completer) = shells.completer(&shell.to_string()) else {
+        return Err(super::fail(
+            super::EXIT_USAGE,
+            format!("completions: gpulab cannot complete for {shell}"),
+        ));
+    };
     let mut script = Vec::new();
-    let set = super::load_labs(&[]);
-    let mut cmd = with_catalog(offered(&Cli::command()), set.labs());
-    clap_complete::generate(shell, &mut cmd, "gpulab", &mut script);
+    completer.write_registration(COMPLETE_VAR, "gpulab", "gpulab", "gpulab", &mut script)?;
+    if shell == clap_complete::Shell::Zsh {
+        // Autoloaded from `fpath` as `_gpulab`, the file's body runs at the
+        // first TAB: it completes that TAB too, not only the next ones.
+        script.extend_from_slice(
+            b"if [ \"${funcstack[1]}\" = \"_gpulab\" ]; then\n    _clap_dynamic_completer_gpulab \"$@\"\nfi\n",
+        );
+    }
     emit(&script)
 }
 
-/// The command line with the catalog's lab ids and variants as the values
-/// the shell offers (the shipped labs and the user's own, as of generating the
-/// script), each with its title. Only the script gets them: the parser still
-/// takes any id and names the nearest when it is unknown.
-fn with_catalog(cmd: Command, labs: &[gpulab::lab::Lab]) -> Command {
-    let ids: Vec<PossibleValue> = labs
+/// Answers a shell's request for completions and exits, when the process was
+/// started for one ([`COMPLETE_VAR`] set to a shell's name); else returns.
+/// Runs before anything is written to stdout.
+pub fn complete_if_asked() {
+    clap_complete::CompleteEnv::with_factory(completing)
+        .var(COMPLETE_VAR)
+        .bin("gpulab")
+        .completer("gpulab")
+        .complete();
+}
+
+/// The command line the shells complete: [`offered`], with the catalog's lab
+/// ids (each with its title) and the variants of the lab the line names. Only
+/// completion gets them: the parser still takes any id and names the nearest
+/// when it is unknown.
+fn completing() -> Command {
+    let ids = ArgValueCandidates::new(lab_ids);
+    let variants = ArgValueCompleter::new(variants_on_line);
+    offered(&Cli::command())
+        .mut_arg("lab", |a| a.add(ids.clone()))
+        .mut_arg("variant", |a| a.add(variants.clone()))
+        .mut_subcommand("run", |c| {
+            c.mut_arg("id", |a| a.add(ids.clone()))
+                .mut_arg("variant", |a| a.add(variants.clone()))
+        })
+}
+
+/// Every lab id the line could name, with its title.
+fn lab_ids() -> Vec<CompletionCandidate> {
+    let (_, dirs) = named_on_line(&line_words());
+    super::load_labs(&dirs)
+        .labs()
         .iter()
-        .map(|l| PossibleValue::new(l.id.clone()).help(l.title.clone()))
-        .collect();
-    let mut variants: Vec<PossibleValue> = Vec::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for l in labs {
+        .map(|l| CompletionCandidate::new(l.id.clone()).help(Some(l.title.clone().into())))
+        .collect()
+}
+
+/// The variants of the lab the line names (`--lab ID`, `run ID`, or a lab
+/// file's path) that start with `current`, each with its description; all
+/// the catalog's variant names when the line names no lab it knows.
+fn variants_on_line(current: &OsStr) -> Vec<CompletionCandidate> {
+    let current = current.to_string_lossy();
+    let (lab, dirs) = named_on_line(&line_words());
+    let mut set = super::load_labs(&dirs);
+    let id = lab.and_then(|named| super::lab_named(&mut set, &named).ok());
+    let mut seen: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for l in set
+        .labs()
+        .iter()
+        .filter(|l| id.as_ref().is_none_or(|id| *id == l.id))
+    {
         for v in &l.variants {
-            if !seen.contains(&v.name.as_str()) {
-                seen.push(&v.name);
-                variants.push(PossibleValue::new(v.name.clone()).help(v.description.clone()));
+            if v.name.starts_with(current.as_ref()) && !seen.contains(&v.name) {
+                seen.push(v.name.clone());
+                out.push(
+                    CompletionCandidate::new(v.name.clone())
+                        .help(Some(v.description.clone().into())),
+                );
             }
         }
     }
-    let ids = PossibleValuesParser::new(ids);
-    let variants = PossibleValuesParser::new(variants);
-    cmd.mut_arg("lab", |a| a.value_parser(ids.clone()))
-        .mut_arg("variant", |a| a.value_parser(variants.clone()))
-        .mut_subcommand("run", |c| {
-            c.mut_arg("id", |a| a.value_parser(ids.clone()))
-                .mut_arg("variant", |a| a.value_parser(variants.clone()))
-        })
+    out
+}
+
+/// The words of the line being completed: the shell passes them after `--`.
+fn line_words() -> Vec<String> {
+    std::env::args_os()
+        .skip_while(|a| a != "--")
+        .skip(2)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The lab a command line names (`--lab ID`, `--lab=ID`, or `run`'s first
+/// operand) and the `--labs` folders it gives. The options that take a value
+/// are clap's own list, so a value is never taken for the lab.
+fn named_on_line(words: &[String]) -> (Option<String>, Vec<PathBuf>) {
+    let cli = Cli::command();
+    let takes_value = |long: &str| {
+        cli.get_arguments()
+            .chain(cli.get_subcommands().flat_map(Command::get_arguments))
+            .any(|a| a.get_long() == Some(long) && a.get_action().takes_values())
+    };
+    let (mut lab, mut dirs, mut in_run) = (None, Vec::new(), false);
+    let mut words = words.iter();
+    while let Some(w) = words.next() {
+        if let Some((flag, value)) = w.strip_prefix("--").and_then(|f| f.split_once('=')) {
+            match flag {
+                "lab" => lab = Some(value.to_string()),
+                "labs" => dirs.push(PathBuf::from(value)),
+                _ => {}
+            }
+        } else if let Some(flag) = w.strip_prefix("--") {
+            let value = if takes_value(flag) {
+                words.next()
+            } else {
+                None
+            };
+            match (flag, value) {
+                ("lab", Some(v)) => lab = Some(v.clone()),
+                ("labs", Some(v)) => dirs.push(PathBuf::from(v)),
+                _ => {}
+            }
+        } else if w == "run" && lab.is_none() && !in_run {
+            in_run = true;
+        } else if in_run && lab.is_none() && !w.starts_with('-') && !w.is_empty() {
+            lab = Some(w.clone());
+        }
+    }
+    (lab, dirs)
 }
 
 /// One page, `gpulab(1)`: the options, then every subcommand with its own
@@ -198,5 +306,37 @@ fn emit(bytes: &[u8]) -> anyhow::Result<i32> {
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(EXIT_OK),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_lab_a_line_names_is_found_past_the_options_that_take_values() {
+        let cases = [
+            ("--lab cl-finish --variant", Some("cl-finish"), 0),
+            ("--lab=cl-finish --variant", Some("cl-finish"), 0),
+            ("run cl-finish --variant", Some("cl-finish"), 0),
+            (
+                "run --param size_mib=64 cl-finish --variant",
+                Some("cl-finish"),
+                0,
+            ),
+            ("--labs mine run ./x.toml --variant", Some("./x.toml"), 1),
+            ("run --labs=a --device 0 lab-x --variant", Some("lab-x"), 1),
+            ("list --json", None, 0),
+            ("run --variant", None, 0),
+        ];
+        for (line, lab, dirs) in cases {
+            let (found, folders) = named_on_line(&words(line));
+            assert_eq!(found.as_deref(), lab, "{line}");
+            assert_eq!(folders.len(), dirs, "{line}");
+        }
     }
 }

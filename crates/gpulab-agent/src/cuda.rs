@@ -811,6 +811,44 @@ unsafe extern "C" fn on_cupti(_user: *mut c_void, domain: u32, cbid: u32, data: 
     }
 }
 
+/// A watched call entered: what it names that the program gave up, what is
+/// read before it, and its start.
+///
+/// # Safety
+/// As [`driver_call`].
+unsafe fn call_entered(hook: &Hook, data: &CallbackData) {
+    MADE_CONTEXT.set(None);
+    let params = data.params.cast::<usize>();
+    FREEING.set(match hook.role {
+        Free(kind) if !params.is_null() => {
+            // SAFETY: parameter 0 of a freeing call is the handle.
+            let handle = unsafe { *params };
+            Some((handle, ledger::cuda_id_of(kind, handle)))
+        }
+        _ => None,
+    });
+    let (freeing, stream) = match hook.role {
+        Free(kind) => (Some(kind), None),
+        // SAFETY: the caller's contract: a launch's parameter block.
+        Launch { stream_at } => (None, Some(unsafe { launch_stream(params, stream_at) })),
+        _ => (None, None),
+    };
+    // SAFETY: the caller's contract: this function's parameter block.
+    unsafe { crate::cuda_misuse::at_entry(hook.api, hook.names, freeing, stream, params) };
+    // SAFETY: the caller's contract: this function's parameter block.
+    if let Some(read) = unsafe { read_before(hook.api, params) } {
+        transport::read(hook.api, ReadSide::Before, read);
+    }
+    // SAFETY: the caller's contract: this function's parameter block.
+    let measure = unsafe { measured(hook.role, data.params.cast::<usize>()) };
+    FIRST_USE.set(measure);
+    FREE_BEFORE.set(if measure { device_free() } else { None });
+    if !data.correlation_data.is_null() {
+        // SAFETY: CUPTI's per-call slot.
+        unsafe { *data.correlation_data = now_ns() };
+    }
+}
+
 /// A watched call entered (keep its start) or returned (record it).
 ///
 /// # Safety
@@ -822,37 +860,8 @@ unsafe fn driver_call(hook: &Hook, data: &CallbackData) {
         return unsafe { order_only(hook, data) };
     }
     if data.site == API_ENTER {
-        MADE_CONTEXT.set(None);
-        let params = data.params.cast::<usize>();
-        FREEING.set(match hook.role {
-            Free(kind) if !params.is_null() => {
-                // SAFETY: parameter 0 of a freeing call is the handle.
-                let handle = unsafe { *params };
-                Some((handle, ledger::cuda_id_of(kind, handle)))
-            }
-            _ => None,
-        });
-        let (freeing, stream) = match hook.role {
-            Free(kind) => (Some(kind), None),
-            // SAFETY: the caller's contract: a launch's parameter block.
-            Launch { stream_at } => (None, Some(unsafe { launch_stream(params, stream_at) })),
-            _ => (None, None),
-        };
-        // SAFETY: the caller's contract: this function's parameter block.
-        unsafe { crate::cuda_misuse::at_entry(hook.api, hook.names, freeing, stream, params) };
-        // SAFETY: the caller's contract: this function's parameter block.
-        if let Some(read) = unsafe { read_before(hook.api, params) } {
-            transport::read(hook.api, ReadSide::Before, read);
-        }
-        // SAFETY: the caller's contract: this function's parameter block.
-        let measure = unsafe { measured(hook.role, data.params.cast::<usize>()) };
-        FIRST_USE.set(measure);
-        FREE_BEFORE.set(if measure { device_free() } else { None });
-        if !data.correlation_data.is_null() {
-            // SAFETY: CUPTI's per-call slot.
-            unsafe { *data.correlation_data = now_ns() };
-        }
-        return;
+        // SAFETY: the caller's contract.
+        return unsafe { call_entered(hook, data) };
     }
     let first = FIRST_USE.take();
     let status = if data.return_value.is_null() {

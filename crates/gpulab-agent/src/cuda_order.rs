@@ -129,9 +129,8 @@ pub unsafe fn at_return(api: &'static str, params: *const usize, object: Option<
         }
         // Ended whatever it returned: a failed end invalidates the capture.
         "cuStreamEndCapture" => {
-            let _ = CAPTURES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                n.checked_sub(1)
-            });
+            let _ =
+                CAPTURES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         }
         _ => {}
     }
@@ -185,7 +184,12 @@ unsafe fn made(params: *const usize, flags_at: usize) {
 /// # Safety
 /// `params` is the block of `cuMemAllocAsync` (stream at 2) or
 /// `cuMemAllocFromPoolAsync` (at 3).
-unsafe fn allocated(api: &'static str, params: *const usize, object: Option<u64>, stream_at: usize) {
+unsafe fn allocated(
+    api: &'static str,
+    params: *const usize,
+    object: Option<u64>,
+    stream_at: usize,
+) {
     // A captured allocation has no object: the graph makes it.
     let Some(id) = object else { return };
     // SAFETY: the caller's contract.
@@ -360,7 +364,12 @@ unsafe fn launched(api: &'static str, params: *const usize) {
                 let stream = config.add(32).cast::<usize>().read_unaligned();
                 (slot(params, 1), stream, slot(params, 2), slot(params, 3))
             }
-            "cuLaunchKernel" => (slot(params, 0), slot(params, 5), slot(params, 6), slot(params, 7)),
+            "cuLaunchKernel" => (
+                slot(params, 0),
+                slot(params, 5),
+                slot(params, 6),
+                slot(params, 7),
+            ),
             _ => (slot(params, 0), slot(params, 5), slot(params, 6), 0),
         }
     };
@@ -384,7 +393,12 @@ const WORDS_PER_ARGUMENT: usize = 64;
 /// `args` is null or holds a pointer to each parameter's value; `extra` is
 /// null or a `CU_LAUNCH_PARAM_END`-terminated list whose buffer holds the
 /// parameters at the layout's offsets.
-unsafe fn argument_words(layout: &[(usize, usize)], args: usize, extra: usize, out: &mut Vec<usize>) {
+unsafe fn argument_words(
+    layout: &[(usize, usize)],
+    args: usize,
+    extra: usize,
+    out: &mut Vec<usize>,
+) {
     let read = |base: *const u8, size: usize, out: &mut Vec<usize>| {
         for w in 0..(size / 8).min(WORDS_PER_ARGUMENT) {
             // SAFETY: within the argument's `size` bytes.

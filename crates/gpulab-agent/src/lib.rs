@@ -61,7 +61,7 @@ mod region;
 mod resident;
 mod rival;
 mod stack;
-mod stream_order;
 mod staging;
+mod stream_order;
 mod ticker;
 mod transport;

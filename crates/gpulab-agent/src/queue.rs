@@ -4,7 +4,8 @@
 use gpulab_events::wire::{CallRecord, ObjectRecord};
 use gpulab_events::{
     AgentEvent, AgentState, CudaMemory, DeviceRead, DeviceSpan, Event, Frame, Framework,
-    FrameworkEvent, FrameworkSaid, Misuse, MisuseKind, ObjKind, ReadSide, Refusal, Stack, UnorderedUse,
+    FrameworkEvent, FrameworkSaid, Misuse, MisuseKind, ObjKind, ReadSide, Refusal, Stack,
+    UnorderedUse,
 };
 
 use crate::clock::now_ns;

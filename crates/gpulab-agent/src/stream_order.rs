@@ -286,11 +286,7 @@ impl Order {
     /// external semaphore, a graph's own waits): taken to be everything.
     pub fn waits_unseen(&mut self, stream: usize) {
         let c = self.everything();
-        self.streams
-            .entry(key(stream))
-            .or_default()
-            .before
-            .join(&c);
+        self.streams.entry(key(stream)).or_default().before.join(&c);
     }
 
     /// The host saw `stream` finish its operations so far (a synchronise, a
@@ -400,10 +396,7 @@ mod tests {
         let op = o.op(A);
         o.used(op, A, &[P], "cuMemsetD8Async");
         o.waits(B, E);
-        assert_eq!(
-            o.freed(P, B).map(|u| u.after.call),
-            Some("cuMemsetD8Async")
-        );
+        assert_eq!(o.freed(P, B).map(|u| u.after.call), Some("cuMemsetD8Async"));
     }
 
     #[test]
@@ -620,11 +613,8 @@ mod tests {
                         let found = o.freed(p, s);
                         let n = g.node(s);
                         let uses = g.uses.remove(&p).unwrap_or_default();
-                        let unordered: Vec<usize> = uses
-                            .iter()
-                            .copied()
-                            .filter(|&u| !g.reaches(u, n))
-                            .collect();
+                        let unordered: Vec<usize> =
+                            uses.iter().copied().filter(|&u| !g.reaches(u, n)).collect();
                         frees += 1;
                         said += usize::from(found.is_some());
                         assert_eq!(
@@ -638,6 +628,9 @@ mod tests {
             }
         }
         // The programs exercise both answers.
-        assert!(said > frees / 10 && said < frees * 9 / 10, "{said} of {frees}");
+        assert!(
+            said > frees / 10 && said < frees * 9 / 10,
+            "{said} of {frees}"
+        );
     }
 }

@@ -572,7 +572,10 @@ fn misuse_lines(r: &WatchReport, shown: &dyn Fn(u32) -> bool, t: Theme) -> Vec<L
     for m in rows.iter().take(MISUSES_SHOWN) {
         out.push(Line::styled(format!("misuse: {}", m.headline()), t.bad()));
         if let Some(after) = &m.after {
-            out.push(Line::styled(format!("  not ordered after {after}"), t.dim()));
+            out.push(Line::styled(
+                format!("  not ordered after {after}"),
+                t.dim(),
+            ));
         }
         for f in m.backtrace.iter().take(2) {
             out.push(Line::styled(format!("  at {}", f.describe()), t.dim()));
