@@ -141,6 +141,15 @@ pub(crate) fn unexplained(
     gap && stacked.iter().any(|(_, lo, hi)| (lo - hi).abs() >= 0.05)
 }
 
+/// Whether some composition of `run` has a gap no share explains of a MiB
+/// or more (the unit the charts are read in): what a legend names.
+pub(crate) fn has_gap(run: &Run) -> bool {
+    run.composition()
+        .points()
+        .iter()
+        .any(|p| p.total > p.stacked().iter().sum::<u64>() + crate::units::MIB)
+}
+
 /// A refused allocation: when, what, and the GPU its process was on.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Refusal {

@@ -17,6 +17,8 @@ pub(super) struct Drawn {
     device: bool,
     /// A run's memory by share is stacked under its curve.
     shares: bool,
+    /// A run's shares leave a gap of a MiB or more unexplained.
+    unexplained: bool,
     /// A run is drawn as a panel per GPU.
     gpus: bool,
     /// A run had an allocation refused.
@@ -39,6 +41,11 @@ impl Drawn {
                 d.run.meta().is_some_and(|m| m.watch.is_some())
                     && !d.run.composition().points().is_empty()
                     && crate::export::program::gpus(&d.run, &program(&d.run)).is_empty()
+            }),
+            unexplained: runs.iter().any(|d| {
+                d.run.meta().is_some_and(|m| m.watch.is_some())
+                    && crate::export::program::gpus(&d.run, &program(&d.run)).is_empty()
+                    && crate::export::program::has_gap(&d.run)
             }),
             gpus: runs
                 .iter()
@@ -65,6 +72,10 @@ pub(super) fn legend(out: &mut String, s: &Sizes, drawn: &Drawn) -> f64 {
     let mut items: Vec<(Swatch, &str)> = vec![(Swatch::Line(MEMORY), line)];
     if drawn.shares {
         for (name, fill) in crate::export::program::SHARES {
+            items.push((Swatch::Bar(fill), name));
+        }
+        if drawn.unexplained {
+            let (name, fill) = crate::export::program::UNEXPLAINED;
             items.push((Swatch::Bar(fill), name));
         }
     }

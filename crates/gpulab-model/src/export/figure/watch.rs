@@ -56,7 +56,10 @@ pub(super) fn draw_shares(out: &mut String, d: &Decimated, shared: &Shared, at: 
         return;
     }
     let p = plot(shared, at, at.plot_top, at.plot_bottom);
-    program::shares(out, &d.run, &p, &|mib| at.y(mib, shared.y_max));
+    let y = |mib: f64| at.y(mib, shared.y_max);
+    program::shares(out, &d.run, &p, &y);
+    // What no share explains is drawn as the page draws it, never left white.
+    program::unexplained(out, &d.run, &p, &y);
 }
 
 /// A panel per GPU, stacked in the chart's place, on one scale.

@@ -47,10 +47,7 @@ impl Findings {
             .map(|(_, share)| *share)
             .collect();
         // A gap under a MiB, the page's unit, is not worth a name.
-        if points
-            .iter()
-            .any(|p| p.total > p.stacked().iter().sum::<u64>() + crate::units::MIB)
-        {
+        if program::has_gap(run) {
             named.push(program::UNEXPLAINED);
         }
         if !shares {
