@@ -20,6 +20,7 @@ use std::sync::{Mutex, Once, OnceLock};
 use gpulab_events::{CudaMemory, DeviceSpan, ObjKind, PoolMemory, ReadSide};
 
 use crate::clock::now_ns;
+use crate::driver::symbol as driver_symbol;
 use crate::ledger;
 use crate::transport::{self, Family, Refused, Status};
 
@@ -1357,21 +1358,6 @@ fn current_device() -> Option<i32> {
     let mut device = 0i32;
     // SAFETY: a writable out-pointer.
     (unsafe { (*get)?(&mut device) } == 0).then_some(device)
-}
-
-/// A function of the loaded CUDA driver, or null. The driver is loaded (it
-/// loaded the agent), often privately (the runtime opens it RTLD_LOCAL): this
-/// asks for its handle, never loads it.
-pub(crate) fn driver_symbol(name: &CStr) -> *mut c_void {
-    // SAFETY: RTLD_NOLOAD only looks among the loaded libraries.
-    let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW) };
-    let scope = if lib.is_null() {
-        libc::RTLD_DEFAULT
-    } else {
-        lib
-    };
-    // SAFETY: a symbol lookup in a loaded library.
-    unsafe { libc::dlsym(scope, name.as_ptr()) }
 }
 
 /// The stream a launch named (0: the default stream).

@@ -217,7 +217,7 @@ fn captured(stream: usize) -> bool {
     type IsCapturing = unsafe extern "C" fn(usize, *mut i32) -> i32;
     static IS: OnceLock<Option<IsCapturing>> = OnceLock::new();
     let is = IS.get_or_init(|| {
-        let sym = crate::cuda::driver_symbol(c"cuStreamIsCapturing");
+        let sym = crate::driver::symbol(c"cuStreamIsCapturing");
         // SAFETY: cuStreamIsCapturing's C type (cuda.h).
         (!sym.is_null())
             .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, IsCapturing>(&sym) })
@@ -462,7 +462,7 @@ fn layout_of(function: usize) -> Vec<(usize, usize)> {
     static INFO: OnceLock<[Option<ParamInfo>; 2]> = OnceLock::new();
     let info = INFO.get_or_init(|| {
         [c"cuFuncGetParamInfo", c"cuKernelGetParamInfo"].map(|name| {
-            let sym = crate::cuda::driver_symbol(name);
+            let sym = crate::driver::symbol(name);
             // SAFETY: both have this C type (cuda.h).
             (!sym.is_null())
                 .then(|| unsafe { std::mem::transmute_copy::<*mut c_void, ParamInfo>(&sym) })

@@ -45,6 +45,7 @@ mod cuda;
 mod cuda_misuse;
 mod cuda_order;
 mod dispatch;
+mod driver;
 mod framework;
 mod got;
 mod launches;

@@ -570,6 +570,25 @@ pub fn misused(what: MisuseKind, object: u64, kind: ObjKind) {
 /// program), and what was found must reach gpulab before it does, as
 /// valgrind says an invalid access before the fault it causes.
 pub fn misused_now(api: &'static str, what: MisuseKind, object: u64, kind: ObjKind) {
+    send_now(api, what, object, kind, None);
+}
+
+/// A stream-ordered free not ordered after a use on another stream
+/// ([`MisuseKind::UnorderedFree`]), found as the free returns: sent now, so
+/// the use goes with it; the free's own record follows.
+pub fn unordered_free(api: &'static str, object: u64, after: gpulab_events::UnorderedUse) {
+    let (what, kind) = (MisuseKind::UnorderedFree, ObjKind::Buffer);
+    send_now(api, what, object, kind, Some(after));
+}
+
+/// A misuse by the call `api`, with this thread's stack, sent now.
+fn send_now(
+    api: &'static str,
+    what: MisuseKind,
+    object: u64,
+    kind: ObjKind,
+    after: Option<gpulab_events::UnorderedUse>,
+) {
     if quiet() {
         return;
     }
@@ -582,27 +601,7 @@ pub fn misused_now(api: &'static str, what: MisuseKind, object: u64, kind: ObjKi
         kind,
         stack: crate::stack::capture_misuse(),
         stack_id: None,
-        after: None,
-    });
-}
-
-/// A stream-ordered free not ordered after a use on another stream
-/// ([`MisuseKind::UnorderedFree`]), found as the free returns: sent now, so
-/// the use goes with it; the free's own record follows.
-pub fn unordered_free(api: &'static str, object: u64, after: gpulab_events::UnorderedUse) {
-    if quiet() {
-        return;
-    }
-    send(Record::Misuse {
-        t_ns: now_ns(),
-        thread: thread_id(),
-        api,
-        what: MisuseKind::UnorderedFree,
-        object,
-        kind: ObjKind::Buffer,
-        stack: crate::stack::capture_misuse(),
-        stack_id: None,
-        after: Some(after),
+        after,
     });
 }
 
