@@ -113,6 +113,22 @@ fn an_nvcc_program_is_counted_exactly_and_its_leaks_are_compute_sanitizers() {
     assert_eq!(leaked, n("buffers_created") - n("buffers_freed"));
     assert_eq!(leaked_bytes, n("kept_bytes"));
     let (host, host_bytes) = alive(&report, "host_buffer");
+    // The calling frame of each leak is the program's code, past the CUDA
+    // runtime nvcc linked into the same file (its internals have no line).
+    let leaks = report["alive_at_exit"].as_array().expect("alive_at_exit[]");
+    for leak in leaks
+        .iter()
+        .filter(|l| l["kind"] == "buffer" || l["kind"] == "host_buffer")
+    {
+        let first = &leak["backtrace"][0];
+        assert!(
+            first["location"].is_string()
+                && !first["function"]
+                    .as_str()
+                    .is_some_and(|f| f.starts_with("libcudart_static_")),
+            "made at the runtime's frame, not the program's: {leak:#}"
+        );
+    }
 
     // compute-sanitizer on the same binary: the same allocations, found at exit.
     let Ok(sanitizer) = Command::new("compute-sanitizer")

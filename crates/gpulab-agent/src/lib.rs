@@ -63,6 +63,7 @@ mod resident;
 mod rival;
 mod stack;
 mod staging;
+mod static_runtime;
 mod stream_order;
 mod ticker;
 mod transport;

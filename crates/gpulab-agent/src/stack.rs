@@ -227,6 +227,7 @@ static FIND_OBJECT: OnceLock<Option<FindObject>> = OnceLock::new();
 
 /// Looks up what the walk needs of the loader; called as the agent starts.
 pub fn prepare() {
+    crate::static_runtime::prepare();
     FIND_OBJECT.get_or_init(|| {
         // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name.
         let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
@@ -267,7 +268,13 @@ fn between_at(ret: usize) -> Option<bool> {
             return Some(false);
         }
         // SAFETY: as above.
-        Some(between(&unsafe { CStr::from_ptr(name) }.to_string_lossy()))
+        let name = unsafe { CStr::from_ptr(name) };
+        if name.is_empty() {
+            // The program itself: the CUDA runtime nvcc linked into it is
+            // between too.
+            return Some(crate::static_runtime::holds(ret.saturating_sub(1)));
+        }
+        Some(between(&name.to_string_lossy()))
     };
     KNOWN
         .try_with(|known| {
@@ -359,7 +366,8 @@ impl Stacks {
         for (i, a) in addrs.iter().enumerate() {
             let known = self.between_at.get(a).copied();
             let is = known.unwrap_or_else(|| {
-                let is = self.module_of(*a).is_some_and(|m| between(&m.path));
+                let is = self.module_of(*a).is_some_and(|m| between(&m.path))
+                    || crate::static_runtime::holds(a.saturating_sub(1));
                 self.between_at.insert(*a, is);
                 is
             });
