@@ -160,7 +160,9 @@ impl Order {
         if k == DEFAULT {
             for (&other, s) in &self.streams {
                 if other != DEFAULT && !s.non_blocking {
-                    joined.join(&s.now(other));
+                    // Its clock now, joined without a copy.
+                    joined.join(&s.before);
+                    joined.raise(other, s.ops);
                 }
             }
         } else if blocking && let Some(d) = self.streams.get(&DEFAULT) {

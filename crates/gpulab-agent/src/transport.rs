@@ -592,17 +592,36 @@ fn send_now(
     if quiet() {
         return;
     }
-    send(Record::Misuse {
-        t_ns: now_ns(),
+    let stack = crate::stack::capture_misuse();
+    send(misuse_record(
+        now_ns(),
+        api,
+        (what, object, kind),
+        stack,
+        after,
+    ));
+}
+
+/// The record of a misuse by the call `api` on this thread: what it did,
+/// to which object of which kind.
+fn misuse_record(
+    t_ns: u64,
+    api: &'static str,
+    (what, object, kind): (MisuseKind, u64, ObjKind),
+    stack: Option<crate::stack::Captured>,
+    after: Option<gpulab_events::UnorderedUse>,
+) -> Record {
+    Record::Misuse {
+        t_ns,
         thread: thread_id(),
         api,
         what,
         object,
         kind,
-        stack: crate::stack::capture_misuse(),
+        stack,
         stack_id: None,
         after,
-    });
+    }
 }
 
 /// A misuse whose call is not known here, sent now.
@@ -612,18 +631,15 @@ fn send_misuse(
     kind: ObjKind,
     stack: Option<crate::stack::Captured>,
 ) {
-    send(Record::Misuse {
-        t_ns: now_ns(),
-        thread: thread_id(),
-        // The hook that found it is not known here: only that it ran at exit.
-        api: "(a call at exit)",
-        what,
-        object,
-        kind,
+    // The hook that found it is not known here: only that it ran at exit.
+    let api = "(a call at exit)";
+    send(misuse_record(
+        now_ns(),
+        api,
+        (what, object, kind),
         stack,
-        stack_id: None,
-        after: None,
-    });
+        None,
+    ));
 }
 
 /// What this thread's hooks found and no call record has said yet (tests).
@@ -758,17 +774,13 @@ pub fn call_measured(
         .try_with(|m| std::mem::take(&mut *m.borrow_mut()))
         .unwrap_or_default();
     for (what, object, kind, stack) in misused {
-        send(Record::Misuse {
-            t_ns: begin_ns,
-            thread: thread_id(),
+        send(misuse_record(
+            begin_ns,
             api,
-            what,
-            object,
-            kind,
+            (what, object, kind),
             stack,
-            stack_id: None,
-            after: None,
-        });
+            None,
+        ));
     }
     let seq = next_seq();
     send(Record::Call {
